@@ -1,0 +1,108 @@
+# d9: one non-recursive Makefile. `make` builds everything into build/; `make test` runs every
+# test and ends with "N passed, N failed"; `make demo` runs the main job end to end.
+# SAN=address,undefined builds the analyzer, the format code and the unit tests with sanitizers
+# (the unit tests always build that way under build/san/).
+
+CC      ?= gcc
+CLANG   ?= clang
+SAN     ?=
+CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Wformat=2 -fno-omit-frame-pointer
+CFLAGS  ?=
+ALL_CFLAGS := $(CFLAGS_BASE) -Iformat -Iagent $(CFLAGS)
+ifneq ($(SAN),)
+ALL_CFLAGS += -fsanitize=$(SAN) -fno-sanitize-recover=all
+endif
+LDLIBS_FMT := -lz
+
+B := build
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
+
+FORMAT_SRC  := format/format.c
+ANALYZE_SRC := $(wildcard analyze/*.c)
+AGENT_SRC   := $(wildcard agent/*.c) $(wildcard preload/*.c)
+UNIT_SRC    := $(wildcard tests/unit/test-*.c)
+UNIT_BIN    := $(patsubst tests/unit/%.c,$(B)/san/tests/%,$(UNIT_SRC))
+TOOL_SRC    := $(wildcard tests/tools/*.c)
+TOOL_BIN    := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRC))
+
+.PHONY: all deps test test-run demo bench fuzz clean golden
+all: $(B)/libd9agent.so $(B)/d9-analyze $(TOOL_BIN)
+
+deps:
+	bash scripts/install-deps.sh
+
+# ---- objects: build/obj (plain, PIC) and build/san (sanitizers) --------------------------------
+$(B)/obj/%.o: %.c $(wildcard format/*.h agent/*.h analyze/*.h) | $(B)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(B)/san/obj/%.o: %.c $(wildcard format/*.h agent/*.h analyze/*.h tests/unit/*.h) | $(B)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -Iformat -Iagent -Itests/unit $(SAN_FLAGS) -c $< -o $@
+
+$(B):
+	@mkdir -p $(B)
+
+# ---- products -----------------------------------------------------------------------------------
+$(B)/libd9agent.so: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(AGENT_SRC))
+	$(CC) $(ALL_CFLAGS) -shared -fvisibility=hidden -o $@ $^ $(LDLIBS_FMT) -ldl -lpthread
+
+$(B)/d9-analyze: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_FMT) -lm
+
+# sanitizer build of the analyzer: tests replay hostile inputs through it
+$(B)/san/d9-analyze: $(patsubst %.c,$(B)/san/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) -lm
+
+$(B)/san/tests/%: $(B)/san/obj/tests/unit/%.o $(B)/san/obj/format/format.o
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) -lpthread -lm
+
+# the recording core as a static archive: the test driver and benchmarks link it directly, so
+# they exercise the real inline hot path (objects are pulled in only when referenced)
+$(B)/libd9core.a: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(wildcard agent/*.c))
+	rm -f $@
+	ar rcs $@ $^
+
+# helper programs for tests and benchmarks (plain build)
+$(B)/tests/%: tests/tools/%.c $(B)/libd9core.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libd9core.a $(LDLIBS_FMT) -lpthread -lm
+
+# ---- fuzzing (clang + libFuzzer) -------------------------------------------------------------------
+FUZZ_FLAGS := -std=gnu11 -O1 -g -Iformat -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+$(B)/fuzz/fuzz-decode: tests/fuzz/fuzz-decode.c $(FORMAT_SRC) format/d9-format.h
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz-decode.c $(FORMAT_SRC) -lz
+
+FUZZ_TIME ?= 600
+fuzz: $(B)/fuzz/fuzz-decode
+	@mkdir -p $(B)/fuzz/corpus
+	$(B)/fuzz/fuzz-decode -max_total_time=$(FUZZ_TIME) -max_len=65536 \
+		$(B)/fuzz/corpus tests/fuzz/corpus
+
+# ---- tests, demo, bench ------------------------------------------------------------------------------
+TEST_DEPS := all $(B)/san/d9-analyze $(UNIT_BIN) $(B)/fuzz/fuzz-decode
+# test and demo are the README's two set-up commands: each runs the install step first
+test:
+	@bash scripts/install-deps.sh
+	@$(MAKE) --no-print-directory test-run
+
+test-run: $(TEST_DEPS)
+	@bash tests/run.sh
+
+demo:
+	@bash scripts/install-deps.sh
+	@$(MAKE) --no-print-directory all
+	@bash scripts/demo.sh
+
+bench: all
+	@bash scripts/bench.sh
+
+# regenerates tests/golden/*.bin and their expected JSONL (review the diff before committing)
+golden: all
+	bash tests/golden/make-golden.sh
+
+clean:
+	rm -rf $(B)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# install-deps.sh: installs the Debian packages d9 needs to build, test and benchmark.
+# Idempotent: asks dpkg first and only calls apt-get for what is missing, so a second run
+# costs a fraction of a second. Needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+pkgs=(
+	build-essential pkg-config clang libclang-rt-14-dev   # toolchain, libFuzzer + sanitizers
+	zlib1g-dev libunwind-dev libdw-dev libelf-dev libcurl4-openssl-dev
+	libst-dev                                             # State Threads, the first runtime
+	wrk curl valgrind python3                             # test load, tests' helpers
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	s=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	[ "$s" = "install ok installed" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "install-deps: all ${#pkgs[@]} packages present"
+	exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
