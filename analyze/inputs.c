@@ -1,0 +1,94 @@
+/* inputs.c: expands TRACE arguments into segment files. A directory contributes its segment
+ * files sorted by name, which for one process series is the order they were written. */
+#include "inputs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && !strcmp(s + n - m, suffix);
+}
+
+static int is_segment_name(const char *name)
+{
+	return ends_with(name, ".bin") || ends_with(name, ".bin.gz") || ends_with(name, ".active");
+}
+
+static int add(struct d9__inputs *in, const char *path)
+{
+	char **np = realloc(in->paths, (in->n + 1) * sizeof(*np));
+
+	if (!np)
+		return -ENOMEM;
+	in->paths = np;
+	in->paths[in->n] = strdup(path);
+	if (!in->paths[in->n])
+		return -ENOMEM;
+	in->n++;
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
+{
+	in->paths = NULL;
+	in->n = 0;
+	*bad = 0;
+	for (int i = 0; i < nargs; i++) {
+		struct stat st;
+		if (stat(args[i], &st) != 0) {
+			fprintf(stderr, "d9-analyze: %s: %s\n", args[i], strerror(errno));
+			(*bad)++;
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			if (add(in, args[i]))
+				return -ENOMEM;
+			continue;
+		}
+		DIR *d = opendir(args[i]);
+		if (!d) {
+			fprintf(stderr, "d9-analyze: %s: %s\n", args[i], strerror(errno));
+			(*bad)++;
+			continue;
+		}
+		size_t first = in->n;
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			if (!is_segment_name(e->d_name))
+				continue;
+			char path[4096];
+			snprintf(path, sizeof(path), "%s/%s", args[i], e->d_name);
+			if (add(in, path)) {
+				closedir(d);
+				return -ENOMEM;
+			}
+		}
+		closedir(d);
+		qsort(in->paths + first, in->n - first, sizeof(char *), cmp_str);
+		if (in->n == first)
+			fprintf(stderr, "d9-analyze: %s: no segment files (*.bin, *.bin.gz, *.active)\n",
+				args[i]);
+	}
+	return 0;
+}
+
+void d9__inputs_free(struct d9__inputs *in)
+{
+	for (size_t i = 0; i < in->n; i++)
+		free(in->paths[i]);
+	free(in->paths);
+	in->paths = NULL;
+	in->n = 0;
+}

@@ -1,0 +1,14 @@
+/* inputs.h: turns command-line TRACE arguments (files and directories) into a list of segment
+ * files, in a stable order. */
+#ifndef D9_ANALYZE_INPUTS_H
+#define D9_ANALYZE_INPUTS_H
+#include <stddef.h>
+
+struct d9__inputs { char **paths; size_t n; };
+
+/* Expands files and directories (their *.bin, *.bin.gz and *.active entries, sorted by name;
+ * not recursive). Returns 0 or a negative errno; unreadable arguments are reported on stderr
+ * and counted in *bad. */
+int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad);
+void d9__inputs_free(struct d9__inputs *in);
+#endif

@@ -1,0 +1,44 @@
+/* main.c: d9-analyze, the offline analyzer. Dispatches to one file per subcommand.
+ * Exit codes: 0 ok, 2 usage, 3 nothing readable as a trace, 4 output written but some input was
+ * damaged (truncated or corrupt segments: details on stderr). */
+#include "analyze.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+};
+
+static const struct cmd cmds[] = {
+	{ "dump", d9__cmd_dump, "every record of segment files as JSON lines, ids unresolved" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: d9-analyze COMMAND [OPTIONS] TRACE...\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
+	fprintf(f, "\n'd9-analyze COMMAND --help' describes a command's options.\n"
+		"exit status: 0 ok, 2 usage, 3 no readable trace, 4 some input damaged\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return D9_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return D9_EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "d9-analyze: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return D9_EXIT_USAGE;
+}

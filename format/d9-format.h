@@ -1,0 +1,549 @@
+/* d9-format.h: the d9 trace format v1, shared by the agent (encoder) and the analyzer (decoder).
+ * FORMAT.md beside this file is the contract, with byte tables; this header mirrors it. Any change
+ * here that changes bytes on disk changes FORMAT.md in the same commit.
+ * The encoder half is hot-path code: no allocation, no locks, no syscalls, caller-owned buffers.
+ * The decoder half treats every input byte as hostile. */
+#ifndef D9_FORMAT_H
+#define D9_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The format API is internal to each binary: libd9agent.so exports only its interposers and the
+ * public d9_ API, so it is not exported by default. */
+#ifndef D9_EXPORT
+#define D9_EXPORT
+#endif
+
+/* ---- Versions and fixed sizes (on-disk) ---------------------------------------------------- */
+#define D9_MAGIC "\x89" "D9T\r\n\x1a\n" /* 8 bytes, PNG-style: catches text-mode mangling */
+#define D9_MAGIC_LEN 8
+#define D9_FORMAT_MAJOR 1
+#define D9_FORMAT_MINOR 0
+#define D9_PREFIX_LEN 16 /* magic, u16 major, u16 minor, u32 flags */
+#define D9_CHUNK_HDR_LEN 8 /* "D9" sync, u8 type, u8 flags, u32 payload length */
+#define D9_CHUNK_CRC_LEN 4
+#define D9_CHUNK_OVERHEAD (D9_CHUNK_HDR_LEN + D9_CHUNK_CRC_LEN)
+#define D9_CHUNK_MAX_PAYLOAD (16u << 20) /* a larger length field is corruption */
+#define D9_SYNC0 0x44 /* 'D' */
+#define D9_SYNC1 0x39 /* '9' */
+#define D9_EVENTS_HDR_LEN 24 /* u32 tid, u32 worker, u64 base time, u32 count, u32 flags */
+
+/* Errors: 0 or a negative errno, or one of these (below -4095, so never an errno). */
+enum {
+	D9_ENOTTRACE = -5000, /* no d9 magic: not a trace file */
+	D9_EVERSION = -5001, /* a major version this reader does not know */
+	D9_ETRUNC = -5002, /* input ends inside a structure */
+	D9_ECORRUPT = -5003, /* bad sync, CRC, length or value */
+	D9_ENOHEADER = -5004, /* the first chunk is not a usable header */
+};
+D9_EXPORT const char *d9_strerror(int err);
+
+/* ---- Chunk types (on-disk) ---------------------------------------------------------------- */
+enum d9_chunk_type {
+	D9_CHUNK_HEADER = 1, /* segment header; always the first chunk */
+	D9_CHUNK_SCHEMA = 2, /* event type descriptions */
+	D9_CHUNK_DEFS = 3, /* definition records (strings, locations, stacks, ...) */
+	D9_CHUNK_EVENTS = 4, /* one thread's events */
+	D9_CHUNK_TRAILER = 5, /* totals; present when the segment was sealed */
+};
+
+/* ---- Event types (on-disk codes; names are the contract across C, JSON and JS) ------------- */
+enum d9_event_type {
+	D9_EV_POLL_START = 1,
+	D9_EV_POLL_END = 2,
+	D9_EV_PARK = 3,
+	D9_EV_UNPARK = 4,
+	D9_EV_WAKE = 5,
+	D9_EV_SPAWN = 6,
+	D9_EV_COROUTINE_EXIT = 7,
+	D9_EV_QUEUE_SAMPLE = 8,
+	D9_EV_BLOCKING_CALL = 9,
+	D9_EV_CPU_SAMPLE = 10,
+	D9_EV_DROPPED = 11,
+	D9_EV_CUSTOM = 12, /* reserved: CustomEvent, payload described by a CustomSchema def */
+	D9_EV_KNOWN_MAX = 12,
+	D9_EV_EXTENDED = 31, /* in the first byte: the real type follows as a varint */
+};
+#define D9_EV_TYPE_LIMIT 256 /* decoders keep schemas for codes below this */
+#define D9_EV_MAX_FIELDS 8 /* fields a decoder keeps per event; more are skipped */
+#define D9_EV_DELTA_INLINE 7 /* first-byte delta value 7 means: varint delta follows */
+
+/* Field encodings used by schemas (on-disk, one ASCII byte each). */
+#define D9_FIELD_U 'u' /* unsigned LEB128 */
+#define D9_FIELD_I 'i' /* signed, zigzag LEB128 */
+#define D9_FIELD_C 'c' /* coroutine id: 0 for none, else 1 + zigzag(id - previous non-zero one) */
+#define D9_FIELD_B 'b' /* bytes: LEB128 length + bytes */
+
+/* Field slots of the known event types: a decoder matches schema fields to these by name, so
+ * writers may add, drop or reorder fields compatibly (FORMAT.md, "Evolution"). */
+enum { D9_F_POLL_COROUTINE = 0, D9_F_POLL_LOCATION = 1 };
+enum { D9_F_PARK_CALL = 0, D9_F_PARK_TIMEOUT_US = 1 };
+enum { D9_F_UNPARK_READY = 0, D9_F_UNPARK_CPU_NS = 1, D9_F_UNPARK_SCHED_WAIT_NS = 2 };
+enum { D9_F_WAKE_WOKEN = 0, D9_F_WAKE_WAKER = 1, D9_F_WAKE_KIND = 2, D9_F_WAKE_OBJECT = 3 };
+enum { D9_F_SPAWN_COROUTINE = 0, D9_F_SPAWN_PARENT = 1, D9_F_SPAWN_LOCATION = 2 };
+enum { D9_F_EXIT_COROUTINE = 0 };
+enum { D9_F_QUEUE_RUNNABLE = 0 };
+enum { D9_F_BLOCK_COROUTINE = 0, D9_F_BLOCK_CALL = 1, D9_F_BLOCK_FD_KIND = 2,
+	D9_F_BLOCK_DURATION_NS = 3, D9_F_BLOCK_STACK = 4 };
+enum { D9_F_CPU_COROUTINE = 0, D9_F_CPU_SOURCE = 1, D9_F_CPU_STACK = 2 };
+enum { D9_F_DROP_COUNT = 0, D9_F_DROP_REASON = 1 };
+enum { D9_F_CUSTOM_SCHEMA = 0, D9_F_CUSTOM_DATA = 1 };
+
+/* Enumerated field values (on-disk). */
+enum d9_wait_call {
+	D9_CALL_OTHER = 0, D9_CALL_EPOLL_WAIT = 1, D9_CALL_EPOLL_PWAIT = 2, D9_CALL_EPOLL_PWAIT2 = 3,
+	D9_CALL_POLL = 4, D9_CALL_PPOLL = 5, D9_CALL_SELECT = 6, D9_CALL_PSELECT = 7,
+	D9_CALL_MAX = 7,
+};
+enum d9_wake_kind {
+	D9_WAKE_OTHER = 0, D9_WAKE_FD = 1, D9_WAKE_TIMER = 2, D9_WAKE_COND = 3, D9_WAKE_MUTEX = 4,
+	D9_WAKE_JOIN = 5, D9_WAKE_INTERRUPT = 6, D9_WAKE_SPAWN = 7,
+	D9_WAKE_MAX = 7,
+};
+enum d9_fd_kind {
+	D9_FD_NONE = 0, D9_FD_FILE = 1, D9_FD_SOCKET = 2, D9_FD_PIPE = 3, D9_FD_CHAR = 4, D9_FD_OTHER = 5,
+	D9_FD_MAX = 5,
+};
+enum d9_cpu_source { D9_CPU_ON = 0, D9_CPU_OFF = 1, D9_CPU_SOURCE_MAX = 1 };
+enum d9_drop_reason {
+	D9_DROP_OTHER = 0,
+	D9_DROP_BUFFERS_FULL = 1, /* memory cap reached: the writer fell behind */
+	D9_DROP_WRITE_ERROR = 2, /* a chunk could not be written (disk full, I/O error) */
+	D9_DROP_SAMPLES_LOST = 3, /* profiler samples lost (perf ring overflow) */
+	D9_DROP_SEGMENT_DELETED = 4, /* unused by v1 writers; reserved */
+	D9_DROP_REASON_MAX = 4,
+};
+enum d9_thread_role { D9_ROLE_THREAD = 0, D9_ROLE_WORKER = 1, D9_ROLE_AGENT = 2, D9_ROLE_MAX = 2 };
+enum d9_clock_source { D9_CLOCK_MONOTONIC = 0, D9_CLOCK_TSC = 1 };
+#define D9_COROUTINE_SCHEDULER 1u /* Coroutine def flag: the runtime's idle/scheduler coroutine */
+#define D9_TRAILER_RECOVERED 1u /* trailer flag: sealed by recovery after a crash */
+
+/* ---- Definition record kinds (on-disk) ---------------------------------------------------- */
+enum d9_def_kind {
+	D9_DEF_STRING = 1,
+	D9_DEF_LOCATION = 2, /* SpawnLocation */
+	D9_DEF_STACK = 3,
+	D9_DEF_MODULE = 4,
+	D9_DEF_SYMBOL = 5,
+	D9_DEF_THREAD = 6,
+	D9_DEF_CLOCK_SYNC = 7,
+	D9_DEF_COROUTINE = 8,
+	D9_DEF_CUSTOM_SCHEMA = 9, /* reserved for custom events */
+	D9_DEF_KNOWN_MAX = 9,
+};
+#define D9_STACK_MAX_FRAMES 128
+
+/* ---- Decoded structures -------------------------------------------------------------------- */
+struct d9_header {
+	uint16_t major, minor;
+	uint32_t pid, ppid;
+	uint32_t segment_seq; /* number of this segment in its process series, from 0 */
+	uint8_t clock_source; /* enum d9_clock_source */
+	uint8_t time_shift; /* event time unit = 2^time_shift clock ticks */
+	uint64_t ticks_per_sec; /* 1e9 for CLOCK_MONOTONIC, calibrated for TSC */
+	uint64_t anchor_ticks, anchor_mono_ns, anchor_realtime_ns; /* one instant, three clocks */
+	uint64_t start_realtime_ns;
+	const char *writer; /* decoders: NUL-terminated copies owned by the reader */
+	const char *process; /* comm */
+	const char *cmdline; /* arguments joined by ' ' (NULs on disk) */
+	size_t cmdline_len;
+	const char *hostname;
+	const char *boot_id;
+};
+
+struct d9_def {
+	uint8_t kind; /* enum d9_def_kind; unknown kinds are skipped by d9_defs_next */
+	uint64_t id; /* String, Location, Stack, Module, Coroutine, CustomSchema; tid for Thread */
+	union {
+		struct { const char *s; size_t len; } string; /* not NUL-terminated */
+		struct { uint64_t function_addr, callsite_addr, module, name; } location; /* name: string id or 0 */
+		struct { uint32_t nframes; uint64_t frames[D9_STACK_MAX_FRAMES]; } stack; /* innermost first */
+		struct { uint64_t path, start, end, offset; const uint8_t *build_id; size_t build_id_len; } module;
+		struct { uint64_t start, len, function, file, line, inline_depth; } symbol; /* strings by id */
+		struct { uint64_t name, worker, role; } thread; /* worker 0: not a worker */
+		struct { uint64_t ticks, mono_ns, realtime_ns; } clock;
+		struct { uint64_t parent, location, flags; } coroutine;
+		struct { uint64_t name; const uint8_t *fields; size_t fields_len; } custom_schema;
+	} u;
+};
+
+struct d9_event {
+	uint32_t type; /* enum d9_event_type, or any code described by the segment's schema */
+	uint32_t nfields; /* fields present in the schema (capped at D9_EV_MAX_FIELDS) */
+	uint64_t time; /* absolute, in event time units (see d9_header.time_shift) */
+	uint64_t f[D9_EV_MAX_FIELDS]; /* known types: by D9_F_* slot; 'i' fields as int64 bits */
+	const uint8_t *data; /* the first 'b' field, if any (f[slot] holds its length) */
+	uint32_t data_len;
+	const uint8_t *fdata[D9_EV_MAX_FIELDS]; /* every 'b' field's bytes, by slot */
+	size_t offset; /* offset of the event in the file, for messages */
+};
+
+struct d9_chunk {
+	uint8_t type;
+	uint8_t flags;
+	uint32_t len; /* payload length */
+	const uint8_t *payload; /* valid until the next d9_reader_next */
+	uint64_t offset; /* file offset of the chunk's first byte */
+	/* EVENTS chunks only: */
+	uint32_t tid, worker, count, ev_flags;
+	uint64_t base_time;
+};
+
+struct d9_schema_field { uint8_t enc; int8_t slot; char name[30]; };
+struct d9_schema_type {
+	uint8_t present, nfields;
+	char name[30];
+	struct d9_schema_field fields[16];
+};
+
+struct d9_trailer {
+	uint64_t events, chunks, first_time, last_time, dropped_events, dropped_samples;
+	uint32_t flags;
+	uint32_t ntypes;
+	uint64_t type_counts[D9_EV_KNOWN_MAX + 1]; /* indexed by type code */
+};
+
+/* Problems the reader met and stepped over; the reader continues after each. */
+enum d9_problem_kind { D9_PROB_TRUNCATED = 1, D9_PROB_CORRUPT = 2, D9_PROB_UNKNOWN_CHUNK = 3,
+	D9_PROB_UNKNOWN_EVENT = 4, D9_PROB_UNKNOWN_DEF = 5, D9_PROB_BAD_EVENT = 6 };
+typedef void d9_problem_fn(void *ctx, int kind, uint64_t offset, const char *msg);
+
+struct d9_reader_stats {
+	uint64_t chunks, corrupt_chunks, unknown_chunks, skipped_bytes, bad_events;
+	uint64_t bad_defs; /* malformed definition records (skipped) */
+	int truncated; /* input ended inside a chunk */
+	uint64_t truncated_at; /* offset of the incomplete chunk */
+	int sealed; /* a trailer was read */
+};
+
+struct d9_reader;
+
+/* Opens a segment: .bin, .active or gzip (.bin.gz) files; reads the prefix and the header chunk.
+ * Returns 0 or D9_ENOTTRACE, D9_EVERSION, D9_ENOHEADER, D9_ETRUNC, -errno. */
+D9_EXPORT int d9_reader_open_file(struct d9_reader **out, const char *path);
+/* Same over a caller's buffer, which must outlive the reader. */
+D9_EXPORT int d9_reader_open_mem(struct d9_reader **out, const void *buf, size_t len);
+D9_EXPORT void d9_reader_close(struct d9_reader *r);
+D9_EXPORT void d9_reader_on_problem(struct d9_reader *r, d9_problem_fn *fn, void *ctx);
+D9_EXPORT const struct d9_header *d9_reader_header(const struct d9_reader *r);
+D9_EXPORT const struct d9_reader_stats *d9_reader_stats(const struct d9_reader *r);
+/* The schema in force for type code t (the segment's, else the built-in v1 schema), or NULL. */
+D9_EXPORT const struct d9_schema_type *d9_reader_schema(const struct d9_reader *r, uint32_t t);
+/* Next valid chunk after the header. Returns 1 with *c filled, 0 at the end of the input, or
+ * -errno on a read error. Corrupt, truncated and unknown chunks are reported through the problem
+ * callback and stats and stepped over; SCHEMA chunks are applied before being returned. */
+D9_EXPORT int d9_reader_next(struct d9_reader *r, struct d9_chunk *c);
+
+/* Iterates the records of a DEFS chunk: 1 with *d filled, 0 at the end, D9_ECORRUPT (with the
+ * problem reported) when a record does not fit; unknown kinds are skipped. */
+struct d9_defs_iter { struct d9_reader *r; const uint8_t *p, *end; uint64_t base_off; const uint8_t *start; };
+D9_EXPORT void d9_defs_init(struct d9_defs_iter *it, struct d9_reader *r, const struct d9_chunk *c);
+D9_EXPORT int d9_defs_next(struct d9_defs_iter *it, struct d9_def *d);
+
+/* Iterates the events of an EVENTS chunk: 1 with *ev filled, 0 at the end, D9_ECORRUPT when the
+ * rest of the chunk cannot be decoded (reported once; the iterator then stays at the end). */
+struct d9_events_iter {
+	struct d9_reader *r;
+	const uint8_t *p, *end, *start;
+	uint64_t base_off, time, creg;
+	uint32_t left;
+};
+D9_EXPORT void d9_events_init(struct d9_events_iter *it, struct d9_reader *r, const struct d9_chunk *c);
+D9_EXPORT int d9_events_next(struct d9_events_iter *it, struct d9_event *ev);
+
+D9_EXPORT int d9_trailer_decode(const struct d9_chunk *c, struct d9_trailer *t);
+
+/* Event time (units) to CLOCK_MONOTONIC / CLOCK_REALTIME nanoseconds, using the header anchor. */
+D9_EXPORT int64_t d9_time_to_mono_ns(const struct d9_header *h, uint64_t time);
+D9_EXPORT int64_t d9_time_to_realtime_ns(const struct d9_header *h, uint64_t time);
+
+D9_EXPORT const char *d9_event_name(uint32_t type); /* built-in names; NULL when unknown */
+D9_EXPORT const char *d9_def_name(uint32_t kind);
+D9_EXPORT const char *d9_wake_kind_name(uint64_t kind);
+D9_EXPORT const char *d9_wait_call_name(uint64_t call);
+D9_EXPORT const char *d9_drop_reason_name(uint64_t reason);
+D9_EXPORT const char *d9_fd_kind_name(uint64_t kind);
+
+/* ---- Encoding -------------------------------------------------------------------------------- */
+
+/* A bounded writer with a sticky error (Redis rio style): every put checks room; once full it
+ * writes nothing more and w->err is -ENOSPC. Used for headers, schemas, definitions, trailers. */
+struct d9_wbuf { uint8_t *p, *end, *start; int err; };
+
+static inline void d9_wbuf_init(struct d9_wbuf *w, void *buf, size_t cap)
+{
+	w->start = w->p = (uint8_t *)buf;
+	w->end = w->p + cap;
+	w->err = 0;
+}
+
+/* LEB128 varint into p; caller guarantees 10 bytes of room. Returns the new end. */
+static inline uint8_t *d9_put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+static inline uint64_t d9_zigzag(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int64_t d9_unzigzag(uint64_t v)
+{
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+static inline void d9_store_le32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4); /* x86-64 and every target d9 builds for is little-endian (FORMAT.md) */
+}
+
+static inline void d9_store_le64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+D9_EXPORT void d9_wbuf_u(struct d9_wbuf *w, uint64_t v); /* varint */
+D9_EXPORT void d9_wbuf_i(struct d9_wbuf *w, int64_t v); /* zigzag varint */
+D9_EXPORT void d9_wbuf_raw(struct d9_wbuf *w, const void *p, size_t n);
+D9_EXPORT void d9_wbuf_bytes(struct d9_wbuf *w, const void *p, size_t n); /* varint length + bytes */
+D9_EXPORT void d9_wbuf_le16(struct d9_wbuf *w, uint16_t v);
+D9_EXPORT void d9_wbuf_le32(struct d9_wbuf *w, uint32_t v);
+D9_EXPORT void d9_wbuf_le64(struct d9_wbuf *w, uint64_t v);
+
+/* The 16-byte file prefix. Returns bytes written or -ENOSPC. */
+D9_EXPORT int d9_prefix_encode(void *buf, size_t cap);
+/* Opens a chunk of type `type` at w->p (reserves its 8-byte head); returns its start. */
+D9_EXPORT uint8_t *d9_chunk_open(struct d9_wbuf *w, uint8_t type);
+/* Closes the chunk opened at `start`: writes its length and CRC. Returns 0 or w->err. */
+D9_EXPORT int d9_chunk_close(struct d9_wbuf *w, uint8_t *start);
+/* Fills the CRC of a complete chunk whose head holds the right length (for chunks built by
+ * d9_enc, whose CRC the agent computes off the hot path). */
+D9_EXPORT void d9_chunk_fill_crc(uint8_t *chunk);
+
+/* Whole chunks into w. Each returns 0 or -ENOSPC (then w holds a partial chunk: discard it). */
+D9_EXPORT int d9_header_write(struct d9_wbuf *w, const struct d9_header *h);
+#define D9_SCHEMA_UNPARK_STATS 1u /* Unpark carries cpu_ns and sched_wait_ns */
+D9_EXPORT int d9_schema_write(struct d9_wbuf *w, unsigned flags);
+D9_EXPORT int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t);
+
+/* Definition records, appended to an open DEFS chunk (d9_chunk_open(w, D9_CHUNK_DEFS)).
+ * Errors are sticky in w->err. */
+D9_EXPORT void d9_def_string(struct d9_wbuf *w, uint64_t id, const char *s, size_t len);
+D9_EXPORT void d9_def_location(struct d9_wbuf *w, uint64_t id, uint64_t function_addr,
+	uint64_t callsite_addr, uint64_t module, uint64_t name);
+D9_EXPORT void d9_def_stack(struct d9_wbuf *w, uint64_t id, const uint64_t *frames, uint32_t n);
+D9_EXPORT void d9_def_module(struct d9_wbuf *w, uint64_t id, uint64_t path, uint64_t start,
+	uint64_t end, uint64_t offset, const uint8_t *build_id, size_t build_id_len);
+D9_EXPORT void d9_def_symbol(struct d9_wbuf *w, uint64_t start, uint64_t len, uint64_t function,
+	uint64_t file, uint64_t line, uint64_t inline_depth);
+D9_EXPORT void d9_def_thread(struct d9_wbuf *w, uint64_t tid, uint64_t name, uint64_t worker,
+	uint64_t role);
+D9_EXPORT void d9_def_clock_sync(struct d9_wbuf *w, uint64_t ticks, uint64_t mono_ns,
+	uint64_t realtime_ns);
+D9_EXPORT void d9_def_coroutine(struct d9_wbuf *w, uint64_t id, uint64_t parent, uint64_t location,
+	uint64_t flags);
+/* Raw record of any kind (tests use it to write kinds this version does not know). */
+D9_EXPORT void d9_def_raw(struct d9_wbuf *w, uint8_t kind, const void *body, size_t len);
+
+/* Event encoder for one EVENTS chunk: the hot path. d9_enc_begin reserves the chunk head and the
+ * events head in the caller's buffer; each d9_enc_* call appends one event (no checks beyond one
+ * room test, no allocation); d9_enc_end fills the heads. Times are raw clock ticks: the encoder
+ * shifts them to units and clamps a backwards step to 0 (FORMAT.md, "Events"). */
+struct d9_enc {
+	uint8_t *p, *end; /* write position; end already leaves D9_ENC_EVENT_MAX of slack */
+	uint8_t *chunk; /* start of the chunk head */
+	uint64_t last; /* time of the previous event, in units */
+	uint64_t creg; /* coroutine register: previous non-zero coroutine field */
+	uint32_t count;
+	uint8_t shift;
+	uint8_t flags; /* D9_SCHEMA_* flags the segment's schema was written with */
+};
+#define D9_ENC_EVENT_MAX 96 /* most bytes one fixed-field event can take */
+#define D9_ENC_MIN_BUF (D9_CHUNK_OVERHEAD + D9_EVENTS_HDR_LEN + D9_ENC_EVENT_MAX)
+
+/* Starts a chunk in buf[0..cap). base_ticks is the time the first delta counts from (0 is
+ * valid). Returns 0 or -ENOSPC when cap < D9_ENC_MIN_BUF. */
+D9_EXPORT int d9_enc_begin(struct d9_enc *e, void *buf, size_t cap, uint32_t tid, uint32_t worker,
+	uint64_t base_ticks, uint8_t shift, uint8_t flags);
+/* Finishes the chunk (count and length; CRC only when fill_crc). Returns the chunk's size. */
+D9_EXPORT size_t d9_enc_end(struct d9_enc *e, int fill_crc);
+
+/* 1 when one more event fits. */
+static inline int d9_enc_room(const struct d9_enc *e)
+{
+	return e->p < e->end;
+}
+
+static inline uint8_t *d9__enc_head(struct d9_enc *e, uint32_t type, uint64_t ticks)
+{
+	uint64_t t = ticks >> e->shift;
+	uint64_t d = t > e->last ? t - e->last : 0;
+	uint8_t *p = e->p;
+
+	if (t > e->last)
+		e->last = t;
+	e->count++;
+	if (d < D9_EV_DELTA_INLINE) {
+		*p++ = (uint8_t)(type | (d << 5));
+	} else {
+		*p++ = (uint8_t)(type | (D9_EV_DELTA_INLINE << 5));
+		p = d9_put_varint(p, d);
+	}
+	return p;
+}
+
+static inline uint8_t *d9__enc_coroutine(struct d9_enc *e, uint8_t *p, uint64_t id)
+{
+	if (id == 0) {
+		*p++ = 0;
+		return p;
+	}
+	p = d9_put_varint(p, d9_zigzag((int64_t)(id - e->creg)) + 1);
+	e->creg = id;
+	return p;
+}
+
+/* Each returns 0, or -ENOSPC when the chunk is full (nothing written). */
+static inline int d9_enc_poll_start(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
+	uint64_t location)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_POLL_START, ticks);
+	p = d9__enc_coroutine(e, p, coroutine);
+	e->p = d9_put_varint(p, location);
+	return 0;
+}
+
+static inline int d9_enc_poll_end(struct d9_enc *e, uint64_t ticks, uint64_t coroutine)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_POLL_END, ticks);
+	e->p = d9__enc_coroutine(e, p, coroutine);
+	return 0;
+}
+
+/* timeout_us: -1 for an infinite wait. */
+static inline int d9_enc_park(struct d9_enc *e, uint64_t ticks, uint32_t call, int64_t timeout_us)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_PARK, ticks);
+	p = d9_put_varint(p, call);
+	e->p = d9_put_varint(p, d9_zigzag(timeout_us));
+	return 0;
+}
+
+/* cpu_ns and sched_wait_ns are written only when the schema has them (D9_SCHEMA_UNPARK_STATS). */
+static inline int d9_enc_unpark(struct d9_enc *e, uint64_t ticks, int64_t ready, uint64_t cpu_ns,
+	uint64_t sched_wait_ns)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_UNPARK, ticks);
+	p = d9_put_varint(p, d9_zigzag(ready));
+	if (e->flags & D9_SCHEMA_UNPARK_STATS) {
+		p = d9_put_varint(p, cpu_ns);
+		p = d9_put_varint(p, sched_wait_ns);
+	}
+	e->p = p;
+	return 0;
+}
+
+/* object: the fd for D9_WAKE_FD; for D9_WAKE_TIMER the deadline in units relative to this
+ * event's time (negative: the deadline had passed); an address or 0 otherwise. */
+static inline int d9_enc_wake(struct d9_enc *e, uint64_t ticks, uint64_t woken, uint64_t waker,
+	uint32_t kind, int64_t object)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_WAKE, ticks);
+	p = d9__enc_coroutine(e, p, woken);
+	p = d9__enc_coroutine(e, p, waker);
+	p = d9_put_varint(p, kind);
+	e->p = d9_put_varint(p, d9_zigzag(object));
+	return 0;
+}
+
+static inline int d9_enc_spawn(struct d9_enc *e, uint64_t ticks, uint64_t coroutine, uint64_t parent,
+	uint64_t location)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_SPAWN, ticks);
+	p = d9__enc_coroutine(e, p, coroutine);
+	p = d9__enc_coroutine(e, p, parent);
+	e->p = d9_put_varint(p, location);
+	return 0;
+}
+
+static inline int d9_enc_coroutine_exit(struct d9_enc *e, uint64_t ticks, uint64_t coroutine)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_COROUTINE_EXIT, ticks);
+	e->p = d9__enc_coroutine(e, p, coroutine);
+	return 0;
+}
+
+static inline int d9_enc_queue_sample(struct d9_enc *e, uint64_t ticks, uint64_t runnable)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_QUEUE_SAMPLE, ticks);
+	e->p = d9_put_varint(p, runnable);
+	return 0;
+}
+
+/* ticks: when the call returned; call: a String id naming it; stack: a Stack id or 0. */
+static inline int d9_enc_blocking_call(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
+	uint64_t call, uint32_t fd_kind, uint64_t duration_ns, uint64_t stack)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_BLOCKING_CALL, ticks);
+	p = d9__enc_coroutine(e, p, coroutine);
+	p = d9_put_varint(p, call);
+	p = d9_put_varint(p, fd_kind);
+	p = d9_put_varint(p, duration_ns);
+	e->p = d9_put_varint(p, stack);
+	return 0;
+}
+
+static inline int d9_enc_cpu_sample(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
+	uint32_t source, uint64_t stack)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_CPU_SAMPLE, ticks);
+	p = d9__enc_coroutine(e, p, coroutine);
+	p = d9_put_varint(p, source);
+	e->p = d9_put_varint(p, stack);
+	return 0;
+}
+
+static inline int d9_enc_dropped(struct d9_enc *e, uint64_t ticks, uint64_t count, uint32_t reason)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_DROPPED, ticks);
+	p = d9_put_varint(p, count);
+	e->p = d9_put_varint(p, reason);
+	return 0;
+}
+
+/* Any event as raw field bytes already encoded per the schema (tests: unknown types, custom
+ * events). Returns 0 or -ENOSPC. */
+D9_EXPORT int d9_enc_raw(struct d9_enc *e, uint64_t ticks, uint32_t type, const void *fields,
+	size_t len);
+
+#endif
