@@ -147,6 +147,12 @@ static void dump_event(FILE *f, struct d9_reader *r, const struct d9_chunk *c,
 	for (int i = 0; s && i < s->nfields; i++) {
 		const struct d9_schema_field *fd = &s->fields[i];
 		int slot = known ? fd->slot : i;
+		if (slot == D9_SLOT_KIND_OBJECT) {
+			/* Wake's packed field: shown as the two fields it holds */
+			fprintf(f, ",\"kind\":%" PRIu64 ",\"object\":%" PRId64, ev->f[D9_F_WAKE_KIND],
+				(int64_t)ev->f[D9_F_WAKE_OBJECT]);
+			continue;
+		}
 		if (slot < 0 || slot >= D9_EV_MAX_FIELDS)
 			continue; /* a field this decoder does not keep */
 		fputc(',', f);

@@ -76,7 +76,8 @@ int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
 			}
 		}
 		closedir(d);
-		qsort(in->paths + first, in->n - first, sizeof(char *), cmp_str);
+		if (in->n > first)
+			qsort(in->paths + first, in->n - first, sizeof(char *), cmp_str);
 		if (in->n == first)
 			fprintf(stderr, "d9-analyze: %s: no segment files (*.bin, *.bin.gz, *.active)\n",
 				args[i]);

@@ -22,7 +22,7 @@
 #define D9_FORMAT_MAJOR 1
 #define D9_FORMAT_MINOR 0
 #define D9_PREFIX_LEN 16 /* magic, u16 major, u16 minor, u32 flags */
-#define D9_CHUNK_HDR_LEN 8 /* "D9" sync, u8 type, u8 flags, u32 payload length */
+#define D9_CHUNK_HDR_LEN 8 /* "D9" sync, u8 type, u8 head check, u32 payload length */
 #define D9_CHUNK_CRC_LEN 4
 #define D9_CHUNK_OVERHEAD (D9_CHUNK_HDR_LEN + D9_CHUNK_CRC_LEN)
 #define D9_CHUNK_MAX_PAYLOAD (16u << 20) /* a larger length field is corruption */
@@ -63,17 +63,25 @@ enum d9_event_type {
 	D9_EV_CPU_SAMPLE = 10,
 	D9_EV_DROPPED = 11,
 	D9_EV_CUSTOM = 12, /* reserved: CustomEvent, payload described by a CustomSchema def */
-	D9_EV_KNOWN_MAX = 12,
-	D9_EV_EXTENDED = 31, /* in the first byte: the real type follows as a varint */
+	D9_EV_ZERO_TIMEOUT_WAITS = 13, /* waits with a zero timeout since the thread's last Park */
+	/* 14 is free; 15 and up are written in the extended form */
+	D9_EV_KNOWN_MAX = 13,
+	D9_EV_EXTENDED = 15, /* in the first byte: the real type follows as a varint */
 };
 #define D9_EV_TYPE_LIMIT 256 /* decoders keep schemas for codes below this */
 #define D9_EV_MAX_FIELDS 8 /* fields a decoder keeps per event; more are skipped */
-#define D9_EV_DELTA_INLINE 7 /* first-byte delta value 7 means: varint delta follows */
+/* First byte of an event: bits 0-3 type (15: extended), bits 4-6 delta & 7, bit 7 "more": then
+ * varint(delta >> 3) follows. */
+#define D9_EV_MORE 0x80
+#define D9_EV_TYPE_MASK 15
+#define D9_EV_DELTA_SHIFT 4
 
 /* Field encodings used by schemas (on-disk, one ASCII byte each). */
 #define D9_FIELD_U 'u' /* unsigned LEB128 */
 #define D9_FIELD_I 'i' /* signed, zigzag LEB128 */
-#define D9_FIELD_C 'c' /* coroutine id: 0 for none, else 1 + zigzag(id - previous non-zero one) */
+#define D9_FIELD_C 'c' /* coroutine id: 0 none; 1-4 the chunk's 1st-4th most recent coroutine;
+			 * else 5 + zigzag(id - most recent) (FORMAT.md, "Coroutine fields") */
+#define D9_MRU 4
 #define D9_FIELD_B 'b' /* bytes: LEB128 length + bytes */
 
 /* Field slots of the known event types: a decoder matches schema fields to these by name, so
@@ -82,6 +90,9 @@ enum { D9_F_POLL_COROUTINE = 0, D9_F_POLL_LOCATION = 1 };
 enum { D9_F_PARK_CALL = 0, D9_F_PARK_TIMEOUT_US = 1 };
 enum { D9_F_UNPARK_READY = 0, D9_F_UNPARK_CPU_NS = 1, D9_F_UNPARK_SCHED_WAIT_NS = 2 };
 enum { D9_F_WAKE_WOKEN = 0, D9_F_WAKE_WAKER = 1, D9_F_WAKE_KIND = 2, D9_F_WAKE_OBJECT = 3 };
+/* On disk Wake packs kind and object into one field, kind_object = zigzag(object) << 3 | kind;
+ * decoders split it into the two slots above. */
+#define D9_SLOT_KIND_OBJECT (-2)
 enum { D9_F_SPAWN_COROUTINE = 0, D9_F_SPAWN_PARENT = 1, D9_F_SPAWN_LOCATION = 2 };
 enum { D9_F_EXIT_COROUTINE = 0 };
 enum { D9_F_QUEUE_RUNNABLE = 0 };
@@ -90,6 +101,7 @@ enum { D9_F_BLOCK_COROUTINE = 0, D9_F_BLOCK_CALL = 1, D9_F_BLOCK_FD_KIND = 2,
 enum { D9_F_CPU_COROUTINE = 0, D9_F_CPU_SOURCE = 1, D9_F_CPU_STACK = 2 };
 enum { D9_F_DROP_COUNT = 0, D9_F_DROP_REASON = 1 };
 enum { D9_F_CUSTOM_SCHEMA = 0, D9_F_CUSTOM_DATA = 1 };
+enum { D9_F_ZTW_COUNT = 0 };
 
 /* Enumerated field values (on-disk). */
 enum d9_wait_call {
@@ -182,7 +194,7 @@ struct d9_event {
 
 struct d9_chunk {
 	uint8_t type;
-	uint8_t flags;
+	uint8_t flags; /* always 0 in v1 (byte 3 of the head is its check byte) */
 	uint32_t len; /* payload length */
 	const uint8_t *payload; /* valid until the next d9_reader_next */
 	uint64_t offset; /* file offset of the chunk's first byte */
@@ -213,6 +225,7 @@ typedef void d9_problem_fn(void *ctx, int kind, uint64_t offset, const char *msg
 struct d9_reader_stats {
 	uint64_t chunks, corrupt_chunks, unknown_chunks, skipped_bytes, bad_events;
 	uint64_t bad_defs; /* malformed definition records (skipped) */
+	uint64_t data_start; /* offset just after the header chunk */
 	int truncated; /* input ended inside a chunk */
 	uint64_t truncated_at; /* offset of the incomplete chunk */
 	int sealed; /* a trailer was read */
@@ -247,7 +260,8 @@ D9_EXPORT int d9_defs_next(struct d9_defs_iter *it, struct d9_def *d);
 struct d9_events_iter {
 	struct d9_reader *r;
 	const uint8_t *p, *end, *start;
-	uint64_t base_off, time, creg;
+	uint64_t base_off, time;
+	uint64_t mru[D9_MRU]; /* most recent coroutine ids of the chunk, [0] newest */
 	uint32_t left;
 };
 D9_EXPORT void d9_events_init(struct d9_events_iter *it, struct d9_reader *r, const struct d9_chunk *c);
@@ -324,8 +338,8 @@ D9_EXPORT int d9_prefix_encode(void *buf, size_t cap);
 D9_EXPORT uint8_t *d9_chunk_open(struct d9_wbuf *w, uint8_t type);
 /* Closes the chunk opened at `start`: writes its length and CRC. Returns 0 or w->err. */
 D9_EXPORT int d9_chunk_close(struct d9_wbuf *w, uint8_t *start);
-/* Fills the CRC of a complete chunk whose head holds the right length (for chunks built by
- * d9_enc, whose CRC the agent computes off the hot path). */
+/* Fills the head check and CRC of a complete chunk whose head holds the right length (for chunks
+ * built by d9_enc, whose CRC the agent computes off the hot path). */
 D9_EXPORT void d9_chunk_fill_crc(uint8_t *chunk);
 
 /* Whole chunks into w. Each returns 0 or -ENOSPC (then w holds a partial chunk: discard it). */
@@ -361,7 +375,7 @@ struct d9_enc {
 	uint8_t *p, *end; /* write position; end already leaves D9_ENC_EVENT_MAX of slack */
 	uint8_t *chunk; /* start of the chunk head */
 	uint64_t last; /* time of the previous event, in units */
-	uint64_t creg; /* coroutine register: previous non-zero coroutine field */
+	uint64_t mru[D9_MRU]; /* most recent coroutine ids of the chunk, [0] newest (0: empty) */
 	uint32_t count;
 	uint8_t shift;
 	uint8_t flags; /* D9_SCHEMA_* flags the segment's schema was written with */
@@ -373,8 +387,17 @@ struct d9_enc {
  * valid). Returns 0 or -ENOSPC when cap < D9_ENC_MIN_BUF. */
 D9_EXPORT int d9_enc_begin(struct d9_enc *e, void *buf, size_t cap, uint32_t tid, uint32_t worker,
 	uint64_t base_ticks, uint8_t shift, uint8_t flags);
-/* Finishes the chunk (count and length; CRC only when fill_crc). Returns the chunk's size. */
+/* Finishes the chunk (count and length; head check and CRC only when fill_crc). Returns the
+ * chunk's size. */
 D9_EXPORT size_t d9_enc_end(struct d9_enc *e, int fill_crc);
+
+/* Time of the chunk's first event (its base time when it has none), read back from the bytes:
+ * for trailers, off the hot path. */
+D9_EXPORT uint64_t d9_enc_first_time(const struct d9_enc *e);
+
+/* Adds the events of a chunk written with the d9_enc_* functions (built-in layout, no
+ * D9_SCHEMA_UNPARK_STATS) to counts[type], for trailers. */
+D9_EXPORT void d9_chunk_count_types(const uint8_t *chunk, uint64_t counts[D9_EV_KNOWN_MAX + 1]);
 
 /* 1 when one more event fits. */
 static inline int d9_enc_room(const struct d9_enc *e)
@@ -391,23 +414,49 @@ static inline uint8_t *d9__enc_head(struct d9_enc *e, uint32_t type, uint64_t ti
 	if (t > e->last)
 		e->last = t;
 	e->count++;
-	if (d < D9_EV_DELTA_INLINE) {
-		*p++ = (uint8_t)(type | (d << 5));
+	/* the low three bits of the delta ride in the type byte: lossless; scheduler steps under
+	 * 8 units (~1 us) cost nothing more, and one varint byte covers up to 1023 units */
+	if (d < 8) {
+		*p++ = (uint8_t)(type | (d << D9_EV_DELTA_SHIFT));
 	} else {
-		*p++ = (uint8_t)(type | (D9_EV_DELTA_INLINE << 5));
-		p = d9_put_varint(p, d);
+		*p++ = (uint8_t)(type | ((d & 7) << D9_EV_DELTA_SHIFT) | D9_EV_MORE);
+		p = d9_put_varint(p, d >> 3);
 	}
 	return p;
 }
 
+/* A coroutine field: a busy worker touches a handful of coroutines at a time (wake, then poll
+ * start and end), so the last four are coded in one byte. */
 static inline uint8_t *d9__enc_coroutine(struct d9_enc *e, uint8_t *p, uint64_t id)
 {
+	uint64_t *m = e->mru;
+
 	if (id == 0) {
 		*p++ = 0;
-		return p;
+	} else if (id == m[0]) {
+		*p++ = 1;
+	} else if (id == m[1]) {
+		m[1] = m[0];
+		m[0] = id;
+		*p++ = 2;
+	} else if (id == m[2]) {
+		m[2] = m[1];
+		m[1] = m[0];
+		m[0] = id;
+		*p++ = 3;
+	} else if (id == m[3]) {
+		m[3] = m[2];
+		m[2] = m[1];
+		m[1] = m[0];
+		m[0] = id;
+		*p++ = 4;
+	} else {
+		p = d9_put_varint(p, d9_zigzag((int64_t)(id - m[0])) + 5);
+		m[3] = m[2];
+		m[2] = m[1];
+		m[1] = m[0];
+		m[0] = id;
 	}
-	p = d9_put_varint(p, d9_zigzag((int64_t)(id - e->creg)) + 1);
-	e->creg = id;
 	return p;
 }
 
@@ -460,7 +509,8 @@ static inline int d9_enc_unpark(struct d9_enc *e, uint64_t ticks, int64_t ready,
 }
 
 /* object: the fd for D9_WAKE_FD; for D9_WAKE_TIMER the deadline in units relative to this
- * event's time (negative: the deadline had passed); an address or 0 otherwise. */
+ * event's time (negative: the deadline had passed); an address or 0 otherwise. Objects need
+ * |object| < 2^60 (kind takes 3 bits of the packed field). */
 static inline int d9_enc_wake(struct d9_enc *e, uint64_t ticks, uint64_t woken, uint64_t waker,
 	uint32_t kind, int64_t object)
 {
@@ -469,8 +519,7 @@ static inline int d9_enc_wake(struct d9_enc *e, uint64_t ticks, uint64_t woken, 
 	uint8_t *p = d9__enc_head(e, D9_EV_WAKE, ticks);
 	p = d9__enc_coroutine(e, p, woken);
 	p = d9__enc_coroutine(e, p, waker);
-	p = d9_put_varint(p, kind);
-	e->p = d9_put_varint(p, d9_zigzag(object));
+	e->p = d9_put_varint(p, d9_zigzag(object) << 3 | (kind & 7));
 	return 0;
 }
 
@@ -541,8 +590,18 @@ static inline int d9_enc_dropped(struct d9_enc *e, uint64_t ticks, uint64_t coun
 	return 0;
 }
 
+static inline int d9_enc_zero_timeout_waits(struct d9_enc *e, uint64_t ticks, uint64_t count)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_ZERO_TIMEOUT_WAITS, ticks);
+	e->p = d9_put_varint(p, count);
+	return 0;
+}
+
 /* Any event as raw field bytes already encoded per the schema (tests: unknown types, custom
- * events). Returns 0 or -ENOSPC. */
+ * events). The encoder's coroutine list (e->mru) is not updated: raw 'c' fields must be encoded
+ * against it by the caller, who then updates it. Returns 0 or -ENOSPC. */
 D9_EXPORT int d9_enc_raw(struct d9_enc *e, uint64_t ticks, uint32_t type, const void *fields,
 	size_t len);
 

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 /* ---- Names --------------------------------------------------------------------------------- */
@@ -27,7 +28,7 @@ const char *d9_strerror(int err)
 
 static const char *const event_names[D9_EV_KNOWN_MAX + 1] = {
 	NULL, "PollStart", "PollEnd", "Park", "Unpark", "Wake", "Spawn", "CoroutineExit",
-	"QueueSample", "BlockingCall", "CpuSample", "Dropped", "CustomEvent",
+	"QueueSample", "BlockingCall", "CpuSample", "Dropped", "CustomEvent", "ZeroTimeoutWaits",
 };
 static const char *const def_names[D9_DEF_KNOWN_MAX + 1] = {
 	NULL, "String", "SpawnLocation", "Stack", "Module", "Symbol", "Thread", "ClockSync",
@@ -88,8 +89,7 @@ static const struct builtin_type builtin[D9_EV_KNOWN_MAX + 1] = {
 	[D9_EV_PARK] = { "Park", 2, { { 'u', "call" }, { 'i', "timeout_us" } } },
 	[D9_EV_UNPARK] = { "Unpark", 3,
 		{ { 'i', "ready" }, { 'u', "cpu_ns" }, { 'u', "sched_wait_ns" } } },
-	[D9_EV_WAKE] = { "Wake", 4,
-		{ { 'c', "woken" }, { 'c', "waker" }, { 'u', "kind" }, { 'i', "object" } } },
+	[D9_EV_WAKE] = { "Wake", 3, { { 'c', "woken" }, { 'c', "waker" }, { 'u', "kind_object" } } },
 	[D9_EV_SPAWN] = { "Spawn", 3,
 		{ { 'c', "coroutine" }, { 'c', "parent" }, { 'u', "location" } } },
 	[D9_EV_COROUTINE_EXIT] = { "CoroutineExit", 1, { { 'c', "coroutine" } } },
@@ -101,6 +101,7 @@ static const struct builtin_type builtin[D9_EV_KNOWN_MAX + 1] = {
 		{ { 'c', "coroutine" }, { 'u', "source" }, { 'u', "stack" } } },
 	[D9_EV_DROPPED] = { "Dropped", 2, { { 'u', "count" }, { 'u', "reason" } } },
 	[D9_EV_CUSTOM] = { "CustomEvent", 2, { { 'u', "schema" }, { 'b', "data" } } },
+	[D9_EV_ZERO_TIMEOUT_WAITS] = { "ZeroTimeoutWaits", 1, { { 'u', "count" } } },
 };
 
 static int builtin_fields(uint32_t type, unsigned flags)
@@ -112,8 +113,18 @@ static int builtin_fields(uint32_t type, unsigned flags)
 
 static int slot_of(uint32_t type, const char *name)
 {
+	static const char *const wake_slots[] = { "woken", "waker", "kind", "object" };
+
 	if (type == 0 || type > D9_EV_KNOWN_MAX)
 		return -1;
+	if (type == D9_EV_WAKE) {
+		if (!strcmp(name, "kind_object"))
+			return D9_SLOT_KIND_OBJECT;
+		for (int i = 0; i < 4; i++)
+			if (!strcmp(wake_slots[i], name))
+				return i;
+		return -1;
+	}
 	for (int i = 0; i < builtin[type].nfields; i++)
 		if (strcmp(builtin[type].f[i].name, name) == 0)
 			return i;
@@ -128,7 +139,7 @@ static void builtin_schema(struct d9_schema_type *s, uint32_t type)
 	s->nfields = (uint8_t)builtin_fields(type, 0); /* what d9's writer writes by default */
 	for (int i = 0; i < s->nfields; i++) {
 		s->fields[i].enc = (uint8_t)builtin[type].f[i].enc;
-		s->fields[i].slot = (int8_t)i;
+		s->fields[i].slot = (int8_t)slot_of(type, builtin[type].f[i].name);
 		snprintf(s->fields[i].name, sizeof(s->fields[i].name), "%s", builtin[type].f[i].name);
 	}
 }
@@ -210,11 +221,21 @@ uint8_t *d9_chunk_open(struct d9_wbuf *w, uint8_t type)
 	return start;
 }
 
+/* Byte 3 of a chunk head: the low byte of the CRC-32 of the other seven head bytes. It lets a
+ * reader that resyncs after corruption reject false "D9" candidates without a payload CRC. */
+static uint8_t head_check(const uint8_t *p)
+{
+	uint8_t b[7] = { p[0], p[1], p[2], p[4], p[5], p[6], p[7] };
+
+	return (uint8_t)crc32(0L, b, 7);
+}
+
 void d9_chunk_fill_crc(uint8_t *chunk)
 {
 	uint32_t len;
 
 	memcpy(&len, chunk + 4, 4);
+	chunk[3] = head_check(chunk);
 	uLong crc = crc32(0L, chunk, D9_CHUNK_HDR_LEN + len);
 	d9_store_le32(chunk + D9_CHUNK_HDR_LEN + len, (uint32_t)crc);
 }
@@ -463,10 +484,10 @@ int d9_enc_begin(struct d9_enc *e, void *buf, size_t cap, uint32_t tid, uint32_t
 	e->flags = flags;
 	e->last = base_ticks >> shift;
 	d9_store_le64(p + 16, e->last);
-	e->creg = 0;
+	memset(e->mru, 0, sizeof(e->mru));
 	e->count = 0;
 	e->p = p + D9_CHUNK_HDR_LEN + D9_EVENTS_HDR_LEN;
-	e->end = p + cap - D9_CHUNK_CRC_LEN - D9_ENC_EVENT_MAX;
+	e->end = p + cap - D9_CHUNK_CRC_LEN - D9_ENC_EVENT_MAX + 1; /* p < end: one event fits */
 	return 0;
 }
 
@@ -485,6 +506,53 @@ size_t d9_enc_end(struct d9_enc *e, int fill_crc)
 	return D9_CHUNK_OVERHEAD + len;
 }
 
+uint64_t d9_enc_first_time(const struct d9_enc *e)
+{
+	const uint8_t *p = e->chunk + D9_CHUNK_HDR_LEN + D9_EVENTS_HDR_LEN;
+	uint64_t base;
+
+	memcpy(&base, e->chunk + D9_CHUNK_HDR_LEN + 8, 8);
+	if (!e->count)
+		return base;
+	uint64_t d = (p[0] >> D9_EV_DELTA_SHIFT) & 7;
+	if (p[0] & D9_EV_MORE) {
+		const uint8_t *q = p + 1;
+		if ((p[0] & D9_EV_TYPE_MASK) == D9_EV_EXTENDED)
+			while (*q++ & 0x80)
+				;
+		uint64_t v = 0;
+		for (int shift = 0; shift < 64; shift += 7) {
+			v |= (uint64_t)(*q & 0x7f) << shift;
+			if (!(*q++ & 0x80))
+				break;
+		}
+		d |= v << 3;
+	}
+	return base + d;
+}
+
+void d9_chunk_count_types(const uint8_t *chunk, uint64_t counts[D9_EV_KNOWN_MAX + 1])
+{
+	uint32_t len;
+
+	memcpy(&len, chunk + 4, 4);
+	if (chunk[2] != D9_CHUNK_EVENTS || len < D9_EVENTS_HDR_LEN)
+		return;
+	const uint8_t *p = chunk + D9_CHUNK_HDR_LEN + D9_EVENTS_HDR_LEN;
+	const uint8_t *end = chunk + D9_CHUNK_HDR_LEN + len;
+	while (p < end) {
+		uint32_t type = *p & D9_EV_TYPE_MASK;
+		int more = *p++ & D9_EV_MORE;
+		if (type == 0 || type > D9_EV_KNOWN_MAX || type == D9_EV_CUSTOM)
+			return; /* not written by d9_enc_*: nothing to count reliably */
+		int nvar = (more ? 1 : 0) + builtin_fields(type, 0);
+		for (int i = 0; i < nvar && p < end; i++)
+			while (p < end && (*p++ & 0x80))
+				;
+		counts[type]++;
+	}
+}
+
 int d9_enc_raw(struct d9_enc *e, uint64_t ticks, uint32_t type, const void *fields, size_t len)
 {
 	uint64_t t = ticks >> e->shift;
@@ -498,14 +566,11 @@ int d9_enc_raw(struct d9_enc *e, uint64_t ticks, uint32_t type, const void *fiel
 		e->last = t;
 	e->count++;
 	uint8_t code = type < D9_EV_EXTENDED ? (uint8_t)type : D9_EV_EXTENDED;
-	if (d < D9_EV_DELTA_INLINE)
-		*p++ = (uint8_t)(code | (d << 5));
-	else
-		*p++ = (uint8_t)(code | (D9_EV_DELTA_INLINE << 5));
+	*p++ = (uint8_t)(code | ((d & 7) << D9_EV_DELTA_SHIFT) | (d > 7 ? D9_EV_MORE : 0));
 	if (code == D9_EV_EXTENDED)
 		p = d9_put_varint(p, type);
-	if (d >= D9_EV_DELTA_INLINE)
-		p = d9_put_varint(p, d);
+	if (d > 7)
+		p = d9_put_varint(p, d >> 3);
 	if (len)
 		memcpy(p, fields, len);
 	e->p = p + len;
@@ -527,6 +592,11 @@ static int64_t ticks_to_ns(const struct d9_header *h, uint64_t time)
 		dt = -lim;
 	/* split so the product stays below 2^128: q * 1e9 + r * 1e9 / tps */
 	__int128 q = dt / (__int128)tps, r = dt % (__int128)tps;
+	const __int128 qlim = (__int128)1 << 64;
+	if (q > qlim)
+		q = qlim;
+	if (q < -qlim)
+		q = -qlim;
 	__int128 ns = q * 1000000000 + r * 1000000000 / (__int128)tps;
 	if (ns > INT64_MAX / 2)
 		ns = INT64_MAX / 2;
@@ -683,10 +753,13 @@ static size_t ensure(struct d9_reader *r, size_t need)
 			int zerr = 0;
 			const char *msg = gzerror(r->gz, &zerr);
 			if (n < 0 || (zerr != Z_OK && zerr != Z_BUF_ERROR))
-				report(r, D9_PROB_CORRUPT, r->buf_off + r->len, "gzip: %s", msg);
+				report(r, D9_PROB_CORRUPT, r->buf_off + r->len, "gzip data error: %s", msg);
 			else if (zerr == Z_BUF_ERROR)
-				report(r, D9_PROB_TRUNCATED, r->buf_off + r->len,
-					"gzip stream ends early: %s", msg);
+				report(r, D9_PROB_TRUNCATED, r->buf_off + r->len, "gzip stream ends early");
+			if (n < 0 || zerr != Z_OK) {
+				r->st.truncated = 1; /* the decompressed data ends early */
+				r->st.truncated_at = r->buf_off + r->len;
+			}
 			r->eof = 1;
 			break;
 		}
@@ -709,7 +782,7 @@ static int chunk_valid_at(struct d9_reader *r, size_t rel)
 	if (avail < rel + D9_CHUNK_HDR_LEN)
 		return -1;
 	const uint8_t *p = r->buf + r->pos + rel;
-	if (p[0] != D9_SYNC0 || p[1] != D9_SYNC1)
+	if (p[0] != D9_SYNC0 || p[1] != D9_SYNC1 || p[3] != head_check(p))
 		return 0;
 	uint32_t len = (uint32_t)le(p + 4, 4);
 	if (len > D9_CHUNK_MAX_PAYLOAD)
@@ -721,6 +794,38 @@ static int chunk_valid_at(struct d9_reader *r, size_t rel)
 	p = r->buf + r->pos + rel; /* ensure may have moved the buffer */
 	uint32_t crc = (uint32_t)crc32(0L, p, D9_CHUNK_HDR_LEN + len);
 	return crc == (uint32_t)le(p + D9_CHUNK_HDR_LEN + len, 4);
+}
+
+/* 1 when a chunk head whose check byte is right stands at buf[pos + rel] (or the input ends
+ * within 8 bytes of it). */
+static int head_ok_at(struct d9_reader *r, size_t rel)
+{
+	size_t avail = ensure(r, rel + D9_CHUNK_HDR_LEN);
+
+	if (avail < rel + D9_CHUNK_HDR_LEN)
+		return 1; /* the end of the input: a truncated tail */
+	const uint8_t *p = r->buf + r->pos + rel;
+	return p[0] == D9_SYNC0 && p[1] == D9_SYNC1 && p[3] == head_check(p) &&
+		le(p + 4, 4) <= D9_CHUNK_MAX_PAYLOAD;
+}
+
+/* Resync after corruption: a candidate counts only when its head is right AND another good
+ * head (or the end of the input) follows it, both checked before its payload CRC. This keeps
+ * hostile input of many fake heads from costing a CRC each (quadratic time); the price is that a
+ * good chunk directly followed by garbage is skipped too (counted with the corrupt bytes). */
+static int resync_candidate(struct d9_reader *r, size_t rel)
+{
+	size_t avail = ensure(r, rel + D9_CHUNK_HDR_LEN);
+
+	if (avail < rel + D9_CHUNK_HDR_LEN)
+		return 0;
+	const uint8_t *p = r->buf + r->pos + rel;
+	if (p[3] != head_check(p))
+		return 0;
+	uint32_t len = (uint32_t)le(p + 4, 4);
+	if (len > D9_CHUNK_MAX_PAYLOAD || !head_ok_at(r, rel + D9_CHUNK_OVERHEAD + len))
+		return 0;
+	return chunk_valid_at(r, rel) == 1;
 }
 
 static void parse_schema(struct d9_reader *r, const struct d9_chunk *c)
@@ -792,7 +897,7 @@ int d9_reader_next(struct d9_reader *r, struct d9_chunk *c)
 					break;
 				}
 				const uint8_t *p = r->buf + r->pos + skip;
-				if (p[0] == D9_SYNC0 && p[1] == D9_SYNC1 && chunk_valid_at(r, skip) == 1)
+				if (p[0] == D9_SYNC0 && p[1] == D9_SYNC1 && resync_candidate(r, skip))
 					break;
 				skip++;
 			}
@@ -814,7 +919,7 @@ int d9_reader_next(struct d9_reader *r, struct d9_chunk *c)
 		const uint8_t *p = r->buf + r->pos;
 		memset(c, 0, sizeof(*c));
 		c->type = p[2];
-		c->flags = p[3];
+		c->flags = 0; /* byte 3 is the head check */
 		c->len = (uint32_t)le(p + 4, 4);
 		c->payload = p + D9_CHUNK_HDR_LEN;
 		c->offset = off_at(r, r->pos);
@@ -932,6 +1037,7 @@ static int reader_start(struct d9_reader *r)
 		return err;
 	r->pos += D9_CHUNK_OVERHEAD + len;
 	r->st.chunks = 1;
+	r->st.data_start = off_at(r, r->pos);
 	return 0;
 }
 
@@ -961,7 +1067,12 @@ int d9_reader_open_file(struct d9_reader **out, const char *path)
 	*out = NULL;
 	if (!r)
 		return -ENOMEM;
-	r->gz = gzopen(path, "rb"); /* reads plain files unchanged, inflates gzip ones */
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		err = -EISDIR;
+		goto err_free;
+	}
+	r->gz = gzopen(path, "rbe"); /* plain files read unchanged, gzip ones inflated; e: O_CLOEXEC */
 	if (!r->gz) {
 		err = errno ? -errno : -ENOMEM;
 		goto err_free;
@@ -1170,7 +1281,7 @@ void d9_events_init(struct d9_events_iter *it, struct d9_reader *r, const struct
 	it->p = c->payload + D9_EVENTS_HDR_LEN;
 	it->end = c->payload + c->len;
 	it->time = c->base_time;
-	it->creg = 0;
+	memset(it->mru, 0, sizeof(it->mru));
 	it->left = c->count;
 }
 
@@ -1190,7 +1301,7 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 	struct cur k = { it->p, it->end, 0 };
 	uint64_t off = it->base_off + (uint64_t)(it->p - it->start);
 	uint8_t b0 = *k.p++;
-	uint64_t type = b0 & 31, delta = b0 >> 5;
+	uint64_t type = b0 & D9_EV_TYPE_MASK, delta = (b0 >> D9_EV_DELTA_SHIFT) & 7;
 
 	if (type == 0)
 		return events_fail(it, off, "event type 0");
@@ -1199,10 +1310,11 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 		if (k.err || type > 0xffffffffu)
 			return events_fail(it, off, "bad extended event type");
 	}
-	if (delta == D9_EV_DELTA_INLINE) {
-		delta = cur_u(&k);
-		if (k.err)
-			return events_fail(it, off, "truncated time delta");
+	if (b0 & D9_EV_MORE) {
+		uint64_t high = cur_u(&k);
+		if (k.err || high >> 61)
+			return events_fail(it, off, "bad time delta");
+		delta |= high << 3;
 	}
 	const struct d9_schema_type *s = type < D9_EV_TYPE_LIMIT && it->r->schema[type].present ?
 		&it->r->schema[type] : NULL;
@@ -1237,8 +1349,23 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 		} else {
 			v = cur_u(&k);
 			if (f->enc == D9_FIELD_C && v != 0) {
-				it->creg += (uint64_t)d9_unzigzag(v - 1);
-				v = it->creg;
+				uint64_t *m = it->mru;
+				uint64_t id;
+				if (v <= D9_MRU) {
+					id = m[v - 1];
+					if (!id) /* a slot no coroutine has filled yet */
+						return events_fail(it, off, "coroutine field names an empty slot");
+					for (uint64_t j = v - 1; j > 0; j--)
+						m[j] = m[j - 1];
+				} else {
+					id = m[0] + (uint64_t)d9_unzigzag(v - D9_MRU - 1);
+					if (!id) /* 0 means "none" and is never coded this way */
+						return events_fail(it, off, "coroutine field decodes to id 0");
+					for (int j = D9_MRU - 1; j > 0; j--)
+						m[j] = m[j - 1];
+				}
+				m[0] = id;
+				v = id;
 			} else if (f->enc == D9_FIELD_I) {
 				v = (uint64_t)d9_unzigzag(v);
 			}
@@ -1246,7 +1373,12 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 		if (k.err)
 			return events_fail(it, off, "event overruns its chunk");
 		int slot = known ? f->slot : i;
-		if (slot >= 0 && slot < D9_EV_MAX_FIELDS) {
+		if (slot == D9_SLOT_KIND_OBJECT) {
+			ev->f[D9_F_WAKE_KIND] = v & 7;
+			ev->f[D9_F_WAKE_OBJECT] = (uint64_t)d9_unzigzag(v >> 3);
+			if (ev->nfields < 4)
+				ev->nfields = 4;
+		} else if (slot >= 0 && slot < D9_EV_MAX_FIELDS) {
 			ev->f[slot] = v;
 			if (slot + 1 > (int)ev->nfields)
 				ev->nfields = (uint32_t)slot + 1;

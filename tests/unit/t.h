@@ -28,14 +28,16 @@ static int t_ncases;
 	}                                                                       \
 	static void test_##name(void)
 
-/* Fails the running test with a message; the child exits 1. */
+/* Fails the running test with a message; the child exits T_FAILED, so any other status (a crash,
+ * a sanitizer report) is reported by the parent instead. */
+#define T_FAILED 99
 #define T_FAIL(...)                                                             \
 	do {                                                                    \
 		fprintf(stdout, "FAIL %s: %s:%d: ", t_current, __FILE__, __LINE__); \
 		fprintf(stdout, __VA_ARGS__);                                   \
 		fputc('\n', stdout);                                            \
 		fflush(stdout);                                                 \
-		_exit(1);                                                       \
+		_exit(T_FAILED);                                                \
 	} while (0)
 
 #define T_ASSERT(cond)                                                          \
@@ -88,8 +90,9 @@ static int t_main(int argc, char **argv)
 			failed++;
 			if (WIFSIGNALED(status))
 				printf("FAIL %s: killed by signal %d\n", t_current, WTERMSIG(status));
-			else if (WEXITSTATUS(status) != 1)
-				printf("FAIL %s: exit status %d\n", t_current, WEXITSTATUS(status));
+			else if (WEXITSTATUS(status) != T_FAILED)
+				printf("FAIL %s: exit status %d (crash or sanitizer report?)\n", t_current,
+					WEXITSTATUS(status));
 		}
 		fflush(stdout);
 	}
