@@ -9,7 +9,7 @@ SAN     ?=
 CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wformat=2 -fno-omit-frame-pointer
 CFLAGS  ?=
-ALL_CFLAGS := $(CFLAGS_BASE) -Iformat -Iagent $(CFLAGS)
+ALL_CFLAGS := $(CFLAGS_BASE) -Iformat -Iagent -Ipreload $(CFLAGS)
 ifneq ($(SAN),)
 ALL_CFLAGS += -fsanitize=$(SAN) -fno-sanitize-recover=all
 endif
@@ -25,15 +25,16 @@ UNIT_SRC    := $(wildcard tests/unit/test-*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(B)/san/tests/%,$(UNIT_SRC))
 TOOL_SRC    := $(wildcard tests/tools/*.c)
 TOOL_BIN    := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRC))
+SERVER_BIN  := $(B)/tests/st-http $(B)/tests/st-http-nofp $(B)/tests/epoll-http
 
-.PHONY: all deps test test-run demo bench fuzz clean golden
-all: $(B)/libd9agent.so $(B)/d9-analyze $(TOOL_BIN)
+.PHONY: all deps test test-run demo bench fuzz clean golden servers
+all: $(B)/libd9agent.so $(B)/d9-analyze $(TOOL_BIN) $(SERVER_BIN)
 
 deps:
 	bash scripts/install-deps.sh
 
 # ---- objects: build/obj (plain, PIC) and build/san (sanitizers) --------------------------------
-$(B)/obj/%.o: %.c $(wildcard format/*.h agent/*.h analyze/*.h) | $(B)
+$(B)/obj/%.o: %.c $(wildcard format/*.h agent/*.h analyze/*.h preload/*.h) | $(B)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
 
@@ -46,7 +47,7 @@ $(B):
 
 # ---- products -----------------------------------------------------------------------------------
 $(B)/libd9agent.so: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(AGENT_SRC))
-	$(CC) $(ALL_CFLAGS) -shared -fvisibility=hidden -o $@ $^ $(LDLIBS_FMT) -ldl -lpthread
+	$(CC) $(ALL_CFLAGS) -shared -fvisibility=hidden -Wl,-z,defs -o $@ $^ $(LDLIBS_FMT) -lunwind -ldl -lpthread
 
 $(B)/d9-analyze: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_FMT) -lm
@@ -69,6 +70,25 @@ $(B)/libd9core.a: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(wildcard agent/*.c
 $(B)/tests/%: tests/tools/%.c $(B)/libd9core.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libd9core.a $(LDLIBS_FMT) -lpthread -lm
+
+# ---- test servers (tests/servers/): ordinary programs that know nothing of d9 ----------------------
+# Own flags: never sanitized (sanitizers and LD_PRELOAD do not mix), frame pointers chosen per
+# variant (gcc -O2 omits them by default on x86-64).
+SERVER_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Wformat=2
+servers: $(SERVER_BIN)
+
+$(B)/tests/st-http: tests/servers/st-http.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $< -lst
+
+$(B)/tests/st-http-nofp: tests/servers/st-http.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -fomit-frame-pointer -o $@ $< -lst
+
+$(B)/tests/epoll-http: tests/servers/epoll-http.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $< -lpthread
 
 # ---- fuzzing (clang + libFuzzer) -------------------------------------------------------------------
 FUZZ_FLAGS := -std=gnu11 -O1 -g -Iformat -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all

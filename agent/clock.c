@@ -1,0 +1,138 @@
+/* clock.c: the event clock. The TSC (rdtsc, ~10 ns here) when the CPU says it is invariant and
+ * the kernel uses it as its clocksource; CLOCK_MONOTONIC (~22 ns) otherwise. TSC ticks are mapped
+ * to nanoseconds by a frequency calibrated against CLOCK_MONOTONIC over an ever longer baseline;
+ * every segment header carries an anchor (one instant on the three clocks) and that frequency. */
+#include "internal.h"
+
+#include <cpuid.h>
+#include <fcntl.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+int d9__clock_tsc;
+struct d9_preload_config d9__pcfg;
+uint8_t d9__shift = 5;
+
+static struct d9__anchor first; /* the calibration baseline */
+static uint64_t tps = 1000000000u;
+
+static void update_ticks(void);
+
+uint64_t d9__mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t d9__realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int tsc_invariant(void)
+{
+	unsigned a, b, c, d;
+	char src[32] = "";
+
+	if (!__get_cpuid(0x80000007, &a, &b, &c, &d) || !(d & (1u << 8)))
+		return 0;
+	int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+		O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, src, sizeof(src) - 1);
+	close(fd);
+	return n >= 3 && !strncmp(src, "tsc", 3);
+}
+
+/* Reads the three clocks as close together as possible: the TSC read is bracketed by the
+ * monotonic reads and the tightest of a few tries wins. */
+void d9__clock_anchor(struct d9__anchor *a)
+{
+	uint64_t best = UINT64_MAX;
+
+	for (int i = 0; i < 5; i++) {
+		uint64_t m0 = d9__mono_ns();
+		uint64_t t = d9__clock_tsc ? __rdtsc() : 0;
+		uint64_t m1 = d9__mono_ns();
+		if (m1 - m0 < best) {
+			best = m1 - m0;
+			a->mono_ns = m0 + (m1 - m0) / 2;
+			a->ticks = d9__clock_tsc ? t : a->mono_ns;
+		}
+	}
+	a->realtime_ns = d9__realtime_ns();
+	/* realtime is read after: correct it by the monotonic time that passed meanwhile */
+	a->realtime_ns -= d9__mono_ns() - a->mono_ns;
+}
+
+void d9__clock_init(int mode)
+{
+	d9__clock_tsc = mode == 1 || (mode == 0 && tsc_invariant());
+	if (mode == 1 && !tsc_invariant())
+		d9__log(D9_LOG_WARN, "D9_CLOCK=tsc on a machine whose TSC the kernel does not trust");
+	/* ~100 ns event time units: ample for microsecond scheduling analysis, and what keeps events
+	 * near 3.7 bytes (durations that need more, like BlockingCall, carry their own ns) */
+	d9__shift = d9__clock_tsc ? 8 : 7;
+	d9__clock_anchor(&first);
+	tps = 1000000000u; /* the writer calibrates before it writes the first segment header */
+}
+
+void d9__clock_calibrate(void)
+{
+	struct d9__anchor now;
+
+	if (!d9__clock_tsc)
+		return;
+	d9__clock_anchor(&now);
+	uint64_t dm = now.mono_ns - first.mono_ns;
+	if (dm < 1000000)
+		return;
+	tps = (uint64_t)((unsigned __int128)(now.ticks - first.ticks) * 1000000000u / dm);
+	update_ticks();
+}
+
+/* Derived tick thresholds preload/ compares against without dividing. */
+static void update_ticks(void)
+{
+	d9__pcfg.blocking_threshold_ticks = (uint64_t)((unsigned __int128)d9__pcfg.blocking_threshold_ns * tps / 1000000000u);
+	d9__pcfg.queue_interval_ticks = (uint64_t)((unsigned __int128)d9__pcfg.queue_interval_ns * tps / 1000000000u);
+}
+
+/* A first TSC frequency estimate, 1 ms long, when the agent starts; the writer refines it. */
+void d9__clock_calibrate_start(void)
+{
+	if (d9__clock_tsc) {
+		uint64_t m0 = d9__mono_ns();
+		while (d9__mono_ns() - m0 < 1000000)
+			_mm_pause();
+		d9__clock_calibrate();
+	}
+	update_ticks();
+}
+
+uint64_t d9__clock_tps(void)
+{
+	return tps;
+}
+
+uint64_t d9_agent_ticks_to_ns(uint64_t ticks)
+{
+	if (!d9__clock_tsc)
+		return ticks;
+	return (uint64_t)((unsigned __int128)ticks * 1000000000u / tps);
+}
+
+uint64_t d9_agent_ns_to_ticks(uint64_t ns)
+{
+	if (!d9__clock_tsc)
+		return ns;
+	return (uint64_t)((unsigned __int128)ns * tps / 1000000000u);
+}

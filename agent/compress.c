@@ -1,0 +1,227 @@
+/* compress.c: the sealed segments of this process series: the total-size budget (delete the
+ * oldest) and background gzip compression (a low-priority thread; .bin -> .bin.gz through a
+ * .tmp file and rename, so a crash never leaves a half-written .gz under a final name). */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <zlib.h>
+
+int d9__gzip_file(const char *src, uint64_t *out_size)
+{
+	char tmp[4300], dst[4300];
+	uint8_t buf[65536];
+	int err = 0;
+
+	snprintf(dst, sizeof(dst), "%s.gz", src);
+	snprintf(tmp, sizeof(tmp), "%s.gz.tmp", src);
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0) {
+		err = -errno;
+		goto err_in;
+	}
+	gzFile gz = gzdopen(out, "wb6");
+	if (!gz) {
+		close(out);
+		err = -ENOMEM;
+		goto err_tmp;
+	}
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		if (gzwrite(gz, buf, (unsigned)n) != (int)n) {
+			err = -EIO;
+			break;
+		}
+		if (__atomic_load_n(&d9__g.compress_abort, __ATOMIC_RELAXED)) {
+			err = -ECANCELED; /* the process is exiting: leave the .bin as it is */
+			break;
+		}
+	}
+	if (gzclose(gz) != Z_OK && !err)
+		err = -EIO; /* gzclose closes `out`; a full disk shows up here */
+	if (err)
+		goto err_tmp;
+	if (rename(tmp, dst) != 0) {
+		err = -errno;
+		goto err_tmp;
+	}
+	close(in);
+	unlink(src);
+	if (out_size) {
+		int fd = open(dst, O_RDONLY | O_CLOEXEC);
+		*out_size = 0;
+		if (fd >= 0) {
+			off_t end = lseek(fd, 0, SEEK_END);
+			*out_size = end > 0 ? (uint64_t)end : 0;
+			close(fd);
+		}
+	}
+	return 0;
+err_tmp:
+	unlink(tmp);
+err_in:
+	close(in);
+	return err;
+}
+
+/* disk lock held */
+static uint64_t sealed_total(void)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < d9__g.nsealed; i++)
+		if (!d9__g.sealed[i].foreign)
+			sum += d9__g.sealed[i].size;
+	return sum;
+}
+
+void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
+{
+	struct d9__agent *g = &d9__g;
+
+	pthread_mutex_lock(&g->disk_lock);
+	if (g->nsealed == g->sealed_cap) {
+		size_t cap = g->sealed_cap ? g->sealed_cap * 2 : 64;
+		struct d9__sealed *s = realloc(g->sealed, cap * sizeof(*s));
+		if (!s) {
+			pthread_mutex_unlock(&g->disk_lock);
+			return; /* not tracked: it stays on disk outside the budget (logged below) */
+		}
+		g->sealed = s;
+		g->sealed_cap = cap;
+	}
+	/* keep the list sorted by seq, the oldest first; foreign entries go to the end */
+	size_t i = g->nsealed;
+	while (!foreign && i > 0 && (g->sealed[i - 1].foreign || g->sealed[i - 1].seq > seq)) {
+		g->sealed[i] = g->sealed[i - 1];
+		i--;
+	}
+	struct d9__sealed *s = &g->sealed[i];
+	memset(s, 0, sizeof(*s));
+	snprintf(s->path, sizeof(s->path), "%s", path);
+	s->size = size;
+	s->seq = seq;
+	s->foreign = foreign;
+	g->nsealed++;
+	pthread_cond_signal(&g->disk_cond);
+	pthread_mutex_unlock(&g->disk_lock);
+}
+
+void d9__budget_enforce(uint64_t reserve)
+{
+	struct d9__agent *g = &d9__g;
+	uint64_t budget = g->cfg.max_total_size;
+
+	pthread_mutex_lock(&g->disk_lock);
+	size_t i = 0;
+	while (i < g->nsealed && sealed_total() + reserve > budget) {
+		struct d9__sealed *s = &g->sealed[i];
+		if (s->foreign)
+			break; /* only foreign entries are left: not ours to delete */
+		if (s->compressing) {
+			/* oldest first, even while compressing: delete the .bin now (the compressor
+			 * keeps reading its open fd) and let the compressor remove its .gz */
+			if (!s->doomed && unlink(s->path) != 0 && errno != ENOENT)
+				d9__log_once(D9_LOG_WARN, "cannot delete %s: %s", s->path, strerror(errno));
+			s->doomed = 1;
+			s->size = 0;
+			i++;
+			continue;
+		}
+		if (unlink(s->path) != 0 && errno != ENOENT)
+			d9__log_once(D9_LOG_WARN, "cannot delete %s: %s", s->path, strerror(errno));
+		else
+			d9__log(D9_LOG_DEBUG, "deleted %s (total size budget)", s->path);
+		memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));
+		g->nsealed--;
+	}
+	pthread_mutex_unlock(&g->disk_lock);
+}
+
+void *d9__compressor_main(void *arg)
+{
+	struct d9__agent *g = &d9__g;
+
+	(void)arg;
+	d9__agent_thread();
+	prctl(PR_SET_NAME, "d9-compress");
+	setpriority(PRIO_PROCESS, (id_t)gettid(), 19); /* this thread only: the host comes first */
+	pthread_mutex_lock(&g->disk_lock);
+	for (;;) {
+		struct d9__sealed *job = NULL;
+		for (size_t i = 0; i < g->nsealed && !job; i++) {
+			size_t n = strlen(g->sealed[i].path);
+			if (n > 4 && !strcmp(g->sealed[i].path + n - 4, ".bin"))
+				job = &g->sealed[i];
+		}
+		if (!job) {
+			if (__atomic_load_n(&g->compress_stop, __ATOMIC_ACQUIRE))
+				break;
+			/* timed: a signal handler cannot signal the condition, it only sets compress_stop */
+			uint64_t t = d9__mono_ns() + 100000000u;
+			struct timespec until = { (time_t)(t / 1000000000u), (long)(t % 1000000000u) };
+			pthread_cond_timedwait(&g->disk_cond, &g->disk_lock, &until);
+			continue;
+		}
+		char path[sizeof(job->path)];
+		uint32_t seq = job->seq;
+		snprintf(path, sizeof(path), "%s", job->path);
+		job->compressing = 1;
+		pthread_mutex_unlock(&g->disk_lock);
+		uint64_t size = 0;
+		int err = d9__gzip_file(path, &size);
+		pthread_mutex_lock(&g->disk_lock);
+		/* the list may have moved: find the entry again */
+		for (size_t i = 0; i < g->nsealed; i++) {
+			struct d9__sealed *s = &g->sealed[i];
+			if (s->seq != seq || !s->compressing)
+				continue;
+			s->compressing = 0;
+			size_t n = strlen(path);
+			if (s->foreign && !err) {
+				memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));
+				g->nsealed--;
+			} else if (s->doomed) {
+				char gz[sizeof(s->path) + 4];
+				memcpy(gz, path, n);
+				memcpy(gz + n, ".gz", 4);
+				unlink(gz);
+				memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));
+				g->nsealed--;
+				err = 0;
+			} else if (!err && n + 4 <= sizeof(s->path)) {
+				memcpy(s->path, path, n);
+				memcpy(s->path + n, ".gz", 4);
+				s->size = size;
+			}
+			break;
+		}
+		if (err == -ECANCELED)
+			break;
+		if (err) {
+			/* e.g. a full disk: leave this and later segments uncompressed, stop trying */
+			d9__log(D9_LOG_WARN, "cannot compress %s: %s; later segments stay uncompressed",
+				path, strerror(-err));
+			break;
+		}
+	}
+	pthread_mutex_unlock(&g->disk_lock);
+	__atomic_store_n(&g->compressor_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}

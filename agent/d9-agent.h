@@ -1,0 +1,158 @@
+/* d9-agent.h: the recording core's interface, the one header preload/ (and the test driver)
+ * include. Recording an event is an inline timestamp plus a few stores into the calling thread's
+ * buffer (initial-exec TLS); everything else (buffer hand-off, segments, rotation) happens in
+ * d9__slow() once per chunk or in the agent's background threads. Design: agent/DESIGN.md. */
+#ifndef D9_AGENT_H
+#define D9_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include "d9-format.h"
+
+#define D9_LIKELY(x) __builtin_expect(!!(x), 1)
+#define D9_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+struct d9__block;
+
+/* Options preload/ reads (set once by the agent's configuration, D9_* variables). */
+enum { D9_RUNTIME_AUTO = 0, D9_RUNTIME_ST = 1, D9_RUNTIME_GENERIC = 2 };
+struct d9_preload_config {
+	int runtime; /* D9_RUNTIME */
+	int blocking; /* D9_BLOCKING: wrap blocking calls */
+	uint64_t blocking_threshold_ns; /* D9_BLOCKING_THRESHOLD */
+	uint64_t blocking_threshold_ticks; /* the same in event clock ticks (after calibration) */
+	uint64_t queue_interval_ns; /* D9_QUEUE_INTERVAL: run-queue samples */
+	uint64_t queue_interval_ticks;
+};
+extern struct d9_preload_config d9__pcfg;
+
+/* Per-thread recording state; lives in initial-exec TLS. The writer thread reads some fields of
+ * other threads' states (under the registry lock) to flush quiet threads: see `park`. */
+struct d9__thr {
+	struct d9_enc enc; /* encoder into blk; enc.end == NULL forces the slow path */
+	struct d9__block *blk; /* current block, or NULL */
+	uint32_t tid;
+	uint32_t worker; /* 0: not a worker */
+	uint8_t role; /* 0 unset, D9_ROLE_THREAD/WORKER: records; D9_ROLE_AGENT: never records */
+	uint8_t registered; /* in the writer's registry (and the thread-exit key is set) */
+	uint8_t busy; /* inside the agent's slow path: interposers pass straight through */
+	uint32_t park; /* atomic: D9__RUNNING, D9__PARKED, D9__STEALING, D9__STOLEN */
+	uint64_t dropped; /* events dropped since the last Dropped record */
+	uint64_t chunk_mono_ns; /* when the current chunk started (coarse; for flush requests) */
+	uint64_t block_dropped; /* Dropped counts recorded in the current block */
+	uint32_t block_drop_records; /* Dropped records in the current block */
+	struct d9__thr *next, *prev; /* registry links (registry lock) */
+};
+
+enum { D9__RUNNING = 0, D9__PARKED = 1, D9__STEALING = 2, D9__STOLEN = 3 };
+
+extern __thread struct d9__thr d9__self __attribute__((tls_model("initial-exec")));
+extern int d9__enabled; /* recording on (D9_ENABLED, toggle signal); read on every event */
+extern int d9__clock_tsc; /* event clock: 1 TSC ticks, 0 CLOCK_MONOTONIC ns */
+
+/* Prepares t for one more event: starts the agent, hands off a full or flush-requested chunk,
+ * takes a new block. Returns 1 when an event can be encoded now, 0 when it must be dropped
+ * (counted) or not recorded at all (agent off, agent thread). */
+int d9__slow(struct d9__thr *t);
+
+static inline uint64_t d9__now(void)
+{
+	if (D9_LIKELY(d9__clock_tsc))
+		return __rdtsc();
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Converts a tick difference to nanoseconds and back (calibrated TSC, or identity). */
+uint64_t d9_agent_ticks_to_ns(uint64_t ticks);
+uint64_t d9_agent_ns_to_ticks(uint64_t ns);
+/* Ticks per event time unit (2^shift): converts tick differences to the units of Wake objects. */
+extern uint8_t d9__shift;
+
+#define D9__REC(call)                                                      \
+	do {                                                               \
+		struct d9__thr *t_ = &d9__self;                            \
+		if (D9_LIKELY(d9__enabled && d9_enc_room(&t_->enc)) || d9__slow(t_)) \
+			(void)call;                                        \
+	} while (0)
+
+/* ---- Recording (hot path) ---------------------------------------------------------------------
+ * Each records one event for the calling thread at the current time. */
+static inline void d9_rec_poll_start(uint64_t coroutine, uint64_t location)
+{
+	D9__REC(d9_enc_poll_start(&t_->enc, d9__now(), coroutine, location));
+}
+
+static inline void d9_rec_poll_end(uint64_t coroutine)
+{
+	D9__REC(d9_enc_poll_end(&t_->enc, d9__now(), coroutine));
+}
+
+static inline void d9_rec_wake(uint64_t woken, uint64_t waker, uint32_t kind, int64_t object)
+{
+	D9__REC(d9_enc_wake(&t_->enc, d9__now(), woken, waker, kind, object));
+}
+
+static inline void d9_rec_spawn(uint64_t coroutine, uint64_t parent, uint64_t location)
+{
+	D9__REC(d9_enc_spawn(&t_->enc, d9__now(), coroutine, parent, location));
+}
+
+static inline void d9_rec_coroutine_exit(uint64_t coroutine)
+{
+	D9__REC(d9_enc_coroutine_exit(&t_->enc, d9__now(), coroutine));
+}
+
+static inline void d9_rec_queue_sample(uint64_t runnable)
+{
+	D9__REC(d9_enc_queue_sample(&t_->enc, d9__now(), runnable));
+}
+
+/* start: d9__now() when the call began; call: a string id (d9_agent_string). */
+static inline void d9_rec_blocking_call(uint64_t start, uint64_t coroutine, uint64_t call,
+	uint32_t fd_kind, uint64_t stack)
+{
+	D9__REC(d9_enc_blocking_call(&t_->enc, d9__now(), coroutine, call, fd_kind,
+		d9_agent_ticks_to_ns(d9__now() - start), stack));
+}
+
+static inline void d9_rec_zero_timeout_waits(uint64_t count)
+{
+	D9__REC(d9_enc_zero_timeout_waits(&t_->enc, d9__now(), count));
+}
+
+/* Park: the thread is about to block in a wait (call: enum d9_wait_call). While parked, the
+ * writer may take the thread's chunk so quiet threads still reach the file every flush interval;
+ * d9_rec_unpark takes the thread back (one compare-and-swap each). */
+void d9_rec_park(uint32_t call, int64_t timeout_us);
+void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns);
+
+/* ---- Threads, definitions, control (slow path) -------------------------------------------- */
+
+/* Makes the calling thread a worker (small ids from 1 in order of appearance) and returns its
+ * id; idempotent. Its next chunk carries the worker id. 0 when the agent is off. */
+uint32_t d9_agent_become_worker(void);
+/* The calling thread changed its name: its definition is written again. */
+void d9_agent_thread_renamed(void);
+/* Marks the calling thread as the agent's own: it never records. */
+void d9__agent_thread(void);
+
+/* Interned definitions, written into every segment that may use them. Return the id, or 0 when
+ * the agent is off or the definition tables are full (counted; the event then names no id). */
+uint64_t d9_agent_string(const char *s, size_t len);
+uint64_t d9_agent_location(uint64_t function_addr, uint64_t callsite_addr, uint64_t name);
+uint64_t d9_agent_stack(const uint64_t *frames, uint32_t n);
+void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_t flags);
+
+/* Flushes every thread's data to the file now and waits up to timeout_ms for it to be written.
+ * Returns 0, or -ETIMEDOUT. The calling thread's chunk is flushed too. */
+int d9_agent_flush(int timeout_ms);
+
+/* 1 when the agent is configured and running (or will start on the first event). */
+int d9_agent_active(void);
+
+#endif

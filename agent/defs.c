@@ -1,0 +1,263 @@
+/* defs.c: interned definitions (strings, spawn locations, stacks, threads). Each new definition
+ * is appended, already encoded, to one log; the writer writes the whole log at the start of every
+ * segment and the new tail before every chunk, so every id an event uses is defined earlier in
+ * the same segment (self-contained segments, FORMAT.md). Slow path only: one mutex. Memory is
+ * capped; past the cap, lookups of new keys return 0 ("unknown") and are counted. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFLOG_LIMIT (16u << 20) /* log bytes + index bytes */
+
+struct node {
+	struct node *next;
+	uint64_t hash, id;
+	uint32_t klen;
+	uint8_t kind;
+	uint8_t key[];
+};
+
+struct d9__intern {
+	struct node **tab;
+	size_t cap, n, bytes;
+	uint64_t next_id[D9_DEF_KNOWN_MAX + 1];
+};
+
+static struct d9__intern intern_state;
+
+void d9__defs_init(void)
+{
+	struct d9__agent *g = &d9__g;
+
+	pthread_mutex_init(&g->def_lock, NULL);
+	g->intern = &intern_state;
+	g->log.limit = DEFLOG_LIMIT;
+}
+
+static uint64_t hash_bytes(uint8_t kind, const void *p, size_t n)
+{
+	const uint8_t *s = p;
+	uint64_t h = 0xcbf29ce484222325ull ^ kind;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= s[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* Room for n more log bytes (def lock held). Returns 0 or -ENOSPC. */
+static int log_reserve(size_t n)
+{
+	struct d9__deflog *l = &d9__g.log;
+
+	if (l->len + n + d9__g.intern->bytes > l->limit)
+		return -ENOSPC;
+	if (l->len + n <= l->cap)
+		return 0;
+	size_t cap = l->cap ? l->cap : 65536;
+	while (cap < l->len + n)
+		cap *= 2;
+	uint8_t *b = realloc(l->buf, cap);
+	if (!b)
+		return -ENOMEM;
+	l->buf = b;
+	l->cap = cap;
+	return 0;
+}
+
+static void log_begin(struct d9_wbuf *w, size_t need)
+{
+	struct d9__deflog *l = &d9__g.log;
+
+	if (log_reserve(need)) {
+		d9_wbuf_init(w, NULL, 0);
+		w->err = -ENOSPC;
+		return;
+	}
+	d9_wbuf_init(w, l->buf + l->len, l->cap - l->len);
+}
+
+static int log_commit(struct d9_wbuf *w)
+{
+	if (w->err) {
+		d9__g.log.full++;
+		d9__log_once(D9_LOG_WARN, "definition tables full (%u MiB): new names are recorded as unknown",
+			DEFLOG_LIMIT >> 20);
+		return w->err;
+	}
+	/* published with release so the forked child and the writer see whole records */
+	__atomic_store_n(&d9__g.log.len, d9__g.log.len + (size_t)(w->p - w->start), __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Finds or adds (kind, key); on add, encode() appends its record. Def lock held. */
+static uint64_t intern(uint8_t kind, const void *key, size_t klen,
+	void (*encode)(struct d9_wbuf *w, uint64_t id, const void *key, size_t klen), size_t maxrec)
+{
+	struct d9__intern *in = d9__g.intern;
+	uint64_t h = hash_bytes(kind, key, klen);
+
+	if (in->cap) {
+		for (struct node *n = in->tab[h & (in->cap - 1)]; n; n = n->next)
+			if (n->hash == h && n->kind == kind && n->klen == klen && !memcmp(n->key, key, klen))
+				return n->id;
+	}
+	if (in->n + 1 > in->cap * 3 / 4) {
+		size_t cap = in->cap ? in->cap * 2 : 1024;
+		struct node **tab = calloc(cap, sizeof(*tab));
+		if (!tab)
+			return 0;
+		for (size_t i = 0; i < in->cap; i++)
+			for (struct node *n = in->tab[i], *next; n; n = next) {
+				next = n->next;
+				n->next = tab[n->hash & (cap - 1)];
+				tab[n->hash & (cap - 1)] = n;
+			}
+		in->bytes += (cap - in->cap) * sizeof(*tab);
+		free(in->tab);
+		in->tab = tab;
+		in->cap = cap;
+	}
+	struct d9_wbuf w;
+	log_begin(&w, maxrec + sizeof(struct node) + klen);
+	if (w.err)
+		return log_commit(&w), 0;
+	struct node *n = malloc(sizeof(*n) + klen);
+	if (!n)
+		return 0;
+	uint64_t id = ++in->next_id[kind];
+	encode(&w, id, key, klen);
+	if (log_commit(&w)) {
+		in->next_id[kind]--;
+		free(n);
+		return 0;
+	}
+	n->hash = h;
+	n->id = id;
+	n->kind = kind;
+	n->klen = (uint32_t)klen;
+	memcpy(n->key, key, klen);
+	n->next = in->tab[h & (in->cap - 1)];
+	in->tab[h & (in->cap - 1)] = n;
+	in->n++;
+	in->bytes += sizeof(*n) + klen;
+	return id;
+}
+
+static void enc_string(struct d9_wbuf *w, uint64_t id, const void *key, size_t klen)
+{
+	d9_def_string(w, id, key, klen);
+}
+
+static uint64_t string_locked(const char *s, size_t len)
+{
+	if (len > 4096)
+		len = 4096;
+	return intern(D9_DEF_STRING, s, len, enc_string, len + 16);
+}
+
+static int usable(void)
+{
+	int s = d9__g.state;
+
+	return s == D9__CONFIGURED || s == D9__RUNNING_;
+}
+
+uint64_t d9_agent_string(const char *s, size_t len)
+{
+	if (!usable())
+		return 0;
+	pthread_mutex_lock(&d9__g.def_lock);
+	uint64_t id = string_locked(s, len);
+	pthread_mutex_unlock(&d9__g.def_lock);
+	return id;
+}
+
+static void enc_location(struct d9_wbuf *w, uint64_t id, const void *key, size_t klen)
+{
+	uint64_t k[3];
+
+	(void)klen;
+	memcpy(k, key, sizeof(k));
+	d9_def_location(w, id, k[0], k[1], 0, k[2]);
+}
+
+uint64_t d9_agent_location(uint64_t function_addr, uint64_t callsite_addr, uint64_t name)
+{
+	uint64_t k[3] = { function_addr, callsite_addr, name };
+
+	if (!usable())
+		return 0;
+	pthread_mutex_lock(&d9__g.def_lock);
+	uint64_t id = intern(D9_DEF_LOCATION, k, sizeof(k), enc_location, 64);
+	pthread_mutex_unlock(&d9__g.def_lock);
+	return id;
+}
+
+static void enc_stack(struct d9_wbuf *w, uint64_t id, const void *key, size_t klen)
+{
+	uint64_t frames[D9_STACK_MAX_FRAMES];
+
+	memcpy(frames, key, klen);
+	d9_def_stack(w, id, frames, (uint32_t)(klen / sizeof(uint64_t)));
+}
+
+uint64_t d9_agent_stack(const uint64_t *frames, uint32_t n)
+{
+	if (!usable())
+		return 0;
+	if (n > D9_STACK_MAX_FRAMES)
+		n = D9_STACK_MAX_FRAMES;
+	pthread_mutex_lock(&d9__g.def_lock);
+	uint64_t id = intern(D9_DEF_STACK, frames, n * sizeof(uint64_t), enc_stack, 24 + n * 10);
+	pthread_mutex_unlock(&d9__g.def_lock);
+	return id;
+}
+
+void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_t flags)
+{
+	struct d9_wbuf w;
+
+	if (!usable())
+		return;
+	pthread_mutex_lock(&d9__g.def_lock);
+	log_begin(&w, 64);
+	if (!w.err)
+		d9_def_coroutine(&w, id, parent, location, flags);
+	log_commit(&w);
+	pthread_mutex_unlock(&d9__g.def_lock);
+}
+
+void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role)
+{
+	struct d9_wbuf w;
+
+	pthread_mutex_lock(&d9__g.def_lock);
+	uint64_t sid = string_locked(name, strlen(name));
+	log_begin(&w, 64);
+	if (!w.err)
+		d9_def_thread(&w, tid, sid, worker, role);
+	log_commit(&w);
+	pthread_mutex_unlock(&d9__g.def_lock);
+}
+
+size_t d9__defs_snapshot(size_t from, uint8_t **out)
+{
+	struct d9__deflog *l = &d9__g.log;
+
+	*out = NULL;
+	pthread_mutex_lock(&d9__g.def_lock);
+	size_t n = l->len > from ? l->len - from : 0;
+	if (n) {
+		*out = malloc(n);
+		if (*out)
+			memcpy(*out, l->buf + from, n);
+		else
+			n = 0;
+	}
+	pthread_mutex_unlock(&d9__g.def_lock);
+	return n;
+}

@@ -1,0 +1,204 @@
+/* internal.h: state shared by the recording core's files (agent/ only; preload/ uses d9-agent.h).
+ * All of it is one global, d9__g, which a forked child re-creates from scratch rather than
+ * trusting locks that another parent thread may have held at fork time. */
+#ifndef D9_AGENT_INTERNAL_H
+#define D9_AGENT_INTERNAL_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "d9-agent.h"
+
+#define D9_WRITER_VERSION "d9 0.1.0"
+#define D9_BLOCK_SIZE (64u << 10) /* one thread chunk; blocks are the unit of memory */
+
+/* ---- configuration (config.c) --------------------------------------------------------------- */
+struct d9__config {
+	char trace_path[2048]; /* D9_TRACE_PATH: base path; files are <dir>/<stem>.<pid>.<seq>.bin */
+	char dir[2048], stem[256];
+	uint64_t max_file_size, max_total_size, max_memory;
+	uint64_t rotation_period_ns; /* 0: no time-based rotation */
+	uint64_t flush_interval_ns;
+	int compress, enabled, toggle_signal; /* toggle_signal 0: none */
+	int log_level; /* 0 error, 1 warn, 2 info, 3 debug */
+	int clock; /* 0 auto, 1 tsc, 2 monotonic */
+	struct d9_preload_config pre; /* copied to d9__pcfg */
+};
+
+/* Parses D9_* into c. Returns 0, or -EINVAL after printing one line naming the variable. */
+int d9__config_load(struct d9__config *c);
+
+/* ---- logging (config.c) ------------------------------------------------------------------------ */
+enum { D9_LOG_ERROR = 0, D9_LOG_WARN = 1, D9_LOG_INFO = 2, D9_LOG_DEBUG = 3 };
+extern int d9__log_level;
+/* One line "d9: ..." on stderr with write(2) (no stdio locks), errno preserved. */
+void d9__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Logs at most once per call site: for problems that could repeat. */
+#define d9__log_once(level, ...)                                               \
+	do {                                                                   \
+		static int once_;                                              \
+		if (!__atomic_exchange_n(&once_, 1, __ATOMIC_RELAXED))         \
+			d9__log(level, __VA_ARGS__);                           \
+	} while (0)
+
+/* ---- clock (clock.c) --------------------------------------------------------------------------- */
+struct d9__anchor { uint64_t ticks, mono_ns, realtime_ns; };
+/* Chooses the event clock (TSC when invariant and the kernel trusts it) and sets d9__shift. */
+void d9__clock_init(int mode);
+/* One instant on the three clocks. */
+void d9__clock_anchor(struct d9__anchor *a);
+/* Refines the TSC frequency from the first anchor to now (writer thread). */
+void d9__clock_calibrate(void);
+void d9__clock_calibrate_start(void);
+uint64_t d9__clock_tps(void); /* ticks per second */
+uint64_t d9__mono_ns(void);
+uint64_t d9__realtime_ns(void);
+
+/* ---- blocks ----------------------------------------------------------------------------------- */
+struct d9__block {
+	struct d9__block *next; /* free list or write queue */
+	uint32_t tid, worker;
+	uint32_t count; /* events in the chunk */
+	uint32_t size; /* bytes of the finished chunk (with head and CRC) */
+	uint64_t first_time, last_time; /* event time units */
+	uint64_t dropped; /* sum of Dropped counts recorded in this chunk */
+	uint64_t lost_samples; /* of which samples (reason samples_lost) */
+	uint32_t drop_records; /* Dropped records among the chunk's events */
+	uint8_t pad[4];
+	uint8_t data[]; /* the chunk */
+};
+#define D9_BLOCK_DATA (D9_BLOCK_SIZE - sizeof(struct d9__block))
+
+/* ---- definitions (defs.c) --------------------------------------------------------------------- */
+struct d9__deflog {
+	uint8_t *buf; /* encoded definition records, appended in order */
+	size_t len, cap;
+	size_t limit; /* memory cap of the log */
+	uint64_t full; /* definitions refused because the log was full */
+};
+
+/* ---- the agent -------------------------------------------------------------------------------- */
+enum { D9__OFF = 0, D9__CONFIGURED = 1, D9__RUNNING_ = 2, D9__FAILED = 3, D9__STOPPED = 4 };
+
+struct d9__segment {
+	int fd; /* -1 when no segment is open */
+	uint32_t seq;
+	uint64_t size; /* bytes written */
+	uint64_t good; /* size after the last complete chunk */
+	uint64_t opened_real_ns, rotate_at_real_ns;
+	char path[4096];
+	struct d9_trailer tr;
+	uint64_t deflog_written; /* bytes of the definition log written into this segment */
+};
+
+struct d9__sealed {
+	char path[4200];
+	uint64_t size;
+	uint32_t seq;
+	int compressing; /* the compressor is working on it */
+	int doomed; /* deleted for the budget while compressing: the compressor removes its .gz */
+	int foreign; /* recovered from another (dead) process: compressed, never counted or deleted */
+};
+
+struct d9__drop { uint32_t tid, worker; uint64_t count; };
+#define D9_PENDING_DROPS 256
+
+struct d9__agent {
+	int state; /* D9__OFF ... */
+	struct d9__config cfg;
+	pid_t pid;
+
+	/* blocks: one reservation of max_memory, carved on demand (pool lock) */
+	pthread_mutex_t pool_lock;
+	pthread_cond_t writer_cond; /* work for the writer */
+	pthread_cond_t done_cond; /* the writer finished a pass (flush waiters) */
+	uint8_t *arena;
+	size_t arena_blocks, arena_used;
+	struct d9__block *free_list;
+	struct d9__block *q_head, *q_tail; /* full chunks waiting for the writer */
+	uint32_t nfree; /* atomic hint: free blocks available (0: starving) */
+	uint64_t passes; /* writer passes completed */
+	int flush_req; /* a flush was asked for (d9_agent_flush, exit, signal) */
+	struct d9__drop pending[D9_PENDING_DROPS]; /* drops of threads that could not record them */
+	size_t npending;
+	uint64_t pending_overflow;
+	int stop; /* the writer must seal and exit */
+
+	/* registry of recording threads (reg lock; lock order reg -> pool) */
+	pthread_mutex_t reg_lock;
+	struct d9__thr *threads;
+	uint32_t nworkers;
+	pthread_key_t exit_key;
+
+	/* definitions (def lock) */
+	pthread_mutex_t def_lock;
+	struct d9__deflog log;
+	struct d9__intern *intern;
+
+	/* writer thread state (only the writer touches these) */
+	pthread_t writer;
+	int writer_started;
+	struct d9__segment seg;
+	uint64_t next_seq;
+	uint64_t first_seq; /* this process's first segment: lower ones of our pid are leftovers */
+	uint64_t write_drops[4]; /* events lost to write errors, not yet recorded */
+	struct d9__wdrop *wdrops; /* per-thread write-error drop counts */
+	int write_failing;
+
+	/* sealed segments of this series (disk lock; writer and compressor) */
+	pthread_mutex_t disk_lock;
+	pthread_cond_t disk_cond;
+	struct d9__sealed *sealed;
+	size_t nsealed, sealed_cap;
+	pthread_t compressor;
+	int compressor_started;
+	int compress_stop;
+	int compressor_done; /* the compressor thread has finished (async-signal-safe to read) */
+	int compress_abort; /* exit cannot wait longer: the compressor drops its current job */
+
+	int exit_done;
+};
+
+extern struct d9__agent d9__g;
+
+/* record.c */
+void d9__record_init(void); /* (re)creates the pool and registry state */
+struct d9__block *d9__pool_get(void);
+void d9__pool_put(struct d9__block *b);
+void d9__queue_push(struct d9__block *b);
+/* Finishes the thread's chunk and queues it; t->blk becomes NULL. */
+void d9__handoff(struct d9__thr *t);
+/* Writer: asks running threads for their chunks and takes parked threads' chunks. */
+void d9__collect(uint64_t older_than_mono_ns, int all);
+/* Hands a thread's unrecorded drop count to the writer, which records it (pool lock). */
+void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count);
+
+/* defs.c */
+void d9__defs_init(void);
+/* Copies log bytes [from, len) for the writer (def lock). Returns the length copied. */
+size_t d9__defs_snapshot(size_t from, uint8_t **out);
+/* Appends a Thread definition to the log. */
+void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role);
+
+/* writer.c */
+int d9__writer_start(void);
+void *d9__writer_main(void *arg);
+/* Recovers one segment left behind by a dead process of this stem: 1 when it did something. */
+int d9__recover_next(void);
+int d9__mkdirs(const char *dir);
+
+/* compress.c */
+void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign);
+void d9__budget_enforce(uint64_t reserve);
+void *d9__compressor_main(void *arg);
+/* gzip src into src.gz (via a .tmp and rename), then removes src. Returns 0 or -errno. */
+int d9__gzip_file(const char *src, uint64_t *out_size);
+
+/* lifecycle.c */
+int d9__start(void); /* lazy start on the first event; 0 when running */
+uint64_t d9__now_ticks(void);
+
+#endif

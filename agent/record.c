@@ -1,0 +1,405 @@
+/* record.c: per-thread recording. The hot path (d9-agent.h) encodes into the thread's block;
+ * this file is everything around it: taking and handing off blocks, counting drops when the
+ * memory cap is reached (never blocking), the registry of recording threads, and the park/steal
+ * protocol that lets the writer flush threads that went quiet. It must never block a recording
+ * thread on the writer or on I/O. agent/DESIGN.md explains the protocol. */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+#include <x86intrin.h>
+
+__thread struct d9__thr d9__self __attribute__((tls_model("initial-exec")));
+int d9__enabled;
+struct d9__agent d9__g;
+
+enum { ROLE_DEAD = 3 }; /* a thread past its exit destructor: never records again */
+
+static void thread_exit(void *arg);
+
+void d9__record_init(void)
+{
+	struct d9__agent *g = &d9__g;
+
+	pthread_mutex_init(&g->pool_lock, NULL);
+	pthread_mutex_init(&g->reg_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&g->writer_cond, &ca);
+	pthread_cond_init(&g->done_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	g->free_list = NULL;
+	g->q_head = g->q_tail = NULL;
+	g->arena_used = 0;
+	g->threads = NULL;
+	g->nworkers = 0;
+	g->passes = 0;
+	g->flush_req = 0;
+	g->stop = 0;
+	__atomic_store_n(&g->nfree, (uint32_t)g->arena_blocks, __ATOMIC_RELAXED);
+}
+
+/* Reserves the block arena (address space only: pages become resident when first used).
+ * Returns 0 or -errno. */
+static int arena_reserve(void)
+{
+	struct d9__agent *g = &d9__g;
+
+	if (g->arena)
+		return 0;
+	size_t n = (size_t)(g->cfg.max_memory / D9_BLOCK_SIZE);
+	void *p = mmap(NULL, n * D9_BLOCK_SIZE, PROT_READ | PROT_WRITE,
+		MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	g->arena = p;
+	g->arena_blocks = n;
+	g->arena_used = 0;
+	__atomic_store_n(&g->nfree, (uint32_t)n, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int d9__arena_init(void);
+int d9__arena_init(void)
+{
+	return arena_reserve();
+}
+
+struct d9__block *d9__pool_get(void)
+{
+	struct d9__agent *g = &d9__g;
+	struct d9__block *b = NULL;
+
+	pthread_mutex_lock(&g->pool_lock);
+	if (g->free_list) {
+		b = g->free_list;
+		g->free_list = b->next;
+	} else if (g->arena_used < g->arena_blocks) {
+		b = (struct d9__block *)(g->arena + g->arena_used++ * (size_t)D9_BLOCK_SIZE);
+	}
+	if (b)
+		__atomic_sub_fetch(&g->nfree, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&g->pool_lock);
+	return b;
+}
+
+void d9__pool_put(struct d9__block *b)
+{
+	struct d9__agent *g = &d9__g;
+
+	pthread_mutex_lock(&g->pool_lock);
+	b->next = g->free_list;
+	g->free_list = b;
+	__atomic_add_fetch(&g->nfree, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&g->pool_lock);
+}
+
+void d9__queue_push(struct d9__block *b)
+{
+	struct d9__agent *g = &d9__g;
+
+	b->next = NULL;
+	pthread_mutex_lock(&g->pool_lock);
+	if (g->q_tail)
+		g->q_tail->next = b;
+	else
+		g->q_head = b;
+	g->q_tail = b;
+	pthread_cond_signal(&g->writer_cond);
+	pthread_mutex_unlock(&g->pool_lock);
+}
+
+void d9__handoff(struct d9__thr *t)
+{
+	struct d9__block *b = t->blk;
+
+	if (!b)
+		return;
+	b->size = (uint32_t)d9_enc_end(&t->enc, 0); /* the writer fills the CRC */
+	b->count = t->enc.count;
+	b->tid = t->tid;
+	b->worker = t->worker;
+	b->first_time = d9_enc_first_time(&t->enc);
+	b->last_time = t->enc.last;
+	b->dropped = t->block_dropped;
+	b->drop_records = t->block_drop_records;
+	b->lost_samples = 0;
+	t->blk = NULL;
+	t->enc.p = t->enc.end = NULL;
+	t->block_dropped = 0;
+	t->block_drop_records = 0;
+	if (b->count)
+		d9__queue_push(b);
+	else
+		d9__pool_put(b);
+}
+
+static void thread_name(char name[17])
+{
+	memset(name, 0, 17);
+	if (prctl(PR_GET_NAME, name) != 0)
+		strcpy(name, "?");
+}
+
+static void thread_register(struct d9__thr *t)
+{
+	struct d9__agent *g = &d9__g;
+	char name[17];
+
+	t->tid = (uint32_t)gettid();
+	if (!t->role)
+		t->role = D9_ROLE_THREAD;
+	pthread_mutex_lock(&g->reg_lock);
+	t->prev = NULL;
+	t->next = g->threads;
+	if (g->threads)
+		g->threads->prev = t;
+	g->threads = t;
+	pthread_mutex_unlock(&g->reg_lock);
+	t->registered = 1;
+	pthread_setspecific(g->exit_key, t);
+	thread_name(name);
+	d9__defs_thread(t->tid, name, t->worker, t->role);
+}
+
+static void thread_unregister(struct d9__thr *t)
+{
+	struct d9__agent *g = &d9__g;
+
+	pthread_mutex_lock(&g->reg_lock);
+	if (t->prev)
+		t->prev->next = t->next;
+	else if (g->threads == t)
+		g->threads = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	t->next = t->prev = NULL;
+	pthread_mutex_unlock(&g->reg_lock);
+	t->registered = 0;
+}
+
+/* Takes back a thread that the writer may be flushing: after this the thread owns its state. */
+static void unpark(struct d9__thr *t)
+{
+	if (__atomic_load_n(&t->park, __ATOMIC_RELAXED) == D9__RUNNING)
+		return;
+	uint32_t expect = D9__PARKED;
+	if (!__atomic_compare_exchange_n(&t->park, &expect, D9__RUNNING, 0, __ATOMIC_ACQ_REL,
+		    __ATOMIC_ACQUIRE)) {
+		while (__atomic_load_n(&t->park, __ATOMIC_ACQUIRE) == D9__STEALING)
+			_mm_pause();
+		__atomic_store_n(&t->park, D9__RUNNING, __ATOMIC_RELAXED);
+	}
+}
+
+static int slow(struct d9__thr *t);
+
+int d9__slow(struct d9__thr *t)
+{
+	int saved = errno;
+
+	if (t->busy)
+		return 0; /* an interposed call made by the agent itself: never recorded */
+	t->busy = 1;
+	int ok = slow(t);
+	t->busy = 0;
+	errno = saved;
+	return ok;
+}
+
+static int slow(struct d9__thr *t)
+{
+	struct d9__agent *g = &d9__g;
+
+	if (t->role == D9_ROLE_AGENT || t->role == ROLE_DEAD || !d9__enabled)
+		return 0;
+	if (D9_UNLIKELY(g->state != D9__RUNNING_) && d9__start() != 0)
+		return 0;
+	if (!t->registered)
+		thread_register(t);
+	if (t->blk)
+		d9__handoff(t); /* full, or the writer asked for it (enc.end cleared) */
+	if (__atomic_load_n(&g->nfree, __ATOMIC_RELAXED) == 0) {
+		t->dropped++;
+		return 0;
+	}
+	struct d9__block *b = d9__pool_get();
+	if (!b) {
+		t->dropped++;
+		return 0;
+	}
+	uint64_t now = d9__now();
+	d9_enc_begin(&t->enc, b->data, D9_BLOCK_DATA, t->tid, t->worker, now, d9__shift, 0);
+	t->blk = b;
+	t->chunk_mono_ns = d9__mono_ns();
+	if (t->dropped) {
+		d9_enc_dropped(&t->enc, now, t->dropped, D9_DROP_BUFFERS_FULL);
+		t->block_dropped += t->dropped;
+		t->block_drop_records++;
+		t->dropped = 0;
+	}
+	return 1;
+}
+
+void d9_rec_park(uint32_t call, int64_t timeout_us)
+{
+	struct d9__thr *self = &d9__self;
+
+	D9__REC(d9_enc_park(&t_->enc, d9__now(), call, timeout_us));
+	if (self->blk)
+		__atomic_store_n(&self->park, D9__PARKED, __ATOMIC_RELEASE);
+}
+
+void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
+{
+	unpark(&d9__self);
+	D9__REC(d9_enc_unpark(&t_->enc, d9__now(), ready, cpu_ns, sched_wait_ns));
+}
+
+void d9__collect(uint64_t older_than_mono_ns, int all)
+{
+	struct d9__agent *g = &d9__g;
+	int stopping = all && __atomic_load_n(&g->stop, __ATOMIC_RELAXED);
+
+	pthread_mutex_lock(&g->reg_lock);
+	for (struct d9__thr *t = g->threads; t; t = t->next) {
+		uint32_t state = __atomic_load_n(&t->park, __ATOMIC_ACQUIRE);
+		if (state == D9__PARKED) {
+			uint32_t expect = D9__PARKED;
+			if (!__atomic_compare_exchange_n(&t->park, &expect, D9__STEALING, 0,
+				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+				continue;
+			/* the thread is parked and spins in unpark() until we are done */
+			int take = t->blk && t->enc.count &&
+				(all || t->chunk_mono_ns <= older_than_mono_ns);
+			if (take)
+				d9__handoff(t);
+			if (stopping && t->dropped) {
+				/* starved and parked at exit: its count would be lost with it */
+				d9__drops_report(t->tid, t->worker, t->dropped);
+				t->dropped = 0;
+			}
+			__atomic_store_n(&t->park, take ? D9__STOLEN : D9__PARKED, __ATOMIC_RELEASE);
+		} else if (state == D9__RUNNING && __atomic_load_n(&t->blk, __ATOMIC_RELAXED)) {
+			/* A running thread hands its chunk off itself at its next event: clearing
+			 * enc.end sends that event down the slow path. If the thread is inside the
+			 * slow path right now this request may be lost; the next pass repeats it. */
+			if (all || __atomic_load_n(&t->chunk_mono_ns, __ATOMIC_RELAXED) <= older_than_mono_ns)
+				__atomic_store_n(&t->enc.end, NULL, __ATOMIC_RELAXED);
+		}
+	}
+	pthread_mutex_unlock(&g->reg_lock);
+}
+
+uint32_t d9_agent_become_worker(void)
+{
+	struct d9__thr *t = &d9__self;
+	struct d9__agent *g = &d9__g;
+	char name[17];
+	int saved = errno;
+
+	if (t->worker)
+		return t->worker;
+	if (t->role == D9_ROLE_AGENT || t->role == ROLE_DEAD || g->state == D9__OFF ||
+		g->state == D9__FAILED || g->state == D9__STOPPED)
+		return 0;
+	if (g->state != D9__RUNNING_ && d9__start() != 0)
+		return 0;
+	t->role = D9_ROLE_WORKER;
+	t->busy = 1;
+	unpark(t);
+	if (t->blk)
+		d9__handoff(t); /* the worker id is per chunk: start a new one */
+	t->worker = __atomic_add_fetch(&g->nworkers, 1, __ATOMIC_RELAXED);
+	if (!t->registered) {
+		thread_register(t); /* defines the thread with its worker id */
+	} else {
+		thread_name(name);
+		d9__defs_thread(t->tid, name, t->worker, D9_ROLE_WORKER);
+	}
+	t->busy = 0;
+	errno = saved;
+	return t->worker;
+}
+
+void d9_agent_thread_renamed(void)
+{
+	struct d9__thr *t = &d9__self;
+	char name[17];
+
+	if (!t->registered || t->busy)
+		return;
+	t->busy = 1;
+	thread_name(name);
+	d9__defs_thread(t->tid, name, t->worker, t->role);
+	t->busy = 0;
+}
+
+void d9__agent_thread(void)
+{
+	d9__self.role = D9_ROLE_AGENT;
+}
+
+void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count)
+{
+	struct d9__agent *g = &d9__g;
+
+	if (!count)
+		return;
+	pthread_mutex_lock(&g->pool_lock);
+	size_t i = 0;
+	while (i < g->npending && g->pending[i].tid != tid)
+		i++;
+	if (i == g->npending && i < D9_PENDING_DROPS)
+		g->pending[g->npending++] = (struct d9__drop){ tid, worker, 0 };
+	if (i < D9_PENDING_DROPS)
+		g->pending[i].count += count;
+	else
+		g->pending_overflow += count; /* recorded under tid 0 */
+	pthread_cond_signal(&g->writer_cond);
+	pthread_mutex_unlock(&g->pool_lock);
+}
+
+/* pthread key destructor: a recording thread is exiting; its chunk goes to the writer. */
+static void thread_exit(void *arg)
+{
+	struct d9__thr *t = arg;
+	int saved = errno;
+
+	if (t != &d9__self)
+		return;
+	unpark(t);
+	t->busy = 1;
+	d9__handoff(t);
+	/* drops not yet recorded (the thread was starved): the writer records them after the
+	 * chunks this thread queued before */
+	d9__drops_report(t->tid, t->worker, t->dropped);
+	t->dropped = 0;
+	d9__handoff(t);
+	thread_unregister(t);
+	t->role = ROLE_DEAD;
+	errno = saved;
+}
+
+int d9__key_init(void);
+int d9__key_init(void)
+{
+	return -pthread_key_create(&d9__g.exit_key, thread_exit);
+}
+
+/* In a forked child: only the forking thread exists and every block belongs to the parent. The
+ * child reuses the arena's address space from scratch and forgets the parent's threads. */
+void d9__record_child(void);
+void d9__record_child(void)
+{
+	struct d9__thr *t = &d9__self;
+	uint8_t role = t->role == D9_ROLE_AGENT ? D9_ROLE_AGENT : 0;
+
+	memset(t, 0, sizeof(*t));
+	t->role = role;
+	d9__record_init();
+}

@@ -1,0 +1,712 @@
+/* writer.c: the background writer thread. It takes finished chunks from the queue, writes them
+ * into the active segment (<dir>/<stem>.<pid>.<seq>.active), rotates by size and by wall-clock
+ * aligned periods, seals segments (trailer, rename to .bin) and hands them to the compressor.
+ * A failed write (disk full) truncates the partial chunk away, counts the chunk's events as
+ * dropped for its thread, and the next successful write records those counts. It never records
+ * events itself and never blocks a recording thread. */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct d9__wdrop { uint32_t tid, worker; uint64_t count; uint32_t reason; };
+#define WDROP_MAX 256
+
+static struct d9__wdrop wdrops[WDROP_MAX];
+static size_t nwdrops;
+static uint64_t wdrop_overflow; /* drops of threads beyond WDROP_MAX, recorded under tid 0 */
+/* drop counts threads handed over (d9__drops_report), taken with the queue: written after it */
+static struct d9__drop reports[D9_PENDING_DROPS];
+static size_t nreports;
+static int logged_failure, logged_recovery;
+
+void d9__writer_child(void);
+/* In a forked child: the parent's unwritten drop counts belong to the parent. */
+void d9__writer_child(void)
+{
+	nwdrops = 0;
+	wdrop_overflow = 0;
+	nreports = 0;
+	logged_failure = logged_recovery = 0;
+}
+
+static char proc_comm[64], hostname[256], boot_id[64];
+static char proc_cmdline[4096];
+static size_t proc_cmdline_len;
+
+/* dir + "/" + name into out; returns 0, or -1 when it does not fit (the entry is skipped). */
+static int join_path(char *out, size_t cap, const char *dir, const char *name)
+{
+	size_t a = strlen(dir), b = strlen(name);
+
+	if (a + 1 + b + 1 > cap)
+		return -1;
+	memcpy(out, dir, a);
+	out[a] = '/';
+	memcpy(out + a + 1, name, b + 1);
+	return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static size_t read_small(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n < 0)
+		n = 0;
+	buf[n] = 0;
+	return (size_t)n;
+}
+
+static void process_info(void)
+{
+	size_t n = read_small("/proc/self/comm", proc_comm, sizeof(proc_comm));
+	if (n && proc_comm[n - 1] == '\n')
+		proc_comm[n - 1] = 0;
+	proc_cmdline_len = read_small("/proc/self/cmdline", proc_cmdline, sizeof(proc_cmdline));
+	if (gethostname(hostname, sizeof(hostname)) != 0)
+		hostname[0] = 0;
+	hostname[sizeof(hostname) - 1] = 0;
+	n = read_small("/proc/sys/kernel/random/boot_id", boot_id, sizeof(boot_id));
+	if (n && boot_id[n - 1] == '\n')
+		boot_id[n - 1] = 0;
+}
+
+int d9__mkdirs(const char *dir)
+{
+	char p[4096];
+	size_t n = strlen(dir);
+
+	if (n >= sizeof(p))
+		return -ENAMETOOLONG;
+	memcpy(p, dir, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (p[i] != '/' && p[i] != 0)
+			continue;
+		char c = p[i];
+		p[i] = 0;
+		if (mkdir(p, 0700) != 0 && errno != EEXIST)
+			return -errno;
+		p[i] = c;
+	}
+	return 0;
+}
+
+static void seg_name(char *out, size_t cap, uint32_t seq, const char *suffix)
+{
+	const struct d9__config *c = &d9__g.cfg;
+
+	snprintf(out, cap, "%s/%s.%d.%06u%s", c->dir, c->stem, (int)d9__g.pid, seq, suffix);
+}
+
+/* ---- definitions into the segment ----------------------------------------------------------- */
+
+/* Writes log bytes as DEFS chunks split at record boundaries (payloads up to 1 MiB). */
+static int write_defs(int fd, const uint8_t *log, size_t n, uint64_t *written)
+{
+	size_t pos = 0;
+
+	while (pos < n) {
+		size_t end = pos;
+		while (end < n) {
+			/* record: u8 kind, varint length, body */
+			size_t q = end + 1;
+			uint64_t len = 0;
+			int shift = 0;
+			while (q < n && shift < 64) {
+				len |= (uint64_t)(log[q] & 0x7f) << shift;
+				shift += 7;
+				if (!(log[q++] & 0x80))
+					break;
+			}
+			size_t rec = q - end + (size_t)len;
+			if (end > pos && end - pos + rec > (1u << 20))
+				break;
+			end += rec;
+		}
+		if (end > n)
+			end = n; /* cannot happen with a well-formed log; never read past it */
+		size_t cap = end - pos + D9_CHUNK_OVERHEAD;
+		uint8_t *buf = malloc(cap);
+		if (!buf)
+			return -ENOMEM;
+		struct d9_wbuf w;
+		d9_wbuf_init(&w, buf, cap);
+		uint8_t *c = d9_chunk_open(&w, D9_CHUNK_DEFS);
+		d9_wbuf_raw(&w, log + pos, end - pos);
+		d9_chunk_close(&w, c);
+		int err = w.err ? w.err : write_all(fd, buf, (size_t)(w.p - buf));
+		free(buf);
+		if (err)
+			return err;
+		*written += (uint64_t)(w.p - buf);
+		d9__g.seg.tr.chunks++;
+		pos = end;
+	}
+	return 0;
+}
+
+/* Writes the definition log's new tail into the active segment. */
+static int write_pending_defs(struct d9__segment *s)
+{
+	uint8_t *tail;
+	size_t n = d9__defs_snapshot((size_t)s->deflog_written, &tail);
+	uint64_t written = 0;
+
+	if (!n)
+		return 0;
+	int err = write_defs(s->fd, tail, n, &written);
+	free(tail);
+	if (err) {
+		if (ftruncate(s->fd, (off_t)s->good) != 0)
+			d9__log_once(D9_LOG_WARN, "cannot truncate %s: %s", s->path, strerror(errno));
+		return err;
+	}
+	s->deflog_written += n;
+	s->size += written;
+	s->good = s->size;
+	return 0;
+}
+
+/* ---- segments ----------------------------------------------------------------------------------- */
+
+static int seg_open(void)
+{
+	struct d9__agent *g = &d9__g;
+	struct d9__segment *s = &g->seg;
+	struct d9__anchor a;
+	uint8_t head[8192];
+
+	d9__clock_calibrate();
+	for (int tries = 0; tries < 1000; tries++) {
+		s->seq = (uint32_t)g->next_seq++;
+		/* created as .active.tmp and renamed once its head is written, so a kill never
+		 * leaves an .active file without a header. O_APPEND: after a failed write is cut
+		 * off with ftruncate, the next write lands at the new end, not past it. */
+		seg_name(s->path, sizeof(s->path), s->seq, ".active.tmp");
+		s->fd = open(s->path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+		if (s->fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (s->fd < 0) {
+		int err = -errno;
+		if (err == -ENOENT)
+			d9__mkdirs(g->cfg.dir); /* the directory was removed under us: retry next time */
+		return err;
+	}
+	d9__budget_enforce(g->cfg.max_file_size);
+	d9__clock_anchor(&a);
+	struct d9_header h = {
+		.pid = (uint32_t)g->pid,
+		.ppid = (uint32_t)getppid(),
+		.segment_seq = s->seq,
+		.clock_source = d9__clock_tsc ? D9_CLOCK_TSC : D9_CLOCK_MONOTONIC,
+		.time_shift = d9__shift,
+		.ticks_per_sec = d9__clock_tps(),
+		.anchor_ticks = a.ticks,
+		.anchor_mono_ns = a.mono_ns,
+		.anchor_realtime_ns = a.realtime_ns,
+		.start_realtime_ns = a.realtime_ns,
+		.writer = D9_WRITER_VERSION,
+		.process = proc_comm,
+		.cmdline = proc_cmdline,
+		.cmdline_len = proc_cmdline_len,
+		.hostname = hostname,
+		.boot_id = boot_id,
+	};
+	struct d9_wbuf w;
+	d9_wbuf_init(&w, head, sizeof(head));
+	int n = d9_prefix_encode(w.p, D9_PREFIX_LEN);
+	w.p += n;
+	d9_header_write(&w, &h);
+	d9_schema_write(&w, 0);
+	memset(&s->tr, 0, sizeof(s->tr));
+	s->tr.first_time = UINT64_MAX;
+	s->tr.chunks = 2; /* header and schema */
+	s->size = s->good = 0;
+	s->deflog_written = 0;
+	int err = w.err ? w.err : write_all(s->fd, head, (size_t)(w.p - head));
+	if (!err) {
+		s->size = s->good = (uint64_t)(w.p - head);
+		err = write_pending_defs(s); /* the whole log: every definition so far */
+	}
+	char active[sizeof(s->path)];
+	seg_name(active, sizeof(active), s->seq, ".active");
+	if (!err && rename(s->path, active) != 0)
+		err = -errno;
+	if (err) {
+		close(s->fd);
+		unlink(s->path);
+		s->fd = -1;
+		return err;
+	}
+	memcpy(s->path, active, sizeof(active));
+	s->opened_real_ns = a.realtime_ns;
+	uint64_t period = g->cfg.rotation_period_ns;
+	s->rotate_at_real_ns = period ? (a.realtime_ns / period + 1) * period : 0;
+	d9__log(D9_LOG_DEBUG, "segment %s opened", s->path);
+	return 0;
+}
+
+static void seg_seal(void)
+{
+	struct d9__segment *s = &d9__g.seg;
+	uint8_t buf[512];
+	char sealed[4096];
+	struct d9_wbuf w;
+
+	if (s->fd < 0)
+		return;
+	if (s->tr.first_time == UINT64_MAX)
+		s->tr.first_time = 0;
+	s->tr.chunks += 1; /* the trailer itself */
+	d9_wbuf_init(&w, buf, sizeof(buf));
+	d9_trailer_write(&w, &s->tr);
+	if (!w.err && write_all(s->fd, buf, (size_t)(w.p - buf)) == 0)
+		s->size += (uint64_t)(w.p - buf);
+	else if (ftruncate(s->fd, (off_t)s->good) != 0)
+		d9__log_once(D9_LOG_WARN, "cannot truncate %s: %s", s->path, strerror(errno));
+	close(s->fd);
+	s->fd = -1;
+	seg_name(sealed, sizeof(sealed), s->seq, ".bin");
+	if (rename(s->path, sealed) != 0) {
+		d9__log_once(D9_LOG_WARN, "cannot rename %s: %s", s->path, strerror(errno));
+		return;
+	}
+	d9__log(D9_LOG_DEBUG, "segment %s sealed (%llu bytes)", sealed, (unsigned long long)s->size);
+	d9__sealed_add(sealed, s->size, s->seq, 0);
+}
+
+/* ---- chunks ----------------------------------------------------------------------------------- */
+
+static void count_drop(uint32_t tid, uint32_t worker, uint64_t count, uint32_t reason)
+{
+	for (size_t i = 0; i < nwdrops; i++)
+		if (wdrops[i].tid == tid && wdrops[i].reason == reason) {
+			wdrops[i].count += count;
+			return;
+		}
+	if (nwdrops < WDROP_MAX)
+		wdrops[nwdrops++] = (struct d9__wdrop){ tid, worker, count, reason };
+	else
+		wdrop_overflow += count;
+}
+
+static void count_write_drop(uint32_t tid, uint32_t worker, uint64_t count)
+{
+	count_drop(tid, worker, count, D9_DROP_WRITE_ERROR);
+}
+
+static void write_failed(int err, const char *what)
+{
+	struct d9__agent *g = &d9__g;
+
+	if (!logged_failure)
+		d9__log(D9_LOG_WARN, "cannot write %s: %s; dropping events (counted) until writes succeed",
+			what, strerror(-err));
+	logged_failure = 1;
+	g->write_failing = 1;
+}
+
+static int write_chunk(struct d9__segment *s, uint8_t *chunk, size_t size, uint32_t count,
+	uint64_t first, uint64_t last, uint64_t dropped, uint64_t lost)
+{
+	int err = write_pending_defs(s);
+
+	if (!err) {
+		d9_chunk_fill_crc(chunk);
+		err = write_all(s->fd, chunk, size);
+		if (err && ftruncate(s->fd, (off_t)s->good) != 0)
+			d9__log_once(D9_LOG_WARN, "cannot truncate %s: %s", s->path, strerror(errno));
+	}
+	if (err)
+		return err;
+	s->size += size;
+	s->good = s->size;
+	s->tr.events += count;
+	s->tr.chunks++;
+	d9_chunk_count_types(chunk, s->tr.type_counts);
+	if (first < s->tr.first_time)
+		s->tr.first_time = first;
+	if (last > s->tr.last_time)
+		s->tr.last_time = last;
+	s->tr.dropped_events += dropped - lost;
+	s->tr.dropped_samples += lost;
+	return 0;
+}
+
+/* Makes sure a segment with room for `size` more bytes is open. */
+static int seg_ready(size_t size)
+{
+	struct d9__agent *g = &d9__g;
+	struct d9__segment *s = &g->seg;
+
+	if (s->fd >= 0 && s->size + size > g->cfg.max_file_size && s->tr.events > 0)
+		seg_seal();
+	if (s->fd < 0)
+		return seg_open();
+	return 0;
+}
+
+/* Records the write-error drop counts, one chunk per thread, once writing works again. */
+static void write_drop_records(void)
+{
+	struct d9__segment *s = &d9__g.seg;
+	uint8_t buf[D9_ENC_MIN_BUF + 64];
+
+	for (size_t i = 0; i < nwdrops || wdrop_overflow; i++) {
+		struct d9__wdrop d = i < nwdrops ? wdrops[i] :
+			(struct d9__wdrop){ 0, 0, wdrop_overflow, D9_DROP_OTHER };
+		struct d9_enc e;
+		uint64_t now = d9__now();
+		d9_enc_begin(&e, buf, sizeof(buf), d.tid, d.worker, now, d9__shift, 0);
+		d9_enc_dropped(&e, now, d.count, d.reason);
+		size_t size = d9_enc_end(&e, 0);
+		if (seg_ready(size) || write_chunk(s, buf, size, 1, now >> d9__shift, now >> d9__shift,
+			    d.count, 0)) {
+			/* still failing: keep what is left for the next attempt */
+			memmove(wdrops, wdrops + i, (nwdrops - (i < nwdrops ? i : nwdrops)) * sizeof(*wdrops));
+			nwdrops -= i < nwdrops ? i : nwdrops;
+			return;
+		}
+		if (i >= nwdrops) {
+			wdrop_overflow = 0;
+			break;
+		}
+	}
+	nwdrops = 0;
+}
+
+static void write_block(struct d9__block *b)
+{
+	struct d9__agent *g = &d9__g;
+	struct d9__segment *s = &g->seg;
+	int err;
+
+	if (g->write_failing || nwdrops || wdrop_overflow) {
+		if ((err = seg_ready(0)) == 0)
+			write_drop_records();
+		if (!err && !nwdrops && !wdrop_overflow && g->write_failing) {
+			g->write_failing = 0;
+			if (!logged_recovery)
+				d9__log(D9_LOG_WARN, "writing again to %s; the lost events are counted in the trace",
+					s->path);
+			logged_recovery = 1;
+		}
+	}
+	err = seg_ready(b->size);
+	if (!err)
+		err = write_chunk(s, b->data, b->size, b->count, b->first_time, b->last_time, b->dropped,
+			b->lost_samples);
+	if (err) {
+		/* the events the chunk stood for: its records, with each Dropped record standing for
+		 * the count it carried */
+		count_write_drop(b->tid, b->worker, b->count - b->drop_records + b->dropped);
+		write_failed(err, s->fd >= 0 ? s->path : g->cfg.dir);
+	}
+	d9__pool_put(b);
+}
+
+static struct d9__block *take_queue(void)
+{
+	struct d9__agent *g = &d9__g;
+
+	for (size_t i = 0; i < g->npending; i++) {
+		if (nreports < D9_PENDING_DROPS)
+			reports[nreports++] = g->pending[i];
+		else
+			wdrop_overflow += g->pending[i].count;
+	}
+	wdrop_overflow += g->pending_overflow;
+	g->npending = 0;
+	g->pending_overflow = 0;
+
+	struct d9__block *q = g->q_head;
+	g->q_head = g->q_tail = NULL;
+	return q;
+}
+
+/* Writes the queue taken with take_queue, then the drop counts taken with it. */
+static void write_list(struct d9__block *q)
+{
+	while (q) {
+		struct d9__block *next = q->next;
+		write_block(q);
+		q = next;
+	}
+	for (size_t i = 0; i < nreports; i++)
+		count_drop(reports[i].tid, reports[i].worker, reports[i].count, D9_DROP_BUFFERS_FULL);
+	nreports = 0;
+	if ((nwdrops || wdrop_overflow) && !d9__g.write_failing && seg_ready(0) == 0)
+		write_drop_records();
+}
+
+/* ---- the thread ---------------------------------------------------------------------------------- */
+
+static void scan_series(void);
+
+void *d9__writer_main(void *arg)
+{
+	struct d9__agent *g = &d9__g;
+	uint64_t next_collect = 0;
+
+	(void)arg;
+	d9__agent_thread();
+	prctl(PR_SET_NAME, "d9-writer");
+	process_info();
+	g->seg.fd = -1;
+	/* calibrate the TSC over at least 10 ms before the first header needs the frequency */
+	struct timespec ts = { 0, 10000000 };
+	nanosleep(&ts, NULL);
+	d9__clock_calibrate();
+	scan_series();
+	g->first_seq = g->next_seq;
+	int recovering = 1; /* leftovers of crashed processes: one per pass, between our writes */
+
+	pthread_mutex_lock(&g->pool_lock);
+	for (;;) {
+		uint64_t now = d9__mono_ns();
+		if (!g->q_head && !g->flush_req && !g->stop && now < next_collect && !recovering) {
+			struct timespec until = { (time_t)(next_collect / 1000000000u),
+				(long)(next_collect % 1000000000u) };
+			pthread_cond_timedwait(&g->writer_cond, &g->pool_lock, &until);
+		}
+		int stopping = __atomic_load_n(&g->stop, __ATOMIC_ACQUIRE);
+		int flush = g->flush_req || stopping;
+		g->flush_req = 0;
+		struct d9__block *q = take_queue();
+		pthread_mutex_unlock(&g->pool_lock);
+
+		write_list(q);
+		now = d9__mono_ns();
+		if (now >= next_collect || flush) {
+			d9__collect(now - g->cfg.flush_interval_ns, flush);
+			pthread_mutex_lock(&g->pool_lock);
+			q = take_queue();
+			pthread_mutex_unlock(&g->pool_lock);
+			write_list(q);
+			next_collect = now + g->cfg.flush_interval_ns;
+		}
+		if (g->seg.fd >= 0 && g->seg.rotate_at_real_ns &&
+			d9__realtime_ns() >= g->seg.rotate_at_real_ns)
+			seg_seal();
+		if (stopping) {
+			if (nwdrops || wdrop_overflow)
+				write_drop_records();
+			seg_seal();
+			/* our own data is safe; what is left of the recovery fits in the exit's wait */
+			while (recovering)
+				recovering = d9__recover_next();
+		} else if (recovering) {
+			recovering = d9__recover_next();
+		}
+		pthread_mutex_lock(&g->pool_lock);
+		g->passes++;
+		pthread_cond_broadcast(&g->done_cond);
+		if (stopping) {
+			g->state = D9__STOPPED;
+			pthread_cond_broadcast(&g->done_cond);
+			pthread_mutex_unlock(&g->pool_lock);
+			return NULL;
+		}
+	}
+}
+
+/* ---- the series on disk: numbering and crash recovery ------------------------------------------ */
+
+/* Parses "<stem>.<pid>.<seq><suffix>"; returns the suffix or NULL. */
+static const char *parse_name(const char *name, long *pid, long *seq)
+{
+	const char *stem = d9__g.cfg.stem;
+	size_t n = strlen(stem);
+	char *end;
+
+	if (strncmp(name, stem, n) || name[n] != '.')
+		return NULL;
+	*pid = strtol(name + n + 1, &end, 10);
+	if (*end != '.' || *pid <= 0)
+		return NULL;
+	*seq = strtol(end + 1, &end, 10);
+	if (*seq < 0 || *end != '.')
+		return NULL;
+	return end;
+}
+
+/* Our own series may already have files (pid reuse): number after them and count them in the
+ * budget. */
+static void scan_series(void)
+{
+	struct d9__agent *g = &d9__g;
+	DIR *d = opendir(g->cfg.dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		long pid, seq;
+		const char *suffix = parse_name(e->d_name, &pid, &seq);
+		if (!suffix || pid != g->pid)
+			continue;
+		if ((uint64_t)seq >= g->next_seq)
+			g->next_seq = (uint64_t)seq + 1;
+		if (!strcmp(suffix, ".bin") || !strcmp(suffix, ".bin.gz")) {
+			char path[4096];
+			struct stat st;
+			if (join_path(path, sizeof(path), g->cfg.dir, e->d_name) == 0 &&
+				stat(path, &st) == 0)
+				d9__sealed_add(path, (uint64_t)st.st_size, (uint32_t)seq, 0);
+		}
+	}
+	closedir(d);
+}
+
+/* Seals one .active file: keeps it up to its last good chunk, appends a trailer marked
+ * "recovered", renames it to .bin. Returns 0 or a negative error. */
+static int recover_one(const char *path, char *sealed, size_t cap)
+{
+	struct d9_reader *r;
+	struct d9_chunk c;
+	struct d9_trailer tr = { 0 };
+	uint64_t good;
+	int err = d9_reader_open_file(&r, path);
+
+	if (err)
+		return err;
+	good = d9_reader_stats(r)->data_start; /* at least the prefix and the header */
+	tr.first_time = UINT64_MAX;
+	tr.chunks = 1; /* the header */
+	while (d9_reader_next(r, &c) == 1) {
+		if (c.type == D9_CHUNK_TRAILER)
+			break; /* recovered once already, then killed before the rename: redo it */
+		good = c.offset + D9_CHUNK_OVERHEAD + c.len;
+		tr.chunks++;
+		if (c.type != D9_CHUNK_EVENTS)
+			continue;
+		struct d9_events_iter it;
+		struct d9_event ev;
+		d9_events_init(&it, r, &c);
+		while (d9_events_next(&it, &ev) == 1) {
+			tr.events++;
+			if (ev.type <= D9_EV_KNOWN_MAX)
+				tr.type_counts[ev.type]++;
+			if (ev.time < tr.first_time)
+				tr.first_time = ev.time;
+			if (ev.time > tr.last_time)
+				tr.last_time = ev.time;
+			if (ev.type == D9_EV_DROPPED) {
+				if (ev.f[D9_F_DROP_REASON] == D9_DROP_SAMPLES_LOST)
+					tr.dropped_samples += ev.f[D9_F_DROP_COUNT];
+				else
+					tr.dropped_events += ev.f[D9_F_DROP_COUNT];
+			}
+		}
+	}
+	d9_reader_close(r);
+	if (tr.first_time == UINT64_MAX)
+		tr.first_time = 0;
+	tr.flags = D9_TRAILER_RECOVERED;
+	tr.chunks++;
+
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	uint8_t buf[512];
+	struct d9_wbuf w;
+	d9_wbuf_init(&w, buf, sizeof(buf));
+	d9_trailer_write(&w, &tr);
+	err = 0;
+	if (ftruncate(fd, (off_t)good) != 0 || lseek(fd, (off_t)good, SEEK_SET) < 0 ||
+		write_all(fd, buf, (size_t)(w.p - buf)) != 0)
+		err = -errno;
+	close(fd);
+	if (err)
+		return err;
+	size_t n = strlen(path);
+	snprintf(sealed, cap, "%.*s.bin", (int)(n - strlen(".recovering")), path);
+	if (rename(path, sealed) != 0)
+		return -errno;
+	return 0;
+}
+
+/* Recovers one leftover file of the series, if any: returns 1 when it did something (call
+ * again), 0 when nothing is left. A dead process's .active file is first claimed by renaming it
+ * to .recovering (two processes starting together never recover the same file), then cut after
+ * its last good chunk, given a trailer and renamed .bin; a .recovering file left by a process
+ * killed while recovering is finished the same way. Temporary files of dead processes go. */
+int d9__recover_next(void)
+{
+	struct d9__agent *g = &d9__g;
+	DIR *d = opendir(g->cfg.dir);
+	struct dirent *e;
+	int did = 0;
+
+	if (!d)
+		return 0;
+	while (!did && (e = readdir(d))) {
+		long pid, seq;
+		const char *suffix = parse_name(e->d_name, &pid, &seq);
+		if (!suffix || (strcmp(suffix, ".active") && strcmp(suffix, ".recovering") &&
+			    strcmp(suffix, ".bin.gz.tmp") && strcmp(suffix, ".active.tmp")))
+			continue;
+		/* a live process other than us is still writing it; our own files from before this
+		 * run (pid reuse) are numbered below our first segment */
+		if (pid != g->pid && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+			continue;
+		if (pid == g->pid && (uint64_t)seq >= g->first_seq)
+			continue;
+		char path[4096], claimed[4200], sealed[4200];
+		if (join_path(path, sizeof(path), g->cfg.dir, e->d_name))
+			continue;
+		did = 1;
+		if (!strcmp(suffix, ".bin.gz.tmp") || !strcmp(suffix, ".active.tmp")) {
+			/* a compression cut short (its .bin is still there), or a segment killed
+			 * before its header was written */
+			unlink(path);
+			continue;
+		}
+		size_t stem = strlen(path) - strlen(suffix);
+		snprintf(claimed, sizeof(claimed), "%.*s.recovering", (int)stem, path);
+		if (!strcmp(suffix, ".active") && rename(path, claimed) != 0)
+			continue; /* another process claimed it first */
+		int err = recover_one(claimed, sealed, sizeof(sealed));
+		if (err == D9_ETRUNC || err == D9_ENOHEADER) {
+			unlink(claimed); /* killed before its header was complete: nothing to keep */
+			continue;
+		}
+		if (err) {
+			d9__log(D9_LOG_WARN, "cannot recover %s: %s", path, d9_strerror(err));
+			continue;
+		}
+		d9__log(D9_LOG_INFO, "recovered %s from a crashed process", sealed);
+		if (g->cfg.compress)
+			d9__sealed_add(sealed, 0, (uint32_t)seq, 1); /* the compressor's job, not ours */
+	}
+	closedir(d);
+	return did;
+}

@@ -1,0 +1,242 @@
+# lib.sh: shared helpers of tests/integration/test-agent-*.sh (sourced, not run). Those scripts
+# run build/tests/d9-driver (the agent linked in, configured by D9_*) and inspect what it wrote
+# with build/tests/d9-check (JSON; exact drop accounting) and build/d9-analyze. Every result is a
+# line "PASS name[: detail]", "FAIL name: why" or "SKIP name: why" (tests/run.sh counts them).
+# Each script gets a fresh directory $T under ${TMPDIR:-/tmp}, removed at exit with every process
+# and mount the script started. Timing never decides a result: waits have generous deadlines.
+
+D9_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+DRIVER=$D9_ROOT/build/tests/d9-driver
+CHECK=$D9_ROOT/build/tests/d9-check
+ANALYZE=$D9_ROOT/build/d9-analyze
+
+D9_BG_PIDS=()
+D9_MOUNTS=()
+
+d9_pass() { echo "PASS $1${2:+: $2}"; }
+d9_fail() { echo "FAIL $1: $2"; }
+d9_skip() { echo "SKIP $1: $2"; }
+
+d9_cleanup() {
+	local p m
+	for p in "${D9_BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for p in "${D9_BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	for m in "${D9_MOUNTS[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
+	[ -n "${T:-}" ] && rm -rf "$T"
+}
+
+# d9_setup NAME: checks that the tools are built, clears D9_* from the environment, makes $T.
+d9_setup() {
+	local b
+	for b in "$DRIVER" "$CHECK" "$ANALYZE"; do
+		if [ ! -x "$b" ]; then
+			d9_fail "$1" "$b is not built (make all)"
+			exit 0
+		fi
+	done
+	for b in $(compgen -e | grep '^D9_'); do unset "$b"; done
+	T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$1-XXXXXX")
+	trap d9_cleanup EXIT
+}
+
+# d9_run OUT ERR [VAR=value ...] -- DRIVER_ARGS...: runs the driver (60 s at most) with the
+# variables set; stdout to OUT, stderr to ERR. Returns the driver's status (124: timed out).
+d9_run() {
+	local out=$1 err=$2 envs=()
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+	shift
+	# the braces keep the shell's own "Killed" notice out of the log (the kill modes)
+	{ env "${envs[@]}" timeout -s KILL 60 "$DRIVER" "$@" >"$out" 2>"$err"; } 2>/dev/null
+}
+
+# Background commands of a non-interactive shell start with SIGINT and SIGQUIT ignored; a real
+# server started from a terminal or a service manager has them at their default, so restore that
+# where env(1) can (coreutils >= 8.31).
+D9_DEFSIG=()
+env --default-signal=INT true 2>/dev/null && D9_DEFSIG=(--default-signal=INT,QUIT)
+
+# d9_bg VAR OUT ERR [VAR=value ...] -- DRIVER_ARGS...: starts the driver in the background and
+# stores its pid in VAR (killed at exit if still running).
+d9_bg() {
+	local var=$1 out=$2 err=$3 envs=()
+	shift 3
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+	shift
+	env "${D9_DEFSIG[@]}" "${envs[@]}" "$DRIVER" "$@" >"$out" 2>"$err" &
+	D9_BG_PIDS+=("$!")
+	printf -v "$var" '%s' "$!"
+}
+
+# d9_wait_for SECONDS COMMAND...: polls COMMAND every 50 ms until it succeeds; 1 on timeout.
+d9_wait_for() {
+	local deadline=$(( $(date +%s%N) + $1 * 1000000000 ))
+	shift
+	while ! "$@"; do
+		[ "$(date +%s%N)" -gt "$deadline" ] && return 1
+		sleep 0.05
+	done
+}
+
+# d9_wait_pid PID SECONDS: waits for a background driver; its status goes to D9_RC (124: still
+# running after SECONDS, then killed). Not in $(...): only this shell can wait for its children.
+d9_wait_pid() {
+	local pid=$1 deadline=$(( $(date +%s%N) + $2 * 1000000000 ))
+	while kill -0 "$pid" 2>/dev/null; do
+		if [ "$(date +%s%N)" -gt "$deadline" ]; then
+			kill -KILL "$pid" 2>/dev/null
+			wait "$pid" 2>/dev/null
+			D9_RC=124
+			return
+		fi
+		# a zombie of ours (not yet waited for) still answers kill -0
+		local st
+		st=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)
+		[ -z "$st" ] || [ "$st" = Z ] && break
+		sleep 0.05
+	done
+	wait "$pid" 2>/dev/null
+	D9_RC=$?
+}
+
+# d9_check OUT [D9-CHECK ARGS...]: runs d9-check, JSON to OUT; returns its status.
+d9_check() {
+	local out=$1
+	shift
+	timeout -s KILL 120 "$CHECK" "$@" >"$out" 2>"$out.err"
+}
+
+# d9_py NAME CODE [FILE...]: runs the Python CODE, then prints PASS NAME (with `info` if CODE
+# set it) or FAIL NAME: the message of fail(). In CODE: `f` is the list of FILE arguments,
+# load(path) the JSON objects of a file of JSON lines, one(path) its only/last object,
+# parent(path) the driver's parent line, children(path) its child lines,
+# accounting(check, drv_line) checks exact accounting of one driver process (see below).
+d9_py() {
+	local name=$1 code=$2
+	shift 2
+	python3 - "$name" "$code" "$@" <<'PYEOF'
+import json, os, stat, sys
+name, code, f = sys.argv[1], sys.argv[2], sys.argv[3:]
+
+class Fail(Exception):
+    pass
+
+def fail(msg):
+    raise Fail(msg)
+
+def load(path):
+    out = []
+    with open(path, errors="replace") as fh:
+        for line in fh:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    return out
+
+def one(path):
+    objs = load(path)
+    if not objs:
+        fail("%s: no JSON output" % path)
+    return objs[-1]
+
+def parent(path):
+    for o in load(path):
+        if o.get("role") == "parent":
+            return o
+    fail("%s: the driver printed no result line" % path)
+
+def children(path):
+    return [o for o in load(path) if o.get("role") == "child"]
+
+def accounting(c, drv, expect_drops=None):
+    """Exact accounting of one driver process in d9-check output c: every thread the driver ran
+    is in the trace with its worker id, seqs in order, every lost event counted by Dropped, and
+    events + dropped == what the driver attempted. Returns (events, dropped) of the process."""
+    pid = str(drv["pid"])
+    if pid not in c["pids"]:
+        fail("no segment of pid %s" % pid)
+    tids = c["pids"][pid]["tids"]
+    want = {str(t["tid"]): t for t in drv["threads"]}
+    extra = sorted(set(tids) - set(want))
+    if extra:
+        fail("pid %s: tids %s in the trace are not the driver's" % (pid, extra))
+    events = dropped = 0
+    workers = set()
+    for tid, t in want.items():
+        s = tids.get(tid)
+        if s is None:
+            fail("pid %s tid %s: recorded %d events, none in the trace, no Dropped record"
+                 % (pid, tid, t["attempted"]))
+        if s["out_of_order"]:
+            fail("pid %s tid %s: %d seqs out of order" % (pid, tid, s["out_of_order"]))
+        if s["missing"] or s["overcounted"]:
+            fail("pid %s tid %s: %d events lost without a Dropped record, %d over-counted (%s)"
+                 % (pid, tid, s["missing"], s["overcounted"], c["error_list"][:3]))
+        if s["events"] + s["dropped"] != t["attempted"]:
+            fail("pid %s tid %s: attempted %d, trace has %d + %d dropped"
+                 % (pid, tid, t["attempted"], s["events"], s["dropped"]))
+        if t["worker"] and s["worker"] != t["worker"]:
+            fail("pid %s tid %s: chunks carry worker %d, d9_agent_become_worker said %d"
+                 % (pid, tid, s["worker"], t["worker"]))
+        if s["worker_changes"] or s["dropped_not_first"]:
+            fail("pid %s tid %s: worker id changes %d, Dropped not first in chunk %d"
+                 % (pid, tid, s["worker_changes"], s["dropped_not_first"]))
+        workers.add(s["worker"])
+        events += s["events"]
+        dropped += s["dropped"]
+    if len(workers) != len(want):
+        fail("pid %s: worker ids %s are not distinct per thread" % (pid, sorted(workers)))
+    if not c["ok"]:
+        fail("d9-check: %s" % c["error_list"][:3])
+    if expect_drops is True and dropped == 0:
+        fail("pid %s: no event was dropped, so this run did not test drop accounting" % pid)
+    if expect_drops is False and dropped:
+        fail("pid %s: %d events dropped" % (pid, dropped))
+    return events, dropped
+
+def files(d):
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+info = ""
+try:
+    exec(code)
+except Fail as e:
+    print("FAIL %s: %s" % (name, e))
+except Exception as e:
+    print("FAIL %s: checker error %s: %s" % (name, type(e).__name__, e))
+else:
+    print("PASS %s%s" % (name, ": " + info if info else ""))
+PYEOF
+}
+
+# d9_dir_bytes DIR PATTERN: total bytes of the files matching PATTERN in DIR (0 if none).
+d9_dir_bytes() {
+	local sum=0 s f
+	for f in "$1"/$2; do
+		[ -f "$f" ] || continue
+		s=$(stat -c %s "$f" 2>/dev/null) || continue
+		sum=$((sum + s))
+	done
+	echo "$sum"
+}
+
+# d9_mount_tmpfs DIR SIZE [OPTS]: mounts a tmpfs; 1 (with the reason in $D9_MOUNT_ERR) if not allowed.
+d9_mount_tmpfs() {
+	mkdir -p "$1"
+	if D9_MOUNT_ERR=$(mount -t tmpfs -o "size=$2${3:+,$3}" tmpfs "$1" 2>&1); then
+		D9_MOUNTS+=("$1")
+		return 0
+	fi
+	D9_MOUNT_ERR=${D9_MOUNT_ERR:-mount failed}
+	return 1
+}
+
+# d9_kill PID [SIGNAL]: signals a background driver and reaps it quietly; status to D9_RC.
+d9_kill() {
+	kill -s "${2:-KILL}" "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	D9_RC=$?
+}

@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# test-agent-config.sh: the D9_* variables. A bad value of any variable prints exactly one stderr
+# line naming the variable, the agent stays off (nothing written, not even the directory) and the
+# program runs on and exits 0; valid spellings are accepted silently. An unwritable trace
+# directory: one line, exit 0. D9_ENABLED=0 writes nothing; D9_TOGGLE_SIGNAL switches recording
+# at run time and only what was recorded while on is in the trace. Files are created 0600 and
+# missing directories 0700 whatever the umask. D9_CLOCK=monotonic and tsc both give event times
+# that fall inside the run, on CLOCK_MONOTONIC and CLOCK_REALTIME.
+set -u
+. "$(dirname "$0")/lib.sh"
+d9_setup agent-config
+
+# ---- bad values --------------------------------------------------------------------------------------
+# bad_value VAR VALUE: the driver runs with VAR=VALUE and a trace path in a fresh directory.
+n=0
+bad_value() {
+	local var=$1 val=$2 dir=$T/bad-$n path
+	n=$((n + 1))
+	path=$dir/trace.bin
+	[ "$var" = D9_TRACE_PATH ] && path=$val
+	d9_run "$T/bad.out" "$T/bad.err" D9_TRACE_PATH="$path" "$var=$val" -- -t 2 -n 1000 --park-every 100
+	local rc=$? lines
+	lines=$(wc -l <"$T/bad.err")
+	local name="bad-value/$var=${val:0:40}"
+	if [ "$rc" -ne 0 ]; then
+		d9_fail "$name" "exit status $rc: $(head -c 200 "$T/bad.err")"
+	elif [ "$lines" -ne 1 ]; then
+		d9_fail "$name" "$lines stderr lines, expected exactly 1: $(head -n 3 "$T/bad.err" | tr '\n' '|')"
+	elif ! grep -q "$var" "$T/bad.err"; then
+		d9_fail "$name" "the line does not name $var: $(cat "$T/bad.err")"
+	elif [ -e "$dir" ] || { [ "$var" = D9_TRACE_PATH ] && [ -e "$T/badpath" ]; }; then
+		d9_fail "$name" "the agent wrote to disk: $(ls -R "$dir" "$T/badpath" 2>/dev/null | head -n 5 | tr '\n' ' ')"
+	elif ! grep -q '"active":0' "$T/bad.out" || ! grep -q '"worker":0' "$T/bad.out"; then
+		d9_fail "$name" "the agent is not off: $(head -c 300 "$T/bad.out")"
+	else
+		d9_pass "$name"
+	fi
+}
+
+long=$(printf 'a%.0s' $(seq 1 2000))
+bad_value D9_TRACE_PATH "$T/badpath/"
+bad_value D9_TRACE_PATH "$T/badpath/$long/trace.bin"
+for v in 512K 0 abc 10X -5M 1.5M 64MBB; do bad_value D9_MAX_FILE_SIZE "$v"; done
+for v in 1M lots 99999999999999999999G; do bad_value D9_MAX_TOTAL_SIZE "$v"; done
+for v in 500ms 10 1d -1s 2x; do bad_value D9_ROTATION_PERIOD "$v"; done
+for v in 2 maybe -1; do bad_value D9_COMPRESS "$v"; done
+for v in 2 "yes please" enabled; do bad_value D9_ENABLED "$v"; done
+for v in KILL USR3 9 RTMIN+99 RTMIN+x RTMIN+3x; do bad_value D9_TOGGLE_SIGNAL "$v"; done
+for v in 512K 65G x 0; do bad_value D9_MAX_MEMORY "$v"; done
+for v in 0 0ms 61s 100 fast; do bad_value D9_FLUSH_INTERVAL "$v"; done
+for v in verbose 3 trace; do bad_value D9_LOG "$v"; done
+for v in rdtsc realtime 1; do bad_value D9_CLOCK "$v"; done
+
+# ---- valid values: no line, a trace ------------------------------------------------------------------
+good_value() {
+	local var=$1 val=$2 dir=$T/good-$n
+	n=$((n + 1))
+	d9_run "$T/good.out" "$T/good.err" D9_TRACE_PATH="$dir/trace.bin" "$var=$val" -- -t 2 -n 1000
+	local rc=$?
+	local name="good-value/$var=$val"
+	if [ "$rc" -ne 0 ]; then
+		d9_fail "$name" "exit status $rc: $(head -c 200 "$T/good.err")"
+	elif [ -s "$T/good.err" ]; then
+		d9_fail "$name" "the agent printed: $(head -n 2 "$T/good.err" | tr '\n' '|')"
+	elif ! compgen -G "$dir/trace.*.000000.bin*" >/dev/null; then
+		d9_fail "$name" "no trace written: $(ls "$dir" 2>&1 | head -n 3)"
+	else
+		d9_pass "$name"
+	fi
+}
+for v in 1M 1048576 64MB 2MiB 1g; do good_value D9_MAX_FILE_SIZE "$v"; done
+for v in 2M 4MiB 10G; do good_value D9_MAX_TOTAL_SIZE "$v"; done
+for v in 0 1s 1500ms 10m 1h; do good_value D9_ROTATION_PERIOD "$v"; done
+for v in 0 1 true off; do good_value D9_COMPRESS "$v"; done
+for v in 1 yes ON; do good_value D9_ENABLED "$v"; done
+for v in USR2 SIGUSR1 hup RTMIN+1; do good_value D9_TOGGLE_SIGNAL "$v"; done
+for v in 1M 64M 1G; do good_value D9_MAX_MEMORY "$v"; done
+for v in 1ms 250ms 60s 1m; do good_value D9_FLUSH_INTERVAL "$v"; done
+for v in error warn WARN; do good_value D9_LOG "$v"; done
+for v in auto tsc monotonic; do good_value D9_CLOCK "$v"; done
+
+# ---- an unwritable trace directory ---------------------------------------------------------------------
+unwritable() { # name, trace path, what the line must mention
+	d9_run "$T/unw.out" "$T/unw.err" D9_TRACE_PATH="$2" -- -t 2 -n 1000 --park-every 100
+	local rc=$? lines
+	lines=$(wc -l <"$T/unw.err")
+	if [ "$rc" -ne 0 ]; then
+		d9_fail "$1" "exit status $rc: $(head -c 200 "$T/unw.err")"
+	elif [ "$lines" -ne 1 ] || ! grep -q "$3" "$T/unw.err"; then
+		d9_fail "$1" "$lines stderr lines, expected one naming $3: $(head -n 3 "$T/unw.err" | tr '\n' '|')"
+	else
+		d9_pass "$1" "$(cat "$T/unw.err")"
+	fi
+}
+echo "not a directory" >"$T/file"
+unwritable unwritable-dir-under-file "$T/file/sub/trace.bin" "$T/file/sub"
+if d9_mount_tmpfs "$T/ro" 1m ro; then
+	unwritable unwritable-readonly-fs "$T/ro/trace.bin" "$T/ro"
+	unwritable unwritable-readonly-fs-subdir "$T/ro/a/b/trace.bin" "$T/ro/a/b"
+else
+	d9_skip unwritable-readonly-fs "cannot mount a read-only tmpfs: $D9_MOUNT_ERR"
+fi
+
+# ---- D9_ENABLED=0 writes nothing -----------------------------------------------------------------------
+d=$T/disabled
+d9_run "$T/dis.out" "$T/dis.err" D9_TRACE_PATH="$d/trace.bin" D9_ENABLED=0 -- -t 3 -n 100000 --park-every 100
+rc=$?
+if [ "$rc" -ne 0 ] || [ -s "$T/dis.err" ]; then
+	d9_fail enabled-0-writes-nothing "exit status $rc, stderr: $(head -n 2 "$T/dis.err")"
+elif [ -n "$(find "$d" -type f 2>/dev/null)" ]; then
+	d9_fail enabled-0-writes-nothing "files written: $(find "$d" -type f | head -n 3)"
+else
+	d9_pass enabled-0-writes-nothing "$([ -d "$d" ] && echo 'no files (the empty directory was created)' || echo 'no directory')"
+fi
+
+# ---- D9_TOGGLE_SIGNAL=USR2 ------------------------------------------------------------------------------
+# The driver records a phase of 1000 seqs on its main thread at each SIGUSR1; USR2 toggles
+# recording between phases. Only the phase recorded while on may be in the trace, completely.
+toggle() { # name, D9_ENABLED, which phase is recorded (1-based) ...
+	local name=$1 en=$2 d=$T/$1 k
+	shift 2
+	d9_bg pid "$T/$name.out" "$T/$name.err" D9_TRACE_PATH="$d/trace.bin" D9_ENABLED="$en" \
+		D9_TOGGLE_SIGNAL=USR2 -- --phases 3 -n 1000
+	if ! d9_wait_for 20 grep -qs '"ready"' "$T/$name.out"; then
+		d9_fail "$name" "the driver did not start: $(head -c 300 "$T/$name.err")"
+		d9_kill "$pid"
+		return
+	fi
+	for k in 1 2 3; do
+		if [ "$k" -gt 1 ]; then
+			kill -USR2 "$pid"
+			sleep 0.3 # let the toggle handler run before the next phase starts
+		fi
+		kill -USR1 "$pid"
+		if ! d9_wait_for 20 grep -qs "\"phase\":$k," "$T/$name.out"; then
+			d9_fail "$name" "phase $k did not finish: $(tail -c 300 "$T/$name.out")"
+			d9_kill "$pid"
+			return
+		fi
+	done
+	d9_wait_pid "$pid" 20
+	d9_check "$T/$name.json" "$d"
+	d9_py "$name" '
+c = one(f[0]); out = load(f[1]); rc = int(f[2]); on = [int(x) for x in f[3:]]
+phases = [o for o in out if "phase" in o]
+states = [p["enabled"] for p in phases]
+want = [1 if k in on else 0 for k in (1, 2, 3)]
+if rc != 0:
+    fail("exit status %d" % rc)
+if states != want:
+    fail("recording was %s during the phases, expected %s (the harness toggled too late?)" % (states, want))
+tids = [s for p in c["pids"].values() for s in p["tids"].values()]
+seqs = set()
+for k in on:
+    seqs |= set(range((k - 1) * 1000 + 1, k * 1000 + 1))
+got = sum(s["received"] for s in tids)
+if len(tids) != 1 or got != len(seqs):
+    fail("%d threads, %d QueueSamples in the trace, expected %d (phases %s)" % (len(tids), got, len(seqs), on))
+s = tids[0]
+if s["dropped"] or s["out_of_order"]:
+    fail("dropped %d, out of order %d" % (s["dropped"], s["out_of_order"]))
+if s["first_seq"] != min(seqs) or s["last_seq"] != max(seqs):
+    fail("seqs %d..%d in the trace, expected %d..%d" % (s["first_seq"], s["last_seq"], min(seqs), max(seqs)))
+# the checker counts seqs skipped while off as missing: exactly the phases recorded while off
+off = 3000 - len(seqs) - (3000 - max(seqs))
+if s["missing"] != off:
+    fail("%d seqs missing inside the recorded range, expected %d" % (s["missing"], off))
+' "$T/$name.json" "$T/$name.out" "$D9_RC" "$@"
+}
+toggle toggle-from-off 0 2
+toggle toggle-from-on 1 1 3
+
+# ---- file and directory modes -------------------------------------------------------------------------
+# Under umask 000: every directory the agent creates is 0700 and every file 0600 (.active while
+# written, .bin.gz once sealed and compressed).
+d=$T/modes/a/b
+old_umask=$(umask)
+umask 000
+d9_bg pid "$T/modes.out" "$T/modes.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M -- \
+	-t 2 -n 600000 --park-every 1000 --sleep-us 10 --exit hang
+umask "$old_umask"
+if d9_wait_for 30 grep -qs '"role":"parent"' "$T/modes.out" && d9_wait_for 10 compgen -G "$d/*.bin.gz" >/dev/null; then
+	bad=""
+	for p in "$T/modes" "$T/modes/a" "$d"; do
+		m=$(stat -c %a "$p")
+		[ "$m" = 700 ] || bad="$bad $p=$m"
+	done
+	for p in "$d"/*; do
+		m=$(stat -c %a "$p")
+		[ "$m" = 600 ] || bad="$bad $(basename "$p")=$m"
+	done
+	kinds=$(ls "$d" | sed 's/.*\.[0-9]*\././' | sort -u | tr '\n' ' ')
+	if [ -n "$bad" ]; then
+		d9_fail file-modes "wrong modes (umask 000):$bad"
+	elif ! compgen -G "$d/*.active" >/dev/null; then
+		d9_fail file-modes "no .active file to check: $kinds"
+	else
+		d9_pass file-modes "dirs 0700, files 0600 ($kinds)"
+	fi
+else
+	d9_fail file-modes "no sealed segment appeared: $(ls -R "$T/modes" 2>&1 | head -n 5 | tr '\n' ' ')"
+fi
+d9_kill "$pid"
+
+# ---- clocks -----------------------------------------------------------------------------------------------
+# ~1 s of recording (an event every 2 ms). Each thread's events must lie within what the driver
+# measured around its first and last record call (CLOCK_MONOTONIC), and within the run as seen
+# by `date` (CLOCK_REALTIME, through the header's anchor), with 50 ms of slack for TSC
+# calibration and event time units; the span of the events must match the driver's within 10%.
+for clock in monotonic tsc; do
+	d=$T/clock-$clock
+	before=$(date +%s%N)
+	d9_run "$T/$clock.out" "$T/$clock.err" D9_TRACE_PATH="$d/trace.bin" D9_CLOCK=$clock -- \
+		-t 2 -n 500 --sleep-every 1 --sleep-us 2000
+	rc=$?
+	after=$(date +%s%N)
+	d9_check "$T/$clock.json" --expect-n 500 --driver "$T/$clock.out" "$d"
+	if [ "$rc" -ne 0 ]; then
+		d9_fail "clock-$clock" "exit status $rc: $(head -c 200 "$T/$clock.err")"
+		continue
+	fi
+	d9_py "clock-$clock" '
+c = one(f[0]); drv = parent(f[1]); clock = f[2]; before, after = int(f[3]), int(f[4])
+accounting(c, drv, expect_drops=False)
+tol = 50 * 10**6
+if any(s["clock"] != clock for s in c["segments"]) or drv["clock"] != clock:
+    fail("segments use %s, the agent %s; asked for %s" % ([s["clock"] for s in c["segments"]], drv["clock"], clock))
+tids = c["pids"][str(drv["pid"])]["tids"]
+for t in drv["threads"]:
+    s = tids[str(t["tid"])]
+    if s["first_mono_ns"] < t["first_mono_ns"] - tol or s["last_mono_ns"] > t["last_mono_ns"] + tol:
+        fail("tid %d: events at %d..%d ns (monotonic), recorded between %d and %d"
+             % (t["tid"], s["first_mono_ns"], s["last_mono_ns"], t["first_mono_ns"], t["last_mono_ns"]))
+    if s["first_real_ns"] < before - tol or s["last_real_ns"] > after + tol:
+        fail("tid %d: events at %d..%d ns (realtime), the run lasted %d..%d"
+             % (t["tid"], s["first_real_ns"], s["last_real_ns"], before, after))
+    span, want = s["last_mono_ns"] - s["first_mono_ns"], t["last_mono_ns"] - t["first_mono_ns"]
+    if not 0.9 * want <= span <= 1.1 * want:
+        fail("tid %d: events span %.3f s, the driver recorded for %.3f s" % (t["tid"], span / 1e9, want / 1e9))
+    if s["max_backstep_ns"]:
+        fail("tid %d: time steps back by %d ns" % (t["tid"], s["max_backstep_ns"]))
+info = "event spans match the run"
+' "$T/$clock.json" "$T/$clock.out" "$clock" "$before" "$after"
+done
+exit 0

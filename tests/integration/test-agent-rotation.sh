@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# test-agent-rotation.sh: the segment series on disk. Rotation by size (D9_MAX_FILE_SIZE) and by
+# wall-clock aligned time (D9_ROTATION_PERIOD); the total budget (D9_MAX_TOTAL_SIZE) sampled while
+# the writer is busy; max_file_size clamped to half the budget; D9_COMPRESS on (.bin.gz) and off
+# (.bin); segment names <stem>.<pid>.<seq 6 digits>; every segment self-contained and every
+# event accounted for across segments; trailers that agree with what the segment holds.
+set -u
+. "$(dirname "$0")/lib.sh"
+d9_setup agent-rotation
+
+MiB=1048576
+CHUNK=65536 # one thread chunk: a segment is sealed before the chunk that would overflow it
+
+# ---- by size: 1 MiB segments, ~10 MB of events, uncompressed so sizes are the real ones --------
+d=$T/size
+d9_run "$T/size.out" "$T/size.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M D9_COMPRESS=0 -- \
+	-t 4 -n 1000000 --park-every 5000 --sleep-us 100
+rc=$?
+d9_check "$T/size.json" --expect-n 1000000 --park-every 5000 --driver "$T/size.out" "$d"
+if [ "$rc" -ne 0 ]; then
+	d9_fail rotation-size "driver exited $rc: $(head -c 300 "$T/size.err")"
+else
+	d9_py rotation-size '
+import re
+c = one(f[0]); drv = parent(f[1]); d = f[2]
+accounting(c, drv)
+segs = c["segments"]
+if len(segs) < 4:
+    fail("%d segments for ~10 MB of events with D9_MAX_FILE_SIZE=1M" % len(segs))
+limit = 1048576 + 65536
+names = files(d)
+for s in segs:
+    if s["bytes"] > limit:
+        fail("%s: %d bytes, more than 1 MiB plus one chunk" % (s["path"], s["bytes"]))
+    if not s["sealed"] or s["truncated"]:
+        fail("%s: sealed %d truncated %d" % (s["path"], s["sealed"], s["truncated"]))
+seqs = c["pids"][str(drv["pid"])]["seqs"]
+if seqs != list(range(len(seqs))):
+    fail("segment seqs %s are not 0..n-1" % seqs)
+want = ["trace.%d.%06d.bin" % (drv["pid"], q) for q in seqs]
+if names != want:
+    fail("file names %s, expected %s" % (names[:3], want[:3]))
+big = [s["bytes"] for s in segs[:-1]]
+if min(big) < 1048576 - 2 * 65536:
+    fail("a segment other than the last was sealed at %d bytes, far below the limit" % min(big))
+info = "%d segments, largest %d bytes" % (len(segs), max(s["bytes"] for s in segs))
+' "$T/size.json" "$T/size.out" "$d"
+	d9_py segments-self-contained '
+c = one(f[0])
+bad = [e for e in c["error_list"] if "before any Thread def" in e]
+if bad:
+    fail(bad[0])
+if c["files"] < 4:
+    fail("only %d segments" % c["files"])
+' "$T/size.json"
+	d9_py trailer-consistency '
+c = one(f[0])
+if c["trailer_errors"]:
+    fail("%d trailer fields disagree with the segment: %s" % (c["trailer_errors"], c["trailer_error_list"][:4]))
+' "$T/size.json"
+fi
+
+# ---- by time: D9_ROTATION_PERIOD=1s, ~3.5 s of recording --------------------------------------------
+# Segments rotate at wall-clock multiples of the period: each new segment starts in a later
+# period than the one before, and a sealed segment holds no event recorded well after the end of
+# the period it started in (0.4 s of slack for the writer to notice the boundary).
+d=$T/time
+d9_run "$T/time.out" "$T/time.err" D9_TRACE_PATH="$d/trace.bin" D9_ROTATION_PERIOD=1s -- \
+	-t 2 -n 700 --sleep-every 1 --sleep-us 5000
+rc=$?
+d9_check "$T/time.json" --expect-n 700 --driver "$T/time.out" "$d"
+if [ "$rc" -ne 0 ]; then
+	d9_fail rotation-time "driver exited $rc: $(head -c 300 "$T/time.err")"
+else
+	d9_py rotation-time '
+c = one(f[0]); drv = parent(f[1])
+accounting(c, drv, expect_drops=False)
+P = 10**9
+segs = [s for s in c["segments"] if s["pid"] == drv["pid"]]
+run = (drv["end_real_ns"] - drv["start_real_ns"]) / 1e9
+if len(segs) < 2:
+    fail("%d segment(s) for a %.1f s run with D9_ROTATION_PERIOD=1s" % (len(segs), run))
+periods = [s["start_real_ns"] // P for s in segs]
+if periods != sorted(set(periods)):
+    fail("segments start in periods %s: two in one period" % periods)
+for s in segs[:-1]:
+    end = (s["start_real_ns"] // P + 1) * P
+    if s["events"] and s["last_real_ns"] > end + 0.4 * P:
+        fail("%s: an event %.3f s after the end of its period" % (s["path"], (s["last_real_ns"] - end) / 1e9))
+info = "%d segments in %.1f s" % (len(segs), run)
+' "$T/time.json" "$T/time.out"
+fi
+
+# ---- the total budget, sampled under sustained load --------------------------------------------
+# D9_MAX_TOTAL_SIZE=4M with 1 MiB segments while ~40 MB of events are written over ~2 s. The writer deletes
+# the oldest sealed segments whenever it opens a new one so that sealed + one full active
+# segment fit the budget. Slack allowed on top of 4 MiB, sampled every ~20 ms:
+#   - the compressor's output: while it gzips a sealed segment, the .bin (counted) and its
+#     .bin.gz.tmp (not yet counted) both exist; gzip output is at most the input size plus 0.1%,
+#     so <= 1 MiB + 1 KiB;
+#   - the active segment may pass its limit by the definitions written in front of a chunk and
+#     the trailer: a few KiB here (threads and strings only), bounded by 64 KiB.
+# So the directory must stay <= 4 MiB + 1 MiB + 64 KiB + 1 KiB at every sample, and <= 4 MiB at
+# the end, when no compression is in flight.
+d=$T/budget
+mkdir -p "$d"
+d9_bg pid "$T/budget.out" "$T/budget.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_TOTAL_SIZE=4M \
+	D9_MAX_FILE_SIZE=1M -- -t 4 -n 2500000 --park-every 2000 --sleep-us 1500
+max=0 samples=0
+deadline=$(( $(date +%s) + 50 ))
+while kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do
+	b=$(d9_dir_bytes "$d" '*')
+	[ "$b" -gt "$max" ] && max=$b
+	samples=$((samples + 1))
+	st=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)
+	[ "$st" = Z ] && break
+	sleep 0.02
+done
+d9_wait_pid "$pid" 20; rc=$D9_RC
+end=$(d9_dir_bytes "$d" '*')
+d9_check "$T/budget.json" "$d"
+limit=$((4 * MiB + MiB + 65536 + 1024))
+if [ "$rc" -ne 0 ]; then
+	d9_fail budget "driver exited $rc: $(head -c 300 "$T/budget.err")"
+elif [ "$samples" -lt 20 ]; then
+	d9_fail budget "only $samples samples of the directory: the run was too short to test the budget"
+else
+	d9_py budget '
+c = one(f[0]); drv = parent(f[1])
+mx, end, limit, samples = int(f[2]), int(f[3]), int(f[4]), int(f[5])
+total = sum(s["bytes"] for s in c["segments"])
+if mx > limit:
+    fail("the directory reached %d bytes while running, over 4 MiB + slack (%d)" % (mx, limit))
+if end > 4 * 1048576:
+    fail("%d bytes left at the end, over D9_MAX_TOTAL_SIZE=4M" % end)
+seqs = c["pids"][str(drv["pid"])]["seqs"]
+if seqs[0] == 0:
+    fail("segment 0 still exists: nothing was deleted (%d bytes, seqs %s)" % (end, seqs))
+# deleted segments leave gaps in the streams: only check that what is kept decodes
+if c["unreadable"] or c["corrupt_chunks"] or c["truncated"]:
+    fail("kept segments damaged: %d unreadable, %d corrupt chunks, %d truncated"
+         % (c["unreadable"], c["corrupt_chunks"], c["truncated"]))
+info = "max %d bytes over %d samples, %d at the end, segments %s kept" % (mx, samples, end, seqs)
+' "$T/budget.json" "$T/budget.out" "$max" "$end" "$limit" "$samples"
+	# "deletes the oldest sealed segments": what is left is the newest part of the series
+	d9_py budget-deletes-oldest '
+c = one(f[0]); drv = parent(f[1])
+seqs = c["pids"][str(drv["pid"])]["seqs"]
+if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
+    fail("the kept segments %s are not the newest ones: newer segments were deleted before older ones" % seqs)
+' "$T/budget.json" "$T/budget.out"
+fi
+
+# ---- max_file_size clamped to half the budget ------------------------------------------------------
+d=$T/clamp
+d9_run "$T/clamp.out" "$T/clamp.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_TOTAL_SIZE=2M \
+	D9_MAX_FILE_SIZE=64M D9_COMPRESS=0 -- -t 2 -n 1000000 --park-every 5000 --sleep-us 100
+rc=$?
+d9_check "$T/clamp.json" "$d"
+if [ "$rc" -ne 0 ]; then
+	d9_fail max-file-size-clamped "driver exited $rc: $(head -c 300 "$T/clamp.err")"
+else
+	d9_py max-file-size-clamped '
+c = one(f[0])
+segs = c["segments"]
+if len(segs) < 2:
+    fail("one segment of %d bytes: D9_MAX_FILE_SIZE=64M was not clamped to 1M (half of 2M)" % segs[0]["bytes"])
+for s in segs:
+    if s["bytes"] > 1048576 + 65536:
+        fail("%s: %d bytes, over half of D9_MAX_TOTAL_SIZE=2M plus one chunk" % (s["path"], s["bytes"]))
+total = sum(s["bytes"] for s in segs)
+if total > 2 * 1048576:
+    fail("%d bytes kept, over D9_MAX_TOTAL_SIZE=2M" % total)
+info = "%d segments kept, %d bytes" % (len(segs), total)
+' "$T/clamp.json"
+fi
+
+# ---- D9_COMPRESS: on by default (.bin.gz), off leaves .bin ----------------------------------------
+for mode in on off; do
+	d=$T/compress-$mode
+	envs=(D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M)
+	[ "$mode" = off ] && envs+=(D9_COMPRESS=0)
+	d9_run "$T/c$mode.out" "$T/c$mode.err" "${envs[@]}" -- -t 2 -n 600000 --park-every 5000 --sleep-us 100
+	rc=$?
+	d9_check "$T/c$mode.json" --expect-n 600000 --park-every 5000 --driver "$T/c$mode.out" "$d"
+	if [ "$rc" -ne 0 ]; then
+		d9_fail "compress-$mode" "driver exited $rc: $(head -c 300 "$T/c$mode.err")"
+		continue
+	fi
+	d9_py "compress-$mode" '
+c = one(f[0]); drv = parent(f[1]); mode = f[2]; names = files(f[3])
+accounting(c, drv)
+if len(names) < 2:
+    fail("%d files: expected a few 1 MiB segments" % len(names))
+suffix = ".bin.gz" if mode == "on" else ".bin"
+bad = [n for n in names if not n.endswith(suffix) or (mode == "on") != n.endswith(".gz")]
+if bad:
+    fail("with D9_COMPRESS %s: %s (expected only *%s)" % (mode, bad, suffix))
+if c["sealed"] != len(names):
+    fail("%d of %d segments sealed" % (c["sealed"], len(names)))
+info = "%d x %s" % (len(names), suffix)
+' "$T/c$mode.json" "$T/c$mode.out" "$mode" "$d"
+done
+# ---- exit while the compressor is still at work ------------------------------------------------------
+# One 32 MB segment (the default D9_MAX_FILE_SIZE is 64M): at exit the agent gives the compressor
+# 2 s, which is not enough here, so the segment may stay .bin, but no half-written temporary file
+# may be left behind (nothing would ever remove it, and the budget does not count it).
+d=$T/exitgz
+d9_run "$T/exitgz.out" "$T/exitgz.err" D9_TRACE_PATH="$d/trace.bin" -- -t 4 -n 2000000 --park-every 20000 --sleep-us 50
+rc=$?
+d9_check "$T/exitgz.json" --expect-n 2000000 --park-every 20000 --driver "$T/exitgz.out" "$d"
+if [ "$rc" -ne 0 ]; then
+	d9_fail compress-exit-no-tmp "driver exited $rc: $(head -c 300 "$T/exitgz.err")"
+else
+	d9_py compress-exit-no-tmp '
+c = one(f[0]); drv = parent(f[1]); names = files(f[2])
+accounting(c, drv)
+tmp = [n for n in names if not (n.endswith(".bin") or n.endswith(".bin.gz"))]
+if tmp:
+    fail("left in the trace directory after exit: %s (with %s)" % (tmp, names))
+info = " ".join(names)
+' "$T/exitgz.json" "$T/exitgz.out" "$d"
+fi
+exit 0

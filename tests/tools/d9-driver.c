@@ -1,0 +1,537 @@
+/* d9-driver.c: a host program for the agent's integration tests and benchmarks. It is linked with
+ * libd9core.a, so the agent's constructor runs in it (configured by D9_*) and the real inline
+ * hot path records. Worker threads record QueueSample(seq), seq = 1..N, so d9-check can verify
+ * per-thread order and exact drop accounting; options add parking, sleeps, fork, exec, exit
+ * paths, signal-driven phases and a timing loop. It prints one JSON line per process on stdout
+ * (what it recorded) and nothing on stderr: the agent's own stderr lines are what tests count.
+ * Used by tests/integration/test-agent-*.sh; `--help` lists the options. */
+#include "d9-agent.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum exit_mode { EXIT_RETURN, EXIT_EXIT, EXIT_EXIT_PARKED, EXIT_SIGTERM, EXIT_SIGINT, EXIT_KILL,
+	EXIT_HANG, EXIT_JOIN_HANG };
+
+static const char *const exit_names[] = { "return", "exit", "exit-parked", "sigterm", "sigint",
+	"kill", "hang", "join-hang" };
+
+static struct {
+	int threads;
+	uint64_t n; /* QueueSample seqs per thread */
+	uint64_t park_every, sleep_every, sleep_us;
+	enum exit_mode exit;
+	int forks, exec, burst, flush, bench, mix, phases, slow_writer, term_handler;
+	int holders, spawn_ls;
+	uint64_t settle_ms;
+} opt = { .threads = 1, .n = 1000, .sleep_us = 100, .exit = EXIT_RETURN };
+
+/* One recording thread; written by its thread, read by main after the end barrier. */
+struct thr {
+	pthread_t th;
+	int index;
+	uint32_t tid, worker;
+	uint64_t progress; /* atomic: last seq recorded (main forks while it is moving) */
+	uint64_t attempted; /* every d9_rec_* call, parks included */
+	uint64_t first_mono, last_mono, first_real, last_real; /* around the first and last event */
+	uint64_t loop_ns; /* the recording loop's duration */
+};
+
+static struct thr *thrs;
+static pthread_barrier_t start_barrier, end_barrier;
+static volatile sig_atomic_t term_seen;
+static int held, release; /* atomics of --holders */
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_us(uint64_t us)
+{
+	struct timespec ts = { (time_t)(us / 1000000u), (long)(us % 1000000u) * 1000 };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+/* A worker's step in --mix: a coroutine is woken by an fd, polled, and the run queue sampled;
+ * now and then one is spawned and one exits. Returns the events attempted. */
+static uint64_t mix_step(uint64_t seq)
+{
+	uint64_t co = 100 + seq % 64, n = 4;
+
+	d9_rec_wake(co, 0, D9_WAKE_FD, (int64_t)(seq % 1000));
+	d9_rec_poll_start(co, 7);
+	d9_rec_poll_end(co);
+	d9_rec_queue_sample(seq);
+	if (seq % 16 == 0) {
+		d9_rec_spawn(100000 + seq, co, 7);
+		d9_rec_coroutine_exit(100000 + seq - 16);
+		n += 2;
+	}
+	return n;
+}
+
+/* Records seqs from..to on the calling thread with the configured parks and sleeps. */
+static void record_range(struct thr *t, uint64_t from, uint64_t to)
+{
+	int pace = !opt.burst && !opt.bench;
+
+	for (uint64_t seq = from; seq <= to; seq++) {
+		if (seq == from && !t->first_mono) {
+			t->first_mono = clock_ns(CLOCK_MONOTONIC);
+			t->first_real = clock_ns(CLOCK_REALTIME);
+		}
+		if (opt.mix) {
+			t->attempted += mix_step(seq);
+		} else {
+			d9_rec_queue_sample(seq);
+			t->attempted++;
+		}
+		__atomic_store_n(&t->progress, seq, __ATOMIC_RELAXED);
+		if (opt.park_every && seq % opt.park_every == 0) {
+			d9_rec_park(D9_CALL_EPOLL_WAIT, (int64_t)opt.sleep_us);
+			if (pace)
+				sleep_us(opt.sleep_us);
+			d9_rec_unpark(1, 0, 0);
+			t->attempted += 2;
+		} else if (pace && opt.sleep_every && seq % opt.sleep_every == 0) {
+			sleep_us(opt.sleep_us);
+		}
+	}
+	t->last_mono = clock_ns(CLOCK_MONOTONIC);
+	t->last_real = clock_ns(CLOCK_REALTIME);
+}
+
+static void hang_forever(void)
+{
+	for (;;)
+		pause();
+}
+
+static void *thread_main(void *arg)
+{
+	struct thr *t = arg;
+
+	t->tid = (uint32_t)gettid();
+	t->worker = d9_agent_become_worker();
+	pthread_barrier_wait(&start_barrier);
+	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+	if (t->index < opt.holders) {
+		/* --holders: take a block with seq 1 and keep it (running, not parked) until main
+		 * has joined every other thread, so the pool stays empty while they record and exit */
+		record_range(t, 1, 1);
+		__atomic_add_fetch(&held, 1, __ATOMIC_RELEASE);
+		while (!__atomic_load_n(&release, __ATOMIC_ACQUIRE))
+			sleep_us(1000);
+		if (opt.n > 1)
+			record_range(t, 2, opt.n);
+	} else {
+		while (__atomic_load_n(&held, __ATOMIC_ACQUIRE) < opt.holders)
+			sleep_us(1000);
+		if (opt.settle_ms && opt.n > 1) {
+			/* --settle-ms: the writer drains the buffers before the last event, which then
+			 * carries every drop still pending (nothing is left for the thread's exit) */
+			record_range(t, 1, opt.n - 1);
+			sleep_us(opt.settle_ms * 1000);
+			record_range(t, opt.n, opt.n);
+		} else {
+			record_range(t, 1, opt.n);
+		}
+	}
+	t->loop_ns = clock_ns(CLOCK_MONOTONIC) - t0;
+	if (opt.exit == EXIT_HANG || opt.exit == EXIT_EXIT_PARKED) {
+		/* parked: the writer may take this thread's chunk (d9_rec_park) */
+		d9_rec_park(D9_CALL_EPOLL_WAIT, -1);
+		t->attempted++;
+	}
+	if (t->index >= opt.holders || !opt.holders)
+		pthread_barrier_wait(&end_barrier);
+	if (opt.exit == EXIT_HANG || opt.exit == EXIT_EXIT_PARKED)
+		hang_forever();
+	return NULL;
+}
+
+/* --slow-writer: every thread on CPU 0 and the agent's writer at nice 19, so recording threads
+ * fill the memory cap before the writer drains it; --idle-writer: the writer in SCHED_IDLE, so it
+ * runs only when no recording thread can. Returns 0, or -1 when the writer thread was not found
+ * (the agent is off). */
+static int slow_writer(void)
+{
+	struct sched_param idle = { 0 };
+	cpu_set_t one;
+	int found = 0;
+
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	for (int tries = 0; tries < 200 && !found; tries++) {
+		DIR *d = opendir("/proc/self/task");
+		struct dirent *e;
+		if (!d)
+			return -1;
+		while ((e = readdir(d))) {
+			if (e->d_name[0] == '.')
+				continue;
+			pid_t tid = (pid_t)atoi(e->d_name);
+			char path[64], comm[32] = "";
+			snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
+			FILE *f = fopen(path, "r");
+			if (f) {
+				if (!fgets(comm, sizeof(comm), f))
+					comm[0] = 0;
+				fclose(f);
+			}
+			sched_setaffinity(tid, sizeof(one), &one);
+			if (!strncmp(comm, "d9-writer", 9)) {
+				if (opt.slow_writer == 2)
+					sched_setscheduler(tid, SCHED_IDLE, &idle);
+				else
+					setpriority(PRIO_PROCESS, (id_t)tid, 19);
+				found = 1;
+			}
+		}
+		closedir(d);
+		if (!found)
+			sleep_us(10000); /* the writer names itself right after it starts */
+	}
+	return found ? 0 : -1;
+}
+
+static void on_host_term(int sig)
+{
+	(void)sig;
+	term_seen = 1;
+}
+
+/* --phases P: waits for SIGUSR1 P times; each one records a phase of N seqs on the main thread,
+ * then prints {"phase":k,...}. The toggle test switches recording between phases. */
+static void run_phases(struct thr *t, sigset_t *usr1)
+{
+	uint64_t next = 1;
+
+	printf("{\"ready\":1,\"pid\":%d}\n", (int)getpid());
+	fflush(stdout);
+	for (int k = 1; k <= opt.phases; k++) {
+		int sig;
+		while (sigwait(usr1, &sig) != 0)
+			;
+		int enabled = __atomic_load_n(&d9__enabled, __ATOMIC_RELAXED);
+		t->worker = d9_agent_become_worker();
+		record_range(t, next, next + opt.n - 1);
+		printf("{\"phase\":%d,\"enabled\":%d,\"from\":%" PRIu64 ",\"to\":%" PRIu64 "}\n", k, enabled,
+			next, next + opt.n - 1);
+		fflush(stdout);
+		next += opt.n;
+	}
+}
+
+struct child { pid_t pid; int status; int timed_out; };
+
+/* Forks while the workers record; the child records its own N seqs on one thread and exits.
+ * The parent waits for the child with a deadline (a deadlocked child is killed and reported). */
+static void fork_child(struct child *c)
+{
+	fflush(stdout);
+	c->pid = fork();
+	if (c->pid < 0) {
+		c->status = -errno;
+		return;
+	}
+	if (c->pid > 0) {
+		printf("{\"forked\":%d}\n", (int)c->pid); /* before waiting: tests act on it */
+		fflush(stdout);
+	}
+	if (c->pid == 0) {
+		struct thr self = { .index = 0 };
+		self.tid = (uint32_t)gettid();
+		self.worker = d9_agent_become_worker();
+		record_range(&self, 1, opt.n);
+		printf("{\"role\":\"child\",\"pid\":%d,\"ppid\":%d,\"threads\":[{\"tid\":%u,\"worker\":%u,"
+			"\"seqs\":%" PRIu64 ",\"attempted\":%" PRIu64 "}]}\n", (int)getpid(), (int)getppid(),
+			self.tid, self.worker, opt.n, self.attempted);
+		fflush(stdout);
+		exit(0);
+	}
+	uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + 30000000000ull;
+	for (;;) {
+		pid_t r = waitpid(c->pid, &c->status, WNOHANG);
+		if (r == c->pid)
+			return;
+		if (clock_ns(CLOCK_MONOTONIC) > deadline) {
+			kill(c->pid, SIGKILL);
+			waitpid(c->pid, &c->status, 0);
+			c->timed_out = 1;
+			return;
+		}
+		sleep_us(5000);
+	}
+}
+
+static void print_result(uint64_t start_mono, uint64_t end_mono, uint64_t start_real,
+	uint64_t end_real, const struct child *kids, int nkids)
+{
+	uint64_t total = 0, loop_ns = 0, seqs = 0;
+
+	printf("{\"role\":\"parent\",\"pid\":%d,\"ppid\":%d,\"exit\":\"%s\",\"clock\":\"%s\","
+		"\"enabled\":%d,\"active\":%d,\"threads\":[", (int)getpid(), (int)getppid(),
+		exit_names[opt.exit], d9__clock_tsc ? "tsc" : "monotonic",
+		__atomic_load_n(&d9__enabled, __ATOMIC_RELAXED), d9_agent_active());
+	for (int i = 0; i < opt.threads; i++) {
+		struct thr *t = &thrs[i];
+		printf("%s{\"tid\":%u,\"worker\":%u,\"seqs\":%" PRIu64 ",\"attempted\":%" PRIu64
+			",\"first_mono_ns\":%" PRIu64 ",\"last_mono_ns\":%" PRIu64 ",\"first_real_ns\":%" PRIu64
+			",\"last_real_ns\":%" PRIu64 ",\"loop_ns\":%" PRIu64 "}", i ? "," : "", t->tid, t->worker,
+			__atomic_load_n(&t->progress, __ATOMIC_RELAXED), t->attempted, t->first_mono,
+			t->last_mono, t->first_real, t->last_real, t->loop_ns);
+		total += t->attempted;
+		loop_ns += t->loop_ns;
+		seqs += t->progress;
+	}
+	printf("],\"children\":[");
+	for (int i = 0; i < nkids; i++)
+		printf("%s{\"pid\":%d,\"exited\":%d,\"code\":%d,\"signal\":%d,\"timed_out\":%d}", i ? "," : "",
+			(int)kids[i].pid, WIFEXITED(kids[i].status), WIFEXITED(kids[i].status) ?
+			WEXITSTATUS(kids[i].status) : -1, WIFSIGNALED(kids[i].status) ?
+			WTERMSIG(kids[i].status) : 0, kids[i].timed_out);
+	printf("],\"events\":%" PRIu64 ",\"seqs\":%" PRIu64 ",\"ns_per_event\":%.2f,\"start_mono_ns\":%"
+		PRIu64 ",\"end_mono_ns\":%" PRIu64 ",\"start_real_ns\":%" PRIu64 ",\"end_real_ns\":%" PRIu64
+		",\"term_handled\":%d}\n", total, seqs, total ? (double)loop_ns / (double)total : 0.0,
+		start_mono, end_mono, start_real, end_real, (int)term_seen);
+	fflush(stdout);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: d9-driver [-t THREADS] [-n EVENTS_PER_THREAD] [OPTIONS]\n"
+		"  --park-every K   park/unpark around a sleep of --sleep-us every K events\n"
+		"  --sleep-every K  sleep --sleep-us (running, not parked) every K events\n"
+		"  --sleep-us US    the sleep (default 100)\n"
+		"  --exit MODE      how the program ends (default return):\n"
+		"                   return, exit: from main after joining the workers\n"
+		"                   exit-parked: exit() from main while the workers stay parked\n"
+		"                   sigterm, sigint: raise the signal after joining the workers\n"
+		"                   kill: d9_agent_flush, then SIGKILL itself\n"
+		"                   hang: the workers park and everything sleeps until killed\n"
+		"                   join-hang: the workers exit, main sleeps until killed\n"
+		"  --holders H      threads 0..H-1 hold a block (seq 1, running) until the others exited\n"
+		"  --spawn-ls K     once the agent runs, fork+exec `ls -l /proc/self/fd` K times\n"
+		"  --settle-ms M    sleep M ms before each thread's last event\n"
+		"  --fork, --forks K  fork K times while the workers record; each child records N seqs\n"
+		"  --exec           at the end exec `ls -l /proc/self/fd` (shows leaked fds)\n"
+		"  --burst          no sleeps (parks are still recorded): record as fast as possible\n"
+		"  --slow-writer    pin every thread to CPU 0 and run the agent's writer at nice 19\n"
+		"  --idle-writer    the same with the writer in SCHED_IDLE (runs only when recording waits)\n"
+		"  --flush          d9_agent_flush at the end\n"
+		"  --bench          as --burst, for timing: ns_per_event is loop time / events\n"
+		"  --mix            record a poll/wake/spawn mix around each QueueSample(seq)\n"
+		"  --phases P       record a phase of N seqs on the main thread at each SIGUSR1\n"
+		"  --term-handler   install a host SIGTERM handler (the program then returns normally)\n");
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longs[] = {
+		{ "park-every", required_argument, NULL, 'p' },
+		{ "sleep-every", required_argument, NULL, 'e' },
+		{ "sleep-us", required_argument, NULL, 's' },
+		{ "exit", required_argument, NULL, 'x' },
+		{ "fork", no_argument, NULL, 'f' },
+		{ "forks", required_argument, NULL, 'F' },
+		{ "exec", no_argument, NULL, 'E' },
+		{ "burst", no_argument, NULL, 'b' },
+		{ "slow-writer", no_argument, NULL, 'w' },
+		{ "idle-writer", no_argument, NULL, 'I' },
+		{ "flush", no_argument, NULL, 'l' },
+		{ "bench", no_argument, NULL, 'B' },
+		{ "mix", no_argument, NULL, 'm' },
+		{ "phases", required_argument, NULL, 'P' },
+		{ "term-handler", no_argument, NULL, 'T' },
+		{ "holders", required_argument, NULL, 'H' },
+		{ "spawn-ls", required_argument, NULL, 'L' },
+		{ "settle-ms", required_argument, NULL, 'S' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t v;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "t:n:h", longs, NULL)) != -1) {
+		int bad = 0;
+		switch (c) {
+		case 't': bad = parse_u64(optarg, &v) || v < 1 || v > 256; opt.threads = (int)v; break;
+		case 'n': bad = parse_u64(optarg, &opt.n) || opt.n < 1; break;
+		case 'p': bad = parse_u64(optarg, &opt.park_every); break;
+		case 'e': bad = parse_u64(optarg, &opt.sleep_every); break;
+		case 's': bad = parse_u64(optarg, &opt.sleep_us); break;
+		case 'x':
+			bad = 1;
+			for (size_t i = 0; i < sizeof(exit_names) / sizeof(exit_names[0]); i++)
+				if (!strcmp(optarg, exit_names[i])) {
+					opt.exit = (enum exit_mode)i;
+					bad = 0;
+				}
+			break;
+		case 'f': opt.forks = 1; break;
+		case 'F': bad = parse_u64(optarg, &v) || v > 64; opt.forks = (int)v; break;
+		case 'E': opt.exec = 1; break;
+		case 'b': opt.burst = 1; break;
+		case 'w': opt.slow_writer = 1; break;
+		case 'I': opt.slow_writer = 2; break;
+		case 'l': opt.flush = 1; break;
+		case 'B': opt.bench = 1; break;
+		case 'm': opt.mix = 1; break;
+		case 'P': bad = parse_u64(optarg, &v) || v < 1 || v > 1000; opt.phases = (int)v; break;
+		case 'T': opt.term_handler = 1; break;
+		case 'H': bad = parse_u64(optarg, &v) || v > 255; opt.holders = (int)v; break;
+		case 'S': bad = parse_u64(optarg, &opt.settle_ms); break;
+		case 'L': bad = parse_u64(optarg, &v) || v > 100000; opt.spawn_ls = (int)v; break;
+		case 'h': usage(stdout); return 0;
+		default: bad = 1; break;
+		}
+		if (bad) {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc || opt.holders >= opt.threads) {
+		usage(stderr);
+		return 2;
+	}
+
+	if (opt.term_handler) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_host_term;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGTERM, &sa, NULL);
+	}
+	uint64_t start_mono = clock_ns(CLOCK_MONOTONIC), start_real = clock_ns(CLOCK_REALTIME);
+
+	if (opt.phases) {
+		/* SIGUSR1 blocked before the agent starts its threads, so sigwait gets every one */
+		sigset_t usr1;
+		sigemptyset(&usr1);
+		sigaddset(&usr1, SIGUSR1);
+		pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+		opt.threads = 1;
+		thrs = calloc(1, sizeof(*thrs));
+		if (!thrs)
+			return 1;
+		thrs[0].tid = (uint32_t)gettid();
+		run_phases(&thrs[0], &usr1);
+		print_result(start_mono, clock_ns(CLOCK_MONOTONIC), start_real, clock_ns(CLOCK_REALTIME),
+			NULL, 0);
+		return 0;
+	}
+
+	thrs = calloc((size_t)opt.threads, sizeof(*thrs));
+	if (!thrs)
+		return 1;
+	pthread_barrier_init(&start_barrier, NULL, (unsigned)opt.threads + 1);
+	pthread_barrier_init(&end_barrier, NULL, (unsigned)(opt.threads - opt.holders) + 1);
+	for (int i = 0; i < opt.threads; i++) {
+		thrs[i].index = i;
+		if (pthread_create(&thrs[i].th, NULL, thread_main, &thrs[i]) != 0)
+			return 1;
+	}
+	if (opt.slow_writer && slow_writer() != 0)
+		fprintf(stdout, "{\"warning\":\"--slow-writer: no d9-writer thread\"}\n");
+	pthread_barrier_wait(&start_barrier);
+	for (int k = 0; k < opt.spawn_ls; k++) {
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid == 0) {
+			execl("/bin/ls", "ls", "-l", "/proc/self/fd/", (char *)NULL);
+			_exit(127);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	}
+
+	struct child kids[64];
+	int nkids = 0;
+	for (int k = 0; k < opt.forks; k++) {
+		/* fork at k/(forks+1) of the way through, while every worker is mid-stream */
+		uint64_t at = opt.n * (uint64_t)(k + 1) / (uint64_t)(opt.forks + 1);
+		for (int i = 0; i < opt.threads; i++)
+			while (__atomic_load_n(&thrs[i].progress, __ATOMIC_RELAXED) < at)
+				sleep_us(200);
+		memset(&kids[nkids], 0, sizeof(kids[nkids]));
+		fork_child(&kids[nkids++]);
+	}
+
+	pthread_barrier_wait(&end_barrier);
+	if (opt.holders) {
+		for (int i = opt.holders; i < opt.threads; i++)
+			pthread_join(thrs[i].th, NULL);
+		__atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+		for (int i = 0; i < opt.holders; i++)
+			pthread_join(thrs[i].th, NULL);
+	} else if (opt.exit != EXIT_HANG && opt.exit != EXIT_EXIT_PARKED) {
+		for (int i = 0; i < opt.threads; i++)
+			pthread_join(thrs[i].th, NULL);
+	}
+	print_result(start_mono, clock_ns(CLOCK_MONOTONIC), start_real, clock_ns(CLOCK_REALTIME), kids,
+		nkids);
+	if (opt.exit == EXIT_HANG || opt.exit == EXIT_JOIN_HANG)
+		hang_forever();
+	if (opt.flush || opt.exit == EXIT_KILL || opt.exec)
+		d9_agent_flush(10000);
+	if (opt.exec) {
+		execl("/bin/ls", "ls", "-l", "/proc/self/fd/", (char *)NULL);
+		return 127;
+	}
+	switch (opt.exit) {
+	case EXIT_EXIT:
+	case EXIT_EXIT_PARKED:
+		exit(0);
+	case EXIT_SIGTERM:
+		raise(SIGTERM);
+		break; /* reached with --term-handler: the host's handler ran */
+	case EXIT_SIGINT:
+		raise(SIGINT);
+		break;
+	case EXIT_KILL:
+		kill(getpid(), SIGKILL);
+		break;
+	default:
+		break;
+	}
+	if (opt.term_handler) {
+		/* the test sends SIGTERM; the host's handler (not the agent's) must see it */
+		uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + 30000000000ull;
+		while (!term_seen && clock_ns(CLOCK_MONOTONIC) < deadline)
+			sleep_us(1000);
+		printf("{\"term_handled\":%d}\n", (int)term_seen);
+		fflush(stdout);
+	}
+	return 0;
+}
