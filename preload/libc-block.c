@@ -1,0 +1,360 @@
+/* libc-block.c: calls that block the whole worker when a coroutine (or, without a runtime, a loop
+ * turn) makes them: sleeps, file I/O, fsync, connect, DNS, pthread locks and condition waits,
+ * semaphores, waitpid, file locks. On a worker inside a coroutine each call costs two timestamps;
+ * one that took at least D9_BLOCKING_THRESHOLD becomes a BlockingCall with the call's name, the
+ * descriptor's kind, its duration, the coroutine and the caller's stack (libunwind). Anywhere
+ * else, and with D9_BLOCKING=0, the wrappers are plain pass-throughs. */
+#include "preload.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+/* 1 when a call made now would be timed. */
+static inline int timed(void)
+{
+	if (D9_LIKELY(!d9__self.worker) || d9__self.busy || !d9__pcfg.blocking || !d9__enabled)
+		return 0;
+	return d9__pl.st_scheduler ? d9__pl.coroutine != 0 : d9__pl.in_turn;
+}
+
+static uint32_t fd_kind(int fd)
+{
+	struct stat st;
+
+	if (fd < 0)
+		return D9_FD_NONE;
+	if (fstat(fd, &st) != 0)
+		return D9_FD_OTHER;
+	if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode))
+		return D9_FD_FILE;
+	if (S_ISSOCK(st.st_mode))
+		return D9_FD_SOCKET;
+	if (S_ISFIFO(st.st_mode))
+		return D9_FD_PIPE;
+	if (S_ISCHR(st.st_mode))
+		return D9_FD_CHAR;
+	return D9_FD_OTHER;
+}
+
+/* The slow part, for calls past the threshold only. */
+static __attribute__((noinline)) void record(uint64_t t0, const char *name, uint64_t *name_id,
+	int fd, int saved_errno)
+{
+	void *ips[64];
+	uint64_t frames[64];
+
+	d9__self.busy = 1; /* what we call here (locks, fstat, the unwinder) is not the host's */
+	if (!*name_id)
+		*name_id = d9_agent_string(name, strlen(name));
+	uint32_t kind = fd_kind(fd);
+	int n = unw_backtrace(ips, 64);
+	/* drop this function and the wrapper: the stack starts at the caller of the blocking call */
+	int skip = n > 2 ? 2 : 0;
+	for (int i = skip; i < n; i++)
+		frames[i - skip] = (uintptr_t)ips[i];
+	uint64_t stack = n > skip ? d9_agent_stack(frames, (uint32_t)(n - skip)) : 0;
+	d9__self.busy = 0;
+	d9_rec_blocking_call(t0, d9__pl.coroutine, *name_id, kind, stack);
+	errno = saved_errno;
+}
+
+/* Times `call` when this thread may record; `fd` names the descriptor (-1: none). */
+#define TIMED(name, fd, call)                                                     \
+	({                                                                        \
+		__typeof__(call) r_;                                              \
+		if (D9_LIKELY(!timed())) {                                        \
+			r_ = (call);                                              \
+		} else {                                                          \
+			static uint64_t id_;                                      \
+			uint64_t t0_ = d9__now();                                 \
+			r_ = (call);                                              \
+			if (D9_UNLIKELY(d9__now() - t0_ >= d9__pcfg.blocking_threshold_ticks)) \
+				record(t0_, name, &id_, (fd), errno);             \
+		}                                                                 \
+		r_;                                                               \
+	})
+
+/* ---- sleeps ------------------------------------------------------------------------------------ */
+
+D9_INTERPOSE int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	D9_REAL(int, nanosleep, (const struct timespec *, struct timespec *));
+	if (!real_nanosleep)
+		return (int)syscall(SYS_nanosleep, req, rem);
+	return TIMED("nanosleep", -1, real_nanosleep(req, rem));
+}
+
+D9_INTERPOSE int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req,
+	struct timespec *rem)
+{
+	D9_REAL(int, clock_nanosleep, (clockid_t, int, const struct timespec *, struct timespec *));
+	if (!real_clock_nanosleep)
+		return ENOSYS; /* returns the error, like the real one */
+	return TIMED("clock_nanosleep", -1, real_clock_nanosleep(clk, flags, req, rem));
+}
+
+D9_INTERPOSE int usleep(useconds_t usec)
+{
+	D9_REAL(int, usleep, (useconds_t));
+	if (!real_usleep) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return TIMED("usleep", -1, real_usleep(usec));
+}
+
+D9_INTERPOSE unsigned int sleep(unsigned int seconds)
+{
+	D9_REAL(unsigned int, sleep, (unsigned int));
+	if (!real_sleep)
+		return seconds;
+	return TIMED("sleep", -1, real_sleep(seconds));
+}
+
+/* ---- descriptors ------------------------------------------------------------------------------- */
+
+D9_INTERPOSE ssize_t read(int fd, void *buf, size_t n)
+{
+	D9_REAL(ssize_t, read, (int, void *, size_t));
+	if (!real_read)
+		return syscall(SYS_read, fd, buf, n);
+	return TIMED("read", fd, real_read(fd, buf, n));
+}
+
+D9_INTERPOSE ssize_t write(int fd, const void *buf, size_t n)
+{
+	D9_REAL(ssize_t, write, (int, const void *, size_t));
+	if (!real_write)
+		return syscall(SYS_write, fd, buf, n);
+	return TIMED("write", fd, real_write(fd, buf, n));
+}
+
+D9_INTERPOSE ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+	D9_REAL(ssize_t, pread, (int, void *, size_t, off_t));
+	if (!real_pread)
+		return syscall(SYS_pread64, fd, buf, n, off);
+	return TIMED("pread", fd, real_pread(fd, buf, n, off));
+}
+
+D9_INTERPOSE ssize_t pread64(int fd, void *buf, size_t n, off_t off)
+{
+	return pread(fd, buf, n, off);
+}
+
+D9_INTERPOSE ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	D9_REAL(ssize_t, pwrite, (int, const void *, size_t, off_t));
+	if (!real_pwrite)
+		return syscall(SYS_pwrite64, fd, buf, n, off);
+	return TIMED("pwrite", fd, real_pwrite(fd, buf, n, off));
+}
+
+D9_INTERPOSE ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
+{
+	return pwrite(fd, buf, n, off);
+}
+
+D9_INTERPOSE ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	D9_REAL(ssize_t, readv, (int, const struct iovec *, int));
+	if (!real_readv)
+		return syscall(SYS_readv, fd, iov, cnt);
+	return TIMED("readv", fd, real_readv(fd, iov, cnt));
+}
+
+D9_INTERPOSE ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	D9_REAL(ssize_t, writev, (int, const struct iovec *, int));
+	if (!real_writev)
+		return syscall(SYS_writev, fd, iov, cnt);
+	return TIMED("writev", fd, real_writev(fd, iov, cnt));
+}
+
+static mode_t open_mode(int flags, va_list ap)
+{
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
+}
+
+D9_INTERPOSE int open(const char *path, int flags, ...)
+{
+	D9_REAL(int, open, (const char *, int, ...));
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = open_mode(flags, ap);
+	va_end(ap);
+	if (!real_open)
+		return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+	return TIMED("open", -1, real_open(path, flags, mode));
+}
+
+D9_INTERPOSE int open64(const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = open_mode(flags, ap);
+	va_end(ap);
+	return open(path, flags, mode);
+}
+
+D9_INTERPOSE int openat(int dirfd, const char *path, int flags, ...)
+{
+	D9_REAL(int, openat, (int, const char *, int, ...));
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = open_mode(flags, ap);
+	va_end(ap);
+	if (!real_openat)
+		return (int)syscall(SYS_openat, dirfd, path, flags, mode);
+	return TIMED("openat", -1, real_openat(dirfd, path, flags, mode));
+}
+
+D9_INTERPOSE int openat64(int dirfd, const char *path, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	mode_t mode = open_mode(flags, ap);
+	va_end(ap);
+	return openat(dirfd, path, flags, mode);
+}
+
+D9_INTERPOSE int fsync(int fd)
+{
+	D9_REAL(int, fsync, (int));
+	if (!real_fsync)
+		return (int)syscall(SYS_fsync, fd);
+	return TIMED("fsync", fd, real_fsync(fd));
+}
+
+D9_INTERPOSE int fdatasync(int fd)
+{
+	D9_REAL(int, fdatasync, (int));
+	if (!real_fdatasync)
+		return (int)syscall(SYS_fdatasync, fd);
+	return TIMED("fdatasync", fd, real_fdatasync(fd));
+}
+
+D9_INTERPOSE int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	D9_REAL(int, connect, (int, const struct sockaddr *, socklen_t));
+	if (!real_connect)
+		return (int)syscall(SYS_connect, fd, addr, len);
+	return TIMED("connect", fd, real_connect(fd, addr, len));
+}
+
+D9_INTERPOSE int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+	struct addrinfo **res)
+{
+	D9_REAL(int, getaddrinfo, (const char *, const char *, const struct addrinfo *,
+		struct addrinfo **));
+	if (!real_getaddrinfo)
+		return EAI_SYSTEM;
+	return TIMED("getaddrinfo", -1, real_getaddrinfo(node, service, hints, res));
+}
+
+D9_INTERPOSE int flock(int fd, int op)
+{
+	D9_REAL(int, flock, (int, int));
+	if (!real_flock)
+		return (int)syscall(SYS_flock, fd, op);
+	if (op & LOCK_NB)
+		return real_flock(fd, op);
+	return TIMED("flock", fd, real_flock(fd, op));
+}
+
+static int is_wait_lock(int cmd)
+{
+	return cmd == F_SETLKW || cmd == F_OFD_SETLKW;
+}
+
+D9_INTERPOSE int fcntl(int fd, int cmd, ...)
+{
+	D9_REAL(int, fcntl, (int, int, ...));
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *); /* every fcntl argument fits a pointer-sized register */
+	va_end(ap);
+	if (!real_fcntl)
+		return (int)syscall(SYS_fcntl, fd, cmd, arg);
+	if (!is_wait_lock(cmd))
+		return real_fcntl(fd, cmd, arg);
+	return TIMED("fcntl", fd, real_fcntl(fd, cmd, arg));
+}
+
+D9_INTERPOSE int fcntl64(int fd, int cmd, ...)
+{
+	D9_REAL(int, fcntl64, (int, int, ...));
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	if (!real_fcntl64)
+		return (int)syscall(SYS_fcntl, fd, cmd, arg);
+	if (!is_wait_lock(cmd))
+		return real_fcntl64(fd, cmd, arg);
+	return TIMED("fcntl", fd, real_fcntl64(fd, cmd, arg));
+}
+
+/* ---- processes and threads ---------------------------------------------------------------------- */
+
+D9_INTERPOSE pid_t waitpid(pid_t pid, int *status, int options)
+{
+	D9_REAL(pid_t, waitpid, (pid_t, int *, int));
+	if (!real_waitpid)
+		return (pid_t)syscall(SYS_wait4, pid, status, options, NULL);
+	if (options & WNOHANG)
+		return real_waitpid(pid, status, options);
+	return TIMED("waitpid", -1, real_waitpid(pid, status, options));
+}
+
+D9_INTERPOSE int pthread_mutex_lock(pthread_mutex_t *m)
+{
+	D9_REAL(int, pthread_mutex_lock, (pthread_mutex_t *));
+	if (!real_pthread_mutex_lock)
+		return ENOSYS;
+	return TIMED("pthread_mutex_lock", -1, real_pthread_mutex_lock(m));
+}
+
+/* Programs bind the GLIBC_2.3.2 condition variables; the older ABI is left alone. */
+D9_INTERPOSE int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+	D9_REAL_V(int, pthread_cond_wait, "GLIBC_2.3.2", (pthread_cond_t *, pthread_mutex_t *));
+	if (!real_pthread_cond_wait)
+		return ENOSYS;
+	return TIMED("pthread_cond_wait", -1, real_pthread_cond_wait(c, m));
+}
+
+D9_INTERPOSE int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
+	const struct timespec *abstime)
+{
+	D9_REAL_V(int, pthread_cond_timedwait, "GLIBC_2.3.2", (pthread_cond_t *, pthread_mutex_t *,
+		const struct timespec *));
+	if (!real_pthread_cond_timedwait)
+		return ENOSYS;
+	return TIMED("pthread_cond_timedwait", -1, real_pthread_cond_timedwait(c, m, abstime));
+}
+
+D9_INTERPOSE int sem_wait(sem_t *s)
+{
+	D9_REAL(int, sem_wait, (sem_t *));
+	if (!real_sem_wait) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return TIMED("sem_wait", -1, real_sem_wait(s));
+}

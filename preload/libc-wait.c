@@ -1,0 +1,188 @@
+/* libc-wait.c: the event-loop waits (epoll_wait, epoll_pwait, epoll_pwait2, poll, ppoll, select,
+ * pselect). A wait with a non-zero timeout parks the calling thread: Park before, Unpark after
+ * with the ready count (or -errno). The first park makes the thread a worker. Zero-timeout waits
+ * are only counted: loops that spin on them would otherwise emit a pair per call. A State Threads
+ * scheduler's idle wait also tells the adapter which descriptors woke which coroutines. */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+__thread struct d9__pl d9__pl __attribute__((tls_model("initial-exec")));
+
+void *d9__real(const char *name, const char *version)
+{
+	int saved = errno;
+	void *p;
+
+	if (d9__pl.resolving)
+		return NULL;
+	d9__pl.resolving = 1;
+	p = version ? dlvsym(RTLD_NEXT, name, version) : dlsym(RTLD_NEXT, name);
+	d9__pl.resolving = 0;
+	errno = saved;
+	return p;
+}
+
+static inline int64_t ms_to_us(int ms)
+{
+	return ms < 0 ? -1 : (int64_t)ms * 1000;
+}
+
+static inline int64_t ts_to_us(const struct timespec *ts)
+{
+	return ts ? (int64_t)ts->tv_sec * 1000000 + ts->tv_nsec / 1000 : -1;
+}
+
+static inline int64_t tv_to_us(const struct timeval *tv)
+{
+	return tv ? (int64_t)tv->tv_sec * 1000000 + tv->tv_usec : -1;
+}
+
+/* Returns 1 when the wait is recorded as a park (then call d9__unpark after it). */
+static inline int park(uint32_t call, int64_t timeout_us)
+{
+	if (timeout_us == 0) {
+		d9__pl.nowait++;
+		return 0;
+	}
+	if (!d9__pl_active())
+		return 0;
+	if (D9_UNLIKELY(!d9__self.worker) && !d9_agent_become_worker())
+		return 0;
+	d9__pl.in_turn = 0;
+	if (d9__pl.nowait) {
+		/* the loop spun on zero-timeout waits since its last park: one count, not a pair each */
+		d9_rec_zero_timeout_waits(d9__pl.nowait);
+		d9__pl.nowait = 0;
+	}
+	d9_rec_park(call, timeout_us);
+	return 1;
+}
+
+static inline void unpark(int ret, int err)
+{
+	d9_rec_unpark(ret < 0 ? -err : ret, 0, 0);
+	d9__pl.in_turn = 1;
+}
+
+D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
+{
+	D9_REAL(int, epoll_wait, (int, struct epoll_event *, int, int));
+	if (!real_epoll_wait)
+		return (int)syscall(SYS_epoll_wait, epfd, events, maxevents, timeout);
+	if (!park(D9_CALL_EPOLL_WAIT, ms_to_us(timeout)))
+		return real_epoll_wait(epfd, events, maxevents, timeout);
+	int r = real_epoll_wait(epfd, events, maxevents, timeout);
+	int e = errno;
+	unpark(r, e);
+	errno = e;
+	return r;
+}
+
+D9_INTERPOSE int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int timeout,
+	const sigset_t *sigmask)
+{
+	D9_REAL(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *));
+	if (!real_epoll_pwait)
+		return (int)syscall(SYS_epoll_pwait, epfd, events, maxevents, timeout, sigmask, _NSIG / 8);
+	if (!park(D9_CALL_EPOLL_PWAIT, ms_to_us(timeout)))
+		return real_epoll_pwait(epfd, events, maxevents, timeout, sigmask);
+	int r = real_epoll_pwait(epfd, events, maxevents, timeout, sigmask);
+	int e = errno;
+	unpark(r, e);
+	errno = e;
+	return r;
+}
+
+D9_INTERPOSE int epoll_pwait2(int epfd, struct epoll_event *events, int maxevents,
+	const struct timespec *timeout, const sigset_t *sigmask)
+{
+	D9_REAL(int, epoll_pwait2, (int, struct epoll_event *, int, const struct timespec *,
+		const sigset_t *));
+	if (!real_epoll_pwait2) {
+		errno = ENOSYS; /* the C library has none: neither could the program's own call */
+		return -1;
+	}
+	if (!park(D9_CALL_EPOLL_PWAIT2, ts_to_us(timeout)))
+		return real_epoll_pwait2(epfd, events, maxevents, timeout, sigmask);
+	int r = real_epoll_pwait2(epfd, events, maxevents, timeout, sigmask);
+	int e = errno;
+	unpark(r, e);
+	errno = e;
+	return r;
+}
+
+D9_INTERPOSE int poll(struct pollfd *fds, nfds_t nfds, int timeout)
+{
+	D9_REAL(int, poll, (struct pollfd *, nfds_t, int));
+	if (!real_poll)
+		return (int)syscall(SYS_poll, fds, nfds, timeout);
+	int parked = park(D9_CALL_POLL, ms_to_us(timeout));
+	int r = real_poll(fds, nfds, timeout);
+	int e = errno;
+	if (parked)
+		unpark(r, e);
+	if (d9__pl.st_scheduler && r > 0)
+		d9__st_after_poll(fds, nfds, r);
+	errno = e;
+	return r;
+}
+
+D9_INTERPOSE int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+	const sigset_t *sigmask)
+{
+	D9_REAL(int, ppoll, (struct pollfd *, nfds_t, const struct timespec *, const sigset_t *));
+	if (!real_ppoll)
+		return (int)syscall(SYS_ppoll, fds, nfds, tmo, sigmask, _NSIG / 8);
+	int parked = park(D9_CALL_PPOLL, ts_to_us(tmo));
+	int r = real_ppoll(fds, nfds, tmo, sigmask);
+	int e = errno;
+	if (parked)
+		unpark(r, e);
+	if (d9__pl.st_scheduler && r > 0)
+		d9__st_after_poll(fds, nfds, r);
+	errno = e;
+	return r;
+}
+
+D9_INTERPOSE int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
+{
+	D9_REAL(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *));
+	if (!real_select)
+		return (int)syscall(SYS_select, nfds, rd, wr, ex, tv);
+	int parked = park(D9_CALL_SELECT, tv_to_us(tv));
+	int r = real_select(nfds, rd, wr, ex, tv);
+	int e = errno;
+	if (parked)
+		unpark(r, e);
+	if (d9__pl.st_scheduler && r > 0)
+		d9__st_after_select(nfds, rd, wr, ex, r);
+	errno = e;
+	return r;
+}
+
+D9_INTERPOSE int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *tmo,
+	const sigset_t *sigmask)
+{
+	D9_REAL(int, pselect, (int, fd_set *, fd_set *, fd_set *, const struct timespec *,
+		const sigset_t *));
+	if (!real_pselect) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int parked = park(D9_CALL_PSELECT, ts_to_us(tmo));
+	int r = real_pselect(nfds, rd, wr, ex, tmo, sigmask);
+	int e = errno;
+	if (parked)
+		unpark(r, e);
+	if (d9__pl.st_scheduler && r > 0)
+		d9__st_after_select(nfds, rd, wr, ex, r);
+	errno = e;
+	return r;
+}

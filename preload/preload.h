@@ -1,0 +1,53 @@
+/* preload.h: what the interposers share. Each preload/ file interposes one family of entry points
+ * and talks to the recording core only through d9-agent.h. Every interposer keeps errno and the
+ * exact return contract of the function it wraps, and passes straight through for the agent's
+ * own threads and for calls the agent makes itself (d9__self.busy). */
+#ifndef D9_PRELOAD_H
+#define D9_PRELOAD_H
+
+#include <errno.h>
+#include <stdint.h>
+
+#include "d9-agent.h"
+
+#define D9_INTERPOSE __attribute__((visibility("default")))
+
+/* Per-thread interposition state (initial-exec TLS). */
+struct d9__pl {
+	uint64_t coroutine; /* the running coroutine (runtime adapter), 0: none */
+	uint64_t nowait; /* zero-timeout waits since the last park */
+	uint8_t in_turn; /* generic mode: the worker is between an Unpark and the next Park */
+	uint8_t resolving; /* inside dlsym: interposers must not recurse into it */
+	uint8_t st_scheduler; /* this thread runs a State Threads scheduler */
+};
+extern __thread struct d9__pl d9__pl __attribute__((tls_model("initial-exec")));
+
+/* The next definition of `name` after libd9agent.so (version: a symbol version or NULL), or NULL
+ * while a lookup is already running on this thread. */
+void *d9__real(const char *name, const char *version);
+
+/* Declares and resolves `real_<name>` on first use. */
+#define D9_REAL(ret, name, params)                                                  \
+	static ret(*real_##name) params;                                            \
+	if (D9_UNLIKELY(!real_##name))                                              \
+		real_##name = (ret(*) params)d9__real(#name, NULL)
+
+#define D9_REAL_V(ret, name, version, params)                                       \
+	static ret(*real_##name) params;                                            \
+	if (D9_UNLIKELY(!real_##name))                                              \
+		real_##name = (ret(*) params)d9__real(#name, version)
+
+/* 1 when this thread's calls may be recorded at all. */
+static inline int d9__pl_active(void)
+{
+	return d9__enabled && !d9__self.busy && d9__self.role != D9_ROLE_AGENT;
+}
+
+/* libc-wait.c: the scheduler adapter's hook after an idle wait returned (fd readiness). */
+struct pollfd;
+void d9__st_after_poll(const struct pollfd *fds, unsigned long n, int ready);
+void d9__st_after_select(int nfds, const void *rd, const void *wr, const void *ex, int ready);
+/* rt-st.c: called by the agent at exit (see lifecycle.c). */
+void d9__preload_at_exit(void);
+
+#endif

@@ -1,0 +1,745 @@
+/* rt-st.c: the State Threads adapter (Debian libst 1.9; ../shared/ST-NOTES.md lists the facts it
+ * relies on). It turns ST's switch callbacks and scheduler entry points into polls, spawns,
+ * exits, wakes and run-queue samples:
+ *   - st_init: installs the callbacks after the real st_init (which wipes them), excludes the idle
+ *     coroutine it creates (the scheduler, not user work), starts the primordial coroutine's poll;
+ *   - st_thread_create: Spawn + a spawn Wake; the start routine is wrapped, because a coroutine's
+ *     first run gets no in-callback; st_thread_exit ends the last poll (zombies get no
+ *     out-callback) and records CoroutineExit;
+ *   - st_poll / st_usleep / st_cond_timedwait / st_mutex_lock / st_thread_join note what a
+ *     coroutine waits for; st_cond_signal/broadcast, st_mutex_unlock, st_thread_interrupt and the
+ *     idle coroutine's select/poll (libc-wait.c) name who woke it; a timer or timeout wake is
+ *     recorded when the coroutine runs again, with its deadline.
+ * Everything runs on the scheduler's thread (ST's state is per scheduler), so the adapter's state
+ * is per thread and needs no locks. It never changes what ST does: every wrapper calls the real
+ * function with the same arguments and returns its result and errno. */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+
+#include <st.h>
+
+struct fdw { /* one descriptor a coroutine waits on in st_poll */
+	struct fdw *next;
+	struct co *co;
+	int fd;
+	short events;
+};
+
+struct co {
+	uint64_t id, location;
+	void *(*start)(void *);
+	void *arg;
+	uint64_t deadline; /* event clock ticks; 0: none */
+	struct co *qnext; /* FIFO of a condition variable or mutex */
+	uint32_t wait_kind; /* D9_WAKE_* it expects while blocked, 0: not blocked in a wrapper */
+	uint8_t woken, exited, join;
+};
+
+struct waitq { void *obj; struct co *head, *tail; };
+
+/* An open-addressing map from pointers to pointers (ST reuses thread structures and frees
+ * condition variables: entries are replaced and removed, never trusted across a free). */
+struct pmap { void **keys, **vals; size_t cap, n; };
+
+struct st_state {
+	struct pmap threads; /* st_thread_t -> struct co */
+	struct pmap queues; /* cond or mutex -> struct waitq */
+	struct fdw **fds; /* fd -> waiters */
+	size_t nfds;
+	struct co *cur; /* the running coroutine, NULL in the scheduler */
+	struct co *dead; /* exited; freed once another coroutine runs */
+	uint64_t runnable, next_sample;
+	st_switch_cb_t app_in, app_out; /* the application's own callbacks, chained */
+	int in_init;
+	struct { uint64_t start, callsite, id; } loc_cache[64];
+};
+
+static __thread struct st_state *S __attribute__((tls_model("initial-exec")));
+static uint64_t next_coroutine_id; /* process-wide: ids are never reused */
+
+static st_thread_t (*real_self)(void);
+
+/* ---- pointer map ----------------------------------------------------------------------------- */
+
+static size_t pm_slot(const struct pmap *m, const void *k)
+{
+	uintptr_t h = (uintptr_t)k;
+
+	h ^= h >> 17;
+	h *= 0x9e3779b97f4a7c15ull;
+	return (size_t)(h >> 20) & (m->cap - 1);
+}
+
+static void *pm_get(const struct pmap *m, const void *k)
+{
+	if (!m->cap)
+		return NULL;
+	for (size_t i = pm_slot(m, k);; i = (i + 1) & (m->cap - 1)) {
+		if (m->keys[i] == k)
+			return m->vals[i];
+		if (!m->keys[i])
+			return NULL;
+	}
+}
+
+static int pm_put(struct pmap *m, void *k, void *v)
+{
+	if ((m->n + 1) * 4 > m->cap * 3) {
+		struct pmap n = { 0 };
+		n.cap = m->cap ? m->cap * 2 : 256;
+		n.keys = calloc(n.cap, sizeof(void *));
+		n.vals = calloc(n.cap, sizeof(void *));
+		if (!n.keys || !n.vals) {
+			free(n.keys);
+			free(n.vals);
+			return -1;
+		}
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->keys[i])
+				pm_put(&n, m->keys[i], m->vals[i]);
+		free(m->keys);
+		free(m->vals);
+		*m = n;
+	}
+	size_t i = pm_slot(m, k);
+	while (m->keys[i] && m->keys[i] != k)
+		i = (i + 1) & (m->cap - 1);
+	if (!m->keys[i])
+		m->n++;
+	m->keys[i] = k;
+	m->vals[i] = v;
+	return 0;
+}
+
+static void pm_del(struct pmap *m, const void *k)
+{
+	if (!m->cap)
+		return;
+	size_t i = pm_slot(m, k);
+	while (m->keys[i] != k) {
+		if (!m->keys[i])
+			return;
+		i = (i + 1) & (m->cap - 1);
+	}
+	/* backward-shift deletion keeps probe chains intact without tombstones */
+	for (size_t j = i;;) {
+		m->keys[i] = NULL;
+		for (;;) {
+			j = (j + 1) & (m->cap - 1);
+			if (!m->keys[j]) {
+				m->n--;
+				return;
+			}
+			size_t home = pm_slot(m, m->keys[j]);
+			if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j)))
+				break;
+		}
+		m->keys[i] = m->keys[j];
+		m->vals[i] = m->vals[j];
+		i = j;
+	}
+}
+
+/* ---- recording helpers ------------------------------------------------------------------------- */
+
+static int adapter_wanted(void)
+{
+	return d9__pcfg.runtime != D9_RUNTIME_GENERIC && d9_agent_active() && !d9__self.busy &&
+		d9__self.role != D9_ROLE_AGENT;
+}
+
+static uint64_t location_of(void *start, void *callsite)
+{
+	struct st_state *s = S;
+	size_t h = (((uintptr_t)start >> 4) ^ ((uintptr_t)callsite >> 2)) & 63;
+
+	if (s->loc_cache[h].id && s->loc_cache[h].start == (uintptr_t)start &&
+		s->loc_cache[h].callsite == (uintptr_t)callsite)
+		return s->loc_cache[h].id;
+	/* Name the start function when the dynamic symbol table knows it; the analyzer names the
+	 * rest from the addresses (function, call site) and the module map. */
+	Dl_info di;
+	uint64_t name = 0;
+	if (dladdr(start, &di) && di.dli_sname)
+		name = d9_agent_string(di.dli_sname, strlen(di.dli_sname));
+	uint64_t id = d9_agent_location((uintptr_t)start, (uintptr_t)callsite, name);
+	if (id) {
+		s->loc_cache[h].start = (uintptr_t)start;
+		s->loc_cache[h].callsite = (uintptr_t)callsite;
+		s->loc_cache[h].id = id;
+	}
+	return id;
+}
+
+/* co became runnable because of `waker` (0: none) for `kind` on `object`. */
+static void wake(struct co *co, uint64_t waker, uint32_t kind, int64_t object)
+{
+	if (co->woken || co->exited)
+		return;
+	co->woken = 1;
+	S->runnable++;
+	d9_rec_wake(co->id, waker, kind, object);
+}
+
+static void sample_queue(struct st_state *s)
+{
+	uint64_t now = d9__now();
+
+	if (now >= s->next_sample) {
+		d9_rec_queue_sample(s->runnable);
+		s->next_sample = now + d9__pcfg.queue_interval_ticks;
+	}
+}
+
+/* co starts running (its in-callback, or the first run of its start routine). */
+static void run(struct st_state *s, struct co *co)
+{
+	if (s->dead) {
+		free(s->dead);
+		s->dead = NULL;
+	}
+	if (D9_UNLIKELY(!d9__self.worker))
+		d9_agent_become_worker(); /* e.g. in a forked child */
+	if (!co->woken) {
+		/* nobody we saw woke it: its timer or timeout fired, or something we do not see */
+		uint64_t now = d9__now();
+		int64_t obj = co->deadline ? (int64_t)(co->deadline >> d9__shift) - (int64_t)(now >> d9__shift) : 0;
+		uint32_t kind = co->deadline ? D9_WAKE_TIMER : D9_WAKE_OTHER;
+		d9_rec_wake(co->id, 0, kind, obj);
+		s->runnable++;
+	}
+	co->woken = 0;
+	if (s->runnable)
+		s->runnable--;
+	s->cur = co;
+	d9__pl.coroutine = co->id;
+	d9_rec_poll_start(co->id, co->location);
+	sample_queue(s);
+}
+
+static void on_switch_in(void)
+{
+	struct st_state *s = S;
+
+	if (s) {
+		struct co *co = pm_get(&s->threads, real_self());
+		if (co && !co->exited) {
+			run(s, co);
+		} else {
+			s->cur = NULL; /* a zombie's cleanup slice, or an unknown coroutine */
+			d9__pl.coroutine = 0;
+		}
+		if (s->app_in)
+			s->app_in();
+	}
+}
+
+static void on_switch_out(void)
+{
+	struct st_state *s = S;
+
+	if (!s)
+		return;
+	if (s->app_out)
+		s->app_out();
+	struct co *co = s->cur;
+	if (co && !co->exited) {
+		d9_rec_poll_end(co->id);
+		co->woken = 0;
+	}
+	s->cur = NULL;
+	d9__pl.coroutine = 0;
+}
+
+/* Called by the agent at exit, on the exiting thread: the running coroutine's poll ends here. */
+void d9__preload_at_exit(void)
+{
+	struct st_state *s = S;
+
+	if (s && s->cur && !s->cur->exited) {
+		d9_rec_poll_end(s->cur->id);
+		s->cur = NULL;
+		d9__pl.coroutine = 0;
+	}
+}
+
+/* ---- initialization and coroutine life ------------------------------------------------------- */
+
+D9_INTERPOSE int st_init(void)
+{
+	D9_REAL(int, st_init, (void));
+	D9_REAL(st_switch_cb_t, st_set_switch_in_cb, (st_switch_cb_t));
+	D9_REAL(st_switch_cb_t, st_set_switch_out_cb, (st_switch_cb_t));
+	if (!real_st_init) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (S || !adapter_wanted() || !real_st_set_switch_in_cb || !real_st_set_switch_out_cb)
+		return real_st_init();
+	real_self = (st_thread_t(*)(void))d9__real("st_thread_self", NULL);
+	struct st_state *s = calloc(1, sizeof(*s));
+	if (!real_self || !s) {
+		free(s);
+		return real_st_init();
+	}
+	s->in_init = 1;
+	S = s;
+	int r = real_st_init();
+	int e = errno;
+	s->in_init = 0;
+	if (r != 0) {
+		S = NULL;
+		free(s);
+		errno = e;
+		return r;
+	}
+	d9_agent_become_worker();
+	d9__pl.st_scheduler = 1;
+	/* st_init zeroed the scheduler, callbacks included: install ours now */
+	real_st_set_switch_in_cb(on_switch_in);
+	real_st_set_switch_out_cb(on_switch_out);
+	/* the primordial coroutine is already running */
+	struct co *co = calloc(1, sizeof(*co));
+	if (co) {
+		co->id = __atomic_add_fetch(&next_coroutine_id, 1, __ATOMIC_RELAXED);
+		uint64_t name = d9_agent_string("main", 4);
+		co->location = d9_agent_location(0, (uintptr_t)__builtin_return_address(0), name);
+		co->woken = 1;
+		pm_put(&s->threads, real_self(), co);
+		d9_rec_spawn(co->id, 0, co->location);
+		run(s, co);
+	}
+	errno = e;
+	return r;
+}
+
+static void *trampoline(void *arg)
+{
+	struct co *co = arg;
+
+	if (S)
+		run(S, co); /* the first run gets no in-callback */
+	return co->start(co->arg);
+}
+
+D9_INTERPOSE st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, int joinable,
+	int stack_size)
+{
+	D9_REAL(st_thread_t, st_thread_create, (void *(*)(void *), void *, int, int));
+	struct st_state *s = S;
+
+	if (!real_st_thread_create) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	/* the idle coroutine st_init creates is the scheduler: not traced as a coroutine */
+	if (!s || s->in_init || !start)
+		return real_st_thread_create(start, arg, joinable, stack_size);
+	struct co *co = calloc(1, sizeof(*co));
+	if (!co)
+		return real_st_thread_create(start, arg, joinable, stack_size);
+	co->id = __atomic_add_fetch(&next_coroutine_id, 1, __ATOMIC_RELAXED);
+	co->start = start;
+	co->arg = arg;
+	co->location = location_of((void *)start, __builtin_return_address(0));
+	st_thread_t th = real_st_thread_create(trampoline, co, joinable, stack_size);
+	int e = errno;
+	if (!th) {
+		free(co);
+		errno = e;
+		return NULL;
+	}
+	pm_put(&s->threads, th, co);
+	uint64_t parent = s->cur ? s->cur->id : 0;
+	d9_rec_spawn(co->id, parent, co->location);
+	wake(co, parent, D9_WAKE_SPAWN, 0);
+	errno = e;
+	return th;
+}
+
+D9_INTERPOSE void st_thread_exit(void *retval)
+{
+	D9_REAL(void, st_thread_exit, (void *));
+	struct st_state *s = S;
+
+	if (s && s->cur && real_self) {
+		struct co *co = s->cur;
+		/* a joinable coroutine becomes a zombie without an out-callback: end its poll here */
+		d9_rec_poll_end(co->id);
+		d9_rec_coroutine_exit(co->id);
+		co->exited = 1;
+		pm_del(&s->threads, real_self());
+		if (s->dead)
+			free(s->dead);
+		s->dead = co; /* still named as the waker of its joiner below */
+	}
+	real_st_thread_exit(retval);
+	__builtin_unreachable();
+}
+
+/* ---- waits ------------------------------------------------------------------------------------- */
+
+static uint64_t deadline_after_us(st_utime_t us)
+{
+	if (us == ST_UTIME_NO_TIMEOUT)
+		return 0;
+	uint64_t ns = us > UINT64_MAX / 1000 ? UINT64_MAX / 2 : us * 1000;
+	return d9__now() + d9_agent_ns_to_ticks(ns);
+}
+
+D9_INTERPOSE int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
+{
+	D9_REAL(int, st_poll, (struct pollfd *, int, st_utime_t));
+	struct st_state *s = S;
+	struct fdw local[8], *w = local;
+
+	if (!real_st_poll) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!s || !s->cur || npds <= 0)
+		return real_st_poll(pds, npds, timeout);
+	struct co *co = s->cur;
+	if (npds > 8 && !(w = malloc((size_t)npds * sizeof(*w))))
+		return real_st_poll(pds, npds, timeout);
+	/* register the waiters; the idle coroutine's select/poll names the ready ones */
+	int maxfd = -1;
+	for (int i = 0; i < npds; i++)
+		if (pds[i].fd > maxfd)
+			maxfd = pds[i].fd;
+	if (maxfd >= 0 && (size_t)maxfd >= s->nfds) {
+		size_t n = s->nfds ? s->nfds : 1024;
+		while (n <= (size_t)maxfd)
+			n *= 2;
+		struct fdw **t = realloc(s->fds, n * sizeof(*t));
+		if (t) {
+			memset(t + s->nfds, 0, (n - s->nfds) * sizeof(*t));
+			s->fds = t;
+			s->nfds = n;
+		}
+	}
+	int nreg = 0;
+	for (int i = 0; i < npds; i++) {
+		if (pds[i].fd < 0 || (size_t)pds[i].fd >= s->nfds)
+			continue;
+		w[nreg] = (struct fdw){ s->fds[pds[i].fd], co, pds[i].fd, pds[i].events };
+		s->fds[pds[i].fd] = &w[nreg++];
+	}
+	co->deadline = deadline_after_us(timeout);
+	co->wait_kind = D9_WAKE_FD;
+	int r = real_st_poll(pds, npds, timeout);
+	int e = errno;
+	for (int i = 0; i < nreg; i++) {
+		struct fdw **pp = &s->fds[w[i].fd];
+		while (*pp && *pp != &w[i])
+			pp = &(*pp)->next;
+		if (*pp)
+			*pp = w[i].next;
+	}
+	co->deadline = 0;
+	co->wait_kind = 0;
+	if (w != local)
+		free(w);
+	errno = e;
+	return r;
+}
+
+static void fd_ready(struct st_state *s, int fd, short revents)
+{
+	if (fd < 0 || (size_t)fd >= s->nfds)
+		return;
+	for (struct fdw *w = s->fds[fd]; w; w = w->next)
+		if (w->events & revents)
+			wake(w->co, 0, D9_WAKE_FD, fd);
+		else if (revents & (POLLERR | POLLHUP | POLLNVAL))
+			wake(w->co, 0, D9_WAKE_FD, fd);
+}
+
+void d9__st_after_poll(const struct pollfd *fds, unsigned long n, int ready)
+{
+	struct st_state *s = S;
+
+	if (!s || s->cur)
+		return; /* only the scheduler's own wait reports readiness */
+	for (unsigned long i = 0; i < n && ready > 0; i++)
+		if (fds[i].revents) {
+			fd_ready(s, fds[i].fd, fds[i].revents);
+			ready--;
+		}
+	sample_queue(s);
+}
+
+void d9__st_after_select(int nfds, const void *rd, const void *wr, const void *ex, int ready)
+{
+	struct st_state *s = S;
+	const fd_set *r = rd, *w = wr, *x = ex;
+
+	if (!s || s->cur)
+		return;
+	for (int fd = 0; fd < nfds && fd < FD_SETSIZE && ready > 0; fd++) {
+		short ev = 0;
+		if (r && FD_ISSET(fd, r))
+			ev |= POLLIN;
+		if (w && FD_ISSET(fd, w))
+			ev |= POLLOUT;
+		if (x && FD_ISSET(fd, x))
+			ev |= POLLPRI;
+		if (ev) {
+			fd_ready(s, fd, ev);
+			ready--;
+		}
+	}
+	sample_queue(s);
+}
+
+D9_INTERPOSE int st_usleep(st_utime_t usecs)
+{
+	D9_REAL(int, st_usleep, (st_utime_t));
+	struct st_state *s = S;
+
+	if (!real_st_usleep) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!s || !s->cur)
+		return real_st_usleep(usecs);
+	struct co *co = s->cur;
+	co->deadline = deadline_after_us(usecs);
+	co->wait_kind = D9_WAKE_TIMER;
+	int r = real_st_usleep(usecs);
+	int e = errno;
+	co->deadline = 0;
+	co->wait_kind = 0;
+	errno = e;
+	return r;
+}
+
+/* ---- condition variables, mutexes, join, interrupt -------------------------------------------- */
+
+static struct waitq *queue_of(struct st_state *s, void *obj, int create)
+{
+	struct waitq *q = pm_get(&s->queues, obj);
+
+	if (!q && create && (q = calloc(1, sizeof(*q)))) {
+		q->obj = obj;
+		if (pm_put(&s->queues, obj, q)) {
+			free(q);
+			q = NULL;
+		}
+	}
+	return q;
+}
+
+static void queue_push(struct waitq *q, struct co *co)
+{
+	co->qnext = NULL;
+	if (q->tail)
+		q->tail->qnext = co;
+	else
+		q->head = co;
+	q->tail = co;
+}
+
+static struct co *queue_pop(struct waitq *q)
+{
+	struct co *co = q->head;
+
+	if (co) {
+		q->head = co->qnext;
+		if (!q->head)
+			q->tail = NULL;
+		co->qnext = NULL;
+	}
+	return co;
+}
+
+static void queue_remove(struct waitq *q, struct co *co)
+{
+	struct co *prev = NULL;
+
+	for (struct co *c = q->head; c; prev = c, c = c->qnext) {
+		if (c != co)
+			continue;
+		if (prev)
+			prev->qnext = c->qnext;
+		else
+			q->head = c->qnext;
+		if (q->tail == c)
+			q->tail = prev;
+		c->qnext = NULL;
+		return;
+	}
+}
+
+/* Runs `wait` with co registered in obj's FIFO; the FIFO is dropped when it empties (ST frees
+ * condition variables and mutexes, and their addresses are reused). */
+#define QUEUED_WAIT(s, obj, kind, timeout, call)                                   \
+	({                                                                         \
+		struct co *co_ = (s)->cur;                                         \
+		struct waitq *q_ = queue_of((s), (obj), 1);                        \
+		if (q_)                                                            \
+			queue_push(q_, co_);                                       \
+		co_->deadline = deadline_after_us(timeout);                        \
+		co_->wait_kind = (kind);                                           \
+		int r_ = (call);                                                   \
+		int e_ = errno;                                                    \
+		co_->deadline = 0;                                                 \
+		co_->wait_kind = 0;                                                \
+		if ((q_ = queue_of((s), (obj), 0))) {                              \
+			queue_remove(q_, co_);                                     \
+			if (!q_->head) {                                           \
+				pm_del(&(s)->queues, (obj));                       \
+				free(q_);                                          \
+			}                                                          \
+		}                                                                  \
+		errno = e_;                                                        \
+		r_;                                                                \
+	})
+
+D9_INTERPOSE int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
+{
+	D9_REAL(int, st_cond_timedwait, (st_cond_t, st_utime_t));
+	struct st_state *s = S;
+
+	if (!real_st_cond_timedwait) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!s || !s->cur)
+		return real_st_cond_timedwait(cvar, timeout);
+	uint32_t kind = s->cur->join ? D9_WAKE_JOIN : D9_WAKE_COND;
+	return QUEUED_WAIT(s, cvar, kind, timeout, real_st_cond_timedwait(cvar, timeout));
+}
+
+static uint64_t waker_id(const struct st_state *s)
+{
+	/* an exiting joinable coroutine signals its joiner from st_thread_exit */
+	return s->cur ? s->cur->id : 0;
+}
+
+static void signal_waiters(struct st_state *s, void *obj, int all, uint32_t kind)
+{
+	struct waitq *q = queue_of(s, obj, 0);
+	struct co *co;
+
+	while (q && (co = queue_pop(q))) {
+		wake(co, waker_id(s), co->wait_kind == D9_WAKE_JOIN ? D9_WAKE_JOIN : kind,
+			(int64_t)(uintptr_t)obj);
+		if (!all)
+			break;
+	}
+}
+
+D9_INTERPOSE int st_cond_signal(st_cond_t cvar)
+{
+	D9_REAL(int, st_cond_signal, (st_cond_t));
+	if (!real_st_cond_signal) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (S)
+		signal_waiters(S, cvar, 0, D9_WAKE_COND);
+	return real_st_cond_signal(cvar);
+}
+
+D9_INTERPOSE int st_cond_broadcast(st_cond_t cvar)
+{
+	D9_REAL(int, st_cond_broadcast, (st_cond_t));
+	if (!real_st_cond_broadcast) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (S)
+		signal_waiters(S, cvar, 1, D9_WAKE_COND);
+	return real_st_cond_broadcast(cvar);
+}
+
+D9_INTERPOSE int st_mutex_lock(st_mutex_t lock)
+{
+	D9_REAL(int, st_mutex_lock, (st_mutex_t));
+	struct st_state *s = S;
+
+	if (!real_st_mutex_lock) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!s || !s->cur)
+		return real_st_mutex_lock(lock);
+	return QUEUED_WAIT(s, lock, D9_WAKE_MUTEX, ST_UTIME_NO_TIMEOUT, real_st_mutex_lock(lock));
+}
+
+D9_INTERPOSE int st_mutex_unlock(st_mutex_t lock)
+{
+	D9_REAL(int, st_mutex_unlock, (st_mutex_t));
+	if (!real_st_mutex_unlock) {
+		errno = ENOSYS;
+		return -1;
+	}
+	/* ownership passes to the first waiter, which becomes runnable */
+	if (S)
+		signal_waiters(S, lock, 0, D9_WAKE_MUTEX);
+	return real_st_mutex_unlock(lock);
+}
+
+D9_INTERPOSE int st_thread_join(st_thread_t thread, void **retvalp)
+{
+	D9_REAL(int, st_thread_join, (st_thread_t, void **));
+	struct st_state *s = S;
+
+	if (!real_st_thread_join) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!s || !s->cur)
+		return real_st_thread_join(thread, retvalp);
+	struct co *co = s->cur;
+	co->join = 1; /* its wait on the target's termination condition is a join */
+	int r = real_st_thread_join(thread, retvalp);
+	int e = errno;
+	co->join = 0;
+	errno = e;
+	return r;
+}
+
+D9_INTERPOSE void st_thread_interrupt(st_thread_t thread)
+{
+	D9_REAL(void, st_thread_interrupt, (st_thread_t));
+	struct st_state *s = S;
+
+	if (!real_st_thread_interrupt)
+		return;
+	if (s) {
+		struct co *target = pm_get(&s->threads, thread);
+		if (target && target->wait_kind)
+			wake(target, waker_id(s), D9_WAKE_INTERRUPT, 0);
+	}
+	real_st_thread_interrupt(thread);
+}
+
+/* The application's own switch callbacks: after st_init they are kept here and called from ours. */
+D9_INTERPOSE st_switch_cb_t st_set_switch_in_cb(st_switch_cb_t cb)
+{
+	D9_REAL(st_switch_cb_t, st_set_switch_in_cb, (st_switch_cb_t));
+	if (S) {
+		st_switch_cb_t old = S->app_in;
+		S->app_in = cb;
+		return old;
+	}
+	return real_st_set_switch_in_cb ? real_st_set_switch_in_cb(cb) : NULL;
+}
+
+D9_INTERPOSE st_switch_cb_t st_set_switch_out_cb(st_switch_cb_t cb)
+{
+	D9_REAL(st_switch_cb_t, st_set_switch_out_cb, (st_switch_cb_t));
+	if (S) {
+		st_switch_cb_t old = S->app_out;
+		S->app_out = cb;
+		return old;
+	}
+	return real_st_set_switch_out_cb ? real_st_set_switch_out_cb(cb) : NULL;
+}

@@ -1,0 +1,209 @@
+# lib-preload.sh: shared helpers of tests/integration/test-preload-*.sh (sourced, not run). Those
+# scripts run the real test servers (tests/servers/) under LD_PRELOAD=build/libd9agent.so with
+# real requests (curl, wrk; 127.0.0.1 only), stop them, and check the trace through
+# `d9-analyze dump` with trace_check.py. Every result is a line "PASS name[: detail]",
+# "FAIL name: why" or "SKIP name: why" (tests/run.sh counts them). Each script gets a fresh
+# directory $T, removed at exit together with every server the script started (killed by pid).
+# Runs are bounded: servers get -t 50 (they exit by themselves), waits have deadlines, and no
+# result depends on timing except the delays the requests inject (checked with wide margins).
+
+PL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PL_LIB=$PL_ROOT/build/libd9agent.so
+PL_ANALYZE=$PL_ROOT/build/d9-analyze
+PL_CHECK=$PL_ROOT/tests/integration/trace_check.py
+ST_HTTP=$PL_ROOT/build/tests/st-http
+ST_HTTP_NOFP=$PL_ROOT/build/tests/st-http-nofp
+EPOLL_HTTP=$PL_ROOT/build/tests/epoll-http
+
+PL_PIDS=()
+
+pl_pass() { echo "PASS $1${2:+: $2}"; }
+pl_fail() { echo "FAIL $1: $2"; }
+pl_skip() { echo "SKIP $1: $2"; }
+
+pl_cleanup() {
+	local p
+	for p in "${PL_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for p in "${PL_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	[ -n "${T:-}" ] && rm -rf "$T"
+}
+
+# pl_setup NAME: checks that the agent, the analyzer, the servers and the tools exist (one FAIL
+# line and exit otherwise), clears D9_* and LD_PRELOAD from the environment, makes $T.
+pl_setup() {
+	local b
+	for b in "$PL_LIB" "$PL_ANALYZE" "$ST_HTTP" "$ST_HTTP_NOFP" "$EPOLL_HTTP"; do
+		if [ ! -e "$b" ]; then
+			pl_fail "$1" "$b is not built (make all)"
+			exit 0
+		fi
+	done
+	for b in curl python3 nm; do
+		if ! command -v "$b" >/dev/null; then
+			pl_fail "$1" "$b is not installed (make deps)"
+			exit 0
+		fi
+	done
+	for b in $(compgen -e | grep '^D9_'); do unset "$b"; done
+	unset LD_PRELOAD
+	T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$1-XXXXXX")
+	trap pl_cleanup EXIT
+}
+
+# pl_start DIR BINARY [VAR=value ...] -- [SERVER_ARGS...]: starts the server under the agent with
+# D9_TRACE_PATH=DIR/trace/trace.bin and D9_FLUSH_INTERVAL=50ms (the VARs come after, so they can
+# override), on a free port, -t 50 -q. Sets SPID, SPORT, SDIR, SBIN; copies /proc/SPID/maps to
+# DIR/maps (the PIE's load base; forked workers share it). Returns 1 with the reason in PL_ERR
+# when no port file appears within 10 s.
+pl_start() {
+	local dir=$1 bin=$2 envs=()
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	mkdir -p "$dir"
+	rm -f "$dir/port"
+	SDIR=$dir SBIN=$bin SPORT=""
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$dir/trace/trace.bin" D9_FLUSH_INTERVAL=50ms \
+		"${envs[@]}" "$bin" -p 0 -P "$dir/port" -t 50 -q "$@" >"$dir/stdout" 2>"$dir/stderr" &
+	SPID=$!
+	PL_PIDS+=("$SPID")
+	local i
+	for i in $(seq 100); do
+		if [ -s "$dir/port" ]; then
+			SPORT=$(cat "$dir/port")
+			cp "/proc/$SPID/maps" "$dir/maps" 2>/dev/null
+			return 0
+		fi
+		pl_alive "$SPID" || break
+		sleep 0.1
+	done
+	PL_ERR="$(basename "$bin") $*: no port file within 10 s (stderr: $(head -c 300 "$dir/stderr"))"
+	kill -KILL "$SPID" 2>/dev/null
+	wait "$SPID" 2>/dev/null
+	return 1
+}
+
+# pl_alive PID: the process exists and is not a zombie.
+pl_alive() {
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+	[ -n "$st" ] && [ "$st" != Z ]
+}
+
+# pl_wait_exit SECONDS: waits for the server SPID to end; sets SRC to its exit status (as the
+# shell reports it: 143 for SIGTERM), or to "hung" after killing it when it outlives SECONDS.
+pl_wait_exit() {
+	local deadline=$(( $(date +%s%N) + $1 * 1000000000 ))
+	while pl_alive "$SPID"; do
+		if [ "$(date +%s%N)" -gt "$deadline" ]; then
+			kill -KILL "$SPID" 2>/dev/null
+			wait "$SPID" 2>/dev/null
+			SRC=hung
+			return 1
+		fi
+		sleep 0.05
+	done
+	wait "$SPID" 2>/dev/null
+	SRC=$?
+}
+
+# pl_get PATH: one GET on a new connection to the server; body in BODY, status in CODE, headers
+# in $SDIR/headers.
+pl_get() {
+	CODE=$(curl -sS --max-time 20 -D "$SDIR/headers" -o "$SDIR/body" -w '%{http_code}' \
+		"http://127.0.0.1:$SPORT$1" 2>"$SDIR/curl.err")
+	BODY=$(cat "$SDIR/body" 2>/dev/null)
+}
+
+# pl_header NAME: a header of the last pl_get reply.
+pl_header() { tr -d '\r' <"$SDIR/headers" | sed -n "s/^$1: //Ip" | head -n1; }
+
+# pl_gets N PATH WANT_BODY: N sequential GETs, each on its own connection; returns 1 (reason in
+# PL_ERR) unless every reply is 200 with body WANT_BODY.
+pl_gets() {
+	local i
+	for i in $(seq "$1"); do
+		pl_get "$2"
+		if [ "$CODE" != 200 ] || [ "$BODY" != "$3" ]; then
+			PL_ERR="request $i of $1 to $2: status $CODE body '$BODY' $(head -c 200 "$SDIR/curl.err")"
+			return 1
+		fi
+	done
+}
+
+# pl_pipeline PATH...: sends GETs for every PATH in ONE write on one new connection (pipelined;
+# the last asks for Connection: close) and reads until the server closes. Returns 1 (reason in
+# PL_ERR) unless every reply is a 200.
+pl_pipeline() {
+	PL_ERR=$(python3 - "$SPORT" "$@" <<'PYEOF' 2>&1
+import socket, sys
+port, paths = int(sys.argv[1]), sys.argv[2:]
+req = b""
+for i, p in enumerate(paths):
+    req += ("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n"
+            % (p, "Connection: close\r\n" if i == len(paths) - 1 else "")).encode()
+s = socket.create_connection(("127.0.0.1", port), timeout=20)
+s.sendall(req)
+data = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    data += d
+n = data.count(b"HTTP/1.1 200 ")
+if n != len(paths):
+    sys.exit("%d of %d pipelined replies are 200: %r" % (n, len(paths), data[:300]))
+PYEOF
+	)
+}
+
+# pl_session_quit: for st-http. On ONE keep-alive connection, polls /stats until it is the only
+# open connection (every earlier connection's coroutine has exited; 5 s at most), saves that
+# reply to $SDIR/stats.json, then sends /quit on the same connection and waits for the server to
+# exit (SRC). So the whole control session adds exactly one connection coroutine, which never
+# exits (the process exits inside it). Returns 1 (reason in PL_ERR) on any failure.
+pl_session_quit() {
+	if ! PL_ERR=$(python3 - "$SPORT" "$SDIR/stats.json" <<'PYEOF' 2>&1
+import http.client, json, sys, time
+port, out = int(sys.argv[1]), sys.argv[2]
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+deadline = time.time() + 5
+while True:
+    c.request("GET", "/stats")
+    r = c.getresponse()
+    body = r.read()
+    s = json.loads(body)
+    if s.get("connections_open") == 1 or time.time() > deadline:
+        break
+    time.sleep(0.05)
+with open(out, "w") as fh:
+    fh.write(body.decode())
+c.request("GET", "/quit")
+r = c.getresponse()
+b = r.read().decode()
+if b != "bye\n":
+    sys.exit("quit reply %r" % b)
+PYEOF
+	); then
+		pl_wait_exit 10
+		PL_ERR="control session: $(echo "$PL_ERR" | tail -n 1)"
+		return 1
+	fi
+	pl_wait_exit 10
+}
+
+# pl_quit: /quit on a new connection, then waits for the exit (SRC).
+pl_quit() {
+	curl -sS --max-time 10 -o /dev/null "http://127.0.0.1:$SPORT/quit" 2>/dev/null
+	pl_wait_exit 10
+}
+
+# pl_check PREFIX CODE [ARGS...]: runs trace_check.py on $SDIR/trace with the Python CODE.
+pl_check() {
+	local prefix=$1 code=$2
+	shift 2
+	timeout -s KILL 120 python3 "$PL_CHECK" "$prefix" "$SDIR/trace" "$code" "$@"
+}
+
+# pl_trace_files DIR: the segment files of a trace directory, one per line.
+pl_trace_files() { ls "$1" 2>/dev/null | grep -E '\.(bin|bin\.gz|active)$'; }
