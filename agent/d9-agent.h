@@ -146,7 +146,10 @@ void d9__agent_thread(void);
 uint64_t d9_agent_string(const char *s, size_t len);
 uint64_t d9_agent_location(uint64_t function_addr, uint64_t callsite_addr, uint64_t name);
 uint64_t d9_agent_stack(const uint64_t *frames, uint32_t n);
+/* A coroutine exists (flags: D9_COROUTINE_*) / has exited: every segment its events may land in
+ * defines it (agent/coroutines.c). */
 void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_t flags);
+void d9_agent_coroutine_exit(uint64_t id);
 
 /* Flushes every thread's data to the file now and waits up to timeout_ms for it to be written.
  * Returns 0, or -ETIMEDOUT. The calling thread's chunk is flushed too. */

@@ -217,20 +217,6 @@ uint64_t d9_agent_stack(const uint64_t *frames, uint32_t n)
 	return id;
 }
 
-void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_t flags)
-{
-	struct d9_wbuf w;
-
-	if (!usable())
-		return;
-	pthread_mutex_lock(&d9__g.def_lock);
-	log_begin(&w, 64);
-	if (!w.err)
-		d9_def_coroutine(&w, id, parent, location, flags);
-	log_commit(&w);
-	pthread_mutex_unlock(&d9__g.def_lock);
-}
-
 void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role)
 {
 	struct d9_wbuf w;

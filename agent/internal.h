@@ -183,6 +183,11 @@ size_t d9__defs_snapshot(size_t from, uint8_t **out);
 /* Appends a Thread definition to the log. */
 void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role);
 
+/* coroutines.c: Coroutine definition records for the writer (a buffer to free, its length) */
+size_t d9__coroutines_all(uint8_t **out);
+size_t d9__coroutines_fresh(uint8_t **out);
+void d9__coroutines_child(void);
+
 /* writer.c */
 int d9__writer_start(void);
 void *d9__writer_main(void *arg);

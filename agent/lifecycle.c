@@ -291,6 +291,7 @@ static void fork_child(void)
 	g->pid = getpid();
 	d9__record_child();
 	d9__writer_child();
+	d9__coroutines_child();
 	pthread_mutex_init(&start_lock, NULL);
 	g->state = g->state == D9__STOPPED ? D9__STOPPED : D9__CONFIGURED;
 	if (g->state == D9__STOPPED)

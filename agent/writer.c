@@ -172,26 +172,38 @@ static int write_defs(int fd, const uint8_t *log, size_t n, uint64_t *written)
 	return 0;
 }
 
-/* Writes the definition log's new tail into the active segment. */
-static int write_pending_defs(struct d9__segment *s)
+/* Writes definition records (a buffer it frees) as DEFS chunks into the active segment. */
+static int write_records(struct d9__segment *s, uint8_t *recs, size_t n)
 {
-	uint8_t *tail;
-	size_t n = d9__defs_snapshot((size_t)s->deflog_written, &tail);
 	uint64_t written = 0;
 
 	if (!n)
 		return 0;
-	int err = write_defs(s->fd, tail, n, &written);
-	free(tail);
+	int err = write_defs(s->fd, recs, n, &written);
+	free(recs);
 	if (err) {
 		if (ftruncate(s->fd, (off_t)s->good) != 0)
 			d9__log_once(D9_LOG_WARN, "cannot truncate %s: %s", s->path, strerror(errno));
 		return err;
 	}
-	s->deflog_written += n;
 	s->size += written;
 	s->good = s->size;
 	return 0;
+}
+
+/* Writes the definition log's new tail, and the coroutines spawned since the last chunk. A
+ * coroutine whose definition cannot be written now (full disk) is still defined by its Spawn. */
+static int write_pending_defs(struct d9__segment *s)
+{
+	uint8_t *recs;
+	size_t n = d9__defs_snapshot((size_t)s->deflog_written, &recs);
+	int err = write_records(s, recs, n);
+
+	if (err)
+		return err;
+	s->deflog_written += n;
+	n = d9__coroutines_fresh(&recs);
+	return write_records(s, recs, n);
 }
 
 /* ---- segments ----------------------------------------------------------------------------------- */
@@ -255,6 +267,12 @@ static int seg_open(void)
 	if (!err) {
 		s->size = s->good = (uint64_t)(w.p - head);
 		err = write_pending_defs(s); /* the whole log: every definition so far */
+	}
+	if (!err) {
+		/* every coroutine that may appear here: alive, or only just exited */
+		uint8_t *recs;
+		size_t len = d9__coroutines_all(&recs);
+		err = write_records(s, recs, len);
 	}
 	char active[sizeof(s->path)];
 	seg_name(active, sizeof(active), s->seq, ".active");

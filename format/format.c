@@ -813,7 +813,7 @@ static int head_ok_at(struct d9_reader *r, size_t rel)
  * head (or the end of the input) follows it, both checked before its payload CRC. This keeps
  * hostile input of many fake heads from costing a CRC each (quadratic time); the price is that a
  * good chunk directly followed by garbage is skipped too (counted with the corrupt bytes). */
-static int resync_candidate(struct d9_reader *r, size_t rel)
+static int resync_candidate(struct d9_reader *r, size_t rel, uint64_t *crc_budget)
 {
 	size_t avail = ensure(r, rel + D9_CHUNK_HDR_LEN);
 
@@ -825,6 +825,11 @@ static int resync_candidate(struct d9_reader *r, size_t rel)
 	uint32_t len = (uint32_t)le(p + 4, 4);
 	if (len > D9_CHUNK_MAX_PAYLOAD || !head_ok_at(r, rel + D9_CHUNK_OVERHEAD + len))
 		return 0;
+	/* crafted input can pass both head checks everywhere: a budget on the payload bytes one
+	 * resync may CRC keeps the time linear (a real damaged file resyncs within a few chunks) */
+	if (len > *crc_budget)
+		return 0;
+	*crc_budget -= len;
 	return chunk_valid_at(r, rel) == 1;
 }
 
@@ -890,6 +895,7 @@ int d9_reader_next(struct d9_reader *r, struct d9_chunk *c)
 			uint64_t bad = off_at(r, r->pos);
 			int first = v;
 			size_t skip = 1;
+			uint64_t crc_budget = 64u << 20;
 			for (;;) {
 				avail = ensure(r, skip + D9_CHUNK_HDR_LEN);
 				if (avail < skip + D9_CHUNK_HDR_LEN) {
@@ -897,7 +903,8 @@ int d9_reader_next(struct d9_reader *r, struct d9_chunk *c)
 					break;
 				}
 				const uint8_t *p = r->buf + r->pos + skip;
-				if (p[0] == D9_SYNC0 && p[1] == D9_SYNC1 && resync_candidate(r, skip))
+				if (p[0] == D9_SYNC0 && p[1] == D9_SYNC1 &&
+					resync_candidate(r, skip, &crc_budget))
 					break;
 				skip++;
 			}

@@ -311,6 +311,7 @@ D9_INTERPOSE int st_init(void)
 		co->location = d9_agent_location(0, (uintptr_t)__builtin_return_address(0), name);
 		co->woken = 1;
 		pm_put(&s->threads, real_self(), co);
+		d9_agent_coroutine(co->id, 0, co->location, 0);
 		d9_rec_spawn(co->id, 0, co->location);
 		run(s, co);
 	}
@@ -356,6 +357,7 @@ D9_INTERPOSE st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, 
 	}
 	pm_put(&s->threads, th, co);
 	uint64_t parent = s->cur ? s->cur->id : 0;
+	d9_agent_coroutine(co->id, parent, co->location, 0);
 	d9_rec_spawn(co->id, parent, co->location);
 	wake(co, parent, D9_WAKE_SPAWN, 0);
 	errno = e;
@@ -372,6 +374,7 @@ D9_INTERPOSE void st_thread_exit(void *retval)
 		/* a joinable coroutine becomes a zombie without an out-callback: end its poll here */
 		d9_rec_poll_end(co->id);
 		d9_rec_coroutine_exit(co->id);
+		d9_agent_coroutine_exit(co->id);
 		co->exited = 1;
 		pm_del(&s->threads, real_self());
 		if (s->dead)

@@ -1,0 +1,178 @@
+/* coroutines.c: the live coroutine table, so that every segment defines the coroutines its events
+ * name (self-contained segments, FORMAT.md). preload/ registers a coroutine when it is spawned and
+ * marks it dead when it exits; the writer defines every coroutine alive at a segment's start (and
+ * those that died during the previous segment, whose last events may still be in flight) and,
+ * before each chunk, the ones spawned since. Memory follows the live coroutines, not the
+ * process's history. One mutex; preload calls it once per spawn and once per exit. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct cdef { uint64_t id, parent, location, flags, dead_gen; }; /* dead_gen 0: alive */
+
+static struct {
+	pthread_mutex_t lock;
+	struct cdef *v; /* dense array */
+	size_t n, cap;
+	uint32_t *index; /* open addressing: id -> position in v + 1 (0: empty) */
+	size_t icap;
+	uint64_t *fresh; /* ids registered since the writer last looked */
+	size_t nfresh, capfresh;
+	uint64_t gen; /* segment generation: bumped by every segment the writer opens */
+} T = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static size_t slot_of(uint64_t id, size_t cap)
+{
+	return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
+}
+
+/* Rebuilds the index for n entries (lock held). Returns 0 or -1. */
+static int reindex(size_t want)
+{
+	size_t cap = 1024;
+
+	while (cap < want * 2)
+		cap *= 2;
+	uint32_t *idx = calloc(cap, sizeof(*idx));
+	if (!idx)
+		return -1;
+	for (size_t i = 0; i < T.n; i++) {
+		size_t s = slot_of(T.v[i].id, cap);
+		while (idx[s])
+			s = (s + 1) & (cap - 1);
+		idx[s] = (uint32_t)i + 1;
+	}
+	free(T.index);
+	T.index = idx;
+	T.icap = cap;
+	return 0;
+}
+
+static struct cdef *find(uint64_t id)
+{
+	if (!T.icap)
+		return NULL;
+	for (size_t s = slot_of(id, T.icap); T.index[s]; s = (s + 1) & (T.icap - 1))
+		if (T.v[T.index[s] - 1].id == id)
+			return &T.v[T.index[s] - 1];
+	return NULL;
+}
+
+void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_t flags)
+{
+	if (!id || !d9_agent_active())
+		return;
+	pthread_mutex_lock(&T.lock);
+	if (T.n == T.cap) {
+		size_t cap = T.cap ? T.cap * 2 : 1024;
+		struct cdef *v = realloc(T.v, cap * sizeof(*v));
+		if (!v)
+			goto out;
+		T.v = v;
+		T.cap = cap;
+	}
+	if ((T.n + 1) * 2 > T.icap && reindex(T.n + 1))
+		goto out;
+	if (T.nfresh == T.capfresh) {
+		size_t cap = T.capfresh ? T.capfresh * 2 : 256;
+		uint64_t *f = realloc(T.fresh, cap * sizeof(*f));
+		if (!f)
+			goto out;
+		T.fresh = f;
+		T.capfresh = cap;
+	}
+	T.v[T.n] = (struct cdef){ id, parent, location, flags, 0 };
+	size_t s = slot_of(id, T.icap);
+	while (T.index[s])
+		s = (s + 1) & (T.icap - 1);
+	T.index[s] = (uint32_t)T.n + 1;
+	T.n++;
+	T.fresh[T.nfresh++] = id;
+out:
+	pthread_mutex_unlock(&T.lock);
+}
+
+void d9_agent_coroutine_exit(uint64_t id)
+{
+	pthread_mutex_lock(&T.lock);
+	struct cdef *c = find(id);
+	if (c)
+		c->dead_gen = T.gen ? T.gen : 1;
+	pthread_mutex_unlock(&T.lock);
+}
+
+static void encode(struct d9_wbuf *w, const struct cdef *c)
+{
+	d9_def_coroutine(w, c->id, c->parent, c->location, c->flags);
+}
+
+/* Writer, opening a segment: every coroutine alive, or dead since the previous segment opened,
+ * into a fresh buffer (the caller frees it); the longer dead are forgotten. Returns the length. */
+size_t d9__coroutines_all(uint8_t **out)
+{
+	size_t keep = 0;
+
+	*out = NULL;
+	pthread_mutex_lock(&T.lock);
+	T.gen++;
+	size_t cap = T.n * 48 + 16;
+	uint8_t *buf = malloc(cap);
+	struct d9_wbuf w;
+	d9_wbuf_init(&w, buf, buf ? cap : 0);
+	for (size_t i = 0; i < T.n; i++) {
+		struct cdef *c = &T.v[i];
+		if (c->dead_gen && c->dead_gen + 1 < T.gen)
+			continue; /* died two segments ago: its events are all written */
+		if (buf)
+			encode(&w, c);
+		T.v[keep++] = *c;
+	}
+	if (keep != T.n) {
+		T.n = keep;
+		reindex(T.n + 1);
+	}
+	T.nfresh = 0;
+	pthread_mutex_unlock(&T.lock);
+	if (!buf || w.err) {
+		free(buf);
+		return 0;
+	}
+	*out = buf;
+	return (size_t)(w.p - buf);
+}
+
+/* Writer, before a chunk: the coroutines registered since the last call. */
+size_t d9__coroutines_fresh(uint8_t **out)
+{
+	*out = NULL;
+	pthread_mutex_lock(&T.lock);
+	if (!T.nfresh) {
+		pthread_mutex_unlock(&T.lock);
+		return 0;
+	}
+	size_t cap = T.nfresh * 48 + 16;
+	uint8_t *buf = malloc(cap);
+	struct d9_wbuf w;
+	d9_wbuf_init(&w, buf, buf ? cap : 0);
+	for (size_t i = 0; buf && i < T.nfresh; i++) {
+		struct cdef *c = find(T.fresh[i]);
+		if (c)
+			encode(&w, c);
+	}
+	T.nfresh = 0;
+	pthread_mutex_unlock(&T.lock);
+	if (!buf || w.err) {
+		free(buf);
+		return 0;
+	}
+	*out = buf;
+	return (size_t)(w.p - buf);
+}
+
+/* In a forked child: the parent's coroutines stay defined (the child continues the forking
+ * thread's coroutines); the lock may have been held by a vanished thread. */
+void d9__coroutines_child(void)
+{
+	pthread_mutex_init(&T.lock, NULL);
+}
