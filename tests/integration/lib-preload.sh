@@ -198,11 +198,14 @@ pl_quit() {
 	pl_wait_exit 10
 }
 
-# pl_check PREFIX CODE [ARGS...]: runs trace_check.py on $SDIR/trace with the Python CODE.
+# pl_check PREFIX CODE [ARGS...]: runs trace_check.py on $SDIR/trace with the Python CODE (120 s
+# at most; a checker that dies or hangs is one FAIL PREFIX line).
 pl_check() {
-	local prefix=$1 code=$2
+	local prefix=$1 code=$2 rc
 	shift 2
 	timeout -s KILL 120 python3 "$PL_CHECK" "$prefix" "$SDIR/trace" "$code" "$@"
+	rc=$?
+	[ "$rc" -eq 0 ] || pl_fail "$prefix" "trace_check.py exited with status $rc"
 }
 
 # pl_trace_files DIR: the segment files of a trace directory, one per line.

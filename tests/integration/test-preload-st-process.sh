@@ -58,7 +58,7 @@ with case("st-fork-series") as c:
     c.info = "one series per worker: %s" % {p: len(tr.procs[p].segments) for p in pids}
 
 with case("st-fork-invariants"):
-    require(check_st_invariants(tr))
+    require(check_st_invariants(tr) + check_coroutine_defs(tr))
 
 with case("st-fork-connections") as c:
     errs = []

@@ -13,7 +13,8 @@
 #   - each /join: one joinable child (location join_child, call site in handle_join), one join
 #     Wake (kind 5) waking the handler with the child as waker, after the child's CoroutineExit
 #     (st_thread_exit signals the joiner from inside libst); no cond Wake for the joiner.
-# Plus the invariants of every State Threads trace (see trace_check.check_st_invariants).
+# Plus the invariants of every State Threads trace (see trace_check.check_st_invariants), and a
+# Coroutine definition for every coroutine named in the segment (FORMAT.md section 10).
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_setup preload-st-wakes
@@ -29,6 +30,9 @@ with case("st-wakes-decode"):
 with case("st-wakes-invariants") as c:
     require(check_st_invariants(tr))
     c.info = "%d polls, %d Wakes, %d Spawns" % (tr.count("PollStart"), tr.count("Wake"), tr.count("Spawn"))
+
+with case("st-wakes-coroutine-defs") as c:
+    require(check_coroutine_defs(tr))
 
 proc = tr.the_proc()
 cos = coroutines(proc)
