@@ -50,6 +50,15 @@ static void on_term(int sig)
 	 * take its default effect. A compression cut short leaves the .bin, and a .tmp file that the
 	 * next process with this trace path removes. */
 	if (g->state == D9__RUNNING_ && g->writer_started) {
+		/* The thread the signal landed on may be running (a long poll) with its chunk in
+		 * hand, which the writer cannot take. Outside the agent's slow path it holds no agent
+		 * lock, and its chunk is whole up to the last complete event: hand it off here. */
+		struct d9__thr *t = &d9__self;
+		if (!t->busy && t->blk && t->role != D9_ROLE_AGENT &&
+			__atomic_load_n(&t->park, __ATOMIC_RELAXED) == D9__RUNNING) {
+			t->busy = 1;
+			d9__handoff(t);
+		}
 		__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
 		wait_flag(&g->state, D9__STOPPED, EXIT_WAIT_MS);
 		if (g->compressor_started) {
@@ -187,6 +196,7 @@ int d9_agent_flush(int timeout_ms)
 	if (g->state != D9__RUNNING_)
 		return 0;
 	d9__self.busy = 1;
+	d9__unpark(&d9__self);
 	d9__handoff(&d9__self);
 	d9__self.busy = 0;
 	pthread_mutex_lock(&g->pool_lock);
@@ -222,6 +232,7 @@ static void on_exit_flush(void)
 	if (d9__preload_at_exit)
 		d9__preload_at_exit();
 	d9__self.busy = 1; /* from here on this thread records nothing */
+	d9__unpark(&d9__self); /* e.g. exit() from a signal handler that interrupted a wait */
 	d9__handoff(&d9__self);
 	pthread_mutex_lock(&g->pool_lock);
 	__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);

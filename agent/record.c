@@ -183,7 +183,7 @@ static void thread_unregister(struct d9__thr *t)
 }
 
 /* Takes back a thread that the writer may be flushing: after this the thread owns its state. */
-static void unpark(struct d9__thr *t)
+void d9__unpark(struct d9__thr *t)
 {
 	if (__atomic_load_n(&t->park, __ATOMIC_RELAXED) == D9__RUNNING)
 		return;
@@ -256,7 +256,7 @@ void d9_rec_park(uint32_t call, int64_t timeout_us)
 
 void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
 {
-	unpark(&d9__self);
+	d9__unpark(&d9__self);
 	D9__REC(d9_enc_unpark(&t_->enc, d9__now(), ready, cpu_ns, sched_wait_ns));
 }
 
@@ -304,14 +304,12 @@ uint32_t d9_agent_become_worker(void)
 
 	if (t->worker)
 		return t->worker;
-	if (t->role == D9_ROLE_AGENT || t->role == ROLE_DEAD || g->state == D9__OFF ||
-		g->state == D9__FAILED || g->state == D9__STOPPED)
+	if (t->role == D9_ROLE_AGENT || t->role == ROLE_DEAD ||
+		(g->state != D9__CONFIGURED && g->state != D9__RUNNING_))
 		return 0;
-	if (g->state != D9__RUNNING_ && d9__start() != 0)
-		return 0;
-	t->role = D9_ROLE_WORKER;
+	t->role = D9_ROLE_WORKER; /* the agent itself starts at the first recorded event */
 	t->busy = 1;
-	unpark(t);
+	d9__unpark(t);
 	if (t->blk)
 		d9__handoff(t); /* the worker id is per chunk: start a new one */
 	t->worker = __atomic_add_fetch(&g->nworkers, 1, __ATOMIC_RELAXED);
@@ -372,7 +370,7 @@ static void thread_exit(void *arg)
 
 	if (t != &d9__self)
 		return;
-	unpark(t);
+	d9__unpark(t);
 	t->busy = 1;
 	d9__handoff(t);
 	/* drops not yet recorded (the thread was starved): the writer records them after the

@@ -665,8 +665,9 @@ static int recover_one(const char *path, char *sealed, size_t cap)
 	close(fd);
 	if (err)
 		return err;
-	size_t n = strlen(path);
-	snprintf(sealed, cap, "%.*s.bin", (int)(n - strlen(".recovering")), path);
+	const char *dot = strstr(path, ".recovering-");
+	size_t n = dot ? (size_t)(dot - path) : strlen(path);
+	snprintf(sealed, cap, "%.*s.bin", (int)n, path);
 	if (rename(path, sealed) != 0)
 		return -errno;
 	return 0;
@@ -689,12 +690,18 @@ int d9__recover_next(void)
 	while (!did && (e = readdir(d))) {
 		long pid, seq;
 		const char *suffix = parse_name(e->d_name, &pid, &seq);
-		if (!suffix || (strcmp(suffix, ".active") && strcmp(suffix, ".recovering") &&
+		long claimer = 0;
+		if (suffix && !strncmp(suffix, ".recovering-", 12))
+			claimer = strtol(suffix + 12, NULL, 10);
+		if (!suffix || (strcmp(suffix, ".active") && !claimer &&
 			    strcmp(suffix, ".bin.gz.tmp") && strcmp(suffix, ".active.tmp")))
 			continue;
 		/* a live process other than us is still writing it; our own files from before this
 		 * run (pid reuse) are numbered below our first segment */
 		if (pid != g->pid && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+			continue;
+		/* being recovered by a live process */
+		if (claimer && claimer != g->pid && (kill((pid_t)claimer, 0) == 0 || errno != ESRCH))
 			continue;
 		if (pid == g->pid && (uint64_t)seq >= g->first_seq)
 			continue;
@@ -708,9 +715,11 @@ int d9__recover_next(void)
 			unlink(path);
 			continue;
 		}
+		/* claim it under our pid: rename is atomic, so one process wins; a claim left by a
+		 * dead recoverer is taken over the same way */
 		size_t stem = strlen(path) - strlen(suffix);
-		snprintf(claimed, sizeof(claimed), "%.*s.recovering", (int)stem, path);
-		if (!strcmp(suffix, ".active") && rename(path, claimed) != 0)
+		snprintf(claimed, sizeof(claimed), "%.*s.recovering-%d", (int)stem, path, (int)g->pid);
+		if (strcmp(path, claimed) && rename(path, claimed) != 0)
 			continue; /* another process claimed it first */
 		int err = recover_one(claimed, sealed, sizeof(sealed));
 		if (err == D9_ETRUNC || err == D9_ENOHEADER) {

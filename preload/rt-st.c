@@ -53,6 +53,7 @@ struct st_state {
 	size_t nfds;
 	struct co *cur; /* the running coroutine, NULL in the scheduler */
 	struct co *dead; /* exited; freed once another coroutine runs */
+	struct co *exiting; /* returned, still signalling its joiner: named as the waker */
 	uint64_t runnable, next_sample;
 	st_switch_cb_t app_in, app_out; /* the application's own callbacks, chained */
 	int in_init;
@@ -63,6 +64,7 @@ static __thread struct st_state *S __attribute__((tls_model("initial-exec")));
 static uint64_t next_coroutine_id; /* process-wide: ids are never reused */
 
 static st_thread_t (*real_self)(void);
+static st_utime_t (*real_utime)(void), (*real_last_clock)(void);
 
 /* ---- pointer map ----------------------------------------------------------------------------- */
 
@@ -199,6 +201,7 @@ static void sample_queue(struct st_state *s)
 /* co starts running (its in-callback, or the first run of its start routine). */
 static void run(struct st_state *s, struct co *co)
 {
+	s->exiting = NULL;
 	if (s->dead) {
 		free(s->dead);
 		s->dead = NULL;
@@ -282,6 +285,8 @@ D9_INTERPOSE int st_init(void)
 	if (S || !adapter_wanted() || !real_st_set_switch_in_cb || !real_st_set_switch_out_cb)
 		return real_st_init();
 	real_self = (st_thread_t(*)(void))d9__real("st_thread_self", NULL);
+	real_utime = (st_utime_t(*)(void))d9__real("st_utime", NULL);
+	real_last_clock = (st_utime_t(*)(void))d9__real("st_utime_last_clock", NULL);
 	struct st_state *s = calloc(1, sizeof(*s));
 	if (!real_self || !s) {
 		free(s);
@@ -379,7 +384,13 @@ D9_INTERPOSE void st_thread_exit(void *retval)
 		pm_del(&s->threads, real_self());
 		if (s->dead)
 			free(s->dead);
-		s->dead = co; /* still named as the waker of its joiner below */
+		s->dead = co;
+		/* a returning joinable coroutine gets no out-callback: it stops being current here,
+		 * so the idle loop's readiness is credited (d9__st_after_*), and it is still named as
+		 * the waker of its joiner, whom the real st_thread_exit signals */
+		s->cur = NULL;
+		s->exiting = co;
+		d9__pl.coroutine = 0;
 	}
 	real_st_thread_exit(retval);
 	__builtin_unreachable();
@@ -387,12 +398,19 @@ D9_INTERPOSE void st_thread_exit(void *retval)
 
 /* ---- waits ------------------------------------------------------------------------------------- */
 
+/* libst counts a timeout from its cached clock (refreshed when its idle wait returns), not from
+ * now: a sleep that starts late in a long poll is due earlier than now + timeout. */
 static uint64_t deadline_after_us(st_utime_t us)
 {
 	if (us == ST_UTIME_NO_TIMEOUT)
 		return 0;
+	uint64_t now = d9__now();
+	st_utime_t behind = real_utime && real_last_clock ? real_utime() - real_last_clock() : 0;
+	if (behind > us)
+		return now;
+	us -= behind;
 	uint64_t ns = us > UINT64_MAX / 1000 ? UINT64_MAX / 2 : us * 1000;
-	return d9__now() + d9_agent_ns_to_ticks(ns);
+	return now + d9_agent_ns_to_ticks(ns);
 }
 
 D9_INTERPOSE int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
@@ -622,7 +640,7 @@ D9_INTERPOSE int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
 static uint64_t waker_id(const struct st_state *s)
 {
 	/* an exiting joinable coroutine signals its joiner from st_thread_exit */
-	return s->cur ? s->cur->id : 0;
+	return s->cur ? s->cur->id : s->exiting ? s->exiting->id : 0;
 }
 
 static void signal_waiters(struct st_state *s, void *obj, int all, uint32_t kind)
