@@ -705,6 +705,7 @@ struct d9_reader {
 	d9_problem_fn *problem;
 	void *problem_ctx;
 	uint8_t unknown_chunk_seen[256];
+	uint64_t crc_spent; /* payload bytes CRC-checked so far (the budget in chunk_valid_at) */
 	uint8_t unknown_event_seen[D9_EV_TYPE_LIMIT];
 	int unknown_def_seen;
 };
@@ -792,6 +793,14 @@ static int chunk_valid_at(struct d9_reader *r, size_t rel)
 	if (avail < need)
 		return -1;
 	p = r->buf + r->pos + rel; /* ensure may have moved the buffer */
+	/* Crafted input can forge heads (check bytes included) that claim long payloads at every
+	 * few bytes: one CRC budget for the whole reader, 64 MiB plus 8 times what was consumed,
+	 * keeps the time linear. A real file checks each byte about once and never gets near it;
+	 * past it, claimed chunks are rejected unchecked (reported as corrupt). */
+	uint64_t allow = (64ull << 20) + 8 * off_at(r, r->pos);
+	if (r->crc_spent + len > allow)
+		return 0;
+	r->crc_spent += len;
 	uint32_t crc = (uint32_t)crc32(0L, p, D9_CHUNK_HDR_LEN + len);
 	return crc == (uint32_t)le(p + D9_CHUNK_HDR_LEN + len, 4);
 }
@@ -813,7 +822,7 @@ static int head_ok_at(struct d9_reader *r, size_t rel)
  * head (or the end of the input) follows it, both checked before its payload CRC. This keeps
  * hostile input of many fake heads from costing a CRC each (quadratic time); the price is that a
  * good chunk directly followed by garbage is skipped too (counted with the corrupt bytes). */
-static int resync_candidate(struct d9_reader *r, size_t rel, uint64_t *crc_budget)
+static int resync_candidate(struct d9_reader *r, size_t rel)
 {
 	size_t avail = ensure(r, rel + D9_CHUNK_HDR_LEN);
 
@@ -825,18 +834,13 @@ static int resync_candidate(struct d9_reader *r, size_t rel, uint64_t *crc_budge
 	uint32_t len = (uint32_t)le(p + 4, 4);
 	if (len > D9_CHUNK_MAX_PAYLOAD || !head_ok_at(r, rel + D9_CHUNK_OVERHEAD + len))
 		return 0;
-	/* crafted input can pass both head checks everywhere: a budget on the payload bytes one
-	 * resync may CRC keeps the time linear (a real damaged file resyncs within a few chunks) */
-	if (len > *crc_budget)
-		return 0;
-	*crc_budget -= len;
 	return chunk_valid_at(r, rel) == 1;
 }
 
 static void parse_schema(struct d9_reader *r, const struct d9_chunk *c)
 {
 	struct cur k = { c->payload, c->payload + c->len, 0 };
-	struct d9_schema_type *t = calloc(D9_EV_TYPE_LIMIT, sizeof(*t)); /* ~28 KiB: heap, not stack */
+	struct d9_schema_type *t = calloc(D9_EV_TYPE_LIMIT, sizeof(*t)); /* ~136 KiB: heap, not stack */
 
 	if (!t)
 		return;
@@ -895,7 +899,6 @@ int d9_reader_next(struct d9_reader *r, struct d9_chunk *c)
 			uint64_t bad = off_at(r, r->pos);
 			int first = v;
 			size_t skip = 1;
-			uint64_t crc_budget = 64u << 20;
 			for (;;) {
 				avail = ensure(r, skip + D9_CHUNK_HDR_LEN);
 				if (avail < skip + D9_CHUNK_HDR_LEN) {
@@ -903,8 +906,7 @@ int d9_reader_next(struct d9_reader *r, struct d9_chunk *c)
 					break;
 				}
 				const uint8_t *p = r->buf + r->pos + skip;
-				if (p[0] == D9_SYNC0 && p[1] == D9_SYNC1 &&
-					resync_candidate(r, skip, &crc_budget))
+				if (p[0] == D9_SYNC0 && p[1] == D9_SYNC1 && resync_candidate(r, skip))
 					break;
 				skip++;
 			}
