@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034
 # lib.sh: shared helpers of tests/integration/test-agent-*.sh (sourced, not run). Those scripts
 # run build/tests/d9-driver (the agent linked in, configured by D9_*) and inspect what it wrote
 # with build/tests/d9-check (JSON; exact drop accounting) and build/d9-analyze. Every result is a
@@ -54,6 +55,7 @@ d9_run() {
 # server started from a terminal or a service manager has them at their default, so restore that
 # where env(1) can (coreutils >= 8.31).
 D9_DEFSIG=()
+# shellcheck disable=SC2054 # one argument: env takes a comma-separated list
 env --default-signal=INT true 2>/dev/null && D9_DEFSIG=(--default-signal=INT,QUIT)
 
 # d9_bg VAR OUT ERR [VAR=value ...] -- DRIVER_ARGS...: starts the driver in the background and

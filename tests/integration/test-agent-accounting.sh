@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
 # test-agent-accounting.sh: exact event accounting of the recording core under real load.
 # d9-driver threads record QueueSample(seq), seq = 1..N; d9-check follows each thread's stream
 # and requires every event to be in the trace or counted by a Dropped record, in order, in
@@ -6,6 +7,7 @@
 # without drops; drops forced by D9_MAX_MEMORY=1M and a starved writer (with and without parks,
 # and with the poll/wake mix); drops of a thread that exits while every buffer is taken.
 set -u
+# shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 d9_setup agent-accounting
 

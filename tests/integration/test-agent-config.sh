@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
 # test-agent-config.sh: the D9_* variables. A bad value of any variable prints exactly one stderr
 # line naming the variable, the agent stays off (nothing written, not even the directory) and the
 # program runs on and exits 0; valid spellings are accepted silently. An unwritable trace
@@ -7,6 +8,7 @@
 # missing directories 0700 whatever the umask. D9_CLOCK=monotonic and tsc both give event times
 # that fall inside the run, on CLOCK_MONOTONIC and CLOCK_REALTIME.
 set -u
+# shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 d9_setup agent-config
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
 # test-agent-diskfull.sh: a full disk, on a 2 MiB tmpfs. Writing stops without crashing or
 # blocking the program (exit status 0); the events of chunks that could not be written are
 # counted and recorded as Dropped(write_error) once writes succeed again, so the accounting stays
 # exact; one stderr line per problem. Needs root to mount the tmpfs: SKIP otherwise.
 set -u
+# shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 d9_setup agent-diskfull
 

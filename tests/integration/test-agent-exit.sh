@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
 # test-agent-exit.sh: how a traced process ends, and what its trace looks like afterwards.
 # Return from main, exit(), exit() while workers are parked: the last segment is sealed.
 # SIGTERM/SIGINT (raised or sent) with no host handler: sealed, then the process dies by the
@@ -7,6 +8,7 @@
 # the same D9_TRACE_PATH recovers it (cut to the last good chunk, trailer flags=1, .bin(.gz)),
 # and leaves alone the .active file of a process that is still alive.
 set -u
+# shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 d9_setup agent-exit
 
@@ -124,7 +126,6 @@ fi
 
 # A crash can also cut a chunk in half: append the first 3000 bytes of a real chunk (copied from
 # the middle of a sealed segment) to the .active file, as if the writer died inside write(2).
-pid1=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$T/kill.out" 2>/dev/null || echo 0)
 active=$(ls "$d"/*.active 2>/dev/null | head -n 1)
 if [ -n "$active" ]; then
 	python3 - "$active" <<'EOF'
@@ -202,8 +203,7 @@ d9_bg pid "$T/live.out" "$T/live.err" D9_TRACE_PATH="$d/trace.bin" -- -t 2 -n 10
 if d9_wait_for 20 grep -qs '"role":"parent"' "$T/live.out" && d9_wait_for 10 compgen -G "$d/*.active" >/dev/null; then
 	before=$(ls "$d")
 	d9_run "$T/live2.out" "$T/live2.err" D9_TRACE_PATH="$d/trace.bin" -- -t 1 -n 10
-	live_active=$(ls "$d" | grep "\.$pid\..*\.active$")
-	if [ -n "$live_active" ] && ! ls "$d" | grep -q "\.$pid\..*\.bin"; then
+	if compgen -G "$d/trace.$pid.*.active" >/dev/null && ! compgen -G "$d/trace.$pid.*.bin*" >/dev/null; then
 		d9_pass recovery-skips-live-process
 	else
 		d9_fail recovery-skips-live-process "the live process's segment was touched: before [$before], after [$(ls "$d")]"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
 # test-agent-flush.sh: data reaches the .active file while the process still runs (the writer
 # flushes every D9_FLUSH_INTERVAL, default 100ms): from parked threads (the writer takes their
 # chunk), from threads that keep recording (they hand their chunk off at their next event) and
@@ -6,6 +7,7 @@
 # with d9-check until every event is there, with a deadline far above the interval (no timing
 # claim: a late flush fails only when it is seconds late).
 set -u
+# shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 d9_setup agent-flush
 

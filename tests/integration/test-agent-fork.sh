@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
 # test-agent-fork.sh: fork and exec. A child forked while other threads record gets its own series
 # (its pid in the segment names and headers) and its own writer, never deadlocks, and exits 0;
 # the parent's series is undisturbed; both decode with exact accounting. Across exec no agent fd
 # survives (every one is O_CLOEXEC), also while the writer recovers old .active files at start.
 set -u
+# shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 d9_setup agent-fork
 
@@ -107,7 +109,7 @@ else
 	d9_run "$T/recexec.out" "$T/recexec.err" D9_TRACE_PATH="$d/trace.bin" -- -t 1 -n 10 --spawn-ls 300
 	rc=$?
 	leaks=$(grep -- "-> $d/" "$T/recexec.out" | sed 's/.* \([0-9]* -> \)/\1/' | sort | uniq -c | head -n 3)
-	recovered=$(ls "$d" | grep -c '^trace\.40000[0-9]*\.000000\.bin')
+	recovered=$(compgen -G "$d/trace.40000*.000000.bin*" | wc -l)
 	if [ "$rc" -ne 0 ]; then
 		d9_fail exec-during-recovery-no-fd-leak "exit status $rc: $(head -c 300 "$T/recexec.err")"
 	elif [ -n "$leaks" ]; then

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
 # test-agent-rotation.sh: the segment series on disk. Rotation by size (D9_MAX_FILE_SIZE) and by
 # wall-clock aligned time (D9_ROTATION_PERIOD); the total budget (D9_MAX_TOTAL_SIZE) sampled while
 # the writer is busy; max_file_size clamped to half the budget; D9_COMPRESS on (.bin.gz) and off
 # (.bin); segment names <stem>.<pid>.<seq 6 digits>; every segment self-contained and every
 # event accounted for across segments; trailers that agree with what the segment holds.
 set -u
+# shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 d9_setup agent-rotation
 
 MiB=1048576
-CHUNK=65536 # one thread chunk: a segment is sealed before the chunk that would overflow it
 
 # ---- by size: 1 MiB segments, ~10 MB of events, uncompressed so sizes are the real ones --------
 d=$T/size

@@ -15,6 +15,9 @@
 #     (st_thread_exit signals the joiner from inside libst); no cond Wake for the joiner.
 # Plus the invariants of every State Threads trace (see trace_check.check_st_invariants), and a
 # Coroutine definition for every coroutine named in the segment (FORMAT.md section 10).
+# Then st-join-early.c (built here with -lst): a joinable coroutine returns before it is joined
+# (libst gives it no out-callback) and the scheduler goes idle; the pipe that becomes readable
+# during that idle wait must be credited to its reader: an fd Wake naming the pipe, not "other".
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_setup preload-st-wakes
@@ -170,3 +173,42 @@ if ! pl_session_quit || [ "$SRC" != 0 ]; then
 fi
 [ "$ok" = 1 ] && pl_pass st-wakes-replies "fanout k=8 twice, k=0, join twice, k=300"
 pl_check st-wakes "$CHECKS" "$ST_HTTP" "$SDIR/maps" "$SDIR/stats.json"
+
+# ---- a joinable coroutine that returns before the join, then an idle wait --------------------------
+read -r -d '' EARLY <<'PYEOF'
+rfd = int(args[0])
+with case("st-wakes-early-join-invariants"):
+    require(check_decodes_clean(tr) + check_st_invariants(tr))
+with case("st-wakes-early-join-fd-wake") as c:
+    proc = tr.the_proc()
+    cos = [x for x in coroutines(proc).values() if x.spawn]
+    main = [x for x in cos if x.parent == 0]
+    kids = sorted((x for x in cos if x.parent != 0), key=lambda x: x.spawn["_i"])
+    if len(main) != 1 or len(kids) != 2:
+        fail("%d primordial and %d other coroutines, want 1 and 2 (reader, joinable)" % (len(main), len(kids)))
+    reader, joinable = kids
+    if joinable.exits != 1 or reader.exits != 1:
+        fail("exits: reader %d, joinable %d" % (reader.exits, joinable.exits))
+    kinds = [(w["kind"], w["object"]) for w in reader.wakes]
+    if kinds != [(WAKE_SPAWN, 0), (WAKE_FD, rfd)]:
+        fail("the reader's Wakes (kind, object) are %s, want [(7, 0), (1, %d)]: the pipe's "
+             "readiness, seen by the idle wait after the joinable coroutine returned, is not "
+             "credited to it" % (kinds, rfd))
+    c.info = "reader woken by fd %d" % rfd
+PYEOF
+
+if ! ${CC:-cc} -O2 -o "$T/st-join-early" "$PL_ROOT/tests/integration/st-join-early.c" -lst 2>"$T/cc.err"; then
+	pl_fail st-wakes-early-join "cannot build st-join-early.c: $(head -c 300 "$T/cc.err")"
+else
+	SDIR=$T/early
+	mkdir -p "$SDIR"
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$SDIR/trace/trace.bin" \
+		timeout -s KILL 20 "$T/st-join-early" >"$SDIR/stdout" 2>"$SDIR/stderr"
+	rc=$?
+	rfd=$(sed -n 's/^reader-fd=//p' "$SDIR/stdout")
+	if [ "$rc" != 0 ] || [ -z "$rfd" ] || [ -s "$SDIR/stderr" ]; then
+		pl_fail st-wakes-early-join "exit status $rc, stdout '$(cat "$SDIR/stdout")', stderr '$(head -c 300 "$SDIR/stderr")'"
+	else
+		pl_check st-wakes-early-join "$EARLY" "$rfd"
+	fi
+fi
