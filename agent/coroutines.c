@@ -104,7 +104,29 @@ void d9_agent_coroutine_exit(uint64_t id)
 
 static void encode(struct d9_wbuf *w, const struct cdef *c)
 {
-	d9_def_coroutine(w, c->id, c->parent, c->location, c->flags);
+	if (w->start)
+		d9_def_coroutine(w, c->id, c->parent, c->location, c->flags);
+}
+
+/* A buffer for n definitions (at most 48 bytes each); w->start is NULL when out of memory. */
+static void records_begin(struct d9_wbuf *w, size_t n)
+{
+	size_t cap = n * 48 + 16;
+	uint8_t *buf = malloc(cap);
+
+	d9_wbuf_init(w, buf, buf ? cap : 0);
+}
+
+/* Hands the records to the caller (*out, to free); returns their length, 0 on failure. */
+static size_t records_end(struct d9_wbuf *w, uint8_t **out)
+{
+	if (!w->start || w->err) {
+		free(w->start);
+		*out = NULL;
+		return 0;
+	}
+	*out = w->start;
+	return (size_t)(w->p - w->start);
 }
 
 /* Writer, opening a segment: every coroutine alive, or dead since the previous segment opened,
@@ -113,19 +135,16 @@ size_t d9__coroutines_all(uint8_t **out)
 {
 	size_t keep = 0;
 
-	*out = NULL;
+	struct d9_wbuf w;
+
 	pthread_mutex_lock(&T.lock);
 	T.gen++;
-	size_t cap = T.n * 48 + 16;
-	uint8_t *buf = malloc(cap);
-	struct d9_wbuf w;
-	d9_wbuf_init(&w, buf, buf ? cap : 0);
+	records_begin(&w, T.n);
 	for (size_t i = 0; i < T.n; i++) {
 		struct cdef *c = &T.v[i];
 		if (c->dead_gen && c->dead_gen + 1 < T.gen)
 			continue; /* died two segments ago: its events are all written */
-		if (buf)
-			encode(&w, c);
+		encode(&w, c);
 		T.v[keep++] = *c;
 	}
 	if (keep != T.n) {
@@ -134,40 +153,29 @@ size_t d9__coroutines_all(uint8_t **out)
 	}
 	T.nfresh = 0;
 	pthread_mutex_unlock(&T.lock);
-	if (!buf || w.err) {
-		free(buf);
-		return 0;
-	}
-	*out = buf;
-	return (size_t)(w.p - buf);
+	return records_end(&w, out);
 }
 
 /* Writer, before a chunk: the coroutines registered since the last call. */
 size_t d9__coroutines_fresh(uint8_t **out)
 {
+	struct d9_wbuf w;
+
 	*out = NULL;
 	pthread_mutex_lock(&T.lock);
 	if (!T.nfresh) {
 		pthread_mutex_unlock(&T.lock);
 		return 0;
 	}
-	size_t cap = T.nfresh * 48 + 16;
-	uint8_t *buf = malloc(cap);
-	struct d9_wbuf w;
-	d9_wbuf_init(&w, buf, buf ? cap : 0);
-	for (size_t i = 0; buf && i < T.nfresh; i++) {
+	records_begin(&w, T.nfresh);
+	for (size_t i = 0; i < T.nfresh; i++) {
 		struct cdef *c = find(T.fresh[i]);
 		if (c)
 			encode(&w, c);
 	}
 	T.nfresh = 0;
 	pthread_mutex_unlock(&T.lock);
-	if (!buf || w.err) {
-		free(buf);
-		return 0;
-	}
-	*out = buf;
-	return (size_t)(w.p - buf);
+	return records_end(&w, out);
 }
 
 /* In a forked child: the parent's coroutines stay defined (the child continues the forking
