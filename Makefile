@@ -69,7 +69,7 @@ $(B)/libd9core.a: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(wildcard agent/*.c
 # helper programs for tests and benchmarks (plain build)
 $(B)/tests/%: tests/tools/%.c $(B)/libd9core.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libd9core.a $(LDLIBS_FMT) -lpthread -lm
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libd9core.a $(LDLIBS_FMT) -lpthread -lm -ldl
 
 # ---- test servers (tests/servers/): ordinary programs that know nothing of d9 ----------------------
 # Own flags: never sanitized (sanitizers and LD_PRELOAD do not mix), frame pointers chosen per

@@ -217,6 +217,35 @@ uint64_t d9_agent_stack(const uint64_t *frames, uint32_t n)
 	return id;
 }
 
+static void enc_module(struct d9_wbuf *w, uint64_t id, const void *key, size_t klen)
+{
+	/* the caller passed the already-interned fields through this scratch record */
+	const uint64_t *f = key;
+	(void)klen;
+	d9_def_module(w, id, f[0], f[1], f[2], f[3], (const uint8_t *)(f + 5), (size_t)f[4]);
+}
+
+void d9__defs_module(const char *path, uint64_t start, uint64_t end, uint64_t offset,
+	const uint8_t *build_id, size_t build_id_len)
+{
+	/* interned by (start, path): a library loaded again elsewhere is a new module */
+	uint64_t key[5 + 8 + 512];
+	size_t plen = strlen(path);
+
+	if (plen > 4000 || build_id_len > 64)
+		return;
+	pthread_mutex_lock(&d9__g.def_lock);
+	uint64_t sid = string_locked(path, plen);
+	key[0] = sid;
+	key[1] = start;
+	key[2] = end;
+	key[3] = offset;
+	key[4] = build_id_len;
+	memcpy(key + 5, build_id, build_id_len);
+	intern(D9_DEF_MODULE, key, 5 * sizeof(uint64_t) + build_id_len, enc_module, 128);
+	pthread_mutex_unlock(&d9__g.def_lock);
+}
+
 void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role)
 {
 	struct d9_wbuf w;

@@ -182,6 +182,11 @@ void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count);
 void d9__defs_init(void);
 /* Copies log bytes [from, len) for the writer (def lock). Returns the length copied. */
 size_t d9__defs_snapshot(size_t from, uint8_t **out);
+/* Defines an executable mapping of a module (interned: written once per segment). */
+void d9__defs_module(const char *path, uint64_t start, uint64_t end, uint64_t offset,
+	const uint8_t *build_id, size_t build_id_len);
+/* modules.c: defines the modules loaded since the last call (writer thread). */
+void d9__modules_refresh(void);
 /* Appends a Thread definition to the log. */
 void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role);
 

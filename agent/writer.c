@@ -215,6 +215,7 @@ static int seg_open(void)
 	struct d9__anchor a;
 	uint8_t head[8192];
 
+	d9__modules_refresh(); /* the module map goes in with the other definitions */
 	d9__clock_calibrate();
 	for (int tries = 0; tries < 1000; tries++) {
 		s->seq = (uint32_t)g->next_seq++;
@@ -524,6 +525,7 @@ void *d9__writer_main(void *arg)
 		write_list(q);
 		now = d9__mono_ns();
 		if (now >= next_collect || flush) {
+			d9__modules_refresh(); /* libraries loaded since (dlopen): defined before use */
 			d9__collect(now - g->cfg.flush_interval_ns, flush);
 			pthread_mutex_lock(&g->pool_lock);
 			q = take_queue();

@@ -8,6 +8,7 @@
 #include "d9-agent.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -50,6 +51,7 @@ struct thr {
 };
 
 static struct thr *thrs;
+static const char *dlopen_path; /* --dlopen: a library to load after recording */
 static pthread_barrier_t start_barrier, end_barrier;
 static volatile sig_atomic_t term_seen;
 static int held, release; /* atomics of --holders */
@@ -332,6 +334,7 @@ static void usage(FILE *f)
 		"  --holders H      threads 0..H-1 hold a block (seq 1, running) until the others exited\n"
 		"  --spawn-ls K     once the agent runs, fork+exec `ls -l /proc/self/fd` K times\n"
 		"  --settle-ms M    sleep M ms before each thread's last event\n"
+		"  --dlopen LIB     load LIB (dlopen) after recording, then record once more\n"
 		"  --fork, --forks K  fork K times while the workers record; each child records N seqs\n"
 		"  --exec           at the end exec `ls -l /proc/self/fd` (shows leaked fds)\n"
 		"  --burst          no sleeps (parks are still recorded): record as fast as possible\n"
@@ -377,6 +380,7 @@ int main(int argc, char **argv)
 		{ "holders", required_argument, NULL, 'H' },
 		{ "spawn-ls", required_argument, NULL, 'L' },
 		{ "settle-ms", required_argument, NULL, 'S' },
+		{ "dlopen", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -413,6 +417,7 @@ int main(int argc, char **argv)
 		case 'H': bad = parse_u64(optarg, &v) || v > 255; opt.holders = (int)v; break;
 		case 'S': bad = parse_u64(optarg, &opt.settle_ms); break;
 		case 'L': bad = parse_u64(optarg, &v) || v > 100000; opt.spawn_ls = (int)v; break;
+		case 'D': dlopen_path = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: bad = 1; break;
 		}
@@ -503,6 +508,15 @@ int main(int argc, char **argv)
 		nkids);
 	if (opt.exit == EXIT_HANG || opt.exit == EXIT_JOIN_HANG)
 		hang_forever();
+	if (dlopen_path) {
+		/* a library loaded after recording started: the module map must follow (modules.c) */
+		if (!dlopen(dlopen_path, RTLD_NOW)) {
+			fprintf(stderr, "d9-driver: dlopen %s: %s\n", dlopen_path, dlerror());
+			return 1;
+		}
+		usleep(300000); /* a few writer passes */
+		d9_rec_queue_sample(0);
+	}
 	if (opt.flush || opt.exit == EXIT_KILL || opt.exec)
 		d9_agent_flush(10000);
 	if (opt.exec) {
