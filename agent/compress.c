@@ -95,12 +95,12 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 {
 	struct d9__agent *g = &d9__g;
 
-	pthread_mutex_lock(&g->disk_lock);
+	d9__lock(&g->disk_lock);
 	if (g->nsealed == g->sealed_cap) {
 		size_t cap = g->sealed_cap ? g->sealed_cap * 2 : 64;
 		struct d9__sealed *s = realloc(g->sealed, cap * sizeof(*s));
 		if (!s) {
-			pthread_mutex_unlock(&g->disk_lock);
+			d9__unlock(&g->disk_lock);
 			return; /* not tracked: it stays on disk outside the budget (logged below) */
 		}
 		g->sealed = s;
@@ -120,7 +120,7 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 	s->foreign = foreign;
 	g->nsealed++;
 	pthread_cond_signal(&g->disk_cond);
-	pthread_mutex_unlock(&g->disk_lock);
+	d9__unlock(&g->disk_lock);
 }
 
 void d9__budget_enforce(uint64_t reserve)
@@ -128,7 +128,7 @@ void d9__budget_enforce(uint64_t reserve)
 	struct d9__agent *g = &d9__g;
 	uint64_t budget = g->cfg.max_total_size;
 
-	pthread_mutex_lock(&g->disk_lock);
+	d9__lock(&g->disk_lock);
 	size_t i = 0;
 	while (i < g->nsealed && sealed_total() + reserve > budget) {
 		struct d9__sealed *s = &g->sealed[i];
@@ -151,7 +151,7 @@ void d9__budget_enforce(uint64_t reserve)
 		memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));
 		g->nsealed--;
 	}
-	pthread_mutex_unlock(&g->disk_lock);
+	d9__unlock(&g->disk_lock);
 }
 
 void *d9__compressor_main(void *arg)
@@ -162,7 +162,7 @@ void *d9__compressor_main(void *arg)
 	d9__agent_thread();
 	prctl(PR_SET_NAME, "d9-compress");
 	setpriority(PRIO_PROCESS, (id_t)gettid(), 19); /* this thread only: the host comes first */
-	pthread_mutex_lock(&g->disk_lock);
+	d9__lock(&g->disk_lock);
 	for (;;) {
 		struct d9__sealed *job = NULL;
 		for (size_t i = 0; i < g->nsealed && !job; i++) {
@@ -183,10 +183,10 @@ void *d9__compressor_main(void *arg)
 		uint32_t seq = job->seq;
 		snprintf(path, sizeof(path), "%s", job->path);
 		job->compressing = 1;
-		pthread_mutex_unlock(&g->disk_lock);
+		d9__unlock(&g->disk_lock);
 		uint64_t size = 0;
 		int err = d9__gzip_file(path, &size);
-		pthread_mutex_lock(&g->disk_lock);
+		d9__lock(&g->disk_lock);
 		/* the list may have moved: find the entry again */
 		for (size_t i = 0; i < g->nsealed; i++) {
 			struct d9__sealed *s = &g->sealed[i];
@@ -221,7 +221,7 @@ void *d9__compressor_main(void *arg)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&g->disk_lock);
+	d9__unlock(&g->disk_lock);
 	__atomic_store_n(&g->compressor_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }

@@ -9,7 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct cdef { uint64_t id, parent, location, flags, dead_gen; }; /* dead_gen 0: alive */
+struct cdef {
+	uint64_t id, parent, location, flags;
+	uint64_t dead_gen; /* 0: alive; else the segment generation it exited in */
+	uint64_t dead_ns; /* when it exited (monotonic) */
+};
 
 static struct {
 	pthread_mutex_t lock;
@@ -61,9 +65,11 @@ static struct cdef *find(uint64_t id)
 
 void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_t flags)
 {
-	if (!id || !d9_agent_active())
+	/* only while recording (the first event starts the writer, which prunes the table): with
+	 * recording off nothing would ever prune it */
+	if (!id || !d9__enabled || (d9__g.state != D9__RUNNING_ && d9__g.state != D9__CONFIGURED))
 		return;
-	pthread_mutex_lock(&T.lock);
+	d9__lock(&T.lock);
 	if (T.n == T.cap) {
 		size_t cap = T.cap ? T.cap * 2 : 1024;
 		struct cdef *v = realloc(T.v, cap * sizeof(*v));
@@ -82,7 +88,7 @@ void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_
 		T.fresh = f;
 		T.capfresh = cap;
 	}
-	T.v[T.n] = (struct cdef){ id, parent, location, flags, 0 };
+	T.v[T.n] = (struct cdef){ id, parent, location, flags, 0, 0 };
 	size_t s = slot_of(id, T.icap);
 	while (T.index[s])
 		s = (s + 1) & (T.icap - 1);
@@ -90,16 +96,18 @@ void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_
 	T.n++;
 	T.fresh[T.nfresh++] = id;
 out:
-	pthread_mutex_unlock(&T.lock);
+	d9__unlock(&T.lock);
 }
 
 void d9_agent_coroutine_exit(uint64_t id)
 {
-	pthread_mutex_lock(&T.lock);
+	d9__lock(&T.lock);
 	struct cdef *c = find(id);
-	if (c)
+	if (c) {
 		c->dead_gen = T.gen ? T.gen : 1;
-	pthread_mutex_unlock(&T.lock);
+		c->dead_ns = d9__mono_ns();
+	}
+	d9__unlock(&T.lock);
 }
 
 static void encode(struct d9_wbuf *w, const struct cdef *c)
@@ -137,7 +145,7 @@ size_t d9__coroutines_all(uint8_t **out)
 
 	struct d9_wbuf w;
 
-	pthread_mutex_lock(&T.lock);
+	d9__lock(&T.lock);
 	T.gen++;
 	records_begin(&w, T.n);
 	for (size_t i = 0; i < T.n; i++) {
@@ -152,7 +160,7 @@ size_t d9__coroutines_all(uint8_t **out)
 		reindex(T.n + 1);
 	}
 	T.nfresh = 0;
-	pthread_mutex_unlock(&T.lock);
+	d9__unlock(&T.lock);
 	return records_end(&w, out);
 }
 
@@ -162,9 +170,9 @@ size_t d9__coroutines_fresh(uint8_t **out)
 	struct d9_wbuf w;
 
 	*out = NULL;
-	pthread_mutex_lock(&T.lock);
+	d9__lock(&T.lock);
 	if (!T.nfresh) {
-		pthread_mutex_unlock(&T.lock);
+		d9__unlock(&T.lock);
 		return 0;
 	}
 	records_begin(&w, T.nfresh);
@@ -174,8 +182,28 @@ size_t d9__coroutines_fresh(uint8_t **out)
 			encode(&w, c);
 	}
 	T.nfresh = 0;
-	pthread_mutex_unlock(&T.lock);
+	d9__unlock(&T.lock);
 	return records_end(&w, out);
+}
+
+/* Writer, every pass: forgets coroutines that exited more than `age_ns` ago. Their events were
+ * recorded before their exit and reach the file within a flush interval or two, in the segment
+ * whose start (or fresh list) defined them. Keeps memory to the live coroutines. */
+void d9__coroutines_prune(uint64_t age_ns)
+{
+	uint64_t now = d9__mono_ns();
+	size_t keep = 0;
+
+	d9__lock(&T.lock);
+	for (size_t i = 0; i < T.n; i++)
+		if (!T.v[i].dead_gen || now - T.v[i].dead_ns < age_ns)
+			T.v[keep++] = T.v[i];
+	if (keep != T.n) {
+		T.n = keep;
+		reindex(T.n + 1);
+		/* fresh ids of pruned coroutines are skipped by find() */
+	}
+	d9__unlock(&T.lock);
 }
 
 /* In a forked child: the parent's coroutines stay defined (the child continues the forking

@@ -73,11 +73,14 @@ uint64_t d9_agent_ns_to_ticks(uint64_t ns);
 /* Ticks per event time unit (2^shift): converts tick differences to the units of Wake objects. */
 extern uint8_t d9__shift;
 
+/* The encoder re-checks room itself and writes nothing when it fails (full, or the writer just
+ * cleared enc.end to ask for the chunk): any failure takes the slow path and the event is
+ * retried, so an event is never lost without being counted. */
 #define D9__REC(call)                                                      \
 	do {                                                               \
 		struct d9__thr *t_ = &d9__self;                            \
-		if (D9_LIKELY(d9__enabled && d9_enc_room(&t_->enc)) || d9__slow(t_)) \
-			(void)call;                                        \
+		if (!(D9_LIKELY(d9__enabled) && (call) == 0) && d9__slow(t_)) \
+			(void)(call);                                      \
 	} while (0)
 
 /* ---- Recording (hot path) ---------------------------------------------------------------------

@@ -170,9 +170,9 @@ uint64_t d9_agent_string(const char *s, size_t len)
 {
 	if (!usable())
 		return 0;
-	pthread_mutex_lock(&d9__g.def_lock);
+	d9__lock(&d9__g.def_lock);
 	uint64_t id = string_locked(s, len);
-	pthread_mutex_unlock(&d9__g.def_lock);
+	d9__unlock(&d9__g.def_lock);
 	return id;
 }
 
@@ -191,9 +191,9 @@ uint64_t d9_agent_location(uint64_t function_addr, uint64_t callsite_addr, uint6
 
 	if (!usable())
 		return 0;
-	pthread_mutex_lock(&d9__g.def_lock);
+	d9__lock(&d9__g.def_lock);
 	uint64_t id = intern(D9_DEF_LOCATION, k, sizeof(k), enc_location, 64);
-	pthread_mutex_unlock(&d9__g.def_lock);
+	d9__unlock(&d9__g.def_lock);
 	return id;
 }
 
@@ -211,9 +211,9 @@ uint64_t d9_agent_stack(const uint64_t *frames, uint32_t n)
 		return 0;
 	if (n > D9_STACK_MAX_FRAMES)
 		n = D9_STACK_MAX_FRAMES;
-	pthread_mutex_lock(&d9__g.def_lock);
+	d9__lock(&d9__g.def_lock);
 	uint64_t id = intern(D9_DEF_STACK, frames, n * sizeof(uint64_t), enc_stack, 24 + n * 10);
-	pthread_mutex_unlock(&d9__g.def_lock);
+	d9__unlock(&d9__g.def_lock);
 	return id;
 }
 
@@ -234,7 +234,7 @@ void d9__defs_module(const char *path, uint64_t start, uint64_t end, uint64_t of
 
 	if (plen > 4000 || build_id_len > 64)
 		return;
-	pthread_mutex_lock(&d9__g.def_lock);
+	d9__lock(&d9__g.def_lock);
 	uint64_t sid = string_locked(path, plen);
 	key[0] = sid;
 	key[1] = start;
@@ -243,20 +243,20 @@ void d9__defs_module(const char *path, uint64_t start, uint64_t end, uint64_t of
 	key[4] = build_id_len;
 	memcpy(key + 5, build_id, build_id_len);
 	intern(D9_DEF_MODULE, key, 5 * sizeof(uint64_t) + build_id_len, enc_module, 128);
-	pthread_mutex_unlock(&d9__g.def_lock);
+	d9__unlock(&d9__g.def_lock);
 }
 
 void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role)
 {
 	struct d9_wbuf w;
 
-	pthread_mutex_lock(&d9__g.def_lock);
+	d9__lock(&d9__g.def_lock);
 	uint64_t sid = string_locked(name, strlen(name));
 	log_begin(&w, 64);
 	if (!w.err)
 		d9_def_thread(&w, tid, sid, worker, role);
 	log_commit(&w);
-	pthread_mutex_unlock(&d9__g.def_lock);
+	d9__unlock(&d9__g.def_lock);
 }
 
 size_t d9__defs_snapshot(size_t from, uint8_t **out)
@@ -264,7 +264,7 @@ size_t d9__defs_snapshot(size_t from, uint8_t **out)
 	struct d9__deflog *l = &d9__g.log;
 
 	*out = NULL;
-	pthread_mutex_lock(&d9__g.def_lock);
+	d9__lock(&d9__g.def_lock);
 	size_t n = l->len > from ? l->len - from : 0;
 	if (n) {
 		*out = malloc(n);
@@ -273,6 +273,6 @@ size_t d9__defs_snapshot(size_t from, uint8_t **out)
 		else
 			n = 0;
 	}
-	pthread_mutex_unlock(&d9__g.def_lock);
+	d9__unlock(&d9__g.def_lock);
 	return n;
 }

@@ -80,6 +80,24 @@ struct d9__deflog {
 	uint64_t full; /* definitions refused because the log was full */
 };
 
+/* ---- agent locks ---------------------------------------------------------------------------
+ * pthread_mutex_lock is interposed (libc-block.c) and the agent's own calls reach the wrapper:
+ * the thread is marked busy while it waits, so the wrapper passes straight through instead of
+ * timing the agent's lock as the host's blocking call (and re-entering the agent). */
+static inline void d9__lock(pthread_mutex_t *m)
+{
+	uint8_t busy = d9__self.busy;
+
+	d9__self.busy = 1;
+	pthread_mutex_lock(m);
+	d9__self.busy = busy;
+}
+
+static inline void d9__unlock(pthread_mutex_t *m)
+{
+	pthread_mutex_unlock(m);
+}
+
 /* ---- the agent -------------------------------------------------------------------------------- */
 enum { D9__OFF = 0, D9__CONFIGURED = 1, D9__RUNNING_ = 2, D9__FAILED = 3, D9__STOPPED = 4 };
 
@@ -194,6 +212,7 @@ void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t r
 size_t d9__coroutines_all(uint8_t **out);
 size_t d9__coroutines_fresh(uint8_t **out);
 void d9__coroutines_child(void);
+void d9__coroutines_prune(uint64_t age_ns);
 
 /* writer.c */
 int d9__writer_start(void);

@@ -54,11 +54,11 @@ static void on_term(int sig)
 		 * hand, which the writer cannot take. Outside the agent's slow path it holds no agent
 		 * lock, and its chunk is whole up to the last complete event: hand it off here. */
 		struct d9__thr *t = &d9__self;
-		if (!t->busy && t->blk && t->role != D9_ROLE_AGENT &&
-			__atomic_load_n(&t->park, __ATOMIC_RELAXED) == D9__RUNNING) {
-			t->busy = 1;
+		int inside = t->busy;
+		t->busy = 1; /* nothing below is the host's: no recording from this handler */
+		if (!inside && t->blk && t->role != D9_ROLE_AGENT &&
+			__atomic_load_n(&t->park, __ATOMIC_RELAXED) == D9__RUNNING)
 			d9__handoff(t);
-		}
 		__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
 		wait_flag(&g->state, D9__STOPPED, EXIT_WAIT_MS);
 		if (g->compressor_started) {
@@ -125,7 +125,7 @@ int d9__start(void)
 
 	if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == D9__RUNNING_)
 		return 0;
-	pthread_mutex_lock(&start_lock);
+	d9__lock(&start_lock);
 	if (g->state == D9__RUNNING_)
 		goto out;
 	if (g->state != D9__CONFIGURED) {
@@ -160,7 +160,7 @@ fail:
 	d9__enabled = 0;
 	err = -1;
 out:
-	pthread_mutex_unlock(&start_lock);
+	d9__unlock(&start_lock);
 	return err;
 }
 
@@ -193,20 +193,20 @@ int d9_agent_flush(int timeout_ms)
 {
 	struct d9__agent *g = &d9__g;
 
-	if (g->state != D9__RUNNING_)
+	if (g->state != D9__RUNNING_ || d9__self.busy)
 		return 0;
-	d9__self.busy = 1;
+	d9__self.busy = 1; /* to the end: the waits below are not the host's */
 	d9__unpark(&d9__self);
 	d9__handoff(&d9__self);
-	d9__self.busy = 0;
-	pthread_mutex_lock(&g->pool_lock);
+	d9__lock(&g->pool_lock);
 	/* two passes: the first collects every thread's chunk, the second writes what running
 	 * threads handed off in between */
 	uint64_t target = g->passes + 2;
 	g->flush_req = 1;
 	pthread_cond_signal(&g->writer_cond);
 	int err = wait_writer(passes_reached, &target, timeout_ms);
-	pthread_mutex_unlock(&g->pool_lock);
+	d9__unlock(&g->pool_lock);
+	d9__self.busy = 0;
 	return err;
 }
 
@@ -229,24 +229,36 @@ static void on_exit_flush(void)
 
 	if (g->state != D9__RUNNING_ || g->pid != getpid())
 		return;
-	if (d9__preload_at_exit)
+	/* exit() from a signal handler may have interrupted this thread inside the agent, holding
+	 * an agent lock: then its chunk is left alone and every lock below has a deadline */
+	int inside = d9__self.busy;
+	if (!inside && d9__preload_at_exit)
 		d9__preload_at_exit();
 	d9__self.busy = 1; /* from here on this thread records nothing */
-	d9__unpark(&d9__self); /* e.g. exit() from a signal handler that interrupted a wait */
-	d9__handoff(&d9__self);
-	pthread_mutex_lock(&g->pool_lock);
+	if (!inside) {
+		d9__unpark(&d9__self); /* e.g. exit() from a handler that interrupted a wait */
+		d9__handoff(&d9__self);
+	}
+	struct timespec lock_until;
+	clock_gettime(CLOCK_REALTIME, &lock_until);
+	lock_until.tv_sec += EXIT_WAIT_MS / 1000;
+	if (pthread_mutex_timedlock(&g->pool_lock, &lock_until) != 0) {
+		d9__log(D9_LOG_WARN, "exit: the agent is busy; the last segment stays .active");
+		errno = saved;
+		return;
+	}
 	__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
 	pthread_cond_signal(&g->writer_cond);
 	if (wait_writer(writer_stopped, NULL, EXIT_WAIT_MS) != 0)
 		d9__log(D9_LOG_WARN, "the writer did not finish within %d ms; the last segment stays .active",
 			EXIT_WAIT_MS);
-	pthread_mutex_unlock(&g->pool_lock);
+	d9__unlock(&g->pool_lock);
 	if (g->compressor_started) {
 		/* compress what is sealed if it is quick; otherwise it stays .bin (still readable) */
-		pthread_mutex_lock(&g->disk_lock);
+		d9__lock(&g->disk_lock);
 		g->compress_stop = 1;
 		pthread_cond_signal(&g->disk_cond);
-		pthread_mutex_unlock(&g->disk_lock);
+		d9__unlock(&g->disk_lock);
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += 2;
@@ -268,12 +280,12 @@ static void on_exit_flush(void)
 
 static void fork_prepare(void)
 {
-	pthread_mutex_lock(&d9__g.def_lock);
+	d9__lock(&d9__g.def_lock);
 }
 
 static void fork_parent(void)
 {
-	pthread_mutex_unlock(&d9__g.def_lock);
+	d9__unlock(&d9__g.def_lock);
 }
 
 /* The child: one thread, the parent's memory. Start over with a new series and new threads; the

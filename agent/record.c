@@ -40,6 +40,8 @@ void d9__record_init(void)
 	g->passes = 0;
 	g->flush_req = 0;
 	g->stop = 0;
+	g->npending = 0; /* a forked child does not inherit the parent's drop reports */
+	g->pending_overflow = 0;
 	__atomic_store_n(&g->nfree, (uint32_t)g->arena_blocks, __ATOMIC_RELAXED);
 }
 
@@ -74,7 +76,7 @@ struct d9__block *d9__pool_get(void)
 	struct d9__agent *g = &d9__g;
 	struct d9__block *b = NULL;
 
-	pthread_mutex_lock(&g->pool_lock);
+	d9__lock(&g->pool_lock);
 	if (g->free_list) {
 		b = g->free_list;
 		g->free_list = b->next;
@@ -83,7 +85,7 @@ struct d9__block *d9__pool_get(void)
 	}
 	if (b)
 		__atomic_sub_fetch(&g->nfree, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&g->pool_lock);
+	d9__unlock(&g->pool_lock);
 	return b;
 }
 
@@ -91,11 +93,11 @@ void d9__pool_put(struct d9__block *b)
 {
 	struct d9__agent *g = &d9__g;
 
-	pthread_mutex_lock(&g->pool_lock);
+	d9__lock(&g->pool_lock);
 	b->next = g->free_list;
 	g->free_list = b;
 	__atomic_add_fetch(&g->nfree, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&g->pool_lock);
+	d9__unlock(&g->pool_lock);
 }
 
 void d9__queue_push(struct d9__block *b)
@@ -103,14 +105,14 @@ void d9__queue_push(struct d9__block *b)
 	struct d9__agent *g = &d9__g;
 
 	b->next = NULL;
-	pthread_mutex_lock(&g->pool_lock);
+	d9__lock(&g->pool_lock);
 	if (g->q_tail)
 		g->q_tail->next = b;
 	else
 		g->q_head = b;
 	g->q_tail = b;
 	pthread_cond_signal(&g->writer_cond);
-	pthread_mutex_unlock(&g->pool_lock);
+	d9__unlock(&g->pool_lock);
 }
 
 void d9__handoff(struct d9__thr *t)
@@ -153,13 +155,13 @@ static void thread_register(struct d9__thr *t)
 	t->tid = (uint32_t)gettid();
 	if (!t->role)
 		t->role = D9_ROLE_THREAD;
-	pthread_mutex_lock(&g->reg_lock);
+	d9__lock(&g->reg_lock);
 	t->prev = NULL;
 	t->next = g->threads;
 	if (g->threads)
 		g->threads->prev = t;
 	g->threads = t;
-	pthread_mutex_unlock(&g->reg_lock);
+	d9__unlock(&g->reg_lock);
 	t->registered = 1;
 	pthread_setspecific(g->exit_key, t);
 	thread_name(name);
@@ -170,7 +172,7 @@ static void thread_unregister(struct d9__thr *t)
 {
 	struct d9__agent *g = &d9__g;
 
-	pthread_mutex_lock(&g->reg_lock);
+	d9__lock(&g->reg_lock);
 	if (t->prev)
 		t->prev->next = t->next;
 	else if (g->threads == t)
@@ -178,7 +180,7 @@ static void thread_unregister(struct d9__thr *t)
 	if (t->next)
 		t->next->prev = t->prev;
 	t->next = t->prev = NULL;
-	pthread_mutex_unlock(&g->reg_lock);
+	d9__unlock(&g->reg_lock);
 	t->registered = 0;
 }
 
@@ -265,7 +267,7 @@ void d9__collect(uint64_t older_than_mono_ns, int all)
 	struct d9__agent *g = &d9__g;
 	int stopping = all && __atomic_load_n(&g->stop, __ATOMIC_RELAXED);
 
-	pthread_mutex_lock(&g->reg_lock);
+	d9__lock(&g->reg_lock);
 	for (struct d9__thr *t = g->threads; t; t = t->next) {
 		uint32_t state = __atomic_load_n(&t->park, __ATOMIC_ACQUIRE);
 		if (state == D9__PARKED) {
@@ -292,7 +294,7 @@ void d9__collect(uint64_t older_than_mono_ns, int all)
 				__atomic_store_n(&t->enc.end, NULL, __ATOMIC_RELAXED);
 		}
 	}
-	pthread_mutex_unlock(&g->reg_lock);
+	d9__unlock(&g->reg_lock);
 }
 
 uint32_t d9_agent_become_worker(void)
@@ -348,7 +350,7 @@ void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count)
 
 	if (!count)
 		return;
-	pthread_mutex_lock(&g->pool_lock);
+	d9__lock(&g->pool_lock);
 	size_t i = 0;
 	while (i < g->npending && g->pending[i].tid != tid)
 		i++;
@@ -359,7 +361,7 @@ void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count)
 	else
 		g->pending_overflow += count; /* recorded under tid 0 */
 	pthread_cond_signal(&g->writer_cond);
-	pthread_mutex_unlock(&g->pool_lock);
+	d9__unlock(&g->pool_lock);
 }
 
 /* pthread key destructor: a recording thread is exiting; its chunk goes to the writer. */

@@ -508,28 +508,31 @@ void *d9__writer_main(void *arg)
 	g->first_seq = g->next_seq;
 	int recovering = 1; /* leftovers of crashed processes: one per pass, between our writes */
 
-	pthread_mutex_lock(&g->pool_lock);
+	d9__lock(&g->pool_lock);
 	for (;;) {
 		uint64_t now = d9__mono_ns();
 		if (!g->q_head && !g->flush_req && !g->stop && now < next_collect && !recovering) {
-			struct timespec until = { (time_t)(next_collect / 1000000000u),
-				(long)(next_collect % 1000000000u) };
+			/* at most 50 ms: a signal handler sets `stop` but cannot signal the condition */
+			uint64_t wake = next_collect < now + 50000000u ? next_collect : now + 50000000u;
+			struct timespec until = { (time_t)(wake / 1000000000u),
+				(long)(wake % 1000000000u) };
 			pthread_cond_timedwait(&g->writer_cond, &g->pool_lock, &until);
 		}
 		int stopping = __atomic_load_n(&g->stop, __ATOMIC_ACQUIRE);
 		int flush = g->flush_req || stopping;
 		g->flush_req = 0;
 		struct d9__block *q = take_queue();
-		pthread_mutex_unlock(&g->pool_lock);
+		d9__unlock(&g->pool_lock);
 
 		write_list(q);
 		now = d9__mono_ns();
 		if (now >= next_collect || flush) {
 			d9__modules_refresh(); /* libraries loaded since (dlopen): defined before use */
+			d9__coroutines_prune(20 * g->cfg.flush_interval_ns + 1000000000u);
 			d9__collect(now - g->cfg.flush_interval_ns, flush);
-			pthread_mutex_lock(&g->pool_lock);
+			d9__lock(&g->pool_lock);
 			q = take_queue();
-			pthread_mutex_unlock(&g->pool_lock);
+			d9__unlock(&g->pool_lock);
 			write_list(q);
 			next_collect = now + g->cfg.flush_interval_ns;
 		}
@@ -546,13 +549,13 @@ void *d9__writer_main(void *arg)
 		} else if (recovering) {
 			recovering = d9__recover_next();
 		}
-		pthread_mutex_lock(&g->pool_lock);
+		d9__lock(&g->pool_lock);
 		g->passes++;
 		pthread_cond_broadcast(&g->done_cond);
 		if (stopping) {
 			g->state = D9__STOPPED;
 			pthread_cond_broadcast(&g->done_cond);
-			pthread_mutex_unlock(&g->pool_lock);
+			d9__unlock(&g->pool_lock);
 			return NULL;
 		}
 	}
@@ -729,7 +732,15 @@ int d9__recover_next(void)
 			continue;
 		}
 		if (err) {
-			d9__log(D9_LOG_WARN, "cannot recover %s: %s", path, d9_strerror(err));
+			/* set aside under a name recovery never looks at, so it is tried once */
+			char damaged[4300];
+			snprintf(damaged, sizeof(damaged), "%.*s.damaged", (int)stem, path);
+			d9__log_once(D9_LOG_WARN, "cannot recover %s: %s; kept as %s", path,
+				d9_strerror(err), damaged);
+			if (rename(claimed, damaged) != 0) {
+				closedir(d);
+				return 0; /* cannot even move it: stop recovering in this process */
+			}
 			continue;
 		}
 		d9__log(D9_LOG_INFO, "recovered %s from a crashed process", sealed);

@@ -648,7 +648,12 @@ static void signal_waiters(struct st_state *s, void *obj, int all, uint32_t kind
 	struct waitq *q = queue_of(s, obj, 0);
 	struct co *co;
 
+	uint64_t now = d9__now();
 	while (q && (co = queue_pop(q))) {
+		/* ST skips waiters that are already runnable (interrupted, or timed out and not yet
+		 * run): so do we, and the signal goes to the next one */
+		if (co->woken || (co->deadline && co->deadline <= now))
+			continue;
 		wake(co, waker_id(s), co->wait_kind == D9_WAKE_JOIN ? D9_WAKE_JOIN : kind,
 			(int64_t)(uintptr_t)obj);
 		if (!all)
