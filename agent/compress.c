@@ -19,7 +19,9 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	int err = 0;
 
 	snprintf(dst, sizeof(dst), "%s.gz", src);
-	snprintf(tmp, sizeof(tmp), "%s.gz.tmp", src);
+	/* the temporary file names its writer: recovery removes only those of dead processes (a
+	 * recovered segment's name carries the dead process's pid, not ours) */
+	snprintf(tmp, sizeof(tmp), "%s.gz.tmp-%d", src, (int)getpid());
 	int in = open(src, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return -errno;

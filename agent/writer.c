@@ -695,12 +695,24 @@ int d9__recover_next(void)
 	while (!did && (e = readdir(d))) {
 		long pid, seq;
 		const char *suffix = parse_name(e->d_name, &pid, &seq);
-		long claimer = 0;
+		/* files being worked on name their worker: .recovering-<pid>, .bin.gz.tmp-<pid> */
+		long claimer = 0, tmp_owner = 0;
 		if (suffix && !strncmp(suffix, ".recovering-", 12))
 			claimer = strtol(suffix + 12, NULL, 10);
-		if (!suffix || (strcmp(suffix, ".active") && !claimer &&
-			    strcmp(suffix, ".bin.gz.tmp") && strcmp(suffix, ".active.tmp")))
+		if (suffix && !strncmp(suffix, ".bin.gz.tmp-", 12))
+			tmp_owner = strtol(suffix + 12, NULL, 10);
+		if (!suffix || (strcmp(suffix, ".active") && !claimer && !tmp_owner &&
+			    strcmp(suffix, ".active.tmp")))
 			continue;
+		if (tmp_owner) {
+			/* a compression cut short: its .bin is still there */
+			if (tmp_owner != g->pid && kill((pid_t)tmp_owner, 0) != 0 && errno == ESRCH) {
+				char tmp[4096];
+				if (!join_path(tmp, sizeof(tmp), g->cfg.dir, e->d_name))
+					unlink(tmp);
+			}
+			continue;
+		}
 		/* a live process other than us is still writing it; our own files from before this
 		 * run (pid reuse) are numbered below our first segment */
 		if (pid != g->pid && (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
@@ -714,10 +726,8 @@ int d9__recover_next(void)
 		if (join_path(path, sizeof(path), g->cfg.dir, e->d_name))
 			continue;
 		did = 1;
-		if (!strcmp(suffix, ".bin.gz.tmp") || !strcmp(suffix, ".active.tmp")) {
-			/* a compression cut short (its .bin is still there), or a segment killed
-			 * before its header was written */
-			unlink(path);
+		if (!strcmp(suffix, ".active.tmp")) {
+			unlink(path); /* a segment killed before its header was written */
 			continue;
 		}
 		/* claim it under our pid: rename is atomic, so one process wins; a claim left by a
