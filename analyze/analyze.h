@@ -11,4 +11,11 @@ enum {
 };
 
 int d9__cmd_dump(int argc, char **argv);
+int d9__cmd_summary(int argc, char **argv);
+int d9__cmd_polls(int argc, char **argv);
+
+/* Option parsing shared by the subcommands: when argv[*i] is "--name VALUE" or "--name=VALUE",
+ * stores VALUE, advances *i past it and returns 1; returns -1 (after a message on stderr) when
+ * the value is missing, 0 when argv[*i] is another argument. */
+int d9__opt(int argc, char **argv, int *i, const char *name, const char **val);
 #endif

@@ -1,10 +1,12 @@
-/* main.c: d9-analyze, the offline analyzer. Dispatches to one file per subcommand.
+/* main.c: d9-analyze, the offline analyzer. Dispatches to one file per subcommand; without a
+ * subcommand (first argument an option or an input path) it runs `summary`.
  * Exit codes: 0 ok, 2 usage, 3 nothing readable as a trace, 4 output written but some input was
  * damaged (truncated or corrupt segments: details on stderr). */
 #include "analyze.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct cmd {
 	const char *name;
@@ -13,12 +15,16 @@ struct cmd {
 };
 
 static const struct cmd cmds[] = {
+	{ "summary", d9__cmd_summary, "where the time went: workers, polls, locations, delays (default)" },
+	{ "polls", d9__cmd_polls, "one line per poll, with filters" },
 	{ "dump", d9__cmd_dump, "every record of segment files as JSON lines, ids unresolved" },
 };
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: d9-analyze COMMAND [OPTIONS] TRACE...\n\ncommands:\n");
+	fprintf(f, "usage: d9-analyze [COMMAND] [OPTIONS] TRACE...\n\n"
+		"TRACE: segment files (.bin, .bin.gz, .active) or directories of them, any mix of\n"
+		"processes. Without a COMMAND, 'summary' runs.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
 	fprintf(f, "\n'd9-analyze COMMAND --help' describes a command's options.\n"
@@ -38,6 +44,11 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(argv[1], cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);
+	/* no command: the default, summary, when the first argument is an option or an input */
+	struct stat st;
+	if ((argv[1][0] == '-' && argv[1][1]) || stat(argv[1], &st) == 0 || strchr(argv[1], '/') ||
+	    strchr(argv[1], '.'))
+		return d9__cmd_summary(argc, argv);
 	fprintf(stderr, "d9-analyze: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return D9_EXIT_USAGE;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # demo.sh (make demo): the main job end to end. Starts the State Threads test server under the
 # agent, drives a short mixed load (wrk plus a few injected slow requests), stops the server with
-# SIGTERM (the agent seals the trace), and shows what the trace holds.
+# SIGTERM (the agent seals the trace), and shows the analyzer's summary of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,43 +36,8 @@ kill -TERM "$pid"
 wait "$pid" 2>/dev/null || true
 ls -l "$trace" | sed 's/^/   /'
 
-echo "== decoding with build/d9-analyze dump"
+echo "== d9-analyze summary $trace"
+build/d9-analyze summary "$trace"
 build/d9-analyze dump "$trace" >"$out/dump.jsonl"
-python3 - "$out/dump.jsonl" <<'PY'
-import json, sys, collections
-types = collections.Counter(); strings = {}; locs = {}; stacks = {}
-hdr = None; polls = {}; longest = []; blocking = []; wakes = collections.Counter()
-end = None
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r["rec"] == "header": hdr = r
-    elif r["rec"] == "end": end = r
-    elif r["rec"] == "def":
-        if r["kind"] == "String": strings[r["id"]] = r["value"]
-        elif r["kind"] == "SpawnLocation": locs[r["id"]] = r
-    elif r["rec"] == "event":
-        types[r["type"]] += 1
-        t = r["type"]
-        if t == "PollStart": polls[(r["tid"], r["coroutine"])] = (r["mono_ns"], r["location"])
-        elif t == "PollEnd":
-            s = polls.pop((r["tid"], r["coroutine"]), None)
-            if s: longest.append((r["mono_ns"] - s[0], r["coroutine"], s[1]))
-        elif t == "Wake": wakes[["other","fd","timer","cond","mutex","join","interrupt","spawn"][r["kind"]]] += 1
-        elif t == "BlockingCall": blocking.append((r["duration_ns"], strings.get(r["call"], "?"), r["coroutine"]))
-def locname(i):
-    l = locs.get(i)
-    if not l: return "?"
-    return strings.get(l["name"]) or "0x%x (from 0x%x)" % (l["function_addr"], l["callsite_addr"])
-print("   process %s pid %d, %s clock" % (hdr["process"], hdr["pid"], hdr["clock"]))
-print("   events: " + ", ".join("%s %d" % kv for kv in types.most_common()))
-print("   wakes by kind: " + ", ".join("%s %d" % kv for kv in wakes.most_common()))
-print("   longest polls:")
-for d, co, loc in sorted(longest, reverse=True)[:5]:
-    print("     %8.2f ms  coroutine %-6d %s" % (d / 1e6, co, locname(loc)))
-print("   blocking calls:")
-for d, name, co in sorted(blocking, reverse=True)[:5]:
-    print("     %8.2f ms  %-12s coroutine %d" % (d / 1e6, name, co))
-print("   data quality: %d chunks, %d corrupt, truncated=%s, sealed=%s" % (
-    end["chunks"], end["corrupt_chunks"], end["truncated"], end["sealed"]))
-PY
-echo "== done: the full trace is in $trace, every record as JSON in $out/dump.jsonl"
+echo "== done: the trace is in $trace; every record as JSON in $out/dump.jsonl; try"
+echo "   build/d9-analyze polls --min 10ms $trace"

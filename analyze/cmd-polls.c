@@ -1,0 +1,204 @@
+/* cmd-polls.c: `d9-analyze polls`: one line per poll (a run of a coroutine on a worker), with
+ * filters, as text or JSON lines. Streaming: a poll is printed at its PollEnd, so lines come per
+ * process and, inside a segment, in chunk order (each thread's polls in time order). */
+#include "analyze.h"
+#include "d9-format.h"
+#include "json.h"
+#include "trace.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct open_poll {
+	int open;
+	uint64_t co;
+	const struct d9__loc *loc;
+	int64_t ns, real_ns;
+};
+
+struct polls {
+	struct d9__trace *t;
+	int json;
+	int64_t min_ns;
+	const char *location;
+	long worker, pid; /* -1: any */
+	struct open_poll *open; /* by thread idx */
+	size_t nopen;
+	uint64_t printed;
+	int oom;
+};
+
+static void print_poll(struct polls *p, const struct d9__thread *th, const struct open_poll *o,
+	int64_t end_ns)
+{
+	int64_t d = end_ns > o->ns ? end_ns - o->ns : 0;
+	const char *loc = o->loc ? o->loc->name : "(unknown)";
+	char a[32], b[32];
+
+	if (d < p->min_ns || (p->worker >= 0 && th->worker != p->worker) ||
+	    (p->pid >= 0 && th->proc->pid != p->pid) || (p->location && !strstr(loc, p->location)))
+		return;
+	p->printed++;
+	if (p->json) {
+		printf("{\"start_ns\":%" PRId64 ",\"offset_ns\":%" PRId64 ",\"duration_ns\":%" PRId64
+			",\"pid\":%u,\"tid\":%u,\"worker\":%u,\"coroutine\":%" PRIu64 ",\"location\":",
+			o->real_ns, o->real_ns - p->t->start_real, d, th->proc->pid, th->tid, th->worker,
+			o->co);
+		d9__json_cstr(stdout, loc);
+		fputs("}\n", stdout);
+		return;
+	}
+	snprintf(a, sizeof(a), "+%.6fs", (double)(o->real_ns - p->t->start_real) / 1e9);
+	printf("%-14s %-9s pid %-7u worker %-3u coroutine %-8" PRIu64 " %s\n", a,
+		d9__fmt_dur(b, sizeof(b), d), th->proc->pid, th->worker, o->co, loc);
+}
+
+static void polls_on_event(void *ctx, const struct d9__ev *ev)
+{
+	struct polls *p = ctx;
+
+	if (ev->type != D9_EV_POLL_START && ev->type != D9_EV_POLL_END)
+		return;
+	if (ev->th->idx >= p->nopen) {
+		size_t n = ev->th->idx + 1 > p->nopen * 2 ? ev->th->idx + 1 : p->nopen * 2;
+		struct open_poll *a = realloc(p->open, n * sizeof(*a));
+		if (!a) {
+			p->oom = 1;
+			return;
+		}
+		memset(a + p->nopen, 0, (n - p->nopen) * sizeof(*a));
+		p->open = a;
+		p->nopen = n;
+	}
+	struct open_poll *o = &p->open[ev->th->idx];
+	if (o->open)
+		print_poll(p, ev->th, o, ev->ns); /* a PollStart without PollEnd ends the poll */
+	o->open = ev->type == D9_EV_POLL_START;
+	if (o->open) {
+		o->co = ev->co;
+		o->loc = ev->loc;
+		o->ns = ev->ns;
+		o->real_ns = ev->real_ns;
+	}
+}
+
+static void polls_help(FILE *f)
+{
+	fprintf(f, "usage: d9-analyze polls [OPTIONS] TRACE...\n\n"
+		"Lists polls (one run of a coroutine on a worker, PollStart to PollEnd), one line each:\n"
+		"start (from the trace start), duration, pid, worker, coroutine, spawn location.\n\n"
+		"options:\n"
+		"  --json            JSON lines: start_ns (wall clock ns), offset_ns (from the trace\n"
+		"                    start), duration_ns, pid, tid, worker, coroutine, location\n"
+		"  --min DURATION    only polls at least this long\n"
+		"  --location TEXT   only polls whose location name contains TEXT\n"
+		"  --worker N        only polls on worker N\n"
+		"  --pid N           only polls of process N\n"
+		"  --from WHEN       ignore events before WHEN\n"
+		"  --to WHEN         ignore events from WHEN on\n"
+		"  -h, --help        this text\n\n"
+		"DURATION and WHEN: as in 'd9-analyze summary --help'. A poll that crosses a window\n"
+		"edge is not listed. Lines come per process, each thread's polls in time order.\n"
+		"exit status: 0 ok, 2 usage, 3 no readable trace, 4 output written but input damaged\n");
+}
+
+static int parse_id(const char *opt, const char *v, long *out)
+{
+	char *end;
+	long n = strtol(v, &end, 10);
+
+	if (*end || end == v || n < 0 || n > UINT32_MAX) {
+		fprintf(stderr, "d9-analyze: %s: want a number, not '%s'\n", opt, v);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
+int d9__cmd_polls(int argc, char **argv)
+{
+	struct polls p;
+	struct d9__trace t;
+	int nargs = 0, rc;
+	const char *v;
+	char **args = calloc((size_t)argc + 1, sizeof(*args));
+
+	if (!args)
+		return D9_EXIT_USAGE;
+	memset(&p, 0, sizeof(p));
+	memset(&t, 0, sizeof(t));
+	p.worker = p.pid = -1;
+	p.t = &t;
+	for (int i = 1; i < argc; i++) {
+		int r = 0;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			polls_help(stdout);
+			free(args);
+			return D9_EXIT_OK;
+		} else if (!strcmp(argv[i], "--json")) {
+			p.json = 1;
+		} else if ((r = d9__opt(argc, argv, &i, "--min", &v)) == 1) {
+			if (d9__parse_duration(v, &p.min_ns)) {
+				fprintf(stderr, "d9-analyze: --min: bad duration '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--location", &v)) == 1) {
+			p.location = v;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--worker", &v)) == 1) {
+			if (parse_id("--worker", v, &p.worker))
+				goto usage;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--pid", &v)) == 1) {
+			if (parse_id("--pid", v, &p.pid))
+				goto usage;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--from", &v)) == 1) {
+			if (d9__parse_when(v, &t.from)) {
+				fprintf(stderr, "d9-analyze: --from: bad time '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--to", &v)) == 1) {
+			if (d9__parse_when(v, &t.to)) {
+				fprintf(stderr, "d9-analyze: --to: bad time '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "d9-analyze: polls: unknown option '%s'\n", argv[i]);
+			goto usage;
+		} else if (r == 0) {
+			args[nargs++] = argv[i];
+		}
+		if (r < 0)
+			goto usage;
+	}
+	if (!nargs) {
+		fprintf(stderr, "d9-analyze: polls: no TRACE given\n");
+		goto usage;
+	}
+	if (d9__trace_open(&t, args, nargs)) {
+		fprintf(stderr, "d9-analyze: out of memory\n");
+		free(args);
+		d9__trace_close(&t);
+		return D9_EXIT_NO_TRACE;
+	}
+	free(args);
+	if (!t.readable) {
+		fprintf(stderr, "d9-analyze: no readable trace segment in the input\n");
+		d9__trace_close(&t);
+		return D9_EXIT_NO_TRACE;
+	}
+	if (!p.json)
+		printf("%-14s %-9s %-11s %-10s %-18s %s\n", "start", "duration", "pid", "worker",
+			"coroutine", "location");
+	if (d9__trace_run(&t, polls_on_event, &p) || p.oom)
+		fprintf(stderr, "d9-analyze: out of memory: the list is incomplete\n");
+	fflush(stdout);
+	rc = d9__trace_exit_code(&t);
+	free(p.open);
+	d9__trace_close(&t);
+	return rc;
+usage:
+	free(args);
+	polls_help(stderr);
+	return D9_EXIT_USAGE;
+}

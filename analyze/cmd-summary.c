@@ -1,0 +1,1067 @@
+/* cmd-summary.c: `d9-analyze summary` (the default command): one pass over the trace that
+ * answers "where did the time go": per-worker busy/parked time and poll durations, per spawn
+ * location poll times, the longest polls, scheduling delay, timer lateness, blocking calls,
+ * run-queue depth, idle workers and data quality. Text for people, --json for scripts (keys in
+ * README.md, "Analyzer"). Memory follows coroutines, locations and stacks, never events. */
+#include "analyze.h"
+#include "d9-format.h"
+#include "json.h"
+#include "trace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NKINDS (D9_WAKE_MAX + 2) /* wake kinds 0..7, then "unknown" */
+
+/* Per thread (worker or not). */
+struct wstat {
+	struct d9__thread *th;
+	struct d9__hist polls, turns;
+	uint64_t busy_ns, turn_ns, parked_ns, parks, ztw, idle_samples;
+	uint64_t park_cpu_ns, sched_wait_ns; /* Unpark's cpu_ns and sched_wait_ns, when recorded */
+	int64_t first_ns, last_ns;
+	int seen;
+	int in_poll, parked, in_turn;
+	uint64_t poll_co;
+	const struct d9__loc *poll_loc;
+	int64_t poll_start, poll_start_real;
+	int64_t park_start, turn_start, turn_start_real;
+};
+
+/* Per coroutine, while it lives: its pending wake. */
+struct costate {
+	int64_t wake_ns; /* when it became runnable (timers: the deadline) */
+	uint8_t has_wake, kind;
+};
+
+struct locstat {
+	struct d9__hist polls, sched;
+	uint64_t wakes[NKINDS]; /* wakes followed by a poll at this location, by kind */
+};
+
+struct long_poll {
+	uint64_t dur;
+	int64_t start_real;
+	const struct d9__loc *loc; /* NULL: unknown, or a loop turn */
+	struct d9__thread *th;
+	uint64_t co;
+};
+
+struct bgroup {
+	const char *call;
+	const struct d9__stack *stack;
+	uint64_t count, total, max;
+	struct bgroup *next;
+};
+
+/* Idle-worker detection, per segment of a process with two workers or more. */
+struct interval { struct d9__thread *th; int64_t from, to; };
+struct qsample { struct d9__thread *th; int64_t ns; };
+
+struct pstat {
+	struct d9__map cos; /* coroutine id -> struct costate */
+	uint64_t spawned, exited, alive;
+	int64_t first_real, last_real;
+	int seen;
+	struct interval *parks;
+	size_t nparks, capparks;
+	struct qsample *qs;
+	size_t nqs, capqs;
+};
+
+struct sum {
+	struct d9__trace *t;
+	int top;
+	int64_t min_ns;
+	struct wstat **ws; /* by thread idx */
+	size_t nws;
+	struct pstat **ps; /* by proc idx */
+	size_t nps;
+	struct locstat *locs; /* [0]: unknown location; [1 + loc idx] */
+	size_t nlocs;
+	struct d9__hist polls, turns, sched, lateness, queue;
+	struct d9__hist kind_sched[NKINDS];
+	struct long_poll *lp, *lt; /* min-heaps of the longest polls / loop turns */
+	size_t nlp, nlt;
+	struct d9__map bmap; /* hash -> chain */
+	struct bgroup **bl;
+	size_t nbl;
+	uint64_t ztw, drops_events, drops_samples, drop_reasons[D9_DROP_REASON_MAX + 2];
+	uint64_t idle_samples, queue_busy_samples;
+	uint64_t spawned, exited, alive;
+	int64_t first_real, last_real;
+	int seen, oom;
+};
+
+static void *grow_ptrs(void *arrp, size_t *n, size_t want)
+{
+	void ***arr = arrp;
+
+	if (want <= *n)
+		return *arr;
+	void **a = realloc(*arr, want * sizeof(void *));
+	if (!a)
+		return NULL;
+	memset(a + *n, 0, (want - *n) * sizeof(void *));
+	*arr = a;
+	*n = want;
+	return a;
+}
+
+static struct wstat *wstat_of(struct sum *s, struct d9__thread *th)
+{
+	if (!grow_ptrs(&s->ws, &s->nws, th->idx + 1)) {
+		s->oom = 1;
+		return NULL;
+	}
+	if (!s->ws[th->idx]) {
+		s->ws[th->idx] = calloc(1, sizeof(struct wstat));
+		if (!s->ws[th->idx]) {
+			s->oom = 1;
+			return NULL;
+		}
+		s->ws[th->idx]->th = th;
+	}
+	return s->ws[th->idx];
+}
+
+static struct pstat *pstat_of(struct sum *s, struct d9__proc *p)
+{
+	if (!grow_ptrs(&s->ps, &s->nps, p->idx + 1)) {
+		s->oom = 1;
+		return NULL;
+	}
+	if (!s->ps[p->idx] && !(s->ps[p->idx] = calloc(1, sizeof(struct pstat))))
+		s->oom = 1;
+	return s->ps[p->idx];
+}
+
+static struct locstat *locstat_of(struct sum *s, const struct d9__loc *l)
+{
+	size_t i = l ? l->idx + 1 : 0;
+
+	if (i >= s->nlocs) {
+		size_t n = i + 1 > s->nlocs * 2 ? i + 1 : s->nlocs * 2;
+		struct locstat *a = realloc(s->locs, n * sizeof(*a));
+		if (!a) {
+			s->oom = 1;
+			return NULL;
+		}
+		memset(a + s->nlocs, 0, (n - s->nlocs) * sizeof(*a));
+		s->locs = a;
+		s->nlocs = n;
+	}
+	return &s->locs[i];
+}
+
+static struct costate *co_of(struct sum *s, struct pstat *ps, uint64_t co)
+{
+	struct costate *c = d9__map_get(&ps->cos, co);
+
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c || d9__map_put(&ps->cos, co, c)) {
+			free(c);
+			s->oom = 1;
+			return NULL;
+		}
+	}
+	return c;
+}
+
+/* Keeps the `top` largest in a min-heap of at most s->top entries. */
+static void heap_push(struct long_poll *h, size_t *n, size_t cap, struct long_poll v)
+{
+	size_t i;
+
+	if (!cap)
+		return;
+	if (*n == cap) {
+		if (v.dur <= h[0].dur)
+			return;
+		i = 0; /* replace the smallest, sift down */
+		for (;;) {
+			size_t l = 2 * i + 1, r = l + 1, m = i;
+			uint64_t mv = v.dur;
+			if (l < *n && h[l].dur < mv)
+				m = l, mv = h[l].dur;
+			if (r < *n && h[r].dur < mv)
+				m = r;
+			if (m == i)
+				break;
+			h[i] = h[m];
+			i = m;
+		}
+		h[i] = v;
+		return;
+	}
+	i = (*n)++;
+	while (i && h[(i - 1) / 2].dur > v.dur) {
+		h[i] = h[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	h[i] = v;
+}
+
+static int cmp_lp_desc(const void *a, const void *b)
+{
+	const struct long_poll *x = a, *y = b;
+
+	if (x->dur != y->dur)
+		return x->dur > y->dur ? -1 : 1;
+	return x->start_real < y->start_real ? -1 : x->start_real > y->start_real;
+}
+
+static void add_blocking(struct sum *s, const struct d9__ev *ev)
+{
+	uint64_t h = d9__hash64((uint64_t)(uintptr_t)ev->call ^
+		d9__hash64((uint64_t)(uintptr_t)ev->stack));
+	struct bgroup *head = d9__map_get(&s->bmap, h), *g;
+
+	for (g = head; g; g = g->next)
+		if (g->call == ev->call && g->stack == ev->stack)
+			break;
+	if (!g) {
+		g = calloc(1, sizeof(*g));
+		struct bgroup **a = g ? realloc(s->bl, (s->nbl + 1) * sizeof(*a)) : NULL;
+		if (!a || d9__map_put(&s->bmap, h, g)) {
+			free(g);
+			s->oom = 1;
+			return;
+		}
+		g->call = ev->call;
+		g->stack = ev->stack;
+		g->next = head;
+		s->bl = a;
+		s->bl[s->nbl++] = g;
+	}
+	g->count++;
+	g->total += ev->count;
+	if (ev->count > g->max)
+		g->max = ev->count;
+}
+
+static size_t workers_of(const struct d9__proc *p)
+{
+	return p->nworkers;
+}
+
+static void push_interval(struct sum *s, struct pstat *ps, struct d9__thread *th, int64_t from,
+	int64_t to)
+{
+	if (ps->nparks == ps->capparks) {
+		size_t cap = ps->capparks ? ps->capparks * 2 : 256;
+		struct interval *a = realloc(ps->parks, cap * sizeof(*a));
+		if (!a) {
+			s->oom = 1;
+			return;
+		}
+		ps->parks = a;
+		ps->capparks = cap;
+	}
+	ps->parks[ps->nparks++] = (struct interval){ th, from, to };
+}
+
+static int cmp_interval(const void *a, const void *b)
+{
+	const struct interval *x = a, *y = b;
+
+	if (x->th != y->th)
+		return x->th->idx < y->th->idx ? -1 : 1;
+	return x->from < y->from ? -1 : x->from > y->from;
+}
+
+/* 1 when one of the (disjoint, sorted) intervals parks[lo, hi) holds instant t. */
+static int parked_at(const struct interval *parks, size_t lo, size_t hi, int64_t t)
+{
+	while (lo < hi) { /* the last interval starting at or before t */
+		size_t mid = lo + (hi - lo) / 2;
+		if (parks[mid].from <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && parks[lo - 1].from <= t && parks[lo - 1].to >= t;
+}
+
+/* End of a segment of a multi-worker process: each QueueSample with work waiting on worker A
+ * counts one idle-worker sample for every other worker B parked at that instant. */
+static void idle_check(struct sum *s, struct d9__proc *p, struct pstat *ps)
+{
+	for (size_t i = 0; i < s->nws; i++) {
+		struct wstat *w = s->ws[i];
+		if (w && w->th->proc == p && w->parked)
+			push_interval(s, ps, w->th, w->park_start, INT64_MAX);
+	}
+	if (ps->nparks)
+		qsort(ps->parks, ps->nparks, sizeof(*ps->parks), cmp_interval);
+	for (size_t q = 0; q < ps->nqs; q++) {
+		int any = 0;
+		/* each worker's intervals form one sorted run of parks[] */
+		for (size_t lo = 0, hi; lo < ps->nparks; lo = hi) {
+			struct d9__thread *th = ps->parks[lo].th;
+			for (hi = lo + 1; hi < ps->nparks && ps->parks[hi].th == th; hi++)
+				;
+			if (th == ps->qs[q].th || !parked_at(ps->parks, lo, hi, ps->qs[q].ns))
+				continue;
+			struct wstat *w = wstat_of(s, th);
+			if (w)
+				w->idle_samples++;
+			any = 1;
+		}
+		s->queue_busy_samples++;
+		if (any)
+			s->idle_samples++;
+	}
+	ps->nparks = ps->nqs = 0;
+}
+
+static void end_poll(struct sum *s, struct wstat *w, int64_t end_ns)
+{
+	uint64_t d = end_ns > w->poll_start ? (uint64_t)(end_ns - w->poll_start) : 0;
+	struct locstat *ls = locstat_of(s, w->poll_loc);
+
+	w->in_poll = 0;
+	d9__hist_add(&w->polls, d);
+	d9__hist_add(&s->polls, d);
+	w->busy_ns += d;
+	if (ls)
+		d9__hist_add(&ls->polls, d);
+	if (d >= (uint64_t)s->min_ns)
+		heap_push(s->lp, &s->nlp, (size_t)s->top, (struct long_poll){ d, w->poll_start_real,
+			w->poll_loc, w->th, w->poll_co });
+}
+
+static void sum_on_event(void *ctx, const struct d9__ev *ev)
+{
+	struct sum *s = ctx;
+	struct pstat *ps = pstat_of(s, ev->proc);
+
+	if (!ps)
+		return;
+	if (ev->type == D9__EV_SEGMENT_END) {
+		if (ps->nqs)
+			idle_check(s, ev->proc, ps);
+		ps->nparks = 0;
+		return;
+	}
+	if (ev->type == D9__EV_PROCESS_END) {
+		for (size_t i = 0; i < ps->cos.cap; i++)
+			if (ps->cos.vals && ps->cos.vals[i])
+				free(ps->cos.vals[i]);
+		ps->alive = ps->cos.n;
+		s->alive += ps->cos.n;
+		d9__map_free(&ps->cos);
+		free(ps->parks);
+		free(ps->qs);
+		ps->parks = NULL;
+		ps->qs = NULL;
+		ps->capparks = ps->capqs = 0;
+		return;
+	}
+	struct wstat *w = wstat_of(s, ev->th);
+	if (!w)
+		return;
+	if (!w->seen || ev->ns < w->first_ns)
+		w->first_ns = ev->ns;
+	if (!w->seen || ev->ns > w->last_ns)
+		w->last_ns = ev->ns;
+	w->seen = 1;
+	if (!ps->seen || ev->real_ns < ps->first_real)
+		ps->first_real = ev->real_ns;
+	if (!ps->seen || ev->real_ns > ps->last_real)
+		ps->last_real = ev->real_ns;
+	ps->seen = 1;
+	if (!s->seen || ev->real_ns < s->first_real)
+		s->first_real = ev->real_ns;
+	if (!s->seen || ev->real_ns > s->last_real)
+		s->last_real = ev->real_ns;
+	s->seen = 1;
+
+	switch (ev->type) {
+	case D9_EV_POLL_START: {
+		if (w->in_poll)
+			end_poll(s, w, ev->ns); /* the PollEnd was lost: end it here */
+		w->in_poll = 1;
+		w->poll_co = ev->co;
+		w->poll_loc = ev->loc;
+		w->poll_start = ev->ns;
+		w->poll_start_real = ev->real_ns;
+		struct costate *c = ev->co ? co_of(s, ps, ev->co) : NULL;
+		if (c && c->has_wake) {
+			uint64_t d = ev->ns > c->wake_ns ? (uint64_t)(ev->ns - c->wake_ns) : 0;
+			struct locstat *ls = locstat_of(s, ev->loc);
+			d9__hist_add(&s->sched, d);
+			d9__hist_add(&s->kind_sched[c->kind], d);
+			if (ls) {
+				d9__hist_add(&ls->sched, d);
+				ls->wakes[c->kind]++;
+			}
+			c->has_wake = 0;
+		}
+		break;
+	}
+	case D9_EV_POLL_END:
+		if (w->in_poll)
+			end_poll(s, w, ev->ns);
+		break;
+	case D9_EV_PARK:
+		if (w->in_turn) {
+			uint64_t d = ev->ns > w->turn_start ? (uint64_t)(ev->ns - w->turn_start) : 0;
+			d9__hist_add(&w->turns, d);
+			d9__hist_add(&s->turns, d);
+			w->turn_ns += d;
+			if (d >= (uint64_t)s->min_ns)
+				heap_push(s->lt, &s->nlt, (size_t)s->top, (struct long_poll){ d,
+					w->turn_start_real, NULL, w->th, 0 });
+			w->in_turn = 0;
+		}
+		w->parked = 1;
+		w->park_start = ev->ns;
+		w->parks++;
+		break;
+	case D9_EV_UNPARK:
+		w->park_cpu_ns += ev->raw->f[D9_F_UNPARK_CPU_NS];
+		w->sched_wait_ns += ev->raw->f[D9_F_UNPARK_SCHED_WAIT_NS];
+		if (w->parked) {
+			w->parked_ns += ev->ns > w->park_start ? (uint64_t)(ev->ns - w->park_start) : 0;
+			if (workers_of(ev->proc) > 1)
+				push_interval(s, ps, w->th, w->park_start, ev->ns);
+		}
+		w->parked = 0;
+		w->in_turn = 1;
+		w->turn_start = ev->ns;
+		w->turn_start_real = ev->real_ns;
+		break;
+	case D9_EV_WAKE: {
+		if (ev->kind == D9_WAKE_TIMER)
+			d9__hist_add(&s->lateness, ev->ns > ev->deadline_ns ?
+				(uint64_t)(ev->ns - ev->deadline_ns) : 0);
+		struct costate *c = ev->co ? co_of(s, ps, ev->co) : NULL;
+		if (c && !c->has_wake) {
+			/* the first wake since its last poll made it runnable */
+			c->has_wake = 1;
+			c->kind = (uint8_t)(ev->kind <= D9_WAKE_MAX ? ev->kind : D9_WAKE_MAX + 1);
+			c->wake_ns = ev->kind == D9_WAKE_TIMER && ev->deadline_ns < ev->ns ?
+				ev->deadline_ns : ev->ns;
+		}
+		break;
+	}
+	case D9_EV_SPAWN:
+		s->spawned++;
+		ps->spawned++;
+		if (ev->co)
+			co_of(s, ps, ev->co);
+		break;
+	case D9_EV_COROUTINE_EXIT:
+		s->exited++;
+		ps->exited++;
+		free(d9__map_del(&ps->cos, ev->co));
+		break;
+	case D9_EV_QUEUE_SAMPLE:
+		d9__hist_add(&s->queue, ev->count);
+		if (ev->count > 0 && workers_of(ev->proc) > 1) {
+			if (ps->nqs == ps->capqs) {
+				size_t cap = ps->capqs ? ps->capqs * 2 : 64;
+				struct qsample *a = realloc(ps->qs, cap * sizeof(*a));
+				if (!a) {
+					s->oom = 1;
+					break;
+				}
+				ps->qs = a;
+				ps->capqs = cap;
+			}
+			ps->qs[ps->nqs++] = (struct qsample){ ev->th, ev->ns };
+		}
+		break;
+	case D9_EV_BLOCKING_CALL:
+		add_blocking(s, ev);
+		break;
+	case D9_EV_DROPPED:
+		if (ev->kind == D9_DROP_SAMPLES_LOST)
+			s->drops_samples += ev->count;
+		else
+			s->drops_events += ev->count;
+		s->drop_reasons[ev->kind <= D9_DROP_REASON_MAX ? ev->kind : D9_DROP_REASON_MAX + 1] +=
+			ev->count;
+		break;
+	case D9_EV_ZERO_TIMEOUT_WAITS:
+		w->ztw += ev->count;
+		s->ztw += ev->count;
+		break;
+	default:
+		break;
+	}
+}
+
+static int sum_init(struct sum *s, struct d9__trace *t, int top, int64_t min_ns)
+{
+	memset(s, 0, sizeof(*s));
+	s->t = t;
+	s->top = top;
+	s->min_ns = min_ns;
+	s->lp = calloc((size_t)top + 1, sizeof(*s->lp));
+	s->lt = calloc((size_t)top + 1, sizeof(*s->lt));
+	return s->lp && s->lt ? 0 : -ENOMEM;
+}
+
+static void sum_free(struct sum *s)
+{
+	for (size_t i = 0; i < s->nws; i++) {
+		if (!s->ws[i])
+			continue;
+		d9__hist_free(&s->ws[i]->polls);
+		d9__hist_free(&s->ws[i]->turns);
+		free(s->ws[i]);
+	}
+	free(s->ws);
+	for (size_t i = 0; i < s->nps; i++) {
+		struct pstat *ps = s->ps[i];
+		if (!ps)
+			continue;
+		for (size_t j = 0; j < ps->cos.cap; j++)
+			if (ps->cos.vals && ps->cos.vals[j])
+				free(ps->cos.vals[j]);
+		d9__map_free(&ps->cos);
+		free(ps->parks);
+		free(ps->qs);
+		free(ps);
+	}
+	free(s->ps);
+	for (size_t i = 0; i < s->nlocs; i++) {
+		d9__hist_free(&s->locs[i].polls);
+		d9__hist_free(&s->locs[i].sched);
+	}
+	free(s->locs);
+	d9__hist_free(&s->polls);
+	d9__hist_free(&s->turns);
+	d9__hist_free(&s->sched);
+	d9__hist_free(&s->lateness);
+	d9__hist_free(&s->queue);
+	for (int k = 0; k < NKINDS; k++)
+		d9__hist_free(&s->kind_sched[k]);
+	free(s->lp);
+	free(s->lt);
+	for (size_t i = 0; i < s->nbl; i++)
+		free(s->bl[i]);
+	free(s->bl);
+	d9__map_free(&s->bmap);
+}
+
+/* Generic mode: no poll anywhere but loop turns: turns take the place of polls. */
+static int generic_mode(const struct sum *s)
+{
+	return s->polls.n == 0 && s->turns.n > 0;
+}
+
+static int cmp_bgroup(const void *a, const void *b)
+{
+	const struct bgroup *x = *(struct bgroup *const *)a, *y = *(struct bgroup *const *)b;
+
+	if (x->total != y->total)
+		return x->total > y->total ? -1 : 1;
+	return strcmp(x->call, y->call);
+}
+
+/* Location rows, sorted by total poll time. */
+struct locrow { const char *name; struct locstat *ls; };
+
+static int cmp_locrow(const void *a, const void *b)
+{
+	const struct locrow *x = a, *y = b;
+
+	if (x->ls->polls.sum != y->ls->polls.sum)
+		return x->ls->polls.sum > y->ls->polls.sum ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static size_t loc_rows(struct sum *s, struct locrow **out)
+{
+	size_t n = 0;
+	struct locrow *r = calloc(s->nlocs + 1, sizeof(*r));
+
+	*out = r;
+	if (!r)
+		return 0;
+	for (size_t i = 0; i < s->nlocs; i++) {
+		if (!s->locs[i].polls.n && !s->locs[i].sched.n)
+			continue;
+		r[n].name = i ? s->t->locs[i - 1]->name : "(unknown)";
+		r[n].ls = &s->locs[i];
+		n++;
+	}
+	qsort(r, n, sizeof(*r), cmp_locrow);
+	return n;
+}
+
+static int cmp_ws(const void *a, const void *b)
+{
+	const struct wstat *x = *(struct wstat *const *)a, *y = *(struct wstat *const *)b;
+
+	if (x->th->proc->idx != y->th->proc->idx)
+		return x->th->proc->idx < y->th->proc->idx ? -1 : 1;
+	if (x->th->worker != y->th->worker)
+		return x->th->worker < y->th->worker ? -1 : 1;
+	return x->th->tid < y->th->tid ? -1 : x->th->tid > y->th->tid;
+}
+
+/* The workers (threads with a worker id and events), in (process, worker) order. */
+static size_t worker_list(struct sum *s, struct wstat ***out)
+{
+	size_t n = 0;
+	struct wstat **a = calloc(s->nws + 1, sizeof(*a));
+
+	*out = a;
+	if (!a)
+		return 0;
+	for (size_t i = 0; i < s->nws; i++)
+		if (s->ws[i] && s->ws[i]->seen && s->ws[i]->th->worker)
+			a[n++] = s->ws[i];
+	qsort(a, n, sizeof(*a), cmp_ws);
+	return n;
+}
+
+static const char *kind_name(int k)
+{
+	const char *n = k <= D9_WAKE_MAX ? d9_wake_kind_name((uint64_t)k) : NULL;
+
+	return n ? n : "unknown";
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------ */
+static void json_hist(FILE *f, struct d9__hist *h)
+{
+	fprintf(f, "\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"mean_ns\":%" PRIu64
+		",\"p50_ns\":%" PRIu64 ",\"p90_ns\":%" PRIu64 ",\"p99_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64,
+		h->n, h->sum, h->n ? h->sum / h->n : 0, d9__hist_pct(h, 50), d9__hist_pct(h, 90),
+		d9__hist_pct(h, 99), h->max);
+}
+
+/* Frame names, innermost first, inlined functions expanded into frames of their own. */
+static void json_stack(FILE *f, struct d9__trace *t, const struct d9__stack *st)
+{
+	char buf[64];
+	const char *names[D9__MAX_INLINE];
+	int first = 1;
+
+	fputc('[', f);
+	for (uint32_t i = 0; st && i < st->n; i++) {
+		size_t k = d9__frame_names(t, st, i, names, D9__MAX_INLINE, buf, sizeof(buf));
+		for (size_t j = 0; j < k; j++, first = 0) {
+			if (!first)
+				fputc(',', f);
+			d9__json_cstr(f, names[j]);
+		}
+	}
+	fputc(']', f);
+}
+
+static double pct(uint64_t part, int64_t whole)
+{
+	return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+static void print_json(FILE *f, struct sum *s)
+{
+	struct d9__trace *t = s->t;
+	int gen = generic_mode(s);
+	struct d9__hist *polls = gen ? &s->turns : &s->polls;
+
+	fprintf(f, "{\"mode\":\"%s\",\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64
+		",\"duration_ns\":%" PRId64 ",\"trace_start_ns\":%" PRId64 ",\"events\":%" PRIu64,
+		gen ? "generic" : "coroutines", s->seen ? s->first_real : 0, s->seen ? s->last_real : 0,
+		s->seen ? s->last_real - s->first_real : 0, t->start_real, t->events);
+	fputs(",\"processes\":[", f);
+	for (size_t i = 0; i < t->nprocs; i++) {
+		struct d9__proc *p = t->procs[i];
+		struct pstat *ps = i < s->nps ? s->ps[i] : NULL;
+		fprintf(f, "%s{\"pid\":%u,\"ppid\":%u,\"process\":", i ? "," : "", p->pid, p->ppid);
+		d9__json_cstr(f, p->process);
+		fputs(",\"cmdline\":", f);
+		d9__json_cstr(f, p->cmdline);
+		fputs(",\"hostname\":", f);
+		d9__json_cstr(f, p->hostname);
+		fprintf(f, ",\"segments\":%u,\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64
+			",\"workers\":%zu,\"spawned\":%" PRIu64 ",\"exited\":%" PRIu64 ",\"alive\":%" PRIu64 "}",
+			p->nsegs, ps && ps->seen ? ps->first_real : 0, ps && ps->seen ? ps->last_real : 0,
+			workers_of(p), ps ? ps->spawned : 0, ps ? ps->exited : 0, ps ? ps->alive : 0);
+	}
+	fputs("],\"workers\":[", f);
+	struct wstat **wl;
+	size_t nw = worker_list(s, &wl);
+	for (size_t i = 0; i < nw; i++) {
+		struct wstat *w = wl[i];
+		int wg = w->polls.n == 0 && w->turns.n > 0;
+		struct d9__hist *h = wg ? &w->turns : &w->polls;
+		uint64_t busy = wg ? w->turn_ns : w->busy_ns;
+		int64_t span = w->last_ns - w->first_ns;
+		fprintf(f, "%s{\"id\":%u,\"pid\":%u,\"tid\":%u,\"name\":", i ? "," : "", w->th->worker,
+			w->th->proc->pid, w->th->tid);
+		d9__json_cstr(f, w->th->name);
+		fprintf(f, ",\"unit\":\"%s\",\"polls\":%" PRIu64 ",\"span_ns\":%" PRId64 ",\"busy_ns\":%"
+			PRIu64 ",\"parked_ns\":%" PRIu64 ",\"busy_pct\":%.2f,\"parked_pct\":%.2f,"
+			"\"p50_ns\":%" PRIu64 ",\"p99_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 ",\"parks\":%"
+			PRIu64 ",\"zero_timeout_waits\":%" PRIu64 ",\"idle_samples\":%" PRIu64
+			",\"park_cpu_ns\":%" PRIu64 ",\"sched_wait_ns\":%" PRIu64 "}",
+			wg ? "loop_turn" : "poll", h->n, span, busy, w->parked_ns, pct(busy, span),
+			pct(w->parked_ns, span), d9__hist_pct(h, 50), d9__hist_pct(h, 99), h->max, w->parks,
+			w->ztw, w->idle_samples, w->park_cpu_ns, w->sched_wait_ns);
+	}
+	free(wl);
+	fprintf(f, "],\"coroutines\":{\"spawned\":%" PRIu64 ",\"exited\":%" PRIu64 ",\"alive\":%" PRIu64
+		"},\"polls\":{", s->spawned, s->exited, s->alive);
+	json_hist(f, polls);
+	fputs("},\"locations\":[", f);
+	struct locrow *rows;
+	size_t nr = 0;
+	if (gen) {
+		fputs("{\"name\":\"(loop turn)\",\"polls\":", f);
+		fprintf(f, "%" PRIu64 ",", s->turns.n);
+		json_hist(f, &s->turns);
+		fputs(",\"sched_delay\":{\"count\":0,\"p50_ns\":0,\"p99_ns\":0,\"max_ns\":0,"
+			"\"wakes\":{}}}", f);
+	} else {
+		nr = loc_rows(s, &rows);
+		for (size_t i = 0; i < nr; i++) {
+			fprintf(f, "%s{\"name\":", i ? "," : "");
+			d9__json_cstr(f, rows[i].name);
+			fprintf(f, ",\"polls\":%" PRIu64 ",", rows[i].ls->polls.n);
+			json_hist(f, &rows[i].ls->polls);
+			fputs(",\"sched_delay\":{", f);
+			json_hist(f, &rows[i].ls->sched);
+			fputs(",\"wakes\":{", f);
+			for (int k = 0, n = 0; k < NKINDS; k++)
+				if (rows[i].ls->wakes[k])
+					fprintf(f, "%s\"%s\":%" PRIu64, n++ ? "," : "", kind_name(k),
+						rows[i].ls->wakes[k]);
+			fputs("}}}", f);
+		}
+		free(rows);
+	}
+	fputs("],\"long_polls\":[", f);
+	struct long_poll *lp = gen ? s->lt : s->lp;
+	size_t nlp = gen ? s->nlt : s->nlp;
+	qsort(lp, nlp, sizeof(*lp), cmp_lp_desc);
+	for (size_t i = 0; i < nlp; i++) {
+		fprintf(f, "%s{\"duration_ns\":%" PRIu64 ",\"location\":", i ? "," : "", lp[i].dur);
+		d9__json_cstr(f, lp[i].loc ? lp[i].loc->name : gen ? "(loop turn)" : "(unknown)");
+		fprintf(f, ",\"worker\":%u,\"pid\":%u,\"tid\":%u,\"coroutine\":%" PRIu64 ",\"start_ns\":%"
+			PRId64 ",\"offset_ns\":%" PRId64 ",\"stack\":[]}", lp[i].th->worker,
+			lp[i].th->proc->pid, lp[i].th->tid, lp[i].co, lp[i].start_real,
+			lp[i].start_real - t->start_real);
+	}
+	fputs("],\"sched_delay\":{", f);
+	json_hist(f, &s->sched);
+	fputs(",\"by_kind\":[", f);
+	int first = 1;
+	for (int k = 0; k < NKINDS; k++) {
+		if (!s->kind_sched[k].n)
+			continue;
+		fprintf(f, "%s{\"kind\":\"%s\",", first ? "" : ",", kind_name(k));
+		json_hist(f, &s->kind_sched[k]);
+		fputc('}', f);
+		first = 0;
+	}
+	fputs("]},\"timer_lateness\":{", f);
+	json_hist(f, &s->lateness);
+	fputs("},\"blocking_calls\":[", f);
+	if (s->nbl) /* qsort wants a non-NULL base, even for 0 elements */
+		qsort(s->bl, s->nbl, sizeof(*s->bl), cmp_bgroup);
+	for (size_t i = 0; i < s->nbl; i++) {
+		fprintf(f, "%s{\"call\":", i ? "," : "");
+		d9__json_cstr(f, s->bl[i]->call);
+		fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64
+			",\"stack\":", s->bl[i]->count, s->bl[i]->total, s->bl[i]->max);
+		json_stack(f, t, s->bl[i]->stack);
+		fputc('}', f);
+	}
+	fprintf(f, "],\"run_queue\":{\"samples\":%" PRIu64 ",\"mean\":%.2f,\"p50\":%" PRIu64
+		",\"p99\":%" PRIu64 ",\"max\":%" PRIu64 "}", s->queue.n,
+		s->queue.n ? (double)s->queue.sum / (double)s->queue.n : 0.0, d9__hist_pct(&s->queue, 50),
+		d9__hist_pct(&s->queue, 99), s->queue.max);
+	fprintf(f, ",\"zero_timeout_waits\":%" PRIu64, s->ztw);
+	fprintf(f, ",\"idle_workers\":{\"queue_samples_with_work\":%" PRIu64
+		",\"samples_with_idle_worker\":%" PRIu64 "}", s->queue_busy_samples, s->idle_samples);
+	fputs(",\"cpu_hotspots\":[]", f);
+	fprintf(f, ",\"drops\":{\"events\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"by_reason\":{",
+		s->drops_events, s->drops_samples);
+	first = 1;
+	for (int r = 0; r <= D9_DROP_REASON_MAX + 1; r++) {
+		if (!s->drop_reasons[r])
+			continue;
+		const char *n = r <= D9_DROP_REASON_MAX ? d9_drop_reason_name((uint64_t)r) : NULL;
+		fprintf(f, "%s\"%s\":%" PRIu64, first ? "" : ",", n ? n : "unknown", s->drop_reasons[r]);
+		first = 0;
+	}
+	fprintf(f, "}},\"data_quality\":{\"files\":%" PRIu64 ",\"readable\":%" PRIu64 ",\"unreadable\":%"
+		PRIu64 ",\"bad_arguments\":%" PRIu64 ",\"damaged_files\":%" PRIu64
+		",\"truncated_segments\":%" PRIu64 ",\"corrupt_segments\":%" PRIu64
+		",\"corrupt_chunks\":%" PRIu64 ",\"bad_events\":%" PRIu64 ",\"bad_defs\":%" PRIu64
+		",\"unknown_records\":%" PRIu64 "}", t->files, t->readable, t->unreadable, t->bad_args,
+		t->damaged_files, t->truncated_segments, t->corrupt_segments, t->corrupt_chunks,
+		t->bad_events, t->bad_defs, t->unknown_records);
+	fputs(",\"warnings\":[", f);
+	for (size_t i = 0; i < t->nwarnings; i++) {
+		if (i)
+			fputc(',', f);
+		d9__json_cstr(f, t->warnings[i]);
+	}
+	fputs("]}\n", f);
+}
+
+/* ---- text ------------------------------------------------------------------------------------ */
+#define D(buf, v) d9__fmt_dur(buf, sizeof(buf), (int64_t)(v))
+
+static void text_hist_line(FILE *f, const char *label, struct d9__hist *h)
+{
+	char a[32], b[32], c[32], d[32];
+
+	fprintf(f, "  %-14s %8" PRIu64 "  p50 %-8s p90 %-8s p99 %-8s max %s\n", label, h->n,
+		D(a, d9__hist_pct(h, 50)), D(b, d9__hist_pct(h, 90)), D(c, d9__hist_pct(h, 99)),
+		D(d, h->max));
+}
+
+/* CLOCK_REALTIME ns as "2026-11-22T05:40:00.123456" (UTC). */
+static const char *fmt_utc(char *buf, size_t n, int64_t ns)
+{
+	time_t sec = (time_t)(ns / 1000000000);
+	struct tm tm;
+
+	if (ns < 0 || !gmtime_r(&sec, &tm)) {
+		snprintf(buf, n, "?");
+		return buf;
+	}
+	size_t k = strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf + k, n - k, ".%06lld", (long long)(ns % 1000000000) / 1000);
+	return buf;
+}
+
+static void print_text(FILE *f, struct sum *s)
+{
+	struct d9__trace *t = s->t;
+	int gen = generic_mode(s);
+	const char *unit = gen ? "loop turns" : "polls";
+	char a[32], b[32], c[32], d[32], e[32];
+
+	fprintf(f, "d9 trace summary%s\n", gen ? " (generic mode: loop turns in place of polls)" : "");
+	char from[40], to[40];
+	fprintf(f, "time range: %s to %s UTC (%s), %" PRIu64 " events in %" PRIu64 " segment(s)\n",
+		fmt_utc(from, sizeof(from), s->seen ? s->first_real : 0),
+		fmt_utc(to, sizeof(to), s->seen ? s->last_real : 0),
+		D(a, s->seen ? s->last_real - s->first_real : 0), t->events, t->readable);
+	for (size_t i = 0; i < t->nprocs; i++) {
+		struct d9__proc *p = t->procs[i];
+		struct pstat *ps = i < s->nps ? s->ps[i] : NULL;
+		fprintf(f, "process %u (%s) on %s: %u segment(s), %zu worker(s), %" PRIu64
+			" coroutines spawned; %s\n", p->pid, p->process, p->hostname, p->nsegs,
+			workers_of(p), ps ? ps->spawned : 0, p->cmdline);
+	}
+	fprintf(f, "\nworkers:\n  %-8s %-8s %-16s %9s %7s %7s %-8s %-8s %-8s %7s  %s\n", "pid",
+		"worker", "name", unit, "busy%", "parked%", "p50", "p99", "max", "parks",
+		"sched wait");
+	struct wstat **wl;
+	size_t nw = worker_list(s, &wl);
+	for (size_t i = 0; i < nw; i++) {
+		struct wstat *w = wl[i];
+		int wg = w->polls.n == 0 && w->turns.n > 0;
+		struct d9__hist *h = wg ? &w->turns : &w->polls;
+		int64_t span = w->last_ns - w->first_ns;
+		fprintf(f, "  %-8u %-8u %-16.16s %9" PRIu64 " %6.1f%% %6.1f%% %-8s %-8s %-8s %7" PRIu64
+			"  %s\n", w->th->proc->pid, w->th->worker, *w->th->name ? w->th->name : "-", h->n,
+			pct(wg ? w->turn_ns : w->busy_ns, span), pct(w->parked_ns, span),
+			D(a, d9__hist_pct(h, 50)), D(b, d9__hist_pct(h, 99)), D(c, h->max), w->parks,
+			w->sched_wait_ns ? D(d, w->sched_wait_ns) : "-");
+	}
+	free(wl);
+	fprintf(f, "\ncoroutines: %" PRIu64 " spawned, %" PRIu64 " exited, %" PRIu64 " alive at the end\n",
+		s->spawned, s->exited, s->alive);
+	fprintf(f, "\n%s:\n", unit);
+	text_hist_line(f, "all", gen ? &s->turns : &s->polls);
+	if (!gen) {
+		struct locrow *rows;
+		size_t nr = loc_rows(s, &rows);
+		fprintf(f, "\nspawn locations (by total poll time):\n  %9s %-9s %-9s %-9s %-9s  %s\n",
+			"polls", "total", "mean", "p99", "max", "location");
+		for (size_t i = 0; i < nr; i++) {
+			struct d9__hist *h = &rows[i].ls->polls;
+			fprintf(f, "  %9" PRIu64 " %-9s %-9s %-9s %-9s  %s\n", h->n, D(a, h->sum),
+				D(b, h->n ? h->sum / h->n : 0), D(c, d9__hist_pct(h, 99)), D(d, h->max),
+				rows[i].name);
+		}
+		free(rows);
+	}
+	struct long_poll *lp = gen ? s->lt : s->lp;
+	size_t nlp = gen ? s->nlt : s->nlp;
+	qsort(lp, nlp, sizeof(*lp), cmp_lp_desc);
+	fprintf(f, "\nlongest %s (top %d, at least %s):\n", unit, s->top, D(a, s->min_ns));
+	for (size_t i = 0; i < nlp; i++)
+		fprintf(f, "  %-9s at +%-10s pid %u worker %u coroutine %" PRIu64 "  %s\n",
+			D(a, lp[i].dur), D(b, lp[i].start_real - t->start_real), lp[i].th->proc->pid,
+			lp[i].th->worker, lp[i].co, lp[i].loc ? lp[i].loc->name :
+			gen ? "(loop turn)" : "(unknown)");
+	if (!nlp)
+		fprintf(f, "  none\n");
+	fprintf(f, "\nscheduling delay (wake -> next poll start; timers from their deadline):\n");
+	text_hist_line(f, "all", &s->sched);
+	for (int k = 0; k < NKINDS; k++)
+		if (s->kind_sched[k].n)
+			text_hist_line(f, kind_name(k), &s->kind_sched[k]);
+	fprintf(f, "timer lateness (wake - deadline):\n");
+	text_hist_line(f, "timers", &s->lateness);
+	fprintf(f, "\nblocking calls (by call and stack):\n");
+	if (s->nbl) /* qsort wants a non-NULL base, even for 0 elements */
+		qsort(s->bl, s->nbl, sizeof(*s->bl), cmp_bgroup);
+	for (size_t i = 0; i < s->nbl; i++) {
+		fprintf(f, "  %-16s %7" PRIu64 " calls  total %-9s max %-9s", s->bl[i]->call,
+			s->bl[i]->count, D(a, s->bl[i]->total), D(b, s->bl[i]->max));
+		const struct d9__stack *st = s->bl[i]->stack;
+		const char *names[D9__MAX_INLINE];
+		int shown = 0;
+		for (uint32_t j = 0; st && j < st->n && shown < 4; j++) {
+			size_t k = d9__frame_names(t, st, j, names, D9__MAX_INLINE, e, sizeof(e));
+			for (size_t m = 0; m < k && shown < 4; m++, shown++)
+				fprintf(f, "%s%s", shown ? " < " : " stack ", names[m]);
+		}
+		fputc('\n', f);
+	}
+	if (!s->nbl)
+		fprintf(f, "  none\n");
+	fprintf(f, "\nrun queue: %" PRIu64 " samples, mean %.2f, p50 %" PRIu64 ", p99 %" PRIu64
+		", max %" PRIu64 "\n", s->queue.n,
+		s->queue.n ? (double)s->queue.sum / (double)s->queue.n : 0.0, d9__hist_pct(&s->queue, 50),
+		d9__hist_pct(&s->queue, 99), s->queue.max);
+	fprintf(f, "zero-timeout waits: %" PRIu64 "\n", s->ztw);
+	if (s->queue_busy_samples)
+		fprintf(f, "idle workers: %" PRIu64 " of %" PRIu64 " run-queue samples with work waiting "
+			"found another worker of the process parked\n", s->idle_samples,
+			s->queue_busy_samples);
+	fprintf(f, "\ndata quality: %" PRIu64 " events and %" PRIu64 " samples dropped; %" PRIu64
+		" file(s), %" PRIu64 " unreadable, %" PRIu64 " truncated, %" PRIu64 " with corrupt data\n",
+		s->drops_events, s->drops_samples, t->files + t->bad_args, t->unreadable + t->bad_args,
+		t->truncated_segments, t->corrupt_segments);
+	for (size_t i = 0; i < t->nwarnings; i++)
+		fprintf(f, "  warning: %s\n", t->warnings[i]);
+	(void)e;
+}
+
+/* ---- command --------------------------------------------------------------------------------- */
+static void summary_help(FILE *f)
+{
+	fprintf(f, "usage: d9-analyze [summary] [OPTIONS] TRACE...\n\n"
+		"Summarises segment files (.bin, .bin.gz, .active, or directories of them): workers'\n"
+		"busy and parked time, poll durations per spawn location, the longest polls,\n"
+		"scheduling delay, timer lateness, blocking calls, run-queue depth, idle workers and\n"
+		"data quality. Without a runtime (generic mode), loop turns take the place of polls.\n\n"
+		"options:\n"
+		"  --json           one JSON object for scripts (keys in README.md, \"Analyzer\")\n"
+		"  --top N          longest polls to list (default 10)\n"
+		"  --min DURATION   only polls at least this long in that list (default 0)\n"
+		"  --from WHEN      ignore events before WHEN\n"
+		"  --to WHEN        ignore events from WHEN on\n"
+		"  -h, --help       this text\n\n"
+		"DURATION: a number with ns, us, ms, s, m or h (a bare number is seconds).\n"
+		"WHEN: a DURATION from the trace start (\"1.5s\", \"250ms\"), or wall-clock time:\n"
+		"\"2026-11-22T05:40:00[.frac]\" (local time; add Z for UTC), or Unix seconds\n"
+		"(\"1763790000.25\"; any number from 1000000000 on, or prefixed with @).\n"
+		"exit status: 0 ok, 2 usage, 3 no readable trace, 4 output written but input damaged\n");
+}
+
+/* Parses --from/--to into t; returns 0 or -1 after a message. */
+static int parse_window(struct d9__trace *t, const char *from, const char *to)
+{
+	if (from && d9__parse_when(from, &t->from)) {
+		fprintf(stderr, "d9-analyze: --from: bad time '%s'\n", from);
+		return -1;
+	}
+	if (to && d9__parse_when(to, &t->to)) {
+		fprintf(stderr, "d9-analyze: --to: bad time '%s'\n", to);
+		return -1;
+	}
+	return 0;
+}
+
+int d9__cmd_summary(int argc, char **argv)
+{
+	int json = 0, top = 10, nargs = 0, rc;
+	int64_t min_ns = 0;
+	const char *v, *from = NULL, *to = NULL;
+	char **args = calloc((size_t)argc + 1, sizeof(*args));
+	struct d9__trace t;
+	struct sum s;
+
+	if (!args)
+		return D9_EXIT_USAGE;
+	memset(&t, 0, sizeof(t));
+	for (int i = 1; i < argc; i++) {
+		int r = 0;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			summary_help(stdout);
+			free(args);
+			return D9_EXIT_OK;
+		} else if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if ((r = d9__opt(argc, argv, &i, "--top", &v)) == 1) {
+			char *end;
+			long n = strtol(v, &end, 10);
+			if (*end || end == v || n < 0 || n > 100000) {
+				fprintf(stderr, "d9-analyze: --top: want a count from 0 to 100000, not '%s'\n", v);
+				goto usage;
+			}
+			top = (int)n;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--min", &v)) == 1) {
+			if (d9__parse_duration(v, &min_ns)) {
+				fprintf(stderr, "d9-analyze: --min: bad duration '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--from", &v)) == 1) {
+			from = v;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--to", &v)) == 1) {
+			to = v;
+		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "d9-analyze: summary: unknown option '%s'\n", argv[i]);
+			goto usage;
+		} else if (r == 0) {
+			args[nargs++] = argv[i];
+		}
+		if (r < 0)
+			goto usage;
+	}
+	if (!nargs) {
+		fprintf(stderr, "d9-analyze: summary: no TRACE given\n");
+		goto usage;
+	}
+	if (parse_window(&t, from, to))
+		goto usage;
+	if (d9__trace_open(&t, args, nargs) || sum_init(&s, &t, top, min_ns)) {
+		fprintf(stderr, "d9-analyze: out of memory\n");
+		free(args);
+		d9__trace_close(&t);
+		return D9_EXIT_NO_TRACE;
+	}
+	free(args);
+	if (!t.readable) {
+		fprintf(stderr, "d9-analyze: no readable trace segment in the input\n");
+		sum_free(&s);
+		d9__trace_close(&t);
+		return D9_EXIT_NO_TRACE;
+	}
+	if (d9__trace_run(&t, sum_on_event, &s) || s.oom)
+		fprintf(stderr, "d9-analyze: out of memory: the summary is incomplete\n");
+	if (json)
+		print_json(stdout, &s);
+	else
+		print_text(stdout, &s);
+	fflush(stdout);
+	rc = d9__trace_exit_code(&t);
+	sum_free(&s);
+	d9__trace_close(&t);
+	return rc;
+usage:
+	free(args);
+	summary_help(stderr);
+	return D9_EXIT_USAGE;
+}

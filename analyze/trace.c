@@ -1,0 +1,680 @@
+/* trace.c: reads segments into resolved events for the subcommands (trace.h). Per segment it
+ * keeps the id tables (strings, locations, stacks, coroutine locations) and drops them at the
+ * segment's end; what survives is interned once per distinct value, so memory follows the number
+ * of distinct locations, stacks, threads and processes, not the number of events. It never
+ * trusts the input: every id may be undefined and every string may hold any bytes. */
+#include "trace.h"
+#include "analyze.h"
+#include "d9-format.h"
+#include "inputs.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct d9__seg {
+	char *path;
+	uint32_t pid, ppid, seq;
+	int64_t start_real;
+	const char *process, *cmdline, *hostname, *boot_id;
+	struct d9__proc *proc;
+};
+
+struct d9__istr {
+	struct d9__istr *next;
+	uint64_t hash;
+	size_t len;
+	char s[]; /* NUL-terminated */
+};
+
+/* Id tables of the segment being read; ids are per segment (FORMAT.md, "Ids"). */
+struct segstate {
+	struct d9__trace *t;
+	struct d9__seg *seg;
+	struct d9__map strings; /* id -> interned string */
+	struct d9__map locs; /* id -> struct d9__loc */
+	struct d9__map stacks; /* id -> struct d9__stack */
+	struct d9__map co_locs; /* coroutine id -> struct d9__loc */
+	/* problems of this file */
+	uint64_t problems, damage;
+	uint64_t first_off;
+	char first_msg[160];
+	int oom;
+};
+
+static void warn(struct d9__trace *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(struct d9__trace *t, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (!t->quiet)
+		fprintf(stderr, "d9-analyze: %s\n", buf);
+	char **w = realloc(t->warnings, (t->nwarnings + 1) * sizeof(*w));
+	if (!w)
+		return;
+	t->warnings = w;
+	if ((w[t->nwarnings] = strdup(buf)))
+		t->nwarnings++;
+}
+
+const char *d9__trace_intern(struct d9__trace *t, const char *s, size_t n)
+{
+	if (!s)
+		s = "", n = 0;
+	const char *nul = memchr(s, 0, n);
+	if (nul)
+		n = (size_t)(nul - s);
+	uint64_t h = d9__hash_bytes(s, n, 1);
+	struct d9__istr *head = d9__map_get(&t->istr, h);
+	for (struct d9__istr *e = head; e; e = e->next)
+		if (e->len == n && !memcmp(e->s, s, n))
+			return e->s;
+	struct d9__istr *e = malloc(sizeof(*e) + n + 1);
+	if (!e)
+		return "";
+	memcpy(e->s, s, n);
+	e->s[n] = 0;
+	e->len = n;
+	e->hash = h;
+	e->next = head;
+	if (d9__map_put(&t->istr, h, e)) {
+		free(e);
+		return "";
+	}
+	return e->s;
+}
+
+static int push(void *arrp, size_t *n, void *item)
+{
+	void ***arr = arrp;
+	void **a = realloc(*arr, (*n + 1) * sizeof(void *));
+
+	if (!a)
+		return -ENOMEM;
+	a[(*n)++] = item;
+	*arr = a;
+	return 0;
+}
+
+const char *d9__frame_name(struct d9__trace *t, const struct d9__stack *s, uint32_t i, char *buf,
+	size_t n)
+{
+	const char *name = i < s->n ? d9__symbolize(t, s->proc, s->frames[i], 1) : NULL;
+
+	if (name)
+		return name;
+	snprintf(buf, n, "0x%" PRIx64, i < s->n ? s->frames[i] : 0);
+	return buf;
+}
+
+size_t d9__frame_names(struct d9__trace *t, const struct d9__stack *s, uint32_t i,
+	const char **names, size_t max, char *buf, size_t n)
+{
+	size_t k = i < s->n && max ? d9__symbolize_inline(t, s->proc, s->frames[i], 1, names, max) : 0;
+
+	if (k || !max)
+		return k;
+	names[0] = d9__frame_name(t, s, i, buf, n);
+	return 1;
+}
+
+static struct d9__loc *intern_loc(struct d9__trace *t, const char *name, uint64_t fn, uint64_t cs)
+{
+	uint64_t h = d9__hash_bytes(name, strlen(name), fn * 31 + cs);
+	struct d9__loc *head = d9__map_get(&t->iloc, h);
+
+	for (struct d9__loc *l = head; l; l = l->next)
+		if (l->function_addr == fn && l->callsite_addr == cs && !strcmp(l->name, name))
+			return l;
+	struct d9__loc *l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->name = name;
+	l->function_addr = fn;
+	l->callsite_addr = cs;
+	l->hash = h;
+	l->idx = (uint32_t)t->nlocs;
+	l->next = head;
+	if (push(&t->locs, &t->nlocs, l) || d9__map_put(&t->iloc, h, l)) {
+		free(l);
+		return NULL;
+	}
+	return l;
+}
+
+static struct d9__stack *intern_stack(struct d9__trace *t, struct d9__proc *p,
+	const uint64_t *frames, uint32_t n)
+{
+	uint64_t h = d9__hash_bytes(frames, n * sizeof(*frames), n);
+	struct d9__stack *head = d9__map_get(&t->istack, h);
+
+	for (struct d9__stack *s = head; s; s = s->next)
+		if (s->n == n && !memcmp(s->frames, frames, n * sizeof(*frames)))
+			return s;
+	struct d9__stack *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->frames = malloc((n ? n : 1) * sizeof(*frames));
+	if (!s->frames) {
+		free(s);
+		return NULL;
+	}
+	memcpy(s->frames, frames, n * sizeof(*frames));
+	s->n = n;
+	s->proc = p;
+	s->hash = h;
+	s->idx = (uint32_t)t->nstacks;
+	s->next = head;
+	if (push(&t->stacks, &t->nstacks, s) || d9__map_put(&t->istack, h, s)) {
+		free(s->frames);
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/* ---- opening: headers, grouping ------------------------------------------------------------- */
+static struct d9__proc *find_proc(struct d9__trace *t, const struct d9__seg *s)
+{
+	for (size_t i = 0; i < t->nprocs; i++) {
+		struct d9__proc *p = t->procs[i];
+		/* one process: same pid on the same boot of the same host */
+		if (p->pid == s->pid && p->boot_id == s->boot_id && p->hostname == s->hostname)
+			return p;
+	}
+	struct d9__proc *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->pid = s->pid;
+	p->ppid = s->ppid;
+	p->process = s->process;
+	p->cmdline = s->cmdline;
+	p->hostname = s->hostname;
+	p->boot_id = s->boot_id;
+	p->idx = (uint32_t)t->nprocs;
+	if (push(&t->procs, &t->nprocs, p)) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+	const struct d9__seg *x = a, *y = b;
+
+	if (x->proc->idx != y->proc->idx)
+		return x->proc->idx < y->proc->idx ? -1 : 1;
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return strcmp(x->path, y->path);
+}
+
+int d9__trace_open(struct d9__trace *t, char **args, int nargs)
+{
+	struct d9__inputs in;
+	int bad = 0;
+
+	if (d9__inputs_expand(&in, args, nargs, &bad))
+		return -ENOMEM;
+	t->bad_args = (uint64_t)bad;
+	if (bad) {
+		int quiet = t->quiet;
+		t->quiet = 1; /* inputs.c named each one on stderr already */
+		warn(t, "%d input argument(s) could not be read", bad);
+		t->quiet = quiet;
+	}
+	t->segs = calloc(in.n ? in.n : 1, sizeof(*t->segs));
+	if (!t->segs) {
+		d9__inputs_free(&in);
+		return -ENOMEM;
+	}
+	int64_t start = INT64_MAX;
+	for (size_t i = 0; i < in.n; i++) {
+		struct d9_reader *r;
+		t->files++;
+		int err = d9_reader_open_file(&r, in.paths[i]);
+		if (err) {
+			t->unreadable++;
+			warn(t, "%s: %s", in.paths[i], err < 0 && err > -4096 ? strerror(-err) :
+				d9_strerror(err));
+			continue;
+		}
+		const struct d9_header *h = d9_reader_header(r);
+		struct d9__seg *s = &t->segs[t->nsegs];
+		s->path = in.paths[i];
+		in.paths[i] = NULL;
+		s->pid = h->pid;
+		s->ppid = h->ppid;
+		s->seq = h->segment_seq;
+		s->start_real = h->start_realtime_ns > INT64_MAX ? INT64_MAX :
+			(int64_t)h->start_realtime_ns;
+		s->process = d9__trace_intern(t, h->process, strlen(h->process));
+		s->cmdline = d9__trace_intern(t, h->cmdline, h->cmdline_len);
+		s->hostname = d9__trace_intern(t, h->hostname, strlen(h->hostname));
+		s->boot_id = d9__trace_intern(t, h->boot_id, strlen(h->boot_id));
+		/* the first events can predate the segment's start (they wait in buffers while the
+		 * writer creates the file): the first EVENTS chunk of the file moves the start back */
+		struct d9_chunk c;
+		for (int k = 0; k < 32 && d9_reader_next(r, &c) == 1; k++) {
+			if (c.type != D9_CHUNK_EVENTS)
+				continue;
+			struct d9_events_iter it;
+			struct d9_event e;
+			d9_events_init(&it, r, &c);
+			if (d9_events_next(&it, &e) == 1) {
+				int64_t first = d9_time_to_realtime_ns(h, e.time);
+				if (first < s->start_real)
+					s->start_real = first;
+			}
+			break;
+		}
+		d9_reader_close(r);
+		if (!(s->proc = find_proc(t, s))) {
+			d9__inputs_free(&in);
+			return -ENOMEM;
+		}
+		s->proc->nsegs++;
+		if (s->start_real < start)
+			start = s->start_real;
+		t->nsegs++;
+		t->readable++;
+	}
+	d9__inputs_free(&in);
+	qsort(t->segs, t->nsegs, sizeof(*t->segs), cmp_seg);
+	t->start_real = t->nsegs ? start : 0;
+	t->from_real = INT64_MIN;
+	t->to_real = INT64_MAX;
+	if (t->from.set)
+		t->from_real = t->from.absolute ? t->from.ns : t->start_real + t->from.ns;
+	if (t->to.set)
+		t->to_real = t->to.absolute ? t->to.ns : t->start_real + t->to.ns;
+	return 0;
+}
+
+/* ---- decoding -------------------------------------------------------------------------------- */
+static void on_problem(void *ctx, int kind, uint64_t offset, const char *msg)
+{
+	struct segstate *ss = ctx;
+
+	if (kind == D9_PROB_UNKNOWN_CHUNK || kind == D9_PROB_UNKNOWN_EVENT ||
+	    kind == D9_PROB_UNKNOWN_DEF) {
+		ss->t->unknown_records++;
+		return;
+	}
+	if (!ss->damage++) {
+		ss->first_off = offset;
+		snprintf(ss->first_msg, sizeof(ss->first_msg), "%s", msg);
+	}
+}
+
+static const char *seg_string(struct segstate *ss, uint64_t id)
+{
+	return id ? d9__map_get(&ss->strings, id) : NULL;
+}
+
+static void set_worker(struct d9__thread *th, uint32_t worker)
+{
+	if (!th->worker)
+		th->proc->nworkers++;
+	th->worker = worker;
+}
+
+static void do_def(struct segstate *ss, const struct d9_def *d)
+{
+	struct d9__trace *t = ss->t;
+	struct d9__proc *p = ss->seg->proc;
+	char buf[64];
+
+	switch (d->kind) {
+	case D9_DEF_STRING: {
+		const char *s = d9__trace_intern(t, d->u.string.s, d->u.string.len);
+		if (d9__map_put(&ss->strings, d->id, (void *)s))
+			ss->oom = 1;
+		break;
+	}
+	case D9_DEF_LOCATION: {
+		const char *name = seg_string(ss, d->u.location.name);
+		if (!name || !*name)
+			name = d9__symbolize(t, p, d->u.location.function_addr, 0);
+		if (!name) {
+			snprintf(buf, sizeof(buf), "0x%" PRIx64, d->u.location.function_addr);
+			name = d9__trace_intern(t, buf, strlen(buf));
+		}
+		struct d9__loc *l = intern_loc(t, name, d->u.location.function_addr,
+			d->u.location.callsite_addr);
+		if (!l || d9__map_put(&ss->locs, d->id, l))
+			ss->oom = 1;
+		break;
+	}
+	case D9_DEF_STACK: {
+		struct d9__stack *s = intern_stack(t, p, d->u.stack.frames, d->u.stack.nframes);
+		if (!s || d9__map_put(&ss->stacks, d->id, s))
+			ss->oom = 1;
+		break;
+	}
+	case D9_DEF_MODULE: {
+		const char *path = seg_string(ss, d->u.module.path);
+		for (size_t i = 0; i < p->nmodules; i++)
+			if (p->modules[i].start == d->u.module.start && p->modules[i].path == path)
+				return;
+		struct d9__module *m = realloc(p->modules, (p->nmodules + 1) * sizeof(*m));
+		if (!m) {
+			ss->oom = 1;
+			break;
+		}
+		p->modules = m;
+		uint8_t *bid = d->u.module.build_id_len ? malloc(d->u.module.build_id_len) : NULL;
+		if (bid)
+			memcpy(bid, d->u.module.build_id, d->u.module.build_id_len);
+		m[p->nmodules++] = (struct d9__module){ path ? path : "", d->u.module.start,
+			d->u.module.end, d->u.module.offset, bid, bid ? d->u.module.build_id_len : 0 };
+		break;
+	}
+	case D9_DEF_THREAD: {
+		if (d->id > UINT32_MAX)
+			break;
+		struct d9__thread *th = d9__map_get(&p->threads, d->id);
+		const char *name = seg_string(ss, d->u.thread.name);
+		if (!th) {
+			/* owned by t->threads once pushed (freed at close), then findable by tid */
+			th = calloc(1, sizeof(*th));
+			if (!th || push(&t->threads, &t->nthreads, th)) {
+				free(th);
+				ss->oom = 1;
+				break;
+			}
+			if (d9__map_put(&p->threads, d->id, th)) {
+				ss->oom = 1;
+				break;
+			}
+			th->proc = p;
+			th->tid = (uint32_t)d->id;
+			th->idx = (uint32_t)t->nthreads - 1;
+			th->name = "";
+		}
+		if (name)
+			th->name = name;
+		if (d->u.thread.worker && d->u.thread.worker <= UINT32_MAX)
+			set_worker(th, (uint32_t)d->u.thread.worker);
+		break;
+	}
+	case D9_DEF_COROUTINE: {
+		struct d9__loc *l = d->u.coroutine.location ?
+			d9__map_get(&ss->locs, d->u.coroutine.location) : NULL;
+		if (l && d9__map_put(&ss->co_locs, d->id, l))
+			ss->oom = 1;
+		break;
+	}
+	default:
+		break; /* Symbol, ClockSync, CustomSchema: not used yet */
+	}
+}
+
+static struct d9__thread *chunk_thread(struct segstate *ss, const struct d9_chunk *c)
+{
+	struct d9__proc *p = ss->seg->proc;
+	struct d9__thread *th = d9__map_get(&p->threads, c->tid);
+
+	if (!th) {
+		th = calloc(1, sizeof(*th));
+		if (!th || push(&ss->t->threads, &ss->t->nthreads, th)) {
+			free(th);
+			ss->oom = 1;
+			return NULL;
+		}
+		if (d9__map_put(&p->threads, c->tid, th)) {
+			ss->oom = 1;
+			return NULL;
+		}
+		th->proc = p;
+		th->tid = c->tid;
+		th->idx = (uint32_t)ss->t->nthreads - 1;
+		th->name = "";
+	}
+	if (c->worker)
+		set_worker(th, c->worker);
+	return th;
+}
+
+static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_chunk *c,
+	d9__ev_fn *fn, void *ctx)
+{
+	struct d9__trace *t = ss->t;
+	const struct d9_header *h = d9_reader_header(r);
+	struct d9__thread *th = chunk_thread(ss, c);
+	struct d9_events_iter it;
+	struct d9_event e;
+
+	if (!th)
+		return;
+	d9_events_init(&it, r, c);
+	while (d9_events_next(&it, &e) == 1) {
+		if (e.type < 1 || e.type > D9_EV_KNOWN_MAX)
+			continue;
+		struct d9__ev ev;
+		memset(&ev, 0, sizeof(ev));
+		ev.type = e.type;
+		ev.ns = d9_time_to_mono_ns(h, e.time);
+		ev.real_ns = d9_time_to_realtime_ns(h, e.time);
+		if (ev.real_ns < t->from_real || ev.real_ns >= t->to_real)
+			continue;
+		ev.proc = ss->seg->proc;
+		ev.th = th;
+		ev.raw = &e;
+		switch (e.type) {
+		case D9_EV_POLL_START:
+			ev.co = e.f[D9_F_POLL_COROUTINE];
+			if (e.f[D9_F_POLL_LOCATION])
+				ev.loc = d9__map_get(&ss->locs, e.f[D9_F_POLL_LOCATION]);
+			if (!ev.loc)
+				ev.loc = d9__map_get(&ss->co_locs, ev.co);
+			break;
+		case D9_EV_POLL_END:
+			ev.co = e.f[D9_F_POLL_COROUTINE];
+			break;
+		case D9_EV_PARK:
+			ev.kind = e.f[D9_F_PARK_CALL];
+			ev.value = (int64_t)e.f[D9_F_PARK_TIMEOUT_US];
+			break;
+		case D9_EV_UNPARK:
+			ev.value = (int64_t)e.f[D9_F_UNPARK_READY];
+			break;
+		case D9_EV_WAKE:
+			ev.co = e.f[D9_F_WAKE_WOKEN];
+			ev.co2 = e.f[D9_F_WAKE_WAKER];
+			ev.kind = e.f[D9_F_WAKE_KIND];
+			ev.object = (int64_t)e.f[D9_F_WAKE_OBJECT];
+			if (ev.kind == D9_WAKE_TIMER) {
+				/* object: the deadline in units relative to the Wake's own time */
+				uint64_t dl = ev.object < 0 && (uint64_t)-ev.object > e.time ? 0 :
+					e.time + (uint64_t)ev.object;
+				ev.deadline_ns = d9_time_to_mono_ns(h, dl);
+			}
+			break;
+		case D9_EV_SPAWN:
+			ev.co = e.f[D9_F_SPAWN_COROUTINE];
+			ev.co2 = e.f[D9_F_SPAWN_PARENT];
+			if (e.f[D9_F_SPAWN_LOCATION])
+				ev.loc = d9__map_get(&ss->locs, e.f[D9_F_SPAWN_LOCATION]);
+			if (!ev.loc)
+				ev.loc = d9__map_get(&ss->co_locs, ev.co);
+			break;
+		case D9_EV_COROUTINE_EXIT:
+			ev.co = e.f[D9_F_EXIT_COROUTINE];
+			break;
+		case D9_EV_QUEUE_SAMPLE:
+			ev.count = e.f[D9_F_QUEUE_RUNNABLE];
+			break;
+		case D9_EV_BLOCKING_CALL:
+			ev.co = e.f[D9_F_BLOCK_COROUTINE];
+			ev.call = seg_string(ss, e.f[D9_F_BLOCK_CALL]);
+			if (!ev.call)
+				ev.call = "?";
+			ev.kind = e.f[D9_F_BLOCK_FD_KIND];
+			ev.count = e.f[D9_F_BLOCK_DURATION_NS];
+			if (e.f[D9_F_BLOCK_STACK])
+				ev.stack = d9__map_get(&ss->stacks, e.f[D9_F_BLOCK_STACK]);
+			break;
+		case D9_EV_CPU_SAMPLE:
+			ev.co = e.f[D9_F_CPU_COROUTINE];
+			ev.kind = e.f[D9_F_CPU_SOURCE];
+			if (e.f[D9_F_CPU_STACK])
+				ev.stack = d9__map_get(&ss->stacks, e.f[D9_F_CPU_STACK]);
+			break;
+		case D9_EV_DROPPED:
+			ev.count = e.f[D9_F_DROP_COUNT];
+			ev.kind = e.f[D9_F_DROP_REASON];
+			break;
+		case D9_EV_ZERO_TIMEOUT_WAITS:
+			ev.count = e.f[D9_F_ZTW_COUNT];
+			break;
+		default:
+			continue; /* CustomEvent: reserved */
+		}
+		t->events++;
+		fn(ctx, &ev);
+	}
+}
+
+static void seg_free(struct segstate *ss)
+{
+	d9__map_free(&ss->strings);
+	d9__map_free(&ss->locs);
+	d9__map_free(&ss->stacks);
+	d9__map_free(&ss->co_locs);
+}
+
+static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void *ctx)
+{
+	struct segstate ss;
+	struct d9_reader *r;
+	struct d9_chunk c;
+	int err;
+
+	memset(&ss, 0, sizeof(ss));
+	ss.t = t;
+	ss.seg = seg;
+	if ((err = d9_reader_open_file(&r, seg->path))) {
+		/* it opened a moment ago: the file changed under us */
+		t->unreadable++;
+		warn(t, "%s: %s", seg->path, err < 0 && err > -4096 ? strerror(-err) : d9_strerror(err));
+		return 0;
+	}
+	d9_reader_on_problem(r, on_problem, &ss);
+	while ((err = d9_reader_next(r, &c)) == 1 && !ss.oom) {
+		if (c.type == D9_CHUNK_DEFS) {
+			struct d9_defs_iter it;
+			struct d9_def d;
+			d9_defs_init(&it, r, &c);
+			while (d9_defs_next(&it, &d) == 1)
+				do_def(&ss, &d);
+		} else if (c.type == D9_CHUNK_EVENTS) {
+			do_events(&ss, r, &c, fn, ctx);
+		} else if (c.type == D9_CHUNK_TRAILER) {
+			struct d9_trailer tr;
+			if (d9_trailer_decode(&c, &tr) != 0)
+				on_problem(&ss, D9_PROB_CORRUPT, c.offset, "trailer does not parse");
+		}
+	}
+	const struct d9_reader_stats *st = d9_reader_stats(r);
+	if (err < 0 && !ss.damage)
+		on_problem(&ss, D9_PROB_TRUNCATED, st->truncated_at, "read error");
+	t->corrupt_chunks += st->corrupt_chunks;
+	t->bad_events += st->bad_events;
+	t->bad_defs += st->bad_defs;
+	if (st->truncated)
+		t->truncated_segments++;
+	if (st->corrupt_chunks || st->bad_events || st->bad_defs)
+		t->corrupt_segments++;
+	if (ss.damage) {
+		t->damaged_files++;
+		warn(t, "%s: damaged segment (%s%" PRIu64 " corrupt chunks, %" PRIu64
+			" bad events, %" PRIu64 " bad definitions): first problem at offset %" PRIu64
+			": %s", seg->path, st->truncated ? "truncated, " : "", st->corrupt_chunks,
+			st->bad_events, st->bad_defs, ss.first_off, ss.first_msg);
+	}
+	d9_reader_close(r);
+	struct d9__ev end;
+	memset(&end, 0, sizeof(end));
+	end.type = D9__EV_SEGMENT_END;
+	end.proc = seg->proc;
+	fn(ctx, &end);
+	seg_free(&ss);
+	return ss.oom ? -ENOMEM : 0;
+}
+
+int d9__trace_run(struct d9__trace *t, d9__ev_fn *fn, void *ctx)
+{
+	for (size_t i = 0; i < t->nsegs; i++) {
+		int err = run_seg(t, &t->segs[i], fn, ctx);
+		if (err)
+			return err;
+		if (i + 1 == t->nsegs || t->segs[i + 1].proc != t->segs[i].proc) {
+			struct d9__ev end;
+			memset(&end, 0, sizeof(end));
+			end.type = D9__EV_PROCESS_END;
+			end.proc = t->segs[i].proc;
+			fn(ctx, &end);
+		}
+	}
+	return 0;
+}
+
+int d9__trace_exit_code(const struct d9__trace *t)
+{
+	if (!t->readable)
+		return D9_EXIT_NO_TRACE;
+	if (t->unreadable || t->bad_args || t->damaged_files)
+		return D9_EXIT_DAMAGED;
+	return D9_EXIT_OK;
+}
+
+void d9__trace_close(struct d9__trace *t)
+{
+	for (size_t i = 0; i < t->nsegs; i++)
+		free(t->segs[i].path);
+	free(t->segs);
+	for (size_t i = 0; i < t->nprocs; i++) {
+		d9__map_free(&t->procs[i]->threads);
+		d9__symtab_free(t->procs[i]);
+		for (size_t j = 0; j < t->procs[i]->nmodules; j++)
+			free(t->procs[i]->modules[j].build_id);
+		free(t->procs[i]->modules);
+		free(t->procs[i]);
+	}
+	free(t->procs);
+	for (size_t i = 0; i < t->nthreads; i++)
+		free(t->threads[i]);
+	free(t->threads);
+	for (size_t i = 0; i < t->nlocs; i++)
+		free(t->locs[i]);
+	free(t->locs);
+	for (size_t i = 0; i < t->nstacks; i++) {
+		free(t->stacks[i]->frames);
+		free(t->stacks[i]);
+	}
+	free(t->stacks);
+	for (size_t i = 0; i < t->istr.cap; i++) {
+		struct d9__istr *e = t->istr.vals ? t->istr.vals[i] : NULL;
+		while (e) {
+			struct d9__istr *n = e->next;
+			free(e);
+			e = n;
+		}
+	}
+	d9__map_free(&t->istr);
+	d9__map_free(&t->iloc);
+	d9__map_free(&t->istack);
+	for (size_t i = 0; i < t->nwarnings; i++)
+		free(t->warnings[i]);
+	free(t->warnings);
+	memset(t, 0, sizeof(*t));
+}

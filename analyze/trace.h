@@ -1,0 +1,149 @@
+/* trace.h: the analyzer's core. Reads any mix of segment files and directories, groups the
+ * segments by process and orders them by segment_seq, resolves every per-segment id into
+ * analyzer-wide objects (interned locations, stacks and strings; processes; threads) and hands
+ * each event to a callback with times in CLOCK_MONOTONIC and CLOCK_REALTIME ns.
+ * Streaming: memory grows with processes, threads, locations and stacks, never with events.
+ * Damaged input is decoded as far as it goes; each damaged file gives one warning. */
+#ifndef D9_ANALYZE_TRACE_H
+#define D9_ANALYZE_TRACE_H
+#include "symbols.h"
+#include "util.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct d9_event;
+
+/* A spawn location, the same object for the same (name, function, call site) in any segment. */
+struct d9__loc {
+	const char *name; /* the SpawnLocation's name, else the symbolizer's, else "0x<function>" */
+	uint64_t function_addr, callsite_addr;
+	uint32_t idx; /* index in d9__trace.locs: callers keep per-location data in arrays */
+	struct d9__loc *next; /* intern chain */
+	uint64_t hash;
+};
+
+/* A stack (innermost frame first), interned by its frames. */
+struct d9__stack {
+	uint32_t n, idx;
+	uint64_t *frames;
+	struct d9__proc *proc; /* the first process that defined it: frames are named in its map */
+	struct d9__stack *next;
+	uint64_t hash;
+};
+
+/* A module mapping as recorded in the trace (Module definitions), for symbolization. */
+struct d9__module {
+	const char *path;
+	uint64_t start, end, offset;
+	uint8_t *build_id;
+	size_t build_id_len;
+};
+
+struct d9__proc {
+	uint32_t pid, ppid, idx;
+	const char *process, *cmdline, *hostname, *boot_id; /* interned */
+	uint32_t nsegs;
+	uint32_t nworkers; /* threads with a worker id */
+	struct d9__map threads; /* tid -> struct d9__thread */
+	struct d9__module *modules;
+	size_t nmodules;
+	struct d9__symtab *symtab; /* symbols.c, created on first use */
+	void *user; /* for the caller */
+};
+
+struct d9__thread {
+	struct d9__proc *proc;
+	uint32_t tid, worker; /* worker 0: not a worker */
+	uint32_t idx; /* index in d9__trace.threads */
+	const char *name; /* interned; "" when unknown */
+	void *user;
+};
+
+/* Pseudo event types delivered after the real ones of a segment / of a process. */
+enum { D9__EV_SEGMENT_END = 0x10001, D9__EV_PROCESS_END = 0x10002 };
+
+struct d9__ev {
+	uint32_t type; /* enum d9_event_type, or D9__EV_* */
+	int64_t ns; /* CLOCK_MONOTONIC ns (d9_time_to_mono_ns) */
+	int64_t real_ns; /* CLOCK_REALTIME ns (d9_time_to_realtime_ns) */
+	struct d9__proc *proc;
+	struct d9__thread *th; /* NULL for pseudo events */
+	uint64_t co; /* the coroutine: PollStart/End, Exit, BlockingCall, CpuSample; Wake: woken;
+		      * Spawn: the new one */
+	uint64_t co2; /* Wake: waker; Spawn: parent */
+	const struct d9__loc *loc; /* PollStart, Spawn: the event's location, else the coroutine's
+				    * definition's; NULL when unknown */
+	const struct d9__stack *stack; /* BlockingCall, CpuSample; NULL for none */
+	const char *call; /* BlockingCall: the call's name ("?" when undefined) */
+	uint64_t kind; /* Wake kind; Park call; BlockingCall fd kind; Dropped reason; CpuSample source */
+	int64_t object; /* Wake object */
+	int64_t deadline_ns; /* Wake of kind timer: the deadline, CLOCK_MONOTONIC ns */
+	uint64_t count; /* QueueSample runnable; Dropped count; ZeroTimeoutWaits count;
+			 * BlockingCall duration_ns */
+	int64_t value; /* Unpark ready; Park timeout_us */
+	const struct d9_event *raw;
+};
+
+typedef void d9__ev_fn(void *ctx, const struct d9__ev *ev);
+
+struct d9__seg;
+struct d9__istr;
+struct d9__symtab;
+
+struct d9__trace {
+	/* set by the caller before d9__trace_open */
+	struct d9__when from, to;
+	int quiet; /* no warnings on stderr */
+
+	/* after d9__trace_open */
+	int64_t start_real; /* trace start: the earliest segment's start_realtime_ns */
+	int64_t from_real, to_real; /* the window in CLOCK_REALTIME ns, [from, to) */
+	struct d9__proc **procs;
+	size_t nprocs;
+	struct d9__thread **threads;
+	size_t nthreads;
+	struct d9__loc **locs;
+	size_t nlocs;
+	struct d9__stack **stacks;
+	size_t nstacks;
+	char **warnings; /* one per damaged or unreadable input */
+	size_t nwarnings;
+
+	/* data quality */
+	uint64_t files, readable, unreadable, bad_args, damaged_files;
+	uint64_t truncated_segments, corrupt_segments, corrupt_chunks, bad_events, bad_defs;
+	uint64_t unknown_records; /* unknown chunk, event or definition kinds (newer writer) */
+	uint64_t events; /* events delivered (inside the window) */
+
+	/* private */
+	struct d9__seg *segs;
+	size_t nsegs;
+	struct d9__map istr, iloc, istack; /* hash -> chain head */
+};
+
+/* Expands args (files, directories), reads every segment's header and groups the segments.
+ * Unreadable inputs are warned about and counted. Returns 0, -EINVAL (bad --from/--to) or
+ * -ENOMEM. */
+int d9__trace_open(struct d9__trace *t, char **args, int nargs);
+/* Decodes every segment, process by process, and calls fn for each event inside the window,
+ * then D9__EV_SEGMENT_END after each segment and D9__EV_PROCESS_END after each process.
+ * Returns 0 or -ENOMEM. */
+int d9__trace_run(struct d9__trace *t, d9__ev_fn *fn, void *ctx);
+void d9__trace_close(struct d9__trace *t);
+/* The exit status: D9_EXIT_NO_TRACE when no segment was readable, D9_EXIT_DAMAGED when some
+ * input was missing, unreadable or damaged, else D9_EXIT_OK. */
+int d9__trace_exit_code(const struct d9__trace *t);
+
+/* Interned copy of s[0..n) (cut at its first NUL), valid until d9__trace_close. */
+const char *d9__trace_intern(struct d9__trace *t, const char *s, size_t n);
+
+/* Name of frame i of a stack (return addresses) into buf: the symbolizer's name
+ * (d9__symbolize, symbols.h), else "0x<addr>". */
+const char *d9__frame_name(struct d9__trace *t, const struct d9__stack *s, uint32_t i, char *buf,
+	size_t n);
+/* The names of frame i with its inlined functions expanded, innermost first (at least one; the
+ * last is d9__frame_name's); buf holds the "0x<addr>" fallback. Returns how many. */
+size_t d9__frame_names(struct d9__trace *t, const struct d9__stack *s, uint32_t i,
+	const char **names, size_t max, char *buf, size_t n);
+#endif
