@@ -642,23 +642,6 @@ static void json_hist(FILE *f, struct d9__hist *h)
 }
 
 /* Frame names, innermost first, inlined functions expanded into frames of their own. */
-static void json_stack(FILE *f, struct d9__trace *t, const struct d9__stack *st)
-{
-	char buf[64];
-	const char *names[D9__MAX_INLINE];
-	int first = 1;
-
-	fputc('[', f);
-	for (uint32_t i = 0; st && i < st->n; i++) {
-		size_t k = d9__frame_names(t, st, i, names, D9__MAX_INLINE, buf, sizeof(buf));
-		for (size_t j = 0; j < k; j++, first = 0) {
-			if (!first)
-				fputc(',', f);
-			d9__json_cstr(f, names[j]);
-		}
-	}
-	fputc(']', f);
-}
 
 static double pct(uint64_t part, int64_t whole)
 {
@@ -776,7 +759,7 @@ static void print_json(FILE *f, struct sum *s)
 		d9__json_cstr(f, s->bl[i]->call);
 		fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64
 			",\"stack\":", s->bl[i]->count, s->bl[i]->total, s->bl[i]->max);
-		json_stack(f, t, s->bl[i]->stack);
+		d9__json_stack(f, t, s->bl[i]->stack);
 		fputc('}', f);
 	}
 	fprintf(f, "],\"run_queue\":{\"samples\":%" PRIu64 ",\"mean\":%.2f,\"p50\":%" PRIu64

@@ -17,6 +17,7 @@ struct cmd {
 static const struct cmd cmds[] = {
 	{ "summary", d9__cmd_summary, "where the time went: workers, polls, locations, delays (default)" },
 	{ "polls", d9__cmd_polls, "one line per poll, with filters" },
+	{ "jsonl", d9__cmd_jsonl, "every event as JSON lines, ids resolved" },
 	{ "dump", d9__cmd_dump, "every record of segment files as JSON lines, ids unresolved" },
 };
 

@@ -4,6 +4,7 @@
  * of distinct locations, stacks, threads and processes, not the number of events. It never
  * trusts the input: every id may be undefined and every string may hold any bytes. */
 #include "trace.h"
+#include "json.h"
 #include "analyze.h"
 #include "d9-format.h"
 #include "inputs.h"
@@ -677,4 +678,24 @@ void d9__trace_close(struct d9__trace *t)
 		free(t->warnings[i]);
 	free(t->warnings);
 	memset(t, 0, sizeof(*t));
+}
+
+/* A stack as a JSON array of frame names, innermost first, inlined functions expanded; [] when
+ * there is none (summary and jsonl). */
+void d9__json_stack(FILE *f, struct d9__trace *t, const struct d9__stack *st)
+{
+	char buf[64];
+	const char *names[D9__MAX_INLINE];
+	int first = 1;
+
+	fputc('[', f);
+	for (uint32_t i = 0; st && i < st->n; i++) {
+		size_t k = d9__frame_names(t, st, i, names, D9__MAX_INLINE, buf, sizeof(buf));
+		for (size_t j = 0; j < k; j++, first = 0) {
+			if (!first)
+				fputc(',', f);
+			d9__json_cstr(f, names[j]);
+		}
+	}
+	fputc(']', f);
 }

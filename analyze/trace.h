@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct d9_event;
 
@@ -146,4 +147,6 @@ const char *d9__frame_name(struct d9__trace *t, const struct d9__stack *s, uint3
  * last is d9__frame_name's); buf holds the "0x<addr>" fallback. Returns how many. */
 size_t d9__frame_names(struct d9__trace *t, const struct d9__stack *s, uint32_t i,
 	const char **names, size_t max, char *buf, size_t n);
+/* The stack as a JSON array of frame names ([] for none): summary and jsonl. */
+void d9__json_stack(FILE *f, struct d9__trace *t, const struct d9__stack *st);
 #endif

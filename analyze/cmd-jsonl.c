@@ -1,0 +1,202 @@
+/* cmd-jsonl.c: `d9-analyze jsonl`: every event as one JSON object per line, in the order the
+ * trace model delivers them (per process, per segment, chunk order), with every id resolved:
+ * threads, locations, stacks, call and kind names. Streaming: nothing is kept per event. The keys
+ * of each type are documented in README.md, "jsonl schema"; a key is never left out. */
+#include "analyze.h"
+#include "d9-format.h"
+#include "json.h"
+#include "trace.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct jsonl {
+	struct d9__trace *t;
+	long pid; /* -1: any */
+};
+
+static const char *cpu_source_name(uint64_t source)
+{
+	return source == D9_CPU_ON ? "on_cpu" : source == D9_CPU_OFF ? "off_cpu" : "unknown";
+}
+
+/* "location" and "location_addr" (hex string), both null when the location is unknown. */
+static void put_loc(FILE *f, const struct d9__loc *l)
+{
+	fputs(",\"location\":", f);
+	if (!l) {
+		fputs("null,\"location_addr\":null", f);
+		return;
+	}
+	d9__json_cstr(f, l->name);
+	fprintf(f, ",\"location_addr\":\"0x%" PRIx64 "\"", l->function_addr);
+}
+
+static void jsonl_on_event(void *ctx, const struct d9__ev *ev)
+{
+	struct jsonl *j = ctx;
+	FILE *f = stdout;
+	const char *type = ev->th ? d9_event_name(ev->type) : NULL;
+
+	if (!type || (j->pid >= 0 && ev->proc->pid != j->pid))
+		return; /* pseudo events (segment and process ends); other processes */
+	fprintf(f, "{\"type\":\"%s\",\"ts_ns\":%" PRId64 ",\"mono_ns\":%" PRId64
+		",\"pid\":%u,\"tid\":%u,\"worker\":%u,\"thread\":", type, ev->real_ns, ev->ns,
+		ev->proc->pid, ev->th->tid, ev->th->worker);
+	d9__json_cstr(f, ev->th->name);
+	switch (ev->type) {
+	case D9_EV_POLL_START:
+		fprintf(f, ",\"coroutine\":%" PRIu64, ev->co);
+		put_loc(f, ev->loc);
+		break;
+	case D9_EV_POLL_END:
+	case D9_EV_COROUTINE_EXIT:
+		fprintf(f, ",\"coroutine\":%" PRIu64, ev->co);
+		break;
+	case D9_EV_PARK:
+		fprintf(f, ",\"call\":\"%s\",\"timeout_us\":%" PRId64, d9_wait_call_name(ev->kind),
+			ev->value);
+		break;
+	case D9_EV_UNPARK:
+		fprintf(f, ",\"ready\":%" PRId64 ",\"cpu_ns\":%" PRIu64 ",\"sched_wait_ns\":%" PRIu64,
+			ev->value, ev->raw->f[D9_F_UNPARK_CPU_NS],
+			ev->raw->f[D9_F_UNPARK_SCHED_WAIT_NS]);
+		break;
+	case D9_EV_WAKE:
+		fprintf(f, ",\"kind\":\"%s\",\"woken\":%" PRIu64 ",\"waker\":%" PRIu64,
+			d9_wake_kind_name(ev->kind), ev->co, ev->co2);
+		if (ev->kind == D9_WAKE_FD)
+			fprintf(f, ",\"fd\":%" PRId64, ev->object);
+		else if (ev->kind == D9_WAKE_TIMER)
+			/* unclamped: negative when the runtime woke the coroutine early */
+			fprintf(f, ",\"deadline_ns\":%" PRId64 ",\"lateness_ns\":%" PRId64,
+				ev->deadline_ns, ev->ns - ev->deadline_ns);
+		else
+			fprintf(f, ",\"object\":%" PRId64, ev->object);
+		break;
+	case D9_EV_SPAWN:
+		fprintf(f, ",\"coroutine\":%" PRIu64 ",\"parent\":%" PRIu64, ev->co, ev->co2);
+		put_loc(f, ev->loc);
+		break;
+	case D9_EV_QUEUE_SAMPLE:
+		fprintf(f, ",\"runnable\":%" PRIu64, ev->count);
+		break;
+	case D9_EV_BLOCKING_CALL:
+		fprintf(f, ",\"coroutine\":%" PRIu64 ",\"call\":", ev->co);
+		d9__json_cstr(f, ev->call);
+		fprintf(f, ",\"fd_kind\":\"%s\",\"duration_ns\":%" PRIu64, d9_fd_kind_name(ev->kind),
+			ev->count);
+		fputs(",\"stack\":", f);
+		d9__json_stack(f, j->t, ev->stack);
+		break;
+	case D9_EV_CPU_SAMPLE:
+		fprintf(f, ",\"coroutine\":%" PRIu64 ",\"source\":\"%s\"", ev->co,
+			cpu_source_name(ev->kind));
+		fputs(",\"stack\":", f);
+		d9__json_stack(f, j->t, ev->stack);
+		break;
+	case D9_EV_DROPPED:
+		fprintf(f, ",\"count\":%" PRIu64 ",\"reason\":\"%s\"", ev->count,
+			d9_drop_reason_name(ev->kind));
+		break;
+	case D9_EV_ZERO_TIMEOUT_WAITS:
+		fprintf(f, ",\"count\":%" PRIu64, ev->count);
+		break;
+	default:
+		break;
+	}
+	fputs("}\n", f);
+}
+
+static void jsonl_help(FILE *f)
+{
+	fprintf(f, "usage: d9-analyze jsonl [OPTIONS] TRACE...\n\n"
+		"Prints every event as one JSON object per line, with ids resolved: type, ts_ns\n"
+		"(wall clock ns), mono_ns, pid, tid, worker, thread, and the event's fields (locations\n"
+		"and stack frames by name, calls and kinds by name). The keys of each type are listed\n"
+		"in README.md, \"jsonl schema\".\n\n"
+		"options:\n"
+		"  --pid N           only events of process N\n"
+		"  --from WHEN       ignore events before WHEN\n"
+		"  --to WHEN         ignore events from WHEN on\n"
+		"  -h, --help        this text\n\n"
+		"WHEN: as in 'd9-analyze summary --help'. Lines come per process, each thread's\n"
+		"events in time order.\n"
+		"exit status: 0 ok, 2 usage, 3 no readable trace, 4 output written but input damaged\n");
+}
+
+int d9__cmd_jsonl(int argc, char **argv)
+{
+	struct jsonl j;
+	struct d9__trace t;
+	int nargs = 0, rc;
+	const char *v;
+	char **args = calloc((size_t)argc + 1, sizeof(*args));
+
+	if (!args)
+		return D9_EXIT_USAGE;
+	memset(&t, 0, sizeof(t));
+	j.t = &t;
+	j.pid = -1;
+	for (int i = 1; i < argc; i++) {
+		int r = 0;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			jsonl_help(stdout);
+			free(args);
+			return D9_EXIT_OK;
+		} else if ((r = d9__opt(argc, argv, &i, "--pid", &v)) == 1) {
+			char *end;
+			long n = strtol(v, &end, 10);
+			if (*end || end == v || n < 0 || n > UINT32_MAX) {
+				fprintf(stderr, "d9-analyze: --pid: want a number, not '%s'\n", v);
+				goto usage;
+			}
+			j.pid = n;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--from", &v)) == 1) {
+			if (d9__parse_when(v, &t.from)) {
+				fprintf(stderr, "d9-analyze: --from: bad time '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--to", &v)) == 1) {
+			if (d9__parse_when(v, &t.to)) {
+				fprintf(stderr, "d9-analyze: --to: bad time '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "d9-analyze: jsonl: unknown option '%s'\n", argv[i]);
+			goto usage;
+		} else if (r == 0) {
+			args[nargs++] = argv[i];
+		}
+		if (r < 0)
+			goto usage;
+	}
+	if (!nargs) {
+		fprintf(stderr, "d9-analyze: jsonl: no TRACE given\n");
+		goto usage;
+	}
+	if (d9__trace_open(&t, args, nargs)) {
+		fprintf(stderr, "d9-analyze: out of memory\n");
+		free(args);
+		d9__trace_close(&t);
+		return D9_EXIT_NO_TRACE;
+	}
+	free(args);
+	if (!t.readable) {
+		fprintf(stderr, "d9-analyze: no readable trace segment in the input\n");
+		d9__trace_close(&t);
+		return D9_EXIT_NO_TRACE;
+	}
+	if (d9__trace_run(&t, jsonl_on_event, &j))
+		fprintf(stderr, "d9-analyze: out of memory: the output is incomplete\n");
+	fflush(stdout);
+	rc = d9__trace_exit_code(&t);
+	d9__trace_close(&t);
+	return rc;
+usage:
+	free(args);
+	jsonl_help(stderr);
+	return D9_EXIT_USAGE;
+}
