@@ -1,6 +1,9 @@
 /* cmd-polls.c: `d9-analyze polls`: one line per poll (a run of a coroutine on a worker), with
  * filters, as text or JSON lines. Streaming: a poll is printed at its PollEnd, so lines come per
- * process and, inside a segment, in chunk order (each thread's polls in time order). */
+ * process and, inside a segment, in chunk order (each thread's polls in time order). In generic
+ * mode (as summary decides it: no poll but loop turns) the loop turns, Unpark to the next Park,
+ * are listed instead, with the location "(loop turn)"; telling the modes apart costs a first
+ * pass that stops at the first complete poll (so a full pass only for generic traces). */
 #include "analyze.h"
 #include "d9-format.h"
 #include "json.h"
@@ -21,6 +24,7 @@ struct open_poll {
 struct polls {
 	struct d9__trace *t;
 	int json;
+	int generic; /* list loop turns: Unpark to the next Park */
 	int64_t min_ns;
 	const char *location;
 	long worker, pid; /* -1: any */
@@ -34,7 +38,7 @@ static void print_poll(struct polls *p, const struct d9__thread *th, const struc
 	int64_t end_ns)
 {
 	int64_t d = end_ns > o->ns ? end_ns - o->ns : 0;
-	const char *loc = o->loc ? o->loc->name : "(unknown)";
+	const char *loc = p->generic ? "(loop turn)" : o->loc ? o->loc->name : "(unknown)";
 	char a[32], b[32];
 
 	if (d < p->min_ns || (p->worker >= 0 && th->worker != p->worker) ||
@@ -55,23 +59,122 @@ static void print_poll(struct polls *p, const struct d9__thread *th, const struc
 		d9__fmt_dur(b, sizeof(b), d), th->proc->pid, th->worker, o->co, loc);
 }
 
+/* Grows p->open to hold thread index idx; returns 0 or -1 (out of memory, p->oom set). */
+static int open_reserve(struct polls *p, size_t idx)
+{
+	if (idx >= p->nopen) {
+		size_t n = idx + 1 > p->nopen * 2 ? idx + 1 : p->nopen * 2;
+		struct open_poll *a = realloc(p->open, n * sizeof(*a));
+		if (!a) {
+			p->oom = 1;
+			return -1;
+		}
+		memset(a + p->nopen, 0, (n - p->nopen) * sizeof(*a));
+		p->open = a;
+		p->nopen = n;
+	}
+	return 0;
+}
+
+/* Generic mode: a loop turn runs from an Unpark to the same thread's next Park. */
+static void turns_on_event(void *ctx, const struct d9__ev *ev)
+{
+	struct polls *p = ctx;
+
+	if (ev->type != D9_EV_PARK && ev->type != D9_EV_UNPARK)
+		return;
+	if (open_reserve(p, ev->th->idx))
+		return;
+	struct open_poll *o = &p->open[ev->th->idx];
+	if (ev->type == D9_EV_PARK) {
+		if (o->open)
+			print_poll(p, ev->th, o, ev->ns);
+		o->open = 0;
+		return;
+	}
+	o->open = 1;
+	o->co = 0;
+	o->loc = NULL;
+	o->ns = ev->ns;
+	o->real_ns = ev->real_ns;
+}
+
+/* The first pass: finds whether the window holds a complete poll (coroutine mode; stops
+ * there) or else a complete loop turn (generic mode), by summary's rules. */
+struct mode_scan {
+	struct d9__trace *t;
+	uint8_t *in_poll, *in_turn; /* by thread idx */
+	size_t n;
+	int polls, turns, oom;
+};
+
+static void mode_on_event(void *ctx, const struct d9__ev *ev)
+{
+	struct mode_scan *m = ctx;
+
+	if (!ev->th)
+		return;
+	if (ev->th->idx >= m->n) {
+		size_t n = ev->th->idx + 1 > m->n * 2 ? ev->th->idx + 1 : m->n * 2;
+		uint8_t *a = realloc(m->in_poll, n), *b = a ? realloc(m->in_turn, n) : NULL;
+		if (a)
+			m->in_poll = a;
+		if (!b) {
+			m->oom = 1;
+			m->t->stop = 1;
+			return;
+		}
+		m->in_turn = b;
+		memset(a + m->n, 0, n - m->n);
+		memset(b + m->n, 0, n - m->n);
+		m->n = n;
+	}
+	uint32_t i = ev->th->idx;
+	switch (ev->type) {
+	case D9_EV_POLL_START:
+	case D9_EV_POLL_END:
+		if (m->in_poll[i]) {
+			m->polls = 1; /* a poll ended: coroutine mode, no need to read on */
+			m->t->stop = 1;
+		}
+		m->in_poll[i] = ev->type == D9_EV_POLL_START;
+		break;
+	case D9_EV_PARK:
+		if (m->in_turn[i])
+			m->turns = 1;
+		m->in_turn[i] = 0;
+		break;
+	case D9_EV_UNPARK:
+		m->in_turn[i] = 1;
+		break;
+	default:
+		break;
+	}
+}
+
+/* 1 when the trace is in generic mode (no poll, some loop turn), 0 when not, -1 on error. */
+static int scan_generic(struct d9__trace *t)
+{
+	struct mode_scan m;
+
+	memset(&m, 0, sizeof(m));
+	m.t = t;
+	int err = d9__trace_prescan(t, mode_on_event, &m);
+	free(m.in_poll);
+	free(m.in_turn);
+	if (err || m.oom)
+		return -1;
+	return !m.polls && m.turns;
+}
+
 static void polls_on_event(void *ctx, const struct d9__ev *ev)
 {
 	struct polls *p = ctx;
 
 	if (ev->type != D9_EV_POLL_START && ev->type != D9_EV_POLL_END)
 		return;
-	if (ev->th->idx >= p->nopen) {
-		size_t n = ev->th->idx + 1 > p->nopen * 2 ? ev->th->idx + 1 : p->nopen * 2;
-		struct open_poll *a = realloc(p->open, n * sizeof(*a));
-		if (!a) {
-			p->oom = 1;
-			return;
-		}
-		memset(a + p->nopen, 0, (n - p->nopen) * sizeof(*a));
-		p->open = a;
-		p->nopen = n;
-	}
+	if (open_reserve(p, ev->th->idx))
+		return;
 	struct open_poll *o = &p->open[ev->th->idx];
 	if (o->open)
 		print_poll(p, ev->th, o, ev->ns); /* a PollStart without PollEnd ends the poll */
@@ -101,6 +204,8 @@ static void polls_help(FILE *f)
 		"  -h, --help        this text\n\n"
 		"DURATION and WHEN: as in 'd9-analyze summary --help'. A poll that crosses a window\n"
 		"edge is not listed. Lines come per process, each thread's polls in time order.\n"
+		"In generic mode (no poll in the trace, as in summary) the loop turns are listed\n"
+		"instead, Unpark to the next Park, with coroutine 0 and location \"(loop turn)\".\n"
 		"exit status: 0 ok, 2 usage, 3 no readable trace, 4 output written but input damaged\n");
 }
 
@@ -175,7 +280,7 @@ int d9__cmd_polls(int argc, char **argv)
 		fprintf(stderr, "d9-analyze: polls: no TRACE given\n");
 		goto usage;
 	}
-	if (d9__trace_open(&t, args, nargs)) {
+	if (d9__trace_open(&t, args, nargs) || (p.generic = scan_generic(&t)) < 0) {
 		fprintf(stderr, "d9-analyze: out of memory\n");
 		free(args);
 		d9__trace_close(&t);
@@ -190,7 +295,7 @@ int d9__cmd_polls(int argc, char **argv)
 	if (!p.json)
 		printf("%-14s %-9s %-11s %-10s %-18s %s\n", "start", "duration", "pid", "worker",
 			"coroutine", "location");
-	if (d9__trace_run(&t, polls_on_event, &p) || p.oom)
+	if (d9__trace_run(&t, p.generic ? turns_on_event : polls_on_event, &p) || p.oom)
 		fprintf(stderr, "d9-analyze: out of memory: the list is incomplete\n");
 	fflush(stdout);
 	rc = d9__trace_exit_code(&t);

@@ -96,6 +96,7 @@ struct d9__trace {
 	/* set by the caller before d9__trace_open */
 	struct d9__when from, to;
 	int quiet; /* no warnings on stderr */
+	int stop; /* set by the callback: d9__trace_run returns after the current event */
 
 	/* after d9__trace_open */
 	int64_t start_real; /* trace start: the earliest segment's start_realtime_ns */
@@ -116,6 +117,13 @@ struct d9__trace {
 	uint64_t truncated_segments, corrupt_segments, corrupt_chunks, bad_events, bad_defs;
 	uint64_t unknown_records; /* unknown chunk, event or definition kinds (newer writer) */
 	uint64_t events; /* events delivered (inside the window) */
+	uint64_t bytes; /* total size of the readable segment files */
+
+	/* progress line on stderr (d9__trace_run), only for large input on a terminal */
+	int progress; /* 1: on; set by d9__trace_open */
+	int progress_shown; /* a line is on the terminal now */
+	int64_t progress_start, progress_last; /* CLOCK_MONOTONIC ns */
+	uint64_t progress_done; /* bytes of the segments already read */
 
 	/* private */
 	struct d9__seg *segs;
@@ -129,8 +137,16 @@ struct d9__trace {
 int d9__trace_open(struct d9__trace *t, char **args, int nargs);
 /* Decodes every segment, process by process, and calls fn for each event inside the window,
  * then D9__EV_SEGMENT_END after each segment and D9__EV_PROCESS_END after each process.
+ * Stops early, with no further event, when fn sets t->stop. Shows a progress line on stderr
+ * while it runs when the input is 64 MiB or more, stderr is a terminal and t->quiet is 0.
  * Returns 0 or -ENOMEM. */
 int d9__trace_run(struct d9__trace *t, d9__ev_fn *fn, void *ctx);
+/* A first pass for a command that must know something about the whole trace before its real
+ * pass (polls: generic mode or not): runs fn like d9__trace_run, but without warnings or a
+ * progress line, and leaves events, the data-quality counters and the warnings as they were.
+ * fn may set t->stop. The interned objects it met stay (the real pass finds the same ones).
+ * Returns 0 or -ENOMEM. */
+int d9__trace_prescan(struct d9__trace *t, d9__ev_fn *fn, void *ctx);
 void d9__trace_close(struct d9__trace *t);
 /* The exit status: D9_EXIT_NO_TRACE when no segment was readable, D9_EXIT_DAMAGED when some
  * input was missing, unreadable or damaged, else D9_EXIT_OK. */

@@ -16,3 +16,51 @@ if [ ! -x "$bin" ]; then
 fi
 echo "== format: encoder and decoder throughput"
 "$bin" "${quick[@]}" --json build/bench/format.json
+
+# the analyzer: decode + summary of the synthetic trace of gen-analyze-load (README, "Analyzer"),
+# best wall time of REPS runs (3; QUICK=1: 1 run on a trace a tenth the size), peak RSS from
+# /usr/bin/time -v
+echo "== analyze: summary throughput and peak memory"
+gen=build/tests/gen-analyze-load
+ana=build/d9-analyze
+for b in "$gen" "$ana" /usr/bin/time; do
+	if [ ! -x "$b" ]; then
+		echo "bench: $b is missing; run 'make bench' (and install GNU time)" >&2
+		exit 1
+	fi
+done
+requests=5000000 reps=3
+[ "${QUICK:-0}" = "1" ] && requests=500000 reps=1
+adir=$(mktemp -d "${TMPDIR:-/tmp}/d9-bench-analyze-XXXXXX")
+trap 'rm -rf "$adir"' EXIT
+mkdir -p "$adir/trace"
+"$gen" "$adir/trace" "$requests" >/dev/null
+abytes=$(cat "$adir"/trace/*.bin | wc -c)
+best_s="" rss_kb=0 events=0
+for _ in $(seq "$reps"); do
+	t0=$(date +%s%N) # wall time to the ns: time -v gives only hundredths
+	/usr/bin/time -v -o "$adir/time" "$ana" summary --json "$adir/trace" >"$adir/summary.json"
+	t1=$(date +%s%N)
+	s=$(awk "BEGIN { printf \"%.4f\", ($t1 - $t0) / 1e9 }")
+	kb=$(sed -n 's/^\tMaximum resident set size (kbytes): //p' "$adir/time")
+	if [ -z "$best_s" ] || awk "BEGIN { exit !($s < $best_s) }"; then best_s=$s; fi
+	if [ "$kb" -gt "$rss_kb" ]; then rss_kb=$kb; fi
+done
+events=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["events"])' "$adir/summary.json")
+eps=$(awk "BEGIN { printf \"%d\", $events / ($best_s > 0 ? $best_s : 0.001) }")
+printf '  summary: %d events, %d bytes in %.2f s (best of %d): %.1fM events/s, peak RSS %d KiB\n' \
+	"$events" "$abytes" "$best_s" "$reps" "$(awk "BEGIN { print $eps / 1e6 }")" "$rss_kb"
+cat >build/bench/analyze.json <<JSON
+{
+  "bench": "analyze",
+  "schema_version": 1,
+  "quick": $([ "${QUICK:-0}" = "1" ] && echo true || echo false),
+  "reps": $reps,
+  "requests": $requests,
+  "events": $events,
+  "trace_bytes": $abytes,
+  "results": {
+    "summary": {"events_per_s": $eps, "best_s": $best_s, "peak_rss_kb": $rss_kb}
+  }
+}
+JSON
