@@ -1,0 +1,438 @@
+/* cmd-chrome.c: `d9-analyze chrome`: the trace as Chrome Trace Event JSON (the object form), for
+ * the Perfetto UI and chrome://tracing: a process per traced pid, a track per thread, poll, park
+ * and blocking-call slices, wake -> poll flow arrows, CPU samples and drops as instants, the run
+ * queue as a counter. Streaming: a slice is written when it ends; only the open poll and park of
+ * each thread and the pending wake of each coroutine are kept. Documented in README.md, "chrome". */
+#include "analyze.h"
+#include "d9-format.h"
+#include "json.h"
+#include "trace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The open slices of one thread. */
+struct chrome_thread {
+	int named; /* thread_name metadata written */
+	int poll_open, park_open;
+	uint64_t co; /* the open poll's coroutine */
+	const struct d9__loc *loc;
+	int64_t poll_ns, poll_real; /* the open poll's start */
+	int64_t park_ns, park_real, park_timeout;
+	uint64_t park_call;
+};
+
+/* The first wake of a coroutine since its last poll, until its next PollStart. */
+struct chrome_wake {
+	int64_t real_ns;
+	uint32_t tid; /* the waker's thread */
+	uint64_t kind;
+	int anchored; /* a poll or park was open on the waker's thread: the arrow starts there */
+};
+
+struct chrome_proc {
+	int named; /* process_name metadata written */
+	struct d9__map wakes; /* coroutine -> struct chrome_wake */
+};
+
+struct chrome {
+	struct d9__trace *t;
+	FILE *f;
+	long pid; /* -1: any */
+	struct chrome_thread *th; /* by thread idx */
+	size_t nth;
+	struct chrome_proc *procs; /* by process idx */
+	size_t nprocs;
+	uint64_t nevents, next_flow;
+	int oom;
+};
+
+/* "ts" in µs from the trace start, with ns precision: "ts":123.456 */
+static void put_ts(FILE *f, const char *key, int64_t rel_ns)
+{
+	uint64_t a = rel_ns < 0 ? -(uint64_t)rel_ns : (uint64_t)rel_ns;
+
+	fprintf(f, ",\"%s\":%s%" PRIu64 ".%03u", key, rel_ns < 0 ? "-" : "", a / 1000,
+		(unsigned)(a % 1000));
+}
+
+/* a - b, saturated: times from hostile input must not overflow */
+static int64_t sub_sat(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_sub_overflow(a, b, &r))
+		return b < 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+/* Starts one trace event: the separator, then {"ph":..,"pid":..,"tid":..,"ts":.. */
+static void begin(struct chrome *c, const char *ph, uint32_t pid, uint32_t tid, int64_t real_ns)
+{
+	FILE *f = c->f;
+
+	fputs(c->nevents++ ? ",\n" : "\n", f);
+	fprintf(f, "{\"ph\":\"%s\",\"pid\":%u,\"tid\":%u", ph, pid, tid);
+	put_ts(f, "ts", sub_sat(real_ns, c->t->start_real));
+}
+
+static void put_name(FILE *f, const char *name)
+{
+	fputs(",\"name\":", f);
+	d9__json_cstr(f, name);
+}
+
+/* A metadata event (process_name, thread_name, thread_sort_index) of one string or number. */
+static void meta(struct chrome *c, const char *name, uint32_t pid, uint32_t tid, const char *key,
+	const char *sval, long nval)
+{
+	FILE *f = c->f;
+
+	fputs(c->nevents++ ? ",\n" : "\n", f);
+	fprintf(f, "{\"ph\":\"M\",\"pid\":%u,\"tid\":%u,\"name\":\"%s\",\"args\":{\"%s\":", pid,
+		tid, name, key);
+	if (sval)
+		d9__json_cstr(f, sval);
+	else
+		fprintf(f, "%ld", nval);
+	fputs("}}", f);
+}
+
+static void put_loc(FILE *f, const struct d9__loc *l)
+{
+	fputs(",\"location\":", f);
+	if (l)
+		d9__json_cstr(f, l->name);
+	else
+		fputs("null", f);
+}
+
+/* The state of ev's thread and process, with their metadata written on first use; NULL when
+ * out of memory. */
+static struct chrome_thread *thread_of(struct chrome *c, const struct d9__ev *ev)
+{
+	const struct d9__thread *th = ev->th;
+	struct chrome_proc *p = ev->proc->idx < c->nprocs ? &c->procs[ev->proc->idx] : NULL;
+	char buf[512];
+
+	if (th->idx >= c->nth) {
+		size_t n = th->idx + 1 > c->nth * 2 ? th->idx + 1 : c->nth * 2;
+		struct chrome_thread *a = realloc(c->th, n * sizeof(*a));
+		if (!a) {
+			c->oom = 1;
+			return NULL;
+		}
+		memset(a + c->nth, 0, (n - c->nth) * sizeof(*a));
+		c->th = a;
+		c->nth = n;
+	}
+	if (p && !p->named) {
+		p->named = 1;
+		snprintf(buf, sizeof(buf), "%s (pid %u)", ev->proc->process && *ev->proc->process ?
+			ev->proc->process : "?", ev->proc->pid);
+		meta(c, "process_name", ev->proc->pid, 0, "name", buf, 0);
+	}
+	struct chrome_thread *ct = &c->th[th->idx];
+	if (!ct->named) {
+		ct->named = 1;
+		if (th->worker)
+			snprintf(buf, sizeof(buf), "worker %u%s%s", th->worker, *th->name ? " " : "",
+				th->name);
+		else
+			snprintf(buf, sizeof(buf), "thread %u%s%s", th->tid, *th->name ? " " : "",
+				th->name);
+		meta(c, "thread_name", ev->proc->pid, th->tid, "name", buf, 0);
+		/* workers first, by id; other threads after them */
+		meta(c, "thread_sort_index", ev->proc->pid, th->tid, "sort_index", NULL,
+			th->worker ? (long)th->worker : 1000000L + (long)th->idx);
+	}
+	return ct;
+}
+
+static void end_poll(struct chrome *c, const struct d9__ev *ev, struct chrome_thread *ct)
+{
+	FILE *f = c->f;
+	int64_t d = ev->ns > ct->poll_ns ? sub_sat(ev->ns, ct->poll_ns) : 0;
+
+	begin(c, "X", ev->proc->pid, ev->th->tid, ct->poll_real);
+	put_ts(f, "dur", d);
+	put_name(f, ct->loc ? ct->loc->name : "(unknown)");
+	fprintf(f, ",\"cat\":\"poll\",\"args\":{\"coroutine\":%" PRIu64, ct->co);
+	put_loc(f, ct->loc);
+	fputs("}}", f);
+	ct->poll_open = 0;
+}
+
+/* The wake -> poll flow of the coroutine that starts a poll, when a wake is pending. */
+static void flow(struct chrome *c, const struct d9__ev *ev)
+{
+	struct chrome_proc *p = &c->procs[ev->proc->idx];
+	struct chrome_wake *w = d9__map_del(&p->wakes, ev->co);
+	uint64_t id;
+
+	if (!w)
+		return;
+	id = ++c->next_flow;
+	if (!w->anchored) {
+		/* a flow starts inside a slice: outside polls and parks, a 1 ns "wake" slice */
+		begin(c, "X", ev->proc->pid, w->tid, w->real_ns);
+		fprintf(c->f, ",\"dur\":0.001,\"name\":\"wake (%s)\",\"cat\":\"wake\""
+			",\"args\":{\"woken\":%" PRIu64 "}}",
+			w->kind <= D9_WAKE_MAX ? d9_wake_kind_name(w->kind) : "unknown", ev->co);
+	}
+	begin(c, "s", ev->proc->pid, w->tid, w->real_ns);
+	fprintf(c->f, ",\"name\":\"wake\",\"cat\":\"wake\",\"id\":%" PRIu64
+		",\"args\":{\"kind\":\"%s\",\"woken\":%" PRIu64 "}}", id,
+		w->kind <= D9_WAKE_MAX ? d9_wake_kind_name(w->kind) : "unknown", ev->co);
+	begin(c, "f", ev->proc->pid, ev->th->tid, ev->real_ns);
+	fprintf(c->f, ",\"name\":\"wake\",\"cat\":\"wake\",\"id\":%" PRIu64 ",\"bp\":\"e\"}", id);
+	free(w);
+}
+
+static void free_wakes(struct chrome_proc *p)
+{
+	for (size_t i = 0; i < p->wakes.cap; i++)
+		if (p->wakes.vals && p->wakes.vals[i])
+			free(p->wakes.vals[i]);
+	d9__map_free(&p->wakes);
+	memset(&p->wakes, 0, sizeof(p->wakes));
+}
+
+static void chrome_on_event(void *ctx, const struct d9__ev *ev)
+{
+	struct chrome *c = ctx;
+	FILE *f = c->f;
+	struct chrome_thread *ct;
+	char name[96];
+
+	if (c->pid >= 0 && ev->proc->pid != c->pid)
+		return;
+	if (!ev->th) {
+		if (ev->type == D9__EV_PROCESS_END && ev->proc->idx < c->nprocs) {
+			/* polls and parks still open at the end are not written (as in `polls`) */
+			for (size_t i = 0; i < c->nth && i < c->t->nthreads; i++)
+				if (c->t->threads[i]->proc == ev->proc)
+					c->th[i].poll_open = c->th[i].park_open = 0;
+			free_wakes(&c->procs[ev->proc->idx]);
+		}
+		return;
+	}
+	if (ev->proc->idx >= c->nprocs || !(ct = thread_of(c, ev)))
+		return;
+	switch (ev->type) {
+	case D9_EV_POLL_START:
+		if (ct->poll_open)
+			end_poll(c, ev, ct); /* a PollStart without PollEnd ends the poll */
+		flow(c, ev);
+		ct->poll_open = 1;
+		ct->co = ev->co;
+		ct->loc = ev->loc;
+		ct->poll_ns = ev->ns;
+		ct->poll_real = ev->real_ns;
+		break;
+	case D9_EV_POLL_END:
+		if (ct->poll_open)
+			end_poll(c, ev, ct);
+		break;
+	case D9_EV_PARK:
+		ct->park_open = 1;
+		ct->park_ns = ev->ns;
+		ct->park_real = ev->real_ns;
+		ct->park_call = ev->kind;
+		ct->park_timeout = ev->value;
+		break;
+	case D9_EV_UNPARK:
+		if (!ct->park_open)
+			break;
+		ct->park_open = 0;
+		begin(c, "X", ev->proc->pid, ev->th->tid, ct->park_real);
+		put_ts(f, "dur", ev->ns > ct->park_ns ? sub_sat(ev->ns, ct->park_ns) : 0);
+		snprintf(name, sizeof(name), "park (%s)", d9_wait_call_name(ct->park_call));
+		put_name(f, name);
+		fprintf(f, ",\"cat\":\"park\",\"args\":{\"timeout_us\":%" PRId64 ",\"ready\":%" PRId64
+			"}}", ct->park_timeout, ev->value);
+		break;
+	case D9_EV_WAKE: {
+		struct d9__map *m = &c->procs[ev->proc->idx].wakes;
+		struct chrome_wake *w;
+		if (!ev->co || d9__map_get(m, ev->co))
+			break; /* the first wake since the coroutine's last poll counts */
+		if (!(w = malloc(sizeof(*w)))) {
+			c->oom = 1;
+			break;
+		}
+		w->real_ns = ev->real_ns;
+		w->tid = ev->th->tid;
+		w->kind = ev->kind;
+		w->anchored = ct->poll_open || ct->park_open;
+		if (d9__map_put(m, ev->co, w)) {
+			free(w);
+			c->oom = 1;
+		}
+		break;
+	}
+	case D9_EV_BLOCKING_CALL: {
+		/* the event time is when the call returned */
+		int64_t d = ev->count > (uint64_t)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)ev->count;
+		begin(c, "X", ev->proc->pid, ev->th->tid, sub_sat(ev->real_ns, d));
+		put_ts(f, "dur", d);
+		put_name(f, ev->call);
+		fprintf(f, ",\"cat\":\"blocking\",\"args\":{\"coroutine\":%" PRIu64
+			",\"fd_kind\":\"%s\",\"duration_ns\":%" PRIu64 ",\"stack\":", ev->co,
+			d9_fd_kind_name(ev->kind), ev->count);
+		d9__json_stack(f, c->t, ev->stack);
+		fputs("}}", f);
+		break;
+	}
+	case D9_EV_CPU_SAMPLE: {
+		const char *src = ev->kind == D9_CPU_ON ? "on_cpu" : ev->kind == D9_CPU_OFF ?
+			"off_cpu" : "unknown";
+		begin(c, "i", ev->proc->pid, ev->th->tid, ev->real_ns);
+		snprintf(name, sizeof(name), "cpu sample (%s)", src);
+		put_name(f, name);
+		fprintf(f, ",\"s\":\"t\",\"cat\":\"cpu\",\"args\":{\"coroutine\":%" PRIu64
+			",\"source\":\"%s\",\"stack\":", ev->co, src);
+		d9__json_stack(f, c->t, ev->stack);
+		fputs("}}", f);
+		break;
+	}
+	case D9_EV_QUEUE_SAMPLE:
+		/* one series per worker: the counter is per process */
+		begin(c, "C", ev->proc->pid, ev->th->tid, ev->real_ns);
+		if (ev->th->worker)
+			snprintf(name, sizeof(name), "worker %u", ev->th->worker);
+		else
+			snprintf(name, sizeof(name), "thread %u", ev->th->tid);
+		fprintf(f, ",\"name\":\"run queue\",\"args\":{\"%s\":%" PRIu64 "}}", name, ev->count);
+		break;
+	case D9_EV_DROPPED:
+		begin(c, "i", ev->proc->pid, ev->th->tid, ev->real_ns);
+		snprintf(name, sizeof(name), "dropped (%s)", d9_drop_reason_name(ev->kind));
+		put_name(f, name);
+		fprintf(f, ",\"s\":\"t\",\"cat\":\"dropped\",\"args\":{\"count\":%" PRIu64
+			",\"reason\":\"%s\"}}", ev->count, d9_drop_reason_name(ev->kind));
+		break;
+	default:
+		break;
+	}
+}
+
+static void chrome_help(FILE *f)
+{
+	fprintf(f, "usage: d9-analyze chrome [OPTIONS] TRACE...\n\n"
+		"Writes Chrome Trace Event JSON for the Perfetto UI (ui.perfetto.dev) and\n"
+		"chrome://tracing: a process per traced pid, a track per thread (named after the\n"
+		"worker id and thread name), poll slices named by spawn location, parks, blocking\n"
+		"calls, wake -> poll flow arrows, CPU samples and drops as instants, the run queue as\n"
+		"a counter. Times are us from the trace start.\n\n"
+		"options:\n"
+		"  -o FILE           write to FILE (default: stdout)\n"
+		"  --pid N           only events of process N\n"
+		"  --from WHEN       ignore events before WHEN\n"
+		"  --to WHEN         ignore events from WHEN on\n"
+		"  -h, --help        this text\n\n"
+		"WHEN: as in 'd9-analyze summary --help'.\n"
+		"exit status: 0 ok, 1 the output could not be written, 2 usage, 3 no readable trace,\n"
+		"4 output written but input damaged\n");
+}
+
+int d9__cmd_chrome(int argc, char **argv)
+{
+	struct chrome c;
+	struct d9__trace t;
+	int nargs = 0, rc;
+	const char *v, *out = NULL;
+	char **args = calloc((size_t)argc + 1, sizeof(*args));
+
+	if (!args)
+		return D9_EXIT_USAGE;
+	memset(&t, 0, sizeof(t));
+	memset(&c, 0, sizeof(c));
+	c.t = &t;
+	c.pid = -1;
+	for (int i = 1; i < argc; i++) {
+		int r = 0;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			chrome_help(stdout);
+			free(args);
+			return D9_EXIT_OK;
+		} else if ((r = d9__opt(argc, argv, &i, "-o", &v)) == 1) {
+			out = v;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--pid", &v)) == 1) {
+			char *end;
+			long n = strtol(v, &end, 10);
+			if (*end || end == v || n < 0 || n > UINT32_MAX) {
+				fprintf(stderr, "d9-analyze: --pid: want a number, not '%s'\n", v);
+				goto usage;
+			}
+			c.pid = n;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--from", &v)) == 1) {
+			if (d9__parse_when(v, &t.from)) {
+				fprintf(stderr, "d9-analyze: --from: bad time '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--to", &v)) == 1) {
+			if (d9__parse_when(v, &t.to)) {
+				fprintf(stderr, "d9-analyze: --to: bad time '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "d9-analyze: chrome: unknown option '%s'\n", argv[i]);
+			goto usage;
+		} else if (r == 0) {
+			args[nargs++] = argv[i];
+		}
+		if (r < 0)
+			goto usage;
+	}
+	if (!nargs) {
+		fprintf(stderr, "d9-analyze: chrome: no TRACE given\n");
+		goto usage;
+	}
+	if (d9__trace_open(&t, args, nargs)) {
+		fprintf(stderr, "d9-analyze: out of memory\n");
+		free(args);
+		d9__trace_close(&t);
+		return D9_EXIT_NO_TRACE;
+	}
+	free(args);
+	if (!t.readable) {
+		fprintf(stderr, "d9-analyze: no readable trace segment in the input\n");
+		d9__trace_close(&t);
+		return D9_EXIT_NO_TRACE;
+	}
+	c.f = out && strcmp(out, "-") ? fopen(out, "w") : stdout;
+	if (!c.f) {
+		fprintf(stderr, "d9-analyze: chrome: cannot write '%s': %s\n", out, strerror(errno));
+		d9__trace_close(&t);
+		return 1;
+	}
+	c.nprocs = t.nprocs;
+	c.procs = calloc(t.nprocs ? t.nprocs : 1, sizeof(*c.procs));
+	if (!c.procs) {
+		c.oom = 1;
+		c.nprocs = 0;
+	}
+	fputs("{\"traceEvents\":[", c.f);
+	if (d9__trace_run(&t, chrome_on_event, &c) || c.oom)
+		fprintf(stderr, "d9-analyze: out of memory: the output is incomplete\n");
+	fputs("\n],\"displayTimeUnit\":\"ns\"}\n", c.f);
+	rc = d9__trace_exit_code(&t);
+	if (c.f == stdout ? fflush(c.f) != 0 || ferror(c.f) : (ferror(c.f) | fclose(c.f)) != 0) {
+		fprintf(stderr, "d9-analyze: chrome: error writing '%s'\n", out ? out : "stdout");
+		rc = 1;
+	}
+	for (size_t i = 0; i < c.nprocs; i++)
+		free_wakes(&c.procs[i]);
+	free(c.procs);
+	free(c.th);
+	d9__trace_close(&t);
+	return rc;
+usage:
+	free(args);
+	chrome_help(stderr);
+	return D9_EXIT_USAGE;
+}

@@ -1,0 +1,493 @@
+/* cmd-flame.c: `d9-analyze flame`: folded stacks ("root;...;leaf N", outermost frame first), the
+ * input of flamegraph.pl, inferno and speedscope. Sources: CpuSample events (weight 1 each) or,
+ * with --blocking, BlockingCall stacks weighted by duration in us. Streaming: counts are kept per
+ * distinct (stack, location, call), never per event; only --long-polls holds the samples of each
+ * thread's open poll until its length is known. Documented in README.md, "flame". */
+#include "analyze.h"
+#include "d9-format.h"
+#include "trace.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { CPU_ON = 1, CPU_OFF = 2 }; /* bits of flame.cpu */
+
+static const char NO_POLL[] = "(no poll)", NO_LOC[] = "(unknown)";
+
+/* One distinct (stack, prefix, call) and its weight: CPU samples, or ns of blocking calls. */
+struct agg {
+	const struct d9__stack *stack; /* NULL: no stack */
+	const char *prefix; /* --by-location: the poll's location name, NO_LOC or NO_POLL */
+	const char *call; /* --blocking: the call's name (the leaf frame) */
+	uint64_t weight;
+	struct agg *next; /* hash chain */
+};
+
+struct pending {
+	const struct d9__stack *stack;
+	const char *call;
+	uint64_t weight;
+};
+
+/* The open poll of a thread. */
+struct tpoll {
+	int open;
+	int skip; /* --location does not match: its samples are dropped */
+	int known_long; /* --long-polls: already at least that long, samples go straight through */
+	const struct d9__loc *loc;
+	int64_t ns;
+	struct pending *buf; /* --long-polls: the samples of this poll, until its length is known */
+	size_t nbuf, capbuf;
+};
+
+struct flame {
+	struct d9__trace *t;
+	int cpu; /* CPU_ON | CPU_OFF */
+	int blocking, by_location;
+	int64_t long_ns; /* 0: no --long-polls */
+	const char *location;
+	long worker, pid; /* -1: any */
+	struct tpoll *polls; /* by thread idx */
+	size_t npolls;
+	struct d9__map aggs; /* hash -> chain of struct agg */
+	size_t naggs;
+	int oom;
+};
+
+static uint64_t agg_hash(const struct d9__stack *s, const char *prefix, const char *call)
+{
+	return d9__hash64((uint64_t)(uintptr_t)s * 31 + d9__hash64((uint64_t)(uintptr_t)prefix) * 7 +
+		(uint64_t)(uintptr_t)call);
+}
+
+static void add(struct flame *fl, const struct d9__stack *s, const char *prefix, const char *call,
+	uint64_t w)
+{
+	uint64_t h = agg_hash(s, prefix, call);
+	struct agg *head = d9__map_get(&fl->aggs, h);
+
+	for (struct agg *a = head; a; a = a->next)
+		if (a->stack == s && a->prefix == prefix && a->call == call) {
+			a->weight += w;
+			return;
+		}
+	struct agg *a = malloc(sizeof(*a));
+	if (!a) {
+		fl->oom = 1;
+		return;
+	}
+	a->stack = s;
+	a->prefix = prefix;
+	a->call = call;
+	a->weight = w;
+	a->next = head;
+	if (d9__map_put(&fl->aggs, h, a)) {
+		free(a);
+		fl->oom = 1;
+		return;
+	}
+	fl->naggs++;
+}
+
+static void flush(struct flame *fl, struct tpoll *p)
+{
+	const char *prefix = !fl->by_location ? NULL : p->loc ? p->loc->name : NO_LOC;
+
+	for (size_t i = 0; i < p->nbuf; i++)
+		add(fl, p->buf[i].stack, prefix, p->buf[i].call, p->buf[i].weight);
+	p->nbuf = 0;
+}
+
+static struct tpoll *tpoll_of(struct flame *fl, const struct d9__thread *th)
+{
+	if (th->idx >= fl->npolls) {
+		size_t n = th->idx + 1 > fl->npolls * 2 ? th->idx + 1 : fl->npolls * 2;
+		struct tpoll *a = realloc(fl->polls, n * sizeof(*a));
+		if (!a) {
+			fl->oom = 1;
+			return NULL;
+		}
+		memset(a + fl->npolls, 0, (n - fl->npolls) * sizeof(*a));
+		fl->polls = a;
+		fl->npolls = n;
+	}
+	return &fl->polls[th->idx];
+}
+
+/* ns - start, or 0 when ns is earlier; no signed overflow on hostile times. */
+static uint64_t elapsed(int64_t start, int64_t ns)
+{
+	return ns > start ? (uint64_t)ns - (uint64_t)start : 0;
+}
+
+/* The poll of p ends at ns: with --long-polls its samples count only if it was long enough. */
+static void poll_end(struct flame *fl, struct tpoll *p, int64_t ns)
+{
+	if (p->open && !p->skip && fl->long_ns && elapsed(p->ns, ns) >= (uint64_t)fl->long_ns)
+		flush(fl, p);
+	p->open = p->skip = p->known_long = 0;
+	p->nbuf = 0;
+}
+
+static void sample(struct flame *fl, struct tpoll *p, const struct d9__ev *ev, const char *call,
+	uint64_t w)
+{
+	if (!p->open) {
+		if (!fl->location && !fl->long_ns)
+			add(fl, ev->stack, fl->by_location ? NO_POLL : NULL, call, w);
+		return;
+	}
+	if (p->skip)
+		return;
+	if (fl->long_ns && !p->known_long) {
+		if (elapsed(p->ns, ev->ns) < (uint64_t)fl->long_ns) {
+			if (p->nbuf == p->capbuf) {
+				size_t n = p->capbuf ? p->capbuf * 2 : 16;
+				struct pending *b = realloc(p->buf, n * sizeof(*b));
+				if (!b) {
+					fl->oom = 1;
+					return;
+				}
+				p->buf = b;
+				p->capbuf = n;
+			}
+			p->buf[p->nbuf++] = (struct pending){ ev->stack, call, w };
+			return;
+		}
+		/* the poll is already long enough: what it held counts, and so does the rest */
+		flush(fl, p);
+		p->known_long = 1;
+	}
+	add(fl, ev->stack, !fl->by_location ? NULL : p->loc ? p->loc->name : NO_LOC, call, w);
+}
+
+static void flame_on_event(void *ctx, const struct d9__ev *ev)
+{
+	struct flame *fl = ctx;
+	struct tpoll *p;
+
+	if (ev->type == D9__EV_PROCESS_END) {
+		/* events come process by process: every open poll was this process's, and its
+		 * end is unknown (the samples of a poll known to be long enough are already in) */
+		for (size_t i = 0; i < fl->npolls; i++) {
+			struct tpoll *q = &fl->polls[i];
+			q->open = q->skip = q->known_long = 0;
+			q->nbuf = 0;
+		}
+		return;
+	}
+	if (!ev->th || (fl->worker >= 0 && ev->th->worker != fl->worker) ||
+	    (fl->pid >= 0 && ev->proc->pid != fl->pid))
+		return;
+	switch (ev->type) {
+	case D9_EV_POLL_START:
+		if (!(p = tpoll_of(fl, ev->th)))
+			return;
+		poll_end(fl, p, ev->ns); /* a PollStart without PollEnd ends the poll */
+		p->open = 1;
+		p->loc = ev->loc;
+		p->ns = ev->ns;
+		p->skip = fl->location && (!ev->loc || !strstr(ev->loc->name, fl->location));
+		break;
+	case D9_EV_POLL_END:
+		if ((p = tpoll_of(fl, ev->th)))
+			poll_end(fl, p, ev->ns);
+		break;
+	case D9_EV_CPU_SAMPLE: {
+		/* a source this version does not know counts only with --cpu both */
+		int want = ev->kind == D9_CPU_ON ? CPU_ON : ev->kind == D9_CPU_OFF ? CPU_OFF :
+			CPU_ON | CPU_OFF;
+		if (fl->blocking || (fl->cpu & want) != want)
+			return;
+		if ((p = tpoll_of(fl, ev->th)))
+			sample(fl, p, ev, NULL, 1);
+		break;
+	}
+	case D9_EV_BLOCKING_CALL:
+		if (fl->blocking && (p = tpoll_of(fl, ev->th)))
+			sample(fl, p, ev, ev->call, ev->count);
+		break;
+	default:
+		break;
+	}
+}
+
+/* ---- output ------------------------------------------------------------------------------------ */
+struct line {
+	char *s;
+	uint64_t weight;
+};
+
+struct sbuf {
+	char *p;
+	size_t n, cap;
+	int oom;
+};
+
+/* Appends a frame name: ';' and control characters would split frames or lines, so they become
+ * '_'; an empty name becomes "?". */
+static void put_frame(struct sbuf *b, const char *name)
+{
+	size_t len = strlen(name);
+
+	if (b->oom)
+		return;
+	if (b->n + len + 3 > b->cap) {
+		size_t cap = (b->n + len + 3) * 2;
+		char *q = realloc(b->p, cap);
+		if (!q) {
+			b->oom = 1;
+			return;
+		}
+		b->p = q;
+		b->cap = cap;
+	}
+	if (b->n)
+		b->p[b->n++] = ';';
+	if (!len)
+		b->p[b->n++] = '?';
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		b->p[b->n++] = c == ';' || c < 0x20 || c == 0x7f ? '_' : (char)c;
+	}
+	b->p[b->n] = 0;
+}
+
+/* The folded stack of a: prefix, then frames outermost first with inlined functions expanded
+ * (outermost first too), then the blocking call. */
+static char *fold(struct flame *fl, const struct agg *a)
+{
+	struct sbuf b = { NULL, 0, 0, 0 };
+	const char *names[D9__MAX_INLINE];
+	char buf[64];
+
+	if (a->prefix)
+		put_frame(&b, a->prefix);
+	if (!a->stack || !a->stack->n)
+		put_frame(&b, "(no stack)");
+	for (uint32_t i = a->stack ? a->stack->n : 0; i-- > 0;) {
+		size_t k = d9__frame_names(fl->t, a->stack, i, names, D9__MAX_INLINE, buf, sizeof(buf));
+		while (k-- > 0)
+			put_frame(&b, names[k]);
+	}
+	if (a->call)
+		put_frame(&b, a->call);
+	if (b.oom) {
+		free(b.p);
+		return NULL;
+	}
+	return b.p;
+}
+
+static int cmp_line(const void *x, const void *y)
+{
+	return strcmp(((const struct line *)x)->s, ((const struct line *)y)->s);
+}
+
+/* Prints the folded lines, sorted, equal stacks merged. Returns how many lines (0 also when
+ * every blocking weight rounds to 0 us), or -1 when out of memory. */
+static long print_folded(struct flame *fl)
+{
+	struct line *l = calloc(fl->naggs ? fl->naggs : 1, sizeof(*l));
+	size_t n = 0;
+	long printed = 0;
+
+	if (!l)
+		return -1;
+	for (size_t i = 0; i < fl->aggs.cap; i++)
+		for (struct agg *a = fl->aggs.vals ? fl->aggs.vals[i] : NULL; a && n < fl->naggs;
+		     a = a->next) {
+			if (!(l[n].s = fold(fl, a)))
+				goto oom;
+			l[n++].weight = a->weight;
+		}
+	qsort(l, n, sizeof(*l), cmp_line);
+	for (size_t i = 0; i < n;) {
+		uint64_t w = 0;
+		size_t j = i;
+		for (; j < n && !strcmp(l[j].s, l[i].s); j++)
+			w += l[j].weight;
+		if (fl->blocking)
+			w = (w + 500) / 1000; /* ns to us, rounded */
+		if (w) {
+			printf("%s %" PRIu64 "\n", l[i].s, w);
+			printed++;
+		}
+		i = j;
+	}
+	for (size_t i = 0; i < n; i++)
+		free(l[i].s);
+	free(l);
+	return printed;
+oom:
+	for (size_t i = 0; i < n; i++)
+		free(l[i].s);
+	free(l);
+	return -1;
+}
+
+static void flame_free(struct flame *fl)
+{
+	for (size_t i = 0; i < fl->aggs.cap; i++) {
+		struct agg *a = fl->aggs.vals ? fl->aggs.vals[i] : NULL;
+		while (a) {
+			struct agg *next = a->next;
+			free(a);
+			a = next;
+		}
+	}
+	d9__map_free(&fl->aggs);
+	for (size_t i = 0; i < fl->npolls; i++)
+		free(fl->polls[i].buf);
+	free(fl->polls);
+}
+
+static void flame_help(FILE *f)
+{
+	fprintf(f, "usage: d9-analyze flame [OPTIONS] TRACE...\n\n"
+		"Prints folded stacks, one 'root;...;leaf N' line per distinct stack, outermost frame\n"
+		"first (input of flamegraph.pl, inferno, speedscope). N counts CPU samples, or with\n"
+		"--blocking the microseconds spent in blocking calls (the call is the leaf frame).\n\n"
+		"options:\n"
+		"  --cpu on|off|both      which CPU samples: on-CPU (default), off-CPU or both\n"
+		"  --blocking             BlockingCall stacks weighted by duration instead of samples\n"
+		"  --by-location          first frame: the location of the poll the sample is in,\n"
+		"                         '(unknown)' or '(no poll)'\n"
+		"  --location TEXT        only samples in polls whose location name contains TEXT\n"
+		"  --long-polls DURATION  only samples in polls at least this long\n"
+		"  --worker N             only samples on worker N\n"
+		"  --pid N                only samples of process N\n"
+		"  --from WHEN            ignore events before WHEN\n"
+		"  --to WHEN              ignore events from WHEN on\n"
+		"  -h, --help             this text\n\n"
+		"DURATION and WHEN: as in 'd9-analyze summary --help'. A poll that crosses a window\n"
+		"edge has no known location or length: --location and --long-polls drop its samples.\n"
+		"With no samples, stdout stays empty and stderr says so.\n"
+		"exit status: 0 ok, 2 usage, 3 no readable trace, 4 output written but input damaged\n");
+}
+
+static int parse_id(const char *opt, const char *v, long *out)
+{
+	char *end;
+	long n = strtol(v, &end, 10);
+
+	if (*end || end == v || n < 0 || n > UINT32_MAX) {
+		fprintf(stderr, "d9-analyze: %s: want a number, not '%s'\n", opt, v);
+		return -1;
+	}
+	*out = n;
+	return 0;
+}
+
+int d9__cmd_flame(int argc, char **argv)
+{
+	struct flame fl;
+	struct d9__trace t;
+	int nargs = 0, rc, cpu_set = 0;
+	const char *v;
+	char **args = calloc((size_t)argc + 1, sizeof(*args));
+
+	if (!args)
+		return D9_EXIT_USAGE;
+	memset(&fl, 0, sizeof(fl));
+	memset(&t, 0, sizeof(t));
+	fl.worker = fl.pid = -1;
+	fl.cpu = CPU_ON;
+	fl.t = &t;
+	for (int i = 1; i < argc; i++) {
+		int r = 0;
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			flame_help(stdout);
+			free(args);
+			return D9_EXIT_OK;
+		} else if (!strcmp(argv[i], "--blocking")) {
+			fl.blocking = 1;
+		} else if (!strcmp(argv[i], "--by-location")) {
+			fl.by_location = 1;
+		} else if ((r = d9__opt(argc, argv, &i, "--cpu", &v)) == 1) {
+			cpu_set = 1;
+			if (!strcmp(v, "on"))
+				fl.cpu = CPU_ON;
+			else if (!strcmp(v, "off"))
+				fl.cpu = CPU_OFF;
+			else if (!strcmp(v, "both"))
+				fl.cpu = CPU_ON | CPU_OFF;
+			else {
+				fprintf(stderr, "d9-analyze: --cpu: want on, off or both, not '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--long-polls", &v)) == 1) {
+			if (d9__parse_duration(v, &fl.long_ns) || fl.long_ns <= 0) {
+				fprintf(stderr, "d9-analyze: --long-polls: bad duration '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--location", &v)) == 1) {
+			fl.location = v;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--worker", &v)) == 1) {
+			if (parse_id("--worker", v, &fl.worker))
+				goto usage;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--pid", &v)) == 1) {
+			if (parse_id("--pid", v, &fl.pid))
+				goto usage;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--from", &v)) == 1) {
+			if (d9__parse_when(v, &t.from)) {
+				fprintf(stderr, "d9-analyze: --from: bad time '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--to", &v)) == 1) {
+			if (d9__parse_when(v, &t.to)) {
+				fprintf(stderr, "d9-analyze: --to: bad time '%s'\n", v);
+				goto usage;
+			}
+		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "d9-analyze: flame: unknown option '%s'\n", argv[i]);
+			goto usage;
+		} else if (r == 0) {
+			args[nargs++] = argv[i];
+		}
+		if (r < 0)
+			goto usage;
+	}
+	if (fl.blocking && cpu_set) {
+		/* samples and microseconds do not add up: one source per graph */
+		fprintf(stderr, "d9-analyze: flame: --blocking and --cpu do not mix\n");
+		goto usage;
+	}
+	if (!nargs) {
+		fprintf(stderr, "d9-analyze: flame: no TRACE given\n");
+		goto usage;
+	}
+	if (d9__trace_open(&t, args, nargs)) {
+		fprintf(stderr, "d9-analyze: out of memory\n");
+		free(args);
+		d9__trace_close(&t);
+		return D9_EXIT_NO_TRACE;
+	}
+	free(args);
+	if (!t.readable) {
+		fprintf(stderr, "d9-analyze: no readable trace segment in the input\n");
+		d9__trace_close(&t);
+		return D9_EXIT_NO_TRACE;
+	}
+	long lines = 0;
+	if (d9__trace_run(&t, flame_on_event, &fl) || fl.oom)
+		fprintf(stderr, "d9-analyze: out of memory: the output is incomplete\n");
+	else if ((lines = print_folded(&fl)) < 0)
+		fprintf(stderr, "d9-analyze: out of memory: the output is incomplete\n");
+	else if (!lines)
+		fprintf(stderr, "d9-analyze: flame: no samples: no %s matched\n",
+			fl.blocking ? "blocking call (of 0.5 us or more)" :
+			fl.cpu == CPU_ON ? "on-CPU sample" : fl.cpu == CPU_OFF ? "off-CPU sample" :
+			"CPU sample");
+	fflush(stdout);
+	rc = d9__trace_exit_code(&t);
+	flame_free(&fl);
+	d9__trace_close(&t);
+	return rc;
+usage:
+	free(args);
+	flame_help(stderr);
+	return D9_EXIT_USAGE;
+}
