@@ -21,4 +21,14 @@ int d9__cmd_chrome(int argc, char **argv);
  * stores VALUE, advances *i past it and returns 1; returns -1 (after a message on stderr) when
  * the value is missing, 0 when argv[*i] is another argument. */
 int d9__opt(int argc, char **argv, int *i, const char *name, const char **val);
+/* A number for option opt (a pid, a worker id) into *out. Returns 0, or -1 (message printed). */
+int d9__parse_id(const char *opt, const char *v, long *out);
+struct d9__trace;
+/* --pid (when pid is not NULL), --from and --to, which the event-filtering commands share.
+ * Returns 1 when argv[*i] was one of them (consumed), 0 when it is none, -1 when its value is
+ * bad (message printed). */
+int d9__opt_window(int argc, char **argv, int *i, struct d9__trace *t, long *pid);
+/* Opens the inputs (frees args) and checks that something is readable. Returns 0, or the exit
+ * status after saying why (the trace is then closed). */
+int d9__trace_start(struct d9__trace *t, char **args, int nargs);
 #endif

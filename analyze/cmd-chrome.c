@@ -361,24 +361,8 @@ int d9__cmd_chrome(int argc, char **argv)
 			return D9_EXIT_OK;
 		} else if ((r = d9__opt(argc, argv, &i, "-o", &v)) == 1) {
 			out = v;
-		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--pid", &v)) == 1) {
-			char *end;
-			long n = strtol(v, &end, 10);
-			if (*end || end == v || n < 0 || n > UINT32_MAX) {
-				fprintf(stderr, "d9-analyze: --pid: want a number, not '%s'\n", v);
-				goto usage;
-			}
-			c.pid = n;
-		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--from", &v)) == 1) {
-			if (d9__parse_when(v, &t.from)) {
-				fprintf(stderr, "d9-analyze: --from: bad time '%s'\n", v);
-				goto usage;
-			}
-		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--to", &v)) == 1) {
-			if (d9__parse_when(v, &t.to)) {
-				fprintf(stderr, "d9-analyze: --to: bad time '%s'\n", v);
-				goto usage;
-			}
+		} else if (r == 0 && (r = d9__opt_window(argc, argv, &i, &t, &c.pid)) == 1) {
+			/* --pid, --from, --to */
 		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "d9-analyze: chrome: unknown option '%s'\n", argv[i]);
 			goto usage;
@@ -392,18 +376,8 @@ int d9__cmd_chrome(int argc, char **argv)
 		fprintf(stderr, "d9-analyze: chrome: no TRACE given\n");
 		goto usage;
 	}
-	if (d9__trace_open(&t, args, nargs)) {
-		fprintf(stderr, "d9-analyze: out of memory\n");
-		free(args);
-		d9__trace_close(&t);
-		return D9_EXIT_NO_TRACE;
-	}
-	free(args);
-	if (!t.readable) {
-		fprintf(stderr, "d9-analyze: no readable trace segment in the input\n");
-		d9__trace_close(&t);
-		return D9_EXIT_NO_TRACE;
-	}
+	if ((rc = d9__trace_start(&t, args, nargs)) != 0)
+		return rc;
 	c.f = out && strcmp(out, "-") ? fopen(out, "w") : stdout;
 	if (!c.f) {
 		fprintf(stderr, "d9-analyze: chrome: cannot write '%s': %s\n", out, strerror(errno));

@@ -368,19 +368,6 @@ static void flame_help(FILE *f)
 		"exit status: 0 ok, 2 usage, 3 no readable trace, 4 output written but input damaged\n");
 }
 
-static int parse_id(const char *opt, const char *v, long *out)
-{
-	char *end;
-	long n = strtol(v, &end, 10);
-
-	if (*end || end == v || n < 0 || n > UINT32_MAX) {
-		fprintf(stderr, "d9-analyze: %s: want a number, not '%s'\n", opt, v);
-		return -1;
-	}
-	*out = n;
-	return 0;
-}
-
 int d9__cmd_flame(int argc, char **argv)
 {
 	struct flame fl;
@@ -426,21 +413,10 @@ int d9__cmd_flame(int argc, char **argv)
 		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--location", &v)) == 1) {
 			fl.location = v;
 		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--worker", &v)) == 1) {
-			if (parse_id("--worker", v, &fl.worker))
+			if (d9__parse_id("--worker", v, &fl.worker))
 				goto usage;
-		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--pid", &v)) == 1) {
-			if (parse_id("--pid", v, &fl.pid))
-				goto usage;
-		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--from", &v)) == 1) {
-			if (d9__parse_when(v, &t.from)) {
-				fprintf(stderr, "d9-analyze: --from: bad time '%s'\n", v);
-				goto usage;
-			}
-		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--to", &v)) == 1) {
-			if (d9__parse_when(v, &t.to)) {
-				fprintf(stderr, "d9-analyze: --to: bad time '%s'\n", v);
-				goto usage;
-			}
+		} else if (r == 0 && (r = d9__opt_window(argc, argv, &i, &t, &fl.pid)) == 1) {
+			/* --pid, --from, --to */
 		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "d9-analyze: flame: unknown option '%s'\n", argv[i]);
 			goto usage;
@@ -459,18 +435,8 @@ int d9__cmd_flame(int argc, char **argv)
 		fprintf(stderr, "d9-analyze: flame: no TRACE given\n");
 		goto usage;
 	}
-	if (d9__trace_open(&t, args, nargs)) {
-		fprintf(stderr, "d9-analyze: out of memory\n");
-		free(args);
-		d9__trace_close(&t);
-		return D9_EXIT_NO_TRACE;
-	}
-	free(args);
-	if (!t.readable) {
-		fprintf(stderr, "d9-analyze: no readable trace segment in the input\n");
-		d9__trace_close(&t);
-		return D9_EXIT_NO_TRACE;
-	}
+	if ((rc = d9__trace_start(&t, args, nargs)) != 0)
+		return rc;
 	long lines = 0;
 	if (d9__trace_run(&t, flame_on_event, &fl) || fl.oom)
 		fprintf(stderr, "d9-analyze: out of memory: the output is incomplete\n");

@@ -132,7 +132,6 @@ int d9__cmd_jsonl(int argc, char **argv)
 	struct jsonl j;
 	struct d9__trace t;
 	int nargs = 0, rc;
-	const char *v;
 	char **args = calloc((size_t)argc + 1, sizeof(*args));
 
 	if (!args)
@@ -146,24 +145,8 @@ int d9__cmd_jsonl(int argc, char **argv)
 			jsonl_help(stdout);
 			free(args);
 			return D9_EXIT_OK;
-		} else if ((r = d9__opt(argc, argv, &i, "--pid", &v)) == 1) {
-			char *end;
-			long n = strtol(v, &end, 10);
-			if (*end || end == v || n < 0 || n > UINT32_MAX) {
-				fprintf(stderr, "d9-analyze: --pid: want a number, not '%s'\n", v);
-				goto usage;
-			}
-			j.pid = n;
-		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--from", &v)) == 1) {
-			if (d9__parse_when(v, &t.from)) {
-				fprintf(stderr, "d9-analyze: --from: bad time '%s'\n", v);
-				goto usage;
-			}
-		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--to", &v)) == 1) {
-			if (d9__parse_when(v, &t.to)) {
-				fprintf(stderr, "d9-analyze: --to: bad time '%s'\n", v);
-				goto usage;
-			}
+		} else if ((r = d9__opt_window(argc, argv, &i, &t, &j.pid)) == 1) {
+			/* --pid, --from, --to */
 		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "d9-analyze: jsonl: unknown option '%s'\n", argv[i]);
 			goto usage;
@@ -177,18 +160,8 @@ int d9__cmd_jsonl(int argc, char **argv)
 		fprintf(stderr, "d9-analyze: jsonl: no TRACE given\n");
 		goto usage;
 	}
-	if (d9__trace_open(&t, args, nargs)) {
-		fprintf(stderr, "d9-analyze: out of memory\n");
-		free(args);
-		d9__trace_close(&t);
-		return D9_EXIT_NO_TRACE;
-	}
-	free(args);
-	if (!t.readable) {
-		fprintf(stderr, "d9-analyze: no readable trace segment in the input\n");
-		d9__trace_close(&t);
-		return D9_EXIT_NO_TRACE;
-	}
+	if ((rc = d9__trace_start(&t, args, nargs)) != 0)
+		return rc;
 	if (d9__trace_run(&t, jsonl_on_event, &j))
 		fprintf(stderr, "d9-analyze: out of memory: the output is incomplete\n");
 	fflush(stdout);

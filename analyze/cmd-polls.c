@@ -209,19 +209,6 @@ static void polls_help(FILE *f)
 		"exit status: 0 ok, 2 usage, 3 no readable trace, 4 output written but input damaged\n");
 }
 
-static int parse_id(const char *opt, const char *v, long *out)
-{
-	char *end;
-	long n = strtol(v, &end, 10);
-
-	if (*end || end == v || n < 0 || n > UINT32_MAX) {
-		fprintf(stderr, "d9-analyze: %s: want a number, not '%s'\n", opt, v);
-		return -1;
-	}
-	*out = n;
-	return 0;
-}
-
 int d9__cmd_polls(int argc, char **argv)
 {
 	struct polls p;
@@ -252,21 +239,10 @@ int d9__cmd_polls(int argc, char **argv)
 		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--location", &v)) == 1) {
 			p.location = v;
 		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--worker", &v)) == 1) {
-			if (parse_id("--worker", v, &p.worker))
+			if (d9__parse_id("--worker", v, &p.worker))
 				goto usage;
-		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--pid", &v)) == 1) {
-			if (parse_id("--pid", v, &p.pid))
-				goto usage;
-		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--from", &v)) == 1) {
-			if (d9__parse_when(v, &t.from)) {
-				fprintf(stderr, "d9-analyze: --from: bad time '%s'\n", v);
-				goto usage;
-			}
-		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--to", &v)) == 1) {
-			if (d9__parse_when(v, &t.to)) {
-				fprintf(stderr, "d9-analyze: --to: bad time '%s'\n", v);
-				goto usage;
-			}
+		} else if (r == 0 && (r = d9__opt_window(argc, argv, &i, &t, &p.pid)) == 1) {
+			/* --pid, --from, --to */
 		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "d9-analyze: polls: unknown option '%s'\n", argv[i]);
 			goto usage;
