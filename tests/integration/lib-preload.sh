@@ -210,3 +210,25 @@ pl_check() {
 
 # pl_trace_files DIR: the segment files of a trace directory, one per line.
 pl_trace_files() { ls "$1" 2>/dev/null | grep -E '\.(bin|bin\.gz|active)$'; }
+
+# pl_san_setup NAME: SAN=the sanitizer build of d9-analyze, with ASan/UBSan reporting set up;
+# fails NAME (and returns 1) when it is not built.
+pl_san_setup() {
+	SAN=$PL_ROOT/build/san/d9-analyze
+	if [ ! -x "$SAN" ]; then
+		pl_fail "$1" "$SAN is not built (make build/san/d9-analyze)"
+		return 1
+	fi
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
+	export UBSAN_OPTIONS=print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}
+}
+
+# pl_corpus_unpack: gunzipped copies of the fuzz corpus's .gz files into $T/corpus, so tests can
+# run both tests/fuzz/corpus/* and $T/corpus/*.
+pl_corpus_unpack() {
+	mkdir -p "$T/corpus"
+	local f
+	for f in "$PL_ROOT"/tests/fuzz/corpus/*; do
+		case "$f" in *.gz) gunzip -c "$f" >"$T/corpus/$(basename "$f" .gz)" 2>/dev/null ;; esac
+	done
+}

@@ -17,19 +17,10 @@
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_setup analyze-chrome
-SAN=$PL_ROOT/build/san/d9-analyze
-if [ ! -x "$SAN" ]; then
-	pl_fail analyze-chrome "$SAN is not built (make build/san/d9-analyze)"
-	exit 0
-fi
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
-export UBSAN_OPTIONS=print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}
+pl_san_setup analyze-chrome || exit 0
 
 # ---- the fuzz corpus: hostile input --------------------------------------------------------------
-mkdir -p "$T/corpus"
-for f in "$PL_ROOT"/tests/fuzz/corpus/*; do
-	case "$f" in *.gz) gunzip -c "$f" >"$T/corpus/$(basename "$f" .gz)" 2>/dev/null ;; esac
-done
+pl_corpus_unpack
 bad=() files=0 parsed=0
 for f in "$PL_ROOT"/tests/fuzz/corpus/* "$T"/corpus/*; do
 	[ -f "$f" ] || continue
