@@ -6,6 +6,7 @@ set -u
 cd "$(dirname "$0")/../.."
 T=$(mktemp -d "${TMPDIR:-/tmp}/d9-agent-modules-XXXXXX")
 trap 'rm -rf "$T"' EXIT
+export D9_ROTATION_PERIOD=0 # no wall-clock seal in the middle of a test
 drv=build/tests/d9-driver
 lib=$(ls /usr/lib/x86_64-linux-gnu/libst.so* 2>/dev/null | head -n 1)
 

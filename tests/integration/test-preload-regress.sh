@@ -10,6 +10,7 @@ set -u
 cd "$(dirname "$0")/../.."
 T=$(mktemp -d "${TMPDIR:-/tmp}/d9-regress-XXXXXX")
 trap 'rm -rf "$T"' EXIT
+export D9_ROTATION_PERIOD=0 # no wall-clock seal in the middle of a test
 drv=build/tests/d9-driver
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
