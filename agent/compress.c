@@ -1,10 +1,13 @@
 /* compress.c: the sealed segments of this process series: the total-size budget (delete the
  * oldest) and background gzip compression (a low-priority thread; .bin -> .bin.gz through a
- * .tmp file and rename, so a crash never leaves a half-written .gz under a final name). */
+ * .tmp file and rename, so a crash never leaves a half-written .gz under a final name). The same
+ * thread first writes symbol records into each sealed segment (symbolize.c, D9_SYMBOLIZE). */
 #include "internal.h"
+#include "symbolize.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -93,6 +96,64 @@ static uint64_t sealed_total(void)
 	return sum;
 }
 
+/* A thread with every signal blocked (host signals never land on it), as lifecycle.c does. */
+static int spawn_blocked(pthread_t *th, void *(*fn)(void *))
+{
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int err = pthread_create(th, NULL, fn, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return -err;
+}
+
+/* With D9_COMPRESS=0 a job stays .bin: the segments already symbolized are those of our
+ * series below sym_next (sealed in seq order); sym_pid notices a fork (the child's series). */
+static pid_t sym_pid;
+static uint32_t sym_next;
+
+static int sym_done(const struct d9__sealed *s)
+{
+	if (sym_pid != d9__g.pid) {
+		sym_pid = d9__g.pid;
+		sym_next = 0;
+	}
+	return s->seq < sym_next;
+}
+
+/* Writes the symbol records into the sealed segment at path (symbolize.c): a copy with them is
+ * renamed over it, unless the budget deleted the segment meanwhile (doomed), which the rename
+ * must not undo. The temporary file has the name of the gzip one (.bin.gz.tmp-<pid>), which
+ * recovery removes when its process died. A segment that cannot be symbolized stays as it is.
+ * Returns 0, or -ECANCELED when the process is exiting. */
+static int symbolize_job(const char *path, uint32_t seq)
+{
+	struct d9__agent *g = &d9__g;
+	char tmp[4300];
+	uint64_t size = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.gz.tmp-%d", path, (int)getpid());
+	int r = d9__symbolize_segment(path, tmp, &size);
+	if (r <= 0)
+		return r == -ECANCELED ? r : 0;
+	d9__lock(&g->disk_lock);
+	struct d9__sealed *job = NULL;
+	for (size_t i = 0; i < g->nsealed && !job; i++)
+		if (g->sealed[i].seq == seq && g->sealed[i].compressing)
+			job = &g->sealed[i];
+	if (!job || job->doomed) {
+		unlink(tmp);
+	} else if (rename(tmp, path) != 0) {
+		d9__log_once(D9_LOG_WARN, "cannot rename %s: %s", tmp, strerror(errno));
+		unlink(tmp);
+	} else if (!job->foreign) {
+		job->size = size;
+	}
+	d9__unlock(&g->disk_lock);
+	return 0;
+}
+
 void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 {
 	struct d9__agent *g = &d9__g;
@@ -123,6 +184,11 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 	g->nsealed++;
 	pthread_cond_signal(&g->disk_cond);
 	d9__unlock(&g->disk_lock);
+	/* D9_COMPRESS=0 starts no compressor; symbols still need the thread: started here, on the
+	 * writer thread, at the first seal (exit and fork treat it as the compressor) */
+	if (!g->cfg.compress && g->cfg.symbolize && !g->compressor_started &&
+		spawn_blocked(&g->compressor, d9__compressor_main) == 0)
+		g->compressor_started = 1;
 }
 
 void d9__budget_enforce(uint64_t reserve)
@@ -169,7 +235,8 @@ void *d9__compressor_main(void *arg)
 		struct d9__sealed *job = NULL;
 		for (size_t i = 0; i < g->nsealed && !job; i++) {
 			size_t n = strlen(g->sealed[i].path);
-			if (n > 4 && !strcmp(g->sealed[i].path + n - 4, ".bin"))
+			if (n > 4 && !strcmp(g->sealed[i].path + n - 4, ".bin") &&
+				(g->cfg.compress || !sym_done(&g->sealed[i])))
 				job = &g->sealed[i];
 		}
 		if (!job) {
@@ -187,7 +254,13 @@ void *d9__compressor_main(void *arg)
 		job->compressing = 1;
 		d9__unlock(&g->disk_lock);
 		uint64_t size = 0;
-		int err = d9__gzip_file(path, &size);
+		int err = 0;
+		if (g->cfg.symbolize)
+			err = symbolize_job(path, seq);
+		if (!err && g->cfg.compress)
+			err = d9__gzip_file(path, &size);
+		else if (!err && !g->cfg.compress)
+			sym_next = seq + 1;
 		d9__lock(&g->disk_lock);
 		/* the list may have moved: find the entry again */
 		for (size_t i = 0; i < g->nsealed; i++) {
@@ -207,7 +280,7 @@ void *d9__compressor_main(void *arg)
 				memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));
 				g->nsealed--;
 				err = 0;
-			} else if (!err && n + 4 <= sizeof(s->path)) {
+			} else if (!err && g->cfg.compress && n + 4 <= sizeof(s->path)) {
 				memcpy(s->path, path, n);
 				memcpy(s->path + n, ".gz", 4);
 				s->size = size;

@@ -172,6 +172,9 @@ int d9__config_load(struct d9__config *c)
 	c->pre.blocking = 1;
 	c->pre.blocking_threshold_ns = 1000000;
 	c->pre.queue_interval_ns = 10000000;
+	c->stack_dump = 8192;
+	c->profile_signal = SIGRTMIN + 6;
+	c->symbolize = 1;
 
 	if ((v = getenv("D9_LOG")) && *v) {
 		static const char *const levels[] = { "error", "warn", "info", "debug" };
@@ -249,6 +252,45 @@ int d9__config_load(struct d9__config *c)
 	if ((v = getenv("D9_QUEUE_INTERVAL")) && *v &&
 		(parse_duration(v, &c->pre.queue_interval_ns) || c->pre.queue_interval_ns < 1000000ull))
 		return bad("D9_QUEUE_INTERVAL", v, "a duration of at least 1ms, like 10ms");
+	if ((v = getenv("D9_CPU_PROFILE")) && *v) {
+		char *end;
+		unsigned long hz = strtoul(v, &end, 10);
+		if (end == v || *end || hz > 10000)
+			return bad("D9_CPU_PROFILE", v, "0 (off), 1 (on, 99 Hz) or a frequency from 2 to 10000 Hz");
+		c->cpu_hz = hz == 1 ? 99 : (uint32_t)hz;
+	}
+	if ((v = getenv("D9_CPU_PROFILE_MODE")) && *v) {
+		if (!strcasecmp(v, "auto"))
+			c->profile_mode = D9_PROF_AUTO;
+		else if (!strcasecmp(v, "perf"))
+			c->profile_mode = D9_PROF_PERF;
+		else if (!strcasecmp(v, "ctimer"))
+			c->profile_mode = D9_PROF_CTIMER;
+		else
+			return bad("D9_CPU_PROFILE_MODE", v, "auto, perf or ctimer");
+	}
+	if ((v = getenv("D9_SCHED_EVENTS")) && *v && parse_bool(v, &c->sched_events))
+		return bad("D9_SCHED_EVENTS", v, "0 or 1");
+	if ((v = getenv("D9_STACKS")) && *v) {
+		if (!strcasecmp(v, "auto"))
+			c->stacks = D9_STACKS_AUTO;
+		else if (!strcasecmp(v, "fp"))
+			c->stacks = D9_STACKS_FP;
+		else if (!strcasecmp(v, "dwarf"))
+			c->stacks = D9_STACKS_DWARF;
+		else
+			return bad("D9_STACKS", v, "auto, fp or dwarf");
+	}
+	if ((v = getenv("D9_STACK_DUMP")) && *v) {
+		uint64_t n;
+		if (parse_size(v, &n) || n < 1024 || n > 60000)
+			return bad("D9_STACK_DUMP", v, "a size from 1K to 58K, like 8K");
+		c->stack_dump = (uint32_t)n & ~7u;
+	}
+	if ((v = getenv("D9_PROFILE_SIGNAL")) && *v && parse_signal(v, &c->profile_signal))
+		return bad("D9_PROFILE_SIGNAL", v, "a signal name: USR1, USR2, HUP, WINCH, URG, PROF, VTALRM or RTMIN+N");
+	if ((v = getenv("D9_SYMBOLIZE")) && *v && parse_bool(v, &c->symbolize))
+		return bad("D9_SYMBOLIZE", v, "0 or 1");
 	/* A segment may never exceed half the budget, so the budget can always be kept by deleting
 	 * sealed segments while one segment is active. */
 	if (c->max_file_size > c->max_total_size / 2) {

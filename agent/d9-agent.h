@@ -16,6 +16,7 @@
 #define D9_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 struct d9__block;
+struct d9__prof;
 
 /* Options preload/ reads (set once by the agent's configuration, D9_* variables). */
 enum { D9_RUNTIME_AUTO = 0, D9_RUNTIME_ST = 1, D9_RUNTIME_GENERIC = 2 };
@@ -45,6 +46,18 @@ struct d9__thr {
 	uint64_t block_dropped; /* Dropped counts recorded in the current block */
 	uint32_t block_drop_records; /* Dropped records in the current block */
 	struct d9__thr *next, *prev; /* registry links (registry lock) */
+	struct d9__swlog *swlog; /* profiling on: this worker's recent coroutine switches */
+	struct d9__prof *prof; /* profiling on: this worker's sampling state (profile.c) */
+};
+
+/* The switch log of a profiled worker: the last D9__SWLOG_N (time, coroutine) switches, written
+ * only by its thread (PollStart: the coroutine, PollEnd: 0). The writer thread reads it to tag
+ * each perf sample with the coroutine that ran at the sample's time (profile.c). */
+#define D9__SWLOG_N 4096u
+struct d9__swlog {
+	uint64_t seq; /* entries written; entry i is e[i % D9__SWLOG_N] */
+	uint64_t pad_[7];
+	struct { uint64_t t, co; } e[D9__SWLOG_N];
 };
 
 enum { D9__RUNNING = 0, D9__PARKED = 1, D9__STEALING = 2, D9__STOLEN = 3 };
@@ -83,16 +96,44 @@ extern uint8_t d9__shift;
 			(void)(call);                                      \
 	} while (0)
 
+/* The same with the time read once into `now` (the retry after the slow path reads it again:
+ * its new chunk starts later). */
+#define D9__REC_AT(now, call)                                                       \
+	do {                                                                        \
+		struct d9__thr *t_ = &d9__self;                                     \
+		uint64_t now = d9__now();                                           \
+		if (!(D9_LIKELY(d9__enabled) && (call) == 0) && d9__slow(t_)) {     \
+			now = d9__now();                                            \
+			(void)(call);                                               \
+		}                                                                   \
+		d9__switched(t_, now, co_);                                         \
+	} while (0)
+
+/* Appends a switch to the thread's switch log (profiling only). */
+static inline void d9__switched(struct d9__thr *t, uint64_t now, uint64_t coroutine)
+{
+	struct d9__swlog *l = t->swlog;
+
+	if (D9_UNLIKELY(l != NULL)) {
+		uint64_t i = l->seq;
+		l->e[i % D9__SWLOG_N].t = now;
+		l->e[i % D9__SWLOG_N].co = coroutine;
+		__atomic_store_n(&l->seq, i + 1, __ATOMIC_RELEASE);
+	}
+}
+
 /* ---- Recording (hot path) ---------------------------------------------------------------------
  * Each records one event for the calling thread at the current time. */
 static inline void d9_rec_poll_start(uint64_t coroutine, uint64_t location)
 {
-	D9__REC(d9_enc_poll_start(&t_->enc, d9__now(), coroutine, location));
+	uint64_t co_ = coroutine;
+	D9__REC_AT(now_, d9_enc_poll_start(&t_->enc, now_, coroutine, location));
 }
 
 static inline void d9_rec_poll_end(uint64_t coroutine)
 {
-	D9__REC(d9_enc_poll_end(&t_->enc, d9__now(), coroutine));
+	uint64_t co_ = 0;
+	D9__REC_AT(now_, d9_enc_poll_end(&t_->enc, now_, coroutine));
 }
 
 static inline void d9_rec_wake(uint64_t woken, uint64_t waker, uint32_t kind, int64_t object)

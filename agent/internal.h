@@ -26,7 +26,17 @@ struct d9__config {
 	int log_level; /* 0 error, 1 warn, 2 info, 3 debug */
 	int clock; /* 0 auto, 1 tsc, 2 monotonic */
 	struct d9_preload_config pre; /* copied to d9__pcfg */
+	/* profiling (profile.c) and symbols (symbolize.c) */
+	uint32_t cpu_hz; /* D9_CPU_PROFILE: on-CPU samples per second per worker, 0 = off */
+	int profile_mode; /* D9_CPU_PROFILE_MODE: D9_PROF_AUTO, D9_PROF_PERF, D9_PROF_CTIMER */
+	int sched_events; /* D9_SCHED_EVENTS: off-CPU samples at context switches */
+	int stacks; /* D9_STACKS: D9_STACKS_AUTO, D9_STACKS_FP, D9_STACKS_DWARF */
+	uint32_t stack_dump; /* D9_STACK_DUMP: bytes of user stack copied per sample (dwarf, auto) */
+	int profile_signal; /* D9_PROFILE_SIGNAL: the ctimer mode's signal */
+	int symbolize; /* D9_SYMBOLIZE: symbol records in sealed segments */
 };
+enum { D9_PROF_AUTO = 0, D9_PROF_PERF = 1, D9_PROF_CTIMER = 2 };
+enum { D9_STACKS_AUTO = 0, D9_STACKS_FP = 1, D9_STACKS_DWARF = 2 };
 
 /* Parses D9_* into c. Returns 0, or -EINVAL after printing one line naming the variable. */
 int d9__config_load(struct d9__config *c);
@@ -227,6 +237,18 @@ void d9__budget_enforce(uint64_t reserve);
 void *d9__compressor_main(void *arg);
 /* gzip src into src.gz (via a .tmp and rename), then removes src. Returns 0 or -errno. */
 int d9__gzip_file(const char *src, uint64_t *out_size);
+
+/* profile.c: CPU and off-CPU samples of workers */
+void d9__profile_init(void);
+void d9__profile_thread_start(struct d9__thr *t);
+void d9__profile_thread_exit(struct d9__thr *t);
+void d9__profile_child(void);
+/* Writer: drains every worker's samples into chunks (a list of blocks to write, oldest first,
+ * before the chunks queued so far). */
+struct d9__block *d9__profile_drain(void);
+/* How often the writer drains (ns), 0 when profiling is off. */
+uint64_t d9__profile_interval_ns(void);
+void d9__profile_modules_changed(void);
 
 /* lifecycle.c */
 int d9__start(void); /* lazy start on the first event; 0 when running */

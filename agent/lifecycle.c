@@ -332,6 +332,7 @@ __attribute__((constructor)) static void d9__init(void)
 		goto out;
 	d9__clock_init(g->cfg.clock);
 	d9__pcfg = g->cfg.pre;
+	d9__profile_init();
 	pthread_mutex_init(&g->disk_lock, NULL);
 	pthread_cond_init(&g->disk_cond, NULL);
 	d9__record_init();

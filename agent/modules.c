@@ -51,6 +51,8 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 		*first = 0;
 		if (scanned && info->dlpi_adds == seen_adds && info->dlpi_subs == seen_subs)
 			return 1; /* nothing loaded or unloaded since the last scan: stop here */
+		if (scanned)
+			d9__profile_modules_changed();
 		seen_adds = info->dlpi_adds;
 		seen_subs = info->dlpi_subs;
 	}

@@ -321,6 +321,7 @@ uint32_t d9_agent_become_worker(void)
 		thread_name(name);
 		d9__defs_thread(t->tid, name, t->worker, D9_ROLE_WORKER);
 	}
+	d9__profile_thread_start(t);
 	t->busy = 0;
 	errno = saved;
 	return t->worker;
@@ -374,6 +375,7 @@ static void thread_exit(void *arg)
 		return;
 	d9__unpark(t);
 	t->busy = 1;
+	d9__profile_thread_exit(t);
 	d9__handoff(t);
 	/* drops not yet recorded (the thread was starved): the writer records them after the
 	 * chunks this thread queued before */
@@ -402,4 +404,5 @@ void d9__record_child(void)
 	memset(t, 0, sizeof(*t));
 	t->role = role;
 	d9__record_init();
+	d9__profile_child();
 }

@@ -177,8 +177,10 @@ static int write_records(struct d9__segment *s, uint8_t *recs, size_t n)
 {
 	uint64_t written = 0;
 
-	if (!n)
+	if (!n) {
+		free(recs); /* an empty buffer (or NULL) */
 		return 0;
+	}
 	int err = write_defs(s->fd, recs, n, &written);
 	free(recs);
 	if (err) {
@@ -471,9 +473,18 @@ static struct d9__block *take_queue(void)
 	return q;
 }
 
-/* Writes the queue taken with take_queue, then the drop counts taken with it. */
+/* Writes the queue taken with take_queue, then the drop counts taken with it. The workers'
+ * samples up to now go first: every chunk of q was handed off before this drain, so a worker's
+ * samples precede the chunks with its later events (profile.c). */
 static void write_list(struct d9__block *q)
 {
+	struct d9__block *samples = d9__profile_drain();
+
+	while (samples) {
+		struct d9__block *next = samples->next;
+		write_block(samples);
+		samples = next;
+	}
 	while (q) {
 		struct d9__block *next = q->next;
 		write_block(q);
@@ -494,6 +505,7 @@ void *d9__writer_main(void *arg)
 {
 	struct d9__agent *g = &d9__g;
 	uint64_t next_collect = 0;
+	uint64_t drain_ns = d9__profile_interval_ns(); /* 0: no profiling */
 
 	(void)arg;
 	d9__agent_thread();
@@ -512,8 +524,9 @@ void *d9__writer_main(void *arg)
 	for (;;) {
 		uint64_t now = d9__mono_ns();
 		if (!g->q_head && !g->flush_req && !g->stop && now < next_collect && !recovering) {
-			/* at most 50 ms: a signal handler sets `stop` but cannot signal the condition */
-			uint64_t wake = next_collect < now + 50000000u ? next_collect : now + 50000000u;
+			/* at most 50 ms (10 ms when profiling: the sample rings are drained): a signal handler sets `stop` but cannot signal the condition */
+			uint64_t cap = drain_ns ? drain_ns : 50000000u;
+			uint64_t wake = next_collect < now + cap ? next_collect : now + cap;
 			struct timespec until = { (time_t)(wake / 1000000000u),
 				(long)(wake % 1000000000u) };
 			pthread_cond_timedwait(&g->writer_cond, &g->pool_lock, &until);

@@ -1,8 +1,10 @@
 /* cmd-summary.c: `d9-analyze summary` (the default command): one pass over the trace that
  * answers "where did the time go": per-worker busy/parked time and poll durations, per spawn
- * location poll times, the longest polls, scheduling delay, timer lateness, blocking calls,
- * run-queue depth, idle workers and data quality. Text for people, --json for scripts (keys in
- * README.md, "Analyzer"). Memory follows coroutines, locations and stacks, never events. */
+ * location poll times, the longest polls (with the CPU samples taken during each), scheduling
+ * delay, timer lateness, blocking calls, run-queue depth, idle workers, CPU hot spots and data
+ * quality. Text for people, --json for scripts (keys in README.md, "Analyzer"). Memory follows
+ * coroutines, locations, stacks and functions, never events or samples: samples are counted per
+ * stack, and per (stack, source) for each thread's open poll only. */
 #include "analyze.h"
 #include "d9-format.h"
 #include "json.h"
@@ -16,6 +18,24 @@
 #include <time.h>
 
 #define NKINDS (D9_WAKE_MAX + 2) /* wake kinds 0..7, then "unknown" */
+#define HOT_TOP 20 /* functions listed in each CPU hot-spot table */
+#define POLL_STACKS 3 /* hottest stacks kept per long poll */
+
+/* One distinct (stack, source) of a poll's CPU samples. */
+struct hot_stack {
+	const struct d9__stack *stack; /* NULL: samples without a stack */
+	uint64_t samples;
+	uint8_t off; /* 1: off-CPU samples (source 1), 0: on-CPU (source 0) */
+};
+
+/* The CPU samples of a thread's open poll (or loop turn), by (stack, source). Emptied when the
+ * poll ends, so it holds at most the distinct stacks of one poll. */
+struct pollcpu {
+	uint64_t on, off;
+	struct d9__map idx; /* key: (stack idx + 1) * 2 + off (0 for no stack) -> entry index + 1 */
+	struct hot_stack *e;
+	size_t n, cap;
+};
 
 /* Per thread (worker or not). */
 struct wstat {
@@ -30,6 +50,8 @@ struct wstat {
 	const struct d9__loc *poll_loc;
 	int64_t poll_start, poll_start_real;
 	int64_t park_start, turn_start, turn_start_real;
+	uint64_t cpu_on, cpu_off; /* CpuSamples of this thread, on- and off-CPU */
+	struct pollcpu poll_cpu, turn_cpu; /* samples of the open poll / loop turn */
 };
 
 /* Per coroutine, while it lives: its pending wake. */
@@ -49,6 +71,9 @@ struct long_poll {
 	const struct d9__loc *loc; /* NULL: unknown, or a loop turn */
 	struct d9__thread *th;
 	uint64_t co;
+	uint64_t cpu_on, cpu_off; /* CpuSamples taken on its thread while it ran */
+	struct hot_stack hot[POLL_STACKS]; /* the most frequent (stack, source), most first */
+	uint8_t nhot;
 };
 
 struct bgroup {
@@ -94,6 +119,10 @@ struct sum {
 	uint64_t idle_samples, queue_busy_samples;
 	uint64_t spawned, exited, alive;
 	int64_t first_real, last_real;
+	uint64_t *stack_on, *stack_off; /* CpuSamples by stack idx + 1 ([0]: no stack) */
+	size_t nstack_cnt;
+	uint64_t cpu_on, cpu_off, cpu_other; /* other: a source this version does not know */
+	uint64_t co_mismatch; /* samples naming a coroutine other than their poll's */
 	int seen, oom;
 };
 
@@ -245,6 +274,133 @@ static void add_blocking(struct sum *s, const struct d9__ev *ev)
 		g->max = ev->count;
 }
 
+/* ---- CPU samples ----------------------------------------------------------------------------- */
+static void pollcpu_add(struct sum *s, struct pollcpu *pc, const struct d9__stack *st, int off)
+{
+	uint64_t key = (st ? (uint64_t)st->idx + 1 : 0) * 2 + (uint64_t)off;
+	uintptr_t i = (uintptr_t)d9__map_get(&pc->idx, key);
+
+	if (off)
+		pc->off++;
+	else
+		pc->on++;
+	if (i) {
+		pc->e[i - 1].samples++;
+		return;
+	}
+	if (pc->n == pc->cap) {
+		size_t cap = pc->cap ? pc->cap * 2 : 8;
+		struct hot_stack *a = realloc(pc->e, cap * sizeof(*a));
+		if (!a) {
+			s->oom = 1;
+			return;
+		}
+		pc->e = a;
+		pc->cap = cap;
+	}
+	if (d9__map_put(&pc->idx, key, (void *)(uintptr_t)(pc->n + 1))) {
+		s->oom = 1;
+		return;
+	}
+	pc->e[pc->n++] = (struct hot_stack){ st, 1, (uint8_t)off };
+}
+
+/* Order of a poll's hot stacks: most samples first, then on-CPU first, then by stack (input
+ * order), so the output does not depend on hashing. */
+static int hot_before(const struct hot_stack *x, const struct hot_stack *y)
+{
+	if (x->samples != y->samples)
+		return x->samples > y->samples;
+	if (x->off != y->off)
+		return x->off < y->off;
+	return (x->stack ? x->stack->idx + 1 : 0) < (y->stack ? y->stack->idx + 1 : 0);
+}
+
+/* Copies the samples and hottest stacks of pc into lp. */
+static void pollcpu_top(const struct pollcpu *pc, struct long_poll *lp)
+{
+	lp->cpu_on = pc->on;
+	lp->cpu_off = pc->off;
+	lp->nhot = 0;
+	for (size_t i = 0; i < pc->n; i++) {
+		size_t j = lp->nhot < POLL_STACKS ? lp->nhot++ : POLL_STACKS;
+		if (j == POLL_STACKS && !hot_before(&pc->e[i], &lp->hot[POLL_STACKS - 1]))
+			continue;
+		if (j == POLL_STACKS)
+			j--;
+		for (; j > 0 && hot_before(&pc->e[i], &lp->hot[j - 1]); j--)
+			lp->hot[j] = lp->hot[j - 1];
+		lp->hot[j] = pc->e[i];
+	}
+}
+
+/* Empties pc for the next poll: costs its distinct stacks, not the map's capacity. */
+static void pollcpu_clear(struct pollcpu *pc)
+{
+	for (size_t i = 0; i < pc->n; i++)
+		d9__map_del(&pc->idx, (pc->e[i].stack ? (uint64_t)pc->e[i].stack->idx + 1 : 0) * 2 +
+			pc->e[i].off);
+	pc->n = 0;
+	pc->on = pc->off = 0;
+}
+
+static void pollcpu_free(struct pollcpu *pc)
+{
+	d9__map_free(&pc->idx);
+	free(pc->e);
+}
+
+/* A CpuSample: counted per stack for the hot spots, per thread, and in the thread's open poll
+ * and loop turn. The reader delivers a thread's events in time order, so a sample between a
+ * PollStart and its PollEnd was taken during that poll. */
+static void cpu_sample(struct sum *s, struct wstat *w, const struct d9__ev *ev)
+{
+	size_t i = ev->stack ? (size_t)ev->stack->idx + 1 : 0;
+	int off = ev->kind == D9_CPU_OFF;
+
+	if (ev->kind != D9_CPU_ON && ev->kind != D9_CPU_OFF) {
+		s->cpu_other++;
+		return;
+	}
+	if (i >= s->nstack_cnt) {
+		size_t n = i + 1 > s->nstack_cnt * 2 ? i + 1 : s->nstack_cnt * 2;
+		uint64_t *on = realloc(s->stack_on, n * sizeof(*on));
+		if (on)
+			s->stack_on = on;
+		uint64_t *offc = on ? realloc(s->stack_off, n * sizeof(*offc)) : NULL;
+		if (!offc) {
+			s->oom = 1;
+			return;
+		}
+		s->stack_off = offc;
+		memset(s->stack_on + s->nstack_cnt, 0, (n - s->nstack_cnt) * sizeof(*on));
+		memset(s->stack_off + s->nstack_cnt, 0, (n - s->nstack_cnt) * sizeof(*offc));
+		s->nstack_cnt = n;
+	}
+	if (off) {
+		s->stack_off[i]++;
+		s->cpu_off++;
+		w->cpu_off++;
+	} else {
+		s->stack_on[i]++;
+		s->cpu_on++;
+		w->cpu_on++;
+	}
+	if (w->in_poll) {
+		if (ev->co && ev->co != w->poll_co)
+			s->co_mismatch++; /* still the poll's by time */
+		pollcpu_add(s, &w->poll_cpu, ev->stack, off);
+	}
+	if (w->in_turn)
+		pollcpu_add(s, &w->turn_cpu, ev->stack, off);
+}
+
+/* 1 when a poll of d ns would enter the list of the longest (heap h of n entries). */
+static int would_list(const struct sum *s, const struct long_poll *h, size_t n, uint64_t d)
+{
+	return d >= (uint64_t)s->min_ns && s->top && (n < (size_t)s->top || d > h[0].dur);
+}
+
 static size_t workers_of(const struct d9__proc *p)
 {
 	return p->nworkers;
@@ -331,9 +487,13 @@ static void end_poll(struct sum *s, struct wstat *w, int64_t end_ns)
 	w->busy_ns += d;
 	if (ls)
 		d9__hist_add(&ls->polls, d);
-	if (d >= (uint64_t)s->min_ns)
-		heap_push(s->lp, &s->nlp, (size_t)s->top, (struct long_poll){ d, w->poll_start_real,
-			w->poll_loc, w->th, w->poll_co });
+	if (would_list(s, s->lp, s->nlp, d)) {
+		struct long_poll v = { d, w->poll_start_real, w->poll_loc, w->th, w->poll_co, 0, 0,
+			{ { NULL, 0, 0 } }, 0 };
+		pollcpu_top(&w->poll_cpu, &v);
+		heap_push(s->lp, &s->nlp, (size_t)s->top, v);
+	}
+	pollcpu_clear(&w->poll_cpu);
 }
 
 static void sum_on_event(void *ctx, const struct d9__ev *ev)
@@ -415,11 +575,15 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 			d9__hist_add(&w->turns, d);
 			d9__hist_add(&s->turns, d);
 			w->turn_ns += d;
-			if (d >= (uint64_t)s->min_ns)
-				heap_push(s->lt, &s->nlt, (size_t)s->top, (struct long_poll){ d,
-					w->turn_start_real, NULL, w->th, 0 });
+			if (would_list(s, s->lt, s->nlt, d)) {
+				struct long_poll v = { d, w->turn_start_real, NULL, w->th, 0, 0, 0,
+					{ { NULL, 0, 0 } }, 0 };
+				pollcpu_top(&w->turn_cpu, &v);
+				heap_push(s->lt, &s->nlt, (size_t)s->top, v);
+			}
 			w->in_turn = 0;
 		}
+		pollcpu_clear(&w->turn_cpu);
 		w->parked = 1;
 		w->park_start = ev->ns;
 		w->parks++;
@@ -433,6 +597,7 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 				push_interval(s, ps, w->th, w->park_start, ev->ns);
 		}
 		w->parked = 0;
+		pollcpu_clear(&w->turn_cpu); /* a turn whose Park was lost ends here */
 		w->in_turn = 1;
 		w->turn_start = ev->ns;
 		w->turn_start_real = ev->real_ns;
@@ -481,6 +646,9 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 	case D9_EV_BLOCKING_CALL:
 		add_blocking(s, ev);
 		break;
+	case D9_EV_CPU_SAMPLE:
+		cpu_sample(s, w, ev);
+		break;
 	case D9_EV_DROPPED:
 		if (ev->kind == D9_DROP_SAMPLES_LOST)
 			s->drops_samples += ev->count;
@@ -516,6 +684,8 @@ static void sum_free(struct sum *s)
 			continue;
 		d9__hist_free(&s->ws[i]->polls);
 		d9__hist_free(&s->ws[i]->turns);
+		pollcpu_free(&s->ws[i]->poll_cpu);
+		pollcpu_free(&s->ws[i]->turn_cpu);
 		free(s->ws[i]);
 	}
 	free(s->ws);
@@ -550,6 +720,8 @@ static void sum_free(struct sum *s)
 		free(s->bl[i]);
 	free(s->bl);
 	d9__map_free(&s->bmap);
+	free(s->stack_on);
+	free(s->stack_off);
 }
 
 /* Generic mode: no poll anywhere but loop turns: turns take the place of polls. */
@@ -625,6 +797,133 @@ static size_t worker_list(struct sum *s, struct wstat ***out)
 	return n;
 }
 
+/* ---- CPU hot spots ----------------------------------------------------------------------------- */
+/* A function's samples of one source. */
+struct fnstat {
+	const char *name; /* interned */
+	uint64_t self, total;
+	size_t mark; /* the last stack (idx + 1) that counted it: once per stack in total */
+	struct fnstat *next; /* hash chain */
+};
+
+/* The function of a frame name: the name without its line, "f (file.c:12)" -> "f (file.c)",
+ * so the samples of every line of a function add up. Interned in t. */
+static const char *function_of(struct d9__trace *t, const char *name)
+{
+	size_t n = strlen(name), i = n ? n - 1 : 0;
+	char buf[1024];
+
+	if (n < 5 || name[n - 1] != ')' || n >= sizeof(buf))
+		return d9__trace_intern(t, name, n);
+	while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
+		i--;
+	if (i == n - 1 || i < 2 || name[i - 1] != ':')
+		return d9__trace_intern(t, name, n);
+	size_t colon = i - 1, j = colon;
+	while (j > 1 && name[j - 1] != '(')
+		j--;
+	if (j <= 1 || name[j - 2] != ' ' || j == colon) /* no " (", or no file */
+		return d9__trace_intern(t, name, n);
+	memcpy(buf, name, colon);
+	buf[colon] = ')';
+	return d9__trace_intern(t, buf, colon + 1);
+}
+
+static int cmp_fnstat(const void *a, const void *b)
+{
+	const struct fnstat *x = *(struct fnstat *const *)a, *y = *(struct fnstat *const *)b;
+
+	if (x->self != y->self)
+		return x->self > y->self ? -1 : 1;
+	if (x->total != y->total)
+		return x->total > y->total ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static const char NO_STACK[] = "(no stack)";
+
+/* Functions of the samples of one source (counts by stack idx + 1), sorted by self then total
+ * samples. Each frame counts with its inlined functions, innermost first (as the stacks are
+ * printed): self goes to the innermost function of the innermost frame, total to every function
+ * on the stack, once per sample even when it appears several times (recursion). Samples without
+ * a stack count for "(no stack)". Returns how many in *out (freed by the caller, each entry and
+ * the array), 0 when none or out of memory (s->oom set). */
+static size_t hot_functions(struct sum *s, const uint64_t *cnt, struct fnstat ***out)
+{
+	struct d9__trace *t = s->t;
+	struct d9__map m = { 0 };
+	struct fnstat **a = NULL;
+	size_t n = 0, cap = 0;
+	const char *names[D9__MAX_INLINE];
+	char buf[64];
+
+	*out = NULL;
+	for (size_t i = 0; i < s->nstack_cnt; i++) {
+		if (!cnt[i] || i > t->nstacks)
+			continue;
+		const struct d9__stack *st = i ? t->stacks[i - 1] : NULL;
+		uint32_t nf = st ? st->n : 0;
+		for (uint32_t f = 0; f < (nf ? nf : 1); f++) {
+			size_t k = 1;
+			if (nf)
+				k = d9__frame_names(t, st, f, names, D9__MAX_INLINE, buf, sizeof(buf));
+			else
+				names[0] = NO_STACK;
+			for (size_t j = 0; j < k; j++) {
+				const char *fn = nf ? function_of(t, names[j]) : NO_STACK;
+				uint64_t h = d9__hash64((uint64_t)(uintptr_t)fn);
+				struct fnstat *head = d9__map_get(&m, h), *e;
+				for (e = head; e && e->name != fn; e = e->next)
+					;
+				if (!e) {
+					if (n == cap) {
+						size_t c = cap ? cap * 2 : 64;
+						struct fnstat **b = realloc(a, c * sizeof(*b));
+						if (!b)
+							goto oom;
+						a = b;
+						cap = c;
+					}
+					if (!(e = calloc(1, sizeof(*e))))
+						goto oom;
+					e->name = fn;
+					e->next = head;
+					if (d9__map_put(&m, h, e)) {
+						free(e);
+						goto oom;
+					}
+					a[n++] = e;
+				}
+				if (e->mark != i + 1) {
+					e->mark = i + 1;
+					e->total += cnt[i];
+				}
+				if (f == 0 && j == 0)
+					e->self += cnt[i];
+			}
+		}
+	}
+	d9__map_free(&m);
+	if (n)
+		qsort(a, n, sizeof(*a), cmp_fnstat);
+	*out = a;
+	return n;
+oom:
+	s->oom = 1;
+	d9__map_free(&m);
+	for (size_t i = 0; i < n; i++)
+		free(a[i]);
+	free(a);
+	return 0;
+}
+
+static void free_functions(struct fnstat **a, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(a[i]);
+	free(a);
+}
+
 static const char *kind_name(int k)
 {
 	const char *n = k <= D9_WAKE_MAX ? d9_wake_kind_name((uint64_t)k) : NULL;
@@ -646,6 +945,30 @@ static void json_hist(FILE *f, struct d9__hist *h)
 static double pct(uint64_t part, int64_t whole)
 {
 	return whole > 0 ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+static void json_functions(FILE *f, struct fnstat **a, size_t n)
+{
+	for (size_t i = 0; i < n && i < HOT_TOP; i++) {
+		fprintf(f, "%s{\"function\":", i ? "," : "");
+		d9__json_cstr(f, a[i]->name);
+		fprintf(f, ",\"self_samples\":%" PRIu64 ",\"total_samples\":%" PRIu64 "}", a[i]->self,
+			a[i]->total);
+	}
+}
+
+/* The summary's own warnings, after the trace's: things worth a look that are not damage. */
+static size_t sum_warnings(const struct sum *s, char out[][160])
+{
+	size_t n = 0;
+
+	if (s->co_mismatch)
+		snprintf(out[n++], 160, "%" PRIu64 " CPU sample(s) name a coroutine other than the one "
+			"of the poll they fall in (counted in that poll)", s->co_mismatch);
+	if (s->cpu_other)
+		snprintf(out[n++], 160, "%" PRIu64 " CPU sample(s) of an unknown source left out",
+			s->cpu_other);
+	return n;
 }
 
 static void print_json(FILE *f, struct sum *s)
@@ -689,10 +1012,11 @@ static void print_json(FILE *f, struct sum *s)
 			PRIu64 ",\"parked_ns\":%" PRIu64 ",\"busy_pct\":%.2f,\"parked_pct\":%.2f,"
 			"\"p50_ns\":%" PRIu64 ",\"p99_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 ",\"parks\":%"
 			PRIu64 ",\"zero_timeout_waits\":%" PRIu64 ",\"idle_samples\":%" PRIu64
-			",\"park_cpu_ns\":%" PRIu64 ",\"sched_wait_ns\":%" PRIu64 "}",
+			",\"park_cpu_ns\":%" PRIu64 ",\"sched_wait_ns\":%" PRIu64 ",\"cpu_samples\":%" PRIu64
+			",\"offcpu_samples\":%" PRIu64 "}",
 			wg ? "loop_turn" : "poll", h->n, span, busy, w->parked_ns, pct(busy, span),
 			pct(w->parked_ns, span), d9__hist_pct(h, 50), d9__hist_pct(h, 99), h->max, w->parks,
-			w->ztw, w->idle_samples, w->park_cpu_ns, w->sched_wait_ns);
+			w->ztw, w->idle_samples, w->park_cpu_ns, w->sched_wait_ns, w->cpu_on, w->cpu_off);
 	}
 	free(wl);
 	fprintf(f, "],\"coroutines\":{\"spawned\":%" PRIu64 ",\"exited\":%" PRIu64 ",\"alive\":%" PRIu64
@@ -733,9 +1057,19 @@ static void print_json(FILE *f, struct sum *s)
 		fprintf(f, "%s{\"duration_ns\":%" PRIu64 ",\"location\":", i ? "," : "", lp[i].dur);
 		d9__json_cstr(f, lp[i].loc ? lp[i].loc->name : gen ? "(loop turn)" : "(unknown)");
 		fprintf(f, ",\"worker\":%u,\"pid\":%u,\"tid\":%u,\"coroutine\":%" PRIu64 ",\"start_ns\":%"
-			PRId64 ",\"offset_ns\":%" PRId64 ",\"stack\":[]}", lp[i].th->worker,
+			PRId64 ",\"offset_ns\":%" PRId64 ",\"stack\":", lp[i].th->worker,
 			lp[i].th->proc->pid, lp[i].th->tid, lp[i].co, lp[i].start_real,
 			lp[i].start_real - t->start_real);
+		d9__json_stack(f, t, lp[i].nhot ? lp[i].hot[0].stack : NULL);
+		fprintf(f, ",\"cpu_samples\":%" PRIu64 ",\"offcpu_samples\":%" PRIu64
+			",\"hot_stacks\":[", lp[i].cpu_on, lp[i].cpu_off);
+		for (size_t j = 0; j < lp[i].nhot; j++) {
+			fprintf(f, "%s{\"samples\":%" PRIu64 ",\"source\":\"%s\",\"stack\":", j ? "," : "",
+				lp[i].hot[j].samples, lp[i].hot[j].off ? "off" : "on");
+			d9__json_stack(f, t, lp[i].hot[j].stack);
+			fputc('}', f);
+		}
+		fputs("]}", f);
 	}
 	fputs("],\"sched_delay\":{", f);
 	json_hist(f, &s->sched);
@@ -769,7 +1103,17 @@ static void print_json(FILE *f, struct sum *s)
 	fprintf(f, ",\"zero_timeout_waits\":%" PRIu64, s->ztw);
 	fprintf(f, ",\"idle_workers\":{\"queue_samples_with_work\":%" PRIu64
 		",\"samples_with_idle_worker\":%" PRIu64 "}", s->queue_busy_samples, s->idle_samples);
-	fputs(",\"cpu_hotspots\":[]", f);
+	fprintf(f, ",\"cpu_samples\":{\"on\":%" PRIu64 ",\"off\":%" PRIu64 "},\"cpu_hotspots\":[",
+		s->cpu_on, s->cpu_off);
+	struct fnstat **fa;
+	size_t nfa = hot_functions(s, s->stack_on, &fa);
+	json_functions(f, fa, nfa);
+	free_functions(fa, nfa);
+	fputs("],\"offcpu_hotspots\":[", f);
+	nfa = hot_functions(s, s->stack_off, &fa);
+	json_functions(f, fa, nfa);
+	free_functions(fa, nfa);
+	fputc(']', f);
 	fprintf(f, ",\"drops\":{\"events\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"by_reason\":{",
 		s->drops_events, s->drops_samples);
 	first = 1;
@@ -792,6 +1136,12 @@ static void print_json(FILE *f, struct sum *s)
 		if (i)
 			fputc(',', f);
 		d9__json_cstr(f, t->warnings[i]);
+	}
+	char sw[2][160];
+	for (size_t i = 0, n = sum_warnings(s, sw); i < n; i++) {
+		if (i || t->nwarnings)
+			fputc(',', f);
+		d9__json_cstr(f, sw[i]);
 	}
 	fputs("]}\n", f);
 }
@@ -823,12 +1173,41 @@ static const char *fmt_utc(char *buf, size_t n, int64_t ns)
 	return buf;
 }
 
+/* Prints up to max frame names of st, innermost first, each after sep (the first after first). */
+static void text_stack(FILE *f, struct d9__trace *t, const struct d9__stack *st, int max,
+	const char *first)
+{
+	const char *names[D9__MAX_INLINE];
+	char buf[64];
+	int shown = 0;
+
+	for (uint32_t j = 0; st && j < st->n && shown < max; j++) {
+		size_t k = d9__frame_names(t, st, j, names, D9__MAX_INLINE, buf, sizeof(buf));
+		for (size_t m = 0; m < k && shown < max; m++, shown++)
+			fprintf(f, "%s%s", shown ? " < " : first, names[m]);
+	}
+	if (!shown)
+		fprintf(f, "%s%s", first, NO_STACK);
+}
+
+static void text_functions(FILE *f, const char *what, struct fnstat **a, size_t n, uint64_t all)
+{
+	if (!n)
+		return;
+	fprintf(f, "  %-8s %9s %7s %9s %7s  %s\n", what, "self", "self%", "total", "total%",
+		"function");
+	for (size_t i = 0; i < n && i < HOT_TOP; i++)
+		fprintf(f, "  %-8s %9" PRIu64 " %6.1f%% %9" PRIu64 " %6.1f%%  %s\n", "", a[i]->self,
+			pct(a[i]->self, (int64_t)all), a[i]->total, pct(a[i]->total, (int64_t)all),
+			a[i]->name);
+}
+
 static void print_text(FILE *f, struct sum *s)
 {
 	struct d9__trace *t = s->t;
 	int gen = generic_mode(s);
 	const char *unit = gen ? "loop turns" : "polls";
-	char a[32], b[32], c[32], d[32], e[32];
+	char a[32], b[32], c[32], d[32];
 
 	fprintf(f, "d9 trace summary%s\n", gen ? " (generic mode: loop turns in place of polls)" : "");
 	char from[40], to[40];
@@ -881,12 +1260,32 @@ static void print_text(FILE *f, struct sum *s)
 	size_t nlp = gen ? s->nlt : s->nlp;
 	qsort(lp, nlp, sizeof(*lp), cmp_lp_desc);
 	fprintf(f, "\nlongest %s (top %d, at least %s):\n", unit, s->top, D(a, s->min_ns));
-	for (size_t i = 0; i < nlp; i++)
+	for (size_t i = 0; i < nlp; i++) {
 		fprintf(f, "  %-9s at +%-10s pid %u worker %u coroutine %" PRIu64 "  %s\n",
 			D(a, lp[i].dur), D(b, lp[i].start_real - t->start_real), lp[i].th->proc->pid,
 			lp[i].th->worker, lp[i].co, lp[i].loc ? lp[i].loc->name :
 			gen ? "(loop turn)" : "(unknown)");
+		if (!lp[i].nhot)
+			continue;
+		fprintf(f, "  %-9s cpu samples: %" PRIu64 " on, %" PRIu64 " off; hottest stack (%" PRIu64
+			" %s-CPU)", "", lp[i].cpu_on, lp[i].cpu_off, lp[i].hot[0].samples,
+			lp[i].hot[0].off ? "off" : "on");
+		text_stack(f, t, lp[i].hot[0].stack, 4, ": ");
+		fputc('\n', f);
+	}
 	if (!nlp)
+		fprintf(f, "  none\n");
+	fprintf(f, "\nCPU hot spots: %" PRIu64 " on-CPU and %" PRIu64 " off-CPU samples (top %d "
+		"functions by self samples; self: innermost frame, total: anywhere on the stack)\n",
+		s->cpu_on, s->cpu_off, HOT_TOP);
+	struct fnstat **fa;
+	size_t nfa = hot_functions(s, s->stack_on, &fa);
+	text_functions(f, "on-CPU", fa, nfa, s->cpu_on);
+	free_functions(fa, nfa);
+	nfa = hot_functions(s, s->stack_off, &fa);
+	text_functions(f, "off-CPU", fa, nfa, s->cpu_off);
+	free_functions(fa, nfa);
+	if (!s->cpu_on && !s->cpu_off)
 		fprintf(f, "  none\n");
 	fprintf(f, "\nscheduling delay (wake -> next poll start; timers from their deadline):\n");
 	text_hist_line(f, "all", &s->sched);
@@ -901,14 +1300,8 @@ static void print_text(FILE *f, struct sum *s)
 	for (size_t i = 0; i < s->nbl; i++) {
 		fprintf(f, "  %-16s %7" PRIu64 " calls  total %-9s max %-9s", s->bl[i]->call,
 			s->bl[i]->count, D(a, s->bl[i]->total), D(b, s->bl[i]->max));
-		const struct d9__stack *st = s->bl[i]->stack;
-		const char *names[D9__MAX_INLINE];
-		int shown = 0;
-		for (uint32_t j = 0; st && j < st->n && shown < 4; j++) {
-			size_t k = d9__frame_names(t, st, j, names, D9__MAX_INLINE, e, sizeof(e));
-			for (size_t m = 0; m < k && shown < 4; m++, shown++)
-				fprintf(f, "%s%s", shown ? " < " : " stack ", names[m]);
-		}
+		if (s->bl[i]->stack && s->bl[i]->stack->n)
+			text_stack(f, t, s->bl[i]->stack, 4, " stack ");
 		fputc('\n', f);
 	}
 	if (!s->nbl)
@@ -928,7 +1321,9 @@ static void print_text(FILE *f, struct sum *s)
 		t->truncated_segments, t->corrupt_segments);
 	for (size_t i = 0; i < t->nwarnings; i++)
 		fprintf(f, "  warning: %s\n", t->warnings[i]);
-	(void)e;
+	char sw[2][160];
+	for (size_t i = 0, n = sum_warnings(s, sw); i < n; i++)
+		fprintf(f, "  warning: %s\n", sw[i]);
 }
 
 /* ---- command --------------------------------------------------------------------------------- */
@@ -937,8 +1332,10 @@ static void summary_help(FILE *f)
 	fprintf(f, "usage: d9-analyze [summary] [OPTIONS] TRACE...\n\n"
 		"Summarises segment files (.bin, .bin.gz, .active, or directories of them): workers'\n"
 		"busy and parked time, poll durations per spawn location, the longest polls,\n"
-		"scheduling delay, timer lateness, blocking calls, run-queue depth, idle workers and\n"
-		"data quality. Without a runtime (generic mode), loop turns take the place of polls.\n\n"
+		"scheduling delay, timer lateness, blocking calls, run-queue depth, idle workers,\n"
+		"CPU hot spots (the top 20 functions by on- and off-CPU samples; each long poll with\n"
+		"its samples and hottest stacks) and data quality. Without a runtime (generic mode),\n"
+		"loop turns take the place of polls.\n\n"
 		"options:\n"
 		"  --json           one JSON object for scripts (keys in README.md, \"Analyzer\")\n"
 		"  --top N          longest polls to list (default 10)\n"

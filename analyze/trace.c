@@ -4,6 +4,7 @@
  * of distinct locations, stacks, threads and processes, not the number of events. It never
  * trusts the input: every id may be undefined and every string may hold any bytes. */
 #include "trace.h"
+#include "merge.h"
 #include "json.h"
 #include "analyze.h"
 #include "d9-format.h"
@@ -462,8 +463,18 @@ static void do_def(struct segstate *ss, const struct d9_def *d)
 			ss->oom = 1;
 		break;
 	}
+	case D9_DEF_SYMBOL: {
+		/* names of this process's addresses (the agent writes them right after the SCHEMA
+		 * chunk, so they come before the locations and stacks that need them); a record
+		 * whose function string is undefined is ignored */
+		const char *fn = seg_string(ss, d->u.symbol.function);
+		if (fn && *fn && d9__symbols_add(t, p, ss->seg, d->u.symbol.start, d->u.symbol.len, fn,
+			seg_string(ss, d->u.symbol.file), d->u.symbol.line, d->u.symbol.inline_depth))
+			ss->oom = 1;
+		break;
+	}
 	default:
-		break; /* Symbol, ClockSync, CustomSchema: not used yet */
+		break; /* ClockSync, CustomSchema: not used yet */
 	}
 }
 
@@ -688,7 +699,7 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 	return ss.oom ? -ENOMEM : 0;
 }
 
-int d9__trace_run(struct d9__trace *t, d9__ev_fn *fn, void *ctx)
+static int run_all(struct d9__trace *t, d9__ev_fn *fn, void *ctx)
 {
 	t->progress_start = t->progress_last = now_ns();
 	t->progress_done = 0;
@@ -709,6 +720,15 @@ int d9__trace_run(struct d9__trace *t, d9__ev_fn *fn, void *ctx)
 	}
 	progress_clear(t);
 	return 0;
+}
+
+int d9__trace_run(struct d9__trace *t, d9__ev_fn *fn, void *ctx)
+{
+	struct d9__merge m = { .t = t, .fn = fn, .ctx = ctx };
+	int err = run_all(t, d9__merge_ev, &m);
+
+	d9__merge_free(&m);
+	return err ? err : m.oom ? -ENOMEM : 0;
 }
 
 int d9__trace_prescan(struct d9__trace *t, d9__ev_fn *fn, void *ctx)

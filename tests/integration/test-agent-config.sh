@@ -52,6 +52,13 @@ for v in 512K 65G x 0; do bad_value D9_MAX_MEMORY "$v"; done
 for v in 0 0ms 61s 100 fast; do bad_value D9_FLUSH_INTERVAL "$v"; done
 for v in verbose 3 trace; do bad_value D9_LOG "$v"; done
 for v in rdtsc realtime 1; do bad_value D9_CLOCK "$v"; done
+for v in -1 10001 fast 99hz; do bad_value D9_CPU_PROFILE "$v"; done
+for v in hw cycles 1; do bad_value D9_CPU_PROFILE_MODE "$v"; done
+for v in 2 maybe; do bad_value D9_SCHED_EVENTS "$v"; done
+for v in lbr frame 1; do bad_value D9_STACKS "$v"; done
+for v in 512 64K 1M x; do bad_value D9_STACK_DUMP "$v"; done
+for v in KILL USR3 RTMIN+99; do bad_value D9_PROFILE_SIGNAL "$v"; done
+for v in 2 maybe; do bad_value D9_SYMBOLIZE "$v"; done
 
 # ---- valid values: no line, a trace ------------------------------------------------------------------
 good_value() {
@@ -78,6 +85,13 @@ for v in 1 yes ON; do good_value D9_ENABLED "$v"; done
 for v in USR2 SIGUSR1 hup RTMIN+1; do good_value D9_TOGGLE_SIGNAL "$v"; done
 for v in 1M 64M 1G; do good_value D9_MAX_MEMORY "$v"; done
 for v in 1ms 250ms 60s 1m; do good_value D9_FLUSH_INTERVAL "$v"; done
+for v in 0 1 99 999; do good_value D9_CPU_PROFILE "$v"; done
+for v in auto perf ctimer; do good_value D9_CPU_PROFILE_MODE "$v"; done
+for v in 0 1; do good_value D9_SCHED_EVENTS "$v"; done
+for v in auto fp dwarf; do good_value D9_STACKS "$v"; done
+for v in 1K 8K 16384 58K; do good_value D9_STACK_DUMP "$v"; done
+for v in RTMIN+6 USR2; do good_value D9_PROFILE_SIGNAL "$v"; done
+for v in 0 1; do good_value D9_SYMBOLIZE "$v"; done
 for v in error warn WARN; do good_value D9_LOG "$v"; done
 for v in auto tsc monotonic; do good_value D9_CLOCK "$v"; done
 

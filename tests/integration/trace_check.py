@@ -116,6 +116,27 @@ class Proc:
         return None, None
 
 
+def merge_samples(evs):
+    """A thread's events with its CpuSamples merged in by time, as the analyzer does: the agent
+    writes samples in chunks of their own, before the chunks with the thread's later events, so
+    in file order a sample may precede events older than itself. A sample goes just before the
+    first other event with a later time (ties: the other event first)."""
+    samples = [e for e in evs if e["type"] == "CpuSample"]
+    if not samples:
+        return evs
+    others = [e for e in evs if e["type"] != "CpuSample"]
+    out, i = [], 0
+    for e in others:
+        while i < len(samples) and samples[i]["mono_ns"] < e["mono_ns"]:
+            out.append(samples[i])
+            i += 1
+        out.append(e)
+    out.extend(samples[i:])
+    for k, e in enumerate(out):
+        e["_ti"] = k
+    return out
+
+
 class Trace:
     """The dump of one or more trace paths (files or directories)."""
 
@@ -182,6 +203,9 @@ class Trace:
             elif rec == "problem":
                 seg.problems.append(r)
                 self.problems.append((seg.name, r))
+        for proc in self.procs.values():
+            for tid, evs in proc.tids.items():
+                proc.tids[tid] = merge_samples(evs)
 
     def events(self, types=None):
         for proc in self.procs.values():

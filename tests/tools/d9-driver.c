@@ -37,6 +37,7 @@ static struct {
 	int forks, exec, burst, flush, bench, mix, phases, slow_writer, term_handler;
 	int holders, spawn_ls;
 	uint64_t settle_ms;
+	uint64_t churn; /* --churn: worker threads created one batch after another */
 } opt = { .threads = 1, .n = 1000, .sleep_us = 100, .exit = EXIT_RETURN };
 
 /* One recording thread; written by its thread, read by main after the end barrier. */
@@ -318,6 +319,73 @@ static void print_result(uint64_t start_mono, uint64_t end_mono, uint64_t start_
 	fflush(stdout);
 }
 
+/* --churn: a short-lived worker (with profiling on, it opens and closes its perf events). */
+static void *churn_main(void *arg)
+{
+	(void)arg;
+	d9_agent_become_worker();
+	for (int i = 1; i <= 10; i++) {
+		d9_rec_poll_start((uint64_t)i, 0);
+		d9_rec_poll_end((uint64_t)i);
+	}
+	return NULL;
+}
+
+/* Open descriptors of this process, and how many of them are perf events. */
+static void count_fds(int *all, int *perf)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	char path[300], link[128];
+
+	*all = *perf = 0;
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		(*all)++;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		ssize_t n = readlink(path, link, sizeof(link) - 1);
+		if (n > 0) {
+			link[n] = 0;
+			if (strstr(link, "perf_event"))
+				(*perf)++;
+		}
+	}
+	closedir(d);
+}
+
+/* Creates opt.churn workers, 16 at a time, then reports the descriptors left open. */
+static int churn(void)
+{
+	pthread_t th[16];
+	int all0, perf0, all1, perf1, peak = 0;
+
+	count_fds(&all0, &perf0);
+	for (uint64_t done = 0; done < opt.churn;) {
+		int k = 0;
+		for (; k < 16 && done + (uint64_t)k < opt.churn; k++)
+			if (pthread_create(&th[k], NULL, churn_main, NULL) != 0)
+				return 1;
+		for (int i = 0; i < k; i++)
+			pthread_join(th[i], NULL);
+		done += (uint64_t)k;
+		if (done % 1024 == 0) {
+			count_fds(&all1, &perf1);
+			if (perf1 > peak)
+				peak = perf1;
+		}
+	}
+	struct timespec ts = { 0, 300000000 }; /* the writer closes exited workers' events */
+	nanosleep(&ts, NULL);
+	count_fds(&all1, &perf1);
+	printf("{\"role\":\"churn\",\"threads\":%" PRIu64 ",\"fds_before\":%d,\"fds_after\":%d,"
+		"\"perf_fds_after\":%d,\"perf_fds_peak\":%d}\n", opt.churn, all0, all1, perf1, peak);
+	fflush(stdout);
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: d9-driver [-t THREADS] [-n EVENTS_PER_THREAD] [OPTIONS]\n"
@@ -344,7 +412,8 @@ static void usage(FILE *f)
 		"  --bench          as --burst, for timing: ns_per_event is loop time / events\n"
 		"  --mix            record a poll/wake/spawn mix around each QueueSample(seq)\n"
 		"  --phases P       record a phase of N seqs on the main thread at each SIGUSR1\n"
-		"  --term-handler   install a host SIGTERM handler (the program then returns normally)\n");
+		"  --term-handler   install a host SIGTERM handler (the program then returns normally)\n"
+		"  --churn K        only create K short-lived workers (16 at a time) and report open fds\n");
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -381,6 +450,7 @@ int main(int argc, char **argv)
 		{ "spawn-ls", required_argument, NULL, 'L' },
 		{ "settle-ms", required_argument, NULL, 'S' },
 		{ "dlopen", required_argument, NULL, 'D' },
+		{ "churn", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -418,6 +488,7 @@ int main(int argc, char **argv)
 		case 'S': bad = parse_u64(optarg, &opt.settle_ms); break;
 		case 'L': bad = parse_u64(optarg, &v) || v > 100000; opt.spawn_ls = (int)v; break;
 		case 'D': dlopen_path = optarg; break;
+		case 'C': bad = parse_u64(optarg, &opt.churn) || opt.churn < 1; break;
 		case 'h': usage(stdout); return 0;
 		default: bad = 1; break;
 		}
@@ -431,6 +502,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (opt.churn)
+		return churn();
 	if (opt.term_handler) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof(sa));

@@ -7,6 +7,7 @@
 #include "../../analyze/cmd-summary.c"
 #include "../../analyze/inputs.c"
 #include "../../analyze/json.c"
+#include "../../analyze/merge.c"
 #include "../../analyze/opts.c"
 #include "../../analyze/symbols.c"
 #include "../../analyze/trace.c"
@@ -407,7 +408,7 @@ TEST(json_output_keys)
 		"\"locations\":[{\"name\":\"handler\",\"polls\":3,\"count\":3,\"total_ns\":80000,",
 		"\"long_polls\":[{\"duration_ns\":40000,\"location\":\"handler\",\"worker\":1,\"pid\":100,"
 		"\"tid\":100,\"coroutine\":5,\"start_ns\":1700000000000301000,\"offset_ns\":301000,"
-		"\"stack\":[]}]",
+		"\"stack\":[],\"cpu_samples\":0,\"offcpu_samples\":0,\"hot_stacks\":[]}]",
 		"\"sched_delay\":{\"count\":3,", "{\"kind\":\"timer\",\"count\":1,\"total_ns\":3500,",
 		"\"timer_lateness\":{\"count\":1,\"total_ns\":500,",
 		"\"blocking_calls\":[{\"call\":\"usleep\",\"count\":2,\"total_ns\":12000,\"max_ns\":7000,"
@@ -615,7 +616,7 @@ TEST(unpark_sched_wait)
 	char *argv[] = { "summary", "--json", d, NULL };
 	T_EQ(run_cmd(d9__cmd_summary, argv, out, err), D9_EXIT_OK);
 	char *o = slurp(out);
-	if (!strstr(o, "\"parked_ns\":4000,") || !strstr(o, "\"park_cpu_ns\":100,\"sched_wait_ns\":1500}"))
+	if (!strstr(o, "\"parked_ns\":4000,") || !strstr(o, "\"park_cpu_ns\":100,\"sched_wait_ns\":1500,"))
 		T_FAIL("JSON: %s", o);
 	free(o);
 }
@@ -914,6 +915,133 @@ TEST(symbols_from_module_map)
 		T_FAIL("frame 0 named '%s'", f0);
 	if (strcmp(f1, "libgone.so.1+0x1010") || strcmp(f2, "0x99"))
 		T_FAIL("frames 1, 2 named '%s', '%s'", f1, f2);
+	sum_free(&s);
+	d9__trace_close(&t);
+}
+
+/* ---- CPU hot spots (summary) ----------------------------------------------------------- */
+/* A frame name's function: its line goes, its file stays; other names are kept as they are. */
+TEST(hotspot_function_names)
+{
+	struct d9__trace t;
+	const char *cases[][2] = {
+		{ "serve_conn (st-http.c:496)", "serve_conn (st-http.c)" },
+		{ "operator() (a.cc:3)", "operator() (a.cc)" },
+		{ "f (dir:x.c:12)", "f (dir:x.c)" },
+		{ "serve_conn", "serve_conn" },
+		{ "st-http+0x4ca0", "st-http+0x4ca0" },
+		{ "0x99", "0x99" },
+		{ "g (x.c)", "g (x.c)" },
+		{ "h (:5)", "h (:5)" },
+		{ "(:5)", "(:5)" },
+		{ "k(a.c:5)", "k(a.c:5)" },
+		{ "m (a.c:)", "m (a.c:)" },
+	};
+
+	memset(&t, 0, sizeof(t));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *got = function_of(&t, cases[i][0]);
+		if (strcmp(got, cases[i][1]))
+			T_FAIL("function_of(\"%s\") = \"%s\", want \"%s\"", cases[i][0], got, cases[i][1]);
+		T_ASSERT(got == d9__trace_intern(&t, cases[i][1], strlen(cases[i][1])));
+	}
+	d9__trace_close(&t);
+}
+
+/* Hot spots with real names and an inlined frame: in build/tests/st-http, dispatch is inlined
+ * into serve_conn. Stacks (innermost first) A = { handle_block, X } x3 and B = { X } x2 on-CPU,
+ * where X is a return address in serve_conn inside the inlined dispatch (found by asking the
+ * symbolizer), so X expands to dispatch < serve_conn. Self goes to the innermost function of
+ * the innermost frame (for B, the inlined dispatch), total to every function of the stack. */
+TEST(hotspots_inlined_frames)
+{
+	char bin[4096];
+	if (!realpath("build/tests/st-http", bin))
+		T_SKIP("build/tests/st-http is not built");
+	uint64_t hb = nm_addr(bin, "handle_block"), sc = nm_addr(bin, "serve_conn");
+	if (!hb || !sc)
+		T_SKIP("nm finds no handle_block/serve_conn in %s", bin);
+	void *h = dlopen("libdw.so.1", RTLD_NOW);
+	if (!h)
+		T_SKIP("libdw.so.1 is not installed");
+	dlclose(h);
+	char *d = tmpdir(), d2[256];
+	struct gen g;
+	struct d9__trace t;
+	struct sum s;
+	const uint64_t base = 0x555555554000ull;
+	const char *names[D9__MAX_INLINE];
+
+	/* pass 1: a trace with the module map only, to find X */
+	gen_begin(&g, 500, 0);
+	defs_open(&g);
+	str(&g, 1, bin);
+	d9_def_module(&g.w, 1, 1, base, base + 0x100000, 0, NULL, 0);
+	defs_close(&g);
+	struct d9_enc *e = ev_open(&g, 500, 1);
+	d9_enc_poll_start(e, B + 0, 5, 0);
+	d9_enc_poll_end(e, B + 10, 5);
+	ev_close(&g);
+	gen_write(&g, d, "m.bin");
+	summarise(&t, &s, d, 10, 0, NULL, NULL);
+	T_EQ(t.nprocs, 1);
+	uint64_t x = 0;
+	for (uint64_t k = 1; k < 8192 && !x; k++) {
+		size_t n = d9__symbolize_inline(&t, t.procs[0], base + sc + k, 1, names, D9__MAX_INLINE);
+		if (n == 2 && !strncmp(names[0], "dispatch (st-http.c:", 20) &&
+		    !strncmp(names[1], "serve_conn (st-http.c:", 22))
+			x = base + sc + k;
+	}
+	size_t n = d9__symbolize_inline(&t, t.procs[0], base + hb + 1, 1, names, D9__MAX_INLINE);
+	int hb_ok = n == 1 && !strncmp(names[0], "handle_block (st-http.c:", 24);
+	sum_free(&s);
+	d9__trace_close(&t);
+	if (!x)
+		T_SKIP("no return address in serve_conn symbolizes as dispatch (inlined) < serve_conn");
+	if (!hb_ok)
+		T_FAIL("handle_block's first byte does not symbolize as 'handle_block (st-http.c:N)'");
+
+	/* pass 2: the samples */
+	snprintf(d2, sizeof(d2), "%s/2", d);
+	T_EQ(mkdir(d2, 0700), 0);
+	uint64_t a[2] = { base + hb + 1, x }, b[1] = { x };
+	gen_begin(&g, 500, 0);
+	defs_open(&g);
+	str(&g, 1, bin);
+	d9_def_module(&g.w, 1, 1, base, base + 0x100000, 0, NULL, 0);
+	d9_def_stack(&g.w, 1, a, 2);
+	d9_def_stack(&g.w, 2, b, 1);
+	defs_close(&g);
+	e = ev_open(&g, 500, 1);
+	d9_enc_poll_start(e, B + 0, 5, 0);
+	for (int i = 0; i < 3; i++)
+		d9_enc_cpu_sample(e, B + 10 + (uint64_t)i, 5, D9_CPU_ON, 1);
+	for (int i = 0; i < 2; i++)
+		d9_enc_cpu_sample(e, B + 20 + (uint64_t)i, 5, D9_CPU_ON, 2);
+	d9_enc_poll_end(e, B + 100, 5);
+	ev_close(&g);
+	gen_write(&g, d2, "s.bin");
+	summarise(&t, &s, d2, 10, 0, NULL, NULL);
+	T_EQ(s.cpu_on, 5);
+	T_EQ(s.cpu_off, 0);
+	struct fnstat **fa;
+	size_t nfa = hot_functions(&s, s.stack_on, &fa);
+	const char *want[] = { "handle_block (st-http.c)", "dispatch (st-http.c)",
+		"serve_conn (st-http.c)" };
+	const uint64_t self[] = { 3, 2, 0 }, total[] = { 3, 5, 5 };
+	T_EQ(nfa, 3);
+	for (size_t i = 0; i < 3; i++)
+		if (strcmp(fa[i]->name, want[i]) || fa[i]->self != self[i] || fa[i]->total != total[i])
+			T_FAIL("hot spot %zu: %s self %" PRIu64 " total %" PRIu64 ", want %s %" PRIu64
+				" %" PRIu64, i, fa[i]->name, fa[i]->self, fa[i]->total, want[i], self[i],
+				total[i]);
+	free_functions(fa, nfa);
+	/* the poll's hottest stack is A, printed with its inlined frame expanded */
+	T_EQ(s.nlp, 1);
+	T_EQ(s.lp[0].nhot, 2);
+	T_EQ(s.lp[0].hot[0].samples, 3);
+	T_EQ(s.lp[0].hot[0].stack->n, 2);
+	T_EQ(s.lp[0].hot[1].samples, 2);
 	sum_free(&s);
 	d9__trace_close(&t);
 }

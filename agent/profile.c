@@ -1,0 +1,764 @@
+/* profile.c: CPU and off-CPU samples per worker (D9_CPU_PROFILE, D9_SCHED_EVENTS, D9_STACKS).
+ *
+ * A thread that becomes a worker opens its own perf events (not inherited): cpu-clock for
+ * on-CPU samples, context-switches for off-CPU samples, timestamps on CLOCK_MONOTONIC, each
+ * with a small mmap ring. The kernel writes the samples; the writer thread drains every ring
+ * every few milliseconds (d9__profile_drain), tags each sample with the coroutine that ran at
+ * its time (the worker's switch log, d9-agent.h), turns its stack into a Stack definition and
+ * encodes CpuSample events into one chunk per worker. Lost records of the kernel and samples
+ * the agent could not keep become Dropped(samples_lost) events in that chunk.
+ *
+ * Where perf_event_open is denied (EACCES, EPERM, ENOSYS: seccomp, containers) or
+ * D9_CPU_PROFILE_MODE=ctimer, on-CPU samples come from a per-worker POSIX timer on the thread's
+ * CPU clock instead: its signal (D9_PROFILE_SIGNAL) lands on the worker itself, whose handler
+ * unwinds the interrupted context with libunwind into a lock-free per-thread ring.
+ *
+ * Ordering: the writer drains the rings after it has taken the queue of finished chunks and
+ * before it writes them, so a worker's samples reach the file before any events chunk of that
+ * worker holding later events (the analyzer merges them by time; FORMAT.md, CpuSample). */
+#include "internal.h"
+#include "unwind.h"
+
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#define CT_SLOTS 64u /* ctimer ring: samples between two drains */
+#define CT_FRAMES 64
+#define MAX_FRAMES 128
+#define KERNEL_ADDR 0xffff800000000000ull
+
+/* One perf event and its ring. */
+struct ring {
+	int fd; /* -1: none */
+	uint8_t *base; /* the mapping: one metadata page, then data_size bytes */
+	size_t map_len, data_size;
+};
+
+/* ctimer samples: written by the worker's signal handler, read by the writer. */
+struct ct_slot {
+	uint64_t t, co;
+	uint32_t n;
+	uint64_t ips[CT_FRAMES];
+};
+struct ct_ring {
+	uint64_t head; /* handler: slots written */
+	uint64_t tail; /* writer: slots read */
+	uint64_t lost; /* handler: samples with no free slot */
+	struct ct_slot s[CT_SLOTS];
+};
+
+struct d9__prof {
+	struct d9__prof *next; /* P.list (P.lock) */
+	uint32_t tid, worker;
+	struct ring cpu, sw;
+	struct d9__swlog *swlog;
+	struct ct_ring *ct;
+	timer_t timer;
+	int has_timer;
+	int dead; /* the thread exited: the writer drains what is left and frees it (P.lock) */
+	uint64_t lost; /* samples lost, not yet recorded */
+	uint64_t kernel_lost_seen; /* PERF_RECORD_LOST sum already counted */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct d9__prof *list;
+	int on; /* profiling configured */
+	int mode; /* D9_PROF_PERF or D9_PROF_CTIMER once chosen; D9_PROF_AUTO before */
+	int handler; /* ctimer: 1 installed, -1 refused */
+	int stacks; /* D9_STACKS */
+	uint64_t regs_mask;
+	struct d9__unwinder *unw;
+	int unw_tried;
+	uint64_t samples, untagged, unwound; /* statistics (writer) */
+} P = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+void d9__profile_init(void)
+{
+	struct d9__config *c = &d9__g.cfg;
+
+	P.on = c->cpu_hz || c->sched_events;
+	P.mode = c->profile_mode;
+	P.stacks = c->stacks;
+	P.regs_mask = D9__UNWIND_REGS_MASK;
+}
+
+/* ---- perf events ------------------------------------------------------------------------------ */
+
+static int perf_open(struct perf_event_attr *a)
+{
+	return (int)syscall(SYS_perf_event_open, a, 0 /* this thread */, -1, -1,
+		PERF_FLAG_FD_CLOEXEC);
+}
+
+static void ring_close(struct ring *r)
+{
+	if (r->base)
+		munmap(r->base, r->map_len);
+	if (r->fd >= 0)
+		close(r->fd);
+	r->base = NULL;
+	r->fd = -1;
+}
+
+/* Opens one event on the calling thread with its ring of `pages` data pages. Returns 0 or
+ * -errno (the ring stays closed). */
+static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t period,
+	size_t pages)
+{
+	struct perf_event_attr a;
+	struct d9__config *c = &d9__g.cfg;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = type;
+	a.config = config;
+	a.sample_period = period;
+	a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+	if (P.stacks != D9_STACKS_DWARF)
+		a.sample_type |= PERF_SAMPLE_CALLCHAIN;
+	if (P.stacks != D9_STACKS_FP) {
+		a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+		a.sample_regs_user = P.regs_mask;
+		a.sample_stack_user = c->stack_dump;
+	}
+	a.exclude_callchain_kernel = 1;
+	a.exclude_hv = 1;
+	a.sample_id_all = 1;
+	a.use_clockid = 1;
+	a.clockid = CLOCK_MONOTONIC;
+	a.wakeup_events = 0;
+	r->fd = perf_open(&a);
+	if (r->fd < 0 && (errno == EACCES || errno == EPERM) &&
+		type == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_CPU_CLOCK) {
+		a.exclude_kernel = 1; /* unprivileged (perf_event_paranoid 2): user time only */
+		r->fd = perf_open(&a);
+	}
+	if (r->fd < 0)
+		return -errno;
+	r->data_size = pages * 4096;
+	r->map_len = r->data_size + 4096;
+	void *m = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+	if (m == MAP_FAILED) {
+		int err = errno;
+		close(r->fd);
+		r->fd = -1;
+		return -err;
+	}
+	r->base = m;
+	return 0;
+}
+
+/* Data pages for a ring: room for ~40 ms of samples at the rate, a power of two, 16 to 128. */
+static size_t ring_pages(uint64_t per_second)
+{
+	uint64_t rec = P.stacks == D9_STACKS_FP ? 1200 : 1200 + d9__g.cfg.stack_dump;
+	uint64_t bytes = per_second * rec / 25;
+	size_t pages = 16;
+
+	while (pages < 128 && pages * 4096 < bytes)
+		pages *= 2;
+	return pages;
+}
+
+static int perf_denied(int err)
+{
+	return err == -EACCES || err == -EPERM || err == -ENOSYS || err == -ENOENT ||
+		err == -EOPNOTSUPP;
+}
+
+/* ---- ctimer ------------------------------------------------------------------------------------ */
+
+static void ct_handler(int sig, siginfo_t *si, void *uc)
+{
+	struct d9__thr *t = &d9__self;
+	struct d9__prof *p = t->prof;
+	int saved = errno;
+
+	(void)sig;
+	if (!p || !p->ct || si->si_code != SI_TIMER)
+		goto out;
+	struct ct_ring *r = p->ct;
+	uint64_t h = r->head;
+	if (h - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) >= CT_SLOTS) {
+		__atomic_add_fetch(&r->lost, 1, __ATOMIC_RELAXED);
+		goto out;
+	}
+	struct ct_slot *s = &r->s[h % CT_SLOTS];
+	s->t = d9__now();
+	struct d9__swlog *l = t->swlog;
+	uint64_t n = l ? __atomic_load_n(&l->seq, __ATOMIC_RELAXED) : 0;
+	s->co = n ? l->e[(n - 1) % D9__SWLOG_N].co : 0;
+	s->n = 0;
+	unw_cursor_t cur;
+	if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) == 0) {
+		do {
+			unw_word_t ip;
+			if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || !ip)
+				break;
+			s->ips[s->n++] = ip;
+		} while (s->n < CT_FRAMES && unw_step(&cur) > 0);
+	}
+	__atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
+out:
+	errno = saved;
+}
+
+/* Installs the handler once, only over the default disposition: the program's own handler of
+ * that signal stays. Returns 1 when ctimer sampling can run. */
+static int ct_install(void)
+{
+	int sig = d9__g.cfg.profile_signal;
+	struct sigaction old, sa;
+
+	if (P.handler)
+		return P.handler > 0;
+	P.handler = -1;
+	if (sigaction(sig, NULL, &old) != 0)
+		return 0;
+	if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
+		d9__log(D9_LOG_WARN, "signal %d (D9_PROFILE_SIGNAL) has a handler of the program; "
+			"ctimer CPU sampling is off (choose another signal)", sig);
+		return 0;
+	}
+	if (old.sa_flags & SA_SIGINFO) {
+		d9__log(D9_LOG_WARN, "signal %d (D9_PROFILE_SIGNAL) has a handler of the program; "
+			"ctimer CPU sampling is off (choose another signal)", sig);
+		return 0;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = ct_handler;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigfillset(&sa.sa_mask);
+	if (sigaction(sig, &sa, NULL) != 0)
+		return 0;
+	P.handler = 1;
+	return 1;
+}
+
+static int ct_start(struct d9__prof *p)
+{
+	struct sigevent ev;
+	uint32_t hz = d9__g.cfg.cpu_hz;
+
+	if (!ct_install())
+		return -1;
+	p->ct = mmap(NULL, sizeof(struct ct_ring), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		-1, 0);
+	if (p->ct == MAP_FAILED) {
+		p->ct = NULL;
+		return -1;
+	}
+	memset(&ev, 0, sizeof(ev));
+	ev.sigev_notify = SIGEV_THREAD_ID;
+	ev.sigev_signo = d9__g.cfg.profile_signal;
+	ev._sigev_un._tid = (pid_t)p->tid;
+	if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &p->timer) != 0)
+		return -1;
+	p->has_timer = 1;
+	struct itimerspec its;
+	long ns = 1000000000L / hz;
+	its.it_interval.tv_sec = its.it_value.tv_sec = 0;
+	its.it_interval.tv_nsec = its.it_value.tv_nsec = ns;
+	if (timer_settime(p->timer, 0, &its, NULL) != 0)
+		return -1;
+	return 0;
+}
+
+/* ---- worker life ------------------------------------------------------------------------------- */
+
+static void prof_free(struct d9__prof *p)
+{
+	ring_close(&p->cpu);
+	ring_close(&p->sw);
+	if (p->ct)
+		munmap(p->ct, sizeof(*p->ct));
+	if (p->swlog)
+		munmap(p->swlog, sizeof(*p->swlog));
+	free(p);
+}
+
+/* The calling thread became a worker (d9_agent_become_worker, t->busy set). */
+void d9__profile_thread_start(struct d9__thr *t)
+{
+	struct d9__config *c = &d9__g.cfg;
+
+	if (!P.on || t->prof)
+		return;
+	struct d9__prof *p = calloc(1, sizeof(*p));
+	if (!p)
+		return;
+	p->cpu.fd = p->sw.fd = -1;
+	p->tid = (uint32_t)gettid();
+	p->worker = t->worker;
+	p->swlog = mmap(NULL, sizeof(*p->swlog), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		-1, 0);
+	if (p->swlog == MAP_FAILED) {
+		free(p);
+		return;
+	}
+	int mode = __atomic_load_n(&P.mode, __ATOMIC_RELAXED);
+	if (mode != D9_PROF_CTIMER) {
+		int err = 0;
+		if (c->cpu_hz)
+			err = ring_open(&p->cpu, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK,
+				1000000000u / c->cpu_hz, ring_pages(c->cpu_hz));
+		if (!err && c->sched_events) {
+			int e2 = ring_open(&p->sw, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, 1,
+				ring_pages(2000));
+			if (e2)
+				d9__log_once(D9_LOG_WARN, "off-CPU samples (D9_SCHED_EVENTS) are off: "
+					"perf_event_open(context-switches): %s (needs root, CAP_PERFMON "
+					"or perf_event_paranoid <= 1)", strerror(-e2));
+		}
+		if (err && mode == D9_PROF_AUTO && perf_denied(err)) {
+			d9__log_once(D9_LOG_WARN, "perf_event_open(cpu-clock): %s; CPU samples come from "
+				"a CPU-time timer instead (ctimer mode)", strerror(-err));
+			__atomic_store_n(&P.mode, D9_PROF_CTIMER, __ATOMIC_RELAXED);
+			mode = D9_PROF_CTIMER;
+		} else if (err) {
+			d9__log_once(D9_LOG_WARN, "CPU samples are off: perf_event_open(cpu-clock): %s",
+				strerror(-err));
+		} else if (mode == D9_PROF_AUTO && c->cpu_hz) {
+			__atomic_store_n(&P.mode, D9_PROF_PERF, __ATOMIC_RELAXED);
+		}
+	}
+	if (mode == D9_PROF_CTIMER && c->cpu_hz && ct_start(p) != 0)
+		d9__log_once(D9_LOG_WARN, "ctimer CPU sampling is off: %s", strerror(errno));
+	d9__lock(&P.lock);
+	p->next = P.list;
+	P.list = p;
+	d9__unlock(&P.lock);
+	t->prof = p;
+	__atomic_store_n(&t->swlog, p->swlog, __ATOMIC_RELEASE);
+}
+
+/* The calling thread exits: sampling stops now; the writer drains the rest, then closes. */
+void d9__profile_thread_exit(struct d9__thr *t)
+{
+	struct d9__prof *p = t->prof;
+
+	if (!p)
+		return;
+	t->swlog = NULL;
+	__atomic_store_n(&t->prof, NULL, __ATOMIC_RELEASE); /* the signal handler sees no ring */
+	if (p->has_timer) {
+		timer_delete(p->timer);
+		p->has_timer = 0;
+	}
+	if (p->cpu.fd >= 0)
+		ioctl(p->cpu.fd, PERF_EVENT_IOC_DISABLE, 0);
+	if (p->sw.fd >= 0)
+		ioctl(p->sw.fd, PERF_EVENT_IOC_DISABLE, 0);
+	d9__lock(&P.lock);
+	p->dead = 1;
+	d9__unlock(&P.lock);
+}
+
+/* In a forked child: the parent's workers are gone; their inherited descriptors are closed. */
+void d9__profile_child(void)
+{
+	struct d9__prof *p = P.list;
+
+	pthread_mutex_init(&P.lock, NULL);
+	while (p) {
+		struct d9__prof *next = p->next;
+		p->has_timer = 0; /* POSIX timers are not inherited */
+		prof_free(p);
+		p = next;
+	}
+	P.list = NULL;
+	P.unw = NULL; /* the parent's unwinder: its state belongs to the writer thread */
+	P.unw_tried = 0;
+}
+
+/* ---- draining (writer thread) ------------------------------------------------------------------ */
+
+/* The coroutine running at tick time `when` on the worker of `l`; *unknown = 1 when the log no
+ * longer reaches back that far. */
+static uint64_t coroutine_at(const struct d9__swlog *l, uint64_t when, int *unknown)
+{
+	uint64_t seq = __atomic_load_n(&l->seq, __ATOMIC_ACQUIRE);
+
+	*unknown = 0;
+	if (!seq)
+		return 0;
+	/* entries [lo, seq) are stable unless the thread wraps around meanwhile (checked after) */
+	uint64_t lo = seq > D9__SWLOG_N - 64 ? seq - (D9__SWLOG_N - 64) : 0, hi = seq;
+	if (l->e[lo % D9__SWLOG_N].t > when) {
+		*unknown = lo > 0;
+		return 0;
+	}
+	while (hi - lo > 1) { /* last entry with t <= when */
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (l->e[mid % D9__SWLOG_N].t <= when)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	uint64_t co = l->e[lo % D9__SWLOG_N].co;
+	uint64_t seq2 = __atomic_load_n(&l->seq, __ATOMIC_ACQUIRE);
+	if (seq2 - lo >= D9__SWLOG_N) {
+		*unknown = 1;
+		return 0;
+	}
+	return co;
+}
+
+/* The chunk being filled for one worker. */
+struct out {
+	struct d9__prof *p;
+	struct d9__block *b;
+	struct d9_enc e;
+	struct d9__block **tail;
+};
+
+static void out_finish(struct out *o)
+{
+	struct d9__block *b = o->b;
+
+	if (!b)
+		return;
+	o->b = NULL;
+	if (!o->e.count) {
+		d9__pool_put(b);
+		return;
+	}
+	b->size = (uint32_t)d9_enc_end(&o->e, 0);
+	b->count = o->e.count;
+	b->first_time = d9_enc_first_time(&o->e);
+	b->last_time = o->e.last;
+	b->next = NULL;
+	*o->tail = b;
+	o->tail = &b->next;
+}
+
+/* Room for one more event at tick time `when` (not earlier than the chunk's last). */
+static int out_ready(struct out *o, uint64_t when)
+{
+	if (o->b && o->e.p < o->e.end)
+		return 1;
+	out_finish(o);
+	struct d9__block *b = d9__pool_get();
+	if (!b)
+		return 0;
+	memset(b, 0, sizeof(*b));
+	b->tid = o->p->tid;
+	b->worker = o->p->worker;
+	d9_enc_begin(&o->e, b->data, D9_BLOCK_DATA, b->tid, b->worker, when, d9__shift, 0);
+	o->b = b;
+	if (o->p->lost) {
+		d9_enc_dropped(&o->e, when, o->p->lost, D9_DROP_SAMPLES_LOST);
+		b->dropped += o->p->lost;
+		b->lost_samples += o->p->lost;
+		b->drop_records++;
+		o->p->lost = 0;
+	}
+	return 1;
+}
+
+/* Records the worker's unrecorded losses now (at the chunk's last time if that is later). */
+static void record_lost(struct out *o, uint64_t when)
+{
+	if (o->b && (when >> d9__shift) < o->e.last)
+		when = o->e.last << d9__shift;
+	if (!out_ready(o, when) || !o->p->lost)
+		return; /* out_ready wrote them at the start of a new chunk */
+	if (d9_enc_dropped(&o->e, when, o->p->lost, D9_DROP_SAMPLES_LOST) == 0) {
+		o->b->dropped += o->p->lost;
+		o->b->lost_samples += o->p->lost;
+		o->b->drop_records++;
+		o->p->lost = 0;
+	}
+}
+
+static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, const uint64_t *ips,
+	uint32_t n)
+{
+	uint64_t units_last = o->b ? o->e.last : 0;
+
+	if (!d9__enabled)
+		return; /* recording is toggled off: the rings are emptied, nothing is kept */
+
+	/* events of a chunk never go back in time: a late sample takes the chunk's last time */
+	if (o->b && (when >> d9__shift) < units_last)
+		when = units_last << d9__shift;
+	if (!out_ready(o, when)) {
+		o->p->lost++;
+		return;
+	}
+	uint64_t stack = n ? d9_agent_stack(ips, n) : 0;
+	if (d9_enc_cpu_sample(&o->e, when, co, source, stack) != 0)
+		o->p->lost++;
+	P.samples++;
+}
+
+/* Reads the ring's record at `off` into buf (records may wrap around the data area). */
+static const uint8_t *rec_at(const struct ring *r, uint64_t off, size_t len, uint8_t *buf)
+{
+	const uint8_t *data = r->base + 4096;
+	size_t at = off % r->data_size;
+
+	if (at + len <= r->data_size)
+		return data + at;
+	size_t first = r->data_size - at;
+	memcpy(buf, data + at, first);
+	memcpy(buf + first, data, len - first);
+	return buf;
+}
+
+struct cursor {
+	struct ring *r;
+	uint64_t head, tail;
+	uint32_t source;
+	const uint8_t *rec; /* the current record (header included), or NULL */
+	uint64_t time_ns; /* its time (samples), 0 for other records */
+	uint8_t buf[65536 + 64];
+};
+
+static void cursor_next(struct cursor *c)
+{
+	c->rec = NULL;
+	if (!c->r || c->tail >= c->head)
+		return;
+	struct perf_event_header h;
+	memcpy(&h, rec_at(c->r, c->tail, sizeof(h), c->buf), sizeof(h));
+	if (h.size < sizeof(h) || h.size > c->head - c->tail) {
+		c->tail = c->head; /* cannot happen with a sane kernel: drop the rest */
+		return;
+	}
+	c->rec = rec_at(c->r, c->tail, h.size, c->buf);
+	c->time_ns = 0;
+	if (h.type == PERF_RECORD_SAMPLE && h.size >= 32)
+		memcpy(&c->time_ns, c->rec + 8 + 16, 8); /* after ip, pid/tid */
+	c->tail += h.size;
+}
+
+static struct d9__unwinder *unwinder(void)
+{
+	if (!P.unw_tried) {
+		P.unw_tried = 1;
+		P.unw = d9__unwind_new();
+	}
+	return P.unw;
+}
+
+/* Decodes one PERF_RECORD_SAMPLE into a stack (innermost first). */
+static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips)
+{
+	const uint8_t *p = rec + 8 + 24, *end = rec + size; /* after ip, pid/tid, time */
+	uint64_t fp[MAX_FRAMES];
+	uint32_t nfp = 0, ndw = 0;
+	uint64_t ip;
+
+	memcpy(&ip, rec + 8, 8);
+	if (P.stacks != D9_STACKS_DWARF) {
+		uint64_t nr;
+		if (p + 8 > end)
+			return 0;
+		memcpy(&nr, p, 8);
+		p += 8;
+		if (nr > (uint64_t)(end - p) / 8)
+			return 0;
+		for (uint64_t i = 0; i < nr; i++) {
+			uint64_t a;
+			memcpy(&a, p + i * 8, 8);
+			if (a >= KERNEL_ADDR || !a) /* context markers (PERF_CONTEXT_*), kernel frames */
+				continue;
+			if (nfp < MAX_FRAMES)
+				fp[nfp++] = a;
+		}
+		p += nr * 8;
+	}
+	if (P.stacks != D9_STACKS_FP) {
+		uint64_t abi, nregs = (uint64_t)__builtin_popcountll(P.regs_mask);
+		const uint64_t *regs = NULL;
+		if (p + 8 > end)
+			goto done;
+		memcpy(&abi, p, 8);
+		p += 8;
+		if (abi) {
+			if (p + nregs * 8 > end)
+				goto done;
+			regs = (const uint64_t *)(const void *)p;
+			p += nregs * 8;
+		}
+		uint64_t len;
+		if (p + 8 > end)
+			goto done;
+		memcpy(&len, p, 8);
+		p += 8;
+		if (len > (uint64_t)(end - p))
+			goto done;
+		const uint8_t *stack = p;
+		uint64_t dyn = 0;
+		if (len && p + len + 8 <= end)
+			memcpy(&dyn, p + len, 8);
+		if (dyn > len)
+			dyn = len;
+		struct d9__unwinder *u = regs && dyn ? unwinder() : NULL;
+		if (u) {
+			uint64_t tmp[MAX_FRAMES];
+			/* the regs pointer may be unaligned in a copied record: copy them */
+			uint64_t r[64];
+			memcpy(r, regs, nregs * 8);
+			int n = d9__unwind(u, r, P.regs_mask, stack, dyn, tmp, MAX_FRAMES);
+			if (n > 0) {
+				ndw = (uint32_t)n;
+				if (ndw >= nfp) {
+					memcpy(ips, tmp, ndw * 8);
+					P.unwound++;
+					return ndw;
+				}
+			}
+		}
+	}
+done:
+	if (nfp) {
+		memcpy(ips, fp, nfp * 8);
+		return nfp;
+	}
+	if (ip && ip < KERNEL_ADDR) {
+		ips[0] = ip;
+		return 1;
+	}
+	return 0;
+}
+
+/* Converts a CLOCK_MONOTONIC time to event clock ticks. */
+static uint64_t mono_to_ticks(const struct d9__anchor *a, uint64_t ns)
+{
+	if (ns >= a->mono_ns)
+		return a->ticks + d9_agent_ns_to_ticks(ns - a->mono_ns);
+	uint64_t back = d9_agent_ns_to_ticks(a->mono_ns - ns);
+	return back < a->ticks ? a->ticks - back : 0;
+}
+
+static void drain_perf(struct out *o, const struct d9__anchor *a)
+{
+	static struct cursor cs[2]; /* writer thread only */
+	struct d9__prof *p = o->p;
+	struct ring *rings[2] = { p->cpu.base ? &p->cpu : NULL, p->sw.base ? &p->sw : NULL };
+
+	for (int i = 0; i < 2; i++) {
+		struct cursor *c = &cs[i];
+		c->r = rings[i];
+		c->source = i == 0 ? D9_CPU_ON : D9_CPU_OFF;
+		c->rec = NULL;
+		if (!c->r)
+			continue;
+		struct perf_event_mmap_page *m = (void *)c->r->base;
+		c->head = __atomic_load_n(&m->data_head, __ATOMIC_ACQUIRE);
+		c->tail = m->data_tail;
+		cursor_next(c);
+	}
+	for (;;) {
+		/* the earlier record of the two rings (other records first) */
+		struct cursor *c = NULL;
+		for (int i = 0; i < 2; i++)
+			if (cs[i].rec && (!c || cs[i].time_ns < c->time_ns))
+				c = &cs[i];
+		if (!c)
+			break;
+		struct perf_event_header h;
+		memcpy(&h, c->rec, sizeof(h));
+		if (h.type == PERF_RECORD_SAMPLE) {
+			uint64_t ips[MAX_FRAMES];
+			uint32_t n = sample_stack(c->rec, h.size, ips);
+			uint64_t when = mono_to_ticks(a, c->time_ns);
+			int unknown;
+			uint64_t co = coroutine_at(p->swlog, when, &unknown);
+			if (unknown)
+				P.untagged++;
+			emit(o, when, co, c->source, ips, n);
+		} else if (h.type == PERF_RECORD_LOST && h.size >= 24) {
+			uint64_t lost;
+			memcpy(&lost, c->rec + 16, 8);
+			p->lost += lost;
+		}
+		cursor_next(c);
+	}
+	for (int i = 0; i < 2; i++)
+		if (cs[i].r) {
+			struct perf_event_mmap_page *m = (void *)cs[i].r->base;
+			__atomic_store_n(&m->data_tail, cs[i].head, __ATOMIC_RELEASE);
+		}
+}
+
+static void drain_ct(struct out *o)
+{
+	struct ct_ring *r = o->p->ct;
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+
+	for (uint64_t i = r->tail; i < head; i++) {
+		struct ct_slot *s = &r->s[i % CT_SLOTS];
+		uint32_t n = s->n > CT_FRAMES ? CT_FRAMES : s->n;
+		emit(o, s->t, s->co, D9_CPU_ON, s->ips, n);
+	}
+	__atomic_store_n(&r->tail, head, __ATOMIC_RELEASE);
+	o->p->lost += __atomic_exchange_n(&r->lost, 0, __ATOMIC_RELAXED);
+}
+
+struct d9__block *d9__profile_drain(void)
+{
+	struct d9__block *list = NULL;
+	struct d9__anchor a;
+
+	if (!P.on)
+		return NULL;
+	d9__clock_anchor(&a);
+	d9__lock(&P.lock);
+	struct d9__prof **pp = &P.list;
+	/* threads add themselves at the head: the rest of the list is the writer's */
+	struct d9__prof *first = P.list;
+	d9__unlock(&P.lock);
+	struct out o = { .tail = &list };
+	for (struct d9__prof *p = first; p;) {
+		d9__lock(&P.lock);
+		int dead = p->dead;
+		d9__unlock(&P.lock);
+		o.p = p;
+		if (p->cpu.base || p->sw.base)
+			drain_perf(&o, &a);
+		if (p->ct)
+			drain_ct(&o);
+		if (p->lost)
+			record_lost(&o, a.ticks);
+		out_finish(&o);
+		struct d9__prof *next = p->next;
+		if (dead && !p->lost) {
+			d9__lock(&P.lock);
+			for (pp = &P.list; *pp && *pp != p; pp = &(*pp)->next)
+				;
+			if (*pp)
+				*pp = p->next;
+			d9__unlock(&P.lock);
+			prof_free(p);
+		}
+		p = next;
+	}
+	return list;
+}
+
+/* How often the writer must drain: 0 when profiling is off. */
+uint64_t d9__profile_interval_ns(void)
+{
+	return P.on ? 10000000u : 0;
+}
+
+void d9__profile_modules_changed(void)
+{
+	if (P.unw)
+		d9__unwind_modules_changed(P.unw);
+}

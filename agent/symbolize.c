@@ -1,0 +1,856 @@
+/* symbolize.c: names for the code addresses of a sealed segment, written into the segment
+ * itself (String + Symbol records in one extra DEFS chunk), so a trace copied to another machine
+ * still reads well. Runs on the compressor thread (nice 19), never on a host thread. libdw is
+ * loaded with dlopen: the agent does not link it, and without it segments stay as they are. It
+ * must never crash or stall the host, never change a segment it cannot fully read, and never
+ * write a wrong name: modules are placed from the segment's own Module definitions and checked
+ * against their recorded build ids. Design: agent/DESIGN.md, "Background symbolization". */
+#include "symbolize.h"
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_ADDRS 65536 /* distinct addresses resolved per segment; more are counted, skipped */
+#define MAX_MODULES 4096
+#define MAX_CHUNK (8u << 20) /* the Symbol chunk's payload: records past it are skipped */
+#define MAX_PATH_BYTES (1u << 20) /* strings kept while reading (module paths) */
+#define MAX_SECONDS 60 /* resolving time per segment; the rest is skipped */
+#define MAX_INLINE 16 /* inline levels per address, the real function included */
+
+/* ---- libdw, loaded at run time (the pattern of analyze/symbols.c) ------------------------------ */
+static struct {
+	int tried, ok;
+	Dwfl *(*begin)(const Dwfl_Callbacks *);
+	void (*end)(Dwfl *);
+	void (*report_begin)(Dwfl *);
+	Dwfl_Module *(*report_elf)(Dwfl *, const char *, const char *, int, GElf_Addr, bool);
+	int (*report_end)(Dwfl *, int (*)(Dwfl_Module *, void *, const char *, Dwarf_Addr, void *),
+		void *);
+	const char *(*addrinfo)(Dwfl_Module *, GElf_Addr, GElf_Off *, GElf_Sym *, GElf_Word *,
+		Elf **, Dwarf_Addr *);
+	Dwfl_Line *(*getsrc)(Dwfl_Module *, Dwarf_Addr);
+	const char *(*lineinfo)(Dwfl_Line *, Dwarf_Addr *, int *, int *, Dwarf_Word *, Dwarf_Word *);
+	int (*build_id)(Dwfl_Module *, const unsigned char **, GElf_Addr *);
+	Dwarf_Die *(*addrdie)(Dwfl_Module *, Dwarf_Addr, Dwarf_Addr *);
+	int (*getscopes)(Dwarf_Die *, Dwarf_Addr, Dwarf_Die **);
+	int (*tag)(Dwarf_Die *);
+	Dwarf_Attribute *(*attr_integrate)(Dwarf_Die *, unsigned int, Dwarf_Attribute *);
+	const char *(*formstring)(Dwarf_Attribute *);
+	int (*formudata)(Dwarf_Attribute *, Dwarf_Word *);
+	int (*getsrcfiles)(Dwarf_Die *, Dwarf_Files **, size_t *);
+	const char *(*filesrc)(Dwarf_Files *, size_t, Dwarf_Word *, Dwarf_Word *);
+	Elf *(*getelf)(Dwfl_Module *, GElf_Addr *);
+	int (*getphdrnum)(Elf *, size_t *);
+	GElf_Phdr *(*getphdr)(Elf *, int, GElf_Phdr *);
+	Dwfl_Callbacks cb;
+} dw;
+
+/* Separate debug files: only /usr/lib/debug/.build-id/xx/yyyy.debug, named by the module's
+ * build id (what Debian's -dbgsym packages install). libdw's standard search is not used: it
+ * loads libdebuginfod, and with it libcurl and some twenty libraries, into the host process, and
+ * may ask debuginfod servers over the network from inside it. */
+static int find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base,
+	const char *file, const char *debuglink, GElf_Word crc, char **debuginfo_file)
+{
+	const unsigned char *bid;
+	GElf_Addr vaddr;
+	char path[256];
+
+	(void)user, (void)name, (void)base, (void)file, (void)debuglink, (void)crc;
+	int n = dw.build_id(m, &bid, &vaddr);
+	if (n < 2 || n > 64)
+		return -1;
+	int k = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", bid[0]);
+	for (int i = 1; i < n; i++)
+		k += snprintf(path + k, sizeof(path) - (size_t)k, "%02x", bid[i]);
+	snprintf(path + k, sizeof(path) - (size_t)k, ".debug");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && !(*debuginfo_file = strdup(path))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Every module is reported with its file (dwfl_report_elf): no other search for it. */
+static int find_elf(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base,
+	char **file, Elf **elf)
+{
+	(void)m, (void)user, (void)name, (void)base, (void)file, (void)elf;
+	return -1;
+}
+
+static const char *dw_why; /* why libdw is not usable */
+
+/* 1 when libdw is usable. Called on the compressor thread only. */
+static int dw_load(void)
+{
+	if (dw.tried)
+		return dw.ok;
+	dw.tried = 1;
+	void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		dw_why = "not found";
+		return 0;
+	}
+	dw_why = "a function is missing";
+#define SYM(field, name) if (!(*(void **)&dw.field = dlsym(h, name))) return 0
+	SYM(begin, "dwfl_begin");
+	SYM(end, "dwfl_end");
+	SYM(report_begin, "dwfl_report_begin");
+	SYM(report_elf, "dwfl_report_elf");
+	SYM(report_end, "dwfl_report_end");
+	SYM(addrinfo, "dwfl_module_addrinfo");
+	SYM(getsrc, "dwfl_module_getsrc");
+	SYM(lineinfo, "dwfl_lineinfo");
+	SYM(build_id, "dwfl_module_build_id");
+	SYM(addrdie, "dwfl_module_addrdie");
+	SYM(getscopes, "dwarf_getscopes");
+	SYM(tag, "dwarf_tag");
+	SYM(attr_integrate, "dwarf_attr_integrate");
+	SYM(formstring, "dwarf_formstring");
+	SYM(formudata, "dwarf_formudata");
+	SYM(getsrcfiles, "dwarf_getsrcfiles");
+	SYM(filesrc, "dwarf_filesrc");
+	SYM(getelf, "dwfl_module_getelf");
+	SYM(getphdrnum, "elf_getphdrnum"); /* libelf, a dependency of libdw */
+	SYM(getphdr, "gelf_getphdr");
+	SYM(cb.section_address, "dwfl_offline_section_address");
+#undef SYM
+	dw.cb.find_elf = find_elf;
+	dw.cb.find_debuginfo = find_debuginfo;
+	dw.ok = 1;
+	return 1;
+}
+
+static int aborting(void)
+{
+	return __atomic_load_n(&d9__g.compress_abort, __ATOMIC_RELAXED);
+}
+
+/* ---- small tables ------------------------------------------------------------------------------- */
+
+/* A set of non-zero u64 (open addressing, power-of-two capacity). */
+struct set { uint64_t *k; size_t cap, n; };
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return x;
+}
+
+/* Adds k (not 0). Returns 1 added, 0 already there, -ENOMEM. */
+static int set_add(struct set *s, uint64_t k)
+{
+	if ((s->n + 1) * 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		uint64_t *nk = calloc(cap, sizeof(*nk));
+		if (!nk)
+			return -ENOMEM;
+		for (size_t i = 0; i < s->cap; i++) {
+			if (!s->k[i])
+				continue;
+			size_t j = mix(s->k[i]) & (cap - 1);
+			while (nk[j])
+				j = (j + 1) & (cap - 1);
+			nk[j] = s->k[i];
+		}
+		free(s->k);
+		s->k = nk;
+		s->cap = cap;
+	}
+	size_t j = mix(k) & (s->cap - 1);
+	while (s->k[j]) {
+		if (s->k[j] == k)
+			return 0;
+		j = (j + 1) & (s->cap - 1);
+	}
+	s->k[j] = k;
+	s->n++;
+	return 1;
+}
+
+/* The segment's absolute-path strings (candidates for module paths), by id. */
+struct pathstr { uint64_t id; char *s; };
+
+/* New strings of the Symbol chunk, interned: same bytes, same id. */
+struct strtab {
+	uint64_t *hash;
+	uint32_t *idx; /* index + 1 into s, 0: empty slot */
+	size_t cap;
+	char **s;
+	size_t n;
+};
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return h | 1;
+}
+
+/* Index of s in t (added when new), or -1 without memory. */
+static long str_index(struct strtab *t, const char *s)
+{
+	uint64_t h = hash_str(s);
+
+	if ((t->n + 1) * 2 > t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 256;
+		uint64_t *nh = calloc(cap, sizeof(*nh));
+		uint32_t *ni = calloc(cap, sizeof(*ni));
+		char **ns = realloc(t->s, cap * sizeof(*ns));
+		if (!nh || !ni || !ns) {
+			free(nh);
+			free(ni);
+			if (ns)
+				t->s = ns;
+			return -1;
+		}
+		t->s = ns;
+		for (size_t i = 0; i < t->cap; i++) {
+			if (!t->idx[i])
+				continue;
+			size_t j = t->hash[i] & (cap - 1);
+			while (ni[j])
+				j = (j + 1) & (cap - 1);
+			nh[j] = t->hash[i];
+			ni[j] = t->idx[i];
+		}
+		free(t->hash);
+		free(t->idx);
+		t->hash = nh;
+		t->idx = ni;
+		t->cap = cap;
+	}
+	size_t j = h & (t->cap - 1);
+	while (t->idx[j]) {
+		if (t->hash[j] == h && !strcmp(t->s[t->idx[j] - 1], s))
+			return (long)t->idx[j] - 1;
+		j = (j + 1) & (t->cap - 1);
+	}
+	char *c = strdup(s);
+	if (!c)
+		return -1;
+	t->s[t->n] = c;
+	t->hash[j] = h;
+	t->idx[j] = (uint32_t)++t->n;
+	return (long)t->n - 1;
+}
+
+/* A growing byte buffer. */
+struct buf { uint8_t *p; size_t len, cap; };
+
+static int buf_put(struct buf *b, const void *p, size_t n)
+{
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n)
+			cap *= 2;
+		uint8_t *q = realloc(b->p, cap);
+		if (!q)
+			return -ENOMEM;
+		b->p = q;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+/* ---- the segment as read --------------------------------------------------------------------- */
+struct mod {
+	uint64_t path_id, start, end, offset;
+	const char *path; /* resolved after reading; NULL: unknown */
+	uint8_t build_id[64];
+	size_t build_id_len;
+	Dwfl_Module *dm; /* NULL: not usable (file missing, other build, misplaced) */
+};
+
+struct seg {
+	const char *path;
+	int fd;
+	uint64_t file_size;
+	uint64_t insert_at; /* offset of the first chunk after HEADER and SCHEMA */
+	uint64_t trailer_at; /* offset of the TRAILER chunk, the last one */
+	uint8_t *trailer; /* its payload (copy) */
+	uint32_t trailer_len;
+	uint64_t max_string; /* highest String id of the segment */
+	int has_symbols, damaged, after_trailer;
+	struct set addrs; /* looked-up addresses: return addresses - 1, function addresses */
+	uint64_t skipped; /* distinct addresses over MAX_ADDRS (an upper bound) */
+	struct pathstr *paths;
+	size_t npaths, path_bytes;
+	struct mod *mods;
+	size_t nmods;
+	const char *why; /* why it was left alone */
+};
+
+static void on_problem(void *ctx, int kind, uint64_t offset, const char *msg)
+{
+	struct seg *s = ctx;
+
+	(void)offset;
+	(void)msg;
+	if (kind == D9_PROB_TRUNCATED || kind == D9_PROB_CORRUPT || kind == D9_PROB_BAD_EVENT)
+		s->damaged = 1;
+}
+
+static void add_addr(struct seg *s, uint64_t a)
+{
+	if (!a)
+		return;
+	if (s->addrs.n >= MAX_ADDRS) {
+		s->skipped++;
+		return;
+	}
+	if (set_add(&s->addrs, a) < 0)
+		s->skipped++;
+}
+
+static void read_def(struct seg *s, const struct d9_def *d)
+{
+	switch (d->kind) {
+	case D9_DEF_STRING:
+		if (d->id > s->max_string)
+			s->max_string = d->id;
+		if (d->u.string.len && d->u.string.s[0] == '/' && d->u.string.len < 4096 &&
+			s->path_bytes + d->u.string.len < MAX_PATH_BYTES) {
+			struct pathstr *p = realloc(s->paths, (s->npaths + 1) * sizeof(*p));
+			char *c = malloc(d->u.string.len + 1);
+			if (p)
+				s->paths = p;
+			if (!p || !c) {
+				free(c);
+				break;
+			}
+			memcpy(c, d->u.string.s, d->u.string.len);
+			c[d->u.string.len] = 0;
+			p[s->npaths++] = (struct pathstr){ d->id, c };
+			s->path_bytes += d->u.string.len;
+		}
+		break;
+	case D9_DEF_LOCATION:
+		add_addr(s, d->u.location.function_addr); /* looked up as it is */
+		if (d->u.location.callsite_addr)
+			add_addr(s, d->u.location.callsite_addr - 1); /* a return address */
+		break;
+	case D9_DEF_STACK:
+		/* every frame is a return address: the call before it is named (as d9-analyze does) */
+		for (uint32_t i = 0; i < d->u.stack.nframes; i++)
+			if (d->u.stack.frames[i] > 1)
+				add_addr(s, d->u.stack.frames[i] - 1);
+		break;
+	case D9_DEF_MODULE: {
+		if (s->nmods >= MAX_MODULES)
+			break;
+		struct mod *m = realloc(s->mods, (s->nmods + 1) * sizeof(*m));
+		if (!m)
+			break;
+		s->mods = m;
+		m = &m[s->nmods++];
+		memset(m, 0, sizeof(*m));
+		m->path_id = d->u.module.path;
+		m->start = d->u.module.start;
+		m->end = d->u.module.end;
+		m->offset = d->u.module.offset;
+		m->build_id_len = d->u.module.build_id_len < sizeof(m->build_id) ?
+			d->u.module.build_id_len : sizeof(m->build_id);
+		memcpy(m->build_id, d->u.module.build_id, m->build_id_len);
+		break;
+	}
+	case D9_DEF_SYMBOL:
+		s->has_symbols = 1;
+		break;
+	default:
+		break;
+	}
+}
+
+/* Reads the whole segment through /proc/self/fd (the file we hold open, even if the budget
+ * deletes it meanwhile). Returns 0, -ECANCELED, or another error (s->why says it). */
+static int read_segment(struct seg *s)
+{
+	char fdpath[64];
+	struct d9_reader *r;
+	struct d9_chunk c;
+	int err, seen_other = 0, n;
+
+	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", s->fd);
+	if ((err = d9_reader_open_file(&r, fdpath)) != 0) {
+		s->why = "not readable as a segment";
+		return err < 0 ? err : -EINVAL;
+	}
+	d9_reader_on_problem(r, on_problem, s);
+	s->insert_at = d9_reader_stats(r)->data_start;
+	while ((n = d9_reader_next(r, &c)) == 1) {
+		if (aborting()) {
+			d9_reader_close(r);
+			return -ECANCELED;
+		}
+		if (s->trailer)
+			s->after_trailer = 1;
+		if (c.type == D9_CHUNK_SCHEMA && !seen_other)
+			s->insert_at = c.offset + D9_CHUNK_OVERHEAD + c.len;
+		else
+			seen_other = 1;
+		if (c.type == D9_CHUNK_DEFS) {
+			struct d9_defs_iter it;
+			struct d9_def d;
+			d9_defs_init(&it, r, &c);
+			while (d9_defs_next(&it, &d) == 1)
+				read_def(s, &d);
+		} else if (c.type == D9_CHUNK_TRAILER && !s->trailer) {
+			struct d9_trailer tr;
+			if (c.len < 16 || d9_trailer_decode(&c, &tr) != 0 ||
+				c.offset + D9_CHUNK_OVERHEAD + c.len != s->file_size) {
+				s->damaged = 1;
+				continue;
+			}
+			if (!(s->trailer = malloc(c.len)))
+				break;
+			memcpy(s->trailer, c.payload, c.len);
+			s->trailer_len = c.len;
+			s->trailer_at = c.offset;
+		}
+	}
+	const struct d9_reader_stats *st = d9_reader_stats(r);
+	if (n < 0 || st->truncated || st->corrupt_chunks || st->bad_defs)
+		s->damaged = 1;
+	d9_reader_close(r);
+	if (n < 0) {
+		s->why = "read error";
+		return n;
+	}
+	if (s->damaged || s->after_trailer || !s->trailer) {
+		s->why = !s->trailer ? "not sealed" : "damaged";
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---- resolving ------------------------------------------------------------------------------- */
+
+/* 1 when libdw placed the module so that file offset m->offset is at address m->start, as in the
+ * traced process (copied from analyze/symbols.c: both must agree). */
+static int placed_right(Dwfl_Module *dm, const struct mod *m)
+{
+	GElf_Addr bias;
+	Elf *elf = dw.getelf(dm, &bias);
+	size_t n;
+
+	if (!elf || dw.getphdrnum(elf, &n))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+		if (!dw.getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (m->offset >= ph.p_offset && m->offset < ph.p_offset + ph.p_filesz)
+			return ph.p_vaddr + (m->offset - ph.p_offset) + bias == m->start;
+	}
+	return 0;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+
+	return s ? s + 1 : p;
+}
+
+/* Hands the segment's modules to libdw; a module is usable (m->dm set) only when its file was
+ * found at its recorded path, its build id matches the recorded one and it lands where it was
+ * mapped. */
+static void report_modules(Dwfl *dwfl, struct seg *s)
+{
+	dw.report_begin(dwfl);
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct mod *m = &s->mods[i];
+		for (size_t j = 0; j < s->npaths && !m->path; j++)
+			if (s->paths[j].id == m->path_id)
+				m->path = s->paths[j].s;
+		if (!m->path || m->start < m->offset || m->end <= m->start)
+			continue;
+		/* the same file at the same place twice (two executable segments): reported once */
+		for (size_t j = 0; j < i && !m->dm; j++) {
+			struct mod *o = &s->mods[j];
+			if (o->dm && o->path && !strcmp(o->path, m->path) &&
+				o->start - o->offset == m->start - m->offset)
+				m->dm = placed_right(o->dm, m) ? o->dm : NULL;
+		}
+		if (m->dm)
+			continue;
+		Dwfl_Module *dm = dw.report_elf(dwfl, base_name(m->path), m->path, -1,
+			m->start - m->offset, false);
+		if (!dm)
+			continue;
+		const unsigned char *bid;
+		GElf_Addr vaddr;
+		int n = dw.build_id(dm, &bid, &vaddr);
+		if (m->build_id_len && n > 0 &&
+			((size_t)n != m->build_id_len || memcmp(bid, m->build_id, (size_t)n)))
+			continue; /* another build of that file now: its names would be wrong */
+		if (placed_right(dm, m))
+			m->dm = dm;
+	}
+	dw.report_end(dwfl, NULL, NULL);
+}
+
+struct frame { const char *fn, *file; int line; };
+
+static const char *die_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute at;
+
+	return dw.attr_integrate(die, DW_AT_name, &at) ? dw.formstring(&at) : NULL;
+}
+
+/* The names of address a (innermost inlined function first, the real function last, each with
+ * the file:line reached in it) into f. Returns how many, 0 when a has no trustworthy name. */
+static int resolve(struct seg *s, uint64_t a, struct frame *f)
+{
+	struct mod *m = NULL;
+
+	for (size_t i = 0; i < s->nmods && !m; i++)
+		if (a >= s->mods[i].start && a < s->mods[i].end)
+			m = &s->mods[i];
+	if (!m || !m->dm)
+		return 0;
+	Dwfl_Module *dm = m->dm;
+	GElf_Off symoff;
+	GElf_Sym sym;
+	const char *name = dw.addrinfo(dm, a, &symoff, &sym, NULL, NULL, NULL);
+	/* libdw falls back to the closest symbol before the address when none holds it (a static
+	 * function of a stripped library): that name would be wrong */
+	if (!name || !*name || sym.st_size == 0 || symoff >= sym.st_size)
+		return 0;
+	const char *file = NULL;
+	int line = 0;
+	Dwfl_Line *l = dw.getsrc(dm, a);
+	if (l)
+		file = dw.lineinfo(l, NULL, &line, NULL, NULL, NULL);
+	int n = 0;
+	Dwarf_Addr bias;
+	Dwarf_Die *cu = dw.addrdie(dm, a, &bias), *scopes = NULL;
+	int ns = cu ? dw.getscopes(cu, a - bias, &scopes) : -1;
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0;
+	if (ns > 0 && dw.getsrcfiles(cu, &files, &nfiles) != 0)
+		files = NULL;
+	for (int i = 0; i < ns && n < MAX_INLINE - 1; i++) {
+		int tag = dw.tag(&scopes[i]);
+		if (tag == DW_TAG_subprogram)
+			break;
+		if (tag != DW_TAG_inlined_subroutine)
+			continue; /* lexical blocks */
+		const char *fn = die_name(&scopes[i]);
+		f[n++] = (struct frame){ fn && *fn ? fn : "?", file, line };
+		/* the caller's position: where this instance was inlined */
+		Dwarf_Attribute at;
+		Dwarf_Word v;
+		line = dw.attr_integrate(&scopes[i], DW_AT_call_line, &at) && !dw.formudata(&at, &v) &&
+			v <= 0x7fffffff ? (int)v : 0;
+		file = files && dw.attr_integrate(&scopes[i], DW_AT_call_file, &at) &&
+			!dw.formudata(&at, &v) && v < nfiles ? dw.filesrc(files, v, NULL, NULL) : NULL;
+	}
+	free(scopes);
+	f[n++] = (struct frame){ name, file, line }; /* the real function: its ELF symbol */
+	return n;
+}
+
+/* Appends String records for new strings and the Symbol records of one address to str/sym.
+ * Returns 0, -ENOSPC (the chunk is full: nothing appended) or -ENOMEM. */
+static int emit(struct seg *s, struct strtab *st, struct buf *str, struct buf *sym, uint64_t a,
+	const struct frame *f, int n)
+{
+	uint8_t rec[9000];
+	struct d9_wbuf w;
+	size_t str_len = str->len, nstr = st->n;
+	uint64_t fid[MAX_INLINE], lid[MAX_INLINE];
+
+	for (int i = 0; i < n; i++) {
+		for (int k = 0; k < 2; k++) {
+			const char *v = k ? f[i].file : f[i].fn;
+			uint64_t *out = k ? &lid[i] : &fid[i];
+			if (!v || !*v) {
+				*out = 0;
+				continue;
+			}
+			long idx = str_index(st, v);
+			if (idx < 0)
+				return -ENOMEM;
+			*out = s->max_string + 1 + (uint64_t)idx;
+			if ((size_t)idx < nstr)
+				continue; /* written already */
+			size_t len = strlen(v);
+			d9_wbuf_init(&w, rec, sizeof(rec));
+			d9_def_string(&w, *out, v, len < 8192 ? len : 8192);
+			if (w.err || buf_put(str, rec, (size_t)(w.p - rec)))
+				return -ENOMEM;
+		}
+	}
+	d9_wbuf_init(&w, rec, sizeof(rec));
+	/* inline_depth 0 is the real function, the last of f; the innermost inlined one is n-1.
+	 * start = the looked-up address, len 1 (FORMAT.md section 10, "Symbol records") */
+	for (int i = 0; i < n; i++)
+		d9_def_symbol(&w, a, 1, fid[i], lid[i], f[i].line > 0 ? (uint64_t)f[i].line : 0,
+			(uint64_t)(n - 1 - i));
+	if (w.err)
+		return -ENOMEM;
+	if (str->len + sym->len + (size_t)(w.p - rec) > MAX_CHUNK) {
+		str->len = str_len; /* strings of this address only: they are not used */
+		return -ENOSPC;
+	}
+	return buf_put(sym, rec, (size_t)(w.p - rec));
+}
+
+/* ---- writing ------------------------------------------------------------------------------------ */
+static int write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n) {
+		ssize_t k = write(fd, b, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Copies bytes [from, to) of the segment into out. */
+static int copy_range(int in, int out, uint64_t from, uint64_t to)
+{
+	uint8_t b[65536];
+
+	while (from < to) {
+		if (aborting())
+			return -ECANCELED;
+		size_t want = to - from < sizeof(b) ? (size_t)(to - from) : sizeof(b);
+		ssize_t k = pread(in, b, want, (off_t)from);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EIO;
+		int err = write_all(out, b, (size_t)k);
+		if (err)
+			return err;
+		from += (uint64_t)k;
+	}
+	return 0;
+}
+
+/* The new segment: [0, insert_at), the Symbol chunk, [insert_at, trailer_at), the trailer with
+ * one more chunk counted. */
+static int write_segment(struct seg *s, const char *tmp, const uint8_t *chunk, size_t chunk_len)
+{
+	uint8_t *tr = malloc(s->trailer_len + D9_CHUNK_OVERHEAD);
+	struct d9_wbuf w;
+	int err;
+
+	if (!tr)
+		return -ENOMEM;
+	/* on-disk change: TRAILER field `chunks` (u64 at payload offset 8) counts the new chunk */
+	uint64_t chunks;
+	memcpy(&chunks, s->trailer + 8, 8);
+	d9_store_le64(s->trailer + 8, chunks + 1);
+	d9_wbuf_init(&w, tr, s->trailer_len + D9_CHUNK_OVERHEAD);
+	uint8_t *start = d9_chunk_open(&w, D9_CHUNK_TRAILER);
+	d9_wbuf_raw(&w, s->trailer, s->trailer_len);
+	if (d9_chunk_close(&w, start)) {
+		free(tr);
+		return -ENOMEM;
+	}
+	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out < 0) {
+		err = -errno;
+		goto err_tr;
+	}
+	if ((err = copy_range(s->fd, out, 0, s->insert_at)) ||
+		(err = write_all(out, chunk, chunk_len)) ||
+		(err = copy_range(s->fd, out, s->insert_at, s->trailer_at)) ||
+		(err = write_all(out, tr, (size_t)(w.p - tr))))
+		goto err_out;
+	if (close(out) != 0) {
+		err = -errno;
+		goto err_tmp;
+	}
+	free(tr);
+	return 0;
+err_out:
+	close(out);
+err_tmp:
+	unlink(tmp);
+err_tr:
+	free(tr);
+	return err;
+}
+
+static void seg_free(struct seg *s)
+{
+	free(s->addrs.k);
+	for (size_t i = 0; i < s->npaths; i++)
+		free(s->paths[i].s);
+	free(s->paths);
+	free(s->mods);
+	free(s->trailer);
+	if (s->fd >= 0)
+		close(s->fd);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
+{
+	int saved = errno, ret = 0, err;
+	struct seg s;
+	struct strtab st;
+	struct buf str = { 0 }, sym = { 0 };
+	Dwfl *dwfl = NULL;
+	uint64_t *addrs = NULL;
+	uint8_t *chunk = NULL;
+	size_t resolved = 0, named = 0;
+
+	memset(&s, 0, sizeof(s));
+	memset(&st, 0, sizeof(st));
+	s.path = path;
+	s.fd = -1;
+	if (!dw_load()) {
+		d9__log_once(D9_LOG_WARN, "libdw.so.1 is not usable (%s): segments are not symbolized; "
+			"d9-analyze names addresses from the module map", dw_why);
+		goto out;
+	}
+	if ((s.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		s.why = strerror(errno);
+		goto fail;
+	}
+	struct stat sb;
+	if (fstat(s.fd, &sb) != 0) {
+		s.why = strerror(errno);
+		goto fail;
+	}
+	s.file_size = (uint64_t)sb.st_size;
+	if ((err = read_segment(&s)) != 0) {
+		if (err == -ECANCELED) {
+			ret = err;
+			goto out;
+		}
+		goto fail;
+	}
+	if (s.has_symbols || !s.addrs.n || !s.nmods)
+		goto out; /* symbolized already (a recovered copy), or nothing to name */
+	if (!(dwfl = dw.begin(&dw.cb))) {
+		s.why = "libdw session failed";
+		goto fail;
+	}
+	report_modules(dwfl, &s);
+	/* addresses in increasing order: neighbours share compile units and line tables */
+	if (!(addrs = malloc(s.addrs.n * sizeof(*addrs)))) {
+		s.why = strerror(ENOMEM);
+		goto fail;
+	}
+	size_t na = 0;
+	for (size_t i = 0; i < s.addrs.cap; i++)
+		if (s.addrs.k[i])
+			addrs[na++] = s.addrs.k[i];
+	qsort(addrs, na, sizeof(*addrs), cmp_u64);
+	uint64_t deadline = d9__mono_ns() + MAX_SECONDS * 1000000000ull;
+	for (size_t i = 0; i < na; i++) {
+		if (aborting()) {
+			ret = -ECANCELED;
+			goto out;
+		}
+		if ((i & 63) == 0 && d9__mono_ns() > deadline) {
+			s.skipped += na - i;
+			d9__log_once(D9_LOG_WARN, "symbolizing %s took over %d s: %zu addresses left unnamed",
+				path, MAX_SECONDS, na - i);
+			break;
+		}
+		struct frame f[MAX_INLINE];
+		int n = resolve(&s, addrs[i], f);
+		resolved++;
+		if (!n)
+			continue;
+		err = emit(&s, &st, &str, &sym, addrs[i], f, n);
+		if (err == -ENOSPC) {
+			s.skipped += na - i;
+			break;
+		}
+		if (err) {
+			s.why = strerror(-err);
+			goto fail;
+		}
+		named++;
+	}
+	if (s.skipped)
+		d9__log_once(D9_LOG_WARN, "%s: %llu code addresses not symbolized (limits: %d addresses, "
+			"%u MiB of symbols per segment)", path, (unsigned long long)s.skipped, MAX_ADDRS,
+			MAX_CHUNK >> 20);
+	if (!named)
+		goto out;
+	/* on-disk change: one DEFS chunk, String records then Symbol records */
+	size_t chunk_len = str.len + sym.len + D9_CHUNK_OVERHEAD;
+	if (!(chunk = malloc(chunk_len))) {
+		s.why = strerror(ENOMEM);
+		goto fail;
+	}
+	struct d9_wbuf w;
+	d9_wbuf_init(&w, chunk, chunk_len);
+	uint8_t *start = d9_chunk_open(&w, D9_CHUNK_DEFS);
+	d9_wbuf_raw(&w, str.p, str.len);
+	d9_wbuf_raw(&w, sym.p, sym.len);
+	if (d9_chunk_close(&w, start)) {
+		s.why = "chunk too large";
+		goto fail;
+	}
+	if ((err = write_segment(&s, tmp, chunk, chunk_len)) != 0) {
+		if (err == -ECANCELED) {
+			ret = err;
+			goto out;
+		}
+		s.why = strerror(-err);
+		goto fail;
+	}
+	*size = s.file_size + chunk_len;
+	ret = 1;
+	d9__log(D9_LOG_DEBUG, "%s: %zu of %zu code addresses named (%zu symbol bytes)", path, named,
+		resolved, chunk_len);
+	goto out;
+fail:
+	d9__log_once(D9_LOG_WARN, "cannot symbolize %s: %s; it is left without symbols", path,
+		s.why ? s.why : "error");
+out:
+	if (dwfl)
+		dw.end(dwfl);
+	free(addrs);
+	free(chunk);
+	free(str.p);
+	free(sym.p);
+	for (size_t i = 0; i < st.n; i++)
+		free(st.s[i]);
+	free(st.s);
+	free(st.hash);
+	free(st.idx);
+	seg_free(&s);
+	errno = saved;
+	return ret;
+}

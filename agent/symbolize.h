@@ -1,0 +1,19 @@
+/* symbolize.h: background symbolization of sealed segments (symbolize.c), run by the
+ * compressor thread (compress.c). Design: agent/DESIGN.md, "Background symbolization"; the
+ * records it writes: format/FORMAT.md section 10 (Symbol). */
+#ifndef D9_AGENT_SYMBOLIZE_H
+#define D9_AGENT_SYMBOLIZE_H
+
+#include <stdint.h>
+
+/* Reads the sealed segment at path, resolves every address its definitions use (Stack frames,
+ * SpawnLocation addresses) with libdw (loaded with dlopen) in the modules its Module
+ * definitions record, and writes to tmp a copy of the segment with one more DEFS chunk (String
+ * and Symbol records) right after its HEADER and SCHEMA chunks, its trailer's chunk count
+ * raised by one. The caller renames tmp over path. Returns 1 when tmp was written (its size in
+ * *size), 0 when there is nothing to add or the segment cannot be symbolized (left alone,
+ * logged once; tmp does not exist), -ECANCELED when the process is exiting (compress_abort)
+ * and tmp was removed. Never touches path itself. errno is preserved. */
+int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size);
+
+#endif

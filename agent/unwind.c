@@ -1,0 +1,474 @@
+/* unwind.c: DWARF (CFI) unwinding of perf_event user-stack samples, in the traced process, with
+ * elfutils libdw loaded by dlopen (a host that never profiles never loads it). One Dwfl session
+ * describes this process's modules and stays attached across samples, so each module's ELF and
+ * .eh_frame index are read once. It must never read memory outside the sample's stack copy, load
+ * DWARF (.debug_frame, debug files) or ask debuginfod inside the host, leave descriptors open, or
+ * run anywhere but on the writer thread: libdw is neither async-signal-safe nor cheap on first
+ * touch. Design: agent/DESIGN.md ("DWARF unwinding"). */
+#include "unwind.h"
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elf.h>
+#include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Re-reading /proc/self/maps because an address fell in no module: at most this often. */
+#define D9__UNWIND_REFRESH_NS 1000000000ull
+/* Slots of the cache of code addresses whose .eh_frame entry is known to exist (a power of 2). */
+#define D9__UNWIND_KNOWN 4096
+
+/* The libdw (and libelf, its dependency) entry points used here, looked up once. */
+static struct {
+	int tried, ok;
+	Dwfl *(*begin)(const Dwfl_Callbacks *);
+	void (*end)(Dwfl *);
+	void (*report_begin)(Dwfl *);
+	int (*report_end)(Dwfl *, int (*)(Dwfl_Module *, void *, const char *, Dwarf_Addr, void *),
+		void *);
+	int (*linux_proc_report)(Dwfl *, pid_t);
+	Dwfl_Module *(*addrmodule)(Dwfl *, Dwarf_Addr);
+	Dwarf_CFI *(*eh_cfi)(Dwfl_Module *, Dwarf_Addr *);
+	const char *(*module_info)(Dwfl_Module *, void ***, Dwarf_Addr *, Dwarf_Addr *, Dwarf_Addr *,
+		Dwarf_Addr *, const char **, const char **);
+	int (*cfi_addrframe)(Dwarf_CFI *, Dwarf_Addr, Dwarf_Frame **);
+	bool (*attach_state)(Dwfl *, Elf *, pid_t, const Dwfl_Thread_Callbacks *, void *);
+	int (*getthread_frames)(Dwfl *, pid_t, int (*)(Dwfl_Frame *, void *), void *);
+	bool (*frame_pc)(Dwfl_Frame *, Dwarf_Addr *, bool *);
+	int (*frame_reg)(Dwfl_Frame *, unsigned, Dwarf_Word *); /* elfutils >= 0.186; may be NULL */
+	bool (*state_registers)(Dwfl_Thread *, int, unsigned, const Dwarf_Word *);
+	void (*state_register_pc)(Dwfl_Thread *, Dwarf_Word);
+	const char *(*errmsg)(int);
+	int (*standard_find_debuginfo)(Dwfl_Module *, void **, const char *, Dwarf_Addr,
+		const char *, const char *, GElf_Word, char **);
+	int (*linux_proc_find_elf)(Dwfl_Module *, void **, const char *, Dwarf_Addr, char **, Elf **);
+	unsigned (*elf_version)(unsigned);
+	Elf *(*elf_memory)(char *, size_t);
+	Elf *(*elf_begin)(int, Elf_Cmd, Elf *);
+	int (*elf_cntl)(Elf *, Elf_Cmd);
+	int (*elf_end)(Elf *);
+	Dwfl_Callbacks cb;
+} dw;
+
+static char *debuginfo_path; /* NULL: libdw's default search path */
+
+/* A module's file, opened the way dwfl_linux_proc_find_elf does it, but leaving no descriptor in
+ * the host's table: libdw would keep one per module, open across fork and exec. libelf maps the
+ * file (read-only, private), so the descriptor is closed once the Elf is made. Names that are no
+ * regular file ("[vdso: pid]", "... (deleted)") go to libdw's own callback, which reads them
+ * from /proc/pid/mem. */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *name, Dwarf_Addr base,
+	char **file_name, Elf **elfp)
+{
+	struct stat st;
+
+	if (name[0] != '/' || stat(name, &st) != 0 || !S_ISREG(st.st_mode))
+		return dw.linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
+	int fd = open(name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	Elf *elf = dw.elf_begin(fd, ELF_C_READ_MMAP_PRIVATE, NULL);
+	/* FDREAD: a mapped file needs its descriptor no more (an unmappable one is read whole) */
+	if (!elf || dw.elf_cntl(elf, ELF_C_FDREAD) != 0)
+		goto err_elf;
+	close(fd);
+	*file_name = strdup(name);
+	*elfp = elf;
+	return -1; /* libdwfl's convention when *elfp is set */
+
+err_elf:
+	if (elf)
+		dw.elf_end(elf);
+	close(fd);
+	return -1;
+}
+
+/* A safety net: on_frame stops before libdw would want DWARF (.debug_frame), so this should never
+ * run. If it does, debug files come from the local disk only (dwfl_standard_find_debuginfo asks
+ * debuginfod servers last when DEBUGINFOD_URLS is set, and a production server must not block
+ * its writer on the network), and the descriptor libdw keeps must not survive an exec. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+	Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+	GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	const char *urls = getenv("DEBUGINFOD_URLS");
+
+	if (urls && *urls)
+		return -1;
+	int fd = dw.standard_find_debuginfo(mod, userdata, modname, base, file_name,
+		debuglink_file, debuglink_crc, debuginfo_file_name);
+	if (fd >= 0)
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return fd;
+}
+
+static int dw_load(void)
+{
+	if (dw.tried)
+		return dw.ok;
+	dw.tried = 1;
+	void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		const char *e = dlerror();
+		d9__log_once(D9_LOG_WARN, "DWARF unwinding off: cannot load libdw.so.1 (%s)",
+			e ? e : "?");
+		return 0;
+	}
+#define SYM(field, name)                                                                   \
+	if (!(*(void **)&dw.field = dlsym(h, name))) {                                     \
+		d9__log_once(D9_LOG_WARN, "DWARF unwinding off: libdw.so.1 has no %s", name); \
+		return 0;                                                                  \
+	}
+	SYM(begin, "dwfl_begin");
+	SYM(end, "dwfl_end");
+	SYM(report_begin, "dwfl_report_begin");
+	SYM(report_end, "dwfl_report_end");
+	SYM(linux_proc_report, "dwfl_linux_proc_report");
+	SYM(addrmodule, "dwfl_addrmodule");
+	SYM(eh_cfi, "dwfl_module_eh_cfi");
+	SYM(module_info, "dwfl_module_info");
+	SYM(cfi_addrframe, "dwarf_cfi_addrframe");
+	SYM(attach_state, "dwfl_attach_state");
+	SYM(getthread_frames, "dwfl_getthread_frames");
+	SYM(frame_pc, "dwfl_frame_pc");
+	SYM(state_registers, "dwfl_thread_state_registers");
+	SYM(state_register_pc, "dwfl_thread_state_register_pc");
+	SYM(errmsg, "dwfl_errmsg");
+	SYM(standard_find_debuginfo, "dwfl_standard_find_debuginfo");
+	SYM(linux_proc_find_elf, "dwfl_linux_proc_find_elf");
+	SYM(elf_version, "elf_version"); /* libelf, a dependency of libdw */
+	SYM(elf_memory, "elf_memory");
+	SYM(elf_begin, "elf_begin");
+	SYM(elf_cntl, "elf_cntl");
+	SYM(elf_end, "elf_end");
+#undef SYM
+	*(void **)&dw.frame_reg = dlsym(h, "dwfl_frame_reg");
+	dw.cb.find_elf = find_elf;
+	dw.cb.find_debuginfo = find_debuginfo;
+	dw.cb.debuginfo_path = &debuginfo_path;
+	dw.elf_version(EV_CURRENT);
+	dw.ok = 1;
+	return 1;
+}
+
+/* PERF_REG_X86_* bit -> x86-64 DWARF register number (-1: not part of the DWARF frame).
+ * perf: AX BX CX DX SI DI BP SP IP FLAGS CS SS DS ES FS GS R8..R15
+ * DWARF: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8-15 r8-r15, 16 rip */
+static const signed char perf_to_dwarf[24] = {
+	0, 3, 2, 1, 4, 5, 6, 7, 16, -1, -1, -1, -1, -1, -1, -1, 8, 9, 10, 11, 12, 13, 14, 15,
+};
+#define DWARF_SP 7
+#define DWARF_IP 16
+#define DWARF_NREGS 17
+
+struct d9__unwinder {
+	Dwfl *dwfl;
+	Elf *elf; /* over ehdr: tells libdw the process is x86-64, independent of any module */
+	Elf64_Ehdr ehdr;
+	pid_t pid; /* the process the modules were reported for (a forked child re-reports) */
+	int stale; /* modules changed: report again before the next unwind */
+	uint64_t reported_ns; /* CLOCK_MONOTONIC of the last report */
+	int unknown; /* the current unwind met a pc in no reported module */
+
+	/* the sample being unwound (set by d9__unwind, read by the libdw callbacks) */
+	Dwarf_Word regs[DWARF_NREGS];
+	uint32_t have; /* bit i: regs[i] came with the sample */
+	uint64_t sp; /* address of stack[0] */
+	const uint8_t *stack;
+	size_t len;
+	uint64_t *ips;
+	int max, n;
+	uint64_t last_sp; /* SP of the last frame taken, when known (0: not known) */
+	/* pcs (as looked up: return addresses minus 1) in a module whose .eh_frame covers them,
+	 * direct-mapped; 0 is empty. Cleared whenever the module map is read again. */
+	uint64_t known[D9__UNWIND_KNOWN];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Replaces the module list with the current /proc/self/maps. Modules still mapped keep their
+ * libdw state (opened ELF, CFI index); libdw drops the others at dwfl_report_end. */
+static int report(struct d9__unwinder *u, const char *why)
+{
+	u->pid = getpid();
+	u->stale = 0;
+	u->reported_ns = now_ns();
+	memset(u->known, 0, sizeof(u->known));
+	dw.report_begin(u->dwfl);
+	int rc = dw.linux_proc_report(u->dwfl, u->pid);
+	if (dw.report_end(u->dwfl, NULL, NULL) != 0 && rc == 0)
+		rc = -1;
+	if (rc != 0)
+		d9__log_once(D9_LOG_WARN, "DWARF unwinding: cannot read the module map (%s)",
+			rc > 0 ? strerror(rc) : dw.errmsg(-1));
+	d9__log(D9_LOG_DEBUG, "DWARF unwinding: module map read (%s) in %llu us", why,
+		(unsigned long long)(now_ns() - u->reported_ns) / 1000);
+	return rc;
+}
+
+/* ---- Dwfl_Thread_Callbacks: one thread, whose state is the sample being unwound ---------------- */
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	if (*thread_argp)
+		return 0;
+	*thread_argp = arg;
+	return ((struct d9__unwinder *)arg)->pid;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	(void)dwfl;
+	(void)tid;
+	*thread_argp = arg;
+	return true;
+}
+
+/* Serves the stack copy only. Anything else (an address above the copy, a pointer into the
+ * heap) fails, which ends the unwind there: the live memory no longer holds what it held at
+ * the sample, and reading it could fault. */
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct d9__unwinder *u = arg;
+
+	(void)dwfl;
+	if (u->len < sizeof(*result) || addr < u->sp || addr - u->sp > u->len - sizeof(*result))
+		return false;
+	memcpy(result, u->stack + (addr - u->sp), sizeof(*result));
+	return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	struct d9__unwinder *u = arg;
+
+	for (int r = 0; r < DWARF_NREGS; r++)
+		if ((u->have >> r & 1) && !dw.state_registers(thread, r, 1, &u->regs[r]))
+			return false;
+	dw.state_register_pc(thread, u->regs[DWARF_IP]);
+	return true;
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+	.next_thread = next_thread,
+	.get_thread = get_thread,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+/* The module whose reported range holds pc, or NULL. dwfl_addrmodule alone is not enough: it
+ * also answers with a neighbouring module for addresses in no module at all (0.188), and libdw
+ * itself then looks for the frame in that module's CFI. *lax is what dwfl_addrmodule said. */
+static Dwfl_Module *module_at(struct d9__unwinder *u, Dwarf_Addr pc, Dwfl_Module **lax)
+{
+	Dwarf_Addr lo = 0, hi = 0;
+	Dwfl_Module *mod = dw.addrmodule(u->dwfl, pc);
+
+	*lax = mod;
+	if (!mod || !dw.module_info(mod, NULL, &lo, &hi, NULL, NULL, NULL, NULL))
+		return NULL;
+	return pc >= lo && pc < hi ? mod : NULL;
+}
+
+/* 1 when the module's .eh_frame describes the frame at pc (a return address already moved back
+ * into its call instruction). */
+static int has_eh_frame(Dwfl_Module *mod, Dwarf_Addr pc)
+{
+	Dwarf_Addr bias;
+	Dwarf_Frame *frame;
+	Dwarf_CFI *cfi = dw.eh_cfi(mod, &bias);
+
+	if (!cfi || dw.cfi_addrframe(cfi, pc - bias, &frame) != 0)
+		return 0;
+	free(frame);
+	return 1;
+}
+
+/* One frame, innermost first. Stops at max frames, a zero pc, a frame whose SP does not lie above
+ * its callee's (a loop, or garbage taken for a return address), and after a frame in a module
+ * whose .eh_frame does not cover it: libdw would go on to the module's .debug_frame, which means
+ * loading (and decompressing) all of its DWARF, separate debug file included, inside the host,
+ * for an address that is most likely garbage. A pc in no module (JIT code) is left to libdw's
+ * frame-pointer fallback. */
+static int on_frame(Dwfl_Frame *f, void *arg)
+{
+	struct d9__unwinder *u = arg;
+	Dwarf_Addr pc;
+	Dwarf_Word sp = 0;
+
+	/* never ask for isactivation: libdw would unwind this frame to answer, before our checks */
+	if (!dw.frame_pc(f, &pc, NULL) || pc == 0)
+		return DWARF_CB_ABORT;
+	if (dw.frame_reg && dw.frame_reg(f, DWARF_SP, &sp) != 0)
+		sp = 0;
+	if (u->n > 0) {
+		if (sp && u->last_sp && sp <= u->last_sp)
+			return DWARF_CB_ABORT;
+		if (!sp && pc == u->ips[u->n - 1])
+			return DWARF_CB_ABORT; /* without SPs, a repeated pc is the only loop sign */
+	}
+	u->last_sp = sp;
+	u->ips[u->n++] = pc;
+	if (u->n >= u->max)
+		return DWARF_CB_ABORT;
+	Dwarf_Addr at = u->n == 1 ? pc : pc - 1; /* a return address: look up its call */
+	uint64_t *slot = &u->known[(at ^ at >> 12 ^ at >> 24) & (D9__UNWIND_KNOWN - 1)];
+	if (*slot == at)
+		return DWARF_CB_OK; /* the same few return addresses come back sample after sample */
+	Dwfl_Module *lax, *mod = module_at(u, at, &lax);
+	if (!mod) {
+		u->unknown = 1; /* a library loaded since the map was read, or JIT code */
+		/* libdw falls back to frame pointers where it finds no module at all; where it finds
+		 * a wrong one, it would read that one's CFI (and DWARF): stop */
+		return lax ? DWARF_CB_ABORT : DWARF_CB_OK;
+	}
+	if (!has_eh_frame(mod, at)) {
+		if (d9__log_level >= D9_LOG_DEBUG) {
+			Dwarf_Addr lo = 0, hi = 0;
+			const char *name = dw.module_info(mod, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+			d9__log(D9_LOG_DEBUG, "DWARF unwinding: %#llx (%s %#llx-%#llx) has no .eh_frame "
+				"entry: the stack ends there", (unsigned long long)at, name ? name : "?",
+				(unsigned long long)lo, (unsigned long long)hi);
+		}
+		return DWARF_CB_ABORT;
+	}
+	*slot = at;
+	return DWARF_CB_OK;
+}
+
+struct d9__unwinder *d9__unwind_new(void)
+{
+	if (!dw_load())
+		return NULL;
+	struct d9__unwinder *u = calloc(1, sizeof(*u));
+	if (!u) {
+		d9__log_once(D9_LOG_WARN, "DWARF unwinding off: out of memory");
+		goto err_alloc;
+	}
+	u->dwfl = dw.begin(&dw.cb);
+	if (!u->dwfl) {
+		d9__log_once(D9_LOG_WARN, "DWARF unwinding off: dwfl_begin: %s", dw.errmsg(-1));
+		goto err_begin;
+	}
+	/* A bare x86-64 ELF header selects libdw's unwinder backend for the process. Left to itself,
+	 * dwfl_attach_state would borrow the first module's backend, which dies with that module
+	 * when a later report drops it (dlclose). */
+	memcpy(u->ehdr.e_ident, ELFMAG, SELFMAG);
+	u->ehdr.e_ident[EI_CLASS] = ELFCLASS64;
+	u->ehdr.e_ident[EI_DATA] = ELFDATA2LSB;
+	u->ehdr.e_ident[EI_VERSION] = EV_CURRENT;
+	u->ehdr.e_type = ET_DYN;
+	u->ehdr.e_machine = EM_X86_64;
+	u->ehdr.e_version = EV_CURRENT;
+	u->ehdr.e_ehsize = sizeof(u->ehdr);
+	u->elf = dw.elf_memory((char *)&u->ehdr, sizeof(u->ehdr));
+	if (!u->elf) {
+		d9__log_once(D9_LOG_WARN, "DWARF unwinding off: libelf refused an x86-64 header");
+		goto err_elf;
+	}
+	if (report(u, "start") != 0)
+		goto err_report; /* logged */
+	if (!dw.attach_state(u->dwfl, u->elf, u->pid, &thread_callbacks, u)) {
+		d9__log_once(D9_LOG_WARN, "DWARF unwinding off: dwfl_attach_state: %s",
+			dw.errmsg(-1));
+		goto err_report;
+	}
+	return u;
+
+err_report:
+	dw.elf_end(u->elf);
+err_elf:
+	dw.end(u->dwfl);
+err_begin:
+	free(u);
+err_alloc:
+	return NULL;
+}
+
+void d9__unwind_free(struct d9__unwinder *u)
+{
+	if (!u)
+		return;
+	dw.end(u->dwfl); /* detaches the process state first; its backend is ours to close */
+	dw.elf_end(u->elf);
+	free(u);
+}
+
+void d9__unwind_modules_changed(struct d9__unwinder *u)
+{
+	if (u)
+		u->stale = 1;
+}
+
+/* One pass of libdw over the sample in u; returns the frame count. */
+static int walk(struct d9__unwinder *u)
+{
+	u->n = 0;
+	u->last_sp = 0;
+	u->unknown = 0;
+	/* Returns -1 at the normal end too (the next return address lies outside the copy). */
+	dw.getthread_frames(u->dwfl, u->pid, on_frame, u);
+	return u->n;
+}
+
+int d9__unwind(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask, const uint8_t *stack,
+	size_t len, uint64_t *ips, int max)
+{
+	if (max < 1 || !regs)
+		return 0;
+	uint32_t have = 0;
+	int k = 0;
+	for (int bit = 0; bit < 64; bit++) {
+		if (!(mask >> bit & 1))
+			continue;
+		if (bit < (int)sizeof(perf_to_dwarf) && perf_to_dwarf[bit] >= 0) {
+			if (u)
+				u->regs[perf_to_dwarf[bit]] = regs[k];
+			have |= 1u << perf_to_dwarf[bit];
+			if (perf_to_dwarf[bit] == DWARF_IP)
+				ips[0] = regs[k];
+		}
+		k++;
+	}
+	if (!(have >> DWARF_IP & 1))
+		return 0;
+	if (!u || !(have >> DWARF_SP & 1) || max == 1 || ips[0] == 0)
+		return 1;
+
+	u->have = have;
+	u->sp = u->regs[DWARF_SP];
+	u->stack = stack;
+	u->len = stack ? len : 0;
+	u->ips = ips;
+	u->max = max;
+	Dwfl_Module *lax;
+	if (u->stale || u->pid != getpid())
+		report(u, u->stale ? "modules changed" : "new process");
+	else if (now_ns() - u->reported_ns >= D9__UNWIND_REFRESH_NS && !module_at(u, ips[0], &lax))
+		report(u, "IP in no module"); /* maybe a library loaded since (no dlopen hook saw it) */
+	int n = walk(u);
+	if (u->unknown && now_ns() - u->reported_ns >= D9__UNWIND_REFRESH_NS) {
+		report(u, "return address in no module");
+		n = walk(u);
+	}
+	if (n < 1) {
+		ips[0] = u->regs[DWARF_IP]; /* libdw refused even the first frame */
+		n = 1;
+	}
+	u->stack = NULL;
+	u->ips = NULL;
+	return n;
+}

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# test-preload-profile.sh: CPU and off-CPU samples of State Threads workers, real perf_event_open.
+#   - /burn?ms=300 at 999 Hz (D9_CPU_PROFILE=999) on the frame-pointer build: at least half of
+#     the expected samples fall inside the /burn connection's poll; 80% of those carry burn_cpu
+#     on their stack and the /burn coroutine's id.
+#   - the same on the -fomit-frame-pointer build with D9_STACKS=dwarf: in 80% of the burn_cpu
+#     samples, handle_burn and serve_conn (the coroutine's start routine) are above burn_cpu.
+#   - every sample that names a coroutine lies inside a poll of that coroutine on its thread
+#     (times compared in the trace's units: the tag comes from the same clock readings).
+#   - /block?ms=50 with D9_SCHED_EVENTS=1: off-CPU samples inside the /block poll, tagged with
+#     its coroutine, whose stacks hold handle_block with the innermost frame in libc (the
+#     sleeping call).
+#   - D9_CPU_PROFILE_MODE=ctimer: samples from the CPU-time timer, with burn_cpu (the kernel
+#     checks thread CPU timers at its tick, so the rate is at most CONFIG_HZ, 250 here).
+#   - d9-analyze: `flame` puts burn_cpu on the heaviest stack; `summary --json` counts samples.
+#   - 10,000 short-lived workers (d9-driver --churn) leave no perf descriptor open.
+set -u
+. "$(dirname "$0")/lib-preload.sh"
+pl_setup preload-profile
+DRIVER=$PL_ROOT/build/tests/d9-driver
+
+read -r -d '' COMMON <<'PYEOF'
+binary, maps = args[0], args[1]
+syms = Symbols(binary, maps)
+proc = tr.the_proc()
+conns = serve_conn_coroutines(proc, syms)
+samples = list(proc.events(("CpuSample",)))
+
+def frames_of(e):
+    return e["_seg"].stacks.get(e["stack"], []) if e["stack"] else []
+
+def has(name, frames):
+    """Index of the first frame inside function `name` (frame 0 is the exact IP), or -1."""
+    for i, a in enumerate(frames):
+        if syms.contains(name, a if i == 0 else a - 1):
+            return i
+    return -1
+
+def polls(proc):
+    """(tid, coroutine, start_time, end_time) of every complete poll, in the trace's units."""
+    out = []
+    for tid, evs in proc.tids.items():
+        open_ = None
+        for e in evs:
+            if e["type"] == "PollStart":
+                open_ = e
+            elif e["type"] == "PollEnd" and open_ is not None:
+                out.append((tid, open_["coroutine"], open_["time"], e["time"]))
+                open_ = None
+    return out
+
+def longest_poll(co):
+    ps = [p for p in polls(proc) if p[1] == co]
+    if not ps:
+        fail("coroutine %d has no complete poll" % co)
+    return max(ps, key=lambda p: p[3] - p[2])
+
+def inside(p, kind=None):
+    return [e for e in samples if e["tid"] == p[0] and p[2] <= e["time"] <= p[3]
+            and (kind is None or e["source"] == kind)]
+
+with case(prefix + "-decode"):
+    require(check_decodes_clean(tr))
+
+with case(prefix + "-invariants"):
+    require(check_st_invariants(tr))
+
+with case(prefix + "-aligned") as c:
+    ps = collections.defaultdict(list)
+    for p in polls(proc):
+        ps[(p[0], p[1])].append(p)
+    bad = []
+    tagged = [e for e in samples if e["coroutine"]]
+    for e in tagged:
+        if not any(p[2] <= e["time"] <= p[3] for p in ps[(e["tid"], e["coroutine"])]):
+            bad.append("sample at offset %d (coroutine %d, time %d)" % (e["offset"], e["coroutine"], e["time"]))
+    if bad:
+        fail("%d of %d tagged samples lie outside every poll of their coroutine: %s"
+             % (len(bad), len(tagged), bad[:3]))
+    c.info = "%d of %d samples tagged, all inside a poll of their coroutine" % (len(tagged), len(samples))
+PYEOF
+
+read -r -d '' BURN <<'PYEOF'
+want_hz, ms_, dwarf = int(args[2]), int(args[3]), args[4] == "dwarf"
+with case(prefix + "-burn") as c:
+    if not conns:
+        fail("no connection coroutine")
+    burn = conns[0]
+    p = longest_poll(burn.id)
+    dur_ms = (p[3] - p[2]) * tr.segments[0].time_unit_ns() / 1e6
+    if dur_ms < ms_ * 0.95:
+        fail("the /burn poll lasts %.1f ms, want >= %d" % (dur_ms, ms_))
+    ins = inside(p, 0)
+    expect = ms_ * want_hz / 1000.0
+    if len(ins) < expect / 2:
+        fail("%d on-CPU samples inside the %.1f ms /burn poll, want >= %d (%d Hz)"
+             % (len(ins), dur_ms, expect / 2, want_hz))
+    good = [e for e in ins if has("burn_cpu", frames_of(e)) >= 0 and e["coroutine"] == burn.id]
+    if len(good) < 0.8 * len(ins):
+        ex = [describe_frames(frames_of(e), syms, maps) for e in ins[:2]]
+        fail("%d of %d samples in the poll have burn_cpu on the stack and coroutine %d; e.g. %s"
+             % (len(good), len(ins), burn.id, ex))
+    c.info = "%d samples in the %.1f ms poll, %d with burn_cpu and the coroutine" % (len(ins), dur_ms, len(good))
+    if dwarf:
+        full = [e for e in good if 0 <= has("burn_cpu", frames_of(e)) < has("handle_burn", frames_of(e))
+                < has("serve_conn", frames_of(e))]
+        if len(full) < 0.8 * len(good):
+            ex = [describe_frames(frames_of(e), syms, maps) for e in good[:2]]
+            fail("only %d of %d burn_cpu samples have handle_burn and serve_conn above it: %s"
+                 % (len(full), len(good), ex))
+        c.info += "; %d with handle_burn and serve_conn above" % len(full)
+PYEOF
+
+read -r -d '' BLOCK <<'PYEOF'
+with case(prefix + "-offcpu") as c:
+    block = conns[0]
+    p = longest_poll(block.id)
+    off = inside(p, 1)
+    if not off:
+        fail("no off-CPU sample inside the /block poll (off-CPU samples: %d)"
+             % sum(1 for e in samples if e["source"] == 1))
+    good = [e for e in off if e["coroutine"] == block.id and has("handle_block", frames_of(e)) >= 0
+            and frames_of(e) and "libc" in module_of(maps, frames_of(e)[0])]
+    if not good:
+        fail("no off-CPU sample of the poll has coroutine %d, handle_block and a libc leaf: %s"
+             % (block.id, [(e["coroutine"], describe_frames(frames_of(e), syms, maps)) for e in off[:3]]))
+    c.info = "%d off-CPU samples in the poll, %d with the coroutine, handle_block and a libc leaf: %s" % (
+        len(off), len(good), " < ".join(describe_frames(frames_of(good[0]), syms, maps)))
+PYEOF
+
+# run PREFIX BINARY [VAR=value ...] -- PATH BODY...: one server run (requests in order, each on
+# its own connection), then the control connection
+run() {
+	local prefix=$1 bin=$2 envs=()
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+	shift
+	if ! pl_start "$T/$prefix" "$bin" "${envs[@]}" --; then
+		pl_fail "$prefix" "$PL_ERR"
+		return 1
+	fi
+	while [ $# -gt 1 ]; do # BODY is a prefix of the reply (/burn adds the CPU time it used)
+		pl_get "$1"
+		case "$CODE $BODY" in
+		"200 $2"*) ;;
+		*) pl_fail "$prefix-replies" "$1: status $CODE body '${BODY:0:100}'" ;;
+		esac
+		shift 2
+	done
+	if ! pl_session_quit || [ "$SRC" != 0 ]; then
+		pl_fail "$prefix-exit" "${PL_ERR:-exit status $SRC}"
+		return 1
+	fi
+}
+
+p=profile-fp
+if run $p "$ST_HTTP" D9_CPU_PROFILE=999 -- "/burn?ms=300" "burn ms=300" /fast ok; then
+	pl_check $p "prefix = '$p'
+$COMMON
+$BURN" "$ST_HTTP" "$SDIR/maps" 999 300 fp
+	# the analyzer on the same trace
+	top=$("$PL_ANALYZE" flame "$SDIR/trace" 2>/dev/null | sort -t' ' -k2 -n | tail -n 1)
+	case "$top" in
+	*burn_cpu*) pl_pass $p-flame "heaviest stack: ${top:0:160}" ;;
+	*) pl_fail $p-flame "heaviest folded stack has no burn_cpu: ${top:0:300}" ;;
+	esac
+fi
+
+p=profile-dwarf
+run $p "$ST_HTTP_NOFP" D9_CPU_PROFILE=999 D9_STACKS=dwarf -- "/burn?ms=300" "burn ms=300" /fast ok &&
+	pl_check $p "prefix = '$p'
+$COMMON
+$BURN" "$ST_HTTP_NOFP" "$SDIR/maps" 999 300 dwarf
+
+p=profile-offcpu
+run $p "$ST_HTTP_NOFP" D9_SCHED_EVENTS=1 D9_CPU_PROFILE=99 -- "/block?ms=50" "block ms=50" /fast ok &&
+	pl_check $p "prefix = '$p'
+$COMMON
+$BLOCK" "$ST_HTTP_NOFP" "$SDIR/maps"
+
+p=profile-ctimer
+if run $p "$ST_HTTP" D9_CPU_PROFILE=999 D9_CPU_PROFILE_MODE=ctimer -- "/burn?ms=300" "burn ms=300" /fast ok; then
+	# CPU-time timers fire at the kernel's tick: expect a quarter of 999 Hz (CONFIG_HZ=250)
+	pl_check $p "prefix = '$p'
+$COMMON
+$BURN" "$ST_HTTP" "$SDIR/maps" 200 300 fp
+	if grep -q "ctimer" "$SDIR/stderr"; then
+		pl_fail $p-quiet "forced ctimer mode printed: $(head -c 200 "$SDIR/stderr")"
+	fi
+fi
+
+# ---- no perf descriptor outlives its worker ------------------------------------------------------
+p=profile-churn
+out=$(env D9_TRACE_PATH="$T/churn/trace.bin" D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 \
+	timeout 120 "$DRIVER" --churn 10000 2>"$T/churn.err")
+if python3 - "$out" <<'PYEOF'
+import json, sys
+r = json.loads(sys.argv[1])
+ok = r["threads"] == 10000 and r["perf_fds_after"] == 0 and r["fds_after"] <= r["fds_before"] + 4
+print(("PASS" if ok else "FAIL") + " profile-churn: %d workers; perf fds after: %d (peak seen %d); "
+      "fds %d before, %d after" % (r["threads"], r["perf_fds_after"], r["perf_fds_peak"],
+                                    r["fds_before"], r["fds_after"]))
+PYEOF
+then :; else
+	pl_fail $p "driver output: ${out:0:300} $(head -c 300 "$T/churn.err")"
+fi

@@ -1,0 +1,923 @@
+/* unwind-check.c: checks agent/unwind.c on real perf_event samples of this process. The main
+ * thread runs main -> unwind_outer -> unwind_middle -> unwind_burn, built without frame pointers
+ * (Makefile rule), burning CPU in its own loop, in the vDSO, in libc (memset, strlen), in a qsort
+ * callback and in a frame whose CFA is rbp-based, then 400 calls deep (more than the stack copy
+ * holds), while a cpu-clock event (999 Hz, user registers + 8 KiB of user stack) samples it and
+ * a reader thread drains the ring. Every sample is then unwound with d9__unwind and the frames
+ * are named with dladdr (the program is linked -rdynamic). Also: hostile input (random registers
+ * and stacks between guard pages), the frame bound, libraries loaded after the unwinder started,
+ * descriptors and debug files left behind. Prints PASS/FAIL/SKIP lines (tests/run.sh); run by
+ * tests/integration/test-agent-unwind.sh. */
+#include "internal.h" /* d9__log_level */
+#include "unwind.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <link.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STACK_DUMP 8192
+#define RING_PAGES 256 /* 1 MiB: ~120 samples of 8 KiB; the reader drains it every ms */
+#define MAX_FRAMES 128
+
+/* The call chain under test: exported (-rdynamic) so dladdr names them, never inlined, cloned
+ * or turned into tail calls. */
+int unwind_cmp(const void *a, const void *b);
+void unwind_burn(uint64_t until_cpu_ns);
+void unwind_middle(uint64_t until_cpu_ns);
+void unwind_outer(uint64_t until_cpu_ns);
+void unwind_leaf(void);
+int unwind_deep(int depth, uint64_t until_cpu_ns);
+uint64_t unwind_vla(int n);
+
+static volatile uint64_t sink;
+static char text[1 << 16];
+static int nums[1000];
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Whether the calling thread has used up its CPU budget (until_cpu_ns, its CPU clock), or a wall
+ * time limit far beyond it has passed: the number of samples must not depend on how busy the
+ * machine is, nor the run time on a machine with no CPU to give. */
+static int spent(uint64_t until_cpu_ns, uint64_t wall_limit_ns)
+{
+	return cpu_ns() >= until_cpu_ns || now_ns() >= wall_limit_ns;
+}
+
+__attribute__((noipa)) void unwind_leaf(void)
+{
+	__asm__ volatile("");
+}
+
+__attribute__((noipa)) int unwind_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* A variable-length array makes gcc keep a frame pointer even here: the CFA is rbp+16, so this
+ * frame needs the sampled rbp (its PERF_REG -> DWARF mapping) to unwind. */
+__attribute__((noipa)) uint64_t unwind_vla(int n)
+{
+	volatile unsigned char buf[n];
+	uint64_t h = 0;
+
+	for (int k = 0; k < 40; k++)
+		for (int i = 0; i < n; i++) {
+			buf[i] = (unsigned char)(i + k);
+			h = h * 31 + buf[i];
+		}
+	return h;
+}
+
+/* Its own loop, the vDSO (clock_gettime), libc leaves (memset, strlen), qsort calling back, a
+ * frame with an rbp-based CFA. */
+__attribute__((noipa)) void unwind_burn(uint64_t until_cpu_ns)
+{
+	uint64_t h = 1469598103934665603ull, limit = now_ns() + 20000000000ull;
+	unsigned seed = 1;
+
+	while (!spent(until_cpu_ns, limit)) {
+		for (int i = 0; i < 60000; i++)
+			h = (h ^ (uint64_t)i) * 1099511628211ull;
+		for (int i = 0; i < 1000; i++)
+			h += now_ns(); /* the vDSO: a module libdw reads from memory */
+		h += unwind_vla(512 + (int)(h & 255));
+		for (int i = 0; i < 8; i++) {
+			memset(text, 'a' + (int)(h & 7), sizeof(text) - 1);
+			h += strlen(text);
+		}
+		for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
+			nums[i] = (int)(rand_r(&seed) & 0xffff);
+		qsort(nums, sizeof(nums) / sizeof(nums[0]), sizeof(nums[0]), unwind_cmp);
+		h += (uint64_t)nums[0];
+	}
+	sink = h;
+}
+
+__attribute__((noipa)) void unwind_middle(uint64_t until_cpu_ns)
+{
+	unwind_burn(until_cpu_ns);
+	sink++;
+}
+
+__attribute__((noipa)) void unwind_outer(uint64_t until_cpu_ns)
+{
+	unwind_middle(until_cpu_ns);
+	sink++;
+}
+
+/* Recursion deeper than the 8 KiB stack copy holds (~80 bytes a frame): burns at the bottom. */
+__attribute__((noipa)) int unwind_deep(int depth, uint64_t until_cpu_ns)
+{
+	volatile int pad[4];
+
+	pad[0] = depth;
+	if (depth > 0)
+		return unwind_deep(depth - 1, until_cpu_ns) + pad[0]; /* no tail call */
+	uint64_t h = 1, limit = now_ns() + 20000000000ull;
+	while (!spent(until_cpu_ns, limit))
+		for (int i = 0; i < 20000; i++)
+			h = (h ^ (uint64_t)i) * 1099511628211ull;
+	return (int)h;
+}
+
+/* ---- results ------------------------------------------------------------------------------------ */
+static int failures;
+
+static void pass(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void pass(const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("PASS %s: ", name);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+}
+
+static void fail(const char *name, const char *fmt, ...)
+{
+	va_list ap;
+
+	failures++;
+	printf("FAIL %s: ", name);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+}
+
+/* ---- sampling: a cpu-clock event on the main thread, drained by a reader thread ---------------- */
+struct sample {
+	uint64_t ip;
+	uint64_t abi;
+	uint64_t regs[24];
+	uint32_t nregs;
+	size_t dyn_size;
+	uint8_t *stack; /* dyn_size bytes */
+};
+
+struct prof {
+	int fd;
+	struct perf_event_mmap_page *meta;
+	uint8_t *data;
+	size_t data_size;
+	pthread_t reader;
+	volatile int stop;
+	struct sample *s;
+	size_t n, cap;
+	uint64_t lost, bad;
+	uint8_t rec[STACK_DUMP + 4096]; /* one record, unwrapped from the ring */
+};
+
+static void parse_sample(struct prof *p, const uint8_t *r, size_t size)
+{
+	const uint8_t *q = r + sizeof(struct perf_event_header), *end = r + size;
+	int nregs = __builtin_popcountll(D9__UNWIND_REGS_MASK);
+	struct sample s = { 0 };
+	uint64_t v;
+
+#define TAKE(dst, bytes)                            \
+	do {                                        \
+		if ((size_t)(end - q) < (bytes)) {  \
+			p->bad++;                   \
+			return;                     \
+		}                                   \
+		memcpy((dst), q, (bytes));          \
+		q += (bytes);                       \
+	} while (0)
+	TAKE(&s.ip, 8);
+	TAKE(&v, 8); /* pid, tid */
+	TAKE(&v, 8); /* time */
+	TAKE(&s.abi, 8);
+	if (s.abi != PERF_SAMPLE_REGS_ABI_NONE) {
+		TAKE(s.regs, (size_t)nregs * 8);
+		s.nregs = (uint32_t)nregs;
+	}
+	uint64_t ssize;
+	TAKE(&ssize, 8);
+	if (ssize > (size_t)(end - q) || ssize > STACK_DUMP) {
+		p->bad++;
+		return;
+	}
+	const uint8_t *stack = q;
+	q += ssize;
+	uint64_t dyn = 0;
+	if (ssize)
+		TAKE(&dyn, 8);
+#undef TAKE
+	if (dyn > ssize)
+		dyn = ssize;
+	s.dyn_size = dyn;
+	s.stack = malloc(dyn ? dyn : 1);
+	if (!s.stack)
+		return;
+	memcpy(s.stack, stack, dyn);
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 1024;
+		struct sample *ns = realloc(p->s, cap * sizeof(*ns));
+		if (!ns) {
+			free(s.stack);
+			return;
+		}
+		p->s = ns;
+		p->cap = cap;
+	}
+	p->s[p->n++] = s;
+}
+
+static void drain(struct prof *p)
+{
+	uint64_t head = __atomic_load_n(&p->meta->data_head, __ATOMIC_ACQUIRE);
+	uint64_t tail = p->meta->data_tail;
+
+	while (tail + sizeof(struct perf_event_header) <= head) {
+		struct perf_event_header h;
+		for (size_t i = 0; i < sizeof(h); i++)
+			((uint8_t *)&h)[i] = p->data[(tail + i) % p->data_size];
+		if (h.size < sizeof(h) || tail + h.size > head)
+			break;
+		if (h.type == PERF_RECORD_SAMPLE && h.size <= sizeof(p->rec)) {
+			for (size_t i = 0; i < h.size; i++)
+				p->rec[i] = p->data[(tail + i) % p->data_size];
+			parse_sample(p, p->rec, h.size);
+		} else if (h.type == PERF_RECORD_LOST) {
+			uint64_t lost[2];
+			for (size_t i = 0; i < sizeof(lost); i++)
+				((uint8_t *)lost)[i] = p->data[(tail + sizeof(h) + i) % p->data_size];
+			p->lost += lost[1];
+		}
+		tail += h.size;
+	}
+	__atomic_store_n(&p->meta->data_tail, tail, __ATOMIC_RELEASE);
+}
+
+static void *reader_main(void *arg)
+{
+	struct prof *p = arg;
+	struct timespec ms = { 0, 1000000 };
+
+	while (!p->stop) {
+		drain(p);
+		nanosleep(&ms, NULL);
+	}
+	drain(p);
+	return NULL;
+}
+
+/* Opens the event on the calling thread (not inherited: the reader is not sampled). Returns 0 or
+ * -errno. */
+static int prof_start(struct prof *p)
+{
+	struct perf_event_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = PERF_COUNT_SW_CPU_CLOCK;
+	a.freq = 1;
+	a.sample_freq = 999;
+	a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER |
+		PERF_SAMPLE_STACK_USER;
+	a.sample_regs_user = D9__UNWIND_REGS_MASK;
+	a.sample_stack_user = STACK_DUMP;
+	a.exclude_kernel = 1;
+	a.exclude_hv = 1;
+	a.disabled = 1;
+	p->fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (p->fd < 0)
+		return -errno;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	p->data_size = RING_PAGES * page;
+	void *m = mmap(NULL, page + p->data_size, PROT_READ | PROT_WRITE, MAP_SHARED, p->fd, 0);
+	if (m == MAP_FAILED) {
+		int e = -errno;
+		close(p->fd);
+		return e;
+	}
+	p->meta = m;
+	p->data = (uint8_t *)m + page;
+	if (pthread_create(&p->reader, NULL, reader_main, p) != 0) {
+		munmap(m, page + p->data_size);
+		close(p->fd);
+		return -EAGAIN;
+	}
+	ioctl(p->fd, PERF_EVENT_IOC_ENABLE, 0);
+	return 0;
+}
+
+static void prof_stop(struct prof *p)
+{
+	ioctl(p->fd, PERF_EVENT_IOC_DISABLE, 0);
+	p->stop = 1;
+	pthread_join(p->reader, NULL);
+	munmap(p->meta, (size_t)sysconf(_SC_PAGESIZE) + p->data_size);
+	close(p->fd);
+}
+
+/* ---- naming frames ------------------------------------------------------------------------------ */
+enum { F_OTHER, F_LIBC, F_BURN, F_MIDDLE, F_OUTER, F_MAIN, F_CMP, F_DEEP, F_VDSO, F_VLA };
+
+/* What code address a (a return address when ret) belongs to. */
+static int classify(uint64_t a, int ret)
+{
+	Dl_info info;
+	const ElfW(Sym) *sym = NULL;
+	uintptr_t x = (uintptr_t)(ret ? a - 1 : a);
+
+	if (!dladdr1((void *)x, &info, (void **)&sym, RTLD_DL_SYMENT))
+		return F_OTHER;
+	if (info.dli_sname && sym && info.dli_saddr && x >= (uintptr_t)info.dli_saddr &&
+		x < (uintptr_t)info.dli_saddr + sym->st_size) {
+		static const struct { const char *name; int kind; } own[] = {
+			{ "unwind_burn", F_BURN }, { "unwind_middle", F_MIDDLE },
+			{ "unwind_outer", F_OUTER }, { "main", F_MAIN }, { "unwind_cmp", F_CMP },
+			{ "unwind_deep", F_DEEP }, { "unwind_vla", F_VLA },
+		};
+		for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+			if (!strcmp(info.dli_sname, own[i].name))
+				return own[i].kind;
+	}
+	if (info.dli_fname && strstr(info.dli_fname, "/libc.so"))
+		return F_LIBC;
+	if (info.dli_fname && strstr(info.dli_fname, "vdso"))
+		return F_VDSO;
+	return F_OTHER;
+}
+
+/* 1 when kinds[i..] reads burn, middle, outer, main. */
+static int chain_at(const int *kinds, int n, int i)
+{
+	static const int want[] = { F_BURN, F_MIDDLE, F_OUTER, F_MAIN };
+
+	if (i + 4 > n)
+		return 0;
+	for (int k = 0; k < 4; k++)
+		if (kinds[i + k] != want[k])
+			return 0;
+	return 1;
+}
+
+/* Walks the sample's rbp chain the way a frame-pointer unwinder would: 1 when it finds main. */
+static int fp_reaches_main(const struct sample *s)
+{
+	/* PERF_REG_X86 order within D9__UNWIND_REGS_MASK: AX BX CX DX SI DI BP SP IP R8..R15 */
+	uint64_t bp = s->regs[6], sp = s->regs[7];
+
+	for (int depth = 0; depth < 64; depth++) {
+		if (bp < sp || bp - sp + 16 > s->dyn_size)
+			return 0;
+		uint64_t next, ret;
+		memcpy(&next, s->stack + (bp - sp), 8);
+		memcpy(&ret, s->stack + (bp - sp) + 8, 8);
+		if (classify(ret, 1) == F_MAIN)
+			return 1;
+		if (next <= bp)
+			return 0;
+		bp = next;
+	}
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* ---- descriptors: libdw keeps module files open unless unwind.c takes care ------------------ */
+#define MAX_FDS 1024
+
+/* Marks the open descriptors in open_fds; returns how many. */
+static int fds_snapshot(unsigned char *open_fds)
+{
+	int n = 0;
+
+	memset(open_fds, 0, MAX_FDS);
+	for (int fd = 0; fd < MAX_FDS; fd++)
+		if (fcntl(fd, F_GETFD) >= 0) {
+			open_fds[fd] = 1;
+			n++;
+		}
+	return n;
+}
+
+/* Descriptors open now that were not in before: how many, how many lack FD_CLOEXEC, the first
+ * one's target in first. */
+static int fds_new(const unsigned char *before, int *no_cloexec, char *first, size_t cap)
+{
+	int n = 0;
+
+	*no_cloexec = 0;
+	first[0] = 0;
+	for (int fd = 0; fd < MAX_FDS; fd++) {
+		int fl = fcntl(fd, F_GETFD);
+		if (fl < 0 || before[fd])
+			continue;
+		n++;
+		if (!(fl & FD_CLOEXEC))
+			(*no_cloexec)++;
+		if (!first[0]) {
+			char link[64];
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+			ssize_t k = readlink(link, first, cap - 1);
+			first[k > 0 ? k : 0] = 0;
+		}
+	}
+	return n;
+}
+
+static long rss_kib(void)
+{
+	long pages_total = 0, pages_rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%ld %ld", &pages_total, &pages_rss) != 2)
+		pages_rss = 0;
+	fclose(f);
+	return pages_rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* ---- the checks --------------------------------------------------------------------------------- */
+static void check_samples(struct d9__unwinder *u, struct prof *p, double new_us)
+{
+	uint64_t ips[MAX_FRAMES];
+	int kinds[MAX_FRAMES];
+	size_t own = 0, own_ok = 0, libc = 0, libc_ok = 0, cb = 0, cb_ok = 0, fp_ok = 0;
+	size_t vdso = 0, vdso_ok = 0, vla = 0, vla_ok = 0;
+	size_t depth_sum = 0, depth_n = 0, no_regs = 0, deep = 0, deep_ok = 0, deep_full = 0;
+	int depth_max = 0;
+	char why[5][256] = { "", "", "", "", "" };
+	double first_us = -1;
+
+	for (size_t i = 0; i < p->n; i++) {
+		struct sample *s = &p->s[i];
+		if (!s->nregs) {
+			no_regs++;
+			continue;
+		}
+		uint64_t t0 = now_ns();
+		int n = d9__unwind(u, s->regs, D9__UNWIND_REGS_MASK, s->stack, s->dyn_size, ips,
+			MAX_FRAMES);
+		if (first_us < 0)
+			first_us = (double)(now_ns() - t0) / 1e3;
+		if (n < 1 || ips[0] != s->ip) {
+			fail("unwind-ip", "sample %zu: n %d, ips[0] %#" PRIx64 ", sample ip %#" PRIx64,
+				i, n, n > 0 ? ips[0] : 0, s->ip);
+			return;
+		}
+		for (int k = 0; k < n; k++)
+			kinds[k] = classify(ips[k], k > 0);
+		int ok = 0, slot = -1;
+		if (kinds[0] == F_DEEP) {
+			/* truncated stacks: as many frames as the copy holds (~100 of 80 bytes),
+			 * every one unwind_deep, nothing after them; and exactly max when fewer */
+			int all = 1, few;
+			uint64_t few_ips[32];
+			for (int k = 0; k < n; k++)
+				all &= kinds[k] == F_DEEP;
+			few = d9__unwind(u, s->regs, D9__UNWIND_REGS_MASK, s->stack, s->dyn_size,
+				few_ips, 32);
+			deep++;
+			if (all && n >= 50 && n < MAX_FRAMES && few == 32) {
+				deep_ok++;
+				deep_full += (size_t)n;
+			}
+			continue;
+		}
+		if (kinds[0] == F_BURN) {
+			own++;
+			slot = 0;
+			ok = chain_at(kinds, n, 0);
+			if (ok)
+				fp_ok += fp_reaches_main(s);
+		} else if (kinds[0] == F_LIBC) {
+			libc++;
+			slot = 1;
+			int k = 1;
+			while (k < n && kinds[k] == F_LIBC)
+				k++;
+			ok = chain_at(kinds, n, k);
+		} else if (kinds[0] == F_CMP) {
+			cb++;
+			slot = 2;
+			int k = 1;
+			while (k < n && kinds[k] == F_LIBC)
+				k++;
+			ok = k > 1 && chain_at(kinds, n, k);
+		} else if (kinds[0] == F_VLA) {
+			vla++;
+			slot = 4;
+			ok = chain_at(kinds, n, 1);
+		} else if (kinds[0] == F_VDSO) {
+			int k = 1;
+			while (k < n && (kinds[k] == F_VDSO || kinds[k] == F_LIBC))
+				k++;
+			if (k < n && kinds[k] == F_DEEP)
+				continue; /* unwind_deep's own clock reads */
+			vdso++;
+			slot = 3;
+			ok = chain_at(kinds, n, k);
+		}
+		if (slot < 0)
+			continue;
+		if (ok) {
+			size_t *okp = slot == 0 ? &own_ok : slot == 1 ? &libc_ok : slot == 2 ? &cb_ok :
+				slot == 3 ? &vdso_ok : &vla_ok;
+			(*okp)++;
+			depth_sum += (size_t)n;
+			depth_n++;
+			if (n > depth_max)
+				depth_max = n;
+		} else if (!why[slot][0]) {
+			int len = snprintf(why[slot], sizeof(why[slot]), "e.g. %d frames:", n);
+			for (int k = 0; k < n && k < 8 && len < (int)sizeof(why[slot]) - 24; k++) {
+				Dl_info info;
+				const char *name = dladdr((void *)(uintptr_t)(k ? ips[k] - 1 : ips[k]),
+					&info) && info.dli_sname ? info.dli_sname : "?";
+				len += snprintf(why[slot] + len, sizeof(why[slot]) - (size_t)len,
+					" %.20s", name);
+			}
+		}
+	}
+
+	printf("# %zu samples (%zu without registers, %" PRIu64 " lost, %" PRIu64 " malformed): "
+		"%zu in unwind_burn, %zu in libc, %zu in unwind_cmp, %zu in the vDSO, %zu in unwind_vla, "
+		"%zu in unwind_deep\n", p->n, no_regs, p->lost, p->bad, own, libc, cb, vdso, vla, deep);
+	if (p->n < 400) {
+		fail("unwind-sampling", "%zu samples in 800 ms of CPU at 999 Hz, want >= 400", p->n);
+		return;
+	}
+	pass("unwind-sampling", "%zu samples, %" PRIu64 " lost", p->n, p->lost);
+
+	/* "most": the only samples allowed to fail are the odd one the kernel took mid-prologue in
+	 * a function whose CFI libdw cannot use; with correct CFI it is all of them */
+	struct { const char *name, *what; size_t n, ok, min; } cases[] = {
+		{ "unwind-own-code", "in unwind_burn: middle, outer, main right above", own, own_ok, 20 },
+		{ "unwind-libc-leaf", "in libc: then burn, middle, outer, main", libc, libc_ok, 20 },
+		{ "unwind-libc-callback", "in the qsort callback: libc frames, then burn, middle, "
+			"outer, main", cb, cb_ok, 5 },
+		{ "unwind-vdso", "in the vDSO: then burn, middle, outer, main", vdso, vdso_ok, 5 },
+		{ "unwind-rbp-frame", "in unwind_vla (CFA = rbp+16): then burn, middle, outer, main",
+			vla, vla_ok, 5 },
+	};
+	for (int c = 0; c < 5; c++) {
+		if (cases[c].n < cases[c].min)
+			fail(cases[c].name, "%zu samples %s, want >= %zu", cases[c].n, cases[c].what,
+				cases[c].min);
+		else if (cases[c].ok * 10 < cases[c].n * 9)
+			fail(cases[c].name, "%zu of %zu samples %s (want >= 90%%); %s", cases[c].ok,
+				cases[c].n, cases[c].what, why[c]);
+		else
+			pass(cases[c].name, "%zu of %zu samples %s", cases[c].ok, cases[c].n,
+				cases[c].what);
+	}
+	if (deep < 20)
+		fail("unwind-truncated", "%zu samples in the 400-deep recursion, want >= 20", deep);
+	else if (deep_ok * 10 < deep * 9)
+		fail("unwind-truncated", "only %zu of %zu samples in the 400-deep recursion give >= 50 "
+			"frames (of max %d), all unwind_deep, and exactly 32 of max 32", deep_ok, deep,
+			MAX_FRAMES);
+	else
+		pass("unwind-truncated", "%zu of %zu samples 400 calls deep: %.1f frames on average, "
+			"all the 8 KiB copy holds and all unwind_deep; 32 of max 32", deep_ok, deep,
+			(double)deep_full / (double)deep_ok);
+	/* The test proves nothing if a frame-pointer walk could do the same. */
+	if (own_ok && fp_ok * 10 >= own_ok)
+		fail("unwind-no-frame-pointers", "a frame-pointer walk reaches main in %zu of %zu "
+			"samples: the chain was built with frame pointers", fp_ok, own_ok);
+	else
+		pass("unwind-no-frame-pointers", "a frame-pointer walk reaches main in %zu of %zu "
+			"samples that DWARF unwinds", fp_ok, own_ok);
+
+	/* Cost: every sample again, warm (modules and CFI already loaded), 5 rounds; the stacks
+	 * 100 frames deep (unwind_deep) apart from the others. Wall time per call for the
+	 * percentiles; the means are this thread's CPU time, which a busy machine's preemptions do
+	 * not inflate. */
+	double *us = malloc(p->n * 5 * sizeof(*us));
+	unsigned char *is_deep = malloc(p->n ? p->n : 1);
+	size_t m = 0, calls[2] = { 0, 0 };
+	for (size_t i = 0; i < p->n && is_deep; i++)
+		is_deep[i] = classify(p->s[i].ip, 0) == F_DEEP; /* dladdr is slow: not in the timing */
+	uint64_t frames[2] = { 0, 0 }, cpu[2] = { 0, 0 };
+	for (int deep_pass = 0; deep_pass < 2 && us && is_deep; deep_pass++) {
+		uint64_t c0 = cpu_ns();
+		for (int round = 0; round < 5; round++)
+			for (size_t i = 0; i < p->n; i++) {
+				struct sample *s = &p->s[i];
+				if (!s->nregs || is_deep[i] != deep_pass)
+					continue;
+				uint64_t t0 = now_ns();
+				frames[deep_pass] += (uint64_t)d9__unwind(u, s->regs,
+					D9__UNWIND_REGS_MASK, s->stack, s->dyn_size, ips, MAX_FRAMES);
+				us[m++] = (double)(now_ns() - t0) / 1e3;
+				calls[deep_pass]++;
+			}
+		cpu[deep_pass] = cpu_ns() - c0;
+	}
+	free(is_deep);
+	if (!calls[0] || !calls[1]) {
+		fail("unwind-cost", "no sample to time");
+		free(us);
+		return;
+	}
+	qsort(us, m, sizeof(*us), cmp_double);
+	double mean = (double)cpu[0] / 1e3 / (double)calls[0];
+	double mean_deep = (double)cpu[1] / 1e3 / (double)calls[1];
+	double fr = (double)frames[0] / (double)calls[0], fr_deep = (double)frames[1] / (double)calls[1];
+	printf("# cost: d9__unwind_new %.0f us, first unwind %.0f us; warm, CPU per unwind: %.1f us "
+		"for %.1f frames, %.1f us for %.1f frames (%.2f us a frame); wall: median %.1f us, "
+		"p99 %.1f us, max %.1f us\n", new_us, first_us, mean, fr, mean_deep, fr_deep,
+		(double)(cpu[0] + cpu[1]) / 1e3 / (double)(frames[0] + frames[1]), us[m / 2],
+		us[m * 99 / 100], us[m - 1]);
+	printf("# depth of the checked stacks: mean %.1f, max %d frames\n",
+		depth_n ? (double)depth_sum / (double)depth_n : 0.0, depth_max);
+	/* a generous bound, not a benchmark: a few thousand unwinds per second must stay cheap */
+	if (mean > 500 || mean_deep > 2000)
+		fail("unwind-cost", "%.1f us per unwind of %.1f frames (want < 500), %.1f us of %.1f "
+			"frames (want < 2000)", mean, fr, mean_deep, fr_deep);
+	else
+		pass("unwind-cost", "CPU per warm unwind %.1f us for %.1f frames, %.1f us for %.1f "
+			"frames; first unwind %.0f us", mean, fr, mean_deep, fr_deep, first_us);
+	free(us);
+}
+
+/* A sample made up by hand: only IP and SP are set (the rest 0), in D9__UNWIND_REGS_MASK order. */
+static int fake_unwind(struct d9__unwinder *u, uint64_t ip, const uint8_t *stack, size_t len,
+	uint64_t *ips, int max)
+{
+	uint64_t regs[17] = { 0 };
+
+	regs[7] = 0x7ffd00000000ull; /* SP: any value, only the copy is read */
+	regs[8] = ip;
+	return d9__unwind(u, regs, D9__UNWIND_REGS_MASK, stack, len, ips, max);
+}
+
+/* Hostile input: random registers and stacks, the copy placed between PROT_NONE pages so any
+ * read outside it crashes the test. Also the frame bound and the trivial cases. */
+static void check_bad_input(struct d9__unwinder *u)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), span = 2 * page + STACK_DUMP;
+	uint8_t *m = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		-1, 0);
+	uint64_t ips[MAX_FRAMES], regs[17];
+
+	if (m == MAP_FAILED) {
+		fail("unwind-bad-input", "mmap: %s", strerror(errno));
+		return;
+	}
+	mprotect(m, page, PROT_NONE);
+	mprotect(m + page + STACK_DUMP, page, PROT_NONE);
+	uint8_t *stack = m + page; /* STACK_DUMP bytes between two guard pages */
+	uint64_t code[] = { (uint64_t)(uintptr_t)strlen, (uint64_t)(uintptr_t)qsort,
+		(uint64_t)(uintptr_t)unwind_burn, (uint64_t)(uintptr_t)unwind_middle,
+		(uint64_t)(uintptr_t)printf, (uint64_t)(uintptr_t)d9__unwind };
+	unsigned seed = 12345;
+	int worst = 0, bad = 0;
+	char why[200] = "";
+
+	for (int it = 0; it < 20000; it++) {
+		for (int r = 0; r < 17; r++)
+			regs[r] = ((uint64_t)rand_r(&seed) << 33) ^ ((uint64_t)rand_r(&seed) << 2);
+		uint64_t *w = (uint64_t *)stack;
+		for (size_t k = 0; k < STACK_DUMP / 8; k++) {
+			int c = rand_r(&seed) % 4;
+			w[k] = c == 0 ? code[rand_r(&seed) % 6] + (uint64_t)(rand_r(&seed) % 512) :
+				c == 1 ? regs[7] + (uint64_t)(rand_r(&seed) % STACK_DUMP) :
+				((uint64_t)rand_r(&seed) << 31) ^ (uint64_t)rand_r(&seed);
+		}
+		regs[8] = code[it % 6] + (uint64_t)(rand_r(&seed) % 2048);
+		if (it % 7 == 0)
+			regs[6] = regs[7] + (uint64_t)(rand_r(&seed) % STACK_DUMP); /* rbp in the copy */
+		size_t len = (size_t)(rand_r(&seed) % (STACK_DUMP + 1));
+		int max = 1 + rand_r(&seed) % MAX_FRAMES;
+		/* a short copy ends at the upper guard page too */
+		int n = d9__unwind(u, regs, D9__UNWIND_REGS_MASK, stack + STACK_DUMP - len, len, ips,
+			max);
+		if (n < 1 || n > max || ips[0] != regs[8]) {
+			if (!bad++)
+				snprintf(why, sizeof(why), "iteration %d: n %d of max %d, ips[0] %#" PRIx64
+					" for ip %#" PRIx64, it, n, max, ips[0], regs[8]);
+		}
+		if (n > worst)
+			worst = n;
+	}
+	if (bad)
+		fail("unwind-bad-input", "%d bad results, %s", bad, why);
+	else
+		pass("unwind-bad-input", "20000 random register sets and stacks: no crash, no read "
+			"outside the copy, 1 <= n <= max (deepest %d)", worst);
+
+	/* Trivial cases */
+	memset(regs, 0, sizeof(regs));
+	regs[7] = 0x7ffd00000000ull;
+	regs[8] = (uint64_t)(uintptr_t)unwind_leaf;
+	int n1 = d9__unwind(u, regs, D9__UNWIND_REGS_MASK & ~(1ull << 8), stack, 64, ips, 8);
+	int n2 = d9__unwind(u, regs, D9__UNWIND_REGS_MASK, stack, 64, ips, 0);
+	int n3 = d9__unwind(u, &regs[8], 1ull << 8, stack, 64, ips, 8); /* IP only */
+	int n4 = d9__unwind(NULL, regs, D9__UNWIND_REGS_MASK, stack, 64, ips, 8);
+	memset(stack, 0, STACK_DUMP);
+	int n5 = fake_unwind(u, (uint64_t)(uintptr_t)unwind_leaf, stack, STACK_DUMP, ips, 8);
+	if (n1 != 0 || n2 != 0 || n3 != 1 || n4 != 1 || n5 != 1)
+		fail("unwind-trivial", "no IP %d (want 0), max 0 %d (want 0), only IP %d (want 1), "
+			"no unwinder %d (want 1), zero return address %d (want 1)", n1, n2, n3, n4, n5);
+	else
+		pass("unwind-trivial", "no IP: 0 frames; max 0: 0; IP only: 1; no unwinder: 1; zero "
+			"return address: 1");
+
+	/* The frame bound: a stack of return addresses to unwind_leaf's entry, whose CFA is SP+8, so
+	 * every 8 bytes are one more frame: 1024 frames' worth in the copy. */
+	uint64_t *w = (uint64_t *)stack;
+	for (size_t k = 0; k < STACK_DUMP / 8; k++)
+		w[k] = (uint64_t)(uintptr_t)unwind_leaf + 1; /* "returns" just after its entry */
+	int n6 = fake_unwind(u, (uint64_t)(uintptr_t)unwind_leaf, stack, STACK_DUMP, ips, 64);
+	int n7 = fake_unwind(u, (uint64_t)(uintptr_t)unwind_leaf, stack, 80, ips, 64);
+	if (n6 != 64 || n7 < 2 || n7 > 11)
+		fail("unwind-bound", "1024 frames in the copy gave %d of max 64 (want 64); an 80-byte "
+			"copy gave %d (want 2..11)", n6, n7);
+	else
+		pass("unwind-bound", "max 64 of 1024 possible frames: %d; an 80-byte copy: %d", n6, n7);
+	munmap(m, span + page);
+
+	/* Garbage return addresses must not make libdw load DWARF (.debug_frame): that maps the
+	 * module's separate debug file, if one is installed (libc6-dbg), and inflates all of it. */
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[4096], mapped[256] = "";
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "/usr/lib/debug/") && !mapped[0])
+			snprintf(mapped, sizeof(mapped), "%s", strchr(line, '/'));
+	if (f)
+		fclose(f);
+	if (mapped[0])
+		fail("unwind-no-debuginfo", "a debug file is mapped after the garbage stacks: %s",
+			mapped);
+	else
+		pass("unwind-no-debuginfo", "no separate debug file mapped after the garbage stacks "
+			"(libc's is %sinstalled)", access("/usr/lib/debug/.build-id", F_OK) ? "not " : "");
+}
+
+/* Libraries loaded after the unwinder read the module map: a fake sample at a function's entry
+ * (CFA = SP+8, return address on top) needs that module's CFI to find the return address. */
+static void check_dlopen(struct d9__unwinder *u)
+{
+	static const struct { const char *lib, *fn; } libs[] = {
+		{ "libuuid.so.1", "uuid_generate" },
+		{ "libcrypt.so.1", "crypt" },
+		{ "libacl.so.1", "acl_init" },
+	};
+	uint64_t stack[2], ips[8];
+	void *fn[3];
+	int n[3];
+
+	for (int i = 0; i < 3; i++) {
+		void *h = dlopen(libs[i].lib, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+		if (h) {
+			printf("SKIP unwind-dlopen: %s is already loaded\n", libs[i].lib);
+			return;
+		}
+	}
+	stack[0] = (uint64_t)(uintptr_t)unwind_middle + 8;
+	stack[1] = 0;
+	/* dlopen each library right before its own case: a re-read sees every library loaded */
+	for (int i = 0; i < 3; i++)
+		fn[i] = NULL;
+#define LOAD(i)                                                                                   \
+	do {                                                                                      \
+		void *h_ = dlopen(libs[i].lib, RTLD_NOW | RTLD_LOCAL);                            \
+		if (!h_ || !(fn[i] = dlsym(h_, libs[i].fn))) {                                    \
+			printf("SKIP unwind-dlopen: cannot load %s from %s\n", libs[i].fn,        \
+				libs[i].lib);                                                     \
+			return;                                                                   \
+		}                                                                                 \
+	} while (0)
+	/* 0: the unwinder notices an IP in no module and re-reads the map (at most once a second) */
+	LOAD(0);
+	struct timespec wait = { 1, 100000000 };
+	nanosleep(&wait, NULL);
+	n[0] = fake_unwind(u, (uint64_t)(uintptr_t)fn[0], (const uint8_t *)stack, sizeof(stack), ips,
+		8);
+	uint64_t ret0 = ips[1];
+	/* 2: right after that re-read, a new module stays unknown (re-reads are bounded) */
+	LOAD(2);
+	n[2] = fake_unwind(u, (uint64_t)(uintptr_t)fn[2], (const uint8_t *)stack, sizeof(stack), ips,
+		8);
+	/* 1: d9__unwind_modules_changed makes it re-read at once */
+	LOAD(1);
+	d9__unwind_modules_changed(u);
+	n[1] = fake_unwind(u, (uint64_t)(uintptr_t)fn[1], (const uint8_t *)stack, sizeof(stack), ips,
+		8);
+	uint64_t ret1 = ips[1];
+#undef LOAD
+	if (n[0] < 2 || ret0 != stack[0])
+		fail("unwind-dlopen-unknown-ip", "%s in %s, loaded after the unwinder started: %d "
+			"frames (want >= 2 with the return address)", libs[0].fn, libs[0].lib, n[0]);
+	else
+		pass("unwind-dlopen-unknown-ip", "%s in %s (loaded later, found after 1.1 s): %d "
+			"frames", libs[0].fn, libs[0].lib, n[0]);
+	if (n[1] < 2 || ret1 != stack[0])
+		fail("unwind-dlopen-modules-changed", "%s in %s after d9__unwind_modules_changed: %d "
+			"frames (want >= 2)", libs[1].fn, libs[1].lib, n[1]);
+	else
+		pass("unwind-dlopen-modules-changed", "%s in %s: %d frames", libs[1].fn, libs[1].lib,
+			n[1]);
+	if (n[2] != 1)
+		fail("unwind-dlopen-bounded", "%s in %s, right after a re-read: %d frames (want 1: the "
+			"map is re-read at most once a second)", libs[2].fn, libs[2].lib, n[2]);
+	else
+		pass("unwind-dlopen-bounded", "an unknown IP right after a re-read does not re-read "
+			"the map");
+}
+
+int main(void)
+{
+	static unsigned char fds_before[MAX_FDS];
+	struct prof *p = calloc(1, sizeof(*p));
+
+	if (getenv("UNWIND_CHECK_DEBUG"))
+		d9__log_level = D9_LOG_DEBUG; /* the unwinder says when it reads the module map */
+	int nfds = fds_snapshot(fds_before), no_cloexec;
+	long rss0 = rss_kib();
+	char first[256];
+	uint64_t t0 = now_ns();
+	struct d9__unwinder *u = d9__unwind_new();
+	double new_us = (double)(now_ns() - t0) / 1e3;
+
+	if (!u) {
+		void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+		if (!h) {
+			printf("SKIP unwind: libdw.so.1 is not installed\n");
+			return 0;
+		}
+		fail("unwind-new", "d9__unwind_new failed although libdw.so.1 loads");
+		return 1;
+	}
+	pass("unwind-new", "libdw loaded, modules reported in %.0f us", new_us);
+	if (!p)
+		return 1;
+	int rc = prof_start(p);
+	if (rc < 0) {
+		printf("SKIP unwind-perf: perf_event_open(cpu-clock, regs+stack): %s\n",
+			strerror(-rc));
+	} else {
+		/* CPU time: ~600 samples at 999 Hz however busy the machine is */
+		unwind_outer(cpu_ns() + 600000000ull);
+		sink += (uint64_t)unwind_deep(400, cpu_ns() + 200000000ull);
+		prof_stop(p);
+		check_samples(u, p, new_us);
+	}
+	check_bad_input(u);
+	check_dlopen(u);
+	int during = fds_new(fds_before, &no_cloexec, first, sizeof(first));
+	printf("# resident memory: %ld KiB before d9__unwind_new, %ld KiB after every unwind; %d "
+		"descriptors before\n", rss0, rss_kib(), nfds);
+	d9__unwind_free(u);
+	int no_cloexec_after;
+	char first_after[256];
+	int after = fds_new(fds_before, &no_cloexec_after, first_after, sizeof(first_after));
+	if (no_cloexec || after)
+		fail("unwind-fds", "while unwinding, %d new descriptors, %d without FD_CLOEXEC (first: "
+			"%s); %d left after d9__unwind_free (first: %s)", during, no_cloexec, first,
+			after, first_after);
+	else
+		pass("unwind-fds", "%d new descriptors while unwinding (all FD_CLOEXEC), none after "
+			"d9__unwind_free", during);
+	for (size_t i = 0; i < p->n; i++)
+		free(p->s[i].stack);
+	free(p->s);
+	free(p);
+	return failures ? 1 : 0;
+}
