@@ -16,6 +16,7 @@ int d9__cmd_polls(int argc, char **argv);
 int d9__cmd_jsonl(int argc, char **argv);
 int d9__cmd_flame(int argc, char **argv);
 int d9__cmd_chrome(int argc, char **argv);
+int d9__cmd_html(int argc, char **argv);
 
 /* Option parsing shared by the subcommands: when argv[*i] is "--name VALUE" or "--name=VALUE",
  * stores VALUE, advances *i past it and returns 1; returns -1 (after a message on stderr) when

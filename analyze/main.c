@@ -21,6 +21,7 @@ static const struct cmd cmds[] = {
 	{ "jsonl", d9__cmd_jsonl, "every event as JSON lines, ids resolved" },
 	{ "chrome", d9__cmd_chrome, "Chrome Trace Event JSON for the Perfetto UI" },
 	{ "dump", d9__cmd_dump, "every record of segment files as JSON lines, ids unresolved" },
+	{ "html", d9__cmd_html, "one self-contained HTML file: the viewer with the trace embedded" },
 };
 
 static void usage(FILE *f)

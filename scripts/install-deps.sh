@@ -9,7 +9,9 @@ pkgs=(
 	zlib1g-dev libunwind-dev libdw-dev libelf-dev libcurl4-openssl-dev
 	libst-dev                                             # State Threads, the first runtime
 	wrk curl valgrind python3                             # test load, tests' helpers
+	chromium                                              # viewer tests (tests/browser)
 )
+command -v npm >/dev/null || pkgs+=(npm)                      # Debian's npm brings nodejs
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -18,11 +20,20 @@ for p in "${pkgs[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "install-deps: all ${#pkgs[@]} packages present"
-	exit 0
+else
+	echo "install-deps: installing ${missing[*]}"
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -qq
+	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# playwright-core (drives the chromium above; no browser download) for the viewer tests, pinned
+# by tests/browser/package-lock.json into tests/browser/node_modules; skipped when present.
+browser_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/browser"
+if [ ! -f "$browser_dir/node_modules/playwright-core/package.json" ]; then
+	echo "install-deps: npm ci in tests/browser"
+	(cd "$browser_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+		echo "install-deps: npm ci failed: the viewer's browser tests will fail" >&2
+fi

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# test-viewer.sh: the viewer (viewer/) and `d9-analyze html`.
+#   - decoder conformance: viewer/decode.js prints exactly the golden tests/golden/*.jsonl, and
+#     what `d9-analyze dump` prints for every fuzz corpus file (gzip files with damaged streams
+#     aside: their messages are zlib's wording) and for 300 golden segments damaged inside
+#     chunk payloads (checks recomputed, fixed seed);
+#   - parity: the decoder's events equal `d9-analyze jsonl` on the golden segments and on a real
+#     trace of st-http under the agent with CPU samples, on- and off-CPU where permitted (3 x
+#     /fast, /burn?ms=20, /sleep?ms=50, /block?ms=30, /fanout?k=4); tests/browser/parity.js says
+#     which keys are compared;
+#   - `d9-analyze html` writes a report of that trace (exit 0), and 3 for a file that is no trace;
+#   - in Debian's chromium through playwright-core (tests/browser/viewer-test.js): poll bars
+#     drawn for a known window of the golden trace, the messages for a truncated file and a file
+#     that is no trace, the real trace: the burn poll clicked shows its details and a flame graph
+#     naming burn_cpu, the /block poll's off-CPU flame graph names usleep (SKIP when the kernel
+#     gives no off-CPU samples), a shift+drag range gives the aggregated flame graph and location
+#     table, zoom and pan, the location filter, search by function, points of interest, no network
+#     request, and the report.
+# Screenshots and the report are kept in build/test-artifacts/viewer/.
+set -u
+. "$(dirname "$0")/lib-preload.sh"
+pl_setup viewer
+pl_san_setup viewer || exit 0
+ART=$PL_ROOT/build/test-artifacts/viewer
+BR=$PL_ROOT/tests/browser
+mkdir -p "$ART"
+if ! command -v node >/dev/null; then
+	pl_fail viewer "node is not installed (make deps)"
+	exit 0
+fi
+
+# ---- decoder conformance ---------------------------------------------------------------------------
+bad=()
+for f in "$PL_ROOT"/tests/golden/*.bin "$PL_ROOT"/tests/golden/basic.bin.gz; do
+	node "$BR/dump.js" "$f" >"$T/g.out" 2>"$T/g.err" || bad+=("$(basename "$f"): node failed: $(head -c 200 "$T/g.err")")
+	cmp -s "$T/g.out" "$f.jsonl" || bad+=("$(basename "$f"): $(diff "$f.jsonl" "$T/g.out" | head -n 3 | cut -c1-200)")
+done
+if [ "${#bad[@]}" -gt 0 ]; then
+	pl_fail viewer-decoder-golden "${bad[*]:0:3}"
+else
+	pl_pass viewer-decoder-golden "5 golden files byte for byte"
+fi
+
+mkdir -p "$T/js" "$T/c"
+node "$BR/dump.js" --each "$T/js" "$PL_ROOT"/tests/fuzz/corpus/* 2>"$T/js.err"
+bad=() n=0
+for f in "$PL_ROOT"/tests/fuzz/corpus/*; do
+	b=$(basename "$f")
+	"$PL_ANALYZE" dump "$f" >"$T/c/$b.out" 2>/dev/null
+	grep -q '"message":"gzip ' "$T/c/$b.out" && continue
+	n=$((n + 1))
+	cmp -s "$T/c/$b.out" "$T/js/$b.out" || bad+=("$b")
+done
+if [ "${#bad[@]}" -gt 0 ]; then
+	pl_fail viewer-decoder-corpus "${#bad[@]} of $n files differ from d9-analyze dump: ${bad[*]:0:5}"
+elif [ "$n" -lt 40 ]; then
+	pl_fail viewer-decoder-corpus "only $n corpus files (the corpus is missing?)"
+else
+	pl_pass viewer-decoder-corpus "$n fuzz corpus files, the same lines as d9-analyze dump"
+fi
+
+# golden segments with bytes changed inside SCHEMA, DEFS, EVENTS and TRAILER payloads and the
+# chunk's checks recomputed, so the damage reaches the record and event decoders
+mkdir -p "$T/mut" "$T/mut/js"
+python3 - "$PL_ROOT/tests/golden" "$T/mut" <<'PYEOF'
+import random, struct, sys, zlib
+gold, out = sys.argv[1:]
+random.seed(11)
+srcs = [open("%s/%s" % (gold, n), "rb").read() for n in ("basic.bin", "unknown-types.bin")]
+def chunks(b):
+    p, res = 16, []
+    while p + 12 <= len(b):
+        n = struct.unpack_from("<I", b, p + 4)[0]
+        res.append((p, b[p + 2], n))
+        p += 12 + n
+    return res
+for i in range(300):
+    b = bytearray(random.choice(srcs))
+    p, t, n = random.choice([c for c in chunks(b) if c[1] in (2, 3, 4, 5)])
+    skip = 24 if t == 4 and n > 24 and random.random() < 0.8 else 0
+    for _ in range(random.randint(1, 4)):
+        q = p + 8 + skip + random.randrange(max(1, n - skip))
+        if q < p + 8 + n:
+            b[q] = random.choice([0, 1, 2, 3, 4, 5, 0x7f, 0x80, 0xff, random.randrange(256)])
+    b[p + 3] = zlib.crc32(bytes(b[p:p + 3] + b[p + 4:p + 8])) & 0xff
+    struct.pack_into("<I", b, p + 8 + n, zlib.crc32(bytes(b[p:p + 8 + n])))
+    open("%s/m%03d.bin" % (out, i), "wb").write(b)
+PYEOF
+node "$BR/dump.js" --each "$T/mut/js" "$T"/mut/m*.bin 2>"$T/mut.err"
+bad=() n=0
+for f in "$T"/mut/m*.bin; do
+	n=$((n + 1))
+	"$PL_ANALYZE" dump "$f" >"$T/mut/c.out" 2>/dev/null
+	cmp -s "$T/mut/c.out" "$T/mut/js/$(basename "$f").out" || bad+=("$(basename "$f")")
+done
+if [ "${#bad[@]}" -gt 0 ] || [ "$n" -lt 300 ]; then
+	pl_fail viewer-decoder-mutants "${#bad[@]} of $n damaged segments differ from d9-analyze dump: ${bad[*]:0:5} $(head -c 200 "$T/mut.err")"
+else
+	pl_pass viewer-decoder-mutants "$n damaged golden segments, the same lines as d9-analyze dump"
+fi
+
+# ---- parity with d9-analyze jsonl ---------------------------------------------------------------------
+parity() { # parity NAME TRACE...
+	local name=$1
+	shift
+	"$PL_ANALYZE" jsonl "$@" >"$T/$name.jsonl" 2>/dev/null
+	local r
+	r=$(node "$BR/parity.js" "$T/$name.jsonl" "$@" 2>&1)
+	case "$r" in
+	'{"ok":true'*) pl_pass "viewer-parity-$name" "$(echo "$r" | sed 's/.*"events":\([0-9]*\).*/\1/') events equal to d9-analyze jsonl" ;;
+	*) pl_fail "viewer-parity-$name" "$(echo "$r" | head -c 600)" ;;
+	esac
+}
+for g in basic.bin basic.bin.gz truncated.bin corrupt-chunk.bin unknown-types.bin; do
+	parity "golden-${g//./-}" "$PL_ROOT/tests/golden/$g"
+done
+
+# ---- a real trace with CPU samples ---------------------------------------------------------------------
+if ! pl_start "$T/run" "$ST_HTTP" D9_CPU_PROFILE=999 D9_SCHED_EVENTS=1 --; then
+	pl_fail viewer-server "$PL_ERR"
+	exit 0
+fi
+ok=1
+pl_gets 3 /fast ok || { pl_fail viewer-requests "$PL_ERR"; ok=0; }
+pl_get "/burn?ms=20"
+case "$BODY" in "burn ms=20 cpu_ns="*) ;; *) pl_fail viewer-requests "/burn: $CODE '$BODY'"; ok=0 ;; esac
+pl_gets 1 "/sleep?ms=50" "sleep ms=50" || { pl_fail viewer-requests "$PL_ERR"; ok=0; }
+pl_gets 1 "/block?ms=30" "block ms=30" || { pl_fail viewer-requests "$PL_ERR"; ok=0; }
+pl_gets 1 "/fanout?k=4" "fanout k=4 done=4" || { pl_fail viewer-requests "$PL_ERR"; ok=0; }
+if ! pl_session_quit || [ "$SRC" != 0 ]; then
+	pl_fail viewer-server-exit "${PL_ERR:-exit status $SRC}"
+	exit 0
+fi
+[ "$ok" = 1 ] && pl_pass viewer-requests "3 /fast, /burn?ms=20, /sleep?ms=50, /block?ms=30, /fanout?k=4"
+mapfile -t real < <(pl_trace_files "$SDIR/trace" | sed "s|^|$SDIR/trace/|")
+if [ "${#real[@]}" = 0 ]; then
+	pl_fail viewer-trace "no segment file in $SDIR/trace"
+	exit 0
+fi
+parity real "${real[@]}"
+"$PL_ANALYZE" jsonl "${real[@]}" >"$T/real.jsonl" 2>/dev/null
+
+# ---- d9-analyze html ------------------------------------------------------------------------------------
+rc=0
+"$SAN" html -o "$T/report.html" "$SDIR/trace" >"$T/html.out" 2>"$T/html.err" || rc=$?
+if [ "$rc" != 0 ] || [ -s "$T/html.err" ] || [ -s "$T/html.out" ] || ! grep -q 'application/x-d9-segment' "$T/report.html" ||
+	grep -q '<script src=' "$T/report.html"; then
+	pl_fail viewer-html "exit $rc, stderr '$(head -c 300 "$T/html.err")', $(wc -c <"$T/report.html" 2>/dev/null) bytes"
+else
+	pl_pass viewer-html "report.html, $(wc -c <"$T/report.html") bytes, scripts inlined, trace embedded"
+fi
+cp "$T/report.html" "$ART/report.html" 2>/dev/null
+echo "not a trace" >"$T/junk.bin"
+rc=0
+"$SAN" html -o "$T/junk.html" "$T/junk.bin" >/dev/null 2>"$T/junk.err" || rc=$?
+if [ "$rc" = 3 ] && grep -q 'not a d9 trace' "$T/junk.err"; then
+	pl_pass viewer-html-junk "exit 3: $(head -n 1 "$T/junk.err")"
+else
+	pl_fail viewer-html-junk "exit $rc, stderr '$(head -c 300 "$T/junk.err")'"
+fi
+
+# ---- in the browser -----------------------------------------------------------------------------------
+if [ ! -x /usr/bin/chromium ] || [ ! -f "$BR/node_modules/playwright-core/package.json" ]; then
+	pl_fail viewer-browser "chromium or playwright-core is missing (scripts/install-deps.sh installs them)"
+	exit 0
+fi
+"$PL_ANALYZE" jsonl "$PL_ROOT/tests/golden/basic.bin" >"$T/golden.jsonl" 2>/dev/null
+cfg=$(python3 -c 'import json, sys
+a = sys.argv
+print(json.dumps({"golden": a[1], "golden_jsonl": a[2], "truncated": a[3], "real_jsonl": a[4],
+	"report": a[5], "artifacts": a[6], "real": a[7:]}))' \
+	"$PL_ROOT/tests/golden/basic.bin" "$T/golden.jsonl" "$PL_ROOT/tests/golden/truncated.bin" \
+	"$T/real.jsonl" "$T/report.html" "$ART" "${real[@]}")
+timeout -s KILL 120 node "$BR/viewer-test.js" "$cfg" 2>"$T/browser.err"
+rc=$?
+[ "$rc" = 0 ] || pl_fail viewer-browser "viewer-test.js exited with $rc: $(tail -c 400 "$T/browser.err")"

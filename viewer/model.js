@@ -1,0 +1,509 @@
+/* model.js: turns decoded segments into the viewer's trace model: one lane per thread (grouped by
+ * process) holding its polls, parks, blocking calls, CPU samples, wakes and drops in typed
+ * arrays (columns, not one object per event: 10 million events must fit in a tab), plus the
+ * names of locations and stack frames. Runs in the Web Worker; needs d9_decode_module. Names
+ * come only from the trace itself: SpawnLocation name strings and Symbol records, else
+ * `module+0xoffset` from the Module definitions, else the address (no symbol files here). */
+function d9_model_module(root) {
+	'use strict';
+	const D = root.D9Decode;
+	const SAFE = 9007199254740991;
+	const WAKE_KINDS = ['other', 'fd', 'timer', 'cond', 'mutex', 'join', 'interrupt', 'spawn'];
+	const CALLS = ['other', 'epoll_wait', 'epoll_pwait', 'epoll_pwait2', 'poll', 'ppoll', 'select', 'pselect'];
+	const FD_KINDS = ['none', 'file', 'socket', 'pipe', 'char', 'other'];
+	const DROP_REASONS = ['other', 'buffers_full', 'write_error', 'samples_lost', 'segment_deleted'];
+
+	/* a growable column of numbers */
+	class Col {
+		constructor(T, cap) {
+			this.T = T;
+			this.a = new T(cap || 64);
+			this.n = 0;
+		}
+		push(v) {
+			if (this.n === this.a.length) {
+				const b = new this.T(this.a.length * 2);
+				b.set(this.a);
+				this.a = b;
+			}
+			this.a[this.n++] = v;
+		}
+		done() { /* the filled part, as its own buffer (transferable) */
+			return this.a.slice(0, this.n);
+		}
+	}
+	function table(spec) {
+		const t = { n: 0, cols: {} };
+		for (const k in spec)
+			t.cols[k] = new Col(spec[k]);
+		return t;
+	}
+	const num = (v) => (typeof v === 'bigint' ? Number(v) : v);
+	const latin = new TextDecoder('utf-8');
+	const text = (b) => latin.decode(D.cutNul(b));
+	const hexAddr = (v) => '0x' + (typeof v === 'bigint' ? v : BigInt(Math.max(0, num(v)))).toString(16);
+
+	/* Builder: feed segments (any order) with add(name, u8), then finish(). */
+	class Builder {
+		constructor() {
+			this.names = [];
+			this.nameIds = new Map();
+			this.procs = [];
+			this.procByKey = new Map();
+			this.lanes = [];
+			this.files = [];
+			this.problems = [];
+			this.segs = [];
+			this.locs = []; /* global location: { proc, addr, nameStr (id or -1), fn addr } */
+			this.locName = []; /* resolved at segment end: name id */
+			this.locAddr = [];
+			this.stackFrames = []; /* global stack index -> array of name ids, innermost first */
+			this.events = 0;
+			this.t0 = null; /* BigInt: realtime ns of time 0 */
+		}
+		name(s) {
+			let id = this.nameIds.get(s);
+			if (id === undefined) {
+				id = this.names.length;
+				this.names.push(s);
+				this.nameIds.set(s, id);
+			}
+			return id;
+		}
+		/* first pass: the header only, to order segments and pick time 0 */
+		add(name, u8, note) {
+			const f = { name, size: u8.length, events: 0, status: 'ok', problems: [], note: note || null };
+			this.files.push(f);
+			let header = null;
+			const res = D.decodeSegment(u8.subarray(0, Math.min(u8.length, 1 << 16)), {
+				header(h) { header = h; }, chunk() { return false; },
+			});
+			if (!header) {
+				const full = D.decodeSegment(u8, { chunk() { return false; } });
+				f.status = 'unreadable';
+				f.problems.push({ kind: 'unreadable', offset: 0, message: full.unreadable || res.unreadable || 'unreadable' });
+				this.problems.push({ file: name, kind: 'unreadable', offset: 0, message: f.problems[0].message });
+				return;
+			}
+			const key = header.pid + '/' + text(header.hostname) + '/' + text(header.boot_id);
+			let p = this.procByKey.get(key);
+			if (p === undefined) {
+				p = this.procs.length;
+				this.procs.push({ key, pid: header.pid, process: text(header.process), hostname: text(header.hostname),
+					cmdline: text(header.cmdline).replace(/\0/g, ' ').trim(), segments: 0, threads: new Map(),
+					syms: new Map(), symRanges: [], modules: [], pendingWake: new Map(), cos: new Map(),
+					realMinusMono: BigInt(header.anchor_realtime_ns) - BigInt(header.anchor_mono_ns) });
+				this.procByKey.set(key, p);
+			}
+			this.procs[p].segments++;
+			const start = BigInt(header.anchor_realtime_ns);
+			if (this.t0 === null || start < this.t0)
+				this.t0 = start;
+			this.segs.push({ file: f, u8, proc: p, seq: header.segment_seq, h: header });
+		}
+		lane(p, tid, worker) {
+			const P = this.procs[p];
+			let l = P.threads.get(tid);
+			if (l === undefined) {
+				l = this.lanes.length;
+				P.threads.set(tid, l);
+				this.lanes.push({
+					proc: p, tid, worker: 0, name: '',
+					polls: table({ start: Float64Array, end: Float64Array, co: Float64Array, loc: Int32Array,
+						wakeT: Float64Array, wakeKind: Int8Array, waker: Float64Array, open: Uint8Array }),
+					parks: table({ start: Float64Array, end: Float64Array, call: Uint8Array, ready: Float64Array }),
+					blocks: table({ start: Float64Array, end: Float64Array, call: Int32Array, stack: Int32Array, co: Float64Array, fd: Uint8Array }),
+					samples: table({ t: Float64Array, stack: Int32Array, source: Uint8Array, co: Float64Array }),
+					wakes: table({ t: Float64Array, woken: Float64Array, waker: Float64Array, kind: Uint8Array }),
+					drops: table({ t: Float64Array, count: Float64Array, reason: Uint8Array }),
+					queue: table({ t: Float64Array, runnable: Float64Array }),
+					openPoll: null, openPark: null, last: 0, first: Infinity,
+				});
+			}
+			const L = this.lanes[l];
+			if (worker && !L.worker)
+				L.worker = worker;
+			return l;
+		}
+		/* second pass: every segment, in (process, segment_seq) order */
+		decodeAll(progress) {
+			this.segs.sort((a, b) => a.proc - b.proc || a.seq - b.seq);
+			const T0 = this.t0;
+			let done = 0;
+			const total = this.segs.reduce((s, x) => s + x.u8.length, 0);
+			for (const s of this.segs) {
+				this.decodeOne(s, T0);
+				done += s.u8.length;
+				if (progress)
+					progress(done, total, this.events);
+				s.u8 = null;
+			}
+		}
+		decodeOne(s, T0) {
+			const B = this, P = this.procs[s.proc], h = s.h, f = s.file;
+			const tps = num(h.ticks_per_sec), shift = h.time_shift;
+			/* rel ns (from T0, realtime) = time * mul + add; doubles: well under 1 ns error in real traces */
+			const mul = Math.pow(2, shift) * 1e9 / tps;
+			const add = num(h.anchor_mono_ns) - num(h.anchor_ticks) * 1e9 / tps + Number(P.realMinusMono - T0);
+			s.tFirst = Infinity;
+			s.tLast = -Infinity;
+			const strings = new Map(), locs = new Map(), stacks = new Map(), coLocs = new Map(), mods = new Map();
+			const segLocs = [], segStacks = [];
+			const chunkLane = { lane: -1, L: null };
+			let nev = 0;
+			const sink = {
+				problem(kind, offset, message) {
+					f.problems.push({ kind, offset, message });
+					B.problems.push({ file: f.name, kind, offset, message });
+				},
+				def(cp, d) {
+					switch (d.kind) {
+					case 1: strings.set(num(d.id), d.value); break;
+					case 2: {
+						const g = B.locs.length;
+						B.locs.push({ proc: s.proc, fn: d.function_addr, name: d.name, module: d.module });
+						segLocs.push(g);
+						locs.set(num(d.id), g);
+						break;
+					}
+					case 3: {
+						const g = B.stackFrames.length;
+						B.stackFrames.push(d.frames);
+						segStacks.push(g);
+						stacks.set(num(d.id), g);
+						break;
+					}
+					case 4: mods.set(num(d.id), d); break;
+					case 5: P.symPending = P.symPending || []; P.symPending.push(d); break;
+					case 6: {
+						const l = B.lane(s.proc, num(d.id), num(d.worker));
+						if (d.name) B.lanes[l].nameId = d.name, B.lanes[l].nameSeg = strings;
+						break;
+					}
+					case 8:
+						if (d.location) coLocs.set(num(d.id), d.location);
+						if (!P.cos.has(num(d.id)))
+							P.cos.set(num(d.id), { parent: num(d.parent), loc: -1, locId: d.location, segLocs: locs });
+						break;
+					}
+				},
+				chunk(ch) {
+					chunkLane.lane = B.lane(s.proc, ch.tid, ch.worker);
+					chunkLane.L = B.lanes[chunkLane.lane];
+				},
+				event(ev) {
+					nev++;
+					const L = chunkLane.L, fv = ev.f;
+					const t = num(ev.time) * mul + add;
+					if (t < s.tFirst) s.tFirst = t;
+					if (t > s.tLast) s.tLast = t;
+					if (t > L.last) L.last = t;
+					if (t < L.first) L.first = t;
+					switch (ev.code) {
+					case 1: { /* PollStart */
+						if (L.openPoll) closePoll(L, t, 1);
+						let loc = fv[1] ? locs.get(num(fv[1])) : undefined;
+						const co = num(fv[0]);
+						if (loc === undefined && coLocs.has(co)) loc = locs.get(num(coLocs.get(co)));
+						const w = P.pendingWake.get(co);
+						if (w) P.pendingWake.delete(co);
+						L.openPoll = { start: t, co, loc: loc === undefined ? -1 : loc, w };
+						break;
+					}
+					case 2: /* PollEnd */
+						if (L.openPoll) closePoll(L, t, 0);
+						break;
+					case 3: /* Park */
+						L.openPark = { start: t, call: num(fv[0]) };
+						break;
+					case 4: /* Unpark */
+						if (L.openPark) {
+							const k = L.parks.cols;
+							k.start.push(L.openPark.start); k.end.push(t); k.call.push(L.openPark.call); k.ready.push(num(fv[0]));
+							L.parks.n++;
+							L.openPark = null;
+						}
+						break;
+					case 5: { /* Wake */
+						const woken = num(fv[0]), kind = num(fv[2]);
+						const k = L.wakes.cols;
+						k.t.push(t); k.woken.push(woken); k.waker.push(num(fv[1])); k.kind.push(kind);
+						L.wakes.n++;
+						if (!P.pendingWake.has(woken)) {
+							/* timers: the delay counts from the deadline (the Wake's object, in units) */
+							const at = kind === 2 ? t + num(fv[3]) * mul : t;
+							P.pendingWake.set(woken, { t: at, kind, waker: num(fv[1]) });
+						}
+						break;
+					}
+					case 6: { /* Spawn */
+						const co = num(fv[0]);
+						const c = P.cos.get(co) || {};
+						c.parent = num(fv[1]);
+						c.spawnT = t;
+						if (fv[2]) { c.locId = fv[2]; c.segLocs = locs; }
+						P.cos.set(co, c);
+						break;
+					}
+					case 7: { /* CoroutineExit */
+						const c = P.cos.get(num(fv[0])) || {};
+						c.exitT = t;
+						P.cos.set(num(fv[0]), c);
+						break;
+					}
+					case 8: {
+						const k = L.queue.cols;
+						k.t.push(t); k.runnable.push(num(fv[0]));
+						L.queue.n++;
+						break;
+					}
+					case 9: { /* BlockingCall: the event time is when the call returned */
+						const k = L.blocks.cols;
+						const dur = num(fv[3]);
+						const cs = strings.get(num(fv[1]));
+						k.start.push(t - dur); k.end.push(t); k.call.push(B.name(cs ? text(cs) : '?'));
+						const st = fv[4] ? stacks.get(num(fv[4])) : undefined;
+						k.stack.push(st === undefined ? -1 : st); k.co.push(num(fv[0])); k.fd.push(num(fv[2]));
+						L.blocks.n++;
+						break;
+					}
+					case 10: { /* CpuSample */
+						const k = L.samples.cols;
+						const st = fv[2] ? stacks.get(num(fv[2])) : undefined;
+						k.t.push(t); k.stack.push(st === undefined ? -1 : st); k.source.push(num(fv[1])); k.co.push(num(fv[0]));
+						L.samples.n++;
+						break;
+					}
+					case 11: {
+						const k = L.drops.cols;
+						k.t.push(t); k.count.push(num(fv[0])); k.reason.push(num(fv[1]));
+						L.drops.n++;
+						break;
+					}
+					}
+				},
+			};
+			function closePoll(L, t, open) {
+				const o = L.openPoll, k = L.polls.cols;
+				k.start.push(o.start); k.end.push(t); k.co.push(o.co); k.loc.push(o.loc);
+				k.wakeT.push(o.w ? o.w.t : NaN); k.wakeKind.push(o.w ? o.w.kind : -1); k.waker.push(o.w ? o.w.waker : 0);
+				k.open.push(open);
+				L.polls.n++;
+				L.openPoll = null;
+			}
+			const res = D.decodeSegment(s.u8, sink);
+			f.events = nev;
+			this.events += nev;
+			if (res.unreadable) {
+				f.status = 'unreadable';
+				return;
+			}
+			const st = res.stats;
+			if (st.truncated) f.status = 'truncated';
+			else if (st.corrupt_chunks || st.bad_events || st.bad_defs) f.status = 'damaged';
+			f.stats = st;
+			/* names, now that the whole segment (Symbol records included) is read */
+			if (P.symPending) {
+				for (const d of P.symPending) {
+					const fnb = strings.get(num(d.function));
+					if (!fnb || !fnb.length) continue;
+					const file = d.file ? strings.get(num(d.file)) : null;
+					const start = num(d.start), len = num(d.len);
+					const rec = { start, len, depth: num(d.inline_depth), fn: text(fnb), file: file ? text(file).replace(/^.*\//, '') : '', line: num(d.line) };
+					if (len === 1) {
+						const a = P.syms.get(start);
+						if (!a) P.syms.set(start, [rec]);
+						else if (!a.some((r) => r.depth === rec.depth)) a.push(rec);
+					} else {
+						P.symRanges.push(rec);
+						P.symSorted = false;
+					}
+				}
+				P.symPending = null;
+			}
+			for (const [, m] of mods) {
+				const pb = strings.get(num(m.path));
+				P.modules.push({ path: pb ? text(pb) : '?', start: num(m.start), end: num(m.end), offset: num(m.offset) });
+			}
+			for (const g of segLocs) {
+				const l = this.locs[g];
+				const nb = l.name ? strings.get(num(l.name)) : null;
+				const nm = nb && nb.length ? text(nb) : this.addrName(P, num(l.fn), false)[0];
+				this.locName[g] = this.name(nm);
+				this.locAddr[g] = hexAddr(l.fn);
+			}
+			for (const g of segStacks) {
+				const out = [];
+				this.stackFrames[g].forEach((a, i) => {
+					for (const n of this.addrName(P, num(a), true))
+						out.push(this.name(n));
+				});
+				this.stackFrames[g] = out;
+			}
+			for (const [, c] of P.cos) {
+				if (c.loc === -1 || c.loc === undefined) {
+					const g = c.locId && c.segLocs ? c.segLocs.get(num(c.locId)) : undefined;
+					if (g !== undefined) c.loc = g;
+				}
+			}
+			for (const [, l] of P.threads) {
+				const L = this.lanes[l];
+				if (L.nameSeg === strings && L.nameId) {
+					const b = strings.get(num(L.nameId));
+					if (b) L.name = text(b);
+				}
+			}
+		}
+		/* names of one address: innermost first (inlined functions expanded) */
+		addrName(P, a, isReturn) {
+			const look = isReturn ? a - 1 : a;
+			let recs = P.syms.get(look) || (isReturn ? P.syms.get(a) : null);
+			if (!recs && P.symRanges.length) {
+				if (!P.symSorted) {
+					P.symRanges.sort((x, y) => x.start - y.start);
+					P.symSorted = true;
+				}
+				recs = P.symRanges.filter((r) => look >= r.start && look < r.start + r.len);
+				if (!recs.length) recs = null;
+			}
+			if (recs) {
+				return recs.slice().sort((x, y) => y.depth - x.depth).map((r) => r.fn);
+			}
+			for (const m of P.modules) {
+				if (a >= m.start && a < m.end)
+					return [m.path.replace(/^.*\//, '') + '+0x' + (a - m.start + m.offset).toString(16)];
+			}
+			return ['0x' + a.toString(16)];
+		}
+		finish() {
+			let tMin = Infinity, tMax = -Infinity;
+			const lanes = [];
+			for (const L of this.lanes) {
+				if (L.openPoll) { /* a poll the trace ends in: drawn to the lane's last event */
+					const o = L.openPoll, k = L.polls.cols;
+					k.start.push(o.start); k.end.push(Math.max(L.last, o.start)); k.co.push(o.co); k.loc.push(o.loc);
+					k.wakeT.push(o.w ? o.w.t : NaN); k.wakeKind.push(o.w ? o.w.kind : -1); k.waker.push(o.w ? o.w.waker : 0);
+					k.open.push(2);
+					L.polls.n++;
+				}
+				if (L.first < tMin) tMin = L.first;
+				if (L.last > tMax) tMax = L.last;
+				const out = { proc: L.proc, tid: L.tid, worker: L.worker, name: L.name || '', first: L.first, last: L.last };
+				for (const kind of ['polls', 'parks', 'blocks', 'samples', 'wakes', 'drops', 'queue']) {
+					const t = L[kind], o = { n: 0 };
+					for (const c in t.cols) o[c] = t.cols[c].done();
+					o.n = t.cols[Object.keys(t.cols)[0]].n;
+					out[kind] = o;
+				}
+				sortBy(out.samples, 't');
+				sortBy(out.polls, 'start');
+				sortBy(out.blocks, 'start');
+				lanes.push(out);
+			}
+			/* generic mode: no poll in the whole trace; loop turns (Unpark -> next Park) instead */
+			const generic = lanes.every((l) => l.polls.n === 0) && lanes.some((l) => l.parks.n > 1);
+			if (generic) {
+				const turn = this.name('(loop turn)');
+				const g = this.locs.length;
+				this.locs.push({});
+				this.locName[g] = turn;
+				this.locAddr[g] = null;
+				for (const l of lanes) {
+					const k = l.parks, n = Math.max(0, k.n - 1);
+					const p = { n, start: new Float64Array(n), end: new Float64Array(n), co: new Float64Array(n), loc: new Int32Array(n).fill(g),
+						wakeT: new Float64Array(n).fill(NaN), wakeKind: new Int8Array(n).fill(-1), waker: new Float64Array(n), open: new Uint8Array(n) };
+					for (let i = 0; i < n; i++) {
+						p.start[i] = k.end[i];
+						p.end[i] = k.start[i + 1];
+					}
+					l.polls = p;
+				}
+			}
+			lanes.sort((a, b) => a.proc - b.proc || (b.worker ? 1 : 0) - (a.worker ? 1 : 0) || (a.worker - b.worker) || a.tid - b.tid);
+			/* drop threads with nothing to draw (agent threads) */
+			const kept = lanes.filter((l) => l.polls.n || l.parks.n || l.blocks.n || l.samples.n || l.drops.n || l.worker);
+			const procs = this.procs.map((P) => {
+				return { pid: P.pid, process: P.process, hostname: P.hostname, cmdline: P.cmdline, segments: P.segments, cos: null, _cos: P.cos };
+			});
+			/* coroutine table per process: parent, location, spawn, exit */
+			for (const P of procs) {
+				const m = P._cos, ids = [], par = [], loc = [], sp = [], ex = [];
+				for (const [id, c] of m) {
+					ids.push(id); par.push(c.parent || 0); loc.push(c.loc === undefined ? -1 : c.loc);
+					sp.push(c.spawnT === undefined ? NaN : c.spawnT); ex.push(c.exitT === undefined ? NaN : c.exitT);
+				}
+				P.cos = { id: Float64Array.from(ids), parent: Float64Array.from(par), loc: Int32Array.from(loc), spawn: Float64Array.from(sp), exit: Float64Array.from(ex) };
+				delete P._cos;
+			}
+			/* stack frames, flattened */
+			let nf = 0;
+			for (const s of this.stackFrames) nf += Array.isArray(s) ? s.length : 0;
+			const stackOff = new Int32Array(this.stackFrames.length + 1), frames = new Int32Array(nf);
+			let j = 0;
+			this.stackFrames.forEach((s, i) => {
+				stackOff[i] = j;
+				if (Array.isArray(s)) for (const x of s) frames[j++] = typeof x === 'number' ? x : 0;
+			});
+			stackOff[this.stackFrames.length] = j;
+			const segGaps = this.segmentGaps();
+			return {
+				t0: this.t0 === null ? '0' : this.t0.toString(), tMin: isFinite(tMin) ? tMin : 0, tMax: isFinite(tMax) ? tMax : 1,
+				names: this.names, locName: Int32Array.from(this.locName, (x) => (x === undefined ? -1 : x)),
+				locAddr: this.locAddr, procs, lanes: kept, stackOff, frames, files: this.files.map((f) => ({ name: f.name, size: f.size, events: f.events, status: f.status, problems: f.problems.slice(0, 20), nproblems: f.problems.length, note: f.note })),
+				problems: this.problems.slice(0, 1000), events: this.events, generic, gaps: segGaps,
+				enums: { WAKE_KINDS, CALLS, FD_KINDS, DROP_REASONS },
+			};
+		}
+		/* holes between the segments of a process: segment numbers missing from the series
+		 * (deleted by the disk budget, not given), or a segment that ends cut (a crash) */
+		segmentGaps() {
+			const out = [];
+			const by = new Map();
+			for (const s of this.segs) {
+				if (!isFinite(s.tFirst)) continue;
+				if (!by.has(s.proc)) by.set(s.proc, []);
+				by.get(s.proc).push(s);
+			}
+			for (const [p, list] of by) {
+				for (let i = 1; i < list.length; i++) {
+					const a = list[i - 1], b = list[i];
+					const missing = b.seq - a.seq - 1;
+					if (missing > 0 || (a.file.status === 'truncated' && b.tFirst - a.tLast > 1e6))
+						out.push({ proc: p, from: a.tLast, to: b.tFirst, missing, after: a.file.name });
+				}
+			}
+			return out;
+		}
+	}
+	function sortBy(t, key) {
+		const a = t[key];
+		let sorted = true;
+		for (let i = 1; i < t.n; i++) if (a[i] < a[i - 1]) { sorted = false; break; }
+		if (sorted) return;
+		const idx = new Uint32Array(t.n);
+		for (let i = 0; i < t.n; i++) idx[i] = i;
+		idx.sort((x, y) => a[x] - a[y]);
+		for (const c in t) {
+			if (c === 'n') continue;
+			const old = t[c], nw = new old.constructor(t.n);
+			for (let i = 0; i < t.n; i++) nw[i] = old[idx[i]];
+			t[c] = nw;
+		}
+	}
+	/* every typed array buffer of a model: the worker transfers them instead of copying */
+	function transferables(m) {
+		const out = [m.stackOff.buffer, m.frames.buffer, m.locName.buffer];
+		for (const l of m.lanes)
+			for (const k of ['polls', 'parks', 'blocks', 'samples', 'wakes', 'drops', 'queue'])
+				for (const c in l[k]) if (c !== 'n') out.push(l[k][c].buffer);
+		for (const p of m.procs)
+			for (const c in p.cos) out.push(p.cos[c].buffer);
+		return out;
+	}
+	root.D9Model = { Builder, transferables, WAKE_KINDS, CALLS, FD_KINDS, DROP_REASONS };
+	return root.D9Model;
+}
+if (typeof module !== 'undefined' && module.exports)
+	module.exports = d9_model_module(Object.assign({}, { D9Decode: require('./decode.js') }));
+else
+	d9_model_module(typeof self !== 'undefined' ? self : this);

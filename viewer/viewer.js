@@ -1,0 +1,948 @@
+/* viewer.js: the page side of the viewer: file input, the timeline canvas (lanes of polls, parks,
+ * blocking calls, CPU samples), zoom/pan/range selection, poll details with the coroutine's life
+ * and wake chain, flame graphs, the location table and points of interest. Drawing is on canvas,
+ * bounded by pixels, not events: polls narrower than a pixel are merged into pixel columns.
+ * Tests read window.__d9test (what was last drawn, the flame graph, the messages). */
+(function () {
+	'use strict';
+	const $ = (id) => document.getElementById(id);
+	const LANE_H = 26, AXIS_H = 34, GUTTER = 170, PROC_H = 18;
+	const T = window.__d9test = { ready: false, loads: 0, draws: null, flame: null, message: '', detail: null };
+	let M = null; /* the model */
+	let view = { v0: 0, v1: 1 };
+	let rows = []; /* [{type:'proc', proc} | {type:'lane', lane}] with y */
+	let sel = null; /* { lane, i } selected poll */
+	let selArrows = []; /* its wake chain: { fromLane, t0, toLane, t1 } */
+	let range = null; /* [t0, t1] */
+	let locFilter = -1; /* name id of a location, or -1 */
+	let searchText = '';
+	let searchLocs = null; /* Set of location name ids matching the search */
+	let pois = [], poiIdx = -1;
+	let flameSrc = 2;
+
+	/* ---- messages ---- */
+	function message(kind, text) {
+		const m = $('msg');
+		m.className = kind || '';
+		m.textContent = text || '';
+		T.message = text || '';
+		T.messageKind = kind || '';
+	}
+	function status(s) { $('status').textContent = s; }
+
+	/* ---- loading ---- */
+	function workerUrl() {
+		const src = '(' + d9_decode_module + ')(self);\n(' + d9_model_module + ')(self);\n(' + d9_worker_main + ')(self);\n';
+		return URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
+	}
+	function load(files) { /* files: [{ name, buffer }] */
+		if (!files.length) return;
+		message('info', 'decoding ' + files.length + ' file(s)…');
+		T.ready = false;
+		const t0 = performance.now();
+		const w = new Worker(workerUrl());
+		w.onmessage = (e) => {
+			const d = e.data;
+			if (d.progress) { status(d.progress); return; }
+			w.terminate();
+			if (d.error) { message('err', 'the viewer failed to decode: ' + d.error); T.ready = true; return; }
+			setModel(d.model, performance.now() - t0);
+		};
+		w.onerror = (e) => { message('err', 'the decoder worker failed: ' + (e.message || e)); T.ready = true; };
+		w.postMessage({ files }, files.map((f) => f.buffer));
+	}
+	async function loadFileList(list) {
+		const files = [];
+		for (const f of list)
+			files.push({ name: f.name, buffer: await f.arrayBuffer() });
+		load(files);
+	}
+	$('pick').addEventListener('change', (e) => loadFileList(e.target.files));
+	document.addEventListener('dragover', (e) => { e.preventDefault(); });
+	document.addEventListener('drop', (e) => { e.preventDefault(); loadFileList(e.dataTransfer.files); });
+	/* the single-file report: trace files embedded as base64 by `d9-analyze html` */
+	window.addEventListener('load', () => {
+		const emb = document.querySelectorAll('script[type="application/x-d9-segment"]');
+		if (!emb.length) return;
+		const files = [];
+		for (const s of emb) {
+			const bin = atob(s.textContent.replace(/\s+/g, ''));
+			const u8 = new Uint8Array(bin.length);
+			for (let i = 0; i < bin.length; i++) u8[i] = bin.charCodeAt(i);
+			files.push({ name: s.dataset.name || 'trace.bin', buffer: u8.buffer });
+		}
+		load(files);
+	});
+	T.loadBuffers = (files) => load(files.map((f) => ({ name: f.name, buffer: new Uint8Array(f.bytes).buffer })));
+
+	/* ---- the model in the page ---- */
+	function setModel(m, ms) {
+		M = m;
+		T.loads++;
+		T.loadMs = ms;
+		T.events = m.events;
+		const readable = m.files.filter((f) => f.status !== 'unreadable');
+		const notes = [];
+		for (const f of m.files) {
+			if (f.status === 'unreadable')
+				notes.push(f.name + ': not readable as a d9 trace: ' + f.problems[0].message);
+			else if (f.status === 'truncated' || f.status === 'damaged' || f.note) {
+				const p = f.problems.find((x) => x.kind === 'truncated' || x.kind === 'corrupt' || x.kind === 'bad_event') || f.problems[0];
+				notes.push(f.name + ': ' + (f.status === 'truncated' ? 'truncated' : 'damaged') + ' data: read ' + f.events +
+					' events; ' + (p ? p.message + (p.kind === 'truncated' ? ' (decoding stopped at offset ' + p.offset + ')' : '') : '') +
+					(f.nproblems > 1 ? ' (+' + (f.nproblems - 1) + ' more problems)' : '') + (f.note ? '; ' + f.note : ''));
+			}
+		}
+		let nsamples = 0, npolls = 0;
+		for (const l of m.lanes) { nsamples += l.samples.n; npolls += l.polls.n; }
+		if (!readable.length) {
+			message('err', notes.join('\n') || 'nothing to show');
+			$('drop').style.display = 'flex';
+			$('main').style.display = 'none';
+			T.ready = true;
+			return;
+		}
+		if (m.events && !nsamples)
+			notes.push('no CPU samples in this trace: flame graphs stay empty (record with D9_CPU_PROFILE=1).');
+		if (!m.events)
+			notes.push('the trace holds no events.');
+		message(notes.length ? 'warn' : '', notes.join('\n'));
+		$('drop').style.display = 'none';
+		$('main').style.display = 'flex';
+		ovCache = null;
+		searchText = '';
+		searchLocs = null;
+		$('search').value = '';
+		buildRows();
+		buildLod();
+		computeStats();
+		computePois();
+		fitAll();
+		sel = null; range = null; locFilter = -1; selArrows = [];
+		status(m.events + ' events, ' + npolls + ' polls, ' + nsamples + ' samples, ' + m.procs.length + ' process(es), decoded in ' + Math.round(ms) + ' ms');
+		showTab(curTab);
+		renderFlame([], 'flame graph: click a poll or shift+drag a range');
+		T.ready = true;
+	}
+	function buildRows() {
+		rows = [];
+		let y = AXIS_H, lastProc = -1;
+		M.lanes.forEach((l, i) => {
+			if (l.proc !== lastProc) {
+				rows.push({ type: 'proc', proc: l.proc, y });
+				y += PROC_H;
+				lastProc = l.proc;
+			}
+			rows.push({ type: 'lane', lane: i, y });
+			l.y = y;
+			y += LANE_H;
+		});
+		const c = $('timeline');
+		c.style.height = (y + 4) + 'px';
+	}
+
+	/* Level of detail for zoomed-out views: per lane, which of LOD_BINS equal time bins hold a
+	 * poll or a park, so a redraw at "fit all" costs pixels, not events. */
+	const LOD_BINS = 16384;
+	function buildLod() {
+		const a = M.tMin, binW = Math.max(1, (M.tMax - a) / LOD_BINS);
+		for (const l of M.lanes) {
+			const mark = (arr, start, end, n) => {
+				for (let i = 0; i < n; i++) {
+					const b0 = Math.max(0, Math.floor((start[i] - a) / binW)), b1 = Math.min(LOD_BINS - 1, Math.floor((end[i] - a) / binW));
+					for (let b = b0; b <= b1; b++) arr[b] = 1;
+				}
+			};
+			l.lod = { binW, polls: new Uint8Array(LOD_BINS), parks: new Uint8Array(LOD_BINS) };
+			mark(l.lod.polls, l.polls.start, l.polls.end, l.polls.n);
+			mark(l.lod.parks, l.parks.start, l.parks.end, l.parks.n);
+		}
+	}
+	/* draws one 1-pixel column per pixel whose bins are marked; returns the number of columns */
+	function drawLod(c, bins, binW, W, y, h) {
+		let n = 0;
+		const a = M.tMin, nsPx = (view.v1 - view.v0) / (W - GUTTER);
+		for (let x = GUTTER; x < W; x++) {
+			const t = view.v0 + (x - GUTTER) * nsPx;
+			let b0 = Math.floor((t - a) / binW), b1 = Math.floor((t + nsPx - a) / binW);
+			if (b1 < 0 || b0 >= LOD_BINS) continue;
+			b0 = Math.max(0, b0);
+			b1 = Math.min(LOD_BINS - 1, b1);
+			for (let b = b0; b <= b1; b++) {
+				if (bins[b]) { c.fillRect(x, y, 1, h); n++; break; }
+			}
+		}
+		return n;
+	}
+
+	/* ---- names, times ---- */
+	const nm = (id) => (id >= 0 && M.names[id] !== undefined ? M.names[id] : '(unknown)');
+	const locNameId = (g) => (g >= 0 ? M.locName[g] : -1);
+	const locName = (g) => (g >= 0 ? nm(M.locName[g]) : '(unknown location)');
+	function fmtDur(ns) {
+		if (!isFinite(ns)) return '?';
+		const a = Math.abs(ns);
+		if (a >= 1e9) return (ns / 1e9).toFixed(3) + ' s';
+		if (a >= 1e6) return (ns / 1e6).toFixed(3) + ' ms';
+		if (a >= 1e3) return (ns / 1e3).toFixed(1) + ' µs';
+		return Math.round(ns) + ' ns';
+	}
+	function wall(t) { /* ISO wall-clock time of rel t, µs */
+		const ns = BigInt(M.t0) + BigInt(Math.round(t));
+		const ms = Number(ns / 1000000n);
+		const us = Number((ns / 1000n) % 1000n);
+		return new Date(ms).toISOString().replace('Z', String(us).padStart(3, '0') + 'Z');
+	}
+	function laneLabel(l) {
+		return (l.worker ? 'worker ' + l.worker : 'thread') + ' ' + l.tid + (l.name ? ' ' + l.name : '');
+	}
+	function procLabel(p) {
+		const P = M.procs[p];
+		return P.process + ' pid ' + P.pid + (P.hostname ? ' @' + P.hostname : '') + '  (' + P.segments + ' segment' + (P.segments > 1 ? 's' : '') + ')';
+	}
+	function colorOf(id) {
+		/* golden-angle hues: neighbouring ids get far-apart colours */
+		return 'hsl(' + Math.round((id * 137.508) % 360) + ',' + (55 + (id % 3) * 10) + '%,' + (52 + (id % 2) * 8) + '%)';
+	}
+
+	/* ---- binary searches over sorted columns ---- */
+	function lowerBound(a, n, x) { let lo = 0, hi = n; while (lo < hi) { const m = (lo + hi) >> 1; if (a[m] < x) lo = m + 1; else hi = m; } return lo; }
+	function firstEndingAfter(ends, n, t) { return lowerBound(ends, n, t); } /* polls do not overlap in a lane: ends sorted */
+
+	/* ---- timeline drawing ---- */
+	const tl = $('timeline'), tctx = tl.getContext('2d');
+	let dpr = 1;
+	function xOf(t, W) { return GUTTER + (t - view.v0) / (view.v1 - view.v0) * (W - GUTTER); }
+	function tOf(x, W) { return view.v0 + (x - GUTTER) / (W - GUTTER) * (view.v1 - view.v0); }
+	function resizeCanvas(c, h) {
+		dpr = window.devicePixelRatio || 1;
+		const w = c.clientWidth;
+		if (c.width !== Math.round(w * dpr) || c.height !== Math.round(h * dpr)) {
+			c.width = Math.round(w * dpr);
+			c.height = Math.round(h * dpr);
+		}
+		return w;
+	}
+	let drawPending = false;
+	function redraw() {
+		if (drawPending) return;
+		drawPending = true;
+		requestAnimationFrame(() => { drawPending = false; draw(); });
+	}
+	function pollMatches(l, i) {
+		const nid = locNameId(l.polls.loc[i]);
+		if (locFilter >= 0 && nid !== locFilter) return false;
+		if (searchLocs && !searchLocs.has(nid)) return false;
+		return true;
+	}
+	function draw() {
+		if (!M) return;
+		const t0 = performance.now();
+		const H = parseFloat(tl.style.height) || 400;
+		const W = resizeCanvas(tl, H);
+		const c = tctx;
+		c.setTransform(dpr, 0, 0, dpr, 0, 0);
+		c.clearRect(0, 0, W, H);
+		const wrap = $('tlwrap');
+		const yTop = wrap.scrollTop, yBot = yTop + wrap.clientHeight;
+		const span = view.v1 - view.v0;
+		const counts = { polls: 0, pollColumns: 0, parks: 0, blocks: 0, samples: 0, drops: 0 };
+		const drawn = [];
+		const selCo = sel ? M.lanes[sel.lane].polls.co[sel.i] : null;
+		const selProc = sel ? M.lanes[sel.lane].proc : -1;
+		for (const r of rows) {
+			if (r.y + LANE_H < yTop || r.y > yBot) continue;
+			if (r.type === 'proc') {
+				c.fillStyle = '#dde3ec';
+				c.fillRect(0, r.y, W, PROC_H);
+				c.fillStyle = '#123';
+				c.font = 'bold 11px system-ui';
+				c.fillText(procLabel(r.proc), 4, r.y + 13);
+				continue;
+			}
+			const l = M.lanes[r.lane], y = r.y;
+			c.fillStyle = r.lane % 2 ? '#f3f3f3' : '#fbfbfb';
+			c.fillRect(GUTTER, y, W - GUTTER, LANE_H);
+			/* parks: a thin grey bar (the worker waits in epoll/select) */
+			c.fillStyle = '#c4c9d0';
+			/* exact drawing while the visible polls are few enough; bins past that */
+			const inView = lowerBound(l.polls.start, l.polls.n, view.v1) - firstEndingAfter(l.polls.end, l.polls.n, view.v0) +
+				lowerBound(l.parks.start, l.parks.n, view.v1) - firstEndingAfter(l.parks.end, l.parks.n, view.v0);
+			const useLod = inView > 50000 && (view.v1 - view.v0) / (W - GUTTER) > l.lod.binW * 2;
+			if (useLod) {
+				counts.parks += drawLod(c, l.lod.parks, l.lod.binW, W, y + LANE_H - 7, 3);
+			} else {
+				const p = l.parks;
+				let i = firstEndingAfter(p.end, p.n, view.v0), lastX = -1;
+				for (; i < p.n && p.start[i] < view.v1; i++) {
+					const x0 = Math.max(GUTTER, xOf(p.start[i], W)), x1 = Math.min(W, xOf(p.end[i], W));
+					if (x1 < lastX + 0.5 && x1 - x0 < 1) continue;
+					c.fillRect(x0, y + LANE_H - 7, Math.max(1, x1 - x0), 3);
+					lastX = x1;
+					counts.parks++;
+				}
+			}
+			/* polls: coloured by location; sub-pixel polls merged per pixel column */
+			if (useLod && locFilter < 0 && !searchLocs) {
+				c.fillStyle = '#556';
+				counts.pollColumns += drawLod(c, l.lod.polls, l.lod.binW, W, y + 3, LANE_H - 11);
+			} else {
+				const p = l.polls;
+				let i = firstEndingAfter(p.end, p.n, view.v0);
+				let colX = -1, colCount = 0;
+				for (; i < p.n && p.start[i] < view.v1; i++) {
+					const xs = xOf(p.start[i], W), xe = xOf(p.end[i], W);
+					const x0 = Math.max(GUTTER, xs), x1 = Math.min(W, xe);
+					const match = pollMatches(l, i);
+					if (x1 - x0 < 1) {
+						const px = Math.floor(x0);
+						if (px === colX) { colCount++; continue; }
+						colX = px;
+						c.fillStyle = match ? '#556' : '#ddd';
+						c.fillRect(px, y + 3, 1, LANE_H - 11);
+						counts.pollColumns++;
+						continue;
+					}
+					const lid = locNameId(p.loc[i]);
+					c.fillStyle = match ? colorOf(lid + 1) : '#e2e2e2';
+					c.fillRect(x0, y + 3, x1 - x0, LANE_H - 11);
+					if (p.open[i]) { c.fillStyle = '#a00'; c.fillRect(x1 - 2, y + 3, 2, LANE_H - 11); }
+					if (selCo !== null && l.proc === selProc && p.co[i] === selCo && M.lanes[sel.lane].polls.co[sel.i] !== 0) {
+						c.strokeStyle = sel.lane === r.lane && sel.i === i ? '#000' : '#e0a000';
+						c.lineWidth = 2;
+						c.strokeRect(x0 + 1, y + 2, Math.max(1, x1 - x0 - 2), LANE_H - 9);
+					}
+					if (x1 - x0 > 40) {
+						c.fillStyle = '#000';
+						c.font = '10px system-ui';
+						c.save();
+						c.beginPath(); c.rect(x0, y, x1 - x0, LANE_H); c.clip();
+						c.fillText(nm(lid), x0 + 2, y + 13);
+						c.restore();
+					}
+					counts.polls++;
+					if (drawn.length < 20000) drawn.push([r.lane, i]);
+				}
+			}
+			/* blocking calls: red, under the polls */
+			{
+				const b = l.blocks;
+				let i = lowerBound(b.start, b.n, view.v0 - span * 4);
+				for (; i < b.n && b.start[i] < view.v1; i++) {
+					if (b.end[i] < view.v0) continue;
+					const x0 = Math.max(GUTTER, xOf(b.start[i], W)), x1 = Math.min(W, xOf(b.end[i], W));
+					c.fillStyle = '#d22';
+					c.fillRect(x0, y + LANE_H - 4, Math.max(1, x1 - x0), 3);
+					counts.blocks++;
+				}
+			}
+			/* CPU samples: ticks at the top edge (dark: on-CPU, blue: off-CPU) */
+			{
+				const s = l.samples;
+				let i = lowerBound(s.t, s.n, view.v0), lastX = -1;
+				for (; i < s.n && s.t[i] < view.v1; i++) {
+					const x = Math.floor(xOf(s.t[i], W));
+					if (x === lastX) continue;
+					lastX = x;
+					c.fillStyle = s.source[i] ? '#36c' : '#222';
+					c.fillRect(x, y, 1, 3);
+					counts.samples++;
+				}
+			}
+			/* drops: red triangles */
+			{
+				const d = l.drops;
+				for (let i = 0; i < d.n; i++) {
+					if (d.t[i] < view.v0 || d.t[i] > view.v1) continue;
+					const x = xOf(d.t[i], W);
+					c.fillStyle = '#e00';
+					c.beginPath(); c.moveTo(x - 4, y); c.lineTo(x + 4, y); c.lineTo(x, y + 7); c.fill();
+					counts.drops++;
+				}
+			}
+			/* label gutter */
+			c.fillStyle = '#fff';
+			c.fillRect(0, y, GUTTER, LANE_H);
+			c.fillStyle = '#222';
+			c.font = '11px system-ui';
+			c.fillText(laneLabel(l).slice(0, 28), 4, y + 16);
+		}
+		/* the selected poll's wake chain: waker's poll -> woken poll */
+		if (sel) {
+			c.strokeStyle = c.fillStyle = '#8a2be2';
+			c.lineWidth = 1.5;
+			for (const a of selArrows) {
+				const x0 = xOf(a.t0, W), x1 = xOf(a.t1, W);
+				const y0 = M.lanes[a.fromLane].y + 4, y1 = M.lanes[a.toLane].y + 4;
+				if (Math.max(x0, x1) < GUTTER || Math.min(x0, x1) > W) continue;
+				c.beginPath();
+				c.moveTo(x0, y0);
+				c.bezierCurveTo(x0, y0 - 14, x1, y1 - 14, x1, y1);
+				c.stroke();
+				c.beginPath();
+				c.moveTo(x1, y1); c.lineTo(x1 - 4, y1 - 6); c.lineTo(x1 + 4, y1 - 6); c.fill();
+			}
+		}
+		/* range selection */
+		if (range) {
+			const x0 = xOf(range[0], W), x1 = xOf(range[1], W);
+			c.fillStyle = 'rgba(40,100,220,0.15)';
+			c.fillRect(Math.max(GUTTER, x0), AXIS_H, Math.max(1, Math.min(W, x1) - Math.max(GUTTER, x0)), H - AXIS_H);
+			c.strokeStyle = 'rgba(40,100,220,0.8)';
+			c.lineWidth = 1;
+			c.strokeRect(x0, AXIS_H, x1 - x0, H - AXIS_H);
+		}
+		drawAxis(c, W, yTop);
+		T.draws = counts;
+		T.drawn = drawn;
+		T.view = { v0: view.v0, v1: view.v1 };
+		T.drawMs = performance.now() - t0;
+		drawOverview();
+	}
+	function niceStep(span, px) {
+		const raw = span / Math.max(1, px / 90);
+		const p = Math.pow(10, Math.floor(Math.log10(raw)));
+		for (const m of [1, 2, 5, 10]) if (p * m >= raw) return p * m;
+		return p * 10;
+	}
+	function drawAxis(c, W, yTop) {
+		/* the axis stays at the top of the visible part of the scrolled lanes */
+		c.fillStyle = '#fff';
+		c.fillRect(0, yTop, W, AXIS_H);
+		c.strokeStyle = '#888';
+		c.beginPath(); c.moveTo(0, yTop + AXIS_H - 0.5); c.lineTo(W, yTop + AXIS_H - 0.5); c.stroke();
+		const span = view.v1 - view.v0, step = niceStep(span, W - GUTTER);
+		c.fillStyle = '#333';
+		c.font = '10px system-ui';
+		for (let t = M.tMin + Math.ceil((view.v0 - M.tMin) / step) * step; t <= view.v1; t += step) {
+			const x = xOf(t, W);
+			c.fillRect(x, yTop + AXIS_H - 8, 1, 8);
+			c.fillText(fmtDur(t - M.tMin), x + 2, yTop + AXIS_H - 10);
+		}
+		c.fillStyle = '#333';
+		c.fillText(wall(view.v0).replace('T', ' '), 4, yTop + 11);
+		c.fillText('span ' + fmtDur(span), 4, yTop + 24);
+	}
+
+	/* ---- overview (minimap): poll density per pixel over the whole trace ---- */
+	let ovCache = null;
+	function drawOverview() {
+		const c = $('overview'), ctx = c.getContext('2d');
+		const W = resizeCanvas(c, 36);
+		ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+		const a = M.tMin, b = M.tMax, sp = Math.max(1, b - a);
+		if (!ovCache || ovCache.W !== W) {
+			const bins = new Float64Array(W);
+			for (const l of M.lanes) {
+				const p = l.polls;
+				for (let i = 0; i < p.n; i++) {
+					const x0 = Math.floor((p.start[i] - a) / sp * (W - 1)), x1 = Math.floor((p.end[i] - a) / sp * (W - 1));
+					if (x0 === x1) bins[x0] += p.end[i] - p.start[i];
+					else for (let x = Math.max(0, x0); x <= Math.min(W - 1, x1); x++) bins[x] += sp / W;
+				}
+			}
+			let mx = 0;
+			for (const v of bins) mx = Math.max(mx, v);
+			ovCache = { W, bins, mx };
+		}
+		ctx.clearRect(0, 0, W, 36);
+		ctx.fillStyle = '#eef';
+		ctx.fillRect(0, 0, W, 36);
+		ctx.fillStyle = '#557';
+		for (let x = 0; x < W; x++) {
+			const h = ovCache.mx ? Math.ceil(ovCache.bins[x] / ovCache.mx * 32) : 0;
+			if (h) ctx.fillRect(x, 36 - h, 1, h);
+		}
+		const x0 = (view.v0 - a) / sp * W, x1 = (view.v1 - a) / sp * W;
+		ctx.fillStyle = 'rgba(255,160,0,0.3)';
+		ctx.fillRect(x0, 0, Math.max(2, x1 - x0), 36);
+		ctx.strokeStyle = '#c70';
+		ctx.strokeRect(x0, 0.5, Math.max(2, x1 - x0), 35);
+	}
+	$('overview').addEventListener('mousedown', (e) => {
+		if (!M) return;
+		const W = $('overview').clientWidth;
+		const t = M.tMin + e.offsetX / W * (M.tMax - M.tMin), half = (view.v1 - view.v0) / 2;
+		setView(t - half, t + half);
+	});
+
+	/* ---- view changes ---- */
+	function setView(a, b) {
+		const minSpan = 1000; /* 1 µs */
+		if (b - a < minSpan) { const m = (a + b) / 2; a = m - minSpan / 2; b = m + minSpan / 2; }
+		view.v0 = a;
+		view.v1 = b;
+		redraw();
+	}
+	function fitAll() {
+		const pad = (M.tMax - M.tMin) * 0.01 + 1000;
+		setView(M.tMin - pad, M.tMax + pad);
+	}
+	function zoom(f, atT) {
+		const t = atT === undefined ? (view.v0 + view.v1) / 2 : atT;
+		setView(t - (t - view.v0) * f, t + (view.v1 - t) * f);
+	}
+	function pan(frac) {
+		const d = (view.v1 - view.v0) * frac;
+		setView(view.v0 + d, view.v1 + d);
+	}
+	T.setView = (a, b) => { setView(a, b); draw(); };
+	T.drawNow = () => { draw(); return T.draws; };
+	$('fit').onclick = () => M && fitAll();
+	$('zin').onclick = () => M && zoom(0.5);
+	$('zout').onclick = () => M && zoom(2);
+	$('tlwrap').addEventListener('scroll', redraw);
+	window.addEventListener('resize', () => { ovCache = null; redraw(); renderFlame(flameLast.samples, flameLast.title); });
+
+	/* ---- mouse on the timeline ---- */
+	let drag = null;
+	tl.addEventListener('wheel', (e) => {
+		if (!M) return;
+		e.preventDefault();
+		const W = tl.clientWidth;
+		if (e.shiftKey && !e.ctrlKey) { pan((e.deltaY || e.deltaX) / 1000); return; }
+		if (Math.abs(e.deltaX) > Math.abs(e.deltaY) && !e.ctrlKey) { pan(e.deltaX / W); return; }
+		const f = Math.exp(e.deltaY * (e.ctrlKey ? 0.01 : 0.0015));
+		zoom(f, tOf(e.offsetX, W));
+	}, { passive: false });
+	tl.addEventListener('mousedown', (e) => {
+		if (!M || e.button !== 0) return;
+		drag = { x: e.offsetX, y: e.offsetY, v0: view.v0, v1: view.v1, shift: e.shiftKey, moved: false };
+		if (e.shiftKey) range = null;
+	});
+	window.addEventListener('mousemove', (e) => {
+		if (!drag) { hover(e); return; }
+		const r = tl.getBoundingClientRect(), W = tl.clientWidth;
+		const x = e.clientX - r.left;
+		if (Math.abs(x - drag.x) > 3) drag.moved = true;
+		if (!drag.moved) return;
+		if (drag.shift) {
+			const a = drag.v0 + (Math.max(GUTTER, drag.x) - GUTTER) / (W - GUTTER) * (drag.v1 - drag.v0);
+			const b = drag.v0 + (Math.max(GUTTER, x) - GUTTER) / (W - GUTTER) * (drag.v1 - drag.v0);
+			range = [Math.min(a, b), Math.max(a, b)];
+			redraw();
+		} else {
+			const dt = (x - drag.x) / (W - GUTTER) * (drag.v1 - drag.v0);
+			setView(drag.v0 - dt, drag.v1 - dt);
+		}
+	});
+	window.addEventListener('mouseup', (e) => {
+		if (!drag) return;
+		const d = drag;
+		drag = null;
+		if (d.shift && d.moved && range) { showRange(); return; }
+		if (!d.moved && e.target === tl) clickAt(d.x, d.y);
+	});
+	function laneAt(y) {
+		for (const r of rows) if (r.type === 'lane' && y >= r.y && y < r.y + LANE_H) return r.lane;
+		return -1;
+	}
+	function pollAt(lane, x, W) {
+		const l = M.lanes[lane], p = l.polls;
+		const t = tOf(x, W), tol = 3 / (W - GUTTER) * (view.v1 - view.v0);
+		let i = firstEndingAfter(p.end, p.n, t - tol);
+		let best = -1, bd = Infinity;
+		for (; i < p.n && p.start[i] <= t + tol; i++) {
+			const d = t < p.start[i] ? p.start[i] - t : t > p.end[i] ? t - p.end[i] : 0;
+			if (d < bd) { bd = d; best = i; }
+		}
+		return best;
+	}
+	function clickAt(x, y) {
+		if (x < GUTTER) return;
+		const lane = laneAt(y);
+		if (lane < 0) return;
+		const i = pollAt(lane, x, tl.clientWidth);
+		if (i < 0) { sel = null; redraw(); return; }
+		selectPoll(lane, i);
+	}
+	function hover(e) {
+		const tip = $('tip');
+		if (!M || e.target !== tl) { tip.style.display = 'none'; return; }
+		const lane = laneAt(e.offsetY);
+		if (lane < 0 || e.offsetX < GUTTER) { tip.style.display = 'none'; return; }
+		const W = tl.clientWidth, l = M.lanes[lane];
+		const i = pollAt(lane, e.offsetX, W);
+		let s = laneLabel(l) + '\n' + wall(tOf(e.offsetX, W));
+		if (i >= 0) s += '\npoll of coroutine ' + l.polls.co[i] + ': ' + locName(l.polls.loc[i]) + ', ' + fmtDur(l.polls.end[i] - l.polls.start[i]);
+		tip.textContent = s;
+		tip.style.display = 'block';
+		tip.style.left = (e.clientX + 12) + 'px';
+		tip.style.top = (e.clientY + 12) + 'px';
+	}
+
+	/* ---- keyboard ---- */
+	window.addEventListener('keydown', (e) => {
+		if (!M || e.target.tagName === 'INPUT' || e.target.tagName === 'SELECT') return;
+		const k = e.key;
+		if (k === 'w' || k === '+' || k === '=') zoom(0.5);
+		else if (k === 's' || k === '-') zoom(2);
+		else if (k === 'a' || k === 'ArrowLeft') pan(-0.2);
+		else if (k === 'd' || k === 'ArrowRight') pan(0.2);
+		else if (k === '0' || k === 'f') fitAll();
+		else if (k === 'n') gotoPoi(1);
+		else if (k === 'p') gotoPoi(-1);
+		else if (k === 'Escape') { sel = null; selArrows = []; range = null; locFilter = -1; $('detail').innerHTML = ''; showTab(curTab); redraw(); }
+		else return;
+		e.preventDefault();
+	});
+
+	/* ---- details of a poll ---- */
+	function esc(s) { return String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]); }
+	function findPollAt(proc, co, t) { /* the poll of coroutine co (process proc) open at time t */
+		for (let li = 0; li < M.lanes.length; li++) {
+			const l = M.lanes[li];
+			if (l.proc !== proc) continue;
+			const p = l.polls;
+			const i = firstEndingAfter(p.end, p.n, t);
+			if (i < p.n && p.start[i] <= t && p.co[i] === co) return { lane: li, i };
+		}
+		return null;
+	}
+	function selectPoll(lane, i, keepView) {
+		sel = { lane, i };
+		const l = M.lanes[lane], p = l.polls, P = M.procs[l.proc];
+		const start = p.start[i], end = p.end[i], co = p.co[i];
+		const rows2 = [];
+		rows2.push(['coroutine', co ? String(co) : '(none)']);
+		rows2.push(['location', esc(locName(p.loc[i])) + (p.loc[i] >= 0 && M.locAddr[p.loc[i]] ? ' <span style="color:#888">' + M.locAddr[p.loc[i]] + '</span>' : '')]);
+		rows2.push(['duration', fmtDur(end - start) + (p.open[i] === 2 ? ' (still running when the trace ends)' : '')]);
+		rows2.push(['start', wall(start) + ' (+' + fmtDur(start - M.tMin) + ')']);
+		rows2.push(['worker', esc(laneLabel(l)) + ', pid ' + P.pid]);
+		let wakeTxt = '(no wake recorded)';
+		if (p.wakeKind[i] >= 0) {
+			wakeTxt = M.enums.WAKE_KINDS[p.wakeKind[i]] + (p.waker[i] ? ' by coroutine ' + p.waker[i] : '') +
+				', scheduling delay ' + fmtDur(start - p.wakeT[i]);
+		}
+		rows2.push(['woken', wakeTxt]);
+		/* wake chain: who woke the waker, from the poll it woke us in (drawn as arrows) */
+		const chain = [];
+		selArrows = [];
+		let cur = { lane, i };
+		for (let k = 0; k < 8; k++) {
+			const cp = M.lanes[cur.lane].polls;
+			const wk = cp.waker[cur.i];
+			if (cp.wakeKind[cur.i] < 0 || !wk) break;
+			const nx = findPollAt(l.proc, wk, cp.wakeT[cur.i]);
+			if (!nx) { chain.push('coroutine ' + wk); break; }
+			selArrows.push({ fromLane: nx.lane, t0: cp.wakeT[cur.i], toLane: cur.lane, t1: cp.start[cur.i] });
+			const np = M.lanes[nx.lane].polls;
+			chain.push('coroutine ' + wk + ' (' + esc(locName(np.loc[nx.i])) + ')');
+			cur = nx;
+		}
+		if (chain.length) rows2.push(['wake chain', chain.join(' ← ')]);
+		/* the coroutine's life */
+		let np = 0, tot = 0, first = Infinity, last = -Infinity;
+		if (co) {
+			for (const L of M.lanes) {
+				if (L.proc !== l.proc) continue;
+				const q = L.polls;
+				for (let j = 0; j < q.n; j++) if (q.co[j] === co) { np++; tot += q.end[j] - q.start[j]; first = Math.min(first, q.start[j]); last = Math.max(last, q.end[j]); }
+			}
+			let life = np + ' polls, ' + fmtDur(tot) + ' running';
+			if (isFinite(first)) life += ', from +' + fmtDur(first - M.tMin) + ' to +' + fmtDur(last - M.tMin);
+			const k = P.cos.id.indexOf(co);
+			if (k >= 0) {
+				if (P.cos.parent[k]) life += ', parent ' + P.cos.parent[k];
+				if (isFinite(P.cos.spawn[k])) life += ', spawned +' + fmtDur(P.cos.spawn[k] - M.tMin);
+				if (isFinite(P.cos.exit[k])) life += ', exited +' + fmtDur(P.cos.exit[k] - M.tMin);
+			}
+			rows2.push(['life', life + ' <a href="#" id="fitco">(show)</a>']);
+		}
+		/* blocking calls inside */
+		const b = l.blocks, blk = [];
+		for (let j = lowerBound(b.start, b.n, start); j < b.n && b.start[j] < end; j++)
+			blk.push(esc(nm(b.call[j])) + ' ' + fmtDur(b.end[j] - b.start[j]));
+		if (blk.length) rows2.push(['blocking calls', blk.slice(0, 10).join(', ') + (blk.length > 10 ? ' …' : '')]);
+		const samples = samplesIn([lane], start, end);
+		rows2.push(['CPU samples', String(samples.length / 2)]);
+		$('detail').innerHTML = '<h3>' + (M.generic ? 'Loop turn' : 'Poll') + '</h3><dl>' + rows2.map((r) => '<dt>' + r[0] + '</dt><dd>' + r[1] + '</dd>').join('') + '</dl>';
+		const fc = $('fitco');
+		if (fc) fc.onclick = (e) => { e.preventDefault(); const pad = (last - first) * 0.05 + 1000; setView(first - pad, last + pad); };
+		T.detail = { coroutine: co, location: locName(p.loc[i]), duration_ns: end - start, start, end, lane, index: i, samples: samples.length / 2, polls_of_coroutine: np, text: $('detail').innerText };
+		renderFlame(samples, 'poll of coroutine ' + co + ' (' + fmtDur(end - start) + '): ' + samples.length / 2 + ' samples');
+		if (!keepView && (start < view.v0 || end > view.v1)) {
+			const pad = (end - start) * 2 + 10000;
+			setView(start - pad, end + pad);
+		}
+		redraw();
+	}
+	T.selectPoll = (lane, i) => selectPoll(lane, i);
+	T.pollXY = (lane, i) => { /* page coordinates of a poll's middle, for tests that click */
+		const r = tl.getBoundingClientRect(), l = M.lanes[lane], W = tl.clientWidth;
+		const x = (Math.max(GUTTER, xOf(l.polls.start[i], W)) + Math.min(W, xOf(l.polls.end[i], W))) / 2;
+		return { x: r.left + x, y: r.top + l.y + LANE_H / 2 - 2 };
+	};
+	T.timeX = (t) => tl.getBoundingClientRect().left + xOf(t, tl.clientWidth);
+	T.model = () => M;
+
+	/* samples of the given lanes in [a, b): [{lane, i}] */
+	function samplesIn(laneIdx, a, b) {
+		const out = [];
+		for (const li of laneIdx) {
+			const s = M.lanes[li].samples;
+			for (let i = lowerBound(s.t, s.n, a); i < s.n && s.t[i] < b; i++)
+				if (flameSrc === 2 || s.source[i] === flameSrc) out.push(li, i);
+		}
+		return out;
+	}
+
+	/* ---- flame graph (icicle: callers on top) ---- */
+	let flameLast = { samples: [], title: '' };
+	let flameRects = [];
+	function renderFlame(samples, title) {
+		flameLast = { samples, title };
+		$('flametitle').textContent = title;
+		const root = { name: -2, v: 0, kids: new Map() };
+		const nsamp = samples.length / 2;
+		for (let k = 0; k < samples.length; k += 2) {
+			const l = M.lanes[samples[k]], i = samples[k + 1];
+			const st = l.samples.stack[i];
+			let node = root;
+			node.v++;
+			const path = [];
+			if (st < 0) path.push(-3);
+			else {
+				const a = M.stackOff[st], b = M.stackOff[st + 1];
+				for (let j = b - 1; j >= a; j--) path.push(M.frames[j]);
+				if (a === b) path.push(-3);
+			}
+			for (const f of path) {
+				let n = node.kids.get(f);
+				if (!n) { n = { name: f, v: 0, kids: new Map() }; node.kids.set(f, n); }
+				n.v++;
+				node = n;
+			}
+		}
+		const fname = (id) => (id === -2 ? 'all (' + nsamp + ' samples)' : id === -3 ? '(no stack)' : nm(id));
+		flameTree = { root, nsamp, fname };
+		layoutFlame(root);
+		/* what tests read: the total and every function, with its samples (inclusive) */
+		const fns = {};
+		(function acc(n) { for (const k of n.kids.values()) { const s = fname(k.name); fns[s] = (fns[s] || 0) + k.v; acc(k); } })(root);
+		const names = new Set(flameRects.map((r) => r.name));
+		T.flame = { title, total: nsamp, names: [...names], functions: fns };
+	}
+	let flameTree = null;
+	/* draws the flame graph with node `top` as its full width (a clicked frame zooms in) */
+	function layoutFlame(top) {
+		const { root, nsamp, fname } = flameTree;
+		const c = $('flame'), FH = 16;
+		let depth = 0;
+		(function d(n, k) { depth = Math.max(depth, k); for (const x of n.kids.values()) d(x, k + 1); })(root, 1);
+		const H = Math.max(60, depth * FH + 4);
+		const W = resizeCanvas(c, H);
+		c.style.height = H + 'px';
+		const ctx = c.getContext('2d');
+		ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+		ctx.clearRect(0, 0, W, H);
+		flameRects = [];
+		if (!nsamp) {
+			ctx.fillStyle = '#777';
+			ctx.font = '12px system-ui';
+			ctx.fillText(M && M.events ? 'no CPU samples here' : '', 6, 20);
+		} else {
+			(function lay(n, x, w, lvl) {
+				if (w < 0.3) return;
+				const nmS = fname(n.name);
+				const y = lvl * FH;
+				let h = 0;
+				for (let q = 0; q < nmS.length; q++) h = (h * 31 + nmS.charCodeAt(q)) >>> 0;
+				ctx.fillStyle = n.name === -2 ? '#bbb' : 'hsl(' + (10 + h % 45) + ',' + (70 + h % 20) + '%,' + (55 + (h >> 8) % 15) + '%)';
+				ctx.fillRect(x, y, Math.max(0.5, w - 0.5), FH - 1);
+				if (w > 24) {
+					ctx.fillStyle = '#000';
+					ctx.font = '11px system-ui';
+					ctx.save(); ctx.beginPath(); ctx.rect(x, y, w, FH); ctx.clip();
+					ctx.fillText(nmS, x + 3, y + 12);
+					ctx.restore();
+				}
+				flameRects.push({ x, y, w, h: FH, name: nmS, v: n.v, node: n });
+				let cx = x;
+				const kids = [...n.kids.values()].sort((a, b) => b.v - a.v);
+				for (const k of kids) {
+					const kw = w * k.v / n.v;
+					lay(k, cx, kw, lvl + 1);
+					cx += kw;
+				}
+			})(top, 0, W, 0);
+		}
+		flameTree.top = top;
+	}
+	$('flame').addEventListener('mousemove', (e) => {
+		const tip = $('tip');
+		const r = flameRects.find((q) => e.offsetX >= q.x && e.offsetX < q.x + q.w && e.offsetY >= q.y && e.offsetY < q.y + q.h);
+		if (!r) { tip.style.display = 'none'; return; }
+		tip.textContent = r.name + '\n' + r.v + ' samples (' + (100 * r.v / Math.max(1, T.flame.total)).toFixed(1) + '%)';
+		tip.style.display = 'block';
+		tip.style.left = (e.clientX + 12) + 'px';
+		tip.style.top = (e.clientY + 12) + 'px';
+	});
+	$('flame').addEventListener('click', (e) => {
+		if (!flameTree) return;
+		const r = flameRects.find((q) => e.offsetX >= q.x && e.offsetX < q.x + q.w && e.offsetY >= q.y && e.offsetY < q.y + q.h);
+		if (!r) return;
+		layoutFlame(r.node === flameTree.top ? flameTree.root : r.node);
+	});
+	$('flame').addEventListener('mouseleave', () => { $('tip').style.display = 'none'; });
+	$('flamesrc').addEventListener('change', (e) => {
+		flameSrc = Number(e.target.value);
+		if (sel) selectPoll(sel.lane, sel.i, true);
+		else if (range) showRange();
+	});
+
+	/* ---- range: aggregated flame graph and per-location statistics ---- */
+	function showRange() {
+		const [a, b] = range;
+		const all = M.lanes.map((_, i) => i);
+		const samples = samplesIn(all, a, b);
+		renderFlame(samples, 'range ' + fmtDur(b - a) + ' from +' + fmtDur(a - M.tMin) + ': ' + samples.length / 2 + ' samples');
+		const st = statsFor(a, b);
+		T.rangeStats = st.map((r) => ({ location: nm(r.id), polls: r.n, total_ns: r.total, p99_ns: r.p99, max_ns: r.max }));
+		let blk = 0;
+		for (const l of M.lanes) for (let j = lowerBound(l.blocks.start, l.blocks.n, a); j < l.blocks.n && l.blocks.start[j] < b; j++) blk++;
+		$('detail').innerHTML = '<h3>Range ' + fmtDur(b - a) + '</h3><dl><dt>from</dt><dd>' + wall(a) + '</dd><dt>to</dt><dd>' + wall(b) +
+			'</dd><dt>CPU samples</dt><dd>' + samples.length / 2 + '</dd><dt>blocking calls</dt><dd>' + blk + '</dd></dl>' +
+			'<h3 style="margin-top:8px">Locations in range</h3>' + locTableHtml(st, 'rloc');
+		T.detail = { range: [a, b], samples: samples.length / 2, text: $('detail').innerText };
+		redraw();
+	}
+	T.showRange = (a, b) => { range = [a, b]; showRange(); };
+
+	/* ---- location statistics ---- */
+	let locStats = [];
+	function statsFor(a, b) {
+		const per = new Map();
+		for (const l of M.lanes) {
+			const p = l.polls;
+			let i = a === undefined ? 0 : lowerBound(p.start, p.n, a);
+			for (; i < p.n && (b === undefined || p.start[i] < b); i++) {
+				const id = locNameId(p.loc[i]);
+				let r = per.get(id);
+				if (!r) { r = { id, n: 0, total: 0, max: 0, d: [] }; per.set(id, r); }
+				const d = p.end[i] - p.start[i];
+				r.n++; r.total += d; if (d > r.max) r.max = d; r.d.push(d);
+			}
+		}
+		const out = [...per.values()];
+		for (const r of out) {
+			const d = Float64Array.from(r.d).sort();
+			r.p99 = d.length ? d[Math.max(0, Math.ceil(0.99 * d.length) - 1)] : 0;
+			r.d = null;
+		}
+		out.sort((x, y) => y.total - x.total);
+		return out;
+	}
+	function computeStats() { locStats = statsFor(); }
+	function locTableHtml(st, cls) {
+		let h = '<table><tr><th>location</th><th>polls</th><th>total</th><th>p99</th><th>max</th></tr>';
+		for (const r of st.slice(0, 500)) {
+			if (searchText && !nm(r.id).toLowerCase().includes(searchText)) continue;
+			h += '<tr class="row ' + cls + (r.id === locFilter ? ' sel' : '') + '" data-id="' + r.id + '"><td title="' + esc(nm(r.id)) + '"><span class="swatch" style="background:' + colorOf(r.id + 1) + '"></span>' +
+				esc(nm(r.id)) + '</td><td>' + r.n + '</td><td>' + fmtDur(r.total) + '</td><td>' + fmtDur(r.p99) + '</td><td>' + fmtDur(r.max) + '</td></tr>';
+		}
+		return h + '</table>';
+	}
+
+	/* ---- points of interest, worst first ---- */
+	function computePois() {
+		const data = [], longPolls = [], delays = [], blocks = [];
+		const top = (arr, item, k) => { arr.push(item); if (arr.length > k * 4) { arr.sort((a, b) => b.v - a.v); arr.length = k; } };
+		M.lanes.forEach((l, li) => {
+			const p = l.polls;
+			for (let i = 0; i < p.n; i++) {
+				top(longPolls, { kind: 'long poll', v: p.end[i] - p.start[i], lane: li, i, t: p.start[i], t1: p.end[i] }, 25);
+				if (p.wakeKind[i] >= 0) top(delays, { kind: 'scheduling delay', v: p.start[i] - p.wakeT[i], lane: li, i, t: p.wakeT[i], t1: p.start[i] }, 25);
+			}
+			const b = l.blocks;
+			for (let i = 0; i < b.n; i++) top(blocks, { kind: 'blocking ' + nm(b.call[i]), v: b.end[i] - b.start[i], lane: li, t: b.start[i], t1: b.end[i] }, 25);
+			const d = l.drops;
+			for (let i = 0; i < d.n; i++) data.push({ kind: 'dropped ' + d.count[i] + ' (' + (M.enums.DROP_REASONS[d.reason[i]] || d.reason[i]) + ')', v: Infinity, lane: li, t: d.t[i], t1: d.t[i] });
+		});
+		for (const g of M.gaps)
+			data.push({ kind: 'gap in the data after ' + g.after + (g.missing > 0 ? ' (' + g.missing + ' segment(s) missing)' : ' (segment cut)'), v: Infinity, lane: -1, t: g.from, t1: g.to });
+		for (const f of M.files)
+			if (f.status !== 'ok' || f.note) data.push({ kind: f.name + ': ' + f.status + ' (' + ((f.problems[0] || {}).message || f.note) + ')', v: Infinity, lane: -1, t: NaN });
+		const srt = (a) => a.sort((x, y) => y.v - x.v).slice(0, 25);
+		pois = data.concat(srt(longPolls.concat(delays, blocks)).sort((x, y) => y.v - x.v));
+		poiIdx = -1;
+		T.pois = pois.map((p) => ({ kind: p.kind, v: p.v, t: p.t }));
+	}
+	function gotoPoi(d) {
+		if (!pois.length) return;
+		poiIdx = (poiIdx + d + pois.length) % pois.length;
+		const q = pois[poiIdx];
+		if (isFinite(q.t)) {
+			const w = Math.max(q.t1 - q.t, 1000), pad = w * 2;
+			setView(q.t - pad, q.t1 + pad);
+		}
+		if (q.i !== undefined) selectPoll(q.lane, q.i, true);
+		showTab('poi');
+	}
+	$('next').onclick = () => M && gotoPoi(1);
+	$('prev').onclick = () => M && gotoPoi(-1);
+
+	/* ---- side tabs ---- */
+	let curTab = 'locs';
+	function showTab(name) {
+		curTab = name;
+		for (const b of document.querySelectorAll('#tabs button')) b.classList.toggle('on', b.dataset.tab === name);
+		const body = $('tabbody');
+		if (!M) { body.innerHTML = ''; return; }
+		if (name === 'locs') {
+			body.innerHTML = locTableHtml(locStats, 'gloc');
+		} else if (name === 'poi') {
+			let h = '<table><tr><th>what</th><th>how long</th><th>when</th></tr>';
+			pois.forEach((p, k) => {
+				h += '<tr class="row poi' + (k === poiIdx ? ' sel' : '') + '" data-k="' + k + '"><td>' + esc(p.kind) + '</td><td>' + (isFinite(p.v) ? fmtDur(p.v) : p.t1 > p.t ? fmtDur(p.t1 - p.t) : '') +
+					'</td><td>' + (isFinite(p.t) ? '+' + fmtDur(p.t - M.tMin) : '') + '</td></tr>';
+			});
+			body.innerHTML = h + '</table>';
+		} else {
+			let h = '<table><tr><th>file</th><th>bytes</th><th>events</th><th>state</th></tr>';
+			for (const f of M.files) h += '<tr><td title="' + esc(f.name) + '">' + esc(f.name) + '</td><td>' + f.size + '</td><td>' + f.events + '</td><td>' + esc(f.status) + '</td></tr>';
+			body.innerHTML = h + '</table>';
+		}
+	}
+	$('tabs').addEventListener('click', (e) => { if (e.target.dataset.tab) showTab(e.target.dataset.tab); });
+	document.addEventListener('click', (e) => {
+		const tr = e.target.closest && e.target.closest('tr.row');
+		if (!tr || !M) return;
+		if (tr.classList.contains('gloc') || tr.classList.contains('rloc')) {
+			const id = Number(tr.dataset.id);
+			locFilter = locFilter === id ? -1 : id;
+			T.locFilter = locFilter;
+			showTab(curTab);
+			redraw();
+		} else if (tr.classList.contains('poi')) {
+			poiIdx = Number(tr.dataset.k) - 1;
+			gotoPoi(1);
+		}
+	});
+	$('search').addEventListener('input', (e) => {
+		searchText = e.target.value.trim().toLowerCase();
+		searchLocs = null;
+		if (searchText && M) {
+			/* locations whose name matches, or whose polls' samples ran a matching function */
+			searchLocs = new Set();
+			M.names.forEach((n, id) => { if (n.toLowerCase().includes(searchText)) searchLocs.add(id); });
+			const fnMatch = new Uint8Array(M.names.length);
+			M.names.forEach((n, id) => { if (n.toLowerCase().includes(searchText)) fnMatch[id] = 1; });
+			for (const l of M.lanes) {
+				const s = l.samples, p = l.polls;
+				for (let i = 0; i < s.n; i++) {
+					const st = s.stack[i];
+					if (st < 0) continue;
+					let hit = false;
+					for (let j = M.stackOff[st]; j < M.stackOff[st + 1]; j++) if (fnMatch[M.frames[j]]) { hit = true; break; }
+					if (!hit) continue;
+					const k = firstEndingAfter(p.end, p.n, s.t[i]);
+					if (k < p.n && p.start[k] <= s.t[i]) searchLocs.add(locNameId(p.loc[k]));
+				}
+			}
+		}
+		T.searchLocs = searchLocs ? [...searchLocs].map(nm) : null;
+		showTab(curTab);
+		redraw();
+	});
+})();
