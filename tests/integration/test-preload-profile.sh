@@ -12,6 +12,9 @@
 #     sleeping call).
 #   - D9_CPU_PROFILE_MODE=ctimer: samples from the CPU-time timer, with burn_cpu (the kernel
 #     checks thread CPU timers at its tick, so the rate is at most CONFIG_HZ, 250 here).
+#   - perf_event_open denied by a seccomp filter (tests/tools/no-perf.c): auto mode says so in
+#     one line and samples with ctimer; D9_CPU_PROFILE_MODE=perf records no sample, says why, and
+#     still traces polls.
 #   - d9-analyze: `flame` puts burn_cpu on the heaviest stack; `summary --json` counts samples.
 #   - 10,000 short-lived workers (d9-driver --churn) leave no perf descriptor open.
 set -u
@@ -186,6 +189,32 @@ $COMMON
 $BURN" "$ST_HTTP" "$SDIR/maps" 200 300 fp
 	if grep -q "ctimer" "$SDIR/stderr"; then
 		pl_fail $p-quiet "forced ctimer mode printed: $(head -c 200 "$SDIR/stderr")"
+	fi
+fi
+
+# ---- perf_event_open denied (seccomp, as in containers): ctimer takes over in auto mode --------
+noperf=$T/st-http-noperf
+printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$PL_ROOT/build/tests/no-perf" "$ST_HTTP" >"$noperf"
+chmod +x "$noperf"
+p=profile-denied
+if run $p "$noperf" D9_CPU_PROFILE=999 -- "/burn?ms=300" "burn ms=300" /fast ok; then
+	pl_check $p "prefix = '$p'
+$COMMON
+$BURN" "$ST_HTTP" "$SDIR/maps" 200 300 fp
+	n=$(grep -c 'perf_event_open(cpu-clock): Permission denied; CPU samples come from a CPU-time timer' "$SDIR/stderr")
+	if [ "$n" = 1 ] && [ "$(grep -c . "$SDIR/stderr")" = 1 ]; then
+		pl_pass $p-said-once "$(cat "$SDIR/stderr")"
+	else
+		pl_fail $p-said-once "want one line about the fallback, stderr: $(head -c 300 "$SDIR/stderr")"
+	fi
+fi
+p=profile-denied-perf-only
+if run $p "$noperf" D9_CPU_PROFILE=999 D9_CPU_PROFILE_MODE=perf -- "/burn?ms=50" "burn ms=50" /fast ok; then
+	n=$("$PL_ANALYZE" summary --json "$SDIR/trace" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(s["cpu_samples"]["on"] + s["cpu_samples"]["off"], s["polls"]["count"])')
+	if [ "${n%% *}" = 0 ] && [ "${n##* }" -gt 0 ] && grep -q "CPU samples are off" "$SDIR/stderr"; then
+		pl_pass $p "no samples, ${n##* } polls traced; stderr: $(head -c 200 "$SDIR/stderr")"
+	else
+		pl_fail $p "samples and polls: $n; stderr: $(head -c 300 "$SDIR/stderr")"
 	fi
 fi
 
