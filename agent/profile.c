@@ -147,17 +147,22 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	}
 	if (r->fd < 0)
 		return -errno;
-	r->data_size = pages * 4096;
-	r->map_len = r->data_size + 4096;
-	void *m = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
-	if (m == MAP_FAILED) {
-		int err = errno;
-		close(r->fd);
-		r->fd = -1;
-		return -err;
+	/* Unprivileged rings count against perf_event_mlock_kb (516 KiB per user by default):
+	 * smaller rings before none. A ring that cannot be mapped is no reason to leave perf. */
+	for (; pages >= 8; pages /= 2) {
+		r->data_size = pages * 4096;
+		r->map_len = r->data_size + 4096;
+		void *m = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+		if (m != MAP_FAILED) {
+			r->base = m;
+			return 0;
+		}
 	}
-	r->base = m;
-	return 0;
+	d9__log_once(D9_LOG_WARN, "cannot map a perf sample ring: %s (perf_event_mlock_kb, "
+		"RLIMIT_MEMLOCK); some workers have no samples", strerror(errno));
+	close(r->fd);
+	r->fd = -1;
+	return -ENOBUFS;
 }
 
 /* Data pages for a ring: room for ~40 ms of samples at the rate, a power of two, 16 to 128. */
