@@ -37,6 +37,7 @@
 #define CT_FRAMES 64
 #define MAX_FRAMES 128
 #define KERNEL_ADDR 0xffff800000000000ull
+#define OFFCPU_DUMP 2048u /* bytes of stack per off-CPU sample, at most */
 
 /* One perf event and its ring. */
 struct ring {
@@ -115,10 +116,9 @@ static void ring_close(struct ring *r)
 /* Opens one event on the calling thread with its ring of `pages` data pages. Returns 0 or
  * -errno (the ring stays closed). */
 static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t period,
-	size_t pages)
+	uint32_t dump, size_t pages)
 {
 	struct perf_event_attr a;
-	struct d9__config *c = &d9__g.cfg;
 
 	memset(&a, 0, sizeof(a));
 	a.size = sizeof(a);
@@ -131,7 +131,7 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	if (P.stacks != D9_STACKS_FP) {
 		a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
 		a.sample_regs_user = P.regs_mask;
-		a.sample_stack_user = c->stack_dump;
+		a.sample_stack_user = dump;
 	}
 	a.exclude_callchain_kernel = 1;
 	a.exclude_hv = 1;
@@ -165,14 +165,14 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	return -ENOBUFS;
 }
 
-/* Data pages for a ring: room for ~40 ms of samples at the rate, a power of two, 16 to 128. */
-static size_t ring_pages(uint64_t per_second)
+/* Data pages for a ring: room for ~40 ms of samples at the rate, a power of two, 16 to max. */
+static size_t ring_pages(uint64_t per_second, uint32_t dump, size_t max)
 {
-	uint64_t rec = P.stacks == D9_STACKS_FP ? 1200 : 1200 + d9__g.cfg.stack_dump;
+	uint64_t rec = P.stacks == D9_STACKS_FP ? 1200 : 1200 + dump;
 	uint64_t bytes = per_second * rec / 25;
 	size_t pages = 16;
 
-	while (pages < 128 && pages * 4096 < bytes)
+	while (pages < max && pages * 4096 < bytes)
 		pages *= 2;
 	return pages;
 }
@@ -318,10 +318,13 @@ void d9__profile_thread_start(struct d9__thr *t)
 		int err = 0;
 		if (c->cpu_hz)
 			err = ring_open(&p->cpu, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK,
-				1000000000u / c->cpu_hz, ring_pages(c->cpu_hz));
+				1000000000u / c->cpu_hz, c->stack_dump,
+				ring_pages(c->cpu_hz, c->stack_dump, 128));
 		if (!err && c->sched_events) {
+			/* a busy worker switches thousands of times a second: a smaller copy each */
+			uint32_t dump = c->stack_dump < OFFCPU_DUMP ? c->stack_dump : OFFCPU_DUMP;
 			int e2 = ring_open(&p->sw, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, 1,
-				ring_pages(2000));
+				dump, ring_pages(10000, dump, 256));
 			if (e2)
 				d9__log_once(D9_LOG_WARN, "off-CPU samples (D9_SCHED_EVENTS) are off: "
 					"perf_event_open(context-switches): %s (needs root, CAP_PERFMON "

@@ -4,7 +4,8 @@
  * precede it in time. d9__trace_run passes every event through here: a sample waits in its
  * thread's queue until an event of that thread with a later time arrives, and is delivered
  * just before it; a process's queues are emptied before its D9__EV_PROCESS_END. Commands thus
- * see each sample between the PollStart and PollEnd of the poll it was taken in. A sample
+ * see each sample between the PollStart and PollEnd of the poll it was taken in. A
+ * Dropped(samples_lost) comes from the same chunks and waits with the samples. A sample
  * older than the thread's last delivered event (another writer's order) is delivered at once.
  * Memory: the samples of one thread since its latest event, at most MAX_QUEUED of them. */
 #include "merge.h"
@@ -67,6 +68,13 @@ static int squeue_push(struct squeue *q, const struct d9__ev *ev)
 	return 0;
 }
 
+/* Events of the profiler's chunks: samples, and the Dropped(samples_lost) that start them. */
+static int sample_stream(const struct d9__ev *ev)
+{
+	return ev->type == D9_EV_CPU_SAMPLE ||
+		(ev->type == D9_EV_DROPPED && ev->kind == D9_DROP_SAMPLES_LOST);
+}
+
 void d9__merge_ev(void *ctx, const struct d9__ev *ev)
 {
 	struct d9__merge *m = ctx;
@@ -79,7 +87,7 @@ void d9__merge_ev(void *ctx, const struct d9__ev *ev)
 				m->q[i].seen = 0;
 			}
 	} else if (ev->th && (q = queue_of(m, ev->th))) {
-		if (ev->type == D9_EV_CPU_SAMPLE) {
+		if (sample_stream(ev)) {
 			/* a cap for a thread that samples for minutes without one event: its oldest
 			 * samples go out early (in order; only their place among events may suffer) */
 			if (q->n - q->head >= MAX_QUEUED && !m->t->stop)

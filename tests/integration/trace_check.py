@@ -119,12 +119,15 @@ class Proc:
 def merge_samples(evs):
     """A thread's events with its CpuSamples merged in by time, as the analyzer does: the agent
     writes samples in chunks of their own, before the chunks with the thread's later events, so
-    in file order a sample may precede events older than itself. A sample goes just before the
+    in file order a sample may precede events older than itself (so may the Dropped(samples_lost)
+    events of those chunks). A sample goes just before the
     first other event with a later time (ties: the other event first)."""
-    samples = [e for e in evs if e["type"] == "CpuSample"]
+    def of_samples(e):  # the profiler's chunks: samples and their Dropped(samples_lost)
+        return e["type"] == "CpuSample" or (e["type"] == "Dropped" and e["reason"] == 3)
+    samples = [e for e in evs if of_samples(e)]
     if not samples:
         return evs
-    others = [e for e in evs if e["type"] != "CpuSample"]
+    others = [e for e in evs if not of_samples(e)]
     out, i = [], 0
     for e in others:
         while i < len(samples) and samples[i]["mono_ns"] < e["mono_ns"]:
