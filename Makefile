@@ -19,7 +19,8 @@ B := build
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
 
 FORMAT_SRC  := format/format.c
-ANALYZE_SRC := $(wildcard analyze/*.c)
+# the analyzer names code addresses with the agent's agent/dwsym.c (the same libdw naming)
+ANALYZE_SRC := $(wildcard analyze/*.c) agent/dwsym.c
 AGENT_SRC   := $(wildcard agent/*.c) $(wildcard preload/*.c)
 UNIT_SRC    := $(wildcard tests/unit/test-*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(B)/san/tests/%,$(UNIT_SRC))
@@ -70,7 +71,7 @@ $(B)/libd9core.a: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(wildcard agent/*.c
 	ar rcs $@ $^
 
 # helper programs for tests and benchmarks (plain build)
-$(B)/tests/%: tests/tools/%.c $(B)/libd9core.a
+$(B)/tests/%: tests/tools/%.c tests/tools/gen-common.h $(B)/libd9core.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libd9core.a $(LDLIBS_FMT) -lunwind -lpthread -lm -ldl
 

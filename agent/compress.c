@@ -7,13 +7,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
+
+int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *)); /* lifecycle.c */
 
 int d9__gzip_file(const char *src, uint64_t *out_size)
 {
@@ -96,18 +97,6 @@ static uint64_t sealed_total(void)
 	return sum;
 }
 
-/* A thread with every signal blocked (host signals never land on it), as lifecycle.c does. */
-static int spawn_blocked(pthread_t *th, void *(*fn)(void *))
-{
-	sigset_t all, old;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int err = pthread_create(th, NULL, fn, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return -err;
-}
-
 /* With D9_COMPRESS=0 a job stays .bin: the segments already symbolized are those of our
  * series below sym_next (sealed in seq order); sym_pid notices a fork (the child's series). */
 static pid_t sym_pid;
@@ -187,7 +176,7 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 	/* D9_COMPRESS=0 starts no compressor; symbols still need the thread: started here, on the
 	 * writer thread, at the first seal (exit and fork treat it as the compressor) */
 	if (!g->cfg.compress && g->cfg.symbolize && !g->compressor_started &&
-		spawn_blocked(&g->compressor, d9__compressor_main) == 0)
+		d9__spawn_blocked(&g->compressor, d9__compressor_main) == 0)
 		g->compressor_started = 1;
 }
 

@@ -14,13 +14,15 @@ int d9__arena_init(void);
 int d9__key_init(void);
 void d9__record_child(void);
 void d9__writer_child(void);
+int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *));
 
 #define EXIT_WAIT_MS 5000
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Creates an agent thread with every signal blocked, so host signals never land on it. */
-static int spawn(pthread_t *th, void *(*fn)(void *))
+/* Creates an agent thread (fn(NULL)) with every signal blocked, so host signals never land on
+ * it; the compressor (compress.c) is started the same way. Returns 0 or a negative errno. */
+int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *))
 {
 	sigset_t all, old;
 
@@ -144,12 +146,12 @@ int d9__start(void)
 	}
 	g->seg.fd = -1;
 	d9__clock_calibrate_start();
-	if ((err = spawn(&g->writer, d9__writer_main)) != 0) {
+	if ((err = d9__spawn_blocked(&g->writer, d9__writer_main)) != 0) {
 		d9__log(D9_LOG_ERROR, "cannot start the writer thread: %s; tracing is off", strerror(-err));
 		goto fail;
 	}
 	g->writer_started = 1;
-	if (g->cfg.compress && spawn(&g->compressor, d9__compressor_main) == 0)
+	if (g->cfg.compress && d9__spawn_blocked(&g->compressor, d9__compressor_main) == 0)
 		g->compressor_started = 1;
 	install_term_handlers();
 	__atomic_store_n(&g->state, D9__RUNNING_, __ATOMIC_RELEASE);

@@ -1,16 +1,15 @@
 /* symbolize.c: names for the code addresses of a sealed segment, written into the segment
  * itself (String + Symbol records in one extra DEFS chunk), so a trace copied to another machine
- * still reads well. Runs on the compressor thread (nice 19), never on a host thread. libdw is
- * loaded with dlopen: the agent does not link it, and without it segments stay as they are. It
- * must never crash or stall the host, never change a segment it cannot fully read, and never
- * write a wrong name: modules are placed from the segment's own Module definitions and checked
- * against their recorded build ids. Design: agent/DESIGN.md, "Background symbolization". */
+ * still reads well. Runs on the compressor thread (nice 19), never on a host thread. Names come
+ * from dwsym.c (libdw loaded with dlopen, the naming d9-analyze uses): the agent does not link
+ * libdw, and without it segments stay as they are. It must never crash or stall the host, never
+ * change a segment it cannot fully read, and never write a wrong name: modules are placed from
+ * the segment's own Module definitions and checked against their recorded build ids. Design:
+ * agent/DESIGN.md, "Background symbolization". */
 #include "symbolize.h"
+#include "dwsym.h"
 #include "internal.h"
 
-#include <dlfcn.h>
-#include <dwarf.h>
-#include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -24,112 +23,6 @@
 #define MAX_PATH_BYTES (1u << 20) /* strings kept while reading (module paths) */
 #define MAX_SECONDS 60 /* resolving time per segment; the rest is skipped */
 #define MAX_INLINE 16 /* inline levels per address, the real function included */
-
-/* ---- libdw, loaded at run time (the pattern of analyze/symbols.c) ------------------------------ */
-static struct {
-	int tried, ok;
-	Dwfl *(*begin)(const Dwfl_Callbacks *);
-	void (*end)(Dwfl *);
-	void (*report_begin)(Dwfl *);
-	Dwfl_Module *(*report_elf)(Dwfl *, const char *, const char *, int, GElf_Addr, bool);
-	int (*report_end)(Dwfl *, int (*)(Dwfl_Module *, void *, const char *, Dwarf_Addr, void *),
-		void *);
-	const char *(*addrinfo)(Dwfl_Module *, GElf_Addr, GElf_Off *, GElf_Sym *, GElf_Word *,
-		Elf **, Dwarf_Addr *);
-	Dwfl_Line *(*getsrc)(Dwfl_Module *, Dwarf_Addr);
-	const char *(*lineinfo)(Dwfl_Line *, Dwarf_Addr *, int *, int *, Dwarf_Word *, Dwarf_Word *);
-	int (*build_id)(Dwfl_Module *, const unsigned char **, GElf_Addr *);
-	Dwarf_Die *(*addrdie)(Dwfl_Module *, Dwarf_Addr, Dwarf_Addr *);
-	int (*getscopes)(Dwarf_Die *, Dwarf_Addr, Dwarf_Die **);
-	int (*tag)(Dwarf_Die *);
-	Dwarf_Attribute *(*attr_integrate)(Dwarf_Die *, unsigned int, Dwarf_Attribute *);
-	const char *(*formstring)(Dwarf_Attribute *);
-	int (*formudata)(Dwarf_Attribute *, Dwarf_Word *);
-	int (*getsrcfiles)(Dwarf_Die *, Dwarf_Files **, size_t *);
-	const char *(*filesrc)(Dwarf_Files *, size_t, Dwarf_Word *, Dwarf_Word *);
-	Elf *(*getelf)(Dwfl_Module *, GElf_Addr *);
-	int (*getphdrnum)(Elf *, size_t *);
-	GElf_Phdr *(*getphdr)(Elf *, int, GElf_Phdr *);
-	Dwfl_Callbacks cb;
-} dw;
-
-/* Separate debug files: only /usr/lib/debug/.build-id/xx/yyyy.debug, named by the module's
- * build id (what Debian's -dbgsym packages install). libdw's standard search is not used: it
- * loads libdebuginfod, and with it libcurl and some twenty libraries, into the host process, and
- * may ask debuginfod servers over the network from inside it. */
-static int find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base,
-	const char *file, const char *debuglink, GElf_Word crc, char **debuginfo_file)
-{
-	const unsigned char *bid;
-	GElf_Addr vaddr;
-	char path[256];
-
-	(void)user, (void)name, (void)base, (void)file, (void)debuglink, (void)crc;
-	int n = dw.build_id(m, &bid, &vaddr);
-	if (n < 2 || n > 64)
-		return -1;
-	int k = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", bid[0]);
-	for (int i = 1; i < n; i++)
-		k += snprintf(path + k, sizeof(path) - (size_t)k, "%02x", bid[i]);
-	snprintf(path + k, sizeof(path) - (size_t)k, ".debug");
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 && !(*debuginfo_file = strdup(path))) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* Every module is reported with its file (dwfl_report_elf): no other search for it. */
-static int find_elf(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base,
-	char **file, Elf **elf)
-{
-	(void)m, (void)user, (void)name, (void)base, (void)file, (void)elf;
-	return -1;
-}
-
-static const char *dw_why; /* why libdw is not usable */
-
-/* 1 when libdw is usable. Called on the compressor thread only. */
-static int dw_load(void)
-{
-	if (dw.tried)
-		return dw.ok;
-	dw.tried = 1;
-	void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		dw_why = "not found";
-		return 0;
-	}
-	dw_why = "a function is missing";
-#define SYM(field, name) if (!(*(void **)&dw.field = dlsym(h, name))) return 0
-	SYM(begin, "dwfl_begin");
-	SYM(end, "dwfl_end");
-	SYM(report_begin, "dwfl_report_begin");
-	SYM(report_elf, "dwfl_report_elf");
-	SYM(report_end, "dwfl_report_end");
-	SYM(addrinfo, "dwfl_module_addrinfo");
-	SYM(getsrc, "dwfl_module_getsrc");
-	SYM(lineinfo, "dwfl_lineinfo");
-	SYM(build_id, "dwfl_module_build_id");
-	SYM(addrdie, "dwfl_module_addrdie");
-	SYM(getscopes, "dwarf_getscopes");
-	SYM(tag, "dwarf_tag");
-	SYM(attr_integrate, "dwarf_attr_integrate");
-	SYM(formstring, "dwarf_formstring");
-	SYM(formudata, "dwarf_formudata");
-	SYM(getsrcfiles, "dwarf_getsrcfiles");
-	SYM(filesrc, "dwarf_filesrc");
-	SYM(getelf, "dwfl_module_getelf");
-	SYM(getphdrnum, "elf_getphdrnum"); /* libelf, a dependency of libdw */
-	SYM(getphdr, "gelf_getphdr");
-	SYM(cb.section_address, "dwfl_offline_section_address");
-#undef SYM
-	dw.cb.find_elf = find_elf;
-	dw.cb.find_debuginfo = find_debuginfo;
-	dw.ok = 1;
-	return 1;
-}
 
 static int aborting(void)
 {
@@ -442,39 +335,12 @@ static int read_segment(struct seg *s)
 
 /* ---- resolving ------------------------------------------------------------------------------- */
 
-/* 1 when libdw placed the module so that file offset m->offset is at address m->start, as in the
- * traced process (copied from analyze/symbols.c: both must agree). */
-static int placed_right(Dwfl_Module *dm, const struct mod *m)
-{
-	GElf_Addr bias;
-	Elf *elf = dw.getelf(dm, &bias);
-	size_t n;
-
-	if (!elf || dw.getphdrnum(elf, &n))
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Phdr ph;
-		if (!dw.getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		if (m->offset >= ph.p_offset && m->offset < ph.p_offset + ph.p_filesz)
-			return ph.p_vaddr + (m->offset - ph.p_offset) + bias == m->start;
-	}
-	return 0;
-}
-
-static const char *base_name(const char *p)
-{
-	const char *s = strrchr(p, '/');
-
-	return s ? s + 1 : p;
-}
-
 /* Hands the segment's modules to libdw; a module is usable (m->dm set) only when its file was
  * found at its recorded path, its build id matches the recorded one and it lands where it was
  * mapped. */
 static void report_modules(Dwfl *dwfl, struct seg *s)
 {
-	dw.report_begin(dwfl);
+	d9__dw.report_begin(dwfl);
 	for (size_t i = 0; i < s->nmods; i++) {
 		struct mod *m = &s->mods[i];
 		for (size_t j = 0; j < s->npaths && !m->path; j++)
@@ -487,38 +353,19 @@ static void report_modules(Dwfl *dwfl, struct seg *s)
 			struct mod *o = &s->mods[j];
 			if (o->dm && o->path && !strcmp(o->path, m->path) &&
 				o->start - o->offset == m->start - m->offset)
-				m->dm = placed_right(o->dm, m) ? o->dm : NULL;
+				m->dm = d9__dwsym_placed_right(o->dm, m->start, m->offset) ?
+					o->dm : NULL;
 		}
-		if (m->dm)
-			continue;
-		Dwfl_Module *dm = dw.report_elf(dwfl, base_name(m->path), m->path, -1,
-			m->start - m->offset, false);
-		if (!dm)
-			continue;
-		const unsigned char *bid;
-		GElf_Addr vaddr;
-		int n = dw.build_id(dm, &bid, &vaddr);
-		if (m->build_id_len && n > 0 &&
-			((size_t)n != m->build_id_len || memcmp(bid, m->build_id, (size_t)n)))
-			continue; /* another build of that file now: its names would be wrong */
-		if (placed_right(dm, m))
-			m->dm = dm;
+		if (!m->dm)
+			m->dm = d9__dwsym_report(dwfl, m->path, m->start, m->offset, m->build_id,
+				m->build_id_len);
 	}
-	dw.report_end(dwfl, NULL, NULL);
-}
-
-struct frame { const char *fn, *file; int line; };
-
-static const char *die_name(Dwarf_Die *die)
-{
-	Dwarf_Attribute at;
-
-	return dw.attr_integrate(die, DW_AT_name, &at) ? dw.formstring(&at) : NULL;
+	d9__dw.report_end(dwfl, NULL, NULL);
 }
 
 /* The names of address a (innermost inlined function first, the real function last, each with
  * the file:line reached in it) into f. Returns how many, 0 when a has no trustworthy name. */
-static int resolve(struct seg *s, uint64_t a, struct frame *f)
+static int resolve(struct seg *s, uint64_t a, struct d9__dwsym_frame *f)
 {
 	struct mod *m = NULL;
 
@@ -527,52 +374,13 @@ static int resolve(struct seg *s, uint64_t a, struct frame *f)
 			m = &s->mods[i];
 	if (!m || !m->dm)
 		return 0;
-	Dwfl_Module *dm = m->dm;
-	GElf_Off symoff;
-	GElf_Sym sym;
-	const char *name = dw.addrinfo(dm, a, &symoff, &sym, NULL, NULL, NULL);
-	/* libdw falls back to the closest symbol before the address when none holds it (a static
-	 * function of a stripped library): that name would be wrong */
-	if (!name || !*name || sym.st_size == 0 || symoff >= sym.st_size)
-		return 0;
-	const char *file = NULL;
-	int line = 0;
-	Dwfl_Line *l = dw.getsrc(dm, a);
-	if (l)
-		file = dw.lineinfo(l, NULL, &line, NULL, NULL, NULL);
-	int n = 0;
-	Dwarf_Addr bias;
-	Dwarf_Die *cu = dw.addrdie(dm, a, &bias), *scopes = NULL;
-	int ns = cu ? dw.getscopes(cu, a - bias, &scopes) : -1;
-	Dwarf_Files *files = NULL;
-	size_t nfiles = 0;
-	if (ns > 0 && dw.getsrcfiles(cu, &files, &nfiles) != 0)
-		files = NULL;
-	for (int i = 0; i < ns && n < MAX_INLINE - 1; i++) {
-		int tag = dw.tag(&scopes[i]);
-		if (tag == DW_TAG_subprogram)
-			break;
-		if (tag != DW_TAG_inlined_subroutine)
-			continue; /* lexical blocks */
-		const char *fn = die_name(&scopes[i]);
-		f[n++] = (struct frame){ fn && *fn ? fn : "?", file, line };
-		/* the caller's position: where this instance was inlined */
-		Dwarf_Attribute at;
-		Dwarf_Word v;
-		line = dw.attr_integrate(&scopes[i], DW_AT_call_line, &at) && !dw.formudata(&at, &v) &&
-			v <= 0x7fffffff ? (int)v : 0;
-		file = files && dw.attr_integrate(&scopes[i], DW_AT_call_file, &at) &&
-			!dw.formudata(&at, &v) && v < nfiles ? dw.filesrc(files, v, NULL, NULL) : NULL;
-	}
-	free(scopes);
-	f[n++] = (struct frame){ name, file, line }; /* the real function: its ELF symbol */
-	return n;
+	return d9__dwsym_resolve(m->dm, a, f, MAX_INLINE);
 }
 
 /* Appends String records for new strings and the Symbol records of one address to str/sym.
  * Returns 0, -ENOSPC (the chunk is full: nothing appended) or -ENOMEM. */
 static int emit(struct seg *s, struct strtab *st, struct buf *str, struct buf *sym, uint64_t a,
-	const struct frame *f, int n)
+	const struct d9__dwsym_frame *f, int n)
 {
 	uint8_t rec[9000];
 	struct d9_wbuf w;
@@ -734,9 +542,10 @@ int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
 	memset(&st, 0, sizeof(st));
 	s.path = path;
 	s.fd = -1;
-	if (!dw_load()) {
+	const char *why;
+	if (!d9__dwsym_load(&why)) {
 		d9__log_once(D9_LOG_WARN, "libdw.so.1 is not usable (%s): segments are not symbolized; "
-			"d9-analyze names addresses from the module map", dw_why);
+			"d9-analyze names addresses from the module map", why);
 		goto out;
 	}
 	if ((s.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
@@ -758,7 +567,7 @@ int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
 	}
 	if (s.has_symbols || !s.addrs.n || !s.nmods)
 		goto out; /* symbolized already (a recovered copy), or nothing to name */
-	if (!(dwfl = dw.begin(&dw.cb))) {
+	if (!(dwfl = d9__dwsym_begin(D9__DWSYM_HOST))) {
 		s.why = "libdw session failed";
 		goto fail;
 	}
@@ -785,7 +594,7 @@ int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
 				path, MAX_SECONDS, na - i);
 			break;
 		}
-		struct frame f[MAX_INLINE];
+		struct d9__dwsym_frame f[MAX_INLINE];
 		int n = resolve(&s, addrs[i], f);
 		resolved++;
 		if (!n)
@@ -840,7 +649,7 @@ fail:
 		s.why ? s.why : "error");
 out:
 	if (dwfl)
-		dw.end(dwfl);
+		d9__dw.end(dwfl);
 	free(addrs);
 	free(chunk);
 	free(str.p);

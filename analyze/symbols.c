@@ -2,90 +2,19 @@
  * agent writes them into sealed segments, FORMAT.md section 10), so a trace read on another
  * machine still names its code; otherwise from the module map a trace records (Module
  * definitions): elfutils libdw reads each module's file on this machine, offline, at the
- * address it was mapped at. libdw is loaded at run time (dlopen), so d9-analyze runs without it
- * and then shows addresses. It must never give a wrong name: a module whose file is missing, or
- * whose build id differs from the recorded one, gives "module+0xoffset" instead. */
+ * address it was mapped at, through agent/dwsym.c (the naming the agent's symbolizer uses too).
+ * libdw is loaded at run time (dlopen), so d9-analyze runs without it and then shows addresses.
+ * It must never give a wrong name: a module whose file is missing, or whose build id differs
+ * from the recorded one, gives "module+0xoffset" instead. */
 #include "symbols.h"
+#include "dwsym.h"
 #include "trace.h"
 
-#include <dlfcn.h>
-#include <dwarf.h>
-#include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The libdw entry points d9 uses, looked up once. */
-static struct {
-	int tried, ok;
-	Dwfl *(*begin)(const Dwfl_Callbacks *);
-	void (*end)(Dwfl *);
-	void (*report_begin_add)(Dwfl *);
-	Dwfl_Module *(*report_elf)(Dwfl *, const char *, const char *, int, GElf_Addr, bool);
-	int (*report_end)(Dwfl *, int (*)(Dwfl_Module *, void *, const char *, Dwarf_Addr, void *),
-		void *);
-	Dwfl_Module *(*addrmodule)(Dwfl *, Dwarf_Addr);
-	const char *(*addrinfo)(Dwfl_Module *, GElf_Addr, GElf_Off *, GElf_Sym *, GElf_Word *,
-		Elf **, Dwarf_Addr *);
-	Dwfl_Line *(*getsrc)(Dwfl_Module *, Dwarf_Addr);
-	const char *(*lineinfo)(Dwfl_Line *, Dwarf_Addr *, int *, int *, Dwarf_Word *, Dwarf_Word *);
-	int (*build_id)(Dwfl_Module *, const unsigned char **, GElf_Addr *);
-	Dwarf_Die *(*addrdie)(Dwfl_Module *, Dwarf_Addr, Dwarf_Addr *);
-	int (*getscopes)(Dwarf_Die *, Dwarf_Addr, Dwarf_Die **);
-	int (*tag)(Dwarf_Die *);
-	Dwarf_Attribute *(*attr_integrate)(Dwarf_Die *, unsigned int, Dwarf_Attribute *);
-	const char *(*formstring)(Dwarf_Attribute *);
-	int (*formudata)(Dwarf_Attribute *, Dwarf_Word *);
-	int (*getsrcfiles)(Dwarf_Die *, Dwarf_Files **, size_t *);
-	const char *(*filesrc)(Dwarf_Files *, size_t, Dwarf_Word *, Dwarf_Word *);
-	Elf *(*getelf)(Dwfl_Module *, GElf_Addr *);
-	int (*getphdrnum)(Elf *, size_t *);
-	GElf_Phdr *(*getphdr)(Elf *, int, GElf_Phdr *);
-	Dwfl_Callbacks cb;
-} dw;
-
-static char *debuginfo_path;
-
-static int dw_load(void)
-{
-	if (dw.tried)
-		return dw.ok;
-	dw.tried = 1;
-	void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h)
-		return 0;
-#define SYM(field, name) if (!(*(void **)&dw.field = dlsym(h, name))) return 0
-	SYM(begin, "dwfl_begin");
-	SYM(end, "dwfl_end");
-	SYM(report_begin_add, "dwfl_report_begin_add");
-	SYM(report_elf, "dwfl_report_elf");
-	SYM(report_end, "dwfl_report_end");
-	SYM(addrmodule, "dwfl_addrmodule");
-	SYM(addrinfo, "dwfl_module_addrinfo");
-	SYM(getsrc, "dwfl_module_getsrc");
-	SYM(lineinfo, "dwfl_lineinfo");
-	SYM(build_id, "dwfl_module_build_id");
-	SYM(addrdie, "dwfl_module_addrdie");
-	SYM(getscopes, "dwarf_getscopes");
-	SYM(tag, "dwarf_tag");
-	SYM(attr_integrate, "dwarf_attr_integrate");
-	SYM(formstring, "dwarf_formstring");
-	SYM(formudata, "dwarf_formudata");
-	SYM(getsrcfiles, "dwarf_getsrcfiles");
-	SYM(filesrc, "dwarf_filesrc");
-	SYM(getelf, "dwfl_module_getelf");
-	SYM(getphdrnum, "elf_getphdrnum"); /* libelf, a dependency of libdw */
-	SYM(getphdr, "gelf_getphdr");
-	SYM(cb.find_elf, "dwfl_build_id_find_elf");
-	SYM(cb.find_debuginfo, "dwfl_standard_find_debuginfo");
-	SYM(cb.section_address, "dwfl_offline_section_address");
-#undef SYM
-	dw.cb.debuginfo_path = &debuginfo_path;
-	dw.ok = 1;
-	return 1;
-}
 
 /* Cached names of one address: the inline chain, innermost first. */
 struct frames {
@@ -121,35 +50,9 @@ struct d9__symtab {
 #define WIDE_MAX 16384
 #define WIDE_TAIL 32
 
-static const char *base_name(const char *p)
-{
-	const char *s = strrchr(p, '/');
-
-	return s ? s + 1 : p;
-}
-
-/* 1 when libdw placed the module so that file offset m->offset is at address m->start, as in
- * the traced process (a segment whose address and file offset differ would shift every name). */
-static int placed_right(Dwfl_Module *dm, const struct d9__module *m)
-{
-	GElf_Addr bias;
-	Elf *elf = dw.getelf(dm, &bias);
-	size_t n;
-
-	if (!elf || dw.getphdrnum(elf, &n))
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Phdr ph;
-		if (!dw.getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		if (m->offset >= ph.p_offset && m->offset < ph.p_offset + ph.p_filesz)
-			return ph.p_vaddr + (m->offset - ph.p_offset) + bias == m->start;
-	}
-	return 0;
-}
-
-/* Hands the process's new modules to libdw. A module is usable only when its file was found
- * and its build id (when both sides have one) matches the recorded one. */
+/* Hands the process's new modules to libdw. A module is usable only when its file was found,
+ * its build id (when both sides have one) matches the recorded one and it lands where it was
+ * mapped (d9__dwsym_report). */
 static void report_new(struct d9__symtab *st, struct d9__proc *p)
 {
 	if (st->nreported == p->nmodules)
@@ -158,7 +61,7 @@ static void report_new(struct d9__symtab *st, struct d9__proc *p)
 	if (!u)
 		return;
 	st->usable = u;
-	dw.report_begin_add(st->dwfl);
+	d9__dw.report_begin_add(st->dwfl);
 	for (size_t i = st->nreported; i < p->nmodules; i++) {
 		const struct d9__module *m = &p->modules[i];
 		u[i] = 0;
@@ -177,19 +80,10 @@ static void report_new(struct d9__symtab *st, struct d9__proc *p)
 			u[i] = 1;
 			continue;
 		}
-		Dwfl_Module *dm = dw.report_elf(st->dwfl, base_name(m->path), m->path, -1,
-			m->start - m->offset, false);
-		if (!dm)
-			continue;
-		const unsigned char *bid;
-		GElf_Addr vaddr;
-		int n = dw.build_id(dm, &bid, &vaddr);
-		if (m->build_id_len && n > 0 &&
-		    ((size_t)n != m->build_id_len || memcmp(bid, m->build_id, (size_t)n)))
-			continue; /* another build of that file: its names would be wrong */
-		u[i] = placed_right(dm, m);
+		u[i] = d9__dwsym_report(st->dwfl, m->path, m->start, m->offset, m->build_id,
+			m->build_id_len) != NULL;
 	}
-	dw.report_end(st->dwfl, NULL, NULL);
+	d9__dw.report_end(st->dwfl, NULL, NULL);
 	st->nreported = p->nmodules;
 }
 
@@ -204,64 +98,17 @@ static const struct d9__module *module_of(const struct d9__proc *p, uint64_t add
 	return NULL;
 }
 
+/* The name of one inline level, interned in t: "function (file:line)", or "function" without
+ * line information. */
 static const char *fmt_name(struct d9__trace *t, const char *fn, const char *file, int line)
 {
 	char buf[1024];
 
 	if (file && line > 0)
-		snprintf(buf, sizeof(buf), "%s (%s:%d)", fn, base_name(file), line);
+		snprintf(buf, sizeof(buf), "%s (%s:%d)", fn, d9__dwsym_base_name(file), line);
 	else
 		snprintf(buf, sizeof(buf), "%s", fn);
 	return d9__trace_intern(t, buf, strlen(buf));
-}
-
-static const char *die_name(Dwarf_Die *die)
-{
-	Dwarf_Attribute at;
-
-	/* integrate: an inlined instance names its function through DW_AT_abstract_origin */
-	return dw.attr_integrate(die, DW_AT_name, &at) ? dw.formstring(&at) : NULL;
-}
-
-/* The inline chain at a (module-relative lookups done by libdw): fills f with the inlined
- * functions, innermost first, each with the file:line reached in it, then the real function
- * (named sym, its ELF symbol). Returns 0 when DWARF scopes are not available. */
-static int inline_chain(struct d9__trace *t, Dwfl_Module *dm, uint64_t a, const char *sym,
-	const char *file, int line, struct frames *f)
-{
-	Dwarf_Addr bias;
-	Dwarf_Die *cu = dw.addrdie(dm, a, &bias), *scopes = NULL;
-	int ns = cu ? dw.getscopes(cu, a - bias, &scopes) : -1;
-	Dwarf_Files *files = NULL;
-	size_t nfiles = 0;
-
-	if (ns <= 0)
-		return 0;
-	if (dw.getsrcfiles(cu, &files, &nfiles) != 0)
-		files = NULL;
-	f->n = 0;
-	for (int i = 0; i < ns && f->n < D9__MAX_INLINE; i++) {
-		int tag = dw.tag(&scopes[i]);
-		if (tag == DW_TAG_subprogram)
-			break;
-		if (tag != DW_TAG_inlined_subroutine)
-			continue; /* lexical blocks */
-		const char *n = die_name(&scopes[i]);
-		f->names[f->n++] = fmt_name(t, n ? n : "?", file, line);
-		/* the caller's position: where this instance was inlined */
-		Dwarf_Attribute at;
-		Dwarf_Word v;
-		line = dw.attr_integrate(&scopes[i], DW_AT_call_line, &at) && !dw.formudata(&at, &v) ?
-			(int)v : 0;
-		file = files && dw.attr_integrate(&scopes[i], DW_AT_call_file, &at) &&
-			!dw.formudata(&at, &v) && v < nfiles ? dw.filesrc(files, v, NULL, NULL) : NULL;
-	}
-	free(scopes);
-	/* last, the real function (its ELF symbol: the caller found it first) */
-	if (f->n == D9__MAX_INLINE)
-		f->n--;
-	f->names[f->n++] = fmt_name(t, sym, file, line);
-	return 1;
 }
 
 /* ---- embedded Symbol records ------------------------------------------------------------- */
@@ -409,40 +256,28 @@ static const struct frames *lookup(struct d9__trace *t, struct d9__proc *p, uint
 	struct frames *f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
-	const char *name = NULL, *file = NULL;
-	int line = 0;
-	Dwfl_Module *dm = NULL;
+	struct d9__dwsym_frame fr[D9__MAX_INLINE];
+	int n = 0;
 	uint64_t a = ret_addr && addr ? addr - 1 : addr; /* a return address follows its call */
-	if (dw_load()) {
+	if (d9__dwsym_load(NULL)) {
 		if (!st->dwfl)
-			st->dwfl = dw.begin(&dw.cb);
+			st->dwfl = d9__dwsym_begin(D9__DWSYM_STANDARD);
 		if (st->dwfl)
 			report_new(st, p);
-		dm = st->dwfl && mi < st->nreported && st->usable[mi] ?
-			dw.addrmodule(st->dwfl, addr) : NULL;
-		if (dm) {
-			GElf_Off symoff;
-			GElf_Sym sym;
-			name = dw.addrinfo(dm, a, &symoff, &sym, NULL, NULL, NULL);
-			/* libdw falls back to the closest symbol before the address when none holds
-			 * it (a static function of a stripped library): that name would be wrong */
-			if (name && (sym.st_size == 0 || symoff >= sym.st_size))
-				name = NULL;
-			Dwfl_Line *l = dw.getsrc(dm, a);
-			if (l)
-				file = dw.lineinfo(l, NULL, &line, NULL, NULL, NULL);
-		}
+		Dwfl_Module *dm = st->dwfl && mi < st->nreported && st->usable[mi] ?
+			d9__dw.addrmodule(st->dwfl, addr) : NULL;
+		if (dm)
+			n = d9__dwsym_resolve(dm, a, fr, D9__MAX_INLINE);
 	}
-	if (!name || !inline_chain(t, dm, a, name, file, line, f)) {
+	for (int i = 0; i < n; i++)
+		f->names[i] = fmt_name(t, fr[i].fn, fr[i].file, fr[i].line);
+	f->n = (uint32_t)n;
+	if (!n) {
 		char buf[1024];
+		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64,
+			*m->path ? d9__dwsym_base_name(m->path) : "?", addr - m->start + m->offset);
+		f->names[0] = d9__trace_intern(t, buf, strlen(buf));
 		f->n = 1;
-		if (name)
-			f->names[0] = fmt_name(t, name, file, line);
-		else {
-			snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, *m->path ? base_name(m->path) : "?",
-				addr - m->start + m->offset);
-			f->names[0] = d9__trace_intern(t, buf, strlen(buf));
-		}
 	}
 	if (d9__map_put(&st->cache, key, f)) {
 		free(f);
@@ -476,7 +311,7 @@ void d9__symtab_free(struct d9__proc *p)
 	if (!st)
 		return;
 	if (st->dwfl)
-		dw.end(st->dwfl);
+		d9__dw.end(st->dwfl);
 	free(st->usable);
 	for (size_t i = 0; i < st->cache.cap; i++)
 		free(st->cache.vals ? st->cache.vals[i] : NULL);

@@ -7,15 +7,10 @@
  * samples over 4 stacks (and a QueueSample after every 1000th), then 100000 short polls with
  * one sample each (memory must not grow with samples). The expected numbers are written down
  * in the test script. */
-#include "d9-format.h"
+#define GEN_TOOL "gen-analyze-cpu"
+#include "gen-common.h"
 
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-
-#define B 1000000000ull /* anchor, mono ns */
+#define B GEN_ANCHOR
 #define US(x) (B + (uint64_t)(x) * 1000)
 
 /* stacks, innermost frame first. S4 recurses: 0xe0 counts once per sample in total_samples. */
@@ -23,90 +18,14 @@ static const uint64_t S1[] = { 0xa1, 0xb0, 0xc0 }, S2[] = { 0xa2, 0xb0, 0xc0 },
 	S3[] = { 0xd0, 0xc0 }, S4[] = { 0xe0, 0xe0, 0xe0, 0xc0 }, S5[] = { 0xf0 };
 enum { NONE, ST1, ST2, ST3, ST4, ST5 }; /* stack ids; 0: no stack */
 
-struct gen {
-	uint8_t *buf;
-	size_t cap;
-	struct d9_wbuf w;
-	struct d9_enc e;
-	uint8_t *defs;
-};
-
-static void die(const char *what)
-{
-	fprintf(stderr, "gen-analyze-cpu: %s\n", what);
-	exit(1);
-}
-
 static void begin(struct gen *g, uint32_t pid, size_t cap)
 {
-	struct d9_header h;
-
-	memset(g, 0, sizeof(*g));
-	g->cap = cap;
-	if (!(g->buf = calloc(1, cap)))
-		die("out of memory");
-	d9_wbuf_init(&g->w, g->buf, cap);
-	g->w.p += d9_prefix_encode(g->w.p, cap);
-	memset(&h, 0, sizeof(h));
-	h.major = 1;
-	h.pid = pid;
-	h.ppid = 1;
-	h.clock_source = D9_CLOCK_MONOTONIC;
-	h.ticks_per_sec = 1000000000;
-	h.anchor_ticks = h.anchor_mono_ns = B;
-	h.anchor_realtime_ns = h.start_realtime_ns = 1700000000000000000ull;
-	h.writer = "gen-analyze-cpu";
-	h.process = "srv";
-	h.cmdline = "srv";
-	h.cmdline_len = 3;
-	h.hostname = "host";
-	h.boot_id = "boot";
-	if (d9_header_write(&g->w, &h) || d9_schema_write(&g->w, 0))
-		die("header");
-	g->defs = d9_chunk_open(&g->w, D9_CHUNK_DEFS);
+	gen_begin(g, pid, cap);
 	d9_def_stack(&g->w, ST1, S1, 3);
 	d9_def_stack(&g->w, ST2, S2, 3);
 	d9_def_stack(&g->w, ST3, S3, 2);
 	d9_def_stack(&g->w, ST4, S4, 4);
 	d9_def_stack(&g->w, ST5, S5, 1);
-}
-
-static void str(struct gen *g, uint64_t id, const char *s)
-{
-	d9_def_string(&g->w, id, s, strlen(s));
-}
-
-static struct d9_enc *events(struct gen *g, uint32_t tid, uint32_t worker)
-{
-	if (g->defs) {
-		if (d9_chunk_close(&g->w, g->defs))
-			die("defs chunk");
-		g->defs = NULL;
-	}
-	if (d9_enc_begin(&g->e, g->w.p, (size_t)(g->w.end - g->w.p), tid, worker, B, 0, 0))
-		die("events chunk");
-	return &g->e;
-}
-
-static void events_end(struct gen *g)
-{
-	g->w.p += d9_enc_end(&g->e, 1);
-}
-
-static void write_out(struct gen *g, const char *dir, const char *name)
-{
-	char path[4096];
-	size_t len = (size_t)(g->w.p - g->buf);
-
-	if (g->w.err)
-		die("encoding");
-	if (mkdir(dir, 0700) && errno != EEXIST)
-		die(dir);
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "wb");
-	if (!f || fwrite(g->buf, 1, len, f) != len || fclose(f))
-		die(path);
-	free(g->buf);
 }
 
 /* n samples of one stack at us, us + 1, ... */

@@ -3,97 +3,16 @@
  * of `d9-analyze flame` is known in advance. Times are us after the anchor (one tick is one ns).
  * usage: gen-analyze-flame DIR. Writes DIR/full/ (pids 100 and 200) and DIR/empty/ (polls, no
  * samples). The expected output of each option is written down in the test script. */
-#include "d9-format.h"
-
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
+#define GEN_TOOL "gen-analyze-flame"
+#include "gen-common.h"
 
 #define CAP (1u << 20)
-#define B 1000000000ull /* anchor, mono ns */
+#define B GEN_ANCHOR
 #define US(x) (B + (uint64_t)(x) * 1000)
 
 /* stacks, innermost frame first: folded (outermost first) 0x33;0x22;0x11, 0x33;0x22;0x44, 0x55 */
 static const uint64_t S1[] = { 0x11, 0x22, 0x33 }, S2[] = { 0x44, 0x22, 0x33 }, S3[] = { 0x55 };
 
-struct gen {
-	uint8_t *buf;
-	struct d9_wbuf w;
-	struct d9_enc e;
-	uint8_t *defs;
-};
-
-static void die(const char *what)
-{
-	fprintf(stderr, "gen-analyze-flame: %s\n", what);
-	exit(1);
-}
-
-static void begin(struct gen *g, uint32_t pid)
-{
-	struct d9_header h;
-
-	memset(g, 0, sizeof(*g));
-	if (!(g->buf = calloc(1, CAP)))
-		die("out of memory");
-	d9_wbuf_init(&g->w, g->buf, CAP);
-	g->w.p += d9_prefix_encode(g->w.p, CAP);
-	memset(&h, 0, sizeof(h));
-	h.major = 1;
-	h.pid = pid;
-	h.ppid = 1;
-	h.clock_source = D9_CLOCK_MONOTONIC;
-	h.ticks_per_sec = 1000000000;
-	h.anchor_ticks = h.anchor_mono_ns = B;
-	h.anchor_realtime_ns = h.start_realtime_ns = 1700000000000000000ull;
-	h.writer = "gen-analyze-flame";
-	h.process = "srv";
-	h.cmdline = "srv";
-	h.cmdline_len = 3;
-	h.hostname = "host";
-	h.boot_id = "boot";
-	if (d9_header_write(&g->w, &h) || d9_schema_write(&g->w, 0))
-		die("header");
-	g->defs = d9_chunk_open(&g->w, D9_CHUNK_DEFS);
-}
-
-static void str(struct gen *g, uint64_t id, const char *s)
-{
-	d9_def_string(&g->w, id, s, strlen(s));
-}
-
-static struct d9_enc *events(struct gen *g, uint32_t tid, uint32_t worker)
-{
-	if (g->defs) {
-		if (d9_chunk_close(&g->w, g->defs))
-			die("defs chunk");
-		g->defs = NULL;
-	}
-	if (d9_enc_begin(&g->e, g->w.p, (size_t)(g->w.end - g->w.p), tid, worker, B, 0, 0))
-		die("events chunk");
-	return &g->e;
-}
-
-static void events_end(struct gen *g)
-{
-	g->w.p += d9_enc_end(&g->e, 1);
-}
-
-static void write_out(struct gen *g, const char *dir, const char *name)
-{
-	char path[4096];
-	size_t len = (size_t)(g->w.p - g->buf);
-
-	if (g->w.err)
-		die("encoding");
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	FILE *f = fopen(path, "wb");
-	if (!f || fwrite(g->buf, 1, len, f) != len || fclose(f))
-		die(path);
-	free(g->buf);
-}
 
 /* pid 100: worker 1 (tid 100) and worker 2 (tid 101). Polls: A handler [10, 40) us, B ticker
  * [100, 105), E handler from 300 without a PollEnd (the trace ends inside it) on worker 1;
@@ -103,7 +22,7 @@ static void write_pid100(const char *dir)
 	struct gen g;
 	struct d9_enc *e;
 
-	begin(&g, 100);
+	gen_begin(&g, 100, CAP);
 	str(&g, 1, "handler");
 	str(&g, 2, "ticker");
 	str(&g, 3, "w1");
@@ -162,7 +81,7 @@ static void write_pid200(const char *dir)
 	struct gen g;
 	struct d9_enc *e;
 
-	begin(&g, 200);
+	gen_begin(&g, 200, CAP);
 	str(&g, 1, "handler");
 	d9_def_location(&g.w, 1, 0x1000, 0, 0, 1);
 	d9_def_thread(&g.w, 200, 0, 1, D9_ROLE_WORKER);
@@ -181,7 +100,7 @@ static void write_empty(const char *dir)
 	struct gen g;
 	struct d9_enc *e;
 
-	begin(&g, 300);
+	gen_begin(&g, 300, CAP);
 	str(&g, 1, "handler");
 	d9_def_location(&g.w, 1, 0x1000, 0, 0, 1);
 	d9_def_thread(&g.w, 300, 0, 1, D9_ROLE_WORKER);

@@ -3,11 +3,8 @@
  * request: fd wake, a poll of 5-60 us, a park), a spawn and an exit per connection, a queue
  * sample every 100 requests, rotated into segments of about 64 MiB of events.
  * usage: gen-analyze-load DIR REQUESTS [CONNS]. Deterministic (fixed-seed PRNG). */
-#include "d9-format.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#define GEN_TOOL "gen-analyze-load"
+#include "gen-common.h"
 
 #define SEG_CAP (80u << 20)
 #define CHUNK 65536
@@ -36,22 +33,9 @@ static void seg_begin(struct seg *s)
 
 	d9_wbuf_init(&s->w, s->buf, SEG_CAP);
 	s->w.p += d9_prefix_encode(s->w.p, SEG_CAP);
-	memset(&h, 0, sizeof(h));
-	h.major = 1;
-	h.pid = 4242;
-	h.ppid = 1;
+	gen_header(&h, 4242);
 	h.segment_seq = s->seq;
-	h.clock_source = D9_CLOCK_MONOTONIC;
 	h.time_shift = 7;
-	h.ticks_per_sec = 1000000000;
-	h.anchor_ticks = h.anchor_mono_ns = 1000000000;
-	h.anchor_realtime_ns = h.start_realtime_ns = 1700000000000000000ull;
-	h.writer = "gen-analyze-load";
-	h.process = "srv";
-	h.cmdline = "srv";
-	h.cmdline_len = 3;
-	h.hostname = "host";
-	h.boot_id = "boot";
 	d9_header_write(&s->w, &h);
 	d9_schema_write(&s->w, 0);
 	uint8_t *c = d9_chunk_open(&s->w, D9_CHUNK_DEFS);

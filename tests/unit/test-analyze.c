@@ -3,6 +3,7 @@
  * reports is known in advance (CLOCK_MONOTONIC, time_shift 0: one time unit is one ns), so the
  * checks are exact. The analyzer's sources are compiled into this program (it links only the
  * format library), so the tests can look at its internal tallies as well as its output. */
+#include "../../agent/dwsym.c"
 #include "../../analyze/cmd-polls.c"
 #include "../../analyze/cmd-summary.c"
 #include "../../analyze/inputs.c"

@@ -1,0 +1,94 @@
+/* dwsym.h: code addresses to names with elfutils libdw, loaded by dlopen (never linked), shared by
+ * the agent's background symbolizer (symbolize.c) and the analyzer (analyze/symbols.c), so that
+ * both name an address the same way. It depends on nothing else of the agent. It must never give
+ * a wrong name: a module is usable only when its file's build id and PT_LOAD placement match what
+ * the trace recorded. Design: agent/DESIGN.md, "Background symbolization". */
+#ifndef D9_AGENT_DWSYM_H
+#define D9_AGENT_DWSYM_H
+
+#include <elfutils/libdwfl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The libdw (and libelf, its dependency) entry points, looked up once by d9__dwsym_load. */
+struct d9__dw {
+	int tried, ok;
+	Dwfl *(*begin)(const Dwfl_Callbacks *);
+	void (*end)(Dwfl *);
+	void (*report_begin)(Dwfl *);
+	void (*report_begin_add)(Dwfl *);
+	Dwfl_Module *(*report_elf)(Dwfl *, const char *, const char *, int, GElf_Addr, bool);
+	int (*report_end)(Dwfl *, int (*)(Dwfl_Module *, void *, const char *, Dwarf_Addr, void *),
+		void *);
+	Dwfl_Module *(*addrmodule)(Dwfl *, Dwarf_Addr);
+	const char *(*addrinfo)(Dwfl_Module *, GElf_Addr, GElf_Off *, GElf_Sym *, GElf_Word *,
+		Elf **, Dwarf_Addr *);
+	Dwfl_Line *(*getsrc)(Dwfl_Module *, Dwarf_Addr);
+	const char *(*lineinfo)(Dwfl_Line *, Dwarf_Addr *, int *, int *, Dwarf_Word *, Dwarf_Word *);
+	int (*build_id)(Dwfl_Module *, const unsigned char **, GElf_Addr *);
+	Dwarf_Die *(*addrdie)(Dwfl_Module *, Dwarf_Addr, Dwarf_Addr *);
+	int (*getscopes)(Dwarf_Die *, Dwarf_Addr, Dwarf_Die **);
+	int (*tag)(Dwarf_Die *);
+	Dwarf_Attribute *(*attr_integrate)(Dwarf_Die *, unsigned int, Dwarf_Attribute *);
+	const char *(*formstring)(Dwarf_Attribute *);
+	int (*formudata)(Dwarf_Attribute *, Dwarf_Word *);
+	int (*getsrcfiles)(Dwarf_Die *, Dwarf_Files **, size_t *);
+	const char *(*filesrc)(Dwarf_Files *, size_t, Dwarf_Word *, Dwarf_Word *);
+	Elf *(*getelf)(Dwfl_Module *, GElf_Addr *);
+	int (*getphdrnum)(Elf *, size_t *);
+	GElf_Phdr *(*getphdr)(Elf *, int, GElf_Phdr *);
+	/* the analyzer's debug-file search (libdw's standard one); never called in the agent */
+	int (*build_id_find_elf)(Dwfl_Module *, void **, const char *, Dwarf_Addr, char **, Elf **);
+	int (*standard_find_debuginfo)(Dwfl_Module *, void **, const char *, Dwarf_Addr,
+		const char *, const char *, GElf_Word, char **);
+	int (*offline_section_address)(Dwfl_Module *, void **, const char *, Dwarf_Addr,
+		const char *, GElf_Word, const GElf_Shdr *, Dwarf_Addr *);
+};
+extern struct d9__dw d9__dw; /* valid once d9__dwsym_load returned 1 */
+
+/* One level of the names of an address: a function and the file:line reached in it (file NULL
+ * or line 0 when unknown). Strings belong to the libdw session. */
+struct d9__dwsym_frame {
+	const char *fn, *file;
+	int line;
+};
+
+/* Loads libdw.so.1 (once per process; call it from one thread only). Returns 1 when usable, 0
+ * when not (*why, when why is not NULL, says why: "not found" or "a function is missing"). */
+int d9__dwsym_load(const char **why);
+
+/* Where a session finds the modules' separate debug files. */
+enum d9__dwsym_search {
+	/* inside the host: only /usr/lib/debug/.build-id/xx/yyyy.debug, named by build id; libdw's
+	 * standard search would load libdebuginfod (and libcurl) into the host */
+	D9__DWSYM_HOST,
+	/* the analyzer: libdw's standard search (build id, .gnu_debuglink, debuginfod when
+	 * DEBUGINFOD_URLS is set) */
+	D9__DWSYM_STANDARD,
+};
+
+/* A new libdw session (d9__dw.end frees it) whose modules are reported by file, or NULL. */
+Dwfl *d9__dwsym_begin(enum d9__dwsym_search search);
+
+/* Reports to dwfl (between report_begin[_add] and report_end) the file path mapped so that file
+ * offset `offset` is at address `start`, as recorded in a trace. Returns the module when its
+ * names can be trusted: the file exists, its build id equals build_id (when both are known) and
+ * it lands where it was mapped (d9__dwsym_placed_right); NULL otherwise. */
+Dwfl_Module *d9__dwsym_report(Dwfl *dwfl, const char *path, uint64_t start, uint64_t offset,
+	const uint8_t *build_id, size_t build_id_len);
+
+/* 1 when libdw placed module dm so that file offset `offset` is at address `start`, as in the
+ * traced process (a PT_LOAD whose address and file offset differ would shift every name). */
+int d9__dwsym_placed_right(Dwfl_Module *dm, uint64_t start, uint64_t offset);
+
+/* The names of address a in module dm into f[0..n): the functions inlined at a, innermost first,
+ * each with the file:line reached in it, then the real function (its ELF symbol) at the line
+ * reached in it. At most max levels (max >= 1): deeper inlined levels are left out, the real
+ * function is always last. Returns n, 0 when a has no trustworthy name (no ELF symbol that holds
+ * a: libdw's nearest preceding symbol would be wrong). */
+int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, int max);
+
+/* The last component of path p. */
+const char *d9__dwsym_base_name(const char *p);
+
+#endif
