@@ -82,6 +82,7 @@ int d9__dwsym_load(const char **why)
 	SYM(build_id, "dwfl_module_build_id");
 	SYM(addrdie, "dwfl_module_addrdie");
 	SYM(getscopes, "dwarf_getscopes");
+	SYM(getscopes_die, "dwarf_getscopes_die");
 	SYM(tag, "dwarf_tag");
 	SYM(attr_integrate, "dwarf_attr_integrate");
 	SYM(formstring, "dwarf_formstring");
@@ -186,6 +187,21 @@ int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, in
 	Dwarf_Addr bias;
 	Dwarf_Die *cu = d9__dw.addrdie(dm, a, &bias), *scopes = NULL;
 	int ns = cu ? d9__dw.getscopes(cu, a - bias, &scopes) : -1;
+	/* dwarf_getscopes goes from the innermost inlined instance to the scopes of that inlined
+	 * function's own (abstract) definition, not to the instances it was inlined into: the
+	 * concrete chain comes from the instance's DIE (as eu-addr2line -i does) */
+	for (int i = 0; i < ns; i++) {
+		int tag = d9__dw.tag(&scopes[i]);
+		if (tag == DW_TAG_subprogram)
+			break;
+		if (tag == DW_TAG_inlined_subroutine) {
+			Dwarf_Die inl = scopes[i];
+			free(scopes);
+			scopes = NULL;
+			ns = d9__dw.getscopes_die(&inl, &scopes);
+			break;
+		}
+	}
 	Dwarf_Files *files = NULL;
 	size_t nfiles = 0;
 	if (ns > 0 && d9__dw.getsrcfiles(cu, &files, &nfiles) != 0)

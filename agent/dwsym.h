@@ -28,6 +28,7 @@ struct d9__dw {
 	int (*build_id)(Dwfl_Module *, const unsigned char **, GElf_Addr *);
 	Dwarf_Die *(*addrdie)(Dwfl_Module *, Dwarf_Addr, Dwarf_Addr *);
 	int (*getscopes)(Dwarf_Die *, Dwarf_Addr, Dwarf_Die **);
+	int (*getscopes_die)(Dwarf_Die *, Dwarf_Die **);
 	int (*tag)(Dwarf_Die *);
 	Dwarf_Attribute *(*attr_integrate)(Dwarf_Die *, unsigned int, Dwarf_Attribute *);
 	const char *(*formstring)(Dwarf_Attribute *);
