@@ -290,6 +290,20 @@ static void fork_parent(void)
 	d9__unlock(&d9__g.def_lock);
 }
 
+/* The disk lock and condition. The compressor waits on the condition with CLOCK_MONOTONIC
+ * deadlines: on the default clock (CLOCK_REALTIME) every wait timed out at once and the idle
+ * compressor spun on a CPU. */
+static void disk_init(void)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&d9__g.disk_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d9__g.disk_cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 /* The child: one thread, the parent's memory. Start over with a new series and new threads; the
  * definitions (held consistent by fork_prepare) carry over so ids cached by preload/ stay valid. */
 static void fork_child(void)
@@ -310,8 +324,7 @@ static void fork_child(void)
 	g->compressor_done = 0;
 	g->write_failing = 0;
 	g->exit_done = 0;
-	pthread_mutex_init(&g->disk_lock, NULL);
-	pthread_cond_init(&g->disk_cond, NULL);
+	disk_init();
 	g->nsealed = 0; /* the parent's list; the child's series is its own */
 	g->pid = getpid();
 	d9__record_child();
@@ -335,8 +348,7 @@ __attribute__((constructor)) static void d9__init(void)
 	d9__clock_init(g->cfg.clock);
 	d9__pcfg = g->cfg.pre;
 	d9__profile_init();
-	pthread_mutex_init(&g->disk_lock, NULL);
-	pthread_cond_init(&g->disk_cond, NULL);
+	disk_init();
 	d9__record_init();
 	d9__defs_init();
 	if (d9__key_init() != 0)

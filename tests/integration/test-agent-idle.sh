@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
+# test-agent-idle.sh: an idle agent sleeps. The driver records, its workers park for good, and
+# over 2 s the agent's own threads (d9-writer, d9-compress) may use at most 10% of a CPU each: a
+# thread that spins uses ~100% (the compressor once waited on a CLOCK_REALTIME condition with
+# CLOCK_MONOTONIC deadlines, and every wait returned at once). Not a timing claim: the bound is
+# ten times what a sleeping thread uses even on a loaded machine. Also with profiling on, where the
+# writer wakes every 10 ms to drain the sample rings.
+set -u
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+d9_setup agent-idle
+
+# cpu_ticks PID NAME: utime + stime (clock ticks) of the thread of PID named NAME
+cpu_ticks() {
+	local f
+	for f in /proc/"$1"/task/*; do
+		if [ "$(cat "$f/comm" 2>/dev/null)" = "$2" ]; then
+			sed 's/.*) //' "$f/stat" | awk '{ print $12 + $13 }'
+			return
+		fi
+	done
+	echo ""
+}
+
+idle() {
+	local name=$1 d=$T/$1
+	shift
+	d9_bg pid "$T/$name.out" "$T/$name.err" D9_TRACE_PATH="$d/trace.bin" "$@" -- -t 2 -n 1000 --exit hang
+	if ! d9_wait_for 20 grep -qs '"role":"parent"' "$T/$name.out" || ! d9_wait_for 10 compgen -G "$d/*.active" >/dev/null; then
+		d9_fail "$name" "the driver did not start recording: $(head -c 300 "$T/$name.err")"
+		d9_kill "$pid"
+		return
+	fi
+	sleep 0.5 # start-up work (calibration, first segment) is not idling
+	local hz w0 c0 w1 c1
+	hz=$(getconf CLK_TCK)
+	w0=$(cpu_ticks "$pid" d9-writer) c0=$(cpu_ticks "$pid" d9-compress)
+	sleep 2
+	w1=$(cpu_ticks "$pid" d9-writer) c1=$(cpu_ticks "$pid" d9-compress)
+	d9_kill "$pid"
+	if [ -z "$w0" ] || [ -z "$w1" ] || [ -z "$c0" ] || [ -z "$c1" ]; then
+		d9_fail "$name" "no d9-writer or d9-compress thread found (writer '$w0', compress '$c0')"
+		return
+	fi
+	local wms=$(( (w1 - w0) * 1000 / hz )) cms=$(( (c1 - c0) * 1000 / hz ))
+	if [ "$wms" -le 200 ] && [ "$cms" -le 200 ]; then
+		d9_pass "$name" "CPU over 2 s idle: d9-writer ${wms} ms, d9-compress ${cms} ms"
+	else
+		d9_fail "$name" "CPU over 2 s idle: d9-writer ${wms} ms, d9-compress ${cms} ms (at most 200 each)"
+	fi
+}
+
+idle idle-default
+idle idle-profiling D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1
