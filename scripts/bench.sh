@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# bench.sh: runs d9's benchmarks and leaves machine-readable results in build/bench/*.json.
+# bench.sh: runs d9's benchmarks and leaves machine-readable results in build/bench/*.json, a
+# table on stdout and BENCHMARKS.md at the repository root. In order: format encode/decode
+# (bench-format), analyzer summary throughput, the hot path (bench-micro.sh), the agent's cost
+# on a real server under wrk (bench-server.sh), then the report (bench-report.sh).
 # Builds nothing: `make bench` builds everything first. QUICK=1 runs shorter repetitions
-# (a smoke run for CI; its numbers are noisier). Timing claims live here, never in tests.
+# (a smoke run, under two minutes; its numbers are noisier). Timing claims live here, never in
+# tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=()
 [ "${QUICK:-0}" = "1" ] && quick=(--quick)
 mkdir -p build/bench
+t_start=$(date +%s)
+load_before=$(cut -d' ' -f1 /proc/loadavg)
 
 bin=build/tests/bench-format
 if [ ! -x "$bin" ]; then
@@ -64,3 +70,32 @@ cat >build/bench/analyze.json <<JSON
   }
 }
 JSON
+
+bash scripts/bench-micro.sh
+bash scripts/bench-server.sh
+
+# the machine, for BENCHMARKS.md
+python3 - "$load_before" "$(cut -d' ' -f1 /proc/loadavg)" "$(( $(date +%s) - t_start ))" \
+	>build/bench/machine.json <<'PY'
+import json, os, platform, subprocess, sys, time
+def sh(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return ""
+lscpu = dict(l.split(":", 1) for l in sh("lscpu").splitlines() if ":" in l)
+lscpu = {k.strip(): v.strip() for k, v in lscpu.items()}
+mem_kb = int(open("/proc/meminfo").readline().split()[1])
+osr = dict(l.rstrip().split("=", 1) for l in open("/etc/os-release") if "=" in l)
+virt = lscpu.get("Hypervisor vendor")
+print(json.dumps({
+    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    "cpu": lscpu.get("Model name", "?"), "cpus": os.cpu_count(),
+    "mem": f"{mem_kb / 1048576:.0f} GiB RAM", "kernel": platform.release(),
+    "os": osr.get("PRETTY_NAME", "?").strip('"'),
+    "virt": f"VM ({virt})" if virt else "no hypervisor reported",
+    "load_before": sys.argv[1], "load_after": sys.argv[2], "seconds": int(sys.argv[3]),
+}, indent=2))
+PY
+echo "== results"
+bash scripts/bench-report.sh
