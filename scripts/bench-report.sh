@@ -32,10 +32,11 @@ def us(x):
         return "-"
     return f"{x:.0f} µs" if x < 1000 else f"{x / 1000:.2f} ms"
 
-TARGET_TPUT = {"trace": 1.0, "block": 1.0, "lean": 1.0, "prof": 2.0}
+TARGET_TPUT = {"trace": 1.0, "block": 1.0, "lean": 1.0, "cpu99": 2.0, "prof": 2.0}
 NAMES = {"trace": "tracing only (D9_BLOCKING=0)",
          "block": "tracing + blocking-call wrappers (default)",
          "lean": "default, without d9-compress (D9_COMPRESS=0 D9_SYMBOLIZE=0)",
+         "cpu99": "tracing + 99 Hz CPU profile (D9_CPU_PROFILE=1)",
          "prof": "tracing + 99 Hz CPU profile + sched events",
          "perf": "perf record -F 99 -g (no agent)"}
 
@@ -52,7 +53,7 @@ def judge(lo, mid, hi, target):
 
 srv_rows = []
 if srv:
-    for mode in ("trace", "block", "lean", "prof", "perf"):
+    for mode in ("trace", "block", "lean", "cpu99", "prof", "perf"):
         m = srv["modes"].get(mode)
         if not m:
             continue
@@ -349,6 +350,7 @@ W("D9_BLOCKING=0 LD_PRELOAD=build/libd9agent.so D9_TRACE_PATH=DIR/trace.bin \\")
 W("  taskset -c 1 build/tests/st-http -p 0 -P PORTFILE                    # trace")
 W("LD_PRELOAD=build/libd9agent.so D9_TRACE_PATH=DIR/trace.bin taskset -c 1 build/tests/st-http ...  # block")
 W("D9_COMPRESS=0 D9_SYMBOLIZE=0 LD_PRELOAD=... taskset -c 1 build/tests/st-http ...  # lean")
+W("D9_CPU_PROFILE=99 LD_PRELOAD=... taskset -c 1 build/tests/st-http ...  # cpu99")
 W("D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 LD_PRELOAD=... taskset -c 1 build/tests/st-http ...  # prof")
 W("taskset -c 1 perf record -F 99 -g -q -o DIR/perf.data -- build/tests/st-http ...  # perf")
 W("perf record -F 999 -g -p PID -o DIR/perf.data -- sleep SECONDS  # profile: default mode,")
@@ -360,7 +362,7 @@ W("build/d9-analyze summary --json DIR")
 W("```")
 W("")
 W("Knobs: `BENCH_PAIRS`, `BENCH_DURATION` (whole seconds), `BENCH_WARMUP` (pairs), `BENCH_CONNS`, "
-  "`BENCH_MODES` (`trace block lean prof perf`), `BENCH_SERVER_CPU`, `BENCH_WRK_CPU`, `BENCH_NICE` "
+  "`BENCH_MODES` (`trace block lean cpu99 prof perf`), `BENCH_SERVER_CPU`, `BENCH_WRK_CPU`, `BENCH_NICE` "
   "(default -10 as root, else 0).")
 open("BENCHMARKS.md", "w").write("\n".join(M) + "\n")
 if notes:

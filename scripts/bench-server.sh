@@ -20,7 +20,7 @@ fi
 conns=${BENCH_CONNS:-4}
 # lean: the default agent without its background thread (d9-compress: gzip and symbols of
 # sealed segments), to tell that thread's cost from the recording's
-modes=${BENCH_MODES:-"trace block lean prof perf"}
+modes=${BENCH_MODES:-"trace block lean cpu99 prof perf"}
 server_cpu=${BENCH_SERVER_CPU:-1} wrk_cpu=${BENCH_WRK_CPU:-0}
 # server and wrk run at nice -10 when we may (root): on a machine shared with other work they
 # then get most of their CPU instead of half of it. The agent's threads inherit it, as they
@@ -59,7 +59,7 @@ thread_ticks() {
 	echo "$sum"
 }
 
-# run_one MODE ROLE SECONDS: one fresh server in MODE (base, trace, block, lean, prof, perf) under
+# run_one MODE ROLE SECONDS: one fresh server in MODE (base, trace, block, lean, cpu99, prof, perf) under
 # wrk for SECONDS; appends one JSON line to $runs unless ROLE is warmup
 run_one() {
 	local mode=$1 role=$2 secs=$3 d envs=() pid="" perf_pid="" port=""
@@ -70,6 +70,7 @@ run_one() {
 	block) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin") ;;
 	lean) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_COMPRESS=0
 		D9_SYMBOLIZE=0) ;;
+	cpu99) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_CPU_PROFILE=99) ;;
 	prof) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_CPU_PROFILE=99
 		D9_SCHED_EVENTS=1) ;;
 	*) echo "bench-server: unknown mode $mode" >&2; exit 2 ;;
