@@ -26,7 +26,7 @@ UNIT_SRC    := $(wildcard tests/unit/test-*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(B)/san/tests/%,$(UNIT_SRC))
 TOOL_SRC    := $(wildcard tests/tools/*.c)
 TOOL_BIN    := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRC))
-SERVER_BIN  := $(B)/tests/st-http $(B)/tests/st-http-nofp $(B)/tests/epoll-http
+SERVER_BIN  := $(B)/tests/st-http $(B)/tests/st-http-nofp $(B)/tests/epoll-http $(B)/tests/busy-workers
 
 .PHONY: all deps test test-run demo bench fuzz clean golden servers
 all: $(B)/libd9agent.so $(B)/d9-analyze $(TOOL_BIN) $(SERVER_BIN)
@@ -100,6 +100,10 @@ $(B)/tests/st-http-nofp: tests/servers/st-http.c
 $(B)/tests/epoll-http: tests/servers/epoll-http.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $< -lpthread
+
+$(B)/tests/busy-workers: tests/servers/busy-workers.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -o $@ $< -lpthread
 
 # ---- viewer/ embedded in d9-analyze (`d9-analyze html`, analyze/cmd-html.c) ----------------------
 # The page and its scripts become byte arrays in build/gen/viewer-files.c (od + sed: no xxd needed).

@@ -173,7 +173,7 @@ int d9__config_load(struct d9__config *c)
 	c->pre.blocking_threshold_ns = 1000000;
 	c->pre.queue_interval_ns = 10000000;
 	c->stack_dump = 8192;
-	c->profile_signal = SIGRTMIN + 6;
+	c->profile_signal = SIGURG; /* ignored by default: a program resetting it cannot be killed by it */
 	c->symbolize = 1;
 
 	if ((v = getenv("D9_LOG")) && *v) {

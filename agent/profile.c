@@ -69,7 +69,8 @@ struct d9__prof {
 	int has_timer;
 	int dead; /* the thread exited: the writer drains what is left and frees it (P.lock) */
 	uint64_t lost; /* samples lost, not yet recorded */
-	uint64_t kernel_lost_seen; /* PERF_RECORD_LOST sum already counted */
+	uint64_t throttled_at; /* cpu-clock: CLOCK_MONOTONIC ns of a PERF_RECORD_THROTTLE, or 0 */
+	uint64_t last_ticks; /* time of the last event written for this worker's samples */
 };
 
 static struct {
@@ -77,7 +78,8 @@ static struct {
 	struct d9__prof *list;
 	int on; /* profiling configured */
 	int mode; /* D9_PROF_PERF or D9_PROF_CTIMER once chosen; D9_PROF_AUTO before */
-	int handler; /* ctimer: 1 installed, -1 refused */
+	int handler; /* ctimer: 1 installed, -1 refused (P.lock) */
+	int draining; /* the writer drains the rings: exiting workers leave their entry to it */
 	int stacks; /* D9_STACKS */
 	uint64_t regs_mask;
 	struct d9__unwinder *unw;
@@ -195,6 +197,8 @@ static void ct_handler(int sig, siginfo_t *si, void *uc)
 	if (!p || !p->ct || si->si_code != SI_TIMER)
 		goto out;
 	struct ct_ring *r = p->ct;
+	if (si->si_overrun > 0) /* expirations merged into this one: samples not taken */
+		__atomic_add_fetch(&r->lost, (uint64_t)si->si_overrun, __ATOMIC_RELAXED);
 	uint64_t h = r->head;
 	if (h - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) >= CT_SLOTS) {
 		__atomic_add_fetch(&r->lost, 1, __ATOMIC_RELAXED);
@@ -206,6 +210,10 @@ static void ct_handler(int sig, siginfo_t *si, void *uc)
 	uint64_t n = l ? __atomic_load_n(&l->seq, __ATOMIC_RELAXED) : 0;
 	s->co = n ? l->e[(n - 1) % D9__SWLOG_N].co : 0;
 	s->n = 0;
+	/* libunwind calls interposed functions (pthread_mutex_lock for its cache): they must pass
+	 * straight through, never time or record anything from inside a signal handler */
+	uint8_t busy = t->busy;
+	t->busy = 1;
 	unw_cursor_t cur;
 	if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) == 0) {
 		do {
@@ -215,6 +223,7 @@ static void ct_handler(int sig, siginfo_t *si, void *uc)
 			s->ips[s->n++] = ip;
 		} while (s->n < CT_FRAMES && unw_step(&cur) > 0);
 	}
+	t->busy = busy;
 	__atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
 out:
 	errno = saved;
@@ -222,7 +231,7 @@ out:
 
 /* Installs the handler once, only over the default disposition: the program's own handler of
  * that signal stays. Returns 1 when ctimer sampling can run. */
-static int ct_install(void)
+static int ct_install_locked(void)
 {
 	int sig = d9__g.cfg.profile_signal;
 	struct sigaction old, sa;
@@ -252,10 +261,18 @@ static int ct_install(void)
 	return 1;
 }
 
+static int ct_install(void)
+{
+	d9__lock(&P.lock); /* workers often start together */
+	int ok = ct_install_locked();
+	d9__unlock(&P.lock);
+	return ok;
+}
+
+/* Creates the worker's timer, not armed yet (ct_arm, once the handler can find the ring). */
 static int ct_start(struct d9__prof *p)
 {
 	struct sigevent ev;
-	uint32_t hz = d9__g.cfg.cpu_hz;
 
 	if (!ct_install())
 		return -1;
@@ -272,13 +289,17 @@ static int ct_start(struct d9__prof *p)
 	if (timer_create(CLOCK_THREAD_CPUTIME_ID, &ev, &p->timer) != 0)
 		return -1;
 	p->has_timer = 1;
+	return 0;
+}
+
+static int ct_arm(struct d9__prof *p, uint32_t hz)
+{
 	struct itimerspec its;
-	long ns = 1000000000L / hz;
+	long ns = hz ? 1000000000L / hz : 0; /* 0 disarms */
+
 	its.it_interval.tv_sec = its.it_value.tv_sec = 0;
 	its.it_interval.tv_nsec = its.it_value.tv_nsec = ns;
-	if (timer_settime(p->timer, 0, &its, NULL) != 0)
-		return -1;
-	return 0;
+	return timer_settime(p->timer, 0, &its, NULL);
 }
 
 /* ---- worker life ------------------------------------------------------------------------------- */
@@ -350,6 +371,9 @@ void d9__profile_thread_start(struct d9__thr *t)
 	d9__unlock(&P.lock);
 	t->prof = p;
 	__atomic_store_n(&t->swlog, p->swlog, __ATOMIC_RELEASE);
+	if (p->has_timer && ct_arm(p, c->cpu_hz) != 0)
+		d9__log_once(D9_LOG_WARN, "ctimer CPU sampling is off: timer_settime: %s",
+			strerror(errno));
 }
 
 /* The calling thread exits: sampling stops now; the writer drains the rest, then closes. */
@@ -370,6 +394,18 @@ void d9__profile_thread_exit(struct d9__thr *t)
 	if (p->sw.fd >= 0)
 		ioctl(p->sw.fd, PERF_EVENT_IOC_DISABLE, 0);
 	d9__lock(&P.lock);
+	if (!P.draining) {
+		/* no writer drains (recording off, D9_ENABLED=0, or the agent failed to start): the
+		 * thread frees its own events, or every short-lived worker would leak them */
+		struct d9__prof **pp = &P.list;
+		while (*pp && *pp != p)
+			pp = &(*pp)->next;
+		if (*pp)
+			*pp = p->next;
+		d9__unlock(&P.lock);
+		prof_free(p);
+		return;
+	}
 	p->dead = 1;
 	d9__unlock(&P.lock);
 }
@@ -383,10 +419,13 @@ void d9__profile_child(void)
 	while (p) {
 		struct d9__prof *next = p->next;
 		p->has_timer = 0; /* POSIX timers are not inherited */
+		p->cpu.base = p->sw.base = NULL; /* perf rings are not mapped in a child (VM_DONTCOPY):
+						  * only their descriptors are inherited */
 		prof_free(p);
 		p = next;
 	}
 	P.list = NULL;
+	P.draining = 0;
 	P.unw = NULL; /* the parent's unwinder: its state belongs to the writer thread */
 	P.unw_tried = 0;
 }
@@ -476,11 +515,13 @@ static int out_ready(struct out *o, uint64_t when)
 	return 1;
 }
 
-/* Records the worker's unrecorded losses now (at the chunk's last time if that is later). */
+/* Records the worker's unrecorded losses at the time of its last sample (a later time could
+ * come after samples still on their way into the rings), or `when` if it has none yet. */
 static void record_lost(struct out *o, uint64_t when)
 {
-	if (o->b && (when >> d9__shift) < o->e.last)
-		when = o->e.last << d9__shift;
+	if (o->p->last_ticks)
+		when = o->p->last_ticks;
+	o->p->last_ticks = when;
 	if (!out_ready(o, when) || !o->p->lost)
 		return; /* out_ready wrote them at the start of a new chunk */
 	if (d9_enc_dropped(&o->e, when, o->p->lost, D9_DROP_SAMPLES_LOST) == 0) {
@@ -494,14 +535,13 @@ static void record_lost(struct out *o, uint64_t when)
 static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, const uint64_t *ips,
 	uint32_t n)
 {
-	uint64_t units_last = o->b ? o->e.last : 0;
-
 	if (!d9__enabled)
 		return; /* recording is toggled off: the rings are emptied, nothing is kept */
-
-	/* events of a chunk never go back in time: a late sample takes the chunk's last time */
-	if (o->b && (when >> d9__shift) < units_last)
-		when = units_last << d9__shift;
+	/* a worker's samples never go back in time, across chunks too (the two rings are read one
+	 * after the other: a sample of one can show up a drain late, by nanoseconds) */
+	if (when < o->p->last_ticks)
+		when = o->p->last_ticks;
+	o->p->last_ticks = when;
 	if (!out_ready(o, when)) {
 		o->p->lost++;
 		return;
@@ -694,6 +734,18 @@ static void drain_perf(struct out *o, const struct d9__anchor *a)
 			uint64_t lost;
 			memcpy(&lost, c->rec + 16, 8);
 			p->lost += lost;
+		} else if ((h.type == PERF_RECORD_THROTTLE || h.type == PERF_RECORD_UNTHROTTLE) &&
+			h.size >= 16 && c->source == D9_CPU_ON) {
+			/* the kernel stopped sampling for a while (perf_event_max_sample_rate): the
+			 * samples of that time were never taken; for cpu-clock their number is known */
+			uint64_t when;
+			memcpy(&when, c->rec + 8, 8);
+			if (h.type == PERF_RECORD_THROTTLE)
+				p->throttled_at = when;
+			else if (p->throttled_at && when > p->throttled_at && d9__g.cfg.cpu_hz)
+				p->lost += (when - p->throttled_at) / (1000000000u / d9__g.cfg.cpu_hz);
+			if (h.type == PERF_RECORD_UNTHROTTLE)
+				p->throttled_at = 0;
 		}
 		cursor_next(c);
 	}
@@ -718,6 +770,26 @@ static void drain_ct(struct out *o)
 	o->p->lost += __atomic_exchange_n(&r->lost, 0, __ATOMIC_RELAXED);
 }
 
+/* ctimer: the program set its own disposition for our signal after we installed the handler (a
+ * handler of its own, or SIG_DFL in a reset loop). The timers stop at once: the program's
+ * handler must not get our signals, and an RT signal's default action would kill it. */
+static void ct_check_signal(void)
+{
+	struct sigaction cur;
+
+	if (P.handler != 1 || sigaction(d9__g.cfg.profile_signal, NULL, &cur) != 0 ||
+		((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == ct_handler))
+		return;
+	d9__lock(&P.lock);
+	P.handler = -2;
+	for (struct d9__prof *p = P.list; p; p = p->next)
+		if (p->has_timer)
+			ct_arm(p, 0);
+	d9__unlock(&P.lock);
+	d9__log(D9_LOG_WARN, "the program changed the disposition of signal %d (D9_PROFILE_SIGNAL): "
+		"ctimer CPU sampling stopped", d9__g.cfg.profile_signal);
+}
+
 struct d9__block *d9__profile_drain(void)
 {
 	struct d9__block *list = NULL;
@@ -725,11 +797,13 @@ struct d9__block *d9__profile_drain(void)
 
 	if (!P.on)
 		return NULL;
+	ct_check_signal();
 	d9__clock_anchor(&a);
 	d9__lock(&P.lock);
 	struct d9__prof **pp = &P.list;
 	/* threads add themselves at the head: the rest of the list is the writer's */
 	struct d9__prof *first = P.list;
+	P.draining = 1;
 	d9__unlock(&P.lock);
 	struct out o = { .tail = &list };
 	for (struct d9__prof *p = first; p;) {
