@@ -87,6 +87,34 @@ pl_start() {
 	return 1
 }
 
+# pl_run PREFIX BINARY [VAR=value ...] -- PATH BODY [PATH BODY ...]: one server run in $T/PREFIX
+# (pl_start), the requests in order, each on its own connection, then the control connection
+# (pl_session_quit). BODY is a glob pattern of the reply's body ("burn ms=300*"). Failures are
+# reported as PREFIX, PREFIX-replies or PREFIX-exit; returns 1 when there is no trace to check.
+pl_run() {
+	local prefix=$1 bin=$2 envs=()
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+	shift
+	if ! pl_start "$T/$prefix" "$bin" "${envs[@]}" --; then
+		pl_fail "$prefix" "$PL_ERR"
+		return 1
+	fi
+	while [ $# -gt 1 ]; do
+		pl_get "$1"
+		# shellcheck disable=SC2254 # $2 is a pattern
+		case "$BODY" in
+		$2) [ "$CODE" = 200 ] || pl_fail "$prefix-replies" "$1: status $CODE" ;;
+		*) pl_fail "$prefix-replies" "$1: status $CODE body '${BODY:0:100}', want '$2'" ;;
+		esac
+		shift 2
+	done
+	if ! pl_session_quit || [ "$SRC" != 0 ]; then
+		pl_fail "$prefix-exit" "${PL_ERR:-exit status $SRC}"
+		return 1
+	fi
+}
+
 # pl_alive PID: the process exists and is not a zombie.
 pl_alive() {
 	local st

@@ -135,33 +135,9 @@ with case(prefix + "-offcpu") as c:
         len(off), len(good), " < ".join(describe_frames(frames_of(good[0]), syms, maps)))
 PYEOF
 
-# run PREFIX BINARY [VAR=value ...] -- PATH BODY...: one server run (requests in order, each on
-# its own connection), then the control connection
-run() {
-	local prefix=$1 bin=$2 envs=()
-	shift 2
-	while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
-	shift
-	if ! pl_start "$T/$prefix" "$bin" "${envs[@]}" --; then
-		pl_fail "$prefix" "$PL_ERR"
-		return 1
-	fi
-	while [ $# -gt 1 ]; do # BODY is a prefix of the reply (/burn adds the CPU time it used)
-		pl_get "$1"
-		case "$CODE $BODY" in
-		"200 $2"*) ;;
-		*) pl_fail "$prefix-replies" "$1: status $CODE body '${BODY:0:100}'" ;;
-		esac
-		shift 2
-	done
-	if ! pl_session_quit || [ "$SRC" != 0 ]; then
-		pl_fail "$prefix-exit" "${PL_ERR:-exit status $SRC}"
-		return 1
-	fi
-}
 
 p=profile-fp
-if run $p "$ST_HTTP" D9_CPU_PROFILE=999 -- "/burn?ms=300" "burn ms=300" /fast ok; then
+if pl_run $p "$ST_HTTP" D9_CPU_PROFILE=999 -- "/burn?ms=300" "burn ms=300 cpu_ns=*" /fast ok; then
 	pl_check $p "prefix = '$p'
 $COMMON
 $BURN" "$ST_HTTP" "$SDIR/maps" 999 300 fp
@@ -174,19 +150,19 @@ $BURN" "$ST_HTTP" "$SDIR/maps" 999 300 fp
 fi
 
 p=profile-dwarf
-run $p "$ST_HTTP_NOFP" D9_CPU_PROFILE=999 D9_STACKS=dwarf -- "/burn?ms=300" "burn ms=300" /fast ok &&
+pl_run $p "$ST_HTTP_NOFP" D9_CPU_PROFILE=999 D9_STACKS=dwarf -- "/burn?ms=300" "burn ms=300 cpu_ns=*" /fast ok &&
 	pl_check $p "prefix = '$p'
 $COMMON
 $BURN" "$ST_HTTP_NOFP" "$SDIR/maps" 999 300 dwarf
 
 p=profile-offcpu
-run $p "$ST_HTTP_NOFP" D9_SCHED_EVENTS=1 D9_CPU_PROFILE=99 -- "/block?ms=50" "block ms=50" /fast ok &&
+pl_run $p "$ST_HTTP_NOFP" D9_SCHED_EVENTS=1 D9_CPU_PROFILE=99 -- "/block?ms=50" "block ms=50" /fast ok &&
 	pl_check $p "prefix = '$p'
 $COMMON
 $BLOCK" "$ST_HTTP_NOFP" "$SDIR/maps"
 
 p=profile-ctimer
-if run $p "$ST_HTTP" D9_CPU_PROFILE=999 D9_CPU_PROFILE_MODE=ctimer -- "/burn?ms=300" "burn ms=300" /fast ok; then
+if pl_run $p "$ST_HTTP" D9_CPU_PROFILE=999 D9_CPU_PROFILE_MODE=ctimer -- "/burn?ms=300" "burn ms=300 cpu_ns=*" /fast ok; then
 	# CPU-time timers fire at the kernel's tick: expect a quarter of 999 Hz (CONFIG_HZ=250)
 	pl_check $p "prefix = '$p'
 $COMMON
@@ -201,7 +177,7 @@ noperf=$T/st-http-noperf
 printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$PL_ROOT/build/tests/no-perf" "$ST_HTTP" >"$noperf"
 chmod +x "$noperf"
 p=profile-denied
-if run $p "$noperf" D9_CPU_PROFILE=999 -- "/burn?ms=300" "burn ms=300" /fast ok; then
+if pl_run $p "$noperf" D9_CPU_PROFILE=999 -- "/burn?ms=300" "burn ms=300 cpu_ns=*" /fast ok; then
 	pl_check $p "prefix = '$p'
 $COMMON
 $BURN" "$ST_HTTP" "$SDIR/maps" 200 300 fp
@@ -213,7 +189,7 @@ $BURN" "$ST_HTTP" "$SDIR/maps" 200 300 fp
 	fi
 fi
 p=profile-denied-perf-only
-if run $p "$noperf" D9_CPU_PROFILE=999 D9_CPU_PROFILE_MODE=perf -- "/burn?ms=50" "burn ms=50" /fast ok; then
+if pl_run $p "$noperf" D9_CPU_PROFILE=999 D9_CPU_PROFILE_MODE=perf -- "/burn?ms=50" "burn ms=50 cpu_ns=*" /fast ok; then
 	n=$("$PL_ANALYZE" summary --json "$SDIR/trace" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(s["cpu_samples"]["on"] + s["cpu_samples"]["off"], s["polls"]["count"])')
 	if [ "${n%% *}" = 0 ] && [ "${n##* }" -gt 0 ] && grep -q "CPU samples are off" "$SDIR/stderr"; then
 		pl_pass $p "no samples, ${n##* } polls traced; stderr: $(head -c 200 "$SDIR/stderr")"

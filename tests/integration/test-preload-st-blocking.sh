@@ -120,30 +120,10 @@ with case(prefix + "-none") as c:
     c.info = "no BlockingCall; %d polls recorded, /block poll %s" % (tr.count("PollStart"), ms(longest))
 PYEOF
 
-# run PREFIX BINARY [VAR=value ...] -- PATH BODY [PATH BODY ...]: one server run, requests in
-# order (each on its own connection), then the control connection; the trace is left in $SDIR.
-run() {
-	local prefix=$1 bin=$2 envs=()
-	shift 2
-	while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
-	shift
-	if ! pl_start "$T/$prefix" "$bin" "${envs[@]}" --; then
-		pl_fail "$prefix" "$PL_ERR"
-		return 1
-	fi
-	while [ $# -gt 1 ]; do
-		pl_gets 1 "$1" "$2" || { pl_fail "$prefix-replies" "$PL_ERR"; }
-		shift 2
-	done
-	if ! pl_session_quit || [ "$SRC" != 0 ]; then
-		pl_fail "$prefix-exit" "${PL_ERR:-exit status $SRC}"
-		return 1
-	fi
-}
 
 for bin in "$ST_HTTP" "$ST_HTTP_NOFP"; do
 	p=st-blocking-$(basename "$bin")
-	run "$p" "$bin" -- "/block?ms=30" "block ms=30" /fast ok &&
+	pl_run "$p" "$bin" -- "/block?ms=30" "block ms=30" /fast ok &&
 		pl_check "$p" "prefix = '$p'
 $COMMON
 $BLOCK" "$bin" "$SDIR/maps" "$SDIR/stats.json"
@@ -154,13 +134,13 @@ files=()
 for _ in $(seq $FILE_N); do files+=(/file "file bytes=4194304 reads=64"); done
 
 p=st-blocking-file
-run "$p" "$ST_HTTP" D9_BLOCKING_THRESHOLD=10us -- "${files[@]}" &&
+pl_run "$p" "$ST_HTTP" D9_BLOCKING_THRESHOLD=10us -- "${files[@]}" &&
 	pl_check "$p" "prefix = '$p'
 $COMMON
 $FILE" "$ST_HTTP" "$SDIR/maps" "$SDIR/stats.json" "$FILE_N"
 
 p=st-blocking-off
-run "$p" "$ST_HTTP" D9_BLOCKING=0 D9_BLOCKING_THRESHOLD=10us -- "${files[@]}" \
+pl_run "$p" "$ST_HTTP" D9_BLOCKING=0 D9_BLOCKING_THRESHOLD=10us -- "${files[@]}" \
 	"/block?ms=30" "block ms=30" &&
 	pl_check "$p" "prefix = '$p'
 $COMMON
