@@ -59,6 +59,12 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 			break;
 		}
 	}
+	/* on disk before the rename and the removal of the .bin: a power loss must not leave an
+	 * empty .gz as the only copy */
+	if (!err && gzflush(gz, Z_FINISH) != Z_OK)
+		err = -EIO;
+	if (!err && fsync(out) != 0)
+		err = -errno;
 	if (gzclose(gz) != Z_OK && !err)
 		err = -EIO; /* gzclose closes `out`; a full disk shows up here */
 	if (err)

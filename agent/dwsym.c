@@ -28,7 +28,9 @@ static int host_find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dw
 	GElf_Addr vaddr;
 	char path[256];
 
-	(void)user, (void)name, (void)base, (void)file, (void)debuglink, (void)crc;
+	(void)user, (void)name, (void)base, (void)file;
+	if (debuglink && crc == 0)
+		return -1; /* libdw looking for a dwz alt file: the module's own file would be wrong */
 	int n = d9__dw.build_id(m, &bid, &vaddr);
 	if (n < 2 || n > 64)
 		return -1;
@@ -146,17 +148,24 @@ int d9__dwsym_placed_right(Dwfl_Module *dm, uint64_t start, uint64_t offset)
 Dwfl_Module *d9__dwsym_report(Dwfl *dwfl, const char *path, uint64_t start, uint64_t offset,
 	const uint8_t *build_id, size_t build_id_len)
 {
-	Dwfl_Module *dm = d9__dw.report_elf(dwfl, d9__dwsym_base_name(path), path, -1,
-		start - offset, false);
 	const unsigned char *bid;
 	GElf_Addr vaddr;
-
-	if (!dm)
+	/* Our own descriptor, close-on-exec (libdw's own open would be inherited by a program the
+	 * host execs); libdw owns it once the module is reported. The module is named by its full
+	 * path: under its base name, libdw would take another file of that name at the same place
+	 * for the same module and free the first one while we still hold it. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return NULL;
+	Dwfl_Module *dm = d9__dw.report_elf(dwfl, path, path, fd, start - offset, false);
+	if (!dm) {
+		close(fd);
+		return NULL;
+	}
 	int n = d9__dw.build_id(dm, &bid, &vaddr);
-	if (build_id_len && n > 0 &&
-		((size_t)n != build_id_len || memcmp(bid, build_id, (size_t)n)))
-		return NULL; /* another build of that file now: its names would be wrong */
+	if (build_id_len &&
+		(n <= 0 || (size_t)n != build_id_len || memcmp(bid, build_id, (size_t)n)))
+		return NULL; /* another build of that file now (or none): its names would be wrong */
 	return d9__dwsym_placed_right(dm, start, offset) ? dm : NULL;
 }
 

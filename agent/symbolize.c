@@ -361,6 +361,10 @@ static void report_modules(Dwfl *dwfl, struct seg *s)
 				m->build_id_len);
 	}
 	d9__dw.report_end(dwfl, NULL, NULL);
+	/* a module libdw dropped in the meantime (two reports it took for one) is freed: forget it */
+	for (size_t i = 0; i < s->nmods; i++)
+		if (s->mods[i].dm && d9__dw.addrmodule(dwfl, s->mods[i].start) != s->mods[i].dm)
+			s->mods[i].dm = NULL;
 }
 
 /* The names of address a (innermost inlined function first, the real function last, each with
@@ -384,7 +388,7 @@ static int emit(struct seg *s, struct strtab *st, struct buf *str, struct buf *s
 {
 	uint8_t rec[9000];
 	struct d9_wbuf w;
-	size_t str_len = str->len, nstr = st->n;
+	size_t str_len = str->len;
 	uint64_t fid[MAX_INLINE], lid[MAX_INLINE];
 
 	for (int i = 0; i < n; i++) {
@@ -395,12 +399,13 @@ static int emit(struct seg *s, struct strtab *st, struct buf *str, struct buf *s
 				*out = 0;
 				continue;
 			}
+			size_t before = st->n;
 			long idx = str_index(st, v);
 			if (idx < 0)
 				return -ENOMEM;
 			*out = s->max_string + 1 + (uint64_t)idx;
-			if ((size_t)idx < nstr)
-				continue; /* written already */
+			if ((size_t)idx < before)
+				continue; /* written already (by an earlier address, or a level of this one) */
 			size_t len = strlen(v);
 			d9_wbuf_init(&w, rec, sizeof(rec));
 			d9_def_string(&w, *out, v, len < 8192 ? len : 8192);
@@ -493,6 +498,12 @@ static int write_segment(struct seg *s, const char *tmp, const uint8_t *chunk, s
 		(err = copy_range(s->fd, out, s->insert_at, s->trailer_at)) ||
 		(err = write_all(out, tr, (size_t)(w.p - tr))))
 		goto err_out;
+	/* the copy replaces a sealed segment by rename: it must be on disk first, or a power loss
+	 * could leave an empty file under the segment's name (nice-19 thread: the cost is fine) */
+	if (fsync(out) != 0) {
+		err = -errno;
+		goto err_out;
+	}
 	if (close(out) != 0) {
 		err = -errno;
 		goto err_tmp;

@@ -424,4 +424,41 @@ PYEOF
 else
 	pl_pass symbols-analyzer-records "end-of-segment records, inline chain, wide range, first segment wins, per process"
 fi
+# ---- one library under two paths at the same place (a hot-reloaded plugin, /lib vs /usr/lib) -----
+# The next process recovers that segment and symbolizes it. libdw took the second report for the
+# first module and freed it while the compressor still used it: the host crashed (SIGSEGV in
+# d9-compress). Now the host serves on, and the recovered segment reads.
+mkdir -p "$T/twin/a" "$T/twin/b" "$T/twin/trace"
+lib=$T/twin/a/libtwin.so
+printf 'int twin_fn(int x) { return x * 3 + 1; }\n' | cc -shared -fPIC -O2 -g -x c - -o "$lib" &&
+	cp "$lib" "$T/twin/b/libtwin.so"
+# the library's executable PT_LOAD: start (at base 0x7f0000000000), end, file offset
+read -r off vaddr memsz < <(readelf -lW "$lib" | awk '$1 == "LOAD" && $7 ~ /E/ { print $2, $3, $6; exit }')
+start=$(printf '%x' $(( 0x7f0000000000 + vaddr )))
+end=$(printf '%x' $(( 0x7f0000000000 + vaddr + memsz )))
+if ! "$PL_ROOT/build/tests/gen-twin-modules" "$T/twin/trace/trace.4000000.000000.active" \
+	"$T/twin/a/libtwin.so" "$T/twin/b/libtwin.so" "$start" "$end" "$(printf '%x' $((off)))"; then
+	pl_fail symbols-twin-modules "gen-twin-modules failed"
+elif ! pl_start "$T/twin" "$ST_HTTP" D9_TRACE_PATH="$T/twin/trace/trace.bin" --; then
+	pl_fail symbols-twin-modules "$PL_ERR"
+else
+	sealed=""
+	for _ in $(seq 100); do
+		sealed=$(compgen -G "$T/twin/trace/trace.4000000.000000.bin.gz") && break
+		pl_alive "$SPID" || break
+		sleep 0.1
+	done
+	pl_get /fast
+	if ! pl_alive "$SPID"; then
+		wait "$SPID"
+		pl_fail symbols-twin-modules "the server died (status $?) while the agent symbolized the recovered segment: $(head -c 300 "$T/twin/stderr")"
+	elif [ -z "$sealed" ] || [ "$CODE" != 200 ]; then
+		pl_fail symbols-twin-modules "no sealed segment ($(ls "$T/twin/trace" | tr '\n' ' ')) or /fast failed ($CODE)"
+	elif ! "$PL_ANALYZE" dump "$sealed" >/dev/null; then
+		pl_fail symbols-twin-modules "the recovered segment does not read: $("$PL_ANALYZE" dump "$sealed" 2>&1 | tail -n 1)"
+	else
+		pl_pass symbols-twin-modules "recovered and symbolized $(basename "$sealed"); the server serves on"
+	fi
+	pl_quit
+fi
 exit 0
