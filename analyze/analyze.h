@@ -29,6 +29,11 @@ struct d9__trace;
  * Returns 1 when argv[*i] was one of them (consumed), 0 when it is none, -1 when its value is
  * bad (message printed). */
 int d9__opt_window(int argc, char **argv, int *i, struct d9__trace *t, long *pid);
+/* An argument no option of command cmd took: a TRACE, appended to args, or an unknown option
+ * (said on stderr). Returns 0, or -1 for an unknown option. */
+int d9__opt_arg(const char *cmd, char *arg, char **args, int *nargs);
+/* 0 when at least one TRACE was given; else says so on stderr and returns -1. */
+int d9__opt_traces(const char *cmd, int nargs);
 /* Opens the inputs (frees args) and checks that something is readable. Returns 0, or the exit
  * status after saying why (the trace is then closed). */
 int d9__trace_start(struct d9__trace *t, char **args, int nargs);

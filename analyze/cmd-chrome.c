@@ -363,19 +363,14 @@ int d9__cmd_chrome(int argc, char **argv)
 			out = v;
 		} else if (r == 0 && (r = d9__opt_window(argc, argv, &i, &t, &c.pid)) == 1) {
 			/* --pid, --from, --to */
-		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "d9-analyze: chrome: unknown option '%s'\n", argv[i]);
+		} else if (r == 0 && d9__opt_arg("chrome", argv[i], args, &nargs)) {
 			goto usage;
-		} else if (r == 0) {
-			args[nargs++] = argv[i];
 		}
 		if (r < 0)
 			goto usage;
 	}
-	if (!nargs) {
-		fprintf(stderr, "d9-analyze: chrome: no TRACE given\n");
+	if (d9__opt_traces("chrome", nargs))
 		goto usage;
-	}
 	if ((rc = d9__trace_start(&t, args, nargs)) != 0)
 		return rc;
 	c.f = out && strcmp(out, "-") ? fopen(out, "w") : stdout;

@@ -417,11 +417,8 @@ int d9__cmd_flame(int argc, char **argv)
 				goto usage;
 		} else if (r == 0 && (r = d9__opt_window(argc, argv, &i, &t, &fl.pid)) == 1) {
 			/* --pid, --from, --to */
-		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "d9-analyze: flame: unknown option '%s'\n", argv[i]);
+		} else if (r == 0 && d9__opt_arg("flame", argv[i], args, &nargs)) {
 			goto usage;
-		} else if (r == 0) {
-			args[nargs++] = argv[i];
 		}
 		if (r < 0)
 			goto usage;
@@ -431,10 +428,8 @@ int d9__cmd_flame(int argc, char **argv)
 		fprintf(stderr, "d9-analyze: flame: --blocking and --cpu do not mix\n");
 		goto usage;
 	}
-	if (!nargs) {
-		fprintf(stderr, "d9-analyze: flame: no TRACE given\n");
+	if (d9__opt_traces("flame", nargs))
 		goto usage;
-	}
 	if ((rc = d9__trace_start(&t, args, nargs)) != 0)
 		return rc;
 	long lines = 0;

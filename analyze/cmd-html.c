@@ -220,17 +220,12 @@ int d9__cmd_html(int argc, char **argv)
 			out = v;
 		} else if (r < 0) {
 			goto usage;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "d9-analyze: html: unknown option '%s'\n", argv[i]);
+		} else if (d9__opt_arg("html", argv[i], args, &nargs)) {
 			goto usage;
-		} else {
-			args[nargs++] = argv[i];
 		}
 	}
-	if (!nargs) {
-		fprintf(stderr, "d9-analyze: html: no TRACE given\n");
+	if (d9__opt_traces("html", nargs))
 		goto usage;
-	}
 	const struct d9__viewer_file *index = viewer_file("index.html", 10);
 	if (!index) {
 		fprintf(stderr, "d9-analyze: html: this build has no viewer embedded\n");

@@ -147,19 +147,14 @@ int d9__cmd_jsonl(int argc, char **argv)
 			return D9_EXIT_OK;
 		} else if ((r = d9__opt_window(argc, argv, &i, &t, &j.pid)) == 1) {
 			/* --pid, --from, --to */
-		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "d9-analyze: jsonl: unknown option '%s'\n", argv[i]);
+		} else if (r == 0 && d9__opt_arg("jsonl", argv[i], args, &nargs)) {
 			goto usage;
-		} else if (r == 0) {
-			args[nargs++] = argv[i];
 		}
 		if (r < 0)
 			goto usage;
 	}
-	if (!nargs) {
-		fprintf(stderr, "d9-analyze: jsonl: no TRACE given\n");
+	if (d9__opt_traces("jsonl", nargs))
 		goto usage;
-	}
 	if ((rc = d9__trace_start(&t, args, nargs)) != 0)
 		return rc;
 	if (d9__trace_run(&t, jsonl_on_event, &j))

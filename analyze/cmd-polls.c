@@ -243,19 +243,14 @@ int d9__cmd_polls(int argc, char **argv)
 				goto usage;
 		} else if (r == 0 && (r = d9__opt_window(argc, argv, &i, &t, &p.pid)) == 1) {
 			/* --pid, --from, --to */
-		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "d9-analyze: polls: unknown option '%s'\n", argv[i]);
+		} else if (r == 0 && d9__opt_arg("polls", argv[i], args, &nargs)) {
 			goto usage;
-		} else if (r == 0) {
-			args[nargs++] = argv[i];
 		}
 		if (r < 0)
 			goto usage;
 	}
-	if (!nargs) {
-		fprintf(stderr, "d9-analyze: polls: no TRACE given\n");
+	if (d9__opt_traces("polls", nargs))
 		goto usage;
-	}
 	if (d9__trace_open(&t, args, nargs) || (p.generic = scan_generic(&t)) < 0) {
 		fprintf(stderr, "d9-analyze: out of memory\n");
 		free(args);

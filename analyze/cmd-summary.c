@@ -1401,19 +1401,14 @@ int d9__cmd_summary(int argc, char **argv)
 			from = v;
 		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--to", &v)) == 1) {
 			to = v;
-		} else if (r == 0 && argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "d9-analyze: summary: unknown option '%s'\n", argv[i]);
+		} else if (r == 0 && d9__opt_arg("summary", argv[i], args, &nargs)) {
 			goto usage;
-		} else if (r == 0) {
-			args[nargs++] = argv[i];
 		}
 		if (r < 0)
 			goto usage;
 	}
-	if (!nargs) {
-		fprintf(stderr, "d9-analyze: summary: no TRACE given\n");
+	if (d9__opt_traces("summary", nargs))
 		goto usage;
-	}
 	if (parse_window(&t, from, to))
 		goto usage;
 	if (d9__trace_open(&t, args, nargs) || sum_init(&s, &t, top, min_ns)) {

@@ -83,3 +83,21 @@ int d9__trace_start(struct d9__trace *t, char **args, int nargs)
 	}
 	return 0;
 }
+
+int d9__opt_arg(const char *cmd, char *arg, char **args, int *nargs)
+{
+	if (arg[0] == '-' && arg[1]) {
+		fprintf(stderr, "d9-analyze: %s: unknown option '%s'\n", cmd, arg);
+		return -1;
+	}
+	args[(*nargs)++] = arg;
+	return 0;
+}
+
+int d9__opt_traces(const char *cmd, int nargs)
+{
+	if (nargs)
+		return 0;
+	fprintf(stderr, "d9-analyze: %s: no TRACE given\n", cmd);
+	return -1;
+}
