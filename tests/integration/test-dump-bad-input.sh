@@ -16,38 +16,10 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# expect NAME RC LINES PATTERN... -- ARGS...: runs dump ARGS; wants exit RC, LINES lines on stderr,
-# each PATTERN (extended regex) found on stderr, and no sanitizer report.
-expect() {
-	local name=$1 want_rc=$2 want_lines=$3
-	shift 3
-	local pats=()
-	while [ "$1" != "--" ]; do pats+=("$1"); shift; done
-	shift
-	local rc=0
-	"$san" dump "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-	local lines why=""
-	lines=$(wc -l <"$tmp/err")
-	if grep -qE 'runtime error|Sanitizer' "$tmp/err"; then
-		why="sanitizer report: $(grep -m1 -E 'runtime error|Sanitizer' "$tmp/err")"
-	elif [ "$rc" -ne "$want_rc" ]; then
-		why="exit status $rc, expected $want_rc"
-	elif [ "$lines" -ne "$want_lines" ]; then
-		why="$lines stderr lines, expected $want_lines"
-	else
-		for p in "${pats[@]}"; do
-			if ! grep -qE -- "$p" "$tmp/err"; then
-				why="stderr does not match /$p/"
-				break
-			fi
-		done
-	fi
-	if [ -n "$why" ]; then
-		echo "FAIL dump-$name: $why; stderr: $(head -c 400 "$tmp/err" | tr '\n' '|')"
-	else
-		echo "PASS dump-$name"
-	fi
-}
+# expect NAME RC LINES PATTERN... -- ARGS...: d9_expect (lib-expect.sh) on `d9-analyze dump ARGS`
+# shellcheck source=tests/integration/lib-expect.sh
+. tests/integration/lib-expect.sh # (the script runs from the repository root)
+expect() { d9_expect dump "dump" "$@"; }
 
 d=$tmp/in
 mkdir -p "$d"
