@@ -11,84 +11,112 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *)); /* lifecycle.c */
 
+#define RETRY_NS (30 * 1000000000ull) /* a segment that failed to compress waits this long */
+
+/* Reads up to n bytes at off from our own file: pread leaves any offset alone, and the check
+ * after it tells whether the bytes came from that file. Returns bytes read or -errno. */
+static ssize_t read_own(struct d9__file *f, uint8_t *buf, size_t n, uint64_t off)
+{
+	ssize_t k;
+
+	do
+		k = pread(f->fd, buf, n, (off_t)off);
+	while (k < 0 && errno == EINTR);
+	if (k < 0)
+		return -errno;
+	int err = d9__file_check(f);
+	return err ? err : k;
+}
+
+/* Deflates in into out as one gzip member. zlib's gz* calls are not used: they write and close
+ * their descriptor without asking whether it is still ours. */
+static int deflate_file(struct d9__file *in, struct d9__file *out)
+{
+	static uint8_t ibuf[65536], obuf[65536]; /* compressor thread only */
+	z_stream z;
+	uint64_t off = 0;
+	int err = 0, flush = Z_NO_FLUSH;
+
+	memset(&z, 0, sizeof(z));
+	if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+		return -ENOMEM;
+	while (!err && flush != Z_FINISH) {
+		ssize_t n = read_own(in, ibuf, sizeof(ibuf), off);
+		if (n < 0) {
+			err = (int)n;
+			break;
+		}
+		off += (uint64_t)n;
+		flush = n == 0 ? Z_FINISH : Z_NO_FLUSH;
+		z.next_in = ibuf;
+		z.avail_in = (uInt)n;
+		do {
+			z.next_out = obuf;
+			z.avail_out = sizeof(obuf);
+			int zr = deflate(&z, flush);
+			if (zr == Z_STREAM_ERROR) {
+				err = -EIO;
+				break;
+			}
+			size_t have = sizeof(obuf) - z.avail_out;
+			if (have && (err = d9__file_write(out, obuf, have)) != 0)
+				break;
+		} while (z.avail_out == 0);
+		if (__atomic_load_n(&d9__g.compress_abort, __ATOMIC_RELAXED))
+			err = -ECANCELED; /* the process is exiting: leave the .bin as it is */
+	}
+	deflateEnd(&z);
+	return err;
+}
+
 int d9__gzip_file(const char *src, uint64_t *out_size)
 {
 	char tmp[4300], dst[4300];
-	uint8_t buf[65536];
-	int err = 0;
+	struct d9__file in, out;
+	int err;
 
 	snprintf(dst, sizeof(dst), "%s.gz", src);
+	if ((err = d9__file_open(&in, src, O_RDONLY)) != 0)
+		return err;
 	/* the temporary file names its writer: recovery removes only those of dead processes (a
-	 * recovered segment's name carries the dead process's pid, not ours) */
-	snprintf(tmp, sizeof(tmp), "%s.gz.tmp-%d", src, (int)getpid());
-	int in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return -errno;
-	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (out < 0) {
-		err = -errno;
+	 * recovered segment's name carries the dead process's pid, not ours); the random part
+	 * keeps anyone from placing a file or link there first */
+	do {
+		d9__tmp_name(tmp, sizeof(tmp), dst, ".tmp-");
+		err = d9__file_create(&out, tmp, O_WRONLY);
+	} while (err == -EEXIST);
+	if (err)
 		goto err_in;
-	}
-	gzFile gz = gzdopen(out, "wb6");
-	if (!gz) {
-		close(out);
-		err = -ENOMEM;
-		goto err_tmp;
-	}
-	for (;;) {
-		ssize_t n = read(in, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err = -errno;
-			break;
-		}
-		if (n == 0)
-			break;
-		if (gzwrite(gz, buf, (unsigned)n) != (int)n) {
-			err = -EIO;
-			break;
-		}
-		if (__atomic_load_n(&d9__g.compress_abort, __ATOMIC_RELAXED)) {
-			err = -ECANCELED; /* the process is exiting: leave the .bin as it is */
-			break;
-		}
-	}
+	err = deflate_file(&in, &out);
 	/* on disk before the rename and the removal of the .bin: a power loss must not leave an
 	 * empty .gz as the only copy */
-	if (!err && gzflush(gz, Z_FINISH) != Z_OK)
-		err = -EIO;
-	if (!err && fsync(out) != 0)
+	if (!err && (err = d9__file_check(&out)) == 0 && fsync(out.fd) != 0)
 		err = -errno;
-	if (gzclose(gz) != Z_OK && !err)
-		err = -EIO; /* gzclose closes `out`; a full disk shows up here */
+	struct stat st;
+	if (!err && out_size)
+		*out_size = fstat(out.fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+	int cerr = d9__file_close(&out);
+	if (!err)
+		err = cerr;
 	if (err)
 		goto err_tmp;
 	if (rename(tmp, dst) != 0) {
 		err = -errno;
 		goto err_tmp;
 	}
-	close(in);
+	d9__file_close(&in);
 	unlink(src);
-	if (out_size) {
-		int fd = open(dst, O_RDONLY | O_CLOEXEC);
-		*out_size = 0;
-		if (fd >= 0) {
-			off_t end = lseek(fd, 0, SEEK_END);
-			*out_size = end > 0 ? (uint64_t)end : 0;
-			close(fd);
-		}
-	}
 	return 0;
 err_tmp:
 	unlink(tmp);
 err_in:
-	close(in);
+	d9__file_close(&in);
 	return err;
 }
 
@@ -128,7 +156,9 @@ static int symbolize_job(const char *path, uint32_t seq)
 	char tmp[4300];
 	uint64_t size = 0;
 
-	snprintf(tmp, sizeof(tmp), "%s.gz.tmp-%d", path, (int)getpid());
+	char base[4300];
+	snprintf(base, sizeof(base), "%s.gz", path);
+	d9__tmp_name(tmp, sizeof(tmp), base, ".tmp-");
 	int r = d9__symbolize_segment(path, tmp, &size);
 	if (r <= 0)
 		return r == -ECANCELED ? r : 0;
@@ -231,7 +261,8 @@ void *d9__compressor_main(void *arg)
 		for (size_t i = 0; i < g->nsealed && !job; i++) {
 			size_t n = strlen(g->sealed[i].path);
 			if (n > 4 && !strcmp(g->sealed[i].path + n - 4, ".bin") &&
-				(g->cfg.compress || !sym_done(&g->sealed[i])))
+				(g->cfg.compress || !sym_done(&g->sealed[i])) &&
+				g->sealed[i].retry_at_ns <= d9__mono_ns())
 				job = &g->sealed[i];
 		}
 		if (!job) {
@@ -279,16 +310,21 @@ void *d9__compressor_main(void *arg)
 				memcpy(s->path, path, n);
 				memcpy(s->path + n, ".gz", 4);
 				s->size = size;
+			} else if (err && err != -ECANCELED) {
+				/* stays a readable .bin; tried again later, after the next ones */
+				s->retry_at_ns = d9__mono_ns() + RETRY_NS;
 			}
 			break;
 		}
 		if (err == -ECANCELED)
 			break;
 		if (err) {
-			/* e.g. a full disk: leave this and later segments uncompressed, stop trying */
-			d9__log(D9_LOG_WARN, "cannot compress %s: %s; later segments stay uncompressed",
-				path, strerror(-err));
-			break;
+			/* e.g. a full disk: this segment stays .bin for now; later ones are still
+			 * compressed and symbolized */
+			g->compress_failures++;
+			d9__log_once(D9_LOG_WARN, "cannot compress %s: %s; it stays uncompressed and is "
+				"tried again in %d s (said once)", path, strerror(-err),
+				(int)(RETRY_NS / 1000000000u));
 		}
 	}
 	d9__unlock(&g->disk_lock);

@@ -108,11 +108,18 @@ static inline void d9__unlock(pthread_mutex_t *m)
 	pthread_mutex_unlock(m);
 }
 
+/* ---- descriptors of the agent's own (files.c) ---- */
+struct d9__file {
+	int fd; /* -1: none; else used only while fstat shows dev/ino below */
+	dev_t dev;
+	ino_t ino;
+};
+
 /* ---- the agent -------------------------------------------------------------------------------- */
 enum { D9__OFF = 0, D9__CONFIGURED = 1, D9__RUNNING_ = 2, D9__FAILED = 3, D9__STOPPED = 4 };
 
 struct d9__segment {
-	int fd; /* -1 when no segment is open */
+	struct d9__file f; /* f.fd -1 when no segment is open */
 	uint32_t seq;
 	uint64_t size; /* bytes written */
 	uint64_t good; /* size after the last complete chunk */
@@ -129,6 +136,7 @@ struct d9__sealed {
 	int compressing; /* the compressor is working on it */
 	int doomed; /* deleted for the budget while compressing: the compressor removes its .gz */
 	int foreign; /* recovered from another (dead) process: compressed, never counted or deleted */
+	uint64_t retry_at_ns; /* compression failed: not tried again before this (monotonic) */
 };
 
 struct d9__drop { uint32_t tid, worker; uint64_t count; };
@@ -186,6 +194,7 @@ struct d9__agent {
 	int compress_stop;
 	int compressor_done; /* the compressor thread has finished (async-signal-safe to read) */
 	int compress_abort; /* exit cannot wait longer: the compressor drops its current job */
+	uint64_t compress_failures; /* segments that failed to compress (each stays .bin) */
 
 	int exit_done;
 };
@@ -249,6 +258,25 @@ struct d9__block *d9__profile_drain(void);
 /* How often the writer drains (ns), 0 when profiling is off. */
 uint64_t d9__profile_interval_ns(void);
 void d9__profile_modules_changed(void);
+
+/* files.c: descriptors and files of the agent's own (DESIGN.md, "Descriptors and files") */
+/* Creates path (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) with flags. Returns 0 or -errno. */
+int d9__file_create(struct d9__file *f, const char *path, int flags);
+/* Opens an existing regular file owned by the effective user without following links or waiting
+ * on a FIFO. Returns 0, -EPERM for anything else, or -errno. */
+int d9__file_open(struct d9__file *f, const char *path, int flags);
+/* 0 while f->fd is still the file opened; -EBADF (closed) or -ESTALE (the number now names
+ * another file: the host's, never to be touched). */
+int d9__file_check(const struct d9__file *f);
+/* write/ftruncate/close, each only after d9__file_check; return 0 or -errno. close always
+ * forgets the descriptor. */
+int d9__file_write(struct d9__file *f, const void *buf, size_t n);
+int d9__file_truncate(struct d9__file *f, uint64_t size);
+int d9__file_close(struct d9__file *f);
+/* A close-on-exec duplicate of a checked descriptor (high when possible), or -1. */
+int d9__file_dup(const struct d9__file *f);
+/* An unpredictable temporary name: <base><tag><pid>.<random>. */
+void d9__tmp_name(char *out, size_t cap, const char *base, const char *tag);
 
 /* lifecycle.c */
 int d9__start(void); /* lazy start on the first event; 0 when running */

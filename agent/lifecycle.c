@@ -144,7 +144,7 @@ int d9__start(void)
 			(unsigned long long)g->cfg.max_memory, strerror(-err));
 		goto fail;
 	}
-	g->seg.fd = -1;
+	g->seg.f.fd = -1;
 	d9__clock_calibrate_start();
 	if ((err = d9__spawn_blocked(&g->writer, d9__writer_main)) != 0) {
 		d9__log(D9_LOG_ERROR, "cannot start the writer thread: %s; tracing is off", strerror(-err));
@@ -313,10 +313,9 @@ static void fork_child(void)
 	pthread_mutex_init(&g->def_lock, NULL);
 	if (g->state == D9__OFF || g->state == D9__FAILED)
 		return;
-	if (g->seg.fd >= 0)
-		close(g->seg.fd); /* the parent's segment */
+	d9__file_close(&g->seg.f); /* the parent's segment, if the child still has it */
 	memset(&g->seg, 0, sizeof(g->seg));
-	g->seg.fd = -1;
+	g->seg.f.fd = -1;
 	g->next_seq = 0;
 	g->writer_started = g->compressor_started = 0;
 	g->compress_stop = 0;
@@ -354,7 +353,7 @@ __attribute__((constructor)) static void d9__init(void)
 	if (d9__key_init() != 0)
 		goto out;
 	g->pid = getpid();
-	g->seg.fd = -1;
+	g->seg.f.fd = -1;
 	g->state = D9__CONFIGURED;
 	d9__enabled = g->cfg.enabled;
 	atexit(on_exit_flush);

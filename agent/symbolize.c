@@ -173,7 +173,7 @@ struct mod {
 
 struct seg {
 	const char *path;
-	int fd;
+	struct d9__file f; /* the sealed segment, read with pread only */
 	uint64_t file_size;
 	uint64_t insert_at; /* offset of the first chunk after HEADER and SCHEMA */
 	uint64_t trailer_at; /* offset of the TRAILER chunk, the last one */
@@ -275,13 +275,16 @@ static void read_def(struct seg *s, const struct d9_def *d)
  * deletes it meanwhile). Returns 0, -ECANCELED, or another error (s->why says it). */
 static int read_segment(struct seg *s)
 {
-	char fdpath[64];
 	struct d9_reader *r;
 	struct d9_chunk c;
 	int err, seen_other = 0, n;
+	int rfd = d9__file_dup(&s->f); /* the reader's own descriptor, at offset 0 (pread only) */
 
-	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", s->fd);
-	if ((err = d9_reader_open_file(&r, fdpath)) != 0) {
+	if (rfd < 0) {
+		s->why = "no descriptor";
+		return -EMFILE;
+	}
+	if ((err = d9_reader_open_fd(&r, rfd)) != 0) {
 		s->why = "not readable as a segment";
 		return err < 0 ? err : -EINVAL;
 	}
@@ -429,24 +432,8 @@ static int emit(struct seg *s, struct strtab *st, struct buf *str, struct buf *s
 }
 
 /* ---- writing ------------------------------------------------------------------------------------ */
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n) {
-		ssize_t k = write(fd, b, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return k < 0 ? -errno : -EIO;
-		b += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-/* Copies bytes [from, to) of the segment into out. */
-static int copy_range(int in, int out, uint64_t from, uint64_t to)
+/* Copies bytes [from, to) of the segment into out; both descriptors checked as ours. */
+static int copy_range(struct d9__file *in, struct d9__file *out, uint64_t from, uint64_t to)
 {
 	uint8_t b[65536];
 
@@ -454,12 +441,14 @@ static int copy_range(int in, int out, uint64_t from, uint64_t to)
 		if (aborting())
 			return -ECANCELED;
 		size_t want = to - from < sizeof(b) ? (size_t)(to - from) : sizeof(b);
-		ssize_t k = pread(in, b, want, (off_t)from);
+		ssize_t k = pread(in->fd, b, want, (off_t)from);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
 			return k < 0 ? -errno : -EIO;
-		int err = write_all(out, b, (size_t)k);
+		int err = d9__file_check(in); /* the bytes came from the segment */
+		if (!err)
+			err = d9__file_write(out, b, (size_t)k);
 		if (err)
 			return err;
 		from += (uint64_t)k;
@@ -488,30 +477,26 @@ static int write_segment(struct seg *s, const char *tmp, const uint8_t *chunk, s
 		free(tr);
 		return -ENOMEM;
 	}
-	int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (out < 0) {
-		err = -errno;
+	struct d9__file out;
+	if ((err = d9__file_create(&out, tmp, O_WRONLY)) != 0)
 		goto err_tr;
-	}
-	if ((err = copy_range(s->fd, out, 0, s->insert_at)) ||
-		(err = write_all(out, chunk, chunk_len)) ||
-		(err = copy_range(s->fd, out, s->insert_at, s->trailer_at)) ||
-		(err = write_all(out, tr, (size_t)(w.p - tr))))
+	if ((err = copy_range(&s->f, &out, 0, s->insert_at)) ||
+		(err = d9__file_write(&out, chunk, chunk_len)) ||
+		(err = copy_range(&s->f, &out, s->insert_at, s->trailer_at)) ||
+		(err = d9__file_write(&out, tr, (size_t)(w.p - tr))))
 		goto err_out;
 	/* the copy replaces a sealed segment by rename: it must be on disk first, or a power loss
 	 * could leave an empty file under the segment's name (nice-19 thread: the cost is fine) */
-	if (fsync(out) != 0) {
-		err = -errno;
+	if ((err = d9__file_check(&out)) != 0 || fsync(out.fd) != 0) {
+		err = err ? err : -errno;
 		goto err_out;
 	}
-	if (close(out) != 0) {
-		err = -errno;
+	if ((err = d9__file_close(&out)) != 0)
 		goto err_tmp;
-	}
 	free(tr);
 	return 0;
 err_out:
-	close(out);
+	d9__file_close(&out);
 err_tmp:
 	unlink(tmp);
 err_tr:
@@ -527,8 +512,7 @@ static void seg_free(struct seg *s)
 	free(s->paths);
 	free(s->mods);
 	free(s->trailer);
-	if (s->fd >= 0)
-		close(s->fd);
+	d9__file_close(&s->f);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -552,19 +536,19 @@ int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
 	memset(&s, 0, sizeof(s));
 	memset(&st, 0, sizeof(st));
 	s.path = path;
-	s.fd = -1;
+	s.f.fd = -1;
 	const char *why;
 	if (!d9__dwsym_load(&why)) {
 		d9__log_once(D9_LOG_WARN, "libdw.so.1 is not usable (%s): segments are not symbolized; "
 			"d9-analyze names addresses from the module map", why);
 		goto out;
 	}
-	if ((s.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
-		s.why = strerror(errno);
+	if ((err = d9__file_open(&s.f, path, O_RDONLY)) != 0) {
+		s.why = strerror(-err);
 		goto fail;
 	}
 	struct stat sb;
-	if (fstat(s.fd, &sb) != 0) {
+	if (fstat(s.f.fd, &sb) != 0) {
 		s.why = strerror(errno);
 		goto fail;
 	}

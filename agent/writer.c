@@ -53,23 +53,6 @@ static int join_path(char *out, size_t cap, const char *dir, const char *name)
 	return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-	const uint8_t *p = buf;
-
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static size_t read_small(const char *path, char *buf, size_t cap)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -128,7 +111,7 @@ static void seg_name(char *out, size_t cap, uint32_t seq, const char *suffix)
 /* ---- definitions into the segment ----------------------------------------------------------- */
 
 /* Writes log bytes as DEFS chunks split at record boundaries (payloads up to 1 MiB). */
-static int write_defs(int fd, const uint8_t *log, size_t n, uint64_t *written)
+static int write_defs(struct d9__file *f, const uint8_t *log, size_t n, uint64_t *written)
 {
 	size_t pos = 0;
 
@@ -161,14 +144,45 @@ static int write_defs(int fd, const uint8_t *log, size_t n, uint64_t *written)
 		uint8_t *c = d9_chunk_open(&w, D9_CHUNK_DEFS);
 		d9_wbuf_raw(&w, log + pos, end - pos);
 		d9_chunk_close(&w, c);
-		int err = w.err ? w.err : write_all(fd, buf, (size_t)(w.p - buf));
+		size_t len = (size_t)(w.p - buf);
+		int err = w.err ? w.err : d9__file_write(f, buf, len);
 		free(buf);
 		if (err)
 			return err;
-		*written += (uint64_t)(w.p - buf);
+		*written += len;
 		d9__g.seg.tr.chunks++;
 		pos = end;
 	}
+	return 0;
+}
+
+/* After a failed write: cuts the segment back to its last complete chunk (O_APPEND: the next
+ * write lands there), on our own descriptor only. */
+static void cut_back(struct d9__segment *s)
+{
+	int err = d9__file_truncate(&s->f, s->good);
+
+	if (err && err != -EBADF && err != -ESTALE)
+		d9__log_once(D9_LOG_WARN, "cannot truncate %s: %s", s->path, strerror(-err));
+}
+
+/* The last RESERVE bytes a segment may grow by are kept for what makes the trace honest after a
+ * disk fills: Dropped records (one small chunk per thread) and the trailer. Other writes go
+ * ahead only when fallocate finds room for them and the reserve (blocks past the end of the
+ * file, KEEP_SIZE); where fallocate is not supported, writes simply go ahead. */
+#define RESERVE (16u << 10)
+static int no_fallocate;
+
+/* 0 when size more bytes (and the reserve) fit; -ENOSPC (or -EDQUOT) otherwise. */
+static int room_for(struct d9__segment *s, size_t size)
+{
+	if (no_fallocate || d9__file_check(&s->f))
+		return 0; /* the write's own check reports a lost descriptor */
+	if (fallocate(s->f.fd, FALLOC_FL_KEEP_SIZE, (off_t)s->size, (off_t)(size + RESERVE)) == 0)
+		return 0;
+	if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
+		return -errno;
+	no_fallocate = 1; /* EOPNOTSUPP and the like: no reserve on this file system */
 	return 0;
 }
 
@@ -181,11 +195,15 @@ static int write_records(struct d9__segment *s, uint8_t *recs, size_t n)
 		free(recs); /* an empty buffer (or NULL) */
 		return 0;
 	}
-	int err = write_defs(s->fd, recs, n, &written);
+	int err = room_for(s, n + D9_CHUNK_OVERHEAD * (n / (1u << 20) + 1));
+	if (err) {
+		free(recs);
+		return err;
+	}
+	err = write_defs(&s->f, recs, n, &written);
 	free(recs);
 	if (err) {
-		if (ftruncate(s->fd, (off_t)s->good) != 0)
-			d9__log_once(D9_LOG_WARN, "cannot truncate %s: %s", s->path, strerror(errno));
+		cut_back(s);
 		return err;
 	}
 	s->size += written;
@@ -219,18 +237,17 @@ static int seg_open(void)
 
 	d9__modules_refresh(); /* the module map goes in with the other definitions */
 	d9__clock_calibrate();
-	for (int tries = 0; tries < 1000; tries++) {
+	int err = -EEXIST;
+	for (int tries = 0; tries < 1000 && err == -EEXIST; tries++) {
 		s->seq = (uint32_t)g->next_seq++;
 		/* created as .active.tmp and renamed once its head is written, so a kill never
 		 * leaves an .active file without a header. O_APPEND: after a failed write is cut
-		 * off with ftruncate, the next write lands at the new end, not past it. */
+		 * off with ftruncate, the next write lands at the new end, not past it. A name that
+		 * exists (a planted file or link) is skipped, never opened. */
 		seg_name(s->path, sizeof(s->path), s->seq, ".active.tmp");
-		s->fd = open(s->path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
-		if (s->fd >= 0 || errno != EEXIST)
-			break;
+		err = d9__file_create(&s->f, s->path, O_WRONLY | O_APPEND);
 	}
-	if (s->fd < 0) {
-		int err = -errno;
+	if (err) {
 		if (err == -ENOENT)
 			d9__mkdirs(g->cfg.dir); /* the directory was removed under us: retry next time */
 		return err;
@@ -266,7 +283,7 @@ static int seg_open(void)
 	s->tr.chunks = 2; /* header and schema */
 	s->size = s->good = 0;
 	s->deflog_written = 0;
-	int err = w.err ? w.err : write_all(s->fd, head, (size_t)(w.p - head));
+	err = w.err ? w.err : d9__file_write(&s->f, head, (size_t)(w.p - head));
 	if (!err) {
 		s->size = s->good = (uint64_t)(w.p - head);
 		err = write_pending_defs(s); /* the whole log: every definition so far */
@@ -282,9 +299,8 @@ static int seg_open(void)
 	if (!err && rename(s->path, active) != 0)
 		err = -errno;
 	if (err) {
-		close(s->fd);
+		d9__file_close(&s->f);
 		unlink(s->path);
-		s->fd = -1;
 		return err;
 	}
 	memcpy(s->path, active, sizeof(active));
@@ -295,6 +311,32 @@ static int seg_open(void)
 	return 0;
 }
 
+/* Checks that the segment's descriptor is still ours. When the host closed it, or closed it and
+ * reused the number for a file of its own, the descriptor is dropped (never closed: it may be
+ * the host's), the agent says so once and takes the segment back by its name when the file
+ * there is still the same one; otherwise the segment is abandoned without a trailer (d9-analyze
+ * lists it as truncated) and the next write opens a new one. Returns 0 when s->f is usable. */
+static int seg_owned(struct d9__segment *s)
+{
+	struct d9__file old = s->f, again;
+	int err = d9__file_check(&s->f);
+
+	if (!err)
+		return 0;
+	s->f.fd = -1;
+	d9__log_once(D9_LOG_WARN, "the program closed or reused d9's descriptor %d of %s; d9 no longer "
+		"uses that number", old.fd, s->path);
+	if (d9__file_open(&again, s->path, O_WRONLY | O_APPEND) == 0) {
+		if (again.dev == old.dev && again.ino == old.ino) {
+			s->f = again;
+			return 0;
+		}
+		d9__file_close(&again);
+	}
+	d9__log(D9_LOG_WARN, "segment %s left unsealed: it is no longer the file d9 wrote", s->path);
+	return err;
+}
+
 static void seg_seal(void)
 {
 	struct d9__segment *s = &d9__g.seg;
@@ -302,19 +344,19 @@ static void seg_seal(void)
 	char sealed[4096];
 	struct d9_wbuf w;
 
-	if (s->fd < 0)
+	if (s->f.fd < 0 || seg_owned(s) != 0)
 		return;
 	if (s->tr.first_time == UINT64_MAX)
 		s->tr.first_time = 0;
 	s->tr.chunks += 1; /* the trailer itself */
 	d9_wbuf_init(&w, buf, sizeof(buf));
 	d9_trailer_write(&w, &s->tr);
-	if (!w.err && write_all(s->fd, buf, (size_t)(w.p - buf)) == 0)
+	if (!w.err && d9__file_write(&s->f, buf, (size_t)(w.p - buf)) == 0) {
 		s->size += (uint64_t)(w.p - buf);
-	else if (ftruncate(s->fd, (off_t)s->good) != 0)
-		d9__log_once(D9_LOG_WARN, "cannot truncate %s: %s", s->path, strerror(errno));
-	close(s->fd);
-	s->fd = -1;
+		s->good = s->size;
+	}
+	cut_back(s); /* also gives back the blocks of the reserve */
+	d9__file_close(&s->f);
 	seg_name(sealed, sizeof(sealed), s->seq, ".bin");
 	if (rename(s->path, sealed) != 0) {
 		d9__log_once(D9_LOG_WARN, "cannot rename %s: %s", s->path, strerror(errno));
@@ -356,15 +398,19 @@ static void write_failed(int err, const char *what)
 }
 
 static int write_chunk(struct d9__segment *s, uint8_t *chunk, size_t size, uint32_t count,
-	uint64_t first, uint64_t last, uint64_t dropped, uint64_t lost)
+	uint64_t first, uint64_t last, uint64_t dropped, uint64_t lost, int reserve)
 {
 	int err = write_pending_defs(s);
 
+	if (err && reserve)
+		err = 0; /* a Dropped record goes in without them: its thread is named later */
+	if (!err && !reserve)
+		err = room_for(s, size);
 	if (!err) {
 		d9_chunk_fill_crc(chunk);
-		err = write_all(s->fd, chunk, size);
-		if (err && ftruncate(s->fd, (off_t)s->good) != 0)
-			d9__log_once(D9_LOG_WARN, "cannot truncate %s: %s", s->path, strerror(errno));
+		err = d9__file_write(&s->f, chunk, size);
+		if (err)
+			cut_back(s);
 	}
 	if (err)
 		return err;
@@ -388,9 +434,11 @@ static int seg_ready(size_t size)
 	struct d9__agent *g = &d9__g;
 	struct d9__segment *s = &g->seg;
 
-	if (s->fd >= 0 && s->size + size > g->cfg.max_file_size && s->tr.events > 0)
+	if (s->f.fd >= 0)
+		seg_owned(s); /* a segment whose descriptor the host took is left for a new one */
+	if (s->f.fd >= 0 && s->size + size > g->cfg.max_file_size && s->tr.events > 0)
 		seg_seal();
-	if (s->fd < 0)
+	if (s->f.fd < 0)
 		return seg_open();
 	return 0;
 }
@@ -410,7 +458,7 @@ static void write_drop_records(void)
 		d9_enc_dropped(&e, now, d.count, d.reason);
 		size_t size = d9_enc_end(&e, 0);
 		if (seg_ready(size) || write_chunk(s, buf, size, 1, now >> d9__shift, now >> d9__shift,
-			    d.count, 0)) {
+			    d.count, 0, 1)) {
 			/* still failing: keep what is left for the next attempt */
 			memmove(wdrops, wdrops + i, (nwdrops - (i < nwdrops ? i : nwdrops)) * sizeof(*wdrops));
 			nwdrops -= i < nwdrops ? i : nwdrops;
@@ -430,26 +478,27 @@ static void write_block(struct d9__block *b)
 	struct d9__segment *s = &g->seg;
 	int err;
 
-	if (g->write_failing || nwdrops || wdrop_overflow) {
-		if ((err = seg_ready(0)) == 0)
-			write_drop_records();
-		if (!err && !nwdrops && !wdrop_overflow && g->write_failing) {
-			g->write_failing = 0;
-			if (!logged_recovery)
-				d9__log(D9_LOG_WARN, "writing again to %s; the lost events are counted in the trace",
-					s->path);
-			logged_recovery = 1;
-		}
-	}
+	/* the drop counts go before the thread's next events; while writes fail they wait, so
+	 * that they do not use up the reserve kept for the seal */
+	if ((nwdrops || wdrop_overflow) && seg_ready(0) == 0 &&
+		(!g->write_failing || room_for(s, b->size + RESERVE / 2) == 0))
+		write_drop_records();
 	err = seg_ready(b->size);
 	if (!err)
 		err = write_chunk(s, b->data, b->size, b->count, b->first_time, b->last_time, b->dropped,
-			b->lost_samples);
+			b->lost_samples, 0);
+	if (!err && g->write_failing) {
+		g->write_failing = 0;
+		if (!logged_recovery)
+			d9__log(D9_LOG_WARN, "writing again to %s; the lost events are counted in the trace",
+				s->path);
+		logged_recovery = 1;
+	}
 	if (err) {
 		/* the events the chunk stood for: its records, with each Dropped record standing for
 		 * the count it carried */
 		count_write_drop(b->tid, b->worker, b->count - b->drop_records + b->dropped);
-		write_failed(err, s->fd >= 0 ? s->path : g->cfg.dir);
+		write_failed(err, s->f.fd >= 0 ? s->path : g->cfg.dir);
 	}
 	d9__pool_put(b);
 }
@@ -511,7 +560,7 @@ void *d9__writer_main(void *arg)
 	d9__agent_thread();
 	prctl(PR_SET_NAME, "d9-writer");
 	process_info();
-	g->seg.fd = -1;
+	g->seg.f.fd = -1;
 	/* calibrate the TSC over at least 10 ms before the first header needs the frequency */
 	struct timespec ts = { 0, 10000000 };
 	nanosleep(&ts, NULL);
@@ -549,7 +598,7 @@ void *d9__writer_main(void *arg)
 			write_list(q);
 			next_collect = now + g->cfg.flush_interval_ns;
 		}
-		if (g->seg.fd >= 0 && g->seg.rotate_at_real_ns &&
+		if (g->seg.f.fd >= 0 && g->seg.rotate_at_real_ns &&
 			d9__realtime_ns() >= g->seg.rotate_at_real_ns)
 			seg_seal();
 		if (stopping) {
@@ -615,7 +664,7 @@ static void scan_series(void)
 			char path[4096];
 			struct stat st;
 			if (join_path(path, sizeof(path), g->cfg.dir, e->d_name) == 0 &&
-				stat(path, &st) == 0)
+				lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
 				d9__sealed_add(path, (uint64_t)st.st_size, (uint32_t)seq, 0);
 		}
 	}
@@ -629,11 +678,21 @@ static int recover_one(const char *path, char *sealed, size_t cap)
 	struct d9_reader *r;
 	struct d9_chunk c;
 	struct d9_trailer tr = { 0 };
+	struct d9__file f;
 	uint64_t good;
-	int err = d9_reader_open_file(&r, path);
+	int err = d9__file_open(&f, path, O_RDWR);
 
 	if (err)
 		return err;
+	int rfd = d9__file_dup(&f);
+	if (rfd < 0) {
+		d9__file_close(&f);
+		return -EMFILE;
+	}
+	if ((err = d9_reader_open_fd(&r, rfd)) != 0) {
+		d9__file_close(&f);
+		return err;
+	}
 	good = d9_reader_stats(r)->data_start; /* at least the prefix and the header */
 	tr.first_time = UINT64_MAX;
 	tr.chunks = 1; /* the header */
@@ -669,18 +728,16 @@ static int recover_one(const char *path, char *sealed, size_t cap)
 	tr.flags = D9_TRAILER_RECOVERED;
 	tr.chunks++;
 
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
 	uint8_t buf[512];
 	struct d9_wbuf w;
 	d9_wbuf_init(&w, buf, sizeof(buf));
 	d9_trailer_write(&w, &tr);
-	err = 0;
-	if (ftruncate(fd, (off_t)good) != 0 || lseek(fd, (off_t)good, SEEK_SET) < 0 ||
-		write_all(fd, buf, (size_t)(w.p - buf)) != 0)
+	err = d9__file_truncate(&f, good);
+	if (!err && lseek(f.fd, (off_t)good, SEEK_SET) < 0)
 		err = -errno;
-	close(fd);
+	if (!err)
+		err = d9__file_write(&f, buf, (size_t)(w.p - buf));
+	d9__file_close(&f);
 	if (err)
 		return err;
 	const char *dot = strstr(path, ".recovering-");
@@ -689,6 +746,14 @@ static int recover_one(const char *path, char *sealed, size_t cap)
 	if (rename(path, sealed) != 0)
 		return -errno;
 	return 0;
+}
+
+/* Whether path is a regular file (not followed if a link) owned by the effective user. */
+static int own_regular(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
 }
 
 /* Recovers one leftover file of the series, if any: returns 1 when it did something (call
@@ -719,11 +784,10 @@ int d9__recover_next(void)
 			continue;
 		if (tmp_owner) {
 			/* a compression cut short: its .bin is still there */
-			if (tmp_owner != g->pid && kill((pid_t)tmp_owner, 0) != 0 && errno == ESRCH) {
-				char tmp[4096];
-				if (!join_path(tmp, sizeof(tmp), g->cfg.dir, e->d_name))
-					unlink(tmp);
-			}
+			char tmp[4096];
+			if (tmp_owner != g->pid && kill((pid_t)tmp_owner, 0) != 0 && errno == ESRCH &&
+				!join_path(tmp, sizeof(tmp), g->cfg.dir, e->d_name) && own_regular(tmp))
+				unlink(tmp);
 			continue;
 		}
 		/* a live process other than us is still writing it; our own files from before this
@@ -738,6 +802,13 @@ int d9__recover_next(void)
 		char path[4096], claimed[4200], sealed[4200];
 		if (join_path(path, sizeof(path), g->cfg.dir, e->d_name))
 			continue;
+		if (!own_regular(path)) {
+			/* a FIFO, device, link or another user's file under a segment's name: never
+			 * opened (a FIFO would block recovery), never moved; skipped, not retried */
+			d9__log_once(D9_LOG_WARN, "not recovering %s: not a regular file owned by uid %d",
+				path, (int)geteuid());
+			continue;
+		}
 		did = 1;
 		if (!strcmp(suffix, ".active.tmp")) {
 			unlink(path); /* a segment killed before its header was written */

@@ -236,6 +236,9 @@ struct d9_reader;
 /* Opens a segment: .bin, .active or gzip (.bin.gz) files; reads the prefix and the header chunk.
  * Returns 0 or D9_ENOTTRACE, D9_EVERSION, D9_ENOHEADER, D9_ETRUNC, -errno. */
 D9_EXPORT int d9_reader_open_file(struct d9_reader **out, const char *path);
+/* Same over an open descriptor, read from its current offset; the reader owns fd (closed by
+ * d9_reader_close, or before an error return). */
+D9_EXPORT int d9_reader_open_fd(struct d9_reader **out, int fd);
 /* Same over a caller's buffer, which must outlive the reader. */
 D9_EXPORT int d9_reader_open_mem(struct d9_reader **out, const void *buf, size_t len);
 D9_EXPORT void d9_reader_close(struct d9_reader *r);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 /* ---- Names --------------------------------------------------------------------------------- */
@@ -1110,6 +1111,33 @@ int d9_reader_open_file(struct d9_reader **out, const char *path)
 	r->gz = gzopen(path, "rbe"); /* plain files read unchanged, gzip ones inflated; e: O_CLOEXEC */
 	if (!r->gz) {
 		err = errno ? -errno : -ENOMEM;
+		goto err_free;
+	}
+	gzbuffer(r->gz, 131072);
+	err = reader_start(r);
+	if (err)
+		goto err_free;
+	*out = r;
+	return 0;
+err_free:
+	d9_reader_close(r);
+	return err;
+}
+
+int d9_reader_open_fd(struct d9_reader **out, int fd)
+{
+	struct d9_reader *r = calloc(1, sizeof(*r));
+	int err;
+
+	*out = NULL;
+	if (!r) {
+		close(fd);
+		return -ENOMEM;
+	}
+	r->gz = gzdopen(fd, "rb"); /* owns fd from here on, closed by d9_reader_close */
+	if (!r->gz) {
+		close(fd);
+		err = -ENOMEM;
 		goto err_free;
 	}
 	gzbuffer(r->gz, 131072);

@@ -1,0 +1,190 @@
+/* files.c: the agent's own descriptors and files. The host may close any descriptor number and
+ * reuse it (daemons close 3..1023 after start), and others may plant links or FIFOs under the
+ * names the agent uses. So every descriptor the agent keeps is moved near the top of the table
+ * and remembered with its device and inode; it is written, truncated or closed only after
+ * fstat shows it still is that file. Files are created with O_EXCL|O_NOFOLLOW, and files found
+ * on disk are opened O_NONBLOCK|O_NOFOLLOW and used only when they are regular files of ours.
+ * The remaining window (the host closes and reopens the number between the check and the
+ * write) is documented in agent/DESIGN.md, "Descriptors and files". */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Descriptors go at or above this number: programs take the lowest free number, so they reuse
+ * ours only when they hold hundreds of descriptors, or after closing them by number. */
+static int high_floor(void)
+{
+	struct rlimit rl;
+	rlim_t lim = 1024;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		lim = rl.rlim_cur;
+	if (lim > 1024)
+		lim = 1024; /* higher numbers only grow the kernel's table */
+	return lim > 128 ? (int)lim - 64 : 3;
+}
+
+/* Moves fd to a high free number (close-on-exec) when one is free; returns the descriptor. */
+static int move_high(int fd)
+{
+	int floor = high_floor();
+
+	if (fd >= floor)
+		return fd;
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+	if (hi < 0)
+		return fd; /* none free up there: keep the low one, still checked before each use */
+	close(fd);
+	return hi;
+}
+
+static int remember(struct d9__file *f, int fd)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	f->fd = move_high(fd);
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	return 0;
+}
+
+int d9__file_create(struct d9__file *f, const char *path, int flags)
+{
+	int saved = errno;
+	int fd = open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	f->fd = -1;
+	if (fd < 0) {
+		int err = -errno;
+		errno = saved;
+		return err;
+	}
+	int err = remember(f, fd);
+	errno = saved;
+	return err;
+}
+
+/* Opens an existing file: a regular file owned by the effective user, else -EPERM (FIFOs,
+ * devices, sockets, directories, links and other users' files are never ours). */
+int d9__file_open(struct d9__file *f, const char *path, int flags)
+{
+	int saved = errno;
+	int fd = open(path, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	struct stat st;
+	int err;
+
+	f->fd = -1;
+	if (fd < 0) {
+		err = -errno;
+		goto out;
+	}
+	if (fstat(fd, &st) != 0) {
+		err = -errno;
+		close(fd);
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		close(fd);
+		err = -EPERM;
+		goto out;
+	}
+	/* back to blocking I/O (O_NONBLOCK only kept the open from waiting on a FIFO) */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	err = remember(f, fd);
+out:
+	errno = saved;
+	return err;
+}
+
+int d9__file_check(const struct d9__file *f)
+{
+	int saved = errno;
+	struct stat st;
+	int err = 0;
+
+	if (f->fd < 0)
+		err = -EBADF;
+	else if (fstat(f->fd, &st) != 0)
+		err = -errno;
+	else if (st.st_dev != f->dev || st.st_ino != f->ino)
+		err = -ESTALE;
+	errno = saved;
+	return err;
+}
+
+int d9__file_write(struct d9__file *f, const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+	int saved = errno;
+	int err = d9__file_check(f);
+
+	while (!err && n > 0) {
+		ssize_t w = write(f->fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			err = -errno;
+			break;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	errno = saved;
+	return err;
+}
+
+int d9__file_truncate(struct d9__file *f, uint64_t size)
+{
+	int saved = errno;
+	int err = d9__file_check(f);
+
+	if (!err && ftruncate(f->fd, (off_t)size) != 0)
+		err = -errno;
+	errno = saved;
+	return err;
+}
+
+int d9__file_close(struct d9__file *f)
+{
+	int saved = errno;
+	int err = d9__file_check(f);
+
+	if (!err && close(f->fd) != 0 && errno != EINTR)
+		err = -errno;
+	f->fd = -1; /* not ours any more either way: a number that failed the check is the host's */
+	errno = saved;
+	return err;
+}
+
+int d9__file_dup(const struct d9__file *f)
+{
+	int saved = errno;
+	int fd = d9__file_check(f) ? -1 : fcntl(f->fd, F_DUPFD_CLOEXEC, high_floor());
+
+	if (fd < 0 && f->fd >= 0 && !d9__file_check(f))
+		fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+	errno = saved;
+	return fd;
+}
+
+void d9__tmp_name(char *out, size_t cap, const char *base, const char *tag)
+{
+	uint64_t r = 0;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		r ^= d9__mono_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&r;
+	/* <base><tag><pid>.<random>: recovery reads the pid to remove files of dead processes */
+	snprintf(out, cap, "%s%s%d.%016llx", base, tag, (int)getpid(), (unsigned long long)r);
+}

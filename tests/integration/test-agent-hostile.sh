@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
+# test-agent-hostile.sh: the agent never harms its host's files, whatever the host or other users
+# do to the descriptors and names the agent uses (issue 11's reproductions):
+# - reused-fds: a daemon closes every descriptor 3..1023 after start, opens its own logs and
+#   database, and puts copies of them on the agent's old descriptor numbers: its files get none
+#   of the trace's bytes, every park is in the trace, the segment is sealed, one stderr line;
+# - reused-fds-disk-full: the same with the trace's disk full: the database is never truncated,
+#   the trace is sealed (trailer from the segment's reserve) and counts every lost event;
+# - planted-links: links to a victim file under every name the agent will use: never followed;
+# - fifo-leftover: a FIFO named like a dead process's .active segment: recovery skips it (one
+#   line), the program traces and exits without waiting on it;
+# - compress-after-failure: a segment that cannot be compressed (disk full) stays .bin and later
+#   segments are still compressed.
+# The disk-full cases need root to mount a tmpfs: SKIP otherwise.
+set -u
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+d9_setup agent-hostile
+
+LIB=$D9_ROOT/build/libd9agent.so
+DAEMON=$D9_ROOT/build/tests/hostile-daemon
+for b in "$LIB" "$DAEMON"; do
+	if [ ! -x "$b" ] && [ ! -f "$b" ]; then
+		d9_fail agent-hostile "$b is not built (make all)"
+		exit 0
+	fi
+done
+
+# daemon NAME TRACE_DIR [VAR=value ...] -- DAEMON_ARGS...: runs the hostile daemon under the
+# agent (60 s at most): $T/NAME.out, $T/NAME.err; status in D9_RC.
+daemon() {
+	local name=$1 dir=$2 envs=()
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+	shift
+	mkdir -p "$T/$name.log"
+	env LD_PRELOAD="$LIB" D9_TRACE_PATH="$dir/trace.bin" D9_FLUSH_INTERVAL=20ms "${envs[@]}" \
+		timeout -s KILL 60 "$DAEMON" --trace-dir "$dir" --log-dir "$T/$name.log" "$@" \
+		>"$T/$name.out" 2>"$T/$name.err"
+	D9_RC=$?
+}
+
+# logs_clean NAME LOGS TURNS: every log holds exactly the daemon's own TURNS lines.
+logs_clean() {
+	python3 - "$T/$1.log" "$2" "$3" <<'EOF'
+import sys
+d, logs, turns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(logs):
+    want = "".join("host line %d of log %d\n" % (t, i) for t in range(turns)).encode()
+    got = open("%s/log%d.txt" % (d, i), "rb").read()
+    if got != want:
+        print("log%d.txt: %d bytes, expected %d (first difference at byte %d)" % (i, len(got),
+              len(want), next((k for k in range(min(len(got), len(want))) if got[k] != want[k]),
+              min(len(got), len(want)))))
+        sys.exit(1)
+EOF
+}
+
+summary() { "$ANALYZE" summary --json "$1" >"$2" 2>"$2.err"; }
+
+# ---- reused-fds ------------------------------------------------------------------------------------
+mkdir -p "$T/r1"
+head -c 2500000 /dev/urandom >"$T/db1"
+sum1=$(sha1sum <"$T/db1")
+daemon r1 "$T/r1" -- --turns 2000 --db "$T/db1" --fill-high 900 --logs 3
+summary "$T/r1" "$T/r1.json"
+if [ "$D9_RC" -ne 0 ]; then
+	d9_fail reused-fds "daemon exit $D9_RC: $(head -c 300 "$T/r1.err")"
+elif ! why=$(logs_clean r1 3 2000); then
+	d9_fail reused-fds "the host's log has foreign bytes: $why"
+elif [ "$(sha1sum <"$T/db1")" != "$sum1" ]; then
+	d9_fail reused-fds "the host's database changed"
+else
+	d9_py reused-fds '
+c = one(f[0]); drv = one(f[1]); err = open(f[2]).read()
+w = c["workers"]
+if len(w) != 1 or w[0]["parks"] != drv["parks"]:
+    fail("parks %s in the trace, %d made" % ([x["parks"] for x in w], drv["parks"]))
+q = c["data_quality"]
+if q["truncated_segments"] or q["damaged_files"] or c["drops"]["events"]:
+    fail("quality %s drops %s" % (q, c["drops"]))
+if drv["filled"] < 1:
+    fail("the daemon put no copy on a high descriptor number")
+lines = [l for l in err.splitlines() if "descriptor" in l]
+if len(lines) != 1:
+    fail("%d stderr lines about the descriptor: %r" % (len(lines), err[:300]))
+info = "%d parks, logs and database intact" % drv["parks"]
+' "$T/r1.json" "$T/r1.out" "$T/r1.err"
+fi
+if ls "$T/r1" | grep -q '\.active'; then
+	d9_fail reused-fds-sealed "a segment was left unsealed: $(ls "$T/r1")"
+else
+	d9_pass reused-fds-sealed
+fi
+
+# ---- reused-fds-disk-full ------------------------------------------------------------------------------
+if ! d9_mount_tmpfs "$T/disk" 2m; then
+	d9_skip reused-fds-disk-full "cannot mount a tmpfs: $D9_MOUNT_ERR"
+else
+	head -c $((2048 * 1024 - 120 * 1024)) /dev/zero >"$T/disk/filler"
+	mkdir "$T/disk/t"
+	head -c 2500000 /dev/urandom >"$T/db2"
+	sum2=$(sha1sum <"$T/db2")
+	daemon r2 "$T/disk/t" D9_COMPRESS=0 -- --turns 20000 --db "$T/db2" --fill-high 900 --logs 1
+	summary "$T/disk/t" "$T/r2.json"
+	if [ "$D9_RC" -ne 0 ]; then
+		d9_fail reused-fds-disk-full "daemon exit $D9_RC: $(head -c 300 "$T/r2.err")"
+	elif [ "$(sha1sum <"$T/db2")" != "$sum2" ] || [ "$(stat -c %s "$T/db2")" -ne 2500000 ]; then
+		d9_fail reused-fds-disk-full "the host's database changed: $(stat -c %s "$T/db2") bytes"
+	elif ! why=$(logs_clean r2 1 20000); then
+		d9_fail reused-fds-disk-full "the host's log has foreign bytes: $why"
+	else
+		# every Park and Unpark is either in the trace or counted as dropped (write_error)
+		d9_py reused-fds-disk-full '
+c = one(f[0]); drv = one(f[1])
+we = c["drops"]["by_reason"].get("write_error", 0)
+if not we:
+    fail("the disk was full but nothing was counted as lost: %s" % c["drops"])
+q = c["data_quality"]
+if q["truncated_segments"] or q["damaged_files"]:
+    fail("the trace is not sealed: %s" % q)
+want = 2 * drv["parks"]
+if c["events"] + we < want:
+    fail("%d events + %d dropped < %d parks and unparks: events lost without a count" %
+         (c["events"], we, want))
+info = "%d events written, %d counted as lost, database intact" % (c["events"], we)
+' "$T/r2.json" "$T/r2.out"
+	fi
+fi
+
+# ---- planted-links -----------------------------------------------------------------------------------
+# The daemon's pid is known before it starts (sh execs it), so every name it will use can be
+# planted: links to a victim file, and the old predictable temporary names.
+mkdir -p "$T/l/t" "$T/l.log"
+printf 'victim\n' >"$T/victim"
+timeout -s KILL 60 env LD_PRELOAD="$LIB" D9_TRACE_PATH="$T/l/t/trace.bin" D9_MAX_FILE_SIZE=1M \
+	sh -c 'for s in 000000 000001 000002; do
+		for x in .active.tmp .active .bin .bin.gz .bin.gz.tmp-$$ .recovering-$$; do
+			ln -s "$1" "$2/trace.$$.$s$x"
+		done
+	done
+	exec "$3" --trace-dir "$2" --log-dir "$4" --turns 500' \
+	sh "$T/victim" "$T/l/t" "$DAEMON" "$T/l.log" >"$T/l.out" 2>"$T/l.err"
+rc=$?
+if [ "$rc" -ne 0 ]; then
+	d9_fail planted-links "daemon exit $rc: $(head -c 300 "$T/l.err")"
+elif [ "$(cat "$T/victim")" != victim ]; then
+	d9_fail planted-links "the victim file was written: $(head -c 100 "$T/victim" | od -c | head -2)"
+elif ! ls "$T/l/t" | grep -qE '^trace\.[0-9]+\.00000[3-9]\.bin\.gz$'; then
+	d9_fail planted-links "no segment of its own: $(ls "$T/l/t" | tr '\n' ' ')"
+else
+	d9_pass planted-links "victim intact, the trace went to new names"
+fi
+
+# ---- fifo-leftover --------------------------------------------------------------------------------------
+# pid 4194304 is above every pid_max: never alive, so the FIFO looks like a dead process's file.
+mkdir -p "$T/f"
+mkfifo "$T/f/trace.4194304.000000.active"
+daemon fifo "$T/f" -- --turns 300
+if [ "$D9_RC" -ne 0 ]; then
+	d9_fail fifo-leftover "daemon exit $D9_RC: $(head -c 300 "$T/fifo.err")"
+elif grep -q 'did not finish' "$T/fifo.err"; then
+	d9_fail fifo-leftover "the writer hung: $(head -c 300 "$T/fifo.err")"
+elif ! grep -q 'not recovering .*trace.4194304.000000.active' "$T/fifo.err"; then
+	d9_fail fifo-leftover "no message about the FIFO: $(head -c 300 "$T/fifo.err")"
+elif [ ! -p "$T/f/trace.4194304.000000.active" ]; then
+	d9_fail fifo-leftover "the FIFO was moved or removed"
+else
+	summary "$T/f" "$T/fifo.json"
+	d9_py fifo-leftover '
+c = one(f[0]); drv = one(f[1])
+if [w["parks"] for w in c["workers"]] != [drv["parks"]]:
+    fail("parks %s, %d made" % ([w["parks"] for w in c["workers"]], drv["parks"]))
+info = "skipped with one line, %d parks traced" % drv["parks"]
+' "$T/fifo.json" "$T/fifo.out"
+fi
+
+# ---- compress-after-failure --------------------------------------------------------------------------------
+# 3 MiB tmpfs with 1.1 MiB free: segment 0 (1M) fills it, so compressing it fails; the test
+# then frees the space and the next phase's segment must still be compressed.
+if ! d9_mount_tmpfs "$T/cdisk" 3m; then
+	d9_skip compress-after-failure "cannot mount a tmpfs: $D9_MOUNT_ERR"
+else
+	head -c $((3072 * 1024 - 1100 * 1024)) /dev/zero >"$T/cdisk/filler"
+	mkdir "$T/cdisk/t"
+	d9_bg pid "$T/c.out" "$T/c.err" D9_TRACE_PATH="$T/cdisk/t/trace.bin" D9_MAX_FILE_SIZE=1M \
+		D9_FLUSH_INTERVAL=20ms -- -n 250000 --park-every 500 --sleep-us 100 --phases 3
+	ok=1 why=""
+	phase() { kill -USR1 "$pid"; d9_wait_for 120 grep -q "\"phase\":$1" "$T/c.out"; }
+	if ! d9_wait_for 60 grep -q ready "$T/c.out" || ! phase 1; then
+		ok=0 why="phase 1 did not end"
+	elif ! d9_wait_for 120 grep -q 'cannot compress' "$T/c.err"; then
+		ok=0 why="compression of a segment on a full disk did not fail: $(ls "$T/cdisk/t" | tr '\n' ' ')"
+	else
+		rm -f "$T/cdisk/filler"
+		if ! phase 2; then
+			ok=0 why="phase 2 did not end"
+		elif ! d9_wait_for 120 sh -c "ls '$T/cdisk/t' | grep -q '\.000001\.bin\.gz$'"; then
+			ok=0 why="the segment after the failure was not compressed: $(ls "$T/cdisk/t" | tr '\n' ' ')"
+		fi
+	fi
+	kill -USR1 "$pid" 2>/dev/null
+	d9_wait_pid "$pid" 60
+	if [ "$ok" -eq 0 ]; then
+		d9_fail compress-after-failure "$why"
+	elif [ "$D9_RC" -ne 0 ]; then
+		d9_fail compress-after-failure "driver exit $D9_RC: $(head -c 300 "$T/c.err")"
+	elif ! ls "$T/cdisk/t" | grep -q '\.000000\.bin$'; then
+		d9_fail compress-after-failure "segment 0 should still be .bin: $(ls "$T/cdisk/t" | tr '\n' ' ')"
+	else
+		d9_pass compress-after-failure "segment 0 stays .bin, segment 1 compressed"
+	fi
+fi

@@ -1,0 +1,107 @@
+/* hostile-daemon.c: a host that does what real daemons do to descriptors they did not open, for
+ * tests/integration/test-agent-hostile.sh. Run under LD_PRELOAD=libd9agent.so (it knows nothing
+ * of d9; generic mode). It parks in poll(NULL, 0, 1) in a loop; once an .active segment shows up
+ * in --trace-dir it closes every descriptor from 3 to 1023, opens its own log files (and its
+ * database file), optionally dup2()s a log onto every number from --fill-high up to 1023 (so the
+ * agent's old descriptor number now names the host's file), and appends one known line per log
+ * per turn. Exits 0 when every write of its own succeeded; prints one JSON line with its counts.
+ *   hostile-daemon --trace-dir D --log-dir L --turns N [--db FILE] [--fill-high K] [--logs M] */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int has_active(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int found = 0;
+
+	if (!d)
+		return 0;
+	while (!found && (e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		found = n > 7 && !strcmp(e->d_name + n - 7, ".active");
+	}
+	closedir(d);
+	return found;
+}
+
+int main(int argc, char **argv)
+{
+	const char *trace_dir = NULL, *log_dir = NULL, *db = NULL;
+	long turns = 1000, fill_high = 0, nlogs = 3;
+	static const struct option opts[] = {
+		{ "trace-dir", 1, 0, 't' }, { "log-dir", 1, 0, 'l' }, { "turns", 1, 0, 'n' },
+		{ "db", 1, 0, 'd' }, { "fill-high", 1, 0, 'f' }, { "logs", 1, 0, 'm' }, { 0, 0, 0, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': trace_dir = optarg; break;
+		case 'l': log_dir = optarg; break;
+		case 'n': turns = atol(optarg); break;
+		case 'd': db = optarg; break;
+		case 'f': fill_high = atol(optarg); break;
+		case 'm': nlogs = atol(optarg); break;
+		default: return 2;
+		}
+	}
+	if (!trace_dir || !log_dir || nlogs < 1 || nlogs > 16) {
+		fprintf(stderr, "usage: hostile-daemon --trace-dir D --log-dir L [--turns N] [--db F] "
+			"[--fill-high K] [--logs M]\n");
+		return 2;
+	}
+	/* park until the agent has a segment open (60 s at most) */
+	long waited = 0;
+	while (!has_active(trace_dir) && waited++ < 60000)
+		poll(NULL, 0, 1);
+	if (!has_active(trace_dir)) {
+		fprintf(stderr, "hostile-daemon: no .active segment in %s\n", trace_dir);
+		return 3;
+	}
+	/* what daemons do after start: close everything they did not open themselves */
+	for (int fd = 3; fd < 1024; fd++)
+		close(fd);
+	int logs[16], dbfd = -1;
+	for (long i = 0; i < nlogs; i++) {
+		char p[4096];
+		snprintf(p, sizeof(p), "%s/log%ld.txt", log_dir, i);
+		logs[i] = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+		if (logs[i] < 0) {
+			fprintf(stderr, "hostile-daemon: %s: %s\n", p, strerror(errno));
+			return 4;
+		}
+	}
+	if (db && (dbfd = open(db, O_RDWR | O_CLOEXEC)) < 0) {
+		fprintf(stderr, "hostile-daemon: %s: %s\n", db, strerror(errno));
+		return 4;
+	}
+	long filled = 0;
+	for (long fd = fill_high; fill_high > 0 && fd < 1024; fd++)
+		if (fcntl((int)fd, F_GETFD) < 0 && dup2(dbfd >= 0 && fd % 2 ? dbfd : logs[0], (int)fd) >= 0)
+			filled++;
+	long lines = 0, parks = waited;
+	for (long t = 0; t < turns; t++) {
+		poll(NULL, 0, 1);
+		parks++;
+		for (long i = 0; i < nlogs; i++) {
+			char line[64];
+			int n = snprintf(line, sizeof(line), "host line %ld of log %ld\n", t, i);
+			if (write(logs[i], line, (size_t)n) != n) {
+				fprintf(stderr, "hostile-daemon: write: %s\n", strerror(errno));
+				return 5;
+			}
+			lines++;
+		}
+	}
+	printf("{\"parks\":%ld,\"lines\":%ld,\"filled\":%ld}\n", parks, lines, filled);
+	return 0;
+}
