@@ -110,7 +110,8 @@ unwritable() { # name, trace path, what the line must mention
 }
 echo "not a directory" >"$T/file"
 unwritable unwritable-dir-under-file "$T/file/sub/trace.bin" "$T/file/sub"
-if d9_mount_tmpfs "$T/ro" 1m ro; then
+# mode 0700: a tmpfs root is 1777 by default, which the agent refuses before it tries to write
+if d9_mount_tmpfs "$T/ro" 1m ro,mode=0700; then
 	unwritable unwritable-readonly-fs "$T/ro/trace.bin" "$T/ro"
 	unwritable unwritable-readonly-fs-subdir "$T/ro/a/b/trace.bin" "$T/ro/a/b"
 else
