@@ -43,8 +43,8 @@ static const char *system_dir(const char *dir)
 	if (snprintf(part, sizeof(part), "%s", dir) >= (int)sizeof(part))
 		return NULL; /* too long to resolve: the creation fails later with ENAMETOOLONG */
 	while (!realpath(part, real)) {
-		if (errno != ENOENT)
-			return NULL; /* cannot tell (EACCES): the checks at start still apply */
+		if (errno != ENOENT || !strcmp(part, ".") || !strcmp(part, "/"))
+			return NULL; /* cannot tell (EACCES, a removed cwd): the checks at start apply */
 		char *slash = strrchr(part, '/');
 		if (!slash)
 			snprintf(part, sizeof(part), ".");
@@ -172,8 +172,35 @@ int d9__mkdirs(const char *dir)
 	return 0;
 }
 
+/* A parent of dir that everybody can write to without the sticky bit: anyone could rename the
+ * trace directory away and put their own in its place after the checks. A group-writable parent
+ * is let through (/var/log is 0775 on some systems). Returns NULL, or that parent (in buf). */
+static const char *open_parent(const char *dir, char *buf, size_t cap, mode_t *mode)
+{
+	struct stat st;
+
+	if (cap < PATH_MAX || !realpath(dir, buf))
+		return NULL;
+	for (char *slash = strrchr(buf, '/'); slash; slash = strrchr(buf, '/')) {
+		if (slash == buf) {
+			if (!buf[1])
+				break;
+			buf[1] = 0; /* "/" */
+		} else {
+			*slash = 0;
+		}
+		if (stat(buf, &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+			*mode = st.st_mode;
+			return buf;
+		}
+	}
+	return NULL;
+}
+
 int d9__trace_dir_prepare(const struct d9__config *c)
 {
+	char parent[PATH_MAX];
+	mode_t pmode = 0;
 	const char *why = system_dir(c->dir); /* again: the path may have changed since load */
 	struct stat st;
 	int err;
@@ -209,6 +236,16 @@ int d9__trace_dir_prepare(const struct d9__config *c)
 			(st.st_mode & S_IWOTH) ? " (writable by others)" :
 			(st.st_mode & S_IWGRP) ? " (writable by its group)" : "");
 		return -EPERM;
+	}
+	if (!shared && open_parent(c->dir, parent, sizeof(parent), &pmode)) {
+		if (!c->allow_shared_dir) {
+			d9__log(D9_LOG_ERROR, "refusing trace directory %s: its parent %s has mode %04o "
+				"(writable by others, not sticky); other users could replace the directory; "
+				"tracing is off (set D9_ALLOW_SHARED_DIR=1 to use it anyway)", c->dir, parent,
+				(unsigned)(pmode & 07777));
+			return -EPERM;
+		}
+		shared = 1;
 	}
 	if (shared)
 		d9__log(D9_LOG_INFO, "D9_ALLOW_SHARED_DIR: using %s, which other users can write to", c->dir);

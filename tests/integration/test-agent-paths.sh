@@ -6,9 +6,9 @@
 #   - D9_TRACE_PATH naming an existing directory (with or without a trailing slash): the segments
 #     land inside it as trace.<pid>.<seq>.*, nothing beside it.
 #   - A trace directory another user could write to (0777 and owned by nobody; 0770 root; 1777
-#     like /tmp; a symbolic link in place of the directory): refused with one line naming the
-#     owner and mode (and D9_ALLOW_SHARED_DIR), nothing written; D9_ALLOW_SHARED_DIR=1 accepts the
-#     shared ones, silently.
+#     like /tmp; a symbolic link in place of the directory; a safe directory in a 0777 parent):
+#     refused with one line naming the owner and mode (and D9_ALLOW_SHARED_DIR), nothing written;
+#     D9_ALLOW_SHARED_DIR=1 accepts the shared ones, silently.
 #   - The default path /var/tmp/d9-<uid>/trace.bin (inside a private mount namespace whose
 #     /var/tmp is a sticky 1777 directory of this test) is created 0700 and written.
 #   - The command line in the segment header: by default the values of secret-looking options,
@@ -140,6 +140,15 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
 else
 	d9_skip shared-dirs "needs root and the user nobody to make another user's directory"
 fi
+# a 0777 parent without the sticky bit: anyone could swap the (safe) trace directory for their own
+mkdir -m 0700 "$T/open"
+chmod 0777 "$T/open"
+if refused open-parent "refusing trace directory $T/open/d9: its parent $T/open has mode 0777 \(writable by others, not sticky\)" \
+	D9_TRACE_PATH="$T/open/d9/trace.bin"; then
+	d9_pass open-parent "$(cat "$T/open-parent.err")"
+fi
+traced open-parent-allowed "$T/open/d9" D9_TRACE_PATH="$T/open/d9/trace.bin" D9_ALLOW_SHARED_DIR=1 &&
+	d9_pass open-parent-allowed "D9_ALLOW_SHARED_DIR=1: $(ls "$T/open/d9" | head -n 1)"
 mkdir -m 0700 "$T/real"
 ln -s "$T/real" "$T/link"
 for form in file dir; do
