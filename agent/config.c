@@ -34,15 +34,39 @@ void d9__log(int level, const char *fmt, ...)
 	errno = saved;
 }
 
-/* "64M", "512K", "1G", "1048576" -> bytes. Returns 0 or -1. */
-static int parse_size(const char *s, uint64_t *out)
+/* The strict start of every number: decimal digits only, no space, no sign (strtoull would skip
+ * spaces and accept "-1" as 2^64-1). Reads the digits into *v and leaves *end after them.
+ * Returns NULL, or what is wrong with s. */
+static const char *scan_uint(const char *s, unsigned long long *v, char **end)
+{
+	if (*s == ' ' || *s == '\t' || *s == '\n')
+		return "leading space";
+	if (*s == '-' || *s == '+')
+		return "a sign is not allowed";
+	if (*s < '0' || *s > '9')
+		return "no number";
+	errno = 0;
+	*v = strtoull(s, end, 10);
+	if (errno == ERANGE)
+		return "too large";
+	return NULL;
+}
+
+/* What is wrong with the rest of a value after its number and unit. */
+static const char *trailing(const char *end)
+{
+	return strpbrk(end, " \t\n") ? "trailing space" : "unknown unit or trailing characters";
+}
+
+/* "64M", "512K", "1G", "1048576" -> bytes. Returns NULL, or what is wrong with s. */
+static const char *parse_size(const char *s, uint64_t *out)
 {
 	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
+	unsigned long long v;
+	const char *why = scan_uint(s, &v, &end);
 
-	if (errno || end == s || s[0] == '-')
-		return -1;
+	if (why)
+		return why;
 	uint64_t mul = 1;
 	if (*end == 'K' || *end == 'k')
 		mul = 1ull << 10;
@@ -55,22 +79,24 @@ static int parse_size(const char *s, uint64_t *out)
 		if (!strcmp(end, "B") || !strcmp(end, "iB")) /* tolerate 64MB, 64MiB */
 			end += strlen(end);
 	}
-	if (*end || v > UINT64_MAX / mul)
-		return -1;
+	if (*end)
+		return trailing(end);
+	if (v > UINT64_MAX / mul)
+		return "too large";
 	*out = v * mul;
-	return 0;
+	return NULL;
 }
 
-/* "500us", "100ms", "10s", "5m", "1h", "0" -> ns; a unit is required except for 0. Returns 0 or
- * -1. */
-static int parse_duration(const char *s, uint64_t *out)
+/* "500us", "100ms", "10s", "5m", "1h", "0" -> ns; a unit is required except for 0. Returns NULL,
+ * or what is wrong with s. */
+static const char *parse_duration(const char *s, uint64_t *out)
 {
 	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
+	unsigned long long v;
+	const char *why = scan_uint(s, &v, &end);
 
-	if (errno || end == s || s[0] == '-')
-		return -1;
+	if (why)
+		return why;
 	uint64_t mul;
 	if (!strcmp(end, "us"))
 		mul = 1000ull;
@@ -82,15 +108,32 @@ static int parse_duration(const char *s, uint64_t *out)
 		mul = 60000000000ull;
 	else if (!strcmp(end, "h"))
 		mul = 3600000000000ull;
+	else if (!*end)
+		return "no unit";
 	else
-		return -1;
+		return trailing(end);
 	if (v > UINT64_MAX / mul)
-		return -1;
+		return "too large";
 	*out = v * mul;
-	return 0;
+	return NULL;
 }
 
-static int parse_bool(const char *s, int *out)
+/* A plain decimal number ("99"), with no unit. Returns NULL, or what is wrong with s. */
+static const char *parse_uint(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	const char *why = scan_uint(s, &v, &end);
+
+	if (why)
+		return why;
+	if (*end)
+		return trailing(end);
+	*out = v;
+	return NULL;
+}
+
+static const char *parse_bool(const char *s, int *out)
 {
 	if (!strcmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "on") || !strcasecmp(s, "yes"))
 		*out = 1;
@@ -98,11 +141,24 @@ static int parse_bool(const char *s, int *out)
 		!strcasecmp(s, "no"))
 		*out = 0;
 	else
-		return -1;
-	return 0;
+		return "not a boolean";
+	return NULL;
 }
 
-static int parse_signal(const char *s, int *out)
+/* A size or duration that parse_*() has just stored in *v (a pointer: the call's arguments are
+ * evaluated in any order) must lie in [min, max]. Returns NULL, or what is wrong. */
+static const char *in_range(const char *why, const uint64_t *v, uint64_t min, uint64_t max)
+{
+	if (why)
+		return why;
+	if (*v < min)
+		return "too small";
+	if (*v > max)
+		return "too large";
+	return NULL;
+}
+
+static const char *parse_signal(const char *s, int *out)
 {
 	static const struct { const char *name; int sig; } sigs[] = {
 		{ "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "HUP", SIGHUP }, { "WINCH", SIGWINCH },
@@ -114,50 +170,47 @@ static int parse_signal(const char *s, int *out)
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		if (!strcasecmp(s, sigs[i].name)) {
 			*out = sigs[i].sig;
-			return 0;
+			return NULL;
 		}
 	if (!strncasecmp(s, "RTMIN+", 6)) {
-		char *end;
-		long n = strtol(s + 6, &end, 10);
-		if (end != s + 6 && !*end && n >= 0 && SIGRTMIN + n <= SIGRTMAX) {
-			*out = SIGRTMIN + (int)n;
-			return 0;
-		}
+		uint64_t n;
+		const char *why = parse_uint(s + 6, &n);
+		if (why)
+			return why;
+		if (n > (uint64_t)(SIGRTMAX - SIGRTMIN))
+			return "beyond SIGRTMAX";
+		*out = SIGRTMIN + (int)n;
+		return NULL;
 	}
-	return -1;
+	return "unknown signal";
 }
 
-static int bad(const char *var, const char *val, const char *form)
+/* Prints the one line about a bad value: the variable, the value, what is wrong with it and the
+ * accepted form. The agent then stays off (lifecycle.c). Returns -EINVAL. */
+static int bad(const char *var, const char *val, const char *why, const char *form)
 {
-	d9__log(D9_LOG_ERROR, "invalid %s=\"%s\": expected %s; tracing is off", var, val, form);
+	d9__log(D9_LOG_ERROR, "invalid %s=\"%s\": %s; expected %s; tracing is off", var, val, why, form);
 	return -EINVAL;
 }
 
-/* Splits trace_path into dir and stem (the name without its extension). */
-static int split_path(struct d9__config *c)
+/* One of names (case-insensitive) into *out (its index). Returns NULL, or what is wrong. */
+static const char *parse_word(const char *s, const char *const *names, int n, int *out)
 {
-	const char *slash = strrchr(c->trace_path, '/');
-	const char *name = slash ? slash + 1 : c->trace_path;
-
-	if (!*name)
-		return -1;
-	if (slash)
-		snprintf(c->dir, sizeof(c->dir), "%.*s", (int)(slash - c->trace_path + (slash == c->trace_path)),
-			c->trace_path);
-	else
-		snprintf(c->dir, sizeof(c->dir), ".");
-	const char *dot = strchr(name, '.');
-	size_t n = dot && dot != name ? (size_t)(dot - name) : strlen(name);
-	if (n >= sizeof(c->stem))
-		return -1;
-	memcpy(c->stem, name, n);
-	c->stem[n] = 0;
-	return 0;
+	for (int i = 0; i < n; i++)
+		if (!strcasecmp(s, names[i])) {
+			*out = i;
+			return NULL;
+		}
+	return "unknown value";
 }
+#define WORD(s, out, ...) \
+	parse_word(s, (const char *const[]){ __VA_ARGS__ }, \
+		(int)(sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(const char *)), out)
 
 int d9__config_load(struct d9__config *c)
 {
-	const char *v;
+	const char *v, *why;
+	uint64_t n;
 
 	memset(c, 0, sizeof(*c));
 	c->max_file_size = 64ull << 20;
@@ -175,122 +228,100 @@ int d9__config_load(struct d9__config *c)
 	c->stack_dump = 8192;
 	c->profile_signal = SIGURG; /* ignored by default: a program resetting it cannot be killed by it */
 	c->symbolize = 1;
+	c->cmdline = D9_CMDLINE_REDACTED;
 
+	/* An empty variable counts as unset (a common way to unset one in a unit or env file). */
 	if ((v = getenv("D9_LOG")) && *v) {
-		static const char *const levels[] = { "error", "warn", "info", "debug" };
-		c->log_level = -1;
-		for (int i = 0; i < 4; i++)
-			if (!strcasecmp(v, levels[i]))
-				c->log_level = i;
-		if (c->log_level < 0)
-			return bad("D9_LOG", v, "error, warn, info or debug");
+		if ((why = WORD(v, &c->log_level, "error", "warn", "info", "debug")))
+			return bad("D9_LOG", v, why, "error, warn, info or debug");
 	}
 	d9__log_level = c->log_level;
 
 	if ((v = getenv("D9_TRACE_PATH")) && *v) {
 		if (strlen(v) >= sizeof(c->trace_path) - 64)
-			return bad("D9_TRACE_PATH", v, "a path shorter than 1900 bytes");
+			return bad("D9_TRACE_PATH", v, "too long", "a path shorter than 1900 bytes");
 		snprintf(c->trace_path, sizeof(c->trace_path), "%s", v);
 	} else {
 		/* per-user directory: writable for an unprivileged user, kept across reboots */
 		snprintf(c->trace_path, sizeof(c->trace_path), "/var/tmp/d9-%u/trace.bin",
 			(unsigned)getuid());
 	}
-	if (split_path(c))
-		return bad("D9_TRACE_PATH", c->trace_path, "a file path such as /var/tmp/d9/trace.bin");
+	if ((why = d9__path_check(c)))
+		return bad("D9_TRACE_PATH", c->trace_path, why,
+			"a file path such as /var/tmp/d9/trace.bin, or an existing directory");
+	if ((v = getenv("D9_ALLOW_SHARED_DIR")) && *v && (why = parse_bool(v, &c->allow_shared_dir)))
+		return bad("D9_ALLOW_SHARED_DIR", v, why, "0 or 1");
 
 	if ((v = getenv("D9_MAX_FILE_SIZE")) && *v &&
-		(parse_size(v, &c->max_file_size) || c->max_file_size < (1u << 20)))
-		return bad("D9_MAX_FILE_SIZE", v, "a size of at least 1M, like 64M (suffixes K, M, G)");
+		(why = in_range(parse_size(v, &c->max_file_size), &c->max_file_size, 1u << 20, UINT64_MAX)))
+		return bad("D9_MAX_FILE_SIZE", v, why, "a size of at least 1M, like 64M (suffixes K, M, G)");
 	if ((v = getenv("D9_MAX_TOTAL_SIZE")) && *v &&
-		(parse_size(v, &c->max_total_size) || c->max_total_size < (2u << 20)))
-		return bad("D9_MAX_TOTAL_SIZE", v, "a size of at least 2M, like 1G (suffixes K, M, G)");
+		(why = in_range(parse_size(v, &c->max_total_size), &c->max_total_size, 2u << 20, UINT64_MAX)))
+		return bad("D9_MAX_TOTAL_SIZE", v, why, "a size of at least 2M, like 1G (suffixes K, M, G)");
 	if ((v = getenv("D9_MAX_MEMORY")) && *v &&
-		(parse_size(v, &c->max_memory) || c->max_memory < (1u << 20) ||
-			c->max_memory > (64ull << 30)))
-		return bad("D9_MAX_MEMORY", v, "a size from 1M to 64G, like 64M (suffixes K, M, G)");
-	if ((v = getenv("D9_ROTATION_PERIOD")) && *v &&
-		(parse_duration(v, &c->rotation_period_ns) ||
-			(c->rotation_period_ns && c->rotation_period_ns < 1000000000ull)))
-		return bad("D9_ROTATION_PERIOD", v, "0 (off) or a duration of at least 1s, like 10m (ms, s, m, h)");
+		(why = in_range(parse_size(v, &c->max_memory), &c->max_memory, 1u << 20, 64ull << 30)))
+		return bad("D9_MAX_MEMORY", v, why, "a size from 1M to 64G, like 64M (suffixes K, M, G)");
+	if ((v = getenv("D9_ROTATION_PERIOD")) && *v) {
+		why = parse_duration(v, &c->rotation_period_ns);
+		if (!why && c->rotation_period_ns && c->rotation_period_ns < 1000000000ull)
+			why = "too small";
+		if (why)
+			return bad("D9_ROTATION_PERIOD", v, why,
+				"0 (off) or a duration of at least 1s, like 10m (ms, s, m, h)");
+	}
 	if ((v = getenv("D9_FLUSH_INTERVAL")) && *v &&
-		(parse_duration(v, &c->flush_interval_ns) || c->flush_interval_ns < 1000000ull ||
-			c->flush_interval_ns > 60000000000ull))
-		return bad("D9_FLUSH_INTERVAL", v, "a duration from 1ms to 60s, like 100ms (ms, s, m)");
-	if ((v = getenv("D9_COMPRESS")) && *v && parse_bool(v, &c->compress))
-		return bad("D9_COMPRESS", v, "0 or 1");
-	if ((v = getenv("D9_ENABLED")) && *v && parse_bool(v, &c->enabled))
-		return bad("D9_ENABLED", v, "0 or 1");
-	if ((v = getenv("D9_TOGGLE_SIGNAL")) && *v && parse_signal(v, &c->toggle_signal))
-		return bad("D9_TOGGLE_SIGNAL", v, "a signal name: USR1, USR2, HUP, WINCH, URG, PROF, VTALRM or RTMIN+N");
-	if ((v = getenv("D9_CLOCK")) && *v) {
-		if (!strcasecmp(v, "auto"))
-			c->clock = 0;
-		else if (!strcasecmp(v, "tsc"))
-			c->clock = 1;
-		else if (!strcasecmp(v, "monotonic"))
-			c->clock = 2;
-		else
-			return bad("D9_CLOCK", v, "auto, tsc or monotonic");
-	}
+		(why = in_range(parse_duration(v, &c->flush_interval_ns), &c->flush_interval_ns, 1000000ull,
+			60000000000ull)))
+		return bad("D9_FLUSH_INTERVAL", v, why, "a duration from 1ms to 60s, like 100ms (ms, s, m)");
+	if ((v = getenv("D9_COMPRESS")) && *v && (why = parse_bool(v, &c->compress)))
+		return bad("D9_COMPRESS", v, why, "0 or 1");
+	if ((v = getenv("D9_ENABLED")) && *v && (why = parse_bool(v, &c->enabled)))
+		return bad("D9_ENABLED", v, why, "0 or 1");
+	if ((v = getenv("D9_TOGGLE_SIGNAL")) && *v && (why = parse_signal(v, &c->toggle_signal)))
+		return bad("D9_TOGGLE_SIGNAL", v, why, "a signal name: USR1, USR2, HUP, WINCH, URG, PROF, VTALRM or RTMIN+N");
+	if ((v = getenv("D9_CLOCK")) && *v && (why = WORD(v, &c->clock, "auto", "tsc", "monotonic")))
+		return bad("D9_CLOCK", v, why, "auto, tsc or monotonic");
 	if ((v = getenv("D9_RUNTIME")) && *v) {
-		if (!strcasecmp(v, "auto"))
-			c->pre.runtime = D9_RUNTIME_AUTO;
-		else if (!strcasecmp(v, "st"))
-			c->pre.runtime = D9_RUNTIME_ST;
-		else if (!strcasecmp(v, "generic"))
-			c->pre.runtime = D9_RUNTIME_GENERIC;
-		else
-			return bad("D9_RUNTIME", v, "auto, st or generic");
+		int r;
+		if ((why = WORD(v, &r, "auto", "st", "generic")))
+			return bad("D9_RUNTIME", v, why, "auto, st or generic");
+		c->pre.runtime = r == 0 ? D9_RUNTIME_AUTO : r == 1 ? D9_RUNTIME_ST : D9_RUNTIME_GENERIC;
 	}
-	if ((v = getenv("D9_BLOCKING")) && *v && parse_bool(v, &c->pre.blocking))
-		return bad("D9_BLOCKING", v, "0 or 1");
-	if ((v = getenv("D9_BLOCKING_THRESHOLD")) && *v &&
-		(parse_duration(v, &c->pre.blocking_threshold_ns) ||
-			c->pre.blocking_threshold_ns < 10000ull))
-		return bad("D9_BLOCKING_THRESHOLD", v, "a duration of at least 10us, like 1ms (us, ms, s)");
-	if ((v = getenv("D9_QUEUE_INTERVAL")) && *v &&
-		(parse_duration(v, &c->pre.queue_interval_ns) || c->pre.queue_interval_ns < 1000000ull))
-		return bad("D9_QUEUE_INTERVAL", v, "a duration of at least 1ms, like 10ms");
+	if ((v = getenv("D9_BLOCKING")) && *v && (why = parse_bool(v, &c->pre.blocking)))
+		return bad("D9_BLOCKING", v, why, "0 or 1");
+	if ((v = getenv("D9_BLOCKING_THRESHOLD")) && *v) {
+		if ((why = in_range(parse_duration(v, &n), &n, 10000ull, UINT64_MAX)))
+			return bad("D9_BLOCKING_THRESHOLD", v, why, "a duration of at least 10us, like 1ms (us, ms, s)");
+		c->pre.blocking_threshold_ns = n;
+	}
+	if ((v = getenv("D9_QUEUE_INTERVAL")) && *v) {
+		if ((why = in_range(parse_duration(v, &n), &n, 1000000ull, UINT64_MAX)))
+			return bad("D9_QUEUE_INTERVAL", v, why, "a duration of at least 1ms, like 10ms");
+		c->pre.queue_interval_ns = n;
+	}
 	if ((v = getenv("D9_CPU_PROFILE")) && *v) {
-		char *end;
-		unsigned long hz = strtoul(v, &end, 10);
-		if (end == v || *end || hz > 10000)
-			return bad("D9_CPU_PROFILE", v, "0 (off), 1 (on, 99 Hz) or a frequency from 2 to 10000 Hz");
-		c->cpu_hz = hz == 1 ? 99 : (uint32_t)hz;
+		if ((why = in_range(parse_uint(v, &n), &n, 0, 10000)))
+			return bad("D9_CPU_PROFILE", v, why, "0 (off), 1 (on, 99 Hz) or a frequency from 2 to 10000 Hz");
+		c->cpu_hz = n == 1 ? 99 : (uint32_t)n;
 	}
-	if ((v = getenv("D9_CPU_PROFILE_MODE")) && *v) {
-		if (!strcasecmp(v, "auto"))
-			c->profile_mode = D9_PROF_AUTO;
-		else if (!strcasecmp(v, "perf"))
-			c->profile_mode = D9_PROF_PERF;
-		else if (!strcasecmp(v, "ctimer"))
-			c->profile_mode = D9_PROF_CTIMER;
-		else
-			return bad("D9_CPU_PROFILE_MODE", v, "auto, perf or ctimer");
-	}
-	if ((v = getenv("D9_SCHED_EVENTS")) && *v && parse_bool(v, &c->sched_events))
-		return bad("D9_SCHED_EVENTS", v, "0 or 1");
-	if ((v = getenv("D9_STACKS")) && *v) {
-		if (!strcasecmp(v, "auto"))
-			c->stacks = D9_STACKS_AUTO;
-		else if (!strcasecmp(v, "fp"))
-			c->stacks = D9_STACKS_FP;
-		else if (!strcasecmp(v, "dwarf"))
-			c->stacks = D9_STACKS_DWARF;
-		else
-			return bad("D9_STACKS", v, "auto, fp or dwarf");
-	}
+	if ((v = getenv("D9_CPU_PROFILE_MODE")) && *v &&
+		(why = WORD(v, &c->profile_mode, "auto", "perf", "ctimer")))
+		return bad("D9_CPU_PROFILE_MODE", v, why, "auto, perf or ctimer");
+	if ((v = getenv("D9_SCHED_EVENTS")) && *v && (why = parse_bool(v, &c->sched_events)))
+		return bad("D9_SCHED_EVENTS", v, why, "0 or 1");
+	if ((v = getenv("D9_STACKS")) && *v && (why = WORD(v, &c->stacks, "auto", "fp", "dwarf")))
+		return bad("D9_STACKS", v, why, "auto, fp or dwarf");
 	if ((v = getenv("D9_STACK_DUMP")) && *v) {
-		uint64_t n;
-		if (parse_size(v, &n) || n < 1024 || n > 60000)
-			return bad("D9_STACK_DUMP", v, "a size from 1K to 58K, like 8K");
+		if ((why = in_range(parse_size(v, &n), &n, 1024, 60000)))
+			return bad("D9_STACK_DUMP", v, why, "a size from 1K to 58K, like 8K");
 		c->stack_dump = (uint32_t)n & ~7u;
 	}
-	if ((v = getenv("D9_PROFILE_SIGNAL")) && *v && parse_signal(v, &c->profile_signal))
-		return bad("D9_PROFILE_SIGNAL", v, "a signal name: USR1, USR2, HUP, WINCH, URG, PROF, VTALRM or RTMIN+N");
-	if ((v = getenv("D9_SYMBOLIZE")) && *v && parse_bool(v, &c->symbolize))
-		return bad("D9_SYMBOLIZE", v, "0 or 1");
+	if ((v = getenv("D9_PROFILE_SIGNAL")) && *v && (why = parse_signal(v, &c->profile_signal)))
+		return bad("D9_PROFILE_SIGNAL", v, why, "a signal name: USR1, USR2, HUP, WINCH, URG, PROF, VTALRM or RTMIN+N");
+	if ((v = getenv("D9_SYMBOLIZE")) && *v && (why = parse_bool(v, &c->symbolize)))
+		return bad("D9_SYMBOLIZE", v, why, "0 or 1");
+	if ((v = getenv("D9_CMDLINE")) && *v && (why = WORD(v, &c->cmdline, "full", "redacted", "name")))
+		return bad("D9_CMDLINE", v, why, "full, redacted or name");
 	/* A segment may never exceed half the budget, so the budget can always be kept by deleting
 	 * sealed segments while one segment is active. */
 	if (c->max_file_size > c->max_total_size / 2) {

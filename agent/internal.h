@@ -34,12 +34,30 @@ struct d9__config {
 	uint32_t stack_dump; /* D9_STACK_DUMP: bytes of user stack copied per sample (dwarf, auto) */
 	int profile_signal; /* D9_PROFILE_SIGNAL: the ctimer mode's signal */
 	int symbolize; /* D9_SYMBOLIZE: symbol records in sealed segments */
+	int allow_shared_dir; /* D9_ALLOW_SHARED_DIR: accept a directory others can write to */
+	int cmdline; /* D9_CMDLINE: D9_CMDLINE_FULL, _REDACTED, _NAME (what the header records) */
 };
+enum { D9_CMDLINE_FULL = 0, D9_CMDLINE_REDACTED = 1, D9_CMDLINE_NAME = 2 };
 enum { D9_PROF_AUTO = 0, D9_PROF_PERF = 1, D9_PROF_CTIMER = 2 };
 enum { D9_STACKS_AUTO = 0, D9_STACKS_FP = 1, D9_STACKS_DWARF = 2 };
 
 /* Parses D9_* into c. Returns 0, or -EINVAL after printing one line naming the variable. */
 int d9__config_load(struct d9__config *c);
+
+/* ---- trace paths (paths.c) ------------------------------------------------------------------- */
+/* At load, without creating anything: an existing directory as trace_path becomes c->dir (stem
+ * "trace"); a path that is not a file or directory, or runs through a non-directory, or lies in
+ * /dev, /proc or /sys, is refused. Returns NULL, or what is wrong (for the config error line). */
+const char *d9__path_check(struct d9__config *c);
+/* At start: creates c->dir (0700) and checks that it is a directory of the effective user that
+ * nobody else can write to (unless c->allow_shared_dir), and writable. Logs the one line about a
+ * refusal itself. Returns 0 or a negative errno. */
+int d9__trace_dir_prepare(const struct d9__config *c);
+
+/* ---- command line (cmdline.c) ----------------------------------------------------------------- */
+/* Reads /proc/self/cmdline into buf (NUL-separated arguments, at most cap bytes) as mode
+ * (D9_CMDLINE_*) asks: secrets replaced by "***" in D9_CMDLINE_REDACTED. Returns the length. */
+size_t d9__cmdline_read(char *buf, size_t cap, int mode);
 
 /* ---- logging (config.c) ------------------------------------------------------------------------ */
 enum { D9_LOG_ERROR = 0, D9_LOG_WARN = 1, D9_LOG_INFO = 2, D9_LOG_DEBUG = 3 };
@@ -238,6 +256,7 @@ int d9__writer_start(void);
 void *d9__writer_main(void *arg);
 /* Recovers one segment left behind by a dead process of this stem: 1 when it did something. */
 int d9__recover_next(void);
+/* paths.c: creates the missing directories of dir (mode 0700). Returns 0 or a negative errno. */
 int d9__mkdirs(const char *dir);
 
 /* compress.c */

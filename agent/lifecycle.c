@@ -134,11 +134,8 @@ int d9__start(void)
 		err = -1;
 		goto out;
 	}
-	if ((err = d9__mkdirs(g->cfg.dir)) != 0 || (err = access(g->cfg.dir, W_OK | X_OK) ? -errno : 0)) {
-		d9__log(D9_LOG_ERROR, "cannot write traces to %s: %s; tracing is off", g->cfg.dir,
-			strerror(-err));
-		goto fail;
-	}
+	if ((err = d9__trace_dir_prepare(&g->cfg)) != 0)
+		goto fail; /* it said why */
 	if ((err = d9__arena_init()) != 0) {
 		d9__log(D9_LOG_ERROR, "cannot reserve %llu bytes of buffers: %s; tracing is off",
 			(unsigned long long)g->cfg.max_memory, strerror(-err));

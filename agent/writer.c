@@ -72,33 +72,13 @@ static void process_info(void)
 	size_t n = read_small("/proc/self/comm", proc_comm, sizeof(proc_comm));
 	if (n && proc_comm[n - 1] == '\n')
 		proc_comm[n - 1] = 0;
-	proc_cmdline_len = read_small("/proc/self/cmdline", proc_cmdline, sizeof(proc_cmdline));
+	proc_cmdline_len = d9__cmdline_read(proc_cmdline, sizeof(proc_cmdline), d9__g.cfg.cmdline);
 	if (gethostname(hostname, sizeof(hostname)) != 0)
 		hostname[0] = 0;
 	hostname[sizeof(hostname) - 1] = 0;
 	n = read_small("/proc/sys/kernel/random/boot_id", boot_id, sizeof(boot_id));
 	if (n && boot_id[n - 1] == '\n')
 		boot_id[n - 1] = 0;
-}
-
-int d9__mkdirs(const char *dir)
-{
-	char p[4096];
-	size_t n = strlen(dir);
-
-	if (n >= sizeof(p))
-		return -ENAMETOOLONG;
-	memcpy(p, dir, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (p[i] != '/' && p[i] != 0)
-			continue;
-		char c = p[i];
-		p[i] = 0;
-		if (mkdir(p, 0700) != 0 && errno != EEXIST)
-			return -errno;
-		p[i] = c;
-	}
-	return 0;
 }
 
 static void seg_name(char *out, size_t cap, uint32_t seq, const char *suffix)

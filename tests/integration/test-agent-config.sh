@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
 # test-agent-config.sh: the D9_* variables. A bad value of any variable prints exactly one stderr
-# line naming the variable, the agent stays off (nothing written, not even the directory) and the
+# line naming the variable, its value and (for numbers: spaces, signs, overflow, units) what is
+# wrong with it, the agent stays off (nothing written, not even the directory) and the
 # program runs on and exits 0; valid spellings are accepted silently. An unwritable trace
 # directory: one line, exit 0. D9_ENABLED=0 writes nothing; D9_TOGGLE_SIGNAL switches recording
 # at run time and only what was recorded while on is in the trace. Files are created 0600 and
@@ -13,10 +14,11 @@ set -u
 d9_setup agent-config
 
 # ---- bad values --------------------------------------------------------------------------------------
-# bad_value VAR VALUE: the driver runs with VAR=VALUE and a trace path in a fresh directory.
+# bad_value VAR VALUE [WHY]: the driver runs with VAR=VALUE and a trace path in a fresh directory;
+# the line must also contain WHY (what is wrong with the value) when given.
 n=0
 bad_value() {
-	local var=$1 val=$2 dir=$T/bad-$n path
+	local var=$1 val=$2 why=${3:-} dir=$T/bad-$n path
 	n=$((n + 1))
 	path=$dir/trace.bin
 	[ "$var" = D9_TRACE_PATH ] && path=$val
@@ -28,8 +30,10 @@ bad_value() {
 		d9_fail "$name" "exit status $rc: $(head -c 200 "$T/bad.err")"
 	elif [ "$lines" -ne 1 ]; then
 		d9_fail "$name" "$lines stderr lines, expected exactly 1: $(head -n 3 "$T/bad.err" | tr '\n' '|')"
-	elif ! grep -q "$var" "$T/bad.err"; then
-		d9_fail "$name" "the line does not name $var: $(cat "$T/bad.err")"
+	elif ! grep -qF "$var=\"${val:0:200}" "$T/bad.err"; then # a line is cut at 512 bytes
+		d9_fail "$name" "the line does not name $var and the value: $(cat "$T/bad.err")"
+	elif [ -n "$why" ] && ! grep -qF ": $why; expected " "$T/bad.err"; then
+		d9_fail "$name" "the line does not say '$why': $(cat "$T/bad.err")"
 	elif [ -e "$dir" ] || { [ "$var" = D9_TRACE_PATH ] && [ -e "$T/badpath" ]; }; then
 		d9_fail "$name" "the agent wrote to disk: $(ls -R "$dir" "$T/badpath" 2>/dev/null | head -n 5 | tr '\n' ' ')"
 	elif ! grep -q '"active":0' "$T/bad.out" || ! grep -q '"worker":0' "$T/bad.out"; then
@@ -59,6 +63,37 @@ for v in lbr frame 1; do bad_value D9_STACKS "$v"; done
 for v in 512 64K 1M x; do bad_value D9_STACK_DUMP "$v"; done
 for v in KILL USR3 RTMIN+99; do bad_value D9_PROFILE_SIGNAL "$v"; done
 for v in 2 maybe; do bad_value D9_SYMBOLIZE "$v"; done
+# Numbers are digits only: strtoull alone skips spaces and reads "-1" as 2^64-1 (no budget).
+bad_value D9_MAX_TOTAL_SIZE " -1" "leading space"
+bad_value D9_MAX_TOTAL_SIZE "-1" "a sign is not allowed"
+bad_value D9_MAX_TOTAL_SIZE "+5" "a sign is not allowed"
+bad_value D9_MAX_TOTAL_SIZE "+5G" "a sign is not allowed"
+bad_value D9_MAX_TOTAL_SIZE "99999999999999999999999" "too large"
+bad_value D9_MAX_TOTAL_SIZE "99999999999G" "too large"
+bad_value D9_MAX_TOTAL_SIZE "1 " "trailing space"
+bad_value D9_MAX_TOTAL_SIZE "1G " "trailing space"
+bad_value D9_MAX_TOTAL_SIZE "M" "no number"
+bad_value D9_MAX_TOTAL_SIZE "1M" "too small"
+bad_value D9_MAX_MEMORY " 64M" "leading space"
+bad_value D9_MAX_MEMORY "65G" "too large"
+bad_value D9_FLUSH_INTERVAL "+100ms" "a sign is not allowed"
+bad_value D9_FLUSH_INTERVAL "100ms " "trailing space"
+bad_value D9_FLUSH_INTERVAL "100" "no unit"
+bad_value D9_ROTATION_PERIOD "-10m" "a sign is not allowed"
+bad_value D9_ROTATION_PERIOD "500ms" "too small"
+bad_value D9_ROTATION_PERIOD "99999999999999999999h" "too large"
+bad_value D9_BLOCKING_THRESHOLD " 1ms" "leading space"
+bad_value D9_QUEUE_INTERVAL "+10ms" "a sign is not allowed"
+bad_value D9_CPU_PROFILE " 99" "leading space"
+bad_value D9_CPU_PROFILE "+99" "a sign is not allowed"
+bad_value D9_CPU_PROFILE "99 " "trailing space"
+bad_value D9_CPU_PROFILE "18446744073709551617" "too large"
+bad_value D9_STACK_DUMP "-8K" "a sign is not allowed"
+bad_value D9_TOGGLE_SIGNAL "RTMIN+ 1" "leading space"
+bad_value D9_TOGGLE_SIGNAL "RTMIN+-1" "a sign is not allowed"
+bad_value D9_TOGGLE_SIGNAL "RTMIN+99" "beyond SIGRTMAX"
+for v in all 1 " full"; do bad_value D9_CMDLINE "$v" "unknown value"; done
+for v in 2 maybe; do bad_value D9_ALLOW_SHARED_DIR "$v" "not a boolean"; done
 
 # ---- valid values: no line, a trace ------------------------------------------------------------------
 good_value() {
@@ -94,6 +129,10 @@ for v in RTMIN+6 USR2; do good_value D9_PROFILE_SIGNAL "$v"; done
 for v in 0 1; do good_value D9_SYMBOLIZE "$v"; done
 for v in error warn WARN; do good_value D9_LOG "$v"; done
 for v in auto tsc monotonic; do good_value D9_CLOCK "$v"; done
+for v in full redacted name NAME; do good_value D9_CMDLINE "$v"; done
+for v in 0 1; do good_value D9_ALLOW_SHARED_DIR "$v"; done
+# an empty variable counts as unset
+for var in D9_MAX_TOTAL_SIZE D9_CPU_PROFILE D9_CMDLINE; do good_value "$var" ""; done
 
 # ---- an unwritable trace directory ---------------------------------------------------------------------
 unwritable() { # name, trace path, what the line must mention
@@ -110,7 +149,8 @@ unwritable() { # name, trace path, what the line must mention
 }
 echo "not a directory" >"$T/file"
 unwritable unwritable-dir-under-file "$T/file/sub/trace.bin" "$T/file/sub"
-if d9_mount_tmpfs "$T/ro" 1m ro; then
+# mode 0700: a tmpfs root is 1777 by default, which the agent refuses before it tries to write
+if d9_mount_tmpfs "$T/ro" 1m ro,mode=0700; then
 	unwritable unwritable-readonly-fs "$T/ro/trace.bin" "$T/ro"
 	unwritable unwritable-readonly-fs-subdir "$T/ro/a/b/trace.bin" "$T/ro/a/b"
 else
