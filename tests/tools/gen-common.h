@@ -95,10 +95,22 @@ static inline void events_end(struct gen *g)
 	g->w.p += d9_enc_end(&g->e, 1);
 }
 
-/* Writes the segment to dir/name (dir is created when missing) and frees it. */
-static inline void write_out(struct gen *g, const char *dir, const char *name)
+/* Writes the segment to dir/name (dir is created when missing) and frees it; sealed: ends with
+ * a TRAILER (its totals are not checked by the analyzer), as a writer that closed it cleanly
+ * leaves it; unsealed: no trailer, as a writer that stopped (FORMAT.md, section 11). */
+static inline void write_out_as(struct gen *g, const char *dir, const char *name, int sealed)
 {
 	char path[4096];
+	struct d9_trailer tr;
+
+	memset(&tr, 0, sizeof(tr));
+	if (g->defs) {
+		if (d9_chunk_close(&g->w, g->defs))
+			die("defs chunk");
+		g->defs = NULL;
+	}
+	if (sealed && d9_trailer_write(&g->w, &tr))
+		die("trailer");
 	size_t len = (size_t)(g->w.p - g->buf);
 
 	if (g->w.err)
@@ -110,6 +122,11 @@ static inline void write_out(struct gen *g, const char *dir, const char *name)
 	if (!f || fwrite(g->buf, 1, len, f) != len || fclose(f))
 		die(path);
 	free(g->buf);
+}
+
+static inline void write_out(struct gen *g, const char *dir, const char *name)
+{
+	write_out_as(g, dir, name, 1);
 }
 
 #endif

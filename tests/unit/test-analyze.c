@@ -110,10 +110,15 @@ static void ev_close(struct gen *g)
 	g->w.p += d9_enc_end(&g->e, 1);
 }
 
-/* Writes the segment to dir/name; returns its length. */
-static size_t gen_write(struct gen *g, const char *dir, const char *name)
+/* Writes the segment to dir/name, with a trailer when sealed; returns its length. */
+static size_t gen_write_as(struct gen *g, const char *dir, const char *name, int sealed)
 {
 	char path[512];
+	struct d9_trailer tr;
+
+	memset(&tr, 0, sizeof(tr));
+	if (sealed)
+		T_EQ(d9_trailer_write(&g->w, &tr), 0);
 	size_t len = (size_t)(g->w.p - g->buf);
 
 	T_EQ(g->w.err, 0);
@@ -124,6 +129,12 @@ static size_t gen_write(struct gen *g, const char *dir, const char *name)
 	fclose(f);
 	free(g->buf);
 	return len;
+}
+
+/* A sealed segment, as d9's writer leaves it. */
+static size_t gen_write(struct gen *g, const char *dir, const char *name)
+{
+	return gen_write_as(g, dir, name, 1);
 }
 
 static char top_dir[64]; /* made by main, removed after every test ran */
@@ -671,16 +682,19 @@ TEST(damaged_segments_warn_and_exit_4)
 	snprintf(path, sizeof(path), "%s/a.bin", d);
 	struct stat st;
 	T_EQ(stat(path, &st), 0);
-	/* b: cut 5 bytes into the last chunk's CRC; c: one byte of the first EVENTS chunk flipped */
+	/* b: cut in the CRC of the last EVENTS chunk (no trailer either, which follows it: 12
+	 * bytes of framing, 53 of payload); c: one byte of the first EVENTS chunk flipped */
 	char cmd[1024];
+	const long trailer = 12 + 53;
 	snprintf(cmd, sizeof(cmd), "head -c %lld %s > %s/b.bin && cp %s %s/c.bin",
-		(long long)st.st_size - 3, path, d, path, d);
+		(long long)st.st_size - trailer - 3, path, d, path, d);
 	T_EQ(system(cmd), 0);
 	snprintf(path, sizeof(path), "%s/c.bin", d);
 	FILE *f = fopen(path, "r+b");
 	T_ASSERT(f);
 	char *buf = calloc(1, (size_t)st.st_size);
 	T_EQ(fread(buf, 1, (size_t)st.st_size, f), (size_t)st.st_size);
+	T_ASSERT(buf[st.st_size - trailer] == 'D' && buf[st.st_size - trailer + 2] == D9_CHUNK_TRAILER);
 	/* the first EVENTS chunk: type byte 4 after "D9" */
 	long at = -1;
 	for (long i = 16; i + 3 < st.st_size; i++)
