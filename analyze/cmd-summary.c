@@ -1139,12 +1139,13 @@ static void print_json(FILE *f, struct sum *s)
 		PRIu64 ",\"bad_arguments\":%" PRIu64 ",\"damaged_files\":%" PRIu64
 		",\"truncated_segments\":%" PRIu64 ",\"corrupt_segments\":%" PRIu64
 		",\"corrupt_chunks\":%" PRIu64 ",\"bad_events\":%" PRIu64 ",\"bad_defs\":%" PRIu64
-		",\"unknown_records\":%" PRIu64 ",\"live_segments\":%" PRIu64 ",\"polls_unknown\":%"
+		",\"unknown_records\":%" PRIu64 ",\"live_segments\":%" PRIu64 ",\"seq_gaps\":%" PRIu64
+		",\"polls_unknown\":%"
 		PRIu64 ",\"loop_turns_unknown\":%" PRIu64 ",\"parks_unknown\":%" PRIu64
 		",\"sched_delay_unknown\":%" PRIu64 "}", t->files, t->readable, t->unreadable,
 		t->bad_args, t->damaged_files, t->truncated_segments, t->corrupt_segments,
 		t->corrupt_chunks, t->bad_events, t->bad_defs, t->unknown_records, t->live_segments,
-		s->polls_unknown, s->turns_unknown, s->parks_unknown, s->sched_unknown);
+		t->seq_gaps, s->polls_unknown, s->turns_unknown, s->parks_unknown, s->sched_unknown);
 	fputs(",\"warnings\":[", f);
 	for (size_t i = 0; i < t->nwarnings; i++) {
 		if (i)
@@ -1343,6 +1344,9 @@ static void print_text(FILE *f, struct sum *s)
 		}
 		fputc('\n', f);
 	}
+	if (t->seq_gaps)
+		fprintf(f, "  %" PRIu64 " gap(s) in a process's segment_seq: segments missing from "
+			"the input\n", t->seq_gaps);
 	if (t->live_segments)
 		fprintf(f, "  %" PRIu64 " segment(s) still being written (.active of a live process): "
 			"read up to their last complete chunk\n", t->live_segments);

@@ -721,8 +721,10 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 	ss.seg = seg;
 	/* a segment missing between this one and the process's previous one (deleted, unreadable,
 	 * never written) */
-	if (seg->proc->seq_seen && seg->seq != seg->proc->last_seq + 1)
+	if (seg->proc->seq_seen && seg->seq != seg->proc->last_seq + 1) {
+		t->seq_gaps++;
 		d9__gap(seg->proc, NULL, seg->proc->last_ns);
+	}
 	seg->proc->seq_seen = 1;
 	seg->proc->last_seq = seg->seq;
 	if ((err = d9_reader_open_file(&r, seg->path))) {
@@ -856,6 +858,7 @@ int d9__trace_prescan(struct d9__trace *t, d9__ev_fn *fn, void *ctx)
 	t->damaged_files = saved.damaged_files;
 	t->truncated_segments = saved.truncated_segments;
 	t->live_segments = saved.live_segments;
+	t->seq_gaps = saved.seq_gaps;
 	t->corrupt_segments = saved.corrupt_segments;
 	t->corrupt_chunks = saved.corrupt_chunks;
 	t->bad_events = saved.bad_events;

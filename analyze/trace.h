@@ -161,6 +161,7 @@ struct d9__trace {
 	uint64_t files, readable, unreadable, bad_args, damaged_files;
 	uint64_t truncated_segments; /* ended inside a chunk, or without a trailer (not live) */
 	uint64_t live_segments; /* .active of a process alive on this host: incomplete, not damaged */
+	uint64_t seq_gaps; /* a process's segment followed by one whose segment_seq is not the next */
 	uint64_t corrupt_segments, corrupt_chunks, bad_events, bad_defs;
 	uint64_t unknown_records; /* unknown chunk, event or definition kinds (newer writer) */
 	uint64_t events; /* events delivered (inside the window) */

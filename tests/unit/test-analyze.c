@@ -633,6 +633,52 @@ TEST(unpark_sched_wait)
 	free(o);
 }
 
+/* Gaps that tell no single thread (trace.h, "Pairing across gaps"): a Dropped of thread 0 (the
+ * writer's count for threads it could not tell apart) breaks worker 2's open poll; a Dropped of
+ * worker 2 written before worker 1's Wake but later in time breaks that wake's delay, not
+ * worker 1's own poll. A segment with a trailer that follows is not truncated. */
+TEST(gaps_across_threads)
+{
+	char *d = tmpdir();
+	struct d9__trace t;
+	struct sum s;
+	struct gen g;
+	struct d9_enc *e;
+
+	gen_begin(&g, 700, 0);
+	defs_open(&g);
+	d9_def_thread(&g.w, 701, 0, 1, D9_ROLE_WORKER);
+	d9_def_thread(&g.w, 702, 0, 2, D9_ROLE_WORKER);
+	defs_close(&g);
+	e = ev_open(&g, 702, 2);
+	d9_enc_poll_start(e, B + 1000000, 8, 0);
+	ev_close(&g);
+	e = ev_open(&g, 0, 0);
+	d9_enc_dropped(e, B + 2000000, 2, D9_DROP_OTHER);
+	ev_close(&g);
+	e = ev_open(&g, 702, 2);
+	d9_enc_poll_end(e, B + 3000000, 8); /* unknown: thread 0's drop is every thread's */
+	d9_enc_dropped(e, B + 50000000, 1, D9_DROP_BUFFERS_FULL);
+	ev_close(&g);
+	e = ev_open(&g, 701, 1);
+	d9_enc_wake(e, B + 10000000, 9, 0, D9_WAKE_FD, 3);
+	d9_enc_poll_start(e, B + 60000000, 9, 0); /* delay unknown: worker 2 lost events at 50 ms */
+	d9_enc_poll_end(e, B + 60010000, 9); /* known: worker 1 lost nothing */
+	ev_close(&g);
+	gen_write(&g, d, "g.bin");
+	summarise(&t, &s, d, 10, 0, NULL, NULL);
+	T_EQ(d9__trace_exit_code(&t), D9_EXIT_OK);
+	T_EQ(t.truncated_segments, 0);
+	T_EQ(s.polls.n, 1);
+	T_EQ(s.polls.max, 10000);
+	T_EQ(s.polls_unknown, 1);
+	T_EQ(s.sched.n, 0);
+	T_EQ(s.sched_unknown, 1);
+	T_EQ(s.drops_events, 3);
+	sum_free(&s);
+	d9__trace_close(&t);
+}
+
 /* Two workers of one process: worker 1 has work waiting at 5 us and 20 us while worker 2 is
  * parked ([0, 10 us) and [15 us, 30 us)); worker 2's own sample at 12 us finds worker 1
  * running. */
