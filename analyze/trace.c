@@ -255,13 +255,9 @@ static struct d9__proc *find_proc(struct d9__trace *t, const struct d9__seg *s)
 	return p;
 }
 
-/* 1 when the segment at path is an .active file that its process still writes: the process
- * runs on this host (same hostname and boot id as the header's) under the same pid. Such a
- * segment has no trailer yet and may end inside the chunk being written: it is incomplete, not
- * damaged. Every other segment without a trailer is truncated (the writer stopped before
- * sealing it: a crash, a full disk). A reused pid can make a dead process's file look live;
- * crash recovery seals such files when the agent next starts. */
-static int seg_live(const char *path, const struct d9_header *h)
+/* Decides what trace.h says of d9__segment_live. A reused pid can make a dead process's file
+ * look live; crash recovery seals such files when the agent next starts. */
+int d9__segment_live(const char *path, const struct d9_header *h)
 {
 	size_t n = strlen(path);
 	char host[256], boot[64] = "";
@@ -340,7 +336,7 @@ int d9__trace_open(struct d9__trace *t, char **args, int nargs)
 		s->cmdline = d9__trace_intern(t, h->cmdline, h->cmdline_len);
 		s->hostname = d9__trace_intern(t, h->hostname, strlen(h->hostname));
 		s->boot_id = d9__trace_intern(t, h->boot_id, strlen(h->boot_id));
-		s->live = seg_live(s->path, h);
+		s->live = d9__segment_live(s->path, h);
 		/* the first events can predate the segment's start (they wait in buffers while the
 		 * writer creates the file): the first EVENTS chunk of the file moves the start back */
 		struct d9_chunk c;

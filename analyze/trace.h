@@ -200,6 +200,14 @@ void d9__trace_close(struct d9__trace *t);
  * input was missing, unreadable or damaged, else D9_EXIT_OK. */
 int d9__trace_exit_code(const struct d9__trace *t);
 
+struct d9_header;
+/* 1 when the segment at path (header h) is an .active file its process still writes: that
+ * process runs on this host (the header's hostname and boot id are this machine's) and its pid
+ * exists. Such a segment has no trailer yet and may end inside the chunk being written: it is
+ * incomplete, not damaged. Every other segment without a trailer is truncated (its writer
+ * stopped before sealing it: a crash, a full disk). */
+int d9__segment_live(const char *path, const struct d9_header *h);
+
 /* Interned copy of s[0..n) (cut at its first NUL), valid until d9__trace_close. */
 const char *d9__trace_intern(struct d9__trace *t, const char *s, size_t n);
 

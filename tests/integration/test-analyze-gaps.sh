@@ -9,8 +9,8 @@
 #     and park, reports no duration that spans a drop (longest poll 4 s, the other worker's),
 #     shows every drop by reason; samples_lost breaks nothing; exit 0. polls, chrome and flame
 #     leave the same pairs out;
-#   - unsealed: a segment without a trailer is truncated (exit 4, a warning) and nothing pairs
-#     across its end, on any thread;
+#   - unsealed: a segment without a trailer is truncated (exit 4, a warning; html too) and
+#     nothing pairs across its end, on any thread;
 #   - seqgap: a missing segment_seq breaks pairs too (seq_gaps 1), exit 0;
 #   - live: a trailer-less .active of a live process on this host is "live", not truncated
 #     (exit 0); once that process is gone, the same file is truncated (exit 4).
@@ -193,6 +193,15 @@ run unsealed-polls 4 polls --json "$tmp/unsealed" && check unsealed-polls "
 got = sorted((p['coroutine'], p['duration_ns']) for p in lines())
 if got != [(6, 10000), (9, 20000)]:
     fail('polls (coroutine, ns): %s' % got)
+"
+# html checks its inputs by the same rule: the trailer-less segment makes it exit 4
+run unsealed-html 4 html -o "$tmp/unsealed.html" "$tmp/unsealed" && check unsealed-html "
+if 'trace.200.000000.bin' not in err or 'no trailer' not in err:
+    fail('stderr does not name the segment without a trailer: %r' % err[:300])
+"
+run drop-html 0 html -o "$tmp/drop.html" "$tmp/drop" && check drop-html "
+if err:
+    fail('stderr: %r' % err[:300])
 "
 
 # ---- seqgap ------------------------------------------------------------------------------------
