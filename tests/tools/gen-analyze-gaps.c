@@ -23,21 +23,13 @@ static void begin(struct gen *g, uint32_t pid, uint32_t seq, const char *host, c
 {
 	struct d9_header h;
 
-	memset(g, 0, sizeof(*g));
-	g->cap = CAP;
-	if (!(g->buf = calloc(1, CAP)))
-		die("out of memory");
-	d9_wbuf_init(&g->w, g->buf, CAP);
-	g->w.p += d9_prefix_encode(g->w.p, CAP);
 	gen_header(&h, pid);
 	h.segment_seq = seq;
 	if (host) {
 		h.hostname = host;
 		h.boot_id = boot;
 	}
-	if (d9_header_write(&g->w, &h) || d9_schema_write(&g->w, 0))
-		die("header");
-	g->defs = d9_chunk_open(&g->w, D9_CHUNK_DEFS);
+	gen_begin_header(g, &h, CAP);
 	str(g, 1, "handler");
 	d9_def_location(&g->w, 1, 0x1000, 0, 0, 1);
 	d9_def_thread(&g->w, pid, 0, 1, D9_ROLE_WORKER);
