@@ -615,8 +615,14 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 		if (ev.ns > ss->seg->proc->last_ns)
 			ss->seg->proc->last_ns = ev.ns;
 		ev.real_ns = mono_to_real(h, ev.ns, e.time);
-		if (ev.real_ns < t->from_real || ev.real_ns >= t->to_real)
+		if (ev.real_ns < t->from_real || ev.real_ns >= t->to_real) {
+			/* merge.c counts the gap of a Dropped it delivers; one outside the window
+			 * still marks a gap: a writer records a write error's drop count when
+			 * writing works again, before the chunks that hold earlier events */
+			if (e.type == D9_EV_DROPPED && e.f[D9_F_DROP_REASON] != D9_DROP_SAMPLES_LOST)
+				d9__gap(ss->seg->proc, th->tid ? th : NULL, ev.ns);
 			continue;
+		}
 		ev.proc = ss->seg->proc;
 		ev.th = th;
 		ev.raw = &e;

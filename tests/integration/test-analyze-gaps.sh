@@ -30,7 +30,7 @@ export UBSAN_OPTIONS=print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/d9-analyze-gaps-XXXXXX")
 live_pid=
 cleanup() {
-	[ -n "$live_pid" ] && kill -KILL "$live_pid" 2>/dev/null && wait "$live_pid" 2>/dev/null
+	[ -n "$live_pid" ] && { kill -KILL "$live_pid"; wait "$live_pid"; } 2>/dev/null
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -114,6 +114,14 @@ dr = s['drops']
 if dr['by_reason'] != {'write_error': 500, 'buffers_full': 3, 'other': 1, 'samples_lost': 4} or \
    (dr['events'], dr['samples']) != (504, 4):
     fail('drops: %s' % dr)
+"
+fi
+# the write error's Dropped (14.5 s) is outside the window, the poll's two ends inside
+if run drop-window 0 summary --json --to 14.45s "$tmp/drop"; then
+	check drop-window "
+s = obj()
+if (s['data_quality']['polls_unknown'], s['polls']['count'], s['polls']['max_ns']) != (1, 1, 4 * 10**9):
+    fail('polls_unknown %d, polls %s: want 1 unknown, 1 known of 4 s' % (s['data_quality']['polls_unknown'], s['polls']))
 "
 fi
 if run drop-text 0 summary "$tmp/drop"; then
@@ -225,8 +233,7 @@ if (q['live_segments'], q['truncated_segments'], q['damaged_files']) != (1, 0, 0
     fail('live .active: %s' % q)
 "
 fi
-kill -KILL "$live_pid" 2>/dev/null
-wait "$live_pid" 2>/dev/null
+{ kill -KILL "$live_pid"; wait "$live_pid"; } 2>/dev/null # braces: no "Killed" notice
 live_pid=
 if run dead-summary 4 summary --json "$tmp/live"; then
 	check dead-summary "

@@ -37,9 +37,11 @@ static void begin(struct gen *g, uint32_t pid, uint32_t seq, const char *host, c
 }
 
 /* pid 100, one sealed segment. Worker 1 (tid 100):
- *   coroutine 5: PollStart 1 ms, Dropped(write_error, 500) 5 s, PollEnd 14.4 s: unknown poll;
- *     CPU samples at 2 ms (stack 0x11, inside it) and 10 s (0x22, after the gap: its poll is
- *     unknown);
+ *   coroutine 5: PollStart 1 ms, then Dropped(write_error, 500) at 14.5 s in a chunk of its own,
+ *     then a chunk with the PollEnd at 14.4 s: unknown poll (d9's writer records a write
+ *     error's drop count when writing works again, before the chunk it then writes, whose
+ *     events are older); CPU samples at 2 ms (stack 0x11, inside the poll) and 10 s (0x22,
+ *     after the gap: its poll is unknown);
  *   coroutine 6: Wake 20 s, Dropped(buffers_full, 3) 25 s, PollStart 34.3 s, PollEnd +10 us:
  *     unknown scheduling delay, known 10 us poll;
  *   Park 40 s, Dropped(other, 1) 41 s, Unpark 50 s: unknown park; then a loop turn from the
@@ -60,7 +62,11 @@ static void write_drop(const char *dir)
 	e = events(&g, 100, 1);
 	d9_enc_poll_start(e, MS(1), 5, 1);
 	d9_enc_cpu_sample(e, MS(2), 5, D9_CPU_ON, 1);
-	d9_enc_dropped(e, MS(5000), 500, D9_DROP_WRITE_ERROR);
+	events_end(&g);
+	e = events(&g, 100, 1);
+	d9_enc_dropped(e, MS(14500), 500, D9_DROP_WRITE_ERROR);
+	events_end(&g);
+	e = events(&g, 100, 1);
 	d9_enc_cpu_sample(e, MS(10000), 5, D9_CPU_ON, 2);
 	d9_enc_poll_end(e, MS(14400), 5);
 	d9_enc_wake(e, MS(20000), 6, 0, D9_WAKE_FD, 7);
