@@ -17,17 +17,17 @@
 /* The open slices of one thread. */
 struct chrome_thread {
 	int named; /* thread_name metadata written */
-	int poll_open, park_open;
+	struct d9__open poll, park; /* starts and gap marks (trace.h) */
 	uint64_t co; /* the open poll's coroutine */
 	const struct d9__loc *loc;
-	int64_t poll_ns, poll_real; /* the open poll's start */
-	int64_t park_ns, park_real, park_timeout;
+	int64_t park_timeout;
 	uint64_t park_call;
 };
 
 /* The first wake of a coroutine since its last poll, until its next PollStart. */
 struct chrome_wake {
-	int64_t real_ns;
+	int64_t ns, real_ns;
+	uint64_t mark; /* the process's gaps at the wake (d9__proc_gap_since) */
 	uint32_t tid; /* the waker's thread */
 	uint64_t kind;
 	int anchored; /* a poll or park was open on the waker's thread: the arrow starts there */
@@ -152,18 +152,20 @@ static struct chrome_thread *thread_of(struct chrome *c, const struct d9__ev *ev
 	return ct;
 }
 
+/* The open poll ends at ev; a poll with a gap inside (its length unknown) is not written. */
 static void end_poll(struct chrome *c, const struct d9__ev *ev, struct chrome_thread *ct)
 {
 	FILE *f = c->f;
-	int64_t d = ev->ns > ct->poll_ns ? sub_sat(ev->ns, ct->poll_ns) : 0;
+	uint64_t d;
 
-	begin(c, "X", ev->proc->pid, ev->th->tid, ct->poll_real);
-	put_ts(f, "dur", d);
+	if (d9__pair_close(&ct->poll, ev, &d) != D9__PAIR_OK)
+		return;
+	begin(c, "X", ev->proc->pid, ev->th->tid, ct->poll.real_ns);
+	put_ts(f, "dur", d > INT64_MAX ? INT64_MAX : (int64_t)d);
 	put_name(f, ct->loc ? ct->loc->name : "(unknown)");
 	fprintf(f, ",\"cat\":\"poll\",\"args\":{\"coroutine\":%" PRIu64, ct->co);
 	put_loc(f, ct->loc);
 	fputs("}}", f);
-	ct->poll_open = 0;
 }
 
 /* The wake -> poll flow of the coroutine that starts a poll, when a wake is pending. */
@@ -175,6 +177,10 @@ static void flow(struct chrome *c, const struct d9__ev *ev)
 
 	if (!w)
 		return;
+	if (d9__proc_gap_since(ev->proc, w->mark, w->ns)) {
+		free(w); /* the coroutine's first poll after the wake may be lost: no arrow */
+		return;
+	}
 	id = ++c->next_flow;
 	if (!w->anchored) {
 		/* a flow starts inside a slice: outside polls and parks, a 1 ns "wake" slice */
@@ -215,7 +221,7 @@ static void chrome_on_event(void *ctx, const struct d9__ev *ev)
 			/* polls and parks still open at the end are not written (as in `polls`) */
 			for (size_t i = 0; i < c->nth && i < c->t->nthreads; i++)
 				if (c->t->threads[i]->proc == ev->proc)
-					c->th[i].poll_open = c->th[i].park_open = 0;
+					c->th[i].poll.open = c->th[i].park.open = 0;
 			free_wakes(&c->procs[ev->proc->idx]);
 		}
 		return;
@@ -224,37 +230,32 @@ static void chrome_on_event(void *ctx, const struct d9__ev *ev)
 		return;
 	switch (ev->type) {
 	case D9_EV_POLL_START:
-		if (ct->poll_open)
-			end_poll(c, ev, ct); /* a PollStart without PollEnd ends the poll */
+		end_poll(c, ev, ct); /* a PollStart without PollEnd ends the poll */
 		flow(c, ev);
-		ct->poll_open = 1;
+		d9__pair_open(&ct->poll, ev);
 		ct->co = ev->co;
 		ct->loc = ev->loc;
-		ct->poll_ns = ev->ns;
-		ct->poll_real = ev->real_ns;
 		break;
 	case D9_EV_POLL_END:
-		if (ct->poll_open)
-			end_poll(c, ev, ct);
+		end_poll(c, ev, ct);
 		break;
 	case D9_EV_PARK:
-		ct->park_open = 1;
-		ct->park_ns = ev->ns;
-		ct->park_real = ev->real_ns;
+		d9__pair_open(&ct->park, ev);
 		ct->park_call = ev->kind;
 		ct->park_timeout = ev->value;
 		break;
-	case D9_EV_UNPARK:
-		if (!ct->park_open)
-			break;
-		ct->park_open = 0;
-		begin(c, "X", ev->proc->pid, ev->th->tid, ct->park_real);
-		put_ts(f, "dur", ev->ns > ct->park_ns ? sub_sat(ev->ns, ct->park_ns) : 0);
+	case D9_EV_UNPARK: {
+		uint64_t d;
+		if (d9__pair_close(&ct->park, ev, &d) != D9__PAIR_OK)
+			break; /* no Park, or a gap inside: its length is unknown */
+		begin(c, "X", ev->proc->pid, ev->th->tid, ct->park.real_ns);
+		put_ts(f, "dur", d > INT64_MAX ? INT64_MAX : (int64_t)d);
 		snprintf(name, sizeof(name), "park (%s)", d9_wait_call_name(ct->park_call));
 		put_name(f, name);
 		fprintf(f, ",\"cat\":\"park\",\"args\":{\"timeout_us\":%" PRId64 ",\"ready\":%" PRId64
 			"}}", ct->park_timeout, ev->value);
 		break;
+	}
 	case D9_EV_WAKE: {
 		struct d9__map *m = &c->procs[ev->proc->idx].wakes;
 		struct chrome_wake *w;
@@ -264,10 +265,14 @@ static void chrome_on_event(void *ctx, const struct d9__ev *ev)
 			c->oom = 1;
 			break;
 		}
+		w->ns = ev->ns;
 		w->real_ns = ev->real_ns;
+		w->mark = ev->proc->gaps;
 		w->tid = ev->th->tid;
 		w->kind = ev->kind;
-		w->anchored = ct->poll_open || ct->park_open;
+		/* a slice that will be written is open (one with a gap inside is not) */
+		w->anchored = (ct->poll.open && ct->poll.mark == d9__gap_mark(ev->th)) ||
+			(ct->park.open && ct->park.mark == d9__gap_mark(ev->th));
 		if (d9__map_put(m, ev->co, w)) {
 			free(w);
 			c->oom = 1;

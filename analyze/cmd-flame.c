@@ -33,11 +33,11 @@ struct pending {
 
 /* The open poll of a thread. */
 struct tpoll {
-	int open;
+	struct d9__open o; /* the open poll's start and gap mark (trace.h) */
+	int lost; /* a gap ended the open poll: which poll runs is unknown until the next one */
 	int skip; /* --location does not match: its samples are dropped */
 	int known_long; /* --long-polls: already at least that long, samples go straight through */
 	const struct d9__loc *loc;
-	int64_t ns;
 	struct pending *buf; /* --long-polls: the samples of this poll, until its length is known */
 	size_t nbuf, capbuf;
 };
@@ -122,27 +122,38 @@ static uint64_t elapsed(int64_t start, int64_t ns)
 	return ns > start ? (uint64_t)ns - (uint64_t)start : 0;
 }
 
-/* The poll of p ends at ns: with --long-polls its samples count only if it was long enough. */
-static void poll_end(struct flame *fl, struct tpoll *p, int64_t ns)
+/* The poll of p ends at ev: with --long-polls its samples count only if it was long enough
+ * (not when a gap in the data makes its length unknown). */
+static void poll_end(struct flame *fl, struct tpoll *p, const struct d9__ev *ev)
 {
-	if (p->open && !p->skip && fl->long_ns && elapsed(p->ns, ns) >= (uint64_t)fl->long_ns)
+	uint64_t d;
+
+	if (d9__pair_close(&p->o, ev, &d) == D9__PAIR_OK && !p->skip && fl->long_ns &&
+	    d >= (uint64_t)fl->long_ns)
 		flush(fl, p);
-	p->open = p->skip = p->known_long = 0;
+	p->skip = p->known_long = p->lost = 0;
 	p->nbuf = 0;
 }
 
 static void sample(struct flame *fl, struct tpoll *p, const struct d9__ev *ev, const char *call,
 	uint64_t w)
 {
-	if (!p->open) {
+	if (p->o.open && p->o.mark != d9__gap_mark(ev->th)) {
+		/* a gap since the PollStart: this sample may belong to a later poll whose start
+		 * was lost; the poll's length and location are unknown from here on */
+		p->o.open = p->skip = p->known_long = 0;
+		p->nbuf = 0;
+		p->lost = 1;
+	}
+	if (!p->o.open) {
 		if (!fl->location && !fl->long_ns)
-			add(fl, ev->stack, fl->by_location ? NO_POLL : NULL, call, w);
+			add(fl, ev->stack, !fl->by_location ? NULL : p->lost ? NO_LOC : NO_POLL, call, w);
 		return;
 	}
 	if (p->skip)
 		return;
 	if (fl->long_ns && !p->known_long) {
-		if (elapsed(p->ns, ev->ns) < (uint64_t)fl->long_ns) {
+		if (elapsed(p->o.ns, ev->ns) < (uint64_t)fl->long_ns) {
 			if (p->nbuf == p->capbuf) {
 				size_t n = p->capbuf ? p->capbuf * 2 : 16;
 				struct pending *b = realloc(p->buf, n * sizeof(*b));
@@ -173,7 +184,7 @@ static void flame_on_event(void *ctx, const struct d9__ev *ev)
 		 * end is unknown (the samples of a poll known to be long enough are already in) */
 		for (size_t i = 0; i < fl->npolls; i++) {
 			struct tpoll *q = &fl->polls[i];
-			q->open = q->skip = q->known_long = 0;
+			q->o.open = q->skip = q->known_long = q->lost = 0;
 			q->nbuf = 0;
 		}
 		return;
@@ -185,15 +196,14 @@ static void flame_on_event(void *ctx, const struct d9__ev *ev)
 	case D9_EV_POLL_START:
 		if (!(p = tpoll_of(fl, ev->th)))
 			return;
-		poll_end(fl, p, ev->ns); /* a PollStart without PollEnd ends the poll */
-		p->open = 1;
+		poll_end(fl, p, ev); /* a PollStart without PollEnd ends the poll */
+		d9__pair_open(&p->o, ev);
 		p->loc = ev->loc;
-		p->ns = ev->ns;
 		p->skip = fl->location && (!ev->loc || !strstr(ev->loc->name, fl->location));
 		break;
 	case D9_EV_POLL_END:
 		if ((p = tpoll_of(fl, ev->th)))
-			poll_end(fl, p, ev->ns);
+			poll_end(fl, p, ev);
 		break;
 	case D9_EV_CPU_SAMPLE: {
 		/* a source this version does not know counts only with --cpu both */

@@ -6,6 +6,7 @@
 #include "analyze.h"
 #include "d9-format.h"
 #include "inputs.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -192,11 +193,15 @@ static int check_segment(const char *path)
 	while ((err = d9_reader_next(r, &c)) == 1)
 		;
 	const struct d9_reader_stats *st = d9_reader_stats(r);
-	int damaged = err < 0 || st->truncated || st->corrupt_chunks;
+	/* as the other commands read it (trace.c): without a trailer a segment is truncated,
+	 * unless its process is still writing it */
+	int live = !st->sealed && d9__segment_live(path, d9_reader_header(r));
+	int truncated = !live && (st->truncated || !st->sealed);
+	int damaged = err < 0 || truncated || st->corrupt_chunks;
 	if (damaged)
 		fprintf(stderr, "d9-analyze: %s: damaged segment (%s%llu corrupt chunks); the viewer "
-			"shows what can be read\n", path, st->truncated ? "truncated, " : "",
-			(unsigned long long)st->corrupt_chunks);
+			"shows what can be read\n", path, !truncated ? "" : st->truncated ?
+			"truncated, " : "truncated: no trailer, ", (unsigned long long)st->corrupt_chunks);
 	d9_reader_close(r);
 	return damaged;
 }

@@ -15,10 +15,9 @@
 #include <string.h>
 
 struct open_poll {
-	int open;
+	struct d9__open o; /* the start and its gap mark (trace.h) */
 	uint64_t co;
 	const struct d9__loc *loc;
-	int64_t ns, real_ns;
 };
 
 struct polls {
@@ -31,13 +30,21 @@ struct polls {
 	struct open_poll *open; /* by thread idx */
 	size_t nopen;
 	uint64_t printed;
+	uint64_t unknown; /* polls (turns) with a gap between their ends: not listed */
 	int oom;
 };
 
-static void print_poll(struct polls *p, const struct d9__thread *th, const struct open_poll *o,
-	int64_t end_ns)
+/* The poll (turn) o of thread ev->th ends at ev: listed when no gap lies inside it. */
+static void list_poll(struct polls *p, struct open_poll *o, const struct d9__ev *ev)
 {
-	int64_t d = end_ns > o->ns ? end_ns - o->ns : 0;
+	const struct d9__thread *th = ev->th;
+	uint64_t dur;
+	int r = d9__pair_close(&o->o, ev, &dur);
+
+	p->unknown += r == D9__PAIR_UNKNOWN;
+	if (r != D9__PAIR_OK)
+		return;
+	int64_t d = dur > INT64_MAX ? INT64_MAX : (int64_t)dur;
 	const char *loc = p->generic ? "(loop turn)" : o->loc ? o->loc->name : "(unknown)";
 	char a[32], b[32];
 
@@ -48,13 +55,13 @@ static void print_poll(struct polls *p, const struct d9__thread *th, const struc
 	if (p->json) {
 		printf("{\"start_ns\":%" PRId64 ",\"offset_ns\":%" PRId64 ",\"duration_ns\":%" PRId64
 			",\"pid\":%u,\"tid\":%u,\"worker\":%u,\"coroutine\":%" PRIu64 ",\"location\":",
-			o->real_ns, o->real_ns - p->t->start_real, d, th->proc->pid, th->tid, th->worker,
+			o->o.real_ns, o->o.real_ns - p->t->start_real, d, th->proc->pid, th->tid, th->worker,
 			o->co);
 		d9__json_cstr(stdout, loc);
 		fputs("}\n", stdout);
 		return;
 	}
-	snprintf(a, sizeof(a), "+%.6fs", (double)(o->real_ns - p->t->start_real) / 1e9);
+	snprintf(a, sizeof(a), "+%.6fs", (double)(o->o.real_ns - p->t->start_real) / 1e9);
 	printf("%-14s %-9s pid %-7u worker %-3u coroutine %-8" PRIu64 " %s\n", a,
 		d9__fmt_dur(b, sizeof(b), d), th->proc->pid, th->worker, o->co, loc);
 }
@@ -87,23 +94,19 @@ static void turns_on_event(void *ctx, const struct d9__ev *ev)
 		return;
 	struct open_poll *o = &p->open[ev->th->idx];
 	if (ev->type == D9_EV_PARK) {
-		if (o->open)
-			print_poll(p, ev->th, o, ev->ns);
-		o->open = 0;
+		list_poll(p, o, ev);
 		return;
 	}
-	o->open = 1;
+	d9__pair_open(&o->o, ev);
 	o->co = 0;
 	o->loc = NULL;
-	o->ns = ev->ns;
-	o->real_ns = ev->real_ns;
 }
 
 /* The first pass: finds whether the window holds a complete poll (coroutine mode; stops
  * there) or else a complete loop turn (generic mode), by summary's rules. */
 struct mode_scan {
 	struct d9__trace *t;
-	uint8_t *in_poll, *in_turn; /* by thread idx */
+	struct d9__open *in_poll, *in_turn; /* by thread idx */
 	size_t n;
 	int polls, turns, oom;
 };
@@ -116,7 +119,8 @@ static void mode_on_event(void *ctx, const struct d9__ev *ev)
 		return;
 	if (ev->th->idx >= m->n) {
 		size_t n = ev->th->idx + 1 > m->n * 2 ? ev->th->idx + 1 : m->n * 2;
-		uint8_t *a = realloc(m->in_poll, n), *b = a ? realloc(m->in_turn, n) : NULL;
+		struct d9__open *a = realloc(m->in_poll, n * sizeof(*a));
+		struct d9__open *b = a ? realloc(m->in_turn, n * sizeof(*b)) : NULL;
 		if (a)
 			m->in_poll = a;
 		if (!b) {
@@ -125,27 +129,28 @@ static void mode_on_event(void *ctx, const struct d9__ev *ev)
 			return;
 		}
 		m->in_turn = b;
-		memset(a + m->n, 0, n - m->n);
-		memset(b + m->n, 0, n - m->n);
+		memset(a + m->n, 0, (n - m->n) * sizeof(*a));
+		memset(b + m->n, 0, (n - m->n) * sizeof(*b));
 		m->n = n;
 	}
 	uint32_t i = ev->th->idx;
+	uint64_t d;
 	switch (ev->type) {
 	case D9_EV_POLL_START:
 	case D9_EV_POLL_END:
-		if (m->in_poll[i]) {
+		if (d9__pair_close(&m->in_poll[i], ev, &d) == D9__PAIR_OK) {
 			m->polls = 1; /* a poll ended: coroutine mode, no need to read on */
 			m->t->stop = 1;
 		}
-		m->in_poll[i] = ev->type == D9_EV_POLL_START;
+		if (ev->type == D9_EV_POLL_START)
+			d9__pair_open(&m->in_poll[i], ev);
 		break;
 	case D9_EV_PARK:
-		if (m->in_turn[i])
+		if (d9__pair_close(&m->in_turn[i], ev, &d) == D9__PAIR_OK)
 			m->turns = 1;
-		m->in_turn[i] = 0;
 		break;
 	case D9_EV_UNPARK:
-		m->in_turn[i] = 1;
+		d9__pair_open(&m->in_turn[i], ev);
 		break;
 	default:
 		break;
@@ -176,14 +181,11 @@ static void polls_on_event(void *ctx, const struct d9__ev *ev)
 	if (open_reserve(p, ev->th->idx))
 		return;
 	struct open_poll *o = &p->open[ev->th->idx];
-	if (o->open)
-		print_poll(p, ev->th, o, ev->ns); /* a PollStart without PollEnd ends the poll */
-	o->open = ev->type == D9_EV_POLL_START;
-	if (o->open) {
+	list_poll(p, o, ev); /* a PollStart without PollEnd ends the poll */
+	if (ev->type == D9_EV_POLL_START) {
+		d9__pair_open(&o->o, ev);
 		o->co = ev->co;
 		o->loc = ev->loc;
-		o->ns = ev->ns;
-		o->real_ns = ev->real_ns;
 	}
 }
 
@@ -206,6 +208,9 @@ static void polls_help(FILE *f)
 		"edge is not listed. Lines come per process, each thread's polls in time order.\n"
 		"In generic mode (no poll in the trace, as in summary) the loop turns are listed\n"
 		"instead, Unpark to the next Park, with coroutine 0 and location \"(loop turn)\".\n"
+		"A poll with a gap in the data between its start and end (dropped events, a damaged\n"
+		"or missing part of the trace) is not listed: its length is unknown; stderr says\n"
+		"how many were left out.\n"
 		"exit status: 0 ok, 2 usage, 3 no readable trace, 4 output written but input damaged\n");
 }
 
@@ -268,6 +273,10 @@ int d9__cmd_polls(int argc, char **argv)
 			"coroutine", "location");
 	if (d9__trace_run(&t, p.generic ? turns_on_event : polls_on_event, &p) || p.oom)
 		fprintf(stderr, "d9-analyze: out of memory: the list is incomplete\n");
+	if (p.unknown)
+		fprintf(stderr, "d9-analyze: %" PRIu64 " %s left out: a gap in the data (dropped or "
+			"missing events) lies between their start and end\n", p.unknown,
+			p.generic ? "loop turn(s)" : "poll(s)");
 	fflush(stdout);
 	rc = d9__trace_exit_code(&t);
 	free(p.open);

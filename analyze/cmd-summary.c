@@ -45,11 +45,9 @@ struct wstat {
 	uint64_t park_cpu_ns, sched_wait_ns; /* Unpark's cpu_ns and sched_wait_ns, when recorded */
 	int64_t first_ns, last_ns;
 	int seen;
-	int in_poll, parked, in_turn;
+	struct d9__open poll, park, turn; /* the open poll, park, loop turn (trace.h) */
 	uint64_t poll_co;
 	const struct d9__loc *poll_loc;
-	int64_t poll_start, poll_start_real;
-	int64_t park_start, turn_start, turn_start_real;
 	uint64_t cpu_on, cpu_off; /* CpuSamples of this thread, on- and off-CPU */
 	struct pollcpu poll_cpu, turn_cpu; /* samples of the open poll / loop turn */
 };
@@ -57,6 +55,7 @@ struct wstat {
 /* Per coroutine, while it lives: its pending wake. */
 struct costate {
 	int64_t wake_ns; /* when it became runnable (timers: the deadline) */
+	uint64_t mark; /* the process's gaps at the wake (d9__proc_gap_since) */
 	uint8_t has_wake, kind;
 };
 
@@ -123,6 +122,8 @@ struct sum {
 	size_t nstack_cnt;
 	uint64_t cpu_on, cpu_off, cpu_other; /* other: a source this version does not know */
 	uint64_t co_mismatch; /* samples naming a coroutine other than their poll's */
+	/* pairs with a gap between their ends (trace.h): left out of every duration */
+	uint64_t polls_unknown, turns_unknown, parks_unknown, sched_unknown;
 	int seen, oom;
 };
 
@@ -386,12 +387,12 @@ static void cpu_sample(struct sum *s, struct wstat *w, const struct d9__ev *ev)
 		s->cpu_on++;
 		w->cpu_on++;
 	}
-	if (w->in_poll) {
+	if (w->poll.open) {
 		if (ev->co && ev->co != w->poll_co)
 			s->co_mismatch++; /* still the poll's by time */
 		pollcpu_add(s, &w->poll_cpu, ev->stack, off);
 	}
-	if (w->in_turn)
+	if (w->turn.open)
 		pollcpu_add(s, &w->turn_cpu, ev->stack, off);
 }
 
@@ -450,8 +451,8 @@ static void idle_check(struct sum *s, struct d9__proc *p, struct pstat *ps)
 {
 	for (size_t i = 0; i < s->nws; i++) {
 		struct wstat *w = s->ws[i];
-		if (w && w->th->proc == p && w->parked)
-			push_interval(s, ps, w->th, w->park_start, INT64_MAX);
+		if (w && w->th->proc == p && w->park.open && w->park.mark == d9__gap_mark(w->th))
+			push_interval(s, ps, w->th, w->park.ns, INT64_MAX);
 	}
 	if (ps->nparks)
 		qsort(ps->parks, ps->nparks, sizeof(*ps->parks), cmp_interval);
@@ -476,19 +477,26 @@ static void idle_check(struct sum *s, struct d9__proc *p, struct pstat *ps)
 	ps->nparks = ps->nqs = 0;
 }
 
-static void end_poll(struct sum *s, struct wstat *w, int64_t end_ns)
+/* The open poll of w ends at ev (its PollEnd, or the next PollStart when the PollEnd was
+ * lost); a poll with a gap inside is counted as unknown. */
+static void end_poll(struct sum *s, struct wstat *w, const struct d9__ev *ev)
 {
-	uint64_t d = end_ns > w->poll_start ? (uint64_t)(end_ns - w->poll_start) : 0;
+	uint64_t d;
+	int r = d9__pair_close(&w->poll, ev, &d);
 	struct locstat *ls = locstat_of(s, w->poll_loc);
 
-	w->in_poll = 0;
+	if (r != D9__PAIR_OK) {
+		s->polls_unknown += r == D9__PAIR_UNKNOWN;
+		pollcpu_clear(&w->poll_cpu);
+		return;
+	}
 	d9__hist_add(&w->polls, d);
 	d9__hist_add(&s->polls, d);
 	w->busy_ns += d;
 	if (ls)
 		d9__hist_add(&ls->polls, d);
 	if (would_list(s, s->lp, s->nlp, d)) {
-		struct long_poll v = { d, w->poll_start_real, w->poll_loc, w->th, w->poll_co, 0, 0,
+		struct long_poll v = { d, w->poll.real_ns, w->poll_loc, w->th, w->poll_co, 0, 0,
 			{ { NULL, 0, 0 } }, 0 };
 		pollcpu_top(&w->poll_cpu, &v);
 		heap_push(s->lp, &s->nlp, (size_t)s->top, v);
@@ -544,15 +552,15 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 
 	switch (ev->type) {
 	case D9_EV_POLL_START: {
-		if (w->in_poll)
-			end_poll(s, w, ev->ns); /* the PollEnd was lost: end it here */
-		w->in_poll = 1;
+		end_poll(s, w, ev); /* an open poll's PollEnd was lost: it ends here */
+		d9__pair_open(&w->poll, ev);
 		w->poll_co = ev->co;
 		w->poll_loc = ev->loc;
-		w->poll_start = ev->ns;
-		w->poll_start_real = ev->real_ns;
 		struct costate *c = ev->co ? co_of(s, ps, ev->co) : NULL;
-		if (c && c->has_wake) {
+		if (c && c->has_wake && d9__proc_gap_since(ev->proc, c->mark, c->wake_ns)) {
+			s->sched_unknown++; /* its real first poll after the wake may be lost */
+			c->has_wake = 0;
+		} else if (c && c->has_wake) {
 			uint64_t d = ev->ns > c->wake_ns ? (uint64_t)(ev->ns - c->wake_ns) : 0;
 			struct locstat *ls = locstat_of(s, ev->loc);
 			d9__hist_add(&s->sched, d);
@@ -566,42 +574,44 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 		break;
 	}
 	case D9_EV_POLL_END:
-		if (w->in_poll)
-			end_poll(s, w, ev->ns);
+		end_poll(s, w, ev);
 		break;
-	case D9_EV_PARK:
-		if (w->in_turn) {
-			uint64_t d = ev->ns > w->turn_start ? (uint64_t)(ev->ns - w->turn_start) : 0;
+	case D9_EV_PARK: {
+		uint64_t d;
+		int r = d9__pair_close(&w->turn, ev, &d);
+		s->turns_unknown += r == D9__PAIR_UNKNOWN;
+		if (r == D9__PAIR_OK) {
 			d9__hist_add(&w->turns, d);
 			d9__hist_add(&s->turns, d);
 			w->turn_ns += d;
 			if (would_list(s, s->lt, s->nlt, d)) {
-				struct long_poll v = { d, w->turn_start_real, NULL, w->th, 0, 0, 0,
+				struct long_poll v = { d, w->turn.real_ns, NULL, w->th, 0, 0, 0,
 					{ { NULL, 0, 0 } }, 0 };
 				pollcpu_top(&w->turn_cpu, &v);
 				heap_push(s->lt, &s->nlt, (size_t)s->top, v);
 			}
-			w->in_turn = 0;
 		}
 		pollcpu_clear(&w->turn_cpu);
-		w->parked = 1;
-		w->park_start = ev->ns;
+		d9__pair_open(&w->park, ev);
 		w->parks++;
 		break;
-	case D9_EV_UNPARK:
+	}
+	case D9_EV_UNPARK: {
+		uint64_t d;
+		int64_t park_ns = w->park.ns;
+		int r = d9__pair_close(&w->park, ev, &d);
 		w->park_cpu_ns += ev->raw->f[D9_F_UNPARK_CPU_NS];
 		w->sched_wait_ns += ev->raw->f[D9_F_UNPARK_SCHED_WAIT_NS];
-		if (w->parked) {
-			w->parked_ns += ev->ns > w->park_start ? (uint64_t)(ev->ns - w->park_start) : 0;
+		s->parks_unknown += r == D9__PAIR_UNKNOWN;
+		if (r == D9__PAIR_OK) {
+			w->parked_ns += d;
 			if (workers_of(ev->proc) > 1)
-				push_interval(s, ps, w->th, w->park_start, ev->ns);
+				push_interval(s, ps, w->th, park_ns, ev->ns);
 		}
-		w->parked = 0;
 		pollcpu_clear(&w->turn_cpu); /* a turn whose Park was lost ends here */
-		w->in_turn = 1;
-		w->turn_start = ev->ns;
-		w->turn_start_real = ev->real_ns;
+		d9__pair_open(&w->turn, ev);
 		break;
+	}
 	case D9_EV_WAKE: {
 		if (ev->kind == D9_WAKE_TIMER)
 			d9__hist_add(&s->lateness, ev->ns > ev->deadline_ns ?
@@ -610,6 +620,7 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 		if (c && !c->has_wake) {
 			/* the first wake since its last poll made it runnable */
 			c->has_wake = 1;
+			c->mark = ev->proc->gaps;
 			c->kind = (uint8_t)(ev->kind <= D9_WAKE_MAX ? ev->kind : D9_WAKE_MAX + 1);
 			c->wake_ns = ev->kind == D9_WAKE_TIMER && ev->deadline_ns < ev->ns ?
 				ev->deadline_ns : ev->ns;
@@ -1128,9 +1139,13 @@ static void print_json(FILE *f, struct sum *s)
 		PRIu64 ",\"bad_arguments\":%" PRIu64 ",\"damaged_files\":%" PRIu64
 		",\"truncated_segments\":%" PRIu64 ",\"corrupt_segments\":%" PRIu64
 		",\"corrupt_chunks\":%" PRIu64 ",\"bad_events\":%" PRIu64 ",\"bad_defs\":%" PRIu64
-		",\"unknown_records\":%" PRIu64 "}", t->files, t->readable, t->unreadable, t->bad_args,
-		t->damaged_files, t->truncated_segments, t->corrupt_segments, t->corrupt_chunks,
-		t->bad_events, t->bad_defs, t->unknown_records);
+		",\"unknown_records\":%" PRIu64 ",\"live_segments\":%" PRIu64 ",\"seq_gaps\":%" PRIu64
+		",\"polls_unknown\":%"
+		PRIu64 ",\"loop_turns_unknown\":%" PRIu64 ",\"parks_unknown\":%" PRIu64
+		",\"sched_delay_unknown\":%" PRIu64 "}", t->files, t->readable, t->unreadable,
+		t->bad_args, t->damaged_files, t->truncated_segments, t->corrupt_segments,
+		t->corrupt_chunks, t->bad_events, t->bad_defs, t->unknown_records, t->live_segments,
+		t->seq_gaps, s->polls_unknown, s->turns_unknown, s->parks_unknown, s->sched_unknown);
 	fputs(",\"warnings\":[", f);
 	for (size_t i = 0; i < t->nwarnings; i++) {
 		if (i)
@@ -1319,6 +1334,27 @@ static void print_text(FILE *f, struct sum *s)
 		" file(s), %" PRIu64 " unreadable, %" PRIu64 " truncated, %" PRIu64 " with corrupt data\n",
 		s->drops_events, s->drops_samples, t->files + t->bad_args, t->unreadable + t->bad_args,
 		t->truncated_segments, t->corrupt_segments);
+	if (s->drops_events || s->drops_samples) {
+		fputs("  dropped by reason:", f);
+		for (int r = 0, n = 0; r <= D9_DROP_REASON_MAX + 1; r++) {
+			const char *name = r <= D9_DROP_REASON_MAX ? d9_drop_reason_name((uint64_t)r) : NULL;
+			if (s->drop_reasons[r])
+				fprintf(f, "%s %s %" PRIu64, n++ ? "," : "", name ? name : "unknown",
+					s->drop_reasons[r]);
+		}
+		fputc('\n', f);
+	}
+	if (t->seq_gaps)
+		fprintf(f, "  %" PRIu64 " gap(s) in a process's segment_seq: segments missing from "
+			"the input\n", t->seq_gaps);
+	if (t->live_segments)
+		fprintf(f, "  %" PRIu64 " segment(s) still being written (.active of a live process): "
+			"read up to their last complete chunk\n", t->live_segments);
+	if (s->polls_unknown || s->turns_unknown || s->parks_unknown || s->sched_unknown)
+		fprintf(f, "  unknown (a gap in the data between their two ends; left out of every "
+			"duration): %" PRIu64 " polls, %" PRIu64 " loop turns, %" PRIu64 " parks, %" PRIu64
+			" scheduling delays\n", s->polls_unknown, s->turns_unknown, s->parks_unknown,
+			s->sched_unknown);
 	for (size_t i = 0; i < t->nwarnings; i++)
 		fprintf(f, "  warning: %s\n", t->warnings[i]);
 	char sw[2][160];
@@ -1335,7 +1371,9 @@ static void summary_help(FILE *f)
 		"scheduling delay, timer lateness, blocking calls, run-queue depth, idle workers,\n"
 		"CPU hot spots (the top 20 functions by on- and off-CPU samples; each long poll with\n"
 		"its samples and hottest stacks) and data quality. Without a runtime (generic mode),\n"
-		"loop turns take the place of polls.\n\n"
+		"loop turns take the place of polls. A poll, park, loop turn or scheduling delay with\n"
+		"a gap in the data between its two ends (dropped events, a damaged or missing part of\n"
+		"the trace) is counted as unknown and left out of every duration.\n\n"
 		"options:\n"
 		"  --json           one JSON object for scripts (keys in README.md, \"Analyzer\")\n"
 		"  --top N          longest polls to list (default 10)\n"

@@ -1,7 +1,9 @@
 /* main.c: d9-analyze, the offline analyzer. Dispatches to one file per subcommand; without a
  * subcommand (first argument an option or an input path) it runs `summary`.
  * Exit codes: 0 ok, 2 usage, 3 nothing readable as a trace, 4 output written but some input was
- * damaged (truncated or corrupt segments: details on stderr). */
+ * damaged (truncated or corrupt segments: details on stderr). A segment without a trailer is
+ * truncated unless it is the .active file of a process still running on this host (trace.h,
+ * d9__segment_live). */
 #include "analyze.h"
 
 #include <stdio.h>

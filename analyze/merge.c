@@ -5,7 +5,8 @@
  * thread's queue until an event of that thread with a later time arrives, and is delivered
  * just before it; a process's queues are emptied before its D9__EV_PROCESS_END. Commands thus
  * see each sample between the PollStart and PollEnd of the poll it was taken in. A
- * Dropped(samples_lost) comes from the same chunks and waits with the samples. A sample
+ * Dropped(samples_lost) comes from the same chunks and waits with the samples; any other Dropped
+ * is counted here as a gap of its thread (trace.h, "Pairing across gaps"). A sample
  * older than the thread's last delivered event (another writer's order) is delivered at once.
  * Memory: the samples of one thread since its latest event, at most MAX_QUEUED of them. */
 #include "merge.h"
@@ -98,6 +99,11 @@ void d9__merge_ev(void *ctx, const struct d9__ev *ev)
 			squeue_release(m, q, ev->ns, 0);
 			q->last_ns = ev->ns;
 			q->seen = 1;
+			/* events of this thread were lost before this one, after the samples just
+			 * delivered (a Dropped of thread 0 is the writer's count for threads it could
+			 * not tell apart: all of them) */
+			if (ev->type == D9_EV_DROPPED)
+				d9__gap(ev->proc, ev->th->tid ? ev->th : NULL, ev->ns);
 		}
 	} else if (ev->th) {
 		m->oom = 1;

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ struct d9__seg {
 	int64_t start_real;
 	const char *process, *cmdline, *hostname, *boot_id;
 	struct d9__proc *proc;
+	int live; /* an .active file its process, alive on this host, is still writing */
 };
 
 struct d9__istr {
@@ -245,11 +247,36 @@ static struct d9__proc *find_proc(struct d9__trace *t, const struct d9__seg *s)
 	p->hostname = s->hostname;
 	p->boot_id = s->boot_id;
 	p->idx = (uint32_t)t->nprocs;
+	p->gap_ns = p->last_ns = INT64_MIN;
 	if (push(&t->procs, &t->nprocs, p)) {
 		free(p);
 		return NULL;
 	}
 	return p;
+}
+
+/* Decides what trace.h says of d9__segment_live. A reused pid can make a dead process's file
+ * look live; crash recovery seals such files when the agent next starts. */
+int d9__segment_live(const char *path, const struct d9_header *h)
+{
+	size_t n = strlen(path);
+	char host[256], boot[64] = "";
+
+	if (n < 7 || strcmp(path + n - 7, ".active") || !h->pid || h->pid > INT32_MAX)
+		return 0;
+	if (gethostname(host, sizeof(host)) != 0)
+		return 0;
+	host[sizeof(host) - 1] = 0;
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (f) {
+		if (!fgets(boot, sizeof(boot), f))
+			boot[0] = 0;
+		fclose(f);
+	}
+	boot[strcspn(boot, "\n")] = 0;
+	if (strcmp(host, h->hostname) || !boot[0] || strcmp(boot, h->boot_id))
+		return 0;
+	return kill((pid_t)h->pid, 0) == 0 || errno == EPERM;
 }
 
 static int cmp_seg(const void *a, const void *b)
@@ -309,6 +336,7 @@ int d9__trace_open(struct d9__trace *t, char **args, int nargs)
 		s->cmdline = d9__trace_intern(t, h->cmdline, h->cmdline_len);
 		s->hostname = d9__trace_intern(t, h->hostname, strlen(h->hostname));
 		s->boot_id = d9__trace_intern(t, h->boot_id, strlen(h->boot_id));
+		s->live = d9__segment_live(s->path, h);
 		/* the first events can predate the segment's start (they wait in buffers while the
 		 * writer creates the file): the first EVENTS chunk of the file moves the start back */
 		struct d9_chunk c;
@@ -349,6 +377,42 @@ int d9__trace_open(struct d9__trace *t, char **args, int nargs)
 	return 0;
 }
 
+/* ---- gaps ------------------------------------------------------------------------------------ */
+void d9__gap(struct d9__proc *p, struct d9__thread *th, int64_t ns)
+{
+	if (th)
+		th->gaps++;
+	else
+		p->wide_gaps++;
+	p->gaps++;
+	if (ns > p->gap_ns)
+		p->gap_ns = ns;
+}
+
+void d9__pair_open(struct d9__open *o, const struct d9__ev *ev)
+{
+	o->open = 1;
+	o->mark = d9__gap_mark(ev->th);
+	o->ns = ev->ns;
+	o->real_ns = ev->real_ns;
+}
+
+int d9__pair_close(struct d9__open *o, const struct d9__ev *ev, uint64_t *dur)
+{
+	if (!o->open)
+		return D9__PAIR_NONE;
+	o->open = 0;
+	if (o->mark != d9__gap_mark(ev->th))
+		return D9__PAIR_UNKNOWN;
+	*dur = ev->ns > o->ns ? (uint64_t)ev->ns - (uint64_t)o->ns : 0;
+	return D9__PAIR_OK;
+}
+
+int d9__proc_gap_since(const struct d9__proc *p, uint64_t mark, int64_t since_ns)
+{
+	return p->gaps != mark || p->gap_ns >= since_ns;
+}
+
 /* ---- decoding -------------------------------------------------------------------------------- */
 static void on_problem(void *ctx, int kind, uint64_t offset, const char *msg)
 {
@@ -359,6 +423,8 @@ static void on_problem(void *ctx, int kind, uint64_t offset, const char *msg)
 		ss->t->unknown_records++;
 		return;
 	}
+	/* whatever the damage held is lost, for any thread of the process */
+	d9__gap(ss->seg->proc, NULL, ss->seg->proc->last_ns);
 	if (!ss->damage++) {
 		ss->first_off = offset;
 		snprintf(ss->first_msg, sizeof(ss->first_msg), "%s", msg);
@@ -546,9 +612,17 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 		ev.value = 0;
 		ev.type = e.type;
 		ev.ns = d9_time_to_mono_ns(h, e.time);
+		if (ev.ns > ss->seg->proc->last_ns)
+			ss->seg->proc->last_ns = ev.ns;
 		ev.real_ns = mono_to_real(h, ev.ns, e.time);
-		if (ev.real_ns < t->from_real || ev.real_ns >= t->to_real)
+		if (ev.real_ns < t->from_real || ev.real_ns >= t->to_real) {
+			/* merge.c counts the gap of a Dropped it delivers; one outside the window
+			 * still marks a gap: a writer records a write error's drop count when
+			 * writing works again, before the chunks that hold earlier events */
+			if (e.type == D9_EV_DROPPED && e.f[D9_F_DROP_REASON] != D9_DROP_SAMPLES_LOST)
+				d9__gap(ss->seg->proc, th->tid ? th : NULL, ev.ns);
 			continue;
+		}
 		ev.proc = ss->seg->proc;
 		ev.th = th;
 		ev.raw = &e;
@@ -647,15 +721,26 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 	memset(&ss, 0, sizeof(ss));
 	ss.t = t;
 	ss.seg = seg;
+	/* a segment missing between this one and the process's previous one (deleted, unreadable,
+	 * never written) */
+	if (seg->proc->seq_seen && seg->seq != seg->proc->last_seq + 1) {
+		t->seq_gaps++;
+		d9__gap(seg->proc, NULL, seg->proc->last_ns);
+	}
+	seg->proc->seq_seen = 1;
+	seg->proc->last_seq = seg->seq;
 	if ((err = d9_reader_open_file(&r, seg->path))) {
 		/* it opened a moment ago: the file changed under us */
 		t->unreadable++;
+		d9__gap(seg->proc, NULL, seg->proc->last_ns);
 		warn(t, "%s: %s", seg->path, err < 0 && err > -4096 ? strerror(-err) : d9_strerror(err));
 		return 0;
 	}
 	err = 0;
+	uint64_t data_end = 0; /* the end of the last chunk read */
 	d9_reader_on_problem(r, on_problem, &ss);
 	while (!t->stop && (err = d9_reader_next(r, &c)) == 1 && !ss.oom) {
+		data_end = c.offset + 12 + c.len;
 		if (c.type == D9_CHUNK_DEFS) {
 			struct d9_defs_iter it;
 			struct d9_def d;
@@ -675,10 +760,28 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 	const struct d9_reader_stats *st = d9_reader_stats(r);
 	if (err < 0 && !ss.damage)
 		on_problem(&ss, D9_PROB_TRUNCATED, st->truncated_at, "read error");
+	int truncated = st->truncated;
+	if (!st->sealed && !t->stop && !ss.oom) {
+		if (seg->live) {
+			/* being written: its last chunk may be the one the writer is writing */
+			t->live_segments++;
+			if (truncated && ss.damage == 1 && !st->corrupt_chunks && !st->bad_events &&
+			    !st->bad_defs)
+				ss.damage = truncated = 0;
+		} else if (!ss.damage) {
+			on_problem(&ss, D9_PROB_TRUNCATED, data_end ? data_end : st->data_start,
+				"no trailer: the segment was not sealed (its writer stopped)");
+			truncated = 1;
+		} else {
+			truncated = 1;
+		}
+		/* what came after the last chunk is unknown: nothing pairs across the end */
+		d9__gap(seg->proc, NULL, seg->proc->last_ns);
+	}
 	t->corrupt_chunks += st->corrupt_chunks;
 	t->bad_events += st->bad_events;
 	t->bad_defs += st->bad_defs;
-	if (st->truncated)
+	if (truncated)
 		t->truncated_segments++;
 	if (st->corrupt_chunks || st->bad_events || st->bad_defs)
 		t->corrupt_segments++;
@@ -686,7 +789,7 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 		t->damaged_files++;
 		warn(t, "%s: damaged segment (%s%" PRIu64 " corrupt chunks, %" PRIu64
 			" bad events, %" PRIu64 " bad definitions): first problem at offset %" PRIu64
-			": %s", seg->path, st->truncated ? "truncated, " : "", st->corrupt_chunks,
+			": %s", seg->path, truncated ? "truncated, " : "", st->corrupt_chunks,
 			st->bad_events, st->bad_defs, ss.first_off, ss.first_msg);
 	}
 	d9_reader_close(r);
@@ -704,6 +807,13 @@ static int run_all(struct d9__trace *t, d9__ev_fn *fn, void *ctx)
 	t->progress_start = t->progress_last = now_ns();
 	t->progress_done = 0;
 	for (size_t i = 0; i < t->nsegs; i++) {
+		struct d9__proc *p = t->segs[i].proc;
+		if (i == 0 || t->segs[i - 1].proc != p) {
+			/* a process's first segment: a prescan and the real pass each start afresh
+			 * (the gap counters only ever grow: marks stay comparable) */
+			p->seq_seen = 0;
+			p->gap_ns = p->last_ns = INT64_MIN;
+		}
 		int err = run_seg(t, &t->segs[i], fn, ctx);
 		t->progress_done += t->segs[i].size;
 		if (err || t->stop) {
@@ -749,6 +859,8 @@ int d9__trace_prescan(struct d9__trace *t, d9__ev_fn *fn, void *ctx)
 	t->unreadable = saved.unreadable;
 	t->damaged_files = saved.damaged_files;
 	t->truncated_segments = saved.truncated_segments;
+	t->live_segments = saved.live_segments;
+	t->seq_gaps = saved.seq_gaps;
 	t->corrupt_segments = saved.corrupt_segments;
 	t->corrupt_chunks = saved.corrupt_chunks;
 	t->bad_events = saved.bad_events;

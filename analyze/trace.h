@@ -51,6 +51,13 @@ struct d9__proc {
 	size_t nmodules;
 	struct d9__symtab *symtab; /* symbols.c, created on first use */
 	void *user; /* for the caller */
+	/* gaps (see "Pairing across gaps" below), kept by trace.c */
+	uint64_t wide_gaps; /* gaps of every thread: damage, a missing trailer, a segment_seq gap */
+	uint64_t gaps; /* every gap of the process: wide_gaps plus its threads' */
+	int64_t gap_ns; /* the latest time a gap reached, CLOCK_MONOTONIC ns */
+	int64_t last_ns; /* the latest event time decoded so far */
+	uint32_t last_seq; /* segment_seq of the process's previous segment in this pass */
+	int seq_seen; /* last_seq is set */
 };
 
 struct d9__thread {
@@ -59,6 +66,7 @@ struct d9__thread {
 	uint32_t idx; /* index in d9__trace.threads */
 	const char *name; /* interned; "" when unknown */
 	void *user;
+	uint64_t gaps; /* this thread's own gaps so far: its Dropped events (trace.c) */
 };
 
 /* Pseudo event types delivered after the real ones of a segment / of a process. */
@@ -88,6 +96,43 @@ struct d9__ev {
 
 typedef void d9__ev_fn(void *ctx, const struct d9__ev *ev);
 
+/* Pairing across gaps. Events may be missing where the data has a gap: a Dropped event of the
+ * thread (any reason but samples_lost, which loses only samples), a damaged chunk or event, the
+ * end of a segment without a trailer, a segment whose segment_seq does not follow the previous
+ * one's, a segment that could not be read. trace.c counts the gaps as it decodes (on the thread,
+ * or process-wide when the thread is unknown), so a command pairs two events by taking a mark at
+ * the first and comparing at the second: the two ends of a poll, a park or a loop turn (one
+ * thread), a wake and the poll it leads to (any thread of the process). A pair with a gap
+ * between its ends is "unknown": what ran in between was not seen, so its duration is not
+ * reported (README.md, "Data quality"). One mechanism for every command that pairs events. */
+struct d9__open {
+	int open; /* the opening event was seen and no closing one yet */
+	uint64_t mark; /* d9__gap_mark of the thread at the opening event */
+	int64_t ns, real_ns; /* the opening event's times */
+};
+enum { D9__PAIR_NONE = 0, D9__PAIR_OK = 1, D9__PAIR_UNKNOWN = 2 };
+
+/* The gaps a thread has met so far: its own and its process's. */
+static inline uint64_t d9__gap_mark(const struct d9__thread *th)
+{
+	return th->gaps + th->proc->wide_gaps;
+}
+/* Counts a gap at time ns: of thread th, or of every thread of p when th is NULL. trace.c
+ * calls it for damage and missing segments, merge.c for Dropped events as it delivers them
+ * (after the CPU samples that precede them). */
+void d9__gap(struct d9__proc *p, struct d9__thread *th, int64_t ns);
+/* Opens o at ev (an open pair is replaced). */
+void d9__pair_open(struct d9__open *o, const struct d9__ev *ev);
+/* Closes o at ev, a later event of the same thread: D9__PAIR_NONE when o was not open,
+ * D9__PAIR_OK when no gap lies between (*dur = ev->ns - o->ns, 0 if negative), else
+ * D9__PAIR_UNKNOWN. */
+int d9__pair_close(struct d9__open *o, const struct d9__ev *ev, uint64_t *dur);
+/* Across threads (wake -> poll): 1 when a gap of process p may lie between the instant
+ * since_ns, when mark = p->gaps was taken, and now: a gap was counted since the mark, or one
+ * counted before it reached past since_ns (another thread's chunk, written earlier, can hold
+ * later events). */
+int d9__proc_gap_since(const struct d9__proc *p, uint64_t mark, int64_t since_ns);
+
 struct d9__seg;
 struct d9__istr;
 struct d9__symtab;
@@ -114,7 +159,10 @@ struct d9__trace {
 
 	/* data quality */
 	uint64_t files, readable, unreadable, bad_args, damaged_files;
-	uint64_t truncated_segments, corrupt_segments, corrupt_chunks, bad_events, bad_defs;
+	uint64_t truncated_segments; /* ended inside a chunk, or without a trailer (not live) */
+	uint64_t live_segments; /* .active of a process alive on this host: incomplete, not damaged */
+	uint64_t seq_gaps; /* a process's segment followed by one whose segment_seq is not the next */
+	uint64_t corrupt_segments, corrupt_chunks, bad_events, bad_defs;
 	uint64_t unknown_records; /* unknown chunk, event or definition kinds (newer writer) */
 	uint64_t events; /* events delivered (inside the window) */
 	uint64_t bytes; /* total size of the readable segment files */
@@ -151,6 +199,14 @@ void d9__trace_close(struct d9__trace *t);
 /* The exit status: D9_EXIT_NO_TRACE when no segment was readable, D9_EXIT_DAMAGED when some
  * input was missing, unreadable or damaged, else D9_EXIT_OK. */
 int d9__trace_exit_code(const struct d9__trace *t);
+
+struct d9_header;
+/* 1 when the segment at path (header h) is an .active file its process still writes: that
+ * process runs on this host (the header's hostname and boot id are this machine's) and its pid
+ * exists. Such a segment has no trailer yet and may end inside the chunk being written: it is
+ * incomplete, not damaged. Every other segment without a trailer is truncated (its writer
+ * stopped before sealing it: a crash, a full disk). */
+int d9__segment_live(const char *path, const struct d9_header *h);
 
 /* Interned copy of s[0..n) (cut at its first NUL), valid until d9__trace_close. */
 const char *d9__trace_intern(struct d9__trace *t, const char *s, size_t n);

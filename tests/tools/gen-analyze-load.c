@@ -50,8 +50,16 @@ static void seg_end(struct seg *s, const char *dir)
 {
 	char path[4096];
 
+	struct d9_trailer tr;
+
 	if (s->open)
 		s->w.p += d9_enc_end(&s->e, 1);
+	/* sealed, as d9's writer leaves a segment (a trailer-less one reads as truncated) */
+	memset(&tr, 0, sizeof(tr));
+	if (d9_trailer_write(&s->w, &tr)) {
+		fprintf(stderr, "gen-analyze-load: trailer does not fit\n");
+		exit(1);
+	}
 	snprintf(path, sizeof(path), "%s/trace.4242.%06u.bin", dir, s->seq);
 	FILE *f = fopen(path, "wb");
 	if (!f || fwrite(s->buf, 1, (size_t)(s->w.p - s->buf), f) != (size_t)(s->w.p - s->buf)) {

@@ -54,21 +54,27 @@ static inline void gen_header(struct d9_header *h, uint32_t pid)
 	h->boot_id = "boot";
 }
 
-/* Starts a segment of at most cap bytes for pid: header, schema, and an open DEFS chunk. */
-static inline void gen_begin(struct gen *g, uint32_t pid, size_t cap)
+/* Starts a segment of at most cap bytes with header h: header, schema, an open DEFS chunk. */
+static inline void gen_begin_header(struct gen *g, const struct d9_header *h, size_t cap)
 {
-	struct d9_header h;
-
 	memset(g, 0, sizeof(*g));
 	g->cap = cap;
 	if (!(g->buf = calloc(1, cap)))
 		die("out of memory");
 	d9_wbuf_init(&g->w, g->buf, cap);
 	g->w.p += d9_prefix_encode(g->w.p, cap);
-	gen_header(&h, pid);
-	if (d9_header_write(&g->w, &h) || d9_schema_write(&g->w, 0))
+	if (d9_header_write(&g->w, h) || d9_schema_write(&g->w, 0))
 		die("header");
 	g->defs = d9_chunk_open(&g->w, D9_CHUNK_DEFS);
+}
+
+/* Starts a segment of at most cap bytes for pid, with gen_header's header. */
+static inline void gen_begin(struct gen *g, uint32_t pid, size_t cap)
+{
+	struct d9_header h;
+
+	gen_header(&h, pid);
+	gen_begin_header(g, &h, cap);
 }
 
 static inline void str(struct gen *g, uint64_t id, const char *s)
@@ -95,10 +101,22 @@ static inline void events_end(struct gen *g)
 	g->w.p += d9_enc_end(&g->e, 1);
 }
 
-/* Writes the segment to dir/name (dir is created when missing) and frees it. */
-static inline void write_out(struct gen *g, const char *dir, const char *name)
+/* Writes the segment to dir/name (dir is created when missing) and frees it; sealed: ends with
+ * a TRAILER (its totals are not checked by the analyzer), as a writer that closed it cleanly
+ * leaves it; unsealed: no trailer, as a writer that stopped (FORMAT.md, section 11). */
+static inline void write_out_as(struct gen *g, const char *dir, const char *name, int sealed)
 {
 	char path[4096];
+	struct d9_trailer tr;
+
+	memset(&tr, 0, sizeof(tr));
+	if (g->defs) {
+		if (d9_chunk_close(&g->w, g->defs))
+			die("defs chunk");
+		g->defs = NULL;
+	}
+	if (sealed && d9_trailer_write(&g->w, &tr))
+		die("trailer");
 	size_t len = (size_t)(g->w.p - g->buf);
 
 	if (g->w.err)
@@ -110,6 +128,11 @@ static inline void write_out(struct gen *g, const char *dir, const char *name)
 	if (!f || fwrite(g->buf, 1, len, f) != len || fclose(f))
 		die(path);
 	free(g->buf);
+}
+
+static inline void write_out(struct gen *g, const char *dir, const char *name)
+{
+	write_out_as(g, dir, name, 1);
 }
 
 #endif

@@ -110,10 +110,15 @@ static void ev_close(struct gen *g)
 	g->w.p += d9_enc_end(&g->e, 1);
 }
 
-/* Writes the segment to dir/name; returns its length. */
-static size_t gen_write(struct gen *g, const char *dir, const char *name)
+/* Writes the segment to dir/name, with a trailer when sealed; returns its length. */
+static size_t gen_write_as(struct gen *g, const char *dir, const char *name, int sealed)
 {
 	char path[512];
+	struct d9_trailer tr;
+
+	memset(&tr, 0, sizeof(tr));
+	if (sealed)
+		T_EQ(d9_trailer_write(&g->w, &tr), 0);
 	size_t len = (size_t)(g->w.p - g->buf);
 
 	T_EQ(g->w.err, 0);
@@ -124,6 +129,12 @@ static size_t gen_write(struct gen *g, const char *dir, const char *name)
 	fclose(f);
 	free(g->buf);
 	return len;
+}
+
+/* A sealed segment, as d9's writer leaves it. */
+static size_t gen_write(struct gen *g, const char *dir, const char *name)
+{
+	return gen_write_as(g, dir, name, 1);
 }
 
 static char top_dir[64]; /* made by main, removed after every test ran */
@@ -622,6 +633,52 @@ TEST(unpark_sched_wait)
 	free(o);
 }
 
+/* Gaps that tell no single thread (trace.h, "Pairing across gaps"): a Dropped of thread 0 (the
+ * writer's count for threads it could not tell apart) breaks worker 2's open poll; a Dropped of
+ * worker 2 written before worker 1's Wake but later in time breaks that wake's delay, not
+ * worker 1's own poll. A segment with a trailer that follows is not truncated. */
+TEST(gaps_across_threads)
+{
+	char *d = tmpdir();
+	struct d9__trace t;
+	struct sum s;
+	struct gen g;
+	struct d9_enc *e;
+
+	gen_begin(&g, 700, 0);
+	defs_open(&g);
+	d9_def_thread(&g.w, 701, 0, 1, D9_ROLE_WORKER);
+	d9_def_thread(&g.w, 702, 0, 2, D9_ROLE_WORKER);
+	defs_close(&g);
+	e = ev_open(&g, 702, 2);
+	d9_enc_poll_start(e, B + 1000000, 8, 0);
+	ev_close(&g);
+	e = ev_open(&g, 0, 0);
+	d9_enc_dropped(e, B + 2000000, 2, D9_DROP_OTHER);
+	ev_close(&g);
+	e = ev_open(&g, 702, 2);
+	d9_enc_poll_end(e, B + 3000000, 8); /* unknown: thread 0's drop is every thread's */
+	d9_enc_dropped(e, B + 50000000, 1, D9_DROP_BUFFERS_FULL);
+	ev_close(&g);
+	e = ev_open(&g, 701, 1);
+	d9_enc_wake(e, B + 10000000, 9, 0, D9_WAKE_FD, 3);
+	d9_enc_poll_start(e, B + 60000000, 9, 0); /* delay unknown: worker 2 lost events at 50 ms */
+	d9_enc_poll_end(e, B + 60010000, 9); /* known: worker 1 lost nothing */
+	ev_close(&g);
+	gen_write(&g, d, "g.bin");
+	summarise(&t, &s, d, 10, 0, NULL, NULL);
+	T_EQ(d9__trace_exit_code(&t), D9_EXIT_OK);
+	T_EQ(t.truncated_segments, 0);
+	T_EQ(s.polls.n, 1);
+	T_EQ(s.polls.max, 10000);
+	T_EQ(s.polls_unknown, 1);
+	T_EQ(s.sched.n, 0);
+	T_EQ(s.sched_unknown, 1);
+	T_EQ(s.drops_events, 3);
+	sum_free(&s);
+	d9__trace_close(&t);
+}
+
 /* Two workers of one process: worker 1 has work waiting at 5 us and 20 us while worker 2 is
  * parked ([0, 10 us) and [15 us, 30 us)); worker 2's own sample at 12 us finds worker 1
  * running. */
@@ -671,16 +728,19 @@ TEST(damaged_segments_warn_and_exit_4)
 	snprintf(path, sizeof(path), "%s/a.bin", d);
 	struct stat st;
 	T_EQ(stat(path, &st), 0);
-	/* b: cut 5 bytes into the last chunk's CRC; c: one byte of the first EVENTS chunk flipped */
+	/* b: cut in the CRC of the last EVENTS chunk (no trailer either, which follows it: 12
+	 * bytes of framing, 53 of payload); c: one byte of the first EVENTS chunk flipped */
 	char cmd[1024];
+	const long trailer = 12 + 53;
 	snprintf(cmd, sizeof(cmd), "head -c %lld %s > %s/b.bin && cp %s %s/c.bin",
-		(long long)st.st_size - 3, path, d, path, d);
+		(long long)st.st_size - trailer - 3, path, d, path, d);
 	T_EQ(system(cmd), 0);
 	snprintf(path, sizeof(path), "%s/c.bin", d);
 	FILE *f = fopen(path, "r+b");
 	T_ASSERT(f);
 	char *buf = calloc(1, (size_t)st.st_size);
 	T_EQ(fread(buf, 1, (size_t)st.st_size, f), (size_t)st.st_size);
+	T_ASSERT(buf[st.st_size - trailer] == 'D' && buf[st.st_size - trailer + 2] == D9_CHUNK_TRAILER);
 	/* the first EVENTS chunk: type byte 4 after "D9" */
 	long at = -1;
 	for (long i = 16; i + 3 < st.st_size; i++)
