@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -319,15 +320,30 @@ static void print_result(uint64_t start_mono, uint64_t end_mono, uint64_t start_
 	fflush(stdout);
 }
 
-/* --churn: a short-lived worker (with profiling on, it opens and closes its perf events). */
+static int churn_emfile, churn_open_errors; /* atomics: the host's own open() that failed */
+
+/* --churn: a short-lived worker (with profiling on, it opens and closes its perf events). It
+ * sleeps once (a context switch: an off-CPU sample with D9_SCHED_EVENTS) and opens a file of
+ * its own, which must never fail for want of descriptors. */
 static void *churn_main(void *arg)
 {
+	struct timespec ts = { 0, 100000 };
+
 	(void)arg;
 	d9_agent_become_worker();
 	for (int i = 1; i <= 10; i++) {
 		d9_rec_poll_start((uint64_t)i, 0);
+		if (i == 5)
+			nanosleep(&ts, NULL);
 		d9_rec_poll_end((uint64_t)i);
 	}
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	else if (errno == EMFILE || errno == ENFILE)
+		__atomic_add_fetch(&churn_emfile, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_add_fetch(&churn_open_errors, 1, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -356,13 +372,21 @@ static void count_fds(int *all, int *perf)
 	closedir(d);
 }
 
-/* Creates opt.churn workers, 16 at a time, then reports the descriptors left open. */
+/* Creates opt.churn workers, 16 at a time, then reports the descriptors left open. With
+ * --slow-writer the first worker starts the agent, then the writer is starved (nice 19 on CPU 0,
+ * where every later worker runs too). */
 static int churn(void)
 {
 	pthread_t th[16];
-	int all0, perf0, all1, perf1, peak = 0;
+	int all0, perf0, all1, perf1, peak = 0, starved = -1;
 
 	count_fds(&all0, &perf0);
+	if (opt.slow_writer) {
+		if (pthread_create(&th[0], NULL, churn_main, NULL) != 0)
+			return 1;
+		pthread_join(th[0], NULL);
+		starved = slow_writer() == 0;
+	}
 	for (uint64_t done = 0; done < opt.churn;) {
 		int k = 0;
 		for (; k < 16 && done + (uint64_t)k < opt.churn; k++)
@@ -377,12 +401,15 @@ static int churn(void)
 				peak = perf1;
 		}
 	}
-	struct timespec ts = { 0, 300000000 }; /* the writer closes exited workers' events */
-	nanosleep(&ts, NULL);
+	/* no wait for the writer: exited workers' descriptors are closed by the workers */
 	count_fds(&all1, &perf1);
-	printf("{\"role\":\"churn\",\"threads\":%" PRIu64 ",\"fds_before\":%d,\"fds_after\":%d,"
-		"\"perf_fds_after\":%d,\"perf_fds_peak\":%d}\n", opt.churn, all0, all1, perf1, peak);
+	printf("{\"role\":\"churn\",\"pid\":%d,\"threads\":%" PRIu64 ",\"writer_starved\":%d,"
+		"\"fds_before\":%d,\"fds_after\":%d,\"perf_fds_after\":%d,\"perf_fds_peak\":%d,"
+		"\"host_emfile\":%d,\"host_open_errors\":%d}\n", (int)getpid(), opt.churn, starved, all0,
+		all1, perf1, peak, churn_emfile, churn_open_errors);
 	fflush(stdout);
+	if (opt.flush)
+		d9_agent_flush(10000);
 	return 0;
 }
 
@@ -413,7 +440,8 @@ static void usage(FILE *f)
 		"  --mix            record a poll/wake/spawn mix around each QueueSample(seq)\n"
 		"  --phases P       record a phase of N seqs on the main thread at each SIGUSR1\n"
 		"  --term-handler   install a host SIGTERM handler (the program then returns normally)\n"
-		"  --churn K        only create K short-lived workers (16 at a time) and report open fds\n");
+		"  --churn K        only create K short-lived workers (16 at a time) and report open fds\n"
+		"                   (with --slow-writer: the writer starved; --flush: flush at the end)\n");
 }
 
 static int parse_u64(const char *s, uint64_t *out)
