@@ -210,6 +210,27 @@ static int write_pending_defs(struct d9__segment *s)
 
 /* ---- segments ----------------------------------------------------------------------------------- */
 
+/* The active segment's identity at open: the program may close every descriptor (a daemon after
+ * start) and get the number back for a file of its own, which must never receive a chunk. */
+static dev_t seg_dev;
+static ino_t seg_ino;
+
+/* 1 when the segment's descriptor is no longer the file the writer opened: it is then left
+ * alone (not written, truncated or closed) and the next write opens a new segment. The file
+ * keeps what was written before; chunks a closed descriptor refused are counted as write drops. */
+static int seg_taken(struct d9__segment *s)
+{
+	struct stat st;
+
+	if (s->fd < 0 || (fstat(s->fd, &st) == 0 && st.st_dev == seg_dev && st.st_ino == seg_ino))
+		return 0;
+	d9__log_once(D9_LOG_WARN, "the trace segment's descriptor (fd %d) was closed or replaced by "
+		"the program; the agent leaves it alone and continues in a new segment (%s stays "
+		"unsealed)", s->fd, s->path);
+	s->fd = -1;
+	return 1;
+}
+
 static int seg_open(void)
 {
 	struct d9__agent *g = &d9__g;
@@ -229,12 +250,19 @@ static int seg_open(void)
 		if (s->fd >= 0 || errno != EEXIST)
 			break;
 	}
+	struct stat st;
+	if (s->fd >= 0 && fstat(s->fd, &st) != 0) {
+		close(s->fd); /* just opened: ours */
+		s->fd = -1;
+	}
 	if (s->fd < 0) {
 		int err = -errno;
 		if (err == -ENOENT)
 			d9__mkdirs(g->cfg.dir); /* the directory was removed under us: retry next time */
 		return err;
 	}
+	seg_dev = st.st_dev;
+	seg_ino = st.st_ino;
 	d9__budget_enforce(g->cfg.max_file_size);
 	d9__clock_anchor(&a);
 	struct d9_header h = {
@@ -302,7 +330,7 @@ static void seg_seal(void)
 	char sealed[4096];
 	struct d9_wbuf w;
 
-	if (s->fd < 0)
+	if (s->fd < 0 || seg_taken(s))
 		return;
 	if (s->tr.first_time == UINT64_MAX)
 		s->tr.first_time = 0;
@@ -388,6 +416,7 @@ static int seg_ready(size_t size)
 	struct d9__agent *g = &d9__g;
 	struct d9__segment *s = &g->seg;
 
+	seg_taken(s);
 	if (s->fd >= 0 && s->size + size > g->cfg.max_file_size && s->tr.events > 0)
 		seg_seal();
 	if (s->fd < 0)
