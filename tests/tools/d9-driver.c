@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,6 +55,7 @@ struct thr {
 
 static struct thr *thrs;
 static const char *dlopen_path; /* --dlopen: a library to load after recording */
+static const char *close_fds_dir; /* --close-fds: the host's files go there */
 static pthread_barrier_t start_barrier, end_barrier;
 static volatile sig_atomic_t term_seen;
 static int held, release; /* atomics of --holders */
@@ -413,6 +415,106 @@ static int churn(void)
 	return 0;
 }
 
+/* --close-fds DIR: a daemon that closes every descriptor from 3 to 1023 after start, while its
+ * profiled workers run, and opens its own files (DIR/host.K: they get the numbers the agent had).
+ * Then the workers exit (the agent gives up the perf descriptors it had: it must leave the host's
+ * files alone), new workers run, and the host checks that each of its descriptors is still the
+ * file it opened, appends a line and closes it. Prints {"role":"close-fds",...}. */
+#define CF_FILES 32
+#define CF_WORKERS 4
+
+static int cf_stop, cf_started;
+
+static void *cf_worker(void *arg)
+{
+	struct timespec ts = { 0, 1000000 };
+
+	(void)arg;
+	d9_agent_become_worker(); /* opens the perf events before it counts itself started */
+	__atomic_add_fetch(&cf_started, 1, __ATOMIC_RELEASE);
+	for (uint64_t i = 1; !__atomic_load_n(&cf_stop, __ATOMIC_ACQUIRE); i++) {
+		d9_rec_poll_start(i, 0);
+		for (volatile int k = 0; k < 200000; k++)
+			;
+		d9_rec_poll_end(i);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+/* Runs CF_WORKERS workers until they have all started plus `ms` milliseconds, then stops them. */
+static int cf_round(uint64_t ms)
+{
+	pthread_t th[CF_WORKERS];
+
+	__atomic_store_n(&cf_stop, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&cf_started, 0, __ATOMIC_RELEASE);
+	for (int i = 0; i < CF_WORKERS; i++)
+		if (pthread_create(&th[i], NULL, cf_worker, NULL) != 0)
+			return -1;
+	while (__atomic_load_n(&cf_started, __ATOMIC_ACQUIRE) < CF_WORKERS)
+		sleep_us(1000);
+	sleep_us(ms * 1000);
+	__atomic_store_n(&cf_stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < CF_WORKERS; i++)
+		pthread_join(th[i], NULL);
+	return 0;
+}
+
+static int close_fds(const char *dir)
+{
+	pthread_t th[CF_WORKERS];
+	struct { int fd; dev_t dev; ino_t ino; } h[CF_FILES];
+	int all0, perf0, all1, perf1, bad = 0, short_writes = 0;
+	char path[4096], line[64];
+
+	__atomic_store_n(&cf_stop, 0, __ATOMIC_RELEASE);
+	for (int i = 0; i < CF_WORKERS; i++)
+		if (pthread_create(&th[i], NULL, cf_worker, NULL) != 0)
+			return 1;
+	while (__atomic_load_n(&cf_started, __ATOMIC_ACQUIRE) < CF_WORKERS)
+		sleep_us(1000);
+	sleep_us(100000); /* samples in the rings, the writer running */
+	count_fds(&all0, &perf0);
+	for (int fd = 3; fd < 1024; fd++)
+		close(fd);
+	for (int k = 0; k < CF_FILES; k++) {
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/host.%d", dir, k);
+		h[k].fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND, 0644);
+		if (h[k].fd < 0 || fstat(h[k].fd, &st) != 0)
+			return 1;
+		h[k].dev = st.st_dev;
+		h[k].ino = st.st_ino;
+		int n = snprintf(line, sizeof(line), "host %d open\n", k);
+		if (write(h[k].fd, line, (size_t)n) != n)
+			short_writes++;
+	}
+	__atomic_store_n(&cf_stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < CF_WORKERS; i++)
+		pthread_join(th[i], NULL);
+	if (cf_round(200) != 0) /* new workers: new descriptors, some above the host's files */
+		return 1;
+	count_fds(&all1, &perf1);
+	for (int k = 0; k < CF_FILES; k++) {
+		struct stat st;
+		if (fcntl(h[k].fd, F_GETFD) < 0 || fstat(h[k].fd, &st) != 0 || st.st_dev != h[k].dev ||
+			st.st_ino != h[k].ino) {
+			bad++;
+			continue;
+		}
+		int n = snprintf(line, sizeof(line), "host %d close\n", k);
+		if (write(h[k].fd, line, (size_t)n) != n)
+			short_writes++;
+		close(h[k].fd);
+	}
+	printf("{\"role\":\"close-fds\",\"pid\":%d,\"files\":%d,\"first_fd\":%d,\"last_fd\":%d,"
+		"\"perf_fds_before\":%d,\"perf_fds_after\":%d,\"host_fds_bad\":%d,\"short_writes\":%d}\n",
+		(int)getpid(), CF_FILES, h[0].fd, h[CF_FILES - 1].fd, perf0, perf1, bad, short_writes);
+	fflush(stdout);
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: d9-driver [-t THREADS] [-n EVENTS_PER_THREAD] [OPTIONS]\n"
@@ -441,7 +543,8 @@ static void usage(FILE *f)
 		"  --phases P       record a phase of N seqs on the main thread at each SIGUSR1\n"
 		"  --term-handler   install a host SIGTERM handler (the program then returns normally)\n"
 		"  --churn K        only create K short-lived workers (16 at a time) and report open fds\n"
-		"                   (with --slow-writer: the writer starved; --flush: flush at the end)\n");
+		"                   (with --slow-writer: the writer starved; --flush: flush at the end)\n"
+		"  --close-fds DIR  a daemon closing fds 3..1023 while profiled, then opening DIR/host.*\n");
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -479,6 +582,7 @@ int main(int argc, char **argv)
 		{ "settle-ms", required_argument, NULL, 'S' },
 		{ "dlopen", required_argument, NULL, 'D' },
 		{ "churn", required_argument, NULL, 'C' },
+		{ "close-fds", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -517,6 +621,7 @@ int main(int argc, char **argv)
 		case 'L': bad = parse_u64(optarg, &v) || v > 100000; opt.spawn_ls = (int)v; break;
 		case 'D': dlopen_path = optarg; break;
 		case 'C': bad = parse_u64(optarg, &opt.churn) || opt.churn < 1; break;
+		case 'K': close_fds_dir = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: bad = 1; break;
 		}
@@ -532,6 +637,8 @@ int main(int argc, char **argv)
 
 	if (opt.churn)
 		return churn();
+	if (close_fds_dir)
+		return close_fds(close_fds_dir);
 	if (opt.term_handler) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof(sa));
