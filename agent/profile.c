@@ -55,8 +55,9 @@ struct ring {
 	dev_t dev; /* the descriptor's identity at open: fd_ours() compares before every use */
 	ino_t ino;
 	uint64_t id; /* PERF_EVENT_IOC_ID, 0 if the kernel has none */
-	uint8_t *base; /* the mapping (or the heap copy): one metadata page, then data_size bytes */
+	uint8_t *base; /* the mapping (or the heap copy): the metadata page, then data_size bytes */
 	size_t map_len, data_size;
+	size_t data_off; /* where the data starts: 4096 in a mapping, after the metadata in a copy */
 	int copied; /* base is a malloc'd copy of the unread samples (the worker exited) */
 };
 
@@ -180,7 +181,7 @@ static void ring_close(struct ring *r)
 	ring_release_fd(r, 0);
 	if (r->base && r->copied) {
 		free(r->base);
-		__atomic_sub_fetch(&P.copy_bytes, r->data_size, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&P.copy_bytes, r->map_len, __ATOMIC_RELAXED);
 	} else if (r->base) {
 		munmap(r->base, r->map_len);
 	}
@@ -245,6 +246,7 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	for (; pages >= 8; pages /= 2) {
 		r->data_size = pages * 4096;
 		r->map_len = r->data_size + 4096;
+		r->data_off = 4096;
 		void *m = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
 		if (m != MAP_FAILED) {
 			r->base = m;
@@ -557,25 +559,28 @@ static uint64_t ring_keep(struct ring *r)
 	uint64_t n = head - tail;
 	if (n > r->data_size)
 		n = 0; /* cannot happen with a sane kernel */
-	if (n && __atomic_add_fetch(&P.copy_bytes, n, __ATOMIC_RELAXED) <= COPY_MAX)
-		copy = malloc(4096 + n);
+	size_t len = sizeof(struct perf_event_mmap_page) + n; /* the copy: metadata, then data */
+	if (n && __atomic_add_fetch(&P.copy_bytes, len, __ATOMIC_RELAXED) <= COPY_MAX)
+		copy = malloc(len);
 	if (n && !copy)
-		__atomic_sub_fetch(&P.copy_bytes, n, __ATOMIC_RELAXED); /* over the budget, or no memory */
+		__atomic_sub_fetch(&P.copy_bytes, len, __ATOMIC_RELAXED); /* over the budget, or no memory */
 	if (copy) {
-		memset(copy, 0, 4096);
+		uint8_t *data = copy + sizeof(struct perf_event_mmap_page);
 		size_t at = tail % r->data_size, first = r->data_size - at < n ? r->data_size - at : n;
-		memcpy(copy + 4096, r->base + 4096 + at, first);
-		memcpy(copy + 4096 + first, r->base + 4096, n - first);
+		memset(copy, 0, sizeof(struct perf_event_mmap_page));
+		memcpy(data, r->base + r->data_off + at, first);
+		memcpy(data + first, r->base + r->data_off, n - first);
 		((struct perf_event_mmap_page *)(void *)copy)->data_head = n;
 	} else if (n) {
 		lost = ring_count(r, tail, head);
-		d9__log_once(D9_LOG_WARN, "exited workers' samples wait for the writer beyond %u MiB: "
-			"more are counted as lost", COPY_MAX >> 20);
+		d9__log_once(D9_LOG_WARN, "samples of exited workers waiting for the writer reached "
+			"%u MiB: further ones are counted as lost", COPY_MAX >> 20);
 	}
 	munmap(r->base, r->map_len);
 	r->base = copy;
 	r->data_size = copy ? n : 0;
-	r->map_len = copy ? 4096 + n : 0;
+	r->map_len = copy ? len : 0;
+	r->data_off = sizeof(struct perf_event_mmap_page);
 	r->copied = copy != NULL;
 	return lost;
 }
@@ -800,7 +805,7 @@ static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, con
 /* Reads the ring's record at `off` into buf (records may wrap around the data area). */
 static const uint8_t *rec_at(const struct ring *r, uint64_t off, size_t len, uint8_t *buf)
 {
-	const uint8_t *data = r->base + 4096;
+	const uint8_t *data = r->base + r->data_off;
 	size_t at = off % r->data_size;
 
 	if (at + len <= r->data_size)
