@@ -331,7 +331,8 @@ fi
 
 # ---- the cap: under ulimit -n 160 at most 20 perf descriptors; the workers beyond are counted ----
 # 16 workers at a time want 32 descriptors: some are not profiled. The agent says so once, their
-# context switches (each sleeps once) are counted as lost samples, the others' are recorded.
+# context switches (each sleeps once) are counted as lost samples, the others' are recorded:
+# samples + lost >= workers.
 p=profile-cap
 if [ -n "$perf_off" ]; then
 	pl_skip $p "perf events cannot be opened here: ${perf_off:0:200}"
@@ -381,8 +382,13 @@ if "CAP_PERFMON" in err:
 if s is not None:
     if r["host_emfile"] or r["perf_fds_after"]:
         why.append("host EMFILE %d, perf descriptors after %d" % (r["host_emfile"], r["perf_fds_after"]))
-    if not s["cpu_samples"]["off"] or not s["drops"]["samples"]:
-        why.append("off-CPU samples %d, lost samples %d: want both" % (s["cpu_samples"]["off"], s["drops"]["samples"]))
+    off, lost = s["cpu_samples"]["off"], s["drops"]["samples"]
+    if not off or not lost:
+        why.append("off-CPU samples %d, lost samples %d: want both" % (off, lost))
+    # every worker sleeps once: at least one context switch each, recorded or counted as lost
+    if off + lost < r["threads"]:
+        why.append("%d off-CPU samples + %d lost < %d workers that each switched at least once"
+                   % (off, lost, r["threads"]))
 if why:
     print("FAIL profile-cap: " + "; ".join(why))
 else:
