@@ -19,6 +19,8 @@
 #   - 32 busy workers sampled by ctimer at 999 Hz keep running (no deadlock in the handler).
 #   - 20,000 short-lived workers (d9-driver --churn) with the writer starved under ulimit -n 1024:
 #     perf descriptors stay under the cap, the host's open() never fails, none is left open;
+#     under ulimit -n 160 at most 20 (profile-cap: the others' samples counted as lost); a host at
+#     its limit gets EMFILE named as such (profile-emfile);
 #     2,000 neither with recording off (D9_ENABLED=0: no writer drains).
 set -u
 . "$(dirname "$0")/lib-preload.sh"
@@ -397,6 +399,22 @@ else:
 PYEOF
 	then :; else
 		pl_fail $p "checker failed; driver: $(head -c 300 "$T/cap.out") $(head -c 300 "$T/cap.err")"
+	fi
+fi
+
+# ---- a host at its descriptor limit: EMFILE is reported as EMFILE, not as a missing privilege ----
+p=profile-emfile
+if [ -n "$perf_off" ]; then
+	pl_skip $p "perf events cannot be opened here: ${perf_off:0:200}"
+else
+	(ulimit -n 256 && exec env D9_TRACE_PATH="$T/emfile/trace.bin" D9_CPU_PROFILE=99 \
+		D9_SCHED_EVENTS=1 timeout 60 "$DRIVER" --churn 50 --fill-fds >"$T/emfile.out" 2>"$T/emfile.err")
+	n=$(grep -c 'perf_event_open: Too many open files (EMFILE, RLIMIT_NOFILE 256)' "$T/emfile.err")
+	if [ "$n" = 1 ] && ! grep -q 'CAP_PERFMON\|ctimer\|Permission' "$T/emfile.err" &&
+		grep -q '"filled":2[0-9][0-9]' "$T/emfile.out"; then
+		pl_pass $p "$(grep 'perf_event_open' "$T/emfile.err")"
+	else
+		pl_fail $p "want one line naming EMFILE and none about privileges or ctimer; stdout: $(head -c 200 "$T/emfile.out") stderr: $(head -c 400 "$T/emfile.err")"
 	fi
 fi
 

@@ -40,6 +40,7 @@ static struct {
 	int holders, spawn_ls;
 	uint64_t settle_ms;
 	uint64_t churn; /* --churn: worker threads created one batch after another */
+	int fill_fds; /* --fill-fds: with --churn, every free descriptor taken before the workers */
 } opt = { .threads = 1, .n = 1000, .sleep_us = 100, .exit = EXIT_RETURN };
 
 /* One recording thread; written by its thread, read by main after the end barrier. */
@@ -380,9 +381,11 @@ static void count_fds(int *all, int *perf)
 static int churn(void)
 {
 	pthread_t th[16];
-	int all0, perf0, all1, perf1, peak = 0, starved = -1;
+	int all0, perf0, all1, perf1, peak = 0, starved = -1, filled = 0;
 
 	count_fds(&all0, &perf0);
+	while (opt.fill_fds && open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0)
+		filled++; /* a host at its descriptor limit: perf_event_open gets EMFILE */
 	if (opt.slow_writer) {
 		if (pthread_create(&th[0], NULL, churn_main, NULL) != 0)
 			return 1;
@@ -407,8 +410,8 @@ static int churn(void)
 	count_fds(&all1, &perf1);
 	printf("{\"role\":\"churn\",\"pid\":%d,\"threads\":%" PRIu64 ",\"writer_starved\":%d,"
 		"\"fds_before\":%d,\"fds_after\":%d,\"perf_fds_after\":%d,\"perf_fds_peak\":%d,"
-		"\"host_emfile\":%d,\"host_open_errors\":%d}\n", (int)getpid(), opt.churn, starved, all0,
-		all1, perf1, peak, churn_emfile, churn_open_errors);
+		"\"host_emfile\":%d,\"host_open_errors\":%d,\"filled\":%d}\n", (int)getpid(), opt.churn,
+		starved, all0, all1, perf1, peak, churn_emfile, churn_open_errors, filled);
 	fflush(stdout);
 	if (opt.flush)
 		d9_agent_flush(10000);
@@ -543,7 +546,8 @@ static void usage(FILE *f)
 		"  --phases P       record a phase of N seqs on the main thread at each SIGUSR1\n"
 		"  --term-handler   install a host SIGTERM handler (the program then returns normally)\n"
 		"  --churn K        only create K short-lived workers (16 at a time) and report open fds\n"
-		"                   (with --slow-writer: the writer starved; --flush: flush at the end)\n"
+		"                   (with --slow-writer: the writer starved; --flush: flush at the end;\n"
+		"                   --fill-fds: every free descriptor taken first)\n"
 		"  --close-fds DIR  a daemon closing fds 3..1023 while profiled, then opening DIR/host.*\n");
 }
 
@@ -583,6 +587,7 @@ int main(int argc, char **argv)
 		{ "dlopen", required_argument, NULL, 'D' },
 		{ "churn", required_argument, NULL, 'C' },
 		{ "close-fds", required_argument, NULL, 'K' },
+		{ "fill-fds", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -622,6 +627,7 @@ int main(int argc, char **argv)
 		case 'D': dlopen_path = optarg; break;
 		case 'C': bad = parse_u64(optarg, &opt.churn) || opt.churn < 1; break;
 		case 'K': close_fds_dir = optarg; break;
+		case 'N': opt.fill_fds = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: bad = 1; break;
 		}
