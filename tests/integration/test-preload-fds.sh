@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # test-preload-fds.sh: the agent touches only descriptors it owns. A daemon (d9-driver
 # --close-fds) closes every descriptor from 3 to 1023 while its 4 workers are profiled (real
-# perf_event_open: cpu-clock and context switches), opens 32 files of its own, which get the
-# numbers the agent's perf events had, then lets those workers exit and runs 4 new ones.
+# perf_event_open: cpu-clock and context switches); 4 more workers start, whose perf events get
+# the old numbers, and the host opens 32 files of its own, which get the rest. Then the first
+# workers exit, then the second.
 #   - fds-host-files: every host descriptor is still the file the host opened (fstat device and
 #     inode), the agent closed none of them, and each file holds exactly the host's two lines.
+#     The writer's segment descriptor is taken too: the writer goes on in a new segment instead
+#     of writing trace chunks into the host's file.
+#   - fds-other-events: the first workers' exit left the second workers' perf descriptors open,
+#     though they have the numbers the first ones had (same anonymous inode: only the event id
+#     tells them apart; checking the inode alone closed 7 of the 8).
 #   - fds-said-once: the agent noticed that its descriptors were taken and said so in one line
 #     (perf events) and one line (the segment); no perf descriptor is left open.
-#     The writer's segment descriptor is taken too: the writer says so once and goes on in a new
-#     segment instead of writing trace chunks into the host's file.
 set -u
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -39,9 +43,17 @@ for k in range(r["files"]):
         bad.append("host.%d: %r" % (k, got[:80]))
 if bad:
     fail("files with bytes the host did not write: %s" % bad[:3])
-info = ("%d host files on fds %d..%d (the agent had %d perf descriptors among them) intact"
+info = ("%d host files on fds %d..%d intact (the agent had %d perf descriptors before the close)"
         % (r["files"], r["first_fd"], r["last_fd"], r["perf_fds_before"]))
 ' "$T/cf.out" "$T/host"
+
+d9_py fds-other-events '
+r = one(f[0])
+if r["perf_fds_second_set"] != r["perf_fds_before"]:
+    fail("%d perf descriptors open while the second workers ran alone, want %d as before"
+         % (r["perf_fds_second_set"], r["perf_fds_before"]))
+info = "%d perf descriptors of the second workers survived the first ones'"'"' exit" % r["perf_fds_second_set"]
+' "$T/cf.out"
 
 d9_py fds-said-once '
 r = one(f[0])

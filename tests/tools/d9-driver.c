@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -419,23 +420,25 @@ static int churn(void)
 }
 
 /* --close-fds DIR: a daemon that closes every descriptor from 3 to 1023 after start, while its
- * profiled workers run, and opens its own files (DIR/host.K: they get the numbers the agent had).
- * Then the workers exit (the agent gives up the perf descriptors it had: it must leave the host's
- * files alone), new workers run, and the host checks that each of its descriptors is still the
- * file it opened, appends a line and closes it. Prints {"role":"close-fds",...}. */
+ * profiled workers (set 0) run. A second set of workers starts then: their perf events get the
+ * numbers set 0's had, as do the 32 files the host opens next (DIR/host.K). Set 0 exits (the
+ * agent must leave those numbers alone: they are set 1's events and the host's files), then set
+ * 1. The host checks that each of its descriptors is still the file it opened, appends a line
+ * and closes it. Prints {"role":"close-fds",...}: perf descriptors before the close, while set 1
+ * runs alone (as many as before when none was taken from it), and at the end. */
 #define CF_FILES 32
 #define CF_WORKERS 4
 
-static int cf_stop, cf_started;
+static int cf_stop[2], cf_started[2];
 
 static void *cf_worker(void *arg)
 {
 	struct timespec ts = { 0, 1000000 };
+	int set = (int)(intptr_t)arg;
 
-	(void)arg;
 	d9_agent_become_worker(); /* opens the perf events before it counts itself started */
-	__atomic_add_fetch(&cf_started, 1, __ATOMIC_RELEASE);
-	for (uint64_t i = 1; !__atomic_load_n(&cf_stop, __ATOMIC_ACQUIRE); i++) {
+	__atomic_add_fetch(&cf_started[set], 1, __ATOMIC_RELEASE);
+	for (uint64_t i = 1; !__atomic_load_n(&cf_stop[set], __ATOMIC_ACQUIRE); i++) {
 		d9_rec_poll_start(i, 0);
 		for (volatile int k = 0; k < 200000; k++)
 			;
@@ -445,42 +448,38 @@ static void *cf_worker(void *arg)
 	return NULL;
 }
 
-/* Runs CF_WORKERS workers until they have all started plus `ms` milliseconds, then stops them. */
-static int cf_round(uint64_t ms)
+static int cf_start(pthread_t *th, int set)
 {
-	pthread_t th[CF_WORKERS];
-
-	__atomic_store_n(&cf_stop, 0, __ATOMIC_RELEASE);
-	__atomic_store_n(&cf_started, 0, __ATOMIC_RELEASE);
 	for (int i = 0; i < CF_WORKERS; i++)
-		if (pthread_create(&th[i], NULL, cf_worker, NULL) != 0)
+		if (pthread_create(&th[i], NULL, cf_worker, (void *)(intptr_t)set) != 0)
 			return -1;
-	while (__atomic_load_n(&cf_started, __ATOMIC_ACQUIRE) < CF_WORKERS)
+	while (__atomic_load_n(&cf_started[set], __ATOMIC_ACQUIRE) < CF_WORKERS)
 		sleep_us(1000);
-	sleep_us(ms * 1000);
-	__atomic_store_n(&cf_stop, 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static void cf_stop_set(pthread_t *th, int set)
+{
+	__atomic_store_n(&cf_stop[set], 1, __ATOMIC_RELEASE);
 	for (int i = 0; i < CF_WORKERS; i++)
 		pthread_join(th[i], NULL);
-	return 0;
 }
 
 static int close_fds(const char *dir)
 {
-	pthread_t th[CF_WORKERS];
+	pthread_t th[2][CF_WORKERS];
 	struct { int fd; dev_t dev; ino_t ino; } h[CF_FILES];
-	int all0, perf0, all1, perf1, bad = 0, short_writes = 0;
+	int all, perf0, perf1, perf2, bad = 0, short_writes = 0;
 	char path[4096], line[64];
 
-	__atomic_store_n(&cf_stop, 0, __ATOMIC_RELEASE);
-	for (int i = 0; i < CF_WORKERS; i++)
-		if (pthread_create(&th[i], NULL, cf_worker, NULL) != 0)
-			return 1;
-	while (__atomic_load_n(&cf_started, __ATOMIC_ACQUIRE) < CF_WORKERS)
-		sleep_us(1000);
+	if (cf_start(th[0], 0) != 0)
+		return 1;
 	sleep_us(100000); /* samples in the rings, the writer running */
-	count_fds(&all0, &perf0);
+	count_fds(&all, &perf0);
 	for (int fd = 3; fd < 1024; fd++)
 		close(fd);
+	if (cf_start(th[1], 1) != 0)
+		return 1;
 	for (int k = 0; k < CF_FILES; k++) {
 		struct stat st;
 		snprintf(path, sizeof(path), "%s/host.%d", dir, k);
@@ -493,12 +492,11 @@ static int close_fds(const char *dir)
 		if (write(h[k].fd, line, (size_t)n) != n)
 			short_writes++;
 	}
-	__atomic_store_n(&cf_stop, 1, __ATOMIC_RELEASE);
-	for (int i = 0; i < CF_WORKERS; i++)
-		pthread_join(th[i], NULL);
-	if (cf_round(200) != 0) /* new workers: new descriptors, some above the host's files */
-		return 1;
-	count_fds(&all1, &perf1);
+	cf_stop_set(th[0], 0);
+	count_fds(&all, &perf1);
+	sleep_us(200000);
+	cf_stop_set(th[1], 1);
+	count_fds(&all, &perf2);
 	for (int k = 0; k < CF_FILES; k++) {
 		struct stat st;
 		if (fcntl(h[k].fd, F_GETFD) < 0 || fstat(h[k].fd, &st) != 0 || st.st_dev != h[k].dev ||
@@ -512,8 +510,9 @@ static int close_fds(const char *dir)
 		close(h[k].fd);
 	}
 	printf("{\"role\":\"close-fds\",\"pid\":%d,\"files\":%d,\"first_fd\":%d,\"last_fd\":%d,"
-		"\"perf_fds_before\":%d,\"perf_fds_after\":%d,\"host_fds_bad\":%d,\"short_writes\":%d}\n",
-		(int)getpid(), CF_FILES, h[0].fd, h[CF_FILES - 1].fd, perf0, perf1, bad, short_writes);
+		"\"perf_fds_before\":%d,\"perf_fds_second_set\":%d,\"perf_fds_after\":%d,"
+		"\"host_fds_bad\":%d,\"short_writes\":%d}\n", (int)getpid(), CF_FILES, h[0].fd,
+		h[CF_FILES - 1].fd, perf0, perf1, perf2, bad, short_writes);
 	fflush(stdout);
 	return 0;
 }
