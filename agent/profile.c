@@ -638,6 +638,12 @@ void d9__profile_thread_exit(struct d9__thr *t)
 	int idle = 0;
 	if (__atomic_compare_exchange_n(&p->hold, &idle, 2, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
 		lost += ring_keep(&p->cpu) + ring_keep(&p->sw);
+		if (p->ct && __atomic_load_n(&p->ct->head, __ATOMIC_ACQUIRE) == p->ct->tail) {
+			/* an empty ctimer ring (its timer is gone; a late signal finds no t->prof) */
+			lost += __atomic_exchange_n(&p->ct->lost, 0, __ATOMIC_RELAXED);
+			munmap(p->ct, sizeof(*p->ct));
+			p->ct = NULL;
+		}
 		if (!p->cpu.base && !p->sw.base) {
 			munmap(p->swlog, sizeof(*p->swlog)); /* no sample left to tag */
 			p->swlog = NULL;
