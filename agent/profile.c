@@ -13,6 +13,12 @@
  * CPU clock instead: its signal (D9_PROFILE_SIGNAL) lands on the worker itself, whose handler
  * unwinds the interrupted context with libunwind into a lock-free per-thread ring.
  *
+ * Descriptors: a worker's perf descriptors are opened, disabled and closed only by the worker
+ * itself (never by the writer: a number closed elsewhere may be the host's by then), at most
+ * 1/8 of RLIMIT_NOFILE of them at once, and each is checked to still be the agent's event
+ * (fstat device and inode, PERF_EVENT_IOC_ID) before it is touched. At exit the worker copies
+ * the samples still in its rings to the heap for the writer and unmaps them (DESIGN.md).
+ *
  * Ordering: the writer drains the rings after it has taken the queue of finished chunks and
  * before it writes them, so a worker's samples reach the file before any events chunk of that
  * worker holding later events (the analyzer merges them by time; FORMAT.md, CpuSample). */
@@ -26,6 +32,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,12 +46,19 @@
 #define MAX_FRAMES 128
 #define KERNEL_ADDR 0xffff800000000000ull
 #define OFFCPU_DUMP 2048u /* bytes of stack per off-CPU sample, at most */
+#define FDS_MAX 4096 /* perf descriptors at most, whatever RLIMIT_NOFILE allows */
+#define COPY_MAX (4u << 20) /* bytes of exited workers' samples held for the writer, at most */
 
 /* One perf event and its ring. */
 struct ring {
-	int fd; /* -1: none */
-	uint8_t *base; /* the mapping: one metadata page, then data_size bytes */
+	int fd; /* -1: none; opened, disabled and closed only by the worker itself */
+	dev_t dev; /* the descriptor's identity at open: fd_ours() compares before every use */
+	ino_t ino;
+	uint64_t id; /* PERF_EVENT_IOC_ID, 0 if the kernel has none */
+	uint8_t *base; /* the mapping (or the heap copy): the metadata page, then data_size bytes */
 	size_t map_len, data_size;
+	size_t data_off; /* where the data starts: 4096 in a mapping, after the metadata in a copy */
+	int copied; /* base is a malloc'd copy of the unread samples (the worker exited) */
 };
 
 /* ctimer samples: written by the worker's signal handler, read by the writer. */
@@ -67,8 +82,12 @@ struct d9__prof {
 	struct ct_ring *ct;
 	timer_t timer;
 	int has_timer;
-	int dead; /* the thread exited: the writer drains what is left and frees it (P.lock) */
-	uint64_t lost; /* samples lost, not yet recorded */
+	int hold; /* atomic: 0 free, 1 the writer drains the rings, 2 the exiting worker copies them */
+	int dead; /* atomic: the thread exited; the writer drains what is left and frees it */
+	uint64_t exit_lost; /* atomic: samples the exiting worker could not keep or never took */
+	int miss_cpu, miss_sw; /* events not opened for want of descriptors (cap, EMFILE) */
+	uint64_t cpu0, csw0; /* thread CPU ns and context switches when it became a worker */
+	uint64_t lost; /* samples lost, not yet recorded (writer) */
 	uint64_t throttled_at; /* cpu-clock: CLOCK_MONOTONIC ns of a PERF_RECORD_THROTTLE, or 0 */
 	uint64_t last_ticks; /* time of the last event written for this worker's samples */
 };
@@ -85,6 +104,9 @@ static struct {
 	struct d9__unwinder *unw;
 	int unw_tried;
 	uint64_t samples, untagged, unwound; /* statistics (writer) */
+	int nfds; /* atomic: perf descriptors open (reserved before perf_event_open) */
+	uint64_t copy_bytes; /* atomic: bytes of ring copies held for the writer */
+	uint64_t foreign; /* atomic: our descriptors found closed or replaced by the program */
 } P = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 void d9__profile_init(void)
@@ -105,23 +127,82 @@ static int perf_open(struct perf_event_attr *a)
 		PERF_FLAG_FD_CLOEXEC);
 }
 
-static void ring_close(struct ring *r)
+/* The most perf descriptors the agent keeps open: 1/8 of the soft RLIMIT_NOFILE (read at every
+ * open: servers often raise it after start), at most FDS_MAX. The host keeps 7/8 for itself. */
+static int fds_cap(rlim_t *soft)
 {
-	if (r->base)
-		munmap(r->base, r->map_len);
-	if (r->fd >= 0)
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		rl.rlim_cur = (rlim_t)FDS_MAX * 8;
+	*soft = rl.rlim_cur;
+	return rl.rlim_cur / 8 < FDS_MAX ? (int)(rl.rlim_cur / 8) : FDS_MAX;
+}
+
+/* 1 when r->fd is still the event the agent opened: the program may have closed it (a daemon
+ * closing every descriptor after start) and got the number back for a file of its own. All
+ * anonymous descriptors share one inode, so the event's id decides; PERF_EVENT_IOC_ID ('$')
+ * means nothing to the other anonymous descriptors (eventfd, epoll, timerfd). */
+static int fd_ours(const struct ring *r)
+{
+	struct stat st;
+	uint64_t id = 0;
+
+	if (fstat(r->fd, &st) != 0 || st.st_dev != r->dev || st.st_ino != r->ino)
+		return 0;
+	if (!r->id)
+		return 1; /* a kernel before 3.12 (no PERF_EVENT_IOC_ID): the inode is all we have */
+	return ioctl(r->fd, PERF_EVENT_IOC_ID, &id) == 0 && id == r->id;
+}
+
+/* Gives up the ring's descriptor (the ring's mapping, if any, stays): disables the event first
+ * when `disable`, closes it only if it is still ours. A number that is no longer ours is left
+ * alone; the event lives on through its mapping until that is unmapped, so no sample is lost. */
+static void ring_release_fd(struct ring *r, int disable)
+{
+	if (r->fd < 0)
+		return;
+	if (fd_ours(r)) {
+		if (disable)
+			ioctl(r->fd, PERF_EVENT_IOC_DISABLE, 0);
 		close(r->fd);
-	r->base = NULL;
+	} else {
+		__atomic_add_fetch(&P.foreign, 1, __ATOMIC_RELAXED);
+		d9__log_once(D9_LOG_WARN, "a perf event descriptor of the agent (fd %d) was closed or "
+			"replaced by the program; the agent leaves that descriptor alone (its samples "
+			"are kept through the ring's mapping)", r->fd);
+	}
+	__atomic_sub_fetch(&P.nfds, 1, __ATOMIC_RELAXED);
 	r->fd = -1;
 }
 
-/* Opens one event on the calling thread with its ring of `pages` data pages. Returns 0 or
- * -errno (the ring stays closed). */
+static void ring_close(struct ring *r)
+{
+	ring_release_fd(r, 0);
+	if (r->base && r->copied) {
+		free(r->base);
+		__atomic_sub_fetch(&P.copy_bytes, r->map_len, __ATOMIC_RELAXED);
+	} else if (r->base) {
+		munmap(r->base, r->map_len);
+	}
+	r->base = NULL;
+	r->copied = 0;
+}
+
+/* Opens one event on the calling thread with its ring of `pages` data pages. Returns 0, -EDQUOT
+ * when the agent's descriptor cap is reached, or -errno (the ring stays closed). */
 static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t period,
 	uint32_t dump, size_t pages)
 {
 	struct perf_event_attr a;
+	struct stat st;
+	rlim_t soft;
+	int err;
 
+	if (__atomic_add_fetch(&P.nfds, 1, __ATOMIC_RELAXED) > fds_cap(&soft)) {
+		__atomic_sub_fetch(&P.nfds, 1, __ATOMIC_RELAXED);
+		return -EDQUOT;
+	}
 	memset(&a, 0, sizeof(a));
 	a.size = sizeof(a);
 	a.type = type;
@@ -147,24 +228,41 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 		a.exclude_kernel = 1; /* unprivileged (perf_event_paranoid 2): user time only */
 		r->fd = perf_open(&a);
 	}
-	if (r->fd < 0)
-		return -errno;
+	if (r->fd < 0) {
+		err = -errno;
+		goto err_count;
+	}
+	if (fstat(r->fd, &st) != 0) {
+		err = -errno;
+		goto err_close;
+	}
+	r->dev = st.st_dev;
+	r->ino = st.st_ino;
+	r->id = 0;
+	if (ioctl(r->fd, PERF_EVENT_IOC_ID, &r->id) != 0)
+		r->id = 0;
 	/* Unprivileged rings count against perf_event_mlock_kb (516 KiB per user by default):
 	 * smaller rings before none. A ring that cannot be mapped is no reason to leave perf. */
 	for (; pages >= 8; pages /= 2) {
 		r->data_size = pages * 4096;
 		r->map_len = r->data_size + 4096;
+		r->data_off = 4096;
 		void *m = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
 		if (m != MAP_FAILED) {
 			r->base = m;
+			r->copied = 0;
 			return 0;
 		}
 	}
 	d9__log_once(D9_LOG_WARN, "cannot map a perf sample ring: %s (perf_event_mlock_kb, "
 		"RLIMIT_MEMLOCK); some workers have no samples", strerror(errno));
-	close(r->fd);
+	err = -ENOBUFS;
+err_close:
+	close(r->fd); /* just opened by this thread: ours */
 	r->fd = -1;
-	return -ENOBUFS;
+err_count:
+	__atomic_sub_fetch(&P.nfds, 1, __ATOMIC_RELAXED);
+	return err;
 }
 
 /* Data pages for a ring: room for ~40 ms of samples at the rate, a power of two, 16 to max. */
@@ -315,6 +413,39 @@ static void prof_free(struct d9__prof *p)
 	free(p);
 }
 
+/* Thread CPU time (ns) and context switches so far of the calling thread. */
+static void thread_usage(uint64_t *cpu_ns, uint64_t *switches)
+{
+	struct timespec ts;
+	struct rusage ru;
+
+	*cpu_ns = *switches = 0;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+		*cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (getrusage(RUSAGE_THREAD, &ru) == 0)
+		*switches = (uint64_t)ru.ru_nvcsw + (uint64_t)ru.ru_nivcsw;
+}
+
+/* The worker could not have a descriptor for an event (err: -EDQUOT for the agent's cap, or
+ * -EMFILE/-ENFILE): says so once; returns 1 for those errors. */
+static int fds_short(int err)
+{
+	rlim_t soft;
+	int cap = fds_cap(&soft);
+
+	if (err == -EDQUOT)
+		d9__log_once(D9_LOG_WARN, "perf descriptors are capped at %d (1/8 of RLIMIT_NOFILE %llu):"
+			" workers beyond it are not profiled; their samples are counted as lost", cap,
+			(unsigned long long)soft);
+	else if (err == -EMFILE || err == -ENFILE)
+		d9__log_once(D9_LOG_WARN, "perf_event_open: %s (%s, RLIMIT_NOFILE %llu): workers that "
+			"cannot open their events are not profiled; their samples are counted as lost",
+			strerror(-err), err == -EMFILE ? "EMFILE" : "ENFILE", (unsigned long long)soft);
+	else
+		return 0;
+	return 1;
+}
+
 /* The calling thread became a worker (d9_agent_become_worker, t->busy set). */
 void d9__profile_thread_start(struct d9__thr *t)
 {
@@ -346,12 +477,21 @@ void d9__profile_thread_start(struct d9__thr *t)
 			uint32_t dump = c->stack_dump < OFFCPU_DUMP ? c->stack_dump : OFFCPU_DUMP;
 			int e2 = ring_open(&p->sw, PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES, 1,
 				dump, ring_pages(10000, dump, 256));
-			if (e2)
+			if (fds_short(e2))
+				p->miss_sw = 1;
+			else if (e2 && perf_denied(e2))
 				d9__log_once(D9_LOG_WARN, "off-CPU samples (D9_SCHED_EVENTS) are off: "
 					"perf_event_open(context-switches): %s (needs root, CAP_PERFMON "
 					"or perf_event_paranoid <= 1)", strerror(-e2));
+			else if (e2)
+				d9__log_once(D9_LOG_WARN, "off-CPU samples (D9_SCHED_EVENTS) are off: "
+					"perf_event_open(context-switches): %s", strerror(-e2));
 		}
-		if (err && mode == D9_PROF_AUTO && perf_denied(err)) {
+		if (fds_short(err)) {
+			/* no descriptor for this worker: not a reason to leave perf for the others */
+			p->miss_cpu = 1;
+			p->miss_sw = c->sched_events;
+		} else if (err && mode == D9_PROF_AUTO && perf_denied(err)) {
 			d9__log_once(D9_LOG_WARN, "perf_event_open(cpu-clock): %s; CPU samples come from "
 				"a CPU-time timer instead (ctimer mode)", strerror(-err));
 			__atomic_store_n(&P.mode, D9_PROF_CTIMER, __ATOMIC_RELAXED);
@@ -362,6 +502,8 @@ void d9__profile_thread_start(struct d9__thr *t)
 		} else if (mode == D9_PROF_AUTO && c->cpu_hz) {
 			__atomic_store_n(&P.mode, D9_PROF_PERF, __ATOMIC_RELAXED);
 		}
+		if (p->miss_cpu || p->miss_sw)
+			thread_usage(&p->cpu0, &p->csw0);
 	}
 	if (mode == D9_PROF_CTIMER && c->cpu_hz && ct_start(p) != 0)
 		d9__log_once(D9_LOG_WARN, "ctimer CPU sampling is off: %s", strerror(errno));
@@ -376,7 +518,92 @@ void d9__profile_thread_start(struct d9__thr *t)
 			strerror(errno));
 }
 
-/* The calling thread exits: sampling stops now; the writer drains the rest, then closes. */
+static const uint8_t *rec_at(const struct ring *r, uint64_t off, size_t len, uint8_t *buf);
+
+/* Samples (and the kernel's lost counts) in the ring between tail and head. */
+static uint64_t ring_count(const struct ring *r, uint64_t tail, uint64_t head)
+{
+	uint8_t buf[24];
+	uint64_t n = 0;
+
+	while (head - tail >= sizeof(struct perf_event_header)) {
+		struct perf_event_header h;
+		memcpy(&h, rec_at(r, tail, sizeof(h), buf), sizeof(h));
+		if (h.size < sizeof(h) || h.size > head - tail)
+			break;
+		if (h.type == PERF_RECORD_SAMPLE) {
+			n++;
+		} else if (h.type == PERF_RECORD_LOST && h.size >= 24) {
+			uint64_t lost;
+			memcpy(&lost, rec_at(r, tail, 24, buf) + 16, 8);
+			n += lost;
+		}
+		tail += h.size;
+	}
+	return n;
+}
+
+/* The exiting worker (its event disabled): moves the samples still unread in the ring to a heap
+ * copy of the same layout for the writer, and unmaps the ring, so nothing of a dead thread but
+ * that copy waits for the writer. Past COPY_MAX bytes of copies the samples are counted as lost
+ * instead. Returns the samples lost. */
+static uint64_t ring_keep(struct ring *r)
+{
+	uint64_t lost = 0;
+	uint8_t *copy = NULL;
+
+	if (!r->base || r->copied)
+		return 0;
+	struct perf_event_mmap_page *m = (void *)r->base;
+	uint64_t head = __atomic_load_n(&m->data_head, __ATOMIC_ACQUIRE), tail = m->data_tail;
+	uint64_t n = head - tail;
+	if (n > r->data_size)
+		n = 0; /* cannot happen with a sane kernel */
+	size_t len = sizeof(struct perf_event_mmap_page) + n; /* the copy: metadata, then data */
+	if (n && __atomic_add_fetch(&P.copy_bytes, len, __ATOMIC_RELAXED) <= COPY_MAX)
+		copy = malloc(len);
+	if (n && !copy)
+		__atomic_sub_fetch(&P.copy_bytes, len, __ATOMIC_RELAXED); /* over the budget, or no memory */
+	if (copy) {
+		uint8_t *data = copy + sizeof(struct perf_event_mmap_page);
+		size_t at = tail % r->data_size, first = r->data_size - at < n ? r->data_size - at : n;
+		memset(copy, 0, sizeof(struct perf_event_mmap_page));
+		memcpy(data, r->base + r->data_off + at, first);
+		memcpy(data + first, r->base + r->data_off, n - first);
+		((struct perf_event_mmap_page *)(void *)copy)->data_head = n;
+	} else if (n) {
+		lost = ring_count(r, tail, head);
+		d9__log_once(D9_LOG_WARN, "samples of exited workers waiting for the writer reached "
+			"%u MiB: further ones are counted as lost", COPY_MAX >> 20);
+	}
+	munmap(r->base, r->map_len);
+	r->base = copy;
+	r->data_size = copy ? n : 0;
+	r->map_len = copy ? len : 0;
+	r->data_off = sizeof(struct perf_event_mmap_page);
+	r->copied = copy != NULL;
+	return lost;
+}
+
+/* Samples a worker without its events (descriptor cap, EMFILE) would have had: its CPU time at
+ * the sampling rate, and one off-CPU sample per context switch. */
+static uint64_t samples_missed(const struct d9__prof *p)
+{
+	uint64_t cpu, csw, n = 0;
+
+	if (!p->miss_cpu && !p->miss_sw)
+		return 0;
+	thread_usage(&cpu, &csw);
+	if (p->miss_cpu && d9__g.cfg.cpu_hz && cpu > p->cpu0)
+		n += (cpu - p->cpu0) * d9__g.cfg.cpu_hz / 1000000000u;
+	if (p->miss_sw && csw > p->csw0)
+		n += csw - p->csw0;
+	return n;
+}
+
+/* The calling thread exits: sampling stops now and the thread closes its own descriptors, so
+ * none outlives it whether or not the writer gets the CPU. Unread samples go to a heap copy the
+ * writer drains; the writer frees the entry. */
 void d9__profile_thread_exit(struct d9__thr *t)
 {
 	struct d9__prof *p = t->prof;
@@ -386,17 +613,18 @@ void d9__profile_thread_exit(struct d9__thr *t)
 	t->swlog = NULL;
 	__atomic_store_n(&t->prof, NULL, __ATOMIC_RELEASE); /* the signal handler sees no ring */
 	if (p->has_timer) {
+		d9__lock(&P.lock); /* ct_check_signal disarms the timers of the list */
 		timer_delete(p->timer);
 		p->has_timer = 0;
+		d9__unlock(&P.lock);
 	}
-	if (p->cpu.fd >= 0)
-		ioctl(p->cpu.fd, PERF_EVENT_IOC_DISABLE, 0);
-	if (p->sw.fd >= 0)
-		ioctl(p->sw.fd, PERF_EVENT_IOC_DISABLE, 0);
+	ring_release_fd(&p->cpu, 1);
+	ring_release_fd(&p->sw, 1);
+	uint64_t lost = samples_missed(p);
 	d9__lock(&P.lock);
 	if (!P.draining) {
 		/* no writer drains (recording off, D9_ENABLED=0, or the agent failed to start): the
-		 * thread frees its own events, or every short-lived worker would leak them */
+		 * thread frees its own entry */
 		struct d9__prof **pp = &P.list;
 		while (*pp && *pp != p)
 			pp = &(*pp)->next;
@@ -406,8 +634,29 @@ void d9__profile_thread_exit(struct d9__thr *t)
 		prof_free(p);
 		return;
 	}
-	p->dead = 1;
 	d9__unlock(&P.lock);
+	int idle = 0;
+	if (__atomic_compare_exchange_n(&p->hold, &idle, 2, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+		lost += ring_keep(&p->cpu) + ring_keep(&p->sw);
+		if (p->ct && __atomic_load_n(&p->ct->head, __ATOMIC_ACQUIRE) == p->ct->tail) {
+			/* an empty ctimer ring (its timer is gone; a late signal finds no t->prof) */
+			lost += __atomic_exchange_n(&p->ct->lost, 0, __ATOMIC_RELAXED);
+			munmap(p->ct, sizeof(*p->ct));
+			p->ct = NULL;
+		}
+		if (!p->cpu.base && !p->sw.base) {
+			munmap(p->swlog, sizeof(*p->swlog)); /* no sample left to tag */
+			p->swlog = NULL;
+		}
+		__atomic_store_n(&p->exit_lost, lost, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->dead, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&p->hold, 0, __ATOMIC_RELEASE); /* the thread's last touch of p */
+		return;
+	}
+	/* the writer is draining this worker right now (without waiting for it: it may be starved):
+	 * the rings stay mapped until the writer frees the entry; the descriptors are closed */
+	__atomic_store_n(&p->exit_lost, lost, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->dead, 1, __ATOMIC_RELEASE); /* the thread's last touch of p */
 }
 
 /* In a forked child: the parent's workers are gone; their inherited descriptors are closed. */
@@ -419,12 +668,18 @@ void d9__profile_child(void)
 	while (p) {
 		struct d9__prof *next = p->next;
 		p->has_timer = 0; /* POSIX timers are not inherited */
-		p->cpu.base = p->sw.base = NULL; /* perf rings are not mapped in a child (VM_DONTCOPY):
-						  * only their descriptors are inherited */
+		/* perf rings are not mapped in a child (VM_DONTCOPY): only their descriptors are
+		 * inherited; heap copies are */
+		if (!p->cpu.copied)
+			p->cpu.base = NULL;
+		if (!p->sw.copied)
+			p->sw.base = NULL;
 		prof_free(p);
 		p = next;
 	}
 	P.list = NULL;
+	P.nfds = 0;
+	P.copy_bytes = 0;
 	P.draining = 0;
 	P.unw = NULL; /* the parent's unwinder: its state belongs to the writer thread */
 	P.unw_tried = 0;
@@ -436,9 +691,10 @@ void d9__profile_child(void)
  * longer reaches back that far. */
 static uint64_t coroutine_at(const struct d9__swlog *l, uint64_t when, int *unknown)
 {
-	uint64_t seq = __atomic_load_n(&l->seq, __ATOMIC_ACQUIRE);
-
 	*unknown = 0;
+	if (!l)
+		return 0; /* the worker exited with no sample left to tag (d9__profile_thread_exit) */
+	uint64_t seq = __atomic_load_n(&l->seq, __ATOMIC_ACQUIRE);
 	if (!seq)
 		return 0;
 	/* entries [lo, seq) are stable unless the thread wraps around meanwhile (checked after) */
@@ -555,7 +811,7 @@ static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, con
 /* Reads the ring's record at `off` into buf (records may wrap around the data area). */
 static const uint8_t *rec_at(const struct ring *r, uint64_t off, size_t len, uint8_t *buf)
 {
-	const uint8_t *data = r->base + 4096;
+	const uint8_t *data = r->base + r->data_off;
 	size_t at = off % r->data_size;
 
 	if (at + len <= r->data_size)
@@ -807,9 +1063,17 @@ struct d9__block *d9__profile_drain(void)
 	d9__unlock(&P.lock);
 	struct out o = { .tail = &list };
 	for (struct d9__prof *p = first; p;) {
-		d9__lock(&P.lock);
-		int dead = p->dead;
-		d9__unlock(&P.lock);
+		struct d9__prof *next = p->next;
+		int idle = 0;
+		if (!__atomic_compare_exchange_n(&p->hold, &idle, 1, 0, __ATOMIC_ACQUIRE,
+			__ATOMIC_RELAXED)) {
+			p = next; /* its thread is exiting and copying its rings: at the next drain */
+			continue;
+		}
+		/* read before draining: a dead worker's events were disabled before it said so */
+		int dead = __atomic_load_n(&p->dead, __ATOMIC_ACQUIRE);
+		if (dead)
+			p->lost += __atomic_exchange_n(&p->exit_lost, 0, __ATOMIC_RELAXED);
 		o.p = p;
 		if (p->cpu.base || p->sw.base)
 			drain_perf(&o, &a);
@@ -818,7 +1082,7 @@ struct d9__block *d9__profile_drain(void)
 		if (p->lost)
 			record_lost(&o, a.ticks);
 		out_finish(&o);
-		struct d9__prof *next = p->next;
+		__atomic_store_n(&p->hold, 0, __ATOMIC_RELEASE);
 		if (dead && !p->lost) {
 			d9__lock(&P.lock);
 			for (pp = &P.list; *pp && *pp != p; pp = &(*pp)->next)

@@ -10,15 +10,18 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +41,7 @@ static struct {
 	int holders, spawn_ls;
 	uint64_t settle_ms;
 	uint64_t churn; /* --churn: worker threads created one batch after another */
+	int fill_fds; /* --fill-fds: with --churn, every free descriptor taken before the workers */
 } opt = { .threads = 1, .n = 1000, .sleep_us = 100, .exit = EXIT_RETURN };
 
 /* One recording thread; written by its thread, read by main after the end barrier. */
@@ -53,6 +57,7 @@ struct thr {
 
 static struct thr *thrs;
 static const char *dlopen_path; /* --dlopen: a library to load after recording */
+static const char *close_fds_dir; /* --close-fds: the host's files go there */
 static pthread_barrier_t start_barrier, end_barrier;
 static volatile sig_atomic_t term_seen;
 static int held, release; /* atomics of --holders */
@@ -319,15 +324,30 @@ static void print_result(uint64_t start_mono, uint64_t end_mono, uint64_t start_
 	fflush(stdout);
 }
 
-/* --churn: a short-lived worker (with profiling on, it opens and closes its perf events). */
+static int churn_emfile, churn_open_errors; /* atomics: the host's own open() that failed */
+
+/* --churn: a short-lived worker (with profiling on, it opens and closes its perf events). It
+ * sleeps once (a context switch: an off-CPU sample with D9_SCHED_EVENTS) and opens a file of
+ * its own, which must never fail for want of descriptors. */
 static void *churn_main(void *arg)
 {
+	struct timespec ts = { 0, 100000 };
+
 	(void)arg;
 	d9_agent_become_worker();
 	for (int i = 1; i <= 10; i++) {
 		d9_rec_poll_start((uint64_t)i, 0);
+		if (i == 5)
+			nanosleep(&ts, NULL);
 		d9_rec_poll_end((uint64_t)i);
 	}
+	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	else if (errno == EMFILE || errno == ENFILE)
+		__atomic_add_fetch(&churn_emfile, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_add_fetch(&churn_open_errors, 1, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -356,13 +376,23 @@ static void count_fds(int *all, int *perf)
 	closedir(d);
 }
 
-/* Creates opt.churn workers, 16 at a time, then reports the descriptors left open. */
+/* Creates opt.churn workers, 16 at a time, then reports the descriptors left open. With
+ * --slow-writer the first worker starts the agent, then the writer is starved (nice 19 on CPU 0,
+ * where every later worker runs too). */
 static int churn(void)
 {
 	pthread_t th[16];
-	int all0, perf0, all1, perf1, peak = 0;
+	int all0, perf0, all1, perf1, peak = 0, starved = -1, filled = 0;
 
 	count_fds(&all0, &perf0);
+	while (opt.fill_fds && open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0)
+		filled++; /* a host at its descriptor limit: perf_event_open gets EMFILE */
+	if (opt.slow_writer) {
+		if (pthread_create(&th[0], NULL, churn_main, NULL) != 0)
+			return 1;
+		pthread_join(th[0], NULL);
+		starved = slow_writer() == 0;
+	}
 	for (uint64_t done = 0; done < opt.churn;) {
 		int k = 0;
 		for (; k < 16 && done + (uint64_t)k < opt.churn; k++)
@@ -377,11 +407,112 @@ static int churn(void)
 				peak = perf1;
 		}
 	}
-	struct timespec ts = { 0, 300000000 }; /* the writer closes exited workers' events */
-	nanosleep(&ts, NULL);
+	/* no wait for the writer: exited workers' descriptors are closed by the workers */
 	count_fds(&all1, &perf1);
-	printf("{\"role\":\"churn\",\"threads\":%" PRIu64 ",\"fds_before\":%d,\"fds_after\":%d,"
-		"\"perf_fds_after\":%d,\"perf_fds_peak\":%d}\n", opt.churn, all0, all1, perf1, peak);
+	printf("{\"role\":\"churn\",\"pid\":%d,\"threads\":%" PRIu64 ",\"writer_starved\":%d,"
+		"\"fds_before\":%d,\"fds_after\":%d,\"perf_fds_after\":%d,\"perf_fds_peak\":%d,"
+		"\"host_emfile\":%d,\"host_open_errors\":%d,\"filled\":%d}\n", (int)getpid(), opt.churn,
+		starved, all0, all1, perf1, peak, churn_emfile, churn_open_errors, filled);
+	fflush(stdout);
+	if (opt.flush)
+		d9_agent_flush(10000);
+	return 0;
+}
+
+/* --close-fds DIR: a daemon that closes every descriptor from 3 to 1023 after start, while its
+ * profiled workers (set 0) run. A second set of workers starts then: their perf events get the
+ * numbers set 0's had, as do the 32 files the host opens next (DIR/host.K). Set 0 exits (the
+ * agent must leave those numbers alone: they are set 1's events and the host's files), then set
+ * 1. The host checks that each of its descriptors is still the file it opened, appends a line
+ * and closes it. Prints {"role":"close-fds",...}: perf descriptors before the close, while set 1
+ * runs alone (as many as before when none was taken from it), and at the end. */
+#define CF_FILES 32
+#define CF_WORKERS 4
+
+static int cf_stop[2], cf_started[2];
+
+static void *cf_worker(void *arg)
+{
+	struct timespec ts = { 0, 1000000 };
+	int set = (int)(intptr_t)arg;
+
+	d9_agent_become_worker(); /* opens the perf events before it counts itself started */
+	__atomic_add_fetch(&cf_started[set], 1, __ATOMIC_RELEASE);
+	for (uint64_t i = 1; !__atomic_load_n(&cf_stop[set], __ATOMIC_ACQUIRE); i++) {
+		d9_rec_poll_start(i, 0);
+		for (volatile int k = 0; k < 200000; k++)
+			;
+		d9_rec_poll_end(i);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static int cf_start(pthread_t *th, int set)
+{
+	for (int i = 0; i < CF_WORKERS; i++)
+		if (pthread_create(&th[i], NULL, cf_worker, (void *)(intptr_t)set) != 0)
+			return -1;
+	while (__atomic_load_n(&cf_started[set], __ATOMIC_ACQUIRE) < CF_WORKERS)
+		sleep_us(1000);
+	return 0;
+}
+
+static void cf_stop_set(pthread_t *th, int set)
+{
+	__atomic_store_n(&cf_stop[set], 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < CF_WORKERS; i++)
+		pthread_join(th[i], NULL);
+}
+
+static int close_fds(const char *dir)
+{
+	pthread_t th[2][CF_WORKERS];
+	struct { int fd; dev_t dev; ino_t ino; } h[CF_FILES];
+	int all, perf0, perf1, perf2, bad = 0, short_writes = 0;
+	char path[4096], line[64];
+
+	if (cf_start(th[0], 0) != 0)
+		return 1;
+	sleep_us(100000); /* samples in the rings, the writer running */
+	count_fds(&all, &perf0);
+	for (int fd = 3; fd < 1024; fd++)
+		close(fd);
+	if (cf_start(th[1], 1) != 0)
+		return 1;
+	for (int k = 0; k < CF_FILES; k++) {
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/host.%d", dir, k);
+		h[k].fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND, 0644);
+		if (h[k].fd < 0 || fstat(h[k].fd, &st) != 0)
+			return 1;
+		h[k].dev = st.st_dev;
+		h[k].ino = st.st_ino;
+		int n = snprintf(line, sizeof(line), "host %d open\n", k);
+		if (write(h[k].fd, line, (size_t)n) != n)
+			short_writes++;
+	}
+	cf_stop_set(th[0], 0);
+	count_fds(&all, &perf1);
+	sleep_us(200000);
+	cf_stop_set(th[1], 1);
+	count_fds(&all, &perf2);
+	for (int k = 0; k < CF_FILES; k++) {
+		struct stat st;
+		if (fcntl(h[k].fd, F_GETFD) < 0 || fstat(h[k].fd, &st) != 0 || st.st_dev != h[k].dev ||
+			st.st_ino != h[k].ino) {
+			bad++;
+			continue;
+		}
+		int n = snprintf(line, sizeof(line), "host %d close\n", k);
+		if (write(h[k].fd, line, (size_t)n) != n)
+			short_writes++;
+		close(h[k].fd);
+	}
+	printf("{\"role\":\"close-fds\",\"pid\":%d,\"files\":%d,\"first_fd\":%d,\"last_fd\":%d,"
+		"\"perf_fds_before\":%d,\"perf_fds_second_set\":%d,\"perf_fds_after\":%d,"
+		"\"host_fds_bad\":%d,\"short_writes\":%d}\n", (int)getpid(), CF_FILES, h[0].fd,
+		h[CF_FILES - 1].fd, perf0, perf1, perf2, bad, short_writes);
 	fflush(stdout);
 	return 0;
 }
@@ -413,7 +544,10 @@ static void usage(FILE *f)
 		"  --mix            record a poll/wake/spawn mix around each QueueSample(seq)\n"
 		"  --phases P       record a phase of N seqs on the main thread at each SIGUSR1\n"
 		"  --term-handler   install a host SIGTERM handler (the program then returns normally)\n"
-		"  --churn K        only create K short-lived workers (16 at a time) and report open fds\n");
+		"  --churn K        only create K short-lived workers (16 at a time) and report open fds\n"
+		"                   (with --slow-writer: the writer starved; --flush: flush at the end;\n"
+		"                   --fill-fds: every free descriptor taken first)\n"
+		"  --close-fds DIR  a daemon closing fds 3..1023 while profiled, then opening DIR/host.*\n");
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -451,6 +585,8 @@ int main(int argc, char **argv)
 		{ "settle-ms", required_argument, NULL, 'S' },
 		{ "dlopen", required_argument, NULL, 'D' },
 		{ "churn", required_argument, NULL, 'C' },
+		{ "close-fds", required_argument, NULL, 'K' },
+		{ "fill-fds", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -489,6 +625,8 @@ int main(int argc, char **argv)
 		case 'L': bad = parse_u64(optarg, &v) || v > 100000; opt.spawn_ls = (int)v; break;
 		case 'D': dlopen_path = optarg; break;
 		case 'C': bad = parse_u64(optarg, &opt.churn) || opt.churn < 1; break;
+		case 'K': close_fds_dir = optarg; break;
+		case 'N': opt.fill_fds = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: bad = 1; break;
 		}
@@ -504,6 +642,8 @@ int main(int argc, char **argv)
 
 	if (opt.churn)
 		return churn();
+	if (close_fds_dir)
+		return close_fds(close_fds_dir);
 	if (opt.term_handler) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof(sa));
