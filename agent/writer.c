@@ -228,8 +228,14 @@ static int seg_open(void)
 		err = d9__file_create(&s->f, s->path, O_WRONLY | O_APPEND);
 	}
 	if (err) {
-		if (err == -ENOENT)
-			d9__mkdirs(g->cfg.dir); /* the directory was removed under us: retry next time */
+		/* the directory was removed under us: made again with the start's checks (someone
+		 * else may have made it first), at most every 10 s; writes fail (counted) meanwhile */
+		static uint64_t dir_tried_ns;
+		uint64_t now = d9__mono_ns();
+		if (err == -ENOENT && (!dir_tried_ns || now - dir_tried_ns >= 10000000000ull)) {
+			dir_tried_ns = now;
+			d9__trace_dir_prepare(&g->cfg);
+		}
 		return err;
 	}
 	d9__budget_enforce(g->cfg.max_file_size);

@@ -1,5 +1,6 @@
 /* inputs.c: expands TRACE arguments into segment files. A directory contributes its segment
- * files sorted by name, which for one process series is the order they were written. */
+ * files (regular files only) sorted by name, which for one process series is the order they
+ * were written. */
 #include "inputs.h"
 
 #include <dirent.h>
@@ -70,6 +71,14 @@ int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
 				continue;
 			char path[4096];
 			snprintf(path, sizeof(path), "%s/%s", args[i], e->d_name);
+			/* a FIFO or device named like a segment would block or never end the read
+			 * (anyone can plant one in a shared directory); named files are taken as
+			 * given, so `d9-analyze <(zcat ...)` still works */
+			struct stat es;
+			if (stat(path, &es) != 0 || !S_ISREG(es.st_mode)) {
+				fprintf(stderr, "d9-analyze: %s: skipped: not a regular file\n", path);
+				continue;
+			}
 			if (add(in, path)) {
 				closedir(d);
 				return -ENOMEM;
