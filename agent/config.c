@@ -242,9 +242,10 @@ int d9__config_load(struct d9__config *c)
 			return bad("D9_TRACE_PATH", v, "too long", "a path shorter than 1900 bytes");
 		snprintf(c->trace_path, sizeof(c->trace_path), "%s", v);
 	} else {
-		/* per-user directory: writable for an unprivileged user, kept across reboots */
+		/* per-user directory: writable for an unprivileged user, kept across reboots; named
+		 * by the effective uid, the owner the directory check asks for (setuid programs) */
 		snprintf(c->trace_path, sizeof(c->trace_path), "/var/tmp/d9-%u/trace.bin",
-			(unsigned)getuid());
+			(unsigned)geteuid());
 	}
 	if ((why = d9__path_check(c)))
 		return bad("D9_TRACE_PATH", c->trace_path, why,
