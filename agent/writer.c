@@ -337,15 +337,22 @@ static void seg_seal(void)
 	s->tr.chunks += 1; /* the trailer itself */
 	d9_wbuf_init(&w, buf, sizeof(buf));
 	d9_trailer_write(&w, &s->tr);
-	if (!w.err && d9__file_write(&s->f, buf, (size_t)(w.p - buf)) == 0) {
+	int sealed_ok = !w.err && d9__file_write(&s->f, buf, (size_t)(w.p - buf)) == 0;
+	if (sealed_ok) {
 		s->size += (uint64_t)(w.p - buf);
 		s->good = s->size;
+	} else {
+		cut_back(s);
 	}
-	cut_back(s); /* also gives back the blocks of the reserve */
-	d9__file_close(&s->f);
+	/* renamed right after the trailer (a kill in between leaves an .active with a trailer,
+	 * which recovery handles); then the reserve's blocks are given back */
 	seg_name(sealed, sizeof(sealed), s->seq, ".bin");
-	if (rename(s->path, sealed) != 0) {
-		d9__log_once(D9_LOG_WARN, "cannot rename %s: %s", s->path, strerror(errno));
+	int renamed = rename(s->path, sealed) == 0 ? 0 : -errno;
+	if (sealed_ok)
+		cut_back(s);
+	d9__file_close(&s->f);
+	if (renamed) {
+		d9__log_once(D9_LOG_WARN, "cannot rename %s: %s", s->path, strerror(-renamed));
 		return;
 	}
 	d9__log(D9_LOG_DEBUG, "segment %s sealed (%llu bytes)", sealed, (unsigned long long)s->size);

@@ -76,7 +76,9 @@ int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
 			 * given, so `d9-analyze <(zcat ...)` still works */
 			struct stat es;
 			if (stat(path, &es) != 0 || !S_ISREG(es.st_mode)) {
-				fprintf(stderr, "d9-analyze: %s: skipped: not a regular file\n", path);
+				fprintf(stderr, "d9-analyze: %s: skipped: %s\n", path,
+					S_ISDIR(es.st_mode) ? "a directory" : "not a regular file");
+				(*bad)++; /* input that could not be read: exit status 4 */
 				continue;
 			}
 			if (add(in, path)) {

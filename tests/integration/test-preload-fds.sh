@@ -61,7 +61,7 @@ err = open(f[1]).read()
 n = err.count("a perf event descriptor of the agent")
 if n != 1:
     fail("want one line about the perf descriptors taken, got %d: %s" % (n, err[:300]))
-if err.count("the trace segment'"'"'s descriptor") != 1:
+if err.count("closed or reused d9'"'"'s descriptor") != 1:
     fail("want one line about the segment'"'"'s descriptor: %s" % err[:300])
 if "CAP_PERFMON" in err or "Too many open files" in err:
     fail("stderr: %s" % err[:300])

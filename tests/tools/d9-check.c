@@ -454,8 +454,8 @@ static void read_file(struct file *f)
 			f->bad_events);
 	if (f->truncated && !f->active_name)
 		ERROR("%s: a sealed segment is truncated at offset %" PRIu64, f->path, st->truncated_at);
-	if (f->active_name && f->sealed)
-		ERROR("%s: an .active segment has a trailer", f->path);
+	/* an .active segment with a trailer is a seal killed between the trailer's write and the
+	 * rename (one system call apart): legal, recovery renames it (writer.c recover_one) */
 	d9_reader_close(r);
 	free(defs);
 }
