@@ -75,9 +75,11 @@ int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
 			 * (anyone can plant one in a shared directory); named files are taken as
 			 * given, so `d9-analyze <(zcat ...)` still works */
 			struct stat es;
-			if (stat(path, &es) != 0 || !S_ISREG(es.st_mode)) {
-				fprintf(stderr, "d9-analyze: %s: skipped: %s\n", path,
-					S_ISDIR(es.st_mode) ? "a directory" : "not a regular file");
+			int st_err = stat(path, &es) != 0 ? errno : 0;
+			if (st_err || !S_ISREG(es.st_mode)) {
+				fprintf(stderr, "d9-analyze: %s: skipped: %s\n", path, st_err ?
+					strerror(st_err) : S_ISDIR(es.st_mode) ? "a directory" :
+					"not a regular file");
 				(*bad)++; /* input that could not be read: exit status 4 */
 				continue;
 			}
