@@ -71,7 +71,8 @@ for sig in sigterm sigint; do
 		d9_kill "$pid"
 		continue
 	fi
-	sleep 0.2
+	# every thread in its wait (main in pause, the workers parked), not just about to be
+	d9_wait_for 20 d9_all_asleep "$pid"
 	kill -s "${sig#sig}" "$pid"
 	d9_wait_pid "$pid" 20; rc=$D9_RC
 	d9_check "$T/k$sig.json" --expect-n 100000 --park-every 1000 --tail-extra 1 --driver "$T/k$sig.out" "$d"
@@ -146,11 +147,26 @@ if not s["truncated"] or s["open"] != "ok" or c["corrupt_chunks"]:
 fi
 
 # ---- recovery by the next process with the same D9_TRACE_PATH ------------------------------------
-d9_run "$T/rec.out" "$T/rec.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M -- -t 1 -n 10
-rc=$?
+# The next process recovers the file when its writer starts and hands it to its compressor
+# (symbols, then gzip, at nice 19), which at exit gets 2 s at most: on a busy machine that is
+# not enough, and the recovered segment would stay .bin. So this process stays alive (hang)
+# until the series is settled (the recovered .bin.gz there, no temporary file), then SIGTERM
+# seals its own segment.
+d9_bg pid "$T/rec.out" "$T/rec.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M -- -t 1 -n 10 --exit hang
+rc=0 why=""
+if ! d9_wait_for 30 grep -qs '"role":"parent"' "$T/rec.out"; then
+	why="the second driver did not finish recording"
+elif [ -n "$active" ] && ! d9_wait_for 120 test -e "${active%.active}.bin.gz"; then
+	why="no ${active%.active}.bin.gz within $((120 * D9_SLOW)) s: $(ls "$d" | tr '\n' ' ')"
+elif ! d9_wait_settled "$d"; then # no temporary file (the killed run left its own .bin as they were)
+	why=$D9_SETTLE_ERR
+fi
+kill -TERM "$pid"
+d9_wait_pid "$pid" 20
+[ "$D9_RC" -eq 143 ] || rc=$D9_RC
 d9_check "$T/rec.json" --expect-n 600000 --park-every 1000 --driver "$T/kill.out" "$d"
-if [ "$rc" -ne 0 ] || [ -z "$active" ]; then
-	d9_fail recovery "second run exited $rc, or no .active file to recover: $(head -c 300 "$T/rec.err")"
+if [ "$rc" -ne 0 ] || [ -z "$active" ] || [ -n "$why" ]; then
+	d9_fail recovery "second run exited $rc (SIGTERM expected), or no .active file to recover, or: $why; $(head -c 300 "$T/rec.err")"
 else
 	d9_py recovery '
 import os
@@ -254,8 +270,8 @@ fi
 d=$T/midwrite
 d9_bg pid "$T/mid.out" "$T/mid.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M -- \
 	-t 3 -n 20000000 --park-every 1000 --sleep-us 10
-d9_wait_for 20 compgen -G "$d/*.000001.*" >/dev/null
-sleep 0.3
+# killed while the third segment is being written (two sealed before it)
+d9_wait_for 30 compgen -G "$d/*.000002.*" >/dev/null
 d9_kill "$pid"
 d9_check "$T/mid.json" --park-every 1000 "$d"
 d9_py sigkill-mid-write '
