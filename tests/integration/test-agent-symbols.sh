@@ -257,13 +257,18 @@ bin=$(copy_bin rec)
 if pl_start "$T/rec" "$bin" --; then
 	D=$T/rec/trace
 	pl_gets 1 "/block?ms=30" "block ms=30" || pl_fail symbols-rec-replies "$PL_ERR"
-	sleep 0.3 # two flush intervals: the BlockingCall is in the .active file
+	# the BlockingCall is on disk in the .active file (flushed every 50 ms)
+	d9_wait_for 30 eval '"$PL_ANALYZE" jsonl "$D"/*.active 2>/dev/null | grep -q "\"call\":\"usleep\""' ||
+		pl_fail symbols-rec-replies "no usleep BlockingCall in the .active file: $(ls "$D")"
 	kill -KILL "$SPID"
 	wait "$SPID" 2>/dev/null
 	dead=$SPID
 	if pl_start "$T/rec" "$bin" --; then
 		pl_get /fast
-		sleep 0.5 # the writer recovers at its start; the compressor symbolizes, then gzips
+		# the writer recovers at its start; the compressor symbolizes, then gzips (at nice 19,
+		# and at exit it gets 2 s at most: the server stays up until it is done)
+		d9_wait_for 120 test -e "$D/trace.$dead.000000.bin.gz"
+		d9_wait_settled "$D"
 		if ! pl_session_quit || [ "$SRC" != 0 ]; then
 			pl_fail symbols-rec-exit "${PL_ERR:-exit status $SRC}"
 		fi
@@ -289,17 +294,10 @@ if pl_start "$T/active" "$ST_HTTP" --; then
 	if pl_gets 1 "/block?ms=30" "block ms=30"; then
 		# the flush interval is 50 ms: wait until the BlockingCall is on disk
 		ok=
-		for _ in $(seq 60); do
-			f=$(files_of "$D" .active)
-			if [ -n "$f" ] && "$PL_ANALYZE" jsonl "$f" 2>/dev/null | grep -q '"call":"usleep"'; then
-				ok=1
-				break
-			fi
-			sleep 0.1
-		done
+		d9_wait_for 30 eval '"$PL_ANALYZE" jsonl "$D"/*.active 2>/dev/null | grep -q "\"call\":\"usleep\""' && ok=1
 		f=$(files_of "$D" .active)
 		if [ -z "$ok" ]; then
-			pl_fail symbols-active "no usleep BlockingCall in the .active file within 6 s: $(ls "$D")"
+			pl_fail symbols-active "no usleep BlockingCall in the .active file within $((30 * D9_SLOW)) s: $(ls "$D")"
 		else
 			cp "$f" "$T/active/copy.active"
 			check symbols-active-records none "$T/active/copy.active"
@@ -443,11 +441,8 @@ elif ! pl_start "$T/twin" "$ST_HTTP" D9_TRACE_PATH="$T/twin/trace/trace.bin" --;
 	pl_fail symbols-twin-modules "$PL_ERR"
 else
 	sealed=""
-	for _ in $(seq 100); do
-		sealed=$(compgen -G "$T/twin/trace/trace.4000000.000000.bin.gz") && break
-		pl_alive "$SPID" || break
-		sleep 0.1
-	done
+	d9_wait_for 120 eval 'compgen -G "$T/twin/trace/trace.4000000.000000.bin.gz" >/dev/null || ! pl_alive "$SPID"'
+	sealed=$(compgen -G "$T/twin/trace/trace.4000000.000000.bin.gz")
 	pl_get /fast
 	if ! pl_alive "$SPID"; then
 		wait "$SPID"
