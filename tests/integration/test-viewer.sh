@@ -192,6 +192,6 @@ print(json.dumps({"golden": a[1], "golden_jsonl": a[2], "truncated": a[3], "real
 	"report": a[5], "artifacts": a[6], "real": a[7:]}))' \
 	"$PL_ROOT/tests/golden/basic.bin" "$T/golden.jsonl" "$PL_ROOT/tests/golden/truncated.bin" \
 	"$T/real.jsonl" "$T/report.html" "$ART" "${real[@]}")
-timeout -s KILL 120 node "$BR/viewer-test.js" "$cfg" 2>"$T/browser.err"
+timeout -s KILL 600 node "$BR/viewer-test.js" "$cfg" 2>"$T/browser.err"
 rc=$?
 [ "$rc" = 0 ] || pl_fail viewer-browser "viewer-test.js exited with $rc: $(tail -c 400 "$T/browser.err")"
