@@ -33,7 +33,9 @@ start=$(date +%s%N)
 D9_TRACE_PATH="$T/b/trace.bin" "$drv" -t 1 -n 1000 >/dev/null 2>"$T/b.err"
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 lines=$(grep -c . "$T/b.err")
-if [ -f "$T/b/trace.3999999.000000.damaged" ] && [ "$lines" -le 1 ] && [ "$ms" -lt 3000 ]; then
+# promptly: a writer retrying forever would hold the exit for its 5 s wait and then say so on a
+# second stderr line (the line count decides, not the time, which a loaded machine stretches)
+if [ -f "$T/b/trace.3999999.000000.damaged" ] && [ "$lines" -le 1 ]; then
 	pass damaged-leftover-set-aside
 else
 	fail damaged-leftover-set-aside "files: $(ls "$T/b" | tr '\n' ' '), $lines stderr lines, ${ms} ms"
