@@ -11,7 +11,7 @@
 # the failures and skips again in a stable order at the end, then a time report and always
 # "N passed, N failed, N skipped". Exits non-zero on any failure.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 filter="${1:-}"
 log_dir=build/test-logs
 mkdir -p "$log_dir"
