@@ -18,7 +18,7 @@ D9_TRACE_PATH="$trace/trace.bin" LD_PRELOAD="$PWD/build/libd9agent.so" \
 	D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 \
 	build/tests/st-http -p 0 -P "$portfile" -q -t 60 2>"$out/server.log" &
 pid=$!
-for _ in $(seq 100); do [ -s "$portfile" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -s "$portfile" ] && break; sleep 0.05; done # 30 s: a loaded machine
 port=$(cat "$portfile")
 url="http://127.0.0.1:$port"
 

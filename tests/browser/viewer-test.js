@@ -20,6 +20,13 @@ const shot = async (page, name) => {
 	await page.screenshot({ path: path.join(cfg.artifacts, name + '.png') });
 };
 
+/* The waits: for a state of the page, never for a fixed time (a loaded machine is slow). until()
+ * resolves true when fn(arg) holds within 120 s, false otherwise (the check that follows then
+ * fails with what it sees); frame() resolves after the page has drawn two more frames. */
+const WAIT_MS = 120000 * (Number(process.env.D9_TEST_SLOW) || 1);
+const until = (page, fn, arg) => page.waitForFunction(fn, arg, { timeout: WAIT_MS }).then(() => true, () => false);
+const frame = (page) => page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+
 function readJsonl(f) {
 	return fs.readFileSync(f, 'utf8').split('\n').filter((l) => l.trim())
 		.map((l) => JSON.parse(l.replace(/"(ts_ns|mono_ns|deadline_ns)":(-?\d+)/g, '"$1":"$2"')));
@@ -43,8 +50,8 @@ async function loadFiles(page, files) {
 	await page.goto(B.viewerUrl);
 	const before = await page.evaluate(() => window.__d9test.loads);
 	await page.setInputFiles('#pick', files);
-	await page.waitForFunction((n) => window.__d9test.loads > n || (window.__d9test.ready && window.__d9test.messageKind === 'err'), before, { timeout: 30000 });
-	await page.waitForTimeout(100);
+	await page.waitForFunction((n) => window.__d9test.loads > n || (window.__d9test.ready && window.__d9test.messageKind === 'err'), before, { timeout: WAIT_MS });
+	await frame(page);
 }
 
 async function golden(browser) {
@@ -94,7 +101,7 @@ async function golden(browser) {
 		dt.items.add(new File([u8], 'basic.bin.gz'));
 		document.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
 	}, gz);
-	await page.waitForFunction((n) => window.__d9test.loads > n, nbefore, { timeout: 30000 });
+	await page.waitForFunction((n) => window.__d9test.loads > n, nbefore, { timeout: WAIT_MS });
 	const dropped = await page.evaluate(() => ({ events: window.__d9test.events, msg: window.__d9test.message }));
 	if (dropped.events === st.events && !/truncated|damaged|not readable/.test(dropped.msg))
 		pass('drop-gzip', 'basic.bin.gz dropped: ' + dropped.events + ' events, as from basic.bin');
@@ -163,7 +170,7 @@ async function real(browser) {
 	await page.evaluate((b) => window.__d9test.setView(b.start - (b.end - b.start), b.end + (b.end - b.start)), burn);
 	const xy = await page.evaluate((b) => window.__d9test.pollXY(b.li, b.i), burn);
 	await page.mouse.click(xy.x, xy.y);
-	await page.waitForTimeout(200);
+	await until(page, (b) => window.__d9test.detail && window.__d9test.detail.index === b.i && window.__d9test.flame, burn);
 	const d = await page.evaluate(() => ({ detail: window.__d9test.detail, flame: window.__d9test.flame }));
 	const errs = [];
 	if (!d.detail || d.detail.index !== burn.i || d.detail.lane !== burn.li) errs.push('click selected ' + JSON.stringify(d.detail && [d.detail.lane, d.detail.index]));
@@ -189,7 +196,7 @@ async function real(browser) {
 	await page.mouse.move(x1, xy.y, { steps: 4 });
 	await page.mouse.up();
 	await page.keyboard.up('Shift');
-	await page.waitForTimeout(200);
+	await until(page, () => window.__d9test.flame && /^range /.test(window.__d9test.flame.title) && window.__d9test.rangeStats);
 	const r = await page.evaluate(() => ({ flame: window.__d9test.flame, stats: window.__d9test.rangeStats, detail: window.__d9test.detail }));
 	const rerr = [];
 	if (!r.flame || !/^range /.test(r.flame.title)) rerr.push('flame title ' + JSON.stringify(r.flame && r.flame.title));
@@ -233,14 +240,14 @@ async function real(browser) {
 	}
 	/* keyboard and wheel: fit all, zoom in, pan; redraws stay cheap */
 	await page.keyboard.press('0');
-	await page.waitForTimeout(50);
+	await frame(page);
 	const full = await page.evaluate(() => window.__d9test.view);
 	await page.mouse.move(xy.x, xy.y);
 	await page.mouse.wheel(0, -600);
-	await page.waitForTimeout(100);
+	await until(page, (f) => window.__d9test.view.v1 - window.__d9test.view.v0 < (f.v1 - f.v0) * 0.8, full);
 	const zoomed = await page.evaluate(() => window.__d9test.view);
 	await page.keyboard.press('d');
-	await page.waitForTimeout(100);
+	await until(page, (z) => window.__d9test.view.v0 !== z.v0, zoomed);
 	const panned = await page.evaluate(() => window.__d9test.view);
 	const span = (v) => v.v1 - v.v0;
 	if (span(zoomed) < span(full) * 0.8 && panned.v0 > zoomed.v0 && Math.abs(span(panned) - span(zoomed)) < 1)
@@ -255,7 +262,7 @@ async function real(browser) {
 	/* search by function name: the locations whose polls ran burn_cpu */
 	await page.click('#tabbody tr.gloc.sel');
 	await page.fill('#search', 'burn_cpu');
-	await page.waitForTimeout(100);
+	await until(page, () => window.__d9test.searchLocs && window.__d9test.searchLocs.length > 0);
 	const found = await page.evaluate(() => window.__d9test.searchLocs);
 	if (found && found.includes('serve_conn') && !found.includes('main'))
 		pass('real-search', 'burn_cpu -> ' + found.join(', '));
@@ -278,7 +285,7 @@ async function report(browser) {
 	const page = await B.newPage(browser);
 	await page.goto('file://' + path.resolve(cfg.report));
 	try {
-		await page.waitForFunction(() => window.__d9test && window.__d9test.loads > 0, null, { timeout: 30000 });
+		await page.waitForFunction(() => window.__d9test && window.__d9test.loads > 0, null, { timeout: WAIT_MS });
 	} catch (e) {
 		fail('html-report', 'did not load: ' + page.d9errors.slice(0, 3).join('; '));
 		await page.context().close();

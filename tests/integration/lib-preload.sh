@@ -7,6 +7,10 @@
 # Runs are bounded: servers get -t 50 (they exit by themselves), waits have deadlines, and no
 # result depends on timing except the delays the requests inject (checked with wide margins).
 
+# the waits (d9_wait_for, d9_wait_settled, d9_symbolized, D9_TEST_SLOW) are lib.sh's
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 PL_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PL_LIB=$PL_ROOT/build/libd9agent.so
 PL_ANALYZE=$PL_ROOT/build/d9-analyze
@@ -58,7 +62,7 @@ pl_setup() {
 # D9_TRACE_PATH=DIR/trace/trace.bin and D9_FLUSH_INTERVAL=50ms (the VARs come after, so they can
 # override), on a free port, -t 50 -q. Sets SPID, SPORT, SDIR, SBIN; copies /proc/SPID/maps to
 # DIR/maps (the PIE's load base; forked workers share it). Returns 1 with the reason in PL_ERR
-# when no port file appears within 10 s.
+# when no port file appears within 30 s (times D9_TEST_SLOW).
 pl_start() {
 	local dir=$1 bin=$2 envs=()
 	shift 2
@@ -71,17 +75,13 @@ pl_start() {
 		"${envs[@]}" "$bin" -p 0 -P "$dir/port" -t 50 -q "$@" >"$dir/stdout" 2>"$dir/stderr" &
 	SPID=$!
 	PL_PIDS+=("$SPID")
-	local i
-	for i in $(seq 100); do
-		if [ -s "$dir/port" ]; then
-			SPORT=$(cat "$dir/port")
-			cp "/proc/$SPID/maps" "$dir/maps" 2>/dev/null
-			return 0
-		fi
-		pl_alive "$SPID" || break
-		sleep 0.1
-	done
-	PL_ERR="$(basename "$bin") $*: no port file within 10 s (stderr: $(head -c 300 "$dir/stderr"))"
+	# the port file, or the server's end (then no point waiting)
+	if d9_wait_for 30 eval '[ -s "$dir/port" ] || ! pl_alive "$SPID"' && [ -s "$dir/port" ]; then
+		SPORT=$(cat "$dir/port")
+		cp "/proc/$SPID/maps" "$dir/maps" 2>/dev/null
+		return 0
+	fi
+	PL_ERR="$(basename "$bin") $*: no port file within $((30 * D9_SLOW)) s (stderr: $(head -c 300 "$dir/stderr"))"
 	kill -KILL "$SPID" 2>/dev/null
 	wait "$SPID" 2>/dev/null
 	return 1

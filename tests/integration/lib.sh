@@ -74,14 +74,85 @@ d9_bg() {
 	printf -v "$var" '%s' "$!"
 }
 
-# d9_wait_for SECONDS COMMAND...: polls COMMAND every 50 ms until it succeeds; 1 on timeout.
+# D9_TEST_SLOW (a whole number, default 1) multiplies every deadline of d9_wait_for and
+# d9_wait_settled: for a machine slower than "busy" (a valgrind run, an emulator).
+D9_SLOW=${D9_TEST_SLOW:-1}
+case "$D9_SLOW" in '' | *[!0-9]* | 0) D9_SLOW=1 ;; esac
+
+# d9_wait_for SECONDS COMMAND...: polls COMMAND every 50 ms until it succeeds; 1 on timeout
+# (SECONDS times D9_TEST_SLOW). The one way tests wait: never a fixed sleep.
 d9_wait_for() {
-	local deadline=$(( $(date +%s%N) + $1 * 1000000000 ))
+	local deadline=$(( $(date +%s%N) + $1 * D9_SLOW * 1000000000 ))
 	shift
 	while ! "$@"; do
 		[ "$(date +%s%N)" -gt "$deadline" ] && return 1
 		sleep 0.05
 	done
+}
+
+# d9_series_settled DIR [gz]: the background work on DIR's sealed segments is done: no
+# temporary file (.tmp-*, .active.tmp, .recovering-*) and, with gz, no .bin left beside the
+# .bin.gz files (the compressor symbolizes a segment, then gzips it: .bin.gz means both are
+# done). At least one sealed segment; the .active file of a live process may be there.
+d9_series_settled() {
+	local f sealed=0
+	for f in "$1"/*; do
+		case "$f" in
+		*.tmp-* | *.active.tmp | *.recovering-*) return 1 ;;
+		*.bin) [ "${2:-}" = gz ] && return 1; sealed=1 ;;
+		*.bin.gz) sealed=1 ;;
+		esac
+	done
+	[ "$sealed" = 1 ]
+}
+
+# d9_wait_settled DIR [gz]: waits (120 s, times D9_TEST_SLOW) for d9_series_settled. The
+# compressor runs at nice 19: on a machine saturated by other work it gets a sliver of a CPU, so
+# the deadline is generous; a test never assumes it has finished. 1 (with what is in DIR in
+# D9_SETTLE_ERR) on timeout.
+d9_wait_settled() {
+	D9_SETTLE_ERR=""
+	d9_wait_for 120 d9_series_settled "$@" && return 0
+	D9_SETTLE_ERR="not settled within $((120 * D9_SLOW)) s: $(ls "$1" 2>&1 | tr '\n' ' ' | head -c 300)"
+	return 1
+}
+
+# d9_symbolized FILE...: every FILE carries Symbol records (the compressor wrote them).
+d9_symbolized() {
+	local f
+	for f in "$@"; do
+		"$D9_ROOT/build/d9-analyze" dump "$f" 2>/dev/null | grep -q '"kind":"Symbol"' || return 1
+	done
+}
+
+# d9_tsc_trusted: the CPU has an invariant TSC and the kernel uses it as its clocksource (what
+# D9_CLOCK=auto requires; D9_CLOCK=tsc on another machine warns once on stderr). The kernel
+# drops the TSC as its clocksource when it finds it unstable, e.g. on a loaded VM.
+d9_tsc_trusted() {
+	grep -qw constant_tsc /proc/cpuinfo && grep -qw nonstop_tsc /proc/cpuinfo &&
+		[ "$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)" = tsc ]
+}
+
+# d9_all_asleep PID: every thread of the process is asleep (state S) at this moment: it has
+# reached a wait (pause, a parked worker), not merely printed that it will.
+d9_all_asleep() {
+	local f st n=0
+	for f in /proc/"$1"/task/*/stat; do
+		st=$(sed 's/.*) //' "$f" 2>/dev/null | cut -d' ' -f1)
+		[ "$st" = S ] || return 1
+		n=$((n + 1))
+	done
+	[ "$n" -gt 0 ]
+}
+
+# d9_sig_pending PID SIG: signal SIG (a number) is pending for the process or one of its
+# threads (not yet delivered to a handler), as /proc/PID/task/*/status shows it.
+d9_sig_pending() {
+	local m
+	for m in $(sed -n 's/^\(ShdPnd\|SigPnd\):[[:space:]]*//p' /proc/"$1"/task/*/status 2>/dev/null); do
+		(( (16#$m >> ($2 - 1)) & 1 )) && return 0
+	done
+	return 1
 }
 
 # d9_wait_pid PID SECONDS: waits for a background driver; its status goes to D9_RC (124: still

@@ -102,7 +102,9 @@ good_value() {
 	d9_run "$T/good.out" "$T/good.err" D9_TRACE_PATH="$dir/trace.bin" "$var=$val" -- -t 2 -n 1000
 	local rc=$?
 	local name="good-value/$var=$val"
-	if [ "$rc" -ne 0 ]; then
+	if [ "$var$val" = D9_CLOCKtsc ] && ! d9_tsc_trusted; then
+		d9_skip "$name" "the kernel does not use the TSC as its clocksource here ($(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)): the agent warns"
+	elif [ "$rc" -ne 0 ]; then
 		d9_fail "$name" "exit status $rc: $(head -c 200 "$T/good.err")"
 	elif [ -s "$T/good.err" ]; then
 		d9_fail "$name" "the agent printed: $(head -n 2 "$T/good.err" | tr '\n' '|')"
@@ -185,7 +187,9 @@ toggle() { # name, D9_ENABLED, which phase is recorded (1-based) ...
 	for k in 1 2 3; do
 		if [ "$k" -gt 1 ]; then
 			kill -USR2 "$pid"
-			sleep 0.3 # let the toggle handler run before the next phase starts
+			# the toggle handler has run before the next phase starts (USR1 < USR2: both
+			# pending, USR1 would be delivered first)
+			d9_wait_for 20 eval '! d9_sig_pending "$pid" 12'
 		fi
 		kill -USR1 "$pid"
 		if ! d9_wait_for 20 grep -qs "\"phase\":$k," "$T/$name.out"; then
@@ -235,14 +239,15 @@ umask 000
 d9_bg pid "$T/modes.out" "$T/modes.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M -- \
 	-t 2 -n 600000 --park-every 1000 --sleep-us 10 --exit hang
 umask "$old_umask"
-if d9_wait_for 30 grep -qs '"role":"parent"' "$T/modes.out" && d9_wait_for 10 compgen -G "$d/*.bin.gz" >/dev/null; then
+if d9_wait_for 30 grep -qs '"role":"parent"' "$T/modes.out" && d9_wait_for 120 compgen -G "$d/*.bin.gz" >/dev/null; then
 	bad=""
 	for p in "$T/modes" "$T/modes/a" "$d"; do
 		m=$(stat -c %a "$p")
 		[ "$m" = 700 ] || bad="$bad $p=$m"
 	done
 	for p in "$d"/*; do
-		m=$(stat -c %a "$p")
+		# the compressor renames files meanwhile (.bin -> .bin.gz): one that is gone is skipped
+		m=$(stat -c %a "$p" 2>/dev/null) || { [ -e "$p" ] || continue; }
 		[ "$m" = 600 ] || bad="$bad $(basename "$p")=$m"
 	done
 	kinds=$(ls "$d" | sed 's/.*\.[0-9]*\././' | sort -u | tr '\n' ' ')

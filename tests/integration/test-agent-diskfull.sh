@@ -109,7 +109,10 @@ fresh_disk mixed 0
 d9_bg pid "$T/mixed.out" "$T/mixed.err" D9_TRACE_PATH="$disk/t/trace.bin" D9_COMPRESS=0 \
 	D9_MAX_MEMORY=1M -- -t 4 -n 300000 --burst --slow-writer --settle-ms 300 --term-handler
 if d9_wait_for 30 grep -qs '"role":"parent"' "$T/mixed.out"; then
-	sleep 0.5 # the writer fails the queued chunks
+	# the writer has failed a write and worked off its queue (every thread asleep: it waits
+	# for more) before the disk is freed
+	d9_wait_for 30 grep -qs 'cannot write' "$T/mixed.err"
+	d9_wait_for 30 d9_all_asleep "$pid"
 	rm -f "$disk/filler"
 	kill -TERM "$pid"
 	d9_wait_pid "$pid" 30

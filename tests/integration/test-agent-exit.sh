@@ -71,7 +71,8 @@ for sig in sigterm sigint; do
 		d9_kill "$pid"
 		continue
 	fi
-	sleep 0.2
+	# every thread in its wait (main in pause, the workers parked), not just about to be
+	d9_wait_for 20 d9_all_asleep "$pid"
 	kill -s "${sig#sig}" "$pid"
 	d9_wait_pid "$pid" 20; rc=$D9_RC
 	d9_check "$T/k$sig.json" --expect-n 100000 --park-every 1000 --tail-extra 1 --driver "$T/k$sig.out" "$d"
@@ -146,11 +147,26 @@ if not s["truncated"] or s["open"] != "ok" or c["corrupt_chunks"]:
 fi
 
 # ---- recovery by the next process with the same D9_TRACE_PATH ------------------------------------
-d9_run "$T/rec.out" "$T/rec.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M -- -t 1 -n 10
-rc=$?
+# The next process recovers the file when its writer starts and hands it to its compressor
+# (symbols, then gzip, at nice 19), which at exit gets 2 s at most: on a busy machine that is
+# not enough, and the recovered segment would stay .bin. So this process stays alive (hang)
+# until the series is settled (the recovered .bin.gz there, no temporary file), then SIGTERM
+# seals its own segment.
+d9_bg pid "$T/rec.out" "$T/rec.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M -- -t 1 -n 10 --exit hang
+rc=0 why=""
+if ! d9_wait_for 30 grep -qs '"role":"parent"' "$T/rec.out"; then
+	why="the second driver did not finish recording"
+elif [ -n "$active" ] && ! d9_wait_for 120 test -e "${active%.active}.bin.gz"; then
+	why="no ${active%.active}.bin.gz within $((120 * D9_SLOW)) s: $(ls "$d" | tr '\n' ' ')"
+elif ! d9_wait_settled "$d"; then # no temporary file (the killed run left its own .bin as they were)
+	why=$D9_SETTLE_ERR
+fi
+kill -TERM "$pid"
+d9_wait_pid "$pid" 20
+[ "$D9_RC" -eq 143 ] || rc=$D9_RC
 d9_check "$T/rec.json" --expect-n 600000 --park-every 1000 --driver "$T/kill.out" "$d"
-if [ "$rc" -ne 0 ] || [ -z "$active" ]; then
-	d9_fail recovery "second run exited $rc, or no .active file to recover: $(head -c 300 "$T/rec.err")"
+if [ "$rc" -ne 0 ] || [ -z "$active" ] || [ -n "$why" ]; then
+	d9_fail recovery "second run exited $rc (SIGTERM expected), or no .active file to recover, or: $why; $(head -c 300 "$T/rec.err")"
 else
 	d9_py recovery '
 import os
@@ -228,7 +244,9 @@ if [ -n "$src" ]; then
 	rc=$?
 	mypid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$T/many.out" 2>/dev/null || echo 0)
 	# only its own files: the 30 copies all hold the killed process's pid and threads
-	own=$(ls "$d"/trace."$mypid".* 2>/dev/null)
+	# (segments only: a compression cut short at exit may leave a temporary file, which the
+	# next process removes)
+	own=$(ls "$d"/trace."$mypid".* 2>/dev/null | grep -E '\.(bin|bin\.gz|active)$')
 	# shellcheck disable=SC2086
 	d9_check "$T/many.json" --expect-n 100000 --park-every 1000 --driver "$T/many.out" ${own:-"$d/none"}
 	if [ "$rc" -ne 0 ]; then
@@ -239,7 +257,10 @@ drv = parent(f[1]); names = files(f[2]); err = open(f[3]).read()
 mine = [n for n in names if ".%d." % drv["pid"] in n]
 if any(n.endswith(".active") for n in mine) or not mine:
     fail("its own segment was not sealed at exit: %s; stderr: %s" % (mine, err.strip()[:200]))
-accounting(one(f[0]), drv, expect_drops=False)
+try:
+    accounting(one(f[0]), drv, expect_drops=False)
+except Fail as e:
+    fail("%s; its files: %s" % (e, mine))
 left = [n for n in names if n.endswith(".active")]
 info = "%d of 30 old files still .active at exit" % len(left)
 ' "$T/many.json" "$T/many.out" "$d" "$T/many.err"
@@ -254,8 +275,8 @@ fi
 d=$T/midwrite
 d9_bg pid "$T/mid.out" "$T/mid.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M -- \
 	-t 3 -n 20000000 --park-every 1000 --sleep-us 10
-d9_wait_for 20 compgen -G "$d/*.000001.*" >/dev/null
-sleep 0.3
+# killed while the third segment is being written (two sealed before it)
+d9_wait_for 30 compgen -G "$d/*.000002.*" >/dev/null
 d9_kill "$pid"
 d9_check "$T/mid.json" --park-every 1000 "$d"
 d9_py sigkill-mid-write '

@@ -32,7 +32,8 @@ idle() {
 		d9_kill "$pid"
 		return
 	fi
-	sleep 0.5 # start-up work (calibration, first segment) is not idling
+	# start-up work (calibration, first segment) is not idling: from when every thread waits
+	d9_wait_for 30 d9_all_asleep "$pid"
 	local hz w0 c0 w1 c1
 	hz=$(getconf CLK_TCK)
 	w0=$(cpu_ticks "$pid" d9-writer) c0=$(cpu_ticks "$pid" d9-compress)

@@ -10,6 +10,8 @@
 #     are defined once per file; the trailer's chunk count equals the chunks the reader counts;
 #     no damage, no temporary file left. With the binary gone, `d9-analyze summary` and `jsonl`
 #     still name handle_block (the names can only come from the records).
+#     (Segments rotate every second and the server waits for the compressor before /quit: at
+#     exit it gets 2 s at most, so the last segment, sealed then, may stay .bin.)
 #   - D9_COMPRESS=0: the same records in the .bin files.
 #   - D9_ROTATION_PERIOD=1s and 25 x /block?ms=100: several sealed segments, each with its own
 #     records naming every usleep stack; libdebuginfod/libcurl never get loaded into the host
@@ -126,17 +128,40 @@ print("PASS %s: %s" % (name, "%d Symbol records in %d files; %d usleep stacks in
 PYEOF
 }
 
-# serve DIR BIN [VAR=value...]: one run of BIN: /block?ms=30, then the control session.
+# usleep_in FILE: the segment holds the usleep BlockingCall of /block
+usleep_in() { "$PL_ANALYZE" jsonl "$1" 2>/dev/null | grep -q '"call":"usleep"'; }
+
+# bc_done DIR gz|plain: the segment holding the BlockingCall is sealed and done by the compressor:
+# gzipped (symbols come first), or with D9_COMPRESS=0 named in place
+bc_done() {
+	local f
+	if [ "$2" = gz ]; then
+		for f in "$1"/*.bin.gz; do [ -e "$f" ] && usleep_in "$f" && return 0; done
+	else
+		for f in "$1"/*.bin; do [ -e "$f" ] && usleep_in "$f" && d9_symbolized "$f" && return 0; done
+	fi
+	return 1
+}
+
+# serve DIR BIN gz|plain [VAR=value...]: one run of BIN: /block?ms=30, then the control session.
+# Segments rotate every second and the server stays up until the BlockingCall's segment is done
+# by the compressor (bc_done): at exit the compressor gets 2 s at most, which a loaded machine
+# does not give it (at nice 19). So only the last segment, sealed at exit with the control
+# session's requests, may stay undone (.bin, perhaps with the temporary file of a cut
+# compression, which the next process would remove).
 serve() {
-	local dir=$1 bin=$2
-	shift 2
-	if ! pl_start "$dir" "$bin" "$@" --; then
+	local dir=$1 bin=$2 kind=$3
+	shift 3
+	if ! pl_start "$dir" "$bin" D9_ROTATION_PERIOD=1s "$@" --; then
 		pl_fail "$(basename "$dir")" "$PL_ERR"
 		return 1
 	fi
 	if ! pl_gets 1 "/block?ms=30" "block ms=30"; then
 		pl_fail "$(basename "$dir")-replies" "$PL_ERR"
 		return 1
+	fi
+	if ! d9_wait_for 120 bc_done "$dir/trace" "$kind" || ! d9_wait_settled "$dir/trace"; then
+		pl_fail "$(basename "$dir")-compressor" "the BlockingCall's segment was not done within $((120 * D9_SLOW)) s: $(ls "$dir/trace" | tr '\n' ' ')"
 	fi
 	if ! pl_session_quit || [ "$SRC" != 0 ]; then
 		pl_fail "$(basename "$dir")-exit" "${PL_ERR:-exit status $SRC}"
@@ -151,22 +176,27 @@ copy_bin() {
 	echo "$T/$1/bin/st-http"
 }
 
-# no_tmp NAME DIR: no temporary file is left in the trace directory.
+# no_tmp NAME DIR: no temporary file is left in the trace directory but the one a compression of
+# the last segment cut short at exit may leave.
 no_tmp() {
-	local left
-	left=$(ls "$2" | grep -v -E '\.(bin|bin\.gz)$')
+	local left last
+	last=$(ls "$2" | grep -E '\.(bin|bin\.gz)$' | tail -n 1)
+	left=$(ls "$2" | grep -v -E '\.(bin|bin\.gz)$' | grep -v -F "${last%.gz}.gz.tmp-")
 	if [ -n "$left" ]; then pl_fail "$1" "files left: $left"; else pl_pass "$1"; fi
 }
+
+# but_last DIR SUFFIX: the segment files of DIR but the last (sealed at exit), one per line
+but_last() { ls "$1" | grep -E '\.(bin|bin\.gz)$' | sed '$d'; }
 
 files_of() { ls -d "$1"/*"$2" 2>/dev/null; }
 
 # ---- default: gzip -----------------------------------------------------------------------------
 bin=$(copy_bin gz)
-if serve "$T/gz" "$bin"; then
+if serve "$T/gz" "$bin" gz; then
 	rm -f "$bin"
 	D=$T/gz/trace
-	if [ -n "$(files_of "$D" .bin)" ] || [ -z "$(files_of "$D" .bin.gz)" ]; then
-		pl_fail symbols-gz-files "want .bin.gz only: $(ls "$D")"
+	if but_last "$D" | grep -q '\.bin$' || [ -z "$(files_of "$D" .bin.gz)" ]; then
+		pl_fail symbols-gz-files "want .bin.gz only (but the last segment, sealed at exit): $(ls "$D")"
 	else
 		check symbols-gz-records named $(files_of "$D" .bin.gz)
 	fi
@@ -188,7 +218,7 @@ fi
 
 # ---- D9_COMPRESS=0 -------------------------------------------------------------------------------
 bin=$(copy_bin plain)
-if serve "$T/plain" "$bin" D9_COMPRESS=0; then
+if serve "$T/plain" "$bin" plain D9_COMPRESS=0; then
 	rm -f "$bin"
 	D=$T/plain/trace
 	if [ -n "$(files_of "$D" .bin.gz)" ] || [ -z "$(files_of "$D" .bin)" ]; then
@@ -207,7 +237,7 @@ fi
 
 # ---- D9_SYMBOLIZE=0 ----------------------------------------------------------------------------
 bin=$(copy_bin off)
-if serve "$T/off" "$bin" D9_SYMBOLIZE=0; then
+if serve "$T/off" "$bin" gz D9_SYMBOLIZE=0; then
 	D=$T/off/trace
 	check symbols-off-records none $(files_of "$D" .bin.gz)
 	# the file offset of handle_block, from the binary (PIE: symbol value = file offset here)
@@ -235,6 +265,8 @@ fi
 if pl_start "$T/rot" "$ST_HTTP" D9_ROTATION_PERIOD=1s --; then
 	D=$T/rot/trace
 	for _ in $(seq 25); do pl_gets 1 "/block?ms=100" "block ms=100" || break; done
+	# the compressor (nice 19) has done every segment sealed so far
+	d9_wait_for 120 eval '[ "$(files_of "$D" .bin.gz | wc -l)" -ge 2 ] && d9_series_settled "$D" gz'
 	if ! pl_session_quit || [ "$SRC" != 0 ]; then
 		pl_fail symbols-rot-exit "${PL_ERR:-exit status $SRC}"
 	elif [ "$(files_of "$D" .bin.gz | wc -l)" -lt 2 ]; then
@@ -257,13 +289,18 @@ bin=$(copy_bin rec)
 if pl_start "$T/rec" "$bin" --; then
 	D=$T/rec/trace
 	pl_gets 1 "/block?ms=30" "block ms=30" || pl_fail symbols-rec-replies "$PL_ERR"
-	sleep 0.3 # two flush intervals: the BlockingCall is in the .active file
+	# the BlockingCall is on disk in the .active file (flushed every 50 ms)
+	d9_wait_for 30 eval '"$PL_ANALYZE" jsonl "$D"/*.active 2>/dev/null | grep -q "\"call\":\"usleep\""' ||
+		pl_fail symbols-rec-replies "no usleep BlockingCall in the .active file: $(ls "$D")"
 	kill -KILL "$SPID"
 	wait "$SPID" 2>/dev/null
 	dead=$SPID
 	if pl_start "$T/rec" "$bin" --; then
 		pl_get /fast
-		sleep 0.5 # the writer recovers at its start; the compressor symbolizes, then gzips
+		# the writer recovers at its start; the compressor symbolizes, then gzips (at nice 19,
+		# and at exit it gets 2 s at most: the server stays up until it is done)
+		d9_wait_for 120 test -e "$D/trace.$dead.000000.bin.gz"
+		d9_wait_settled "$D"
 		if ! pl_session_quit || [ "$SRC" != 0 ]; then
 			pl_fail symbols-rec-exit "${PL_ERR:-exit status $SRC}"
 		fi
@@ -289,17 +326,10 @@ if pl_start "$T/active" "$ST_HTTP" --; then
 	if pl_gets 1 "/block?ms=30" "block ms=30"; then
 		# the flush interval is 50 ms: wait until the BlockingCall is on disk
 		ok=
-		for _ in $(seq 60); do
-			f=$(files_of "$D" .active)
-			if [ -n "$f" ] && "$PL_ANALYZE" jsonl "$f" 2>/dev/null | grep -q '"call":"usleep"'; then
-				ok=1
-				break
-			fi
-			sleep 0.1
-		done
+		d9_wait_for 30 eval '"$PL_ANALYZE" jsonl "$D"/*.active 2>/dev/null | grep -q "\"call\":\"usleep\""' && ok=1
 		f=$(files_of "$D" .active)
 		if [ -z "$ok" ]; then
-			pl_fail symbols-active "no usleep BlockingCall in the .active file within 6 s: $(ls "$D")"
+			pl_fail symbols-active "no usleep BlockingCall in the .active file within $((30 * D9_SLOW)) s: $(ls "$D")"
 		else
 			cp "$f" "$T/active/copy.active"
 			check symbols-active-records none "$T/active/copy.active"
@@ -443,11 +473,8 @@ elif ! pl_start "$T/twin" "$ST_HTTP" D9_TRACE_PATH="$T/twin/trace/trace.bin" --;
 	pl_fail symbols-twin-modules "$PL_ERR"
 else
 	sealed=""
-	for _ in $(seq 100); do
-		sealed=$(compgen -G "$T/twin/trace/trace.4000000.000000.bin.gz") && break
-		pl_alive "$SPID" || break
-		sleep 0.1
-	done
+	d9_wait_for 120 eval 'compgen -G "$T/twin/trace/trace.4000000.000000.bin.gz" >/dev/null || ! pl_alive "$SPID"'
+	sealed=$(compgen -G "$T/twin/trace/trace.4000000.000000.bin.gz")
 	pl_get /fast
 	if ! pl_alive "$SPID"; then
 		wait "$SPID"

@@ -13,7 +13,7 @@ for bin in "$ST_HTTP" "$ST_HTTP_NOFP" "$EPOLL_HTTP"; do
 	b=$(basename "$bin")
 	out=$T/$b.out
 	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/$b/trace.bin" \
-		timeout -s KILL 60 bash "$PL_ROOT/tests/servers/smoke.sh" "$bin" >"$out" 2>"$T/$b.err"
+		timeout -s KILL 180 bash "$PL_ROOT/tests/servers/smoke.sh" "$bin" >"$out" 2>"$T/$b.err"
 	rc=$?
 	if ! grep -qE '^(PASS|FAIL) ' "$out"; then
 		pl_fail "smoke-agent-$b" "smoke.sh printed no result (status $rc): $(head -c 300 "$T/$b.err")"

@@ -270,12 +270,14 @@ for mode in select poll; do
 		pl_fail "$name" "$PL_ERR"
 		continue
 	fi
-	( for _ in $(seq 40); do
+	rm -f "$T/traffic-started"
+	( for i in $(seq 40); do
 		curl -sS --max-time 10 -o /dev/null "http://127.0.0.1:$SPORT/fast" 2>/dev/null
-		sleep 0.005
+		[ "$i" = 1 ] && : >"$T/traffic-started"
+		sleep 0.005 # the traffic's pace, not a wait
 	done ) &
 	bg=$!
-	sleep 0.05
+	d9_wait_for 30 test -e "$T/traffic-started" # the traffic flows before the pipeline starts
 	pl_pipeline "/burn?ms=20" "/sleep?ms=50" || pl_fail "$name-requests" "$PL_ERR"
 	wait "$bg"
 	if ! pl_session_quit || [ "$SRC" != 0 ]; then

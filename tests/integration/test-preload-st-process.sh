@@ -25,6 +25,25 @@ set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_setup preload-st-process
 
+# sockets_left PID...: each process holds one socket, its listener: every connection it accepted
+# is closed, so its coroutine has exited (it returns right after the close, without yielding).
+sockets_left() {
+	local p n
+	for p in "$@"; do
+		n=$(find /proc/"$p"/fd -lname 'socket:*' 2>/dev/null | wc -l)
+		[ "$n" = 1 ] || return 1
+	done
+}
+# all_gone PID...: none of the processes exists any more
+all_gone() {
+	local p
+	for p in "$@"; do ! kill -0 "$p" 2>/dev/null || return 1; done
+}
+# two_workers PID: the -w 2 parent has forked its two workers
+two_workers() { [ "$(ps -o pid= --ppid "$1" | wc -l)" = 2 ]; }
+# cpu_ms PID: CPU time (user + system) of the process's main thread in ms
+cpu_ms() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk -v hz="$(getconf CLK_TCK)" '{ print int(($12 + $13) * 1000 / hz) }'; }
+
 # ---- fork mode -----------------------------------------------------------------------------------
 read -r -d '' FORK <<'PYEOF'
 binary, maps, parent, served = args[0], args[1], int(args[2]), args[3]
@@ -73,7 +92,7 @@ PYEOF
 
 if pl_start "$T/fork" "$ST_HTTP" -- -w 2; then
 	parent=$SPID
-	sleep 0.2
+	d9_wait_for 30 two_workers "$parent"
 	workers=$(ps -o pid= --ppid "$parent" | tr -d ' ' | tr '\n' ' ')
 	served=""
 	ok=1
@@ -82,7 +101,9 @@ if pl_start "$T/fork" "$ST_HTTP" -- -w 2; then
 		if [ "$CODE" != 200 ] || [ "$BODY" != ok ]; then ok=0; break; fi
 		served="$served $(pl_header X-Pid)"
 	done
-	sleep 0.2 # the /fast connections' coroutines see EOF and exit before SIGTERM reaches one worker
+	# the /fast connections' coroutines see EOF and exit before SIGTERM reaches one worker
+	# shellcheck disable=SC2086 # one word per pid
+	d9_wait_for 30 sockets_left $workers
 	pl_get /quit
 	qpid=$(pl_header X-Pid)
 	served="$served $qpid"
@@ -111,19 +132,16 @@ with case("st-fork-sigterm-sealed") as c:
 PYEOF
 
 if pl_start "$T/forkterm" "$ST_HTTP" -- -w 2; then
-	sleep 0.2
+	d9_wait_for 30 two_workers "$SPID"
 	workers=$(ps -o pid= --ppid "$SPID" | tr -d ' ' | tr '\n' ' ')
 	pl_gets 4 /fast ok || pl_fail st-fork-sigterm-run "$PL_ERR"
-	sleep 0.2
+	# shellcheck disable=SC2086 # one word per pid
+	d9_wait_for 30 sockets_left $workers
 	kill -TERM "$SPID"
 	pl_wait_exit 10
-	gone=1
-	for _ in $(seq 100); do
-		gone=1
-		for w in $workers; do kill -0 "$w" 2>/dev/null && gone=0; done
-		[ "$gone" = 1 ] && break
-		sleep 0.1
-	done
+	gone=0
+	# shellcheck disable=SC2086 # one word per pid
+	d9_wait_for 30 all_gone $workers && gone=1
 	if [ "$SRC" = 143 ] && [ "$gone" = 1 ] && [ "$(echo "$workers" | wc -w)" = 2 ]; then
 		pl_pass st-fork-sigterm-run "parent exit status 143, workers $workers gone"
 		pl_check st-fork-sigterm "$FORKTERM" "$workers"
@@ -222,7 +240,7 @@ PYEOF
 
 if pl_start "$T/term" "$ST_HTTP" --; then
 	pl_gets 3 /fast ok || pl_fail st-sigterm-run "$PL_ERR"
-	sleep 0.3
+	d9_wait_for 30 sockets_left "$SPID"
 	kill -TERM "$SPID"
 	pl_wait_exit 15
 	active=$(ls "$SDIR/trace" 2>/dev/null | grep -c '\.active$')
@@ -259,10 +277,13 @@ PYEOF
 
 if pl_start "$T/busy" "$ST_HTTP" --; then
 	pl_gets 2 /fast ok || pl_fail st-sigterm-busy-run "$PL_ERR"
-	sleep 0.3
-	curl -sS --max-time 20 -o /dev/null "http://127.0.0.1:$SPORT/burn?ms=3000" 2>/dev/null &
+	d9_wait_for 30 sockets_left "$SPID"
+	c0=$(cpu_ms "$SPID")
+	curl -sS --max-time 60 -o /dev/null "http://127.0.0.1:$SPORT/burn?ms=3000" 2>/dev/null &
 	bg=$!
-	sleep 0.5
+	# the burn is under way: the server has used 200 ms of CPU since (nothing else it does costs that)
+	d9_wait_for 30 eval '[ "$(cpu_ms "$SPID")" -ge $((c0 + 200)) ]' ||
+		pl_fail st-sigterm-busy-run "the server did not start burning (CPU $(cpu_ms "$SPID") ms, was $c0)"
 	kill -TERM "$SPID"
 	pl_wait_exit 15
 	wait "$bg" 2>/dev/null

@@ -116,7 +116,12 @@ for g in basic.bin basic.bin.gz truncated.bin corrupt-chunk.bin unknown-types.bi
 done
 
 # ---- a real trace with CPU samples ---------------------------------------------------------------------
-if ! pl_start "$T/run" "$ST_HTTP" D9_CPU_PROFILE=999 D9_SCHED_EVENTS=1 --; then
+# The viewer names code only from the Symbol records the agent's compressor writes into sealed
+# segments (at nice 19; at exit it gets 2 s, which a busy machine does not give it). So segments
+# rotate every second, and the server stays up until the segments that hold the requests are
+# sealed and compressed (symbols first, then gzip: .bin.gz means named); only the control
+# session's last segment may stay without names.
+if ! pl_start "$T/run" "$ST_HTTP" D9_CPU_PROFILE=999 D9_SCHED_EVENTS=1 D9_ROTATION_PERIOD=1s --; then
 	pl_fail viewer-server "$PL_ERR"
 	exit 0
 fi
@@ -127,6 +132,22 @@ case "$BODY" in "burn ms=20 cpu_ns="*) ;; *) pl_fail viewer-requests "/burn: $CO
 pl_gets 1 "/sleep?ms=50" "sleep ms=50" || { pl_fail viewer-requests "$PL_ERR"; ok=0; }
 pl_gets 1 "/block?ms=30" "block ms=30" || { pl_fail viewer-requests "$PL_ERR"; ok=0; }
 pl_gets 1 "/fanout?k=4" "fanout k=4 done=4" || { pl_fail viewer-requests "$PL_ERR"; ok=0; }
+# the 7 connection coroutines and the 4 fanout children have exited, in .bin.gz segments
+gz_exits() {
+	local f n=0
+	for f in "$SDIR"/trace/*.bin.gz; do
+		[ -e "$f" ] || continue
+		n=$((n + $("$PL_ANALYZE" jsonl "$f" 2>/dev/null | grep -c '"type":"CoroutineExit"')))
+	done
+	[ "$n" -ge 11 ]
+}
+if ! d9_wait_for 120 gz_exits; then
+	pl_fail viewer-trace-sealed "the requests' segments were not sealed and compressed within $((120 * D9_SLOW)) s: $(ls "$SDIR/trace" | tr '\n' ' ')"
+elif ! d9_wait_settled "$SDIR/trace" gz; then
+	pl_fail viewer-trace-sealed "$D9_SETTLE_ERR"
+elif ! d9_symbolized "$SDIR"/trace/*.bin.gz; then
+	pl_fail viewer-trace-sealed "a compressed segment has no Symbol record (D9_SYMBOLIZE is on by default)"
+fi
 if ! pl_session_quit || [ "$SRC" != 0 ]; then
 	pl_fail viewer-server-exit "${PL_ERR:-exit status $SRC}"
 	exit 0
@@ -171,6 +192,6 @@ print(json.dumps({"golden": a[1], "golden_jsonl": a[2], "truncated": a[3], "real
 	"report": a[5], "artifacts": a[6], "real": a[7:]}))' \
 	"$PL_ROOT/tests/golden/basic.bin" "$T/golden.jsonl" "$PL_ROOT/tests/golden/truncated.bin" \
 	"$T/real.jsonl" "$T/report.html" "$ART" "${real[@]}")
-timeout -s KILL 120 node "$BR/viewer-test.js" "$cfg" 2>"$T/browser.err"
+timeout -s KILL 600 node "$BR/viewer-test.js" "$cfg" 2>"$T/browser.err"
 rc=$?
 [ "$rc" = 0 ] || pl_fail viewer-browser "viewer-test.js exited with $rc: $(tail -c 400 "$T/browser.err")"

@@ -3,7 +3,10 @@
 # The kind is taken from the binary's name (epoll-http*: the epoll server, anything else: the
 # State Threads server). Builds nothing; starts servers on free loopback ports only, each with a
 # 60 s safety limit; prints "PASS name" / "FAIL name: why" and exits non-zero on any failure.
-# Timing checks use generous bounds: they catch "did not burn/block at all", not slowness.
+# Timing checks are lower bounds only: they catch "did not burn/block at all", not slowness.
+# What must happen concurrently (blocking stalls all, parking stalls none, the second worker
+# serves while the first blocks) is checked from the server's state (/proc/PID/syscall,
+# /stats), never by sleeping and hoping the other request has got there.
 set -u
 bin="${1:?usage: smoke.sh PATH/TO/SERVER}"
 [ -x "$bin" ] || { echo "FAIL smoke: $bin is not an executable"; exit 1; }
@@ -23,29 +26,38 @@ trap cleanup EXIT
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; failed=1; }
 
-# start_server ARGS...: sets spid and port; returns 1 if no port file within 5 s
+# wait_for SECONDS COMMAND...: polls COMMAND every 50 ms until it succeeds; 1 on timeout. The
+# only way this script waits: a loaded machine makes any fixed sleep too short.
+wait_for() {
+	local deadline=$(( $(date +%s%N) + $1 * 1000000000 ))
+	shift
+	while ! "$@"; do
+		[ "$(date +%s%N)" -gt "$deadline" ] && return 1
+		sleep 0.05
+	done
+}
+
+# start_server ARGS...: sets spid and port; returns 1 if no port file within 30 s
 start_server() {
 	rm -f "$tmp/port"
 	"$bin" -p 0 -P "$tmp/port" -t 60 -q "$@" 2>"$tmp/stderr" &
 	spid=$!
-	for _ in $(seq 50); do
-		[ -s "$tmp/port" ] && { port=$(cat "$tmp/port"); return 0; }
-		kill -0 "$spid" 2>/dev/null || break
-		sleep 0.1
-	done
-	fail "start $*" "no port file within 5 s ($(head -c 200 "$tmp/stderr"))"
+	if wait_for 30 eval '[ -s "$tmp/port" ] || ! kill -0 "$spid" 2>/dev/null' && [ -s "$tmp/port" ]; then
+		port=$(cat "$tmp/port")
+		return 0
+	fi
+	fail "start $*" "no port file within 30 s ($(head -c 200 "$tmp/stderr"))"
 	kill -TERM "$spid" 2>/dev/null
 	spid=""
 	return 1
 }
 
-# stop_server NAME: /quit, then expects exit status 0 within 5 s
+# stop_server NAME: /quit, then expects exit status 0 within 20 s
 stop_server() {
 	local body rc
-	body=$(curl -sS --max-time 5 "http://127.0.0.1:$port/quit" 2>&1)
-	for _ in $(seq 50); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
-	if kill -0 "$spid" 2>/dev/null; then
-		fail "$1" "still running 5 s after /quit (reply: $body)"
+	body=$(curl -sS --max-time 20 "http://127.0.0.1:$port/quit" 2>&1)
+	if ! wait_for 20 eval '! kill -0 "$spid" 2>/dev/null'; then
+		fail "$1" "still running 20 s after /quit (reply: $body)"
 		kill -TERM "$spid" 2>/dev/null
 		wait "$spid" 2>/dev/null
 	else
@@ -67,6 +79,27 @@ get() {
 header() { tr -d '\r' <"$tmp/h" | sed -n "s/^$1: //Ip" | head -n1; }
 # ge A B: A >= B for decimals
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+
+# in_usleep PID...: prints the first PID whose main thread is inside the blocking sleep of
+# /block (usleep: nanosleep or clock_nanosleep, per /proc/PID/syscall); 1 if none is. An idle
+# server waits in epoll_wait or poll, and /sleep parks in them too, so this sees only /block.
+case "$(uname -m)" in
+aarch64) sleep_nrs=" 101 115 " ;;
+*) sleep_nrs=" 35 230 " ;;
+esac
+in_usleep() {
+	local p nr
+	for p in "$@"; do
+		read -r nr _ <"/proc/$p/syscall" 2>/dev/null || continue
+		[[ "$sleep_nrs" == *" $nr "* ]] && { echo "$p"; return 0; }
+	done
+	return 1
+}
+# count ENDPOINT: the server's request count for ENDPOINT (from /stats on its own connection)
+count() {
+	curl -sS --max-time 20 "http://127.0.0.1:$port/stats" 2>/dev/null |
+		sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"
+}
 
 # ---- common endpoints --------------------------------------------------------------------------
 start_server || exit 1
@@ -112,13 +145,30 @@ if [ "$kind" = st ]; then
 	   echo "$body" | grep -q '"switch_cb":false,"switch_in_calls":0'
 	then pass stats-fanout; else fail stats-fanout "body '$body'"; fi
 
-	# a blocking handler stalls every coroutine; a parked one stalls none
-	curl -sS --max-time 10 -o /dev/null "http://127.0.0.1:$port/block?ms=400" & bg=$!
-	sleep 0.1; get /fast; wait "$bg"
-	if ge "$secs" 0.1; then pass block-stalls-all; else fail block-stalls-all "/fast took ${secs}s"; fi
-	curl -sS --max-time 10 -o /dev/null "http://127.0.0.1:$port/sleep?ms=1000" & bg=$!
-	sleep 0.1; get /fast; wait "$bg"
-	if ! ge "$secs" 0.5; then pass sleep-stalls-none; else fail sleep-stalls-none "/fast took ${secs}s"; fi
+	# A blocking handler stalls every coroutine: a /fast sent while the server is seen inside
+	# /block's usleep is answered only once the server has left it.
+	curl -sS --max-time 30 -o /dev/null "http://127.0.0.1:$port/block?ms=1000" & bg=$!
+	if ! wait_for 20 in_usleep "$spid" >/dev/null; then
+		fail block-stalls-all "the server was never seen in /block's usleep"
+	else
+		get /fast
+		if [ "$body" = ok ] && ! in_usleep "$spid" >/dev/null; then pass block-stalls-all
+		else fail block-stalls-all "/fast answered '$body' while the server still sleeps in /block"; fi
+	fi
+	wait "$bg"
+	# A parked one stalls none: a /fast sent once the server has started /sleep?ms=30000 is
+	# answered while that request is still waiting for its reply (then it is dropped).
+	n0=$(count sleep)
+	curl -sS --max-time 60 -o /dev/null "http://127.0.0.1:$port/sleep?ms=30000" & bg=$!
+	if ! wait_for 20 eval '[ "$(count sleep)" = $((n0 + 1)) ]'; then
+		fail sleep-stalls-none "the server did not start /sleep (count $(count sleep), was $n0)"
+	else
+		get /fast
+		if [ "$body" = ok ] && kill -0 "$bg" 2>/dev/null; then pass sleep-stalls-none
+		else fail sleep-stalls-none "/fast answered '$body' only after the 30 s /sleep ended"; fi
+	fi
+	kill "$bg" 2>/dev/null
+	wait "$bg" 2>/dev/null
 fi
 stop_server quit
 
@@ -133,20 +183,33 @@ if [ "$kind" = st ]; then
 		stop_server quit-poll
 	fi
 	if start_server -w 2; then
-		# a worker stuck in /block cannot accept, so the next requests must reach the other one
-		curl -sS --max-time 10 -D "$tmp/hb" -o /dev/null "http://127.0.0.1:$port/block?ms=500" & bg=$!
-		sleep 0.15
-		pids=""
-		for _ in 1 2 3; do get /fast; pids="$pids $(header X-Pid)"; done
-		wait "$bg"
-		bpid=$(tr -d '\r' <"$tmp/hb" | sed -n 's/^X-Pid: //Ip')
-		n=$(echo "$bpid $pids" | tr ' ' '\n' | grep -c . )
-		d=$(echo "$bpid $pids" | tr ' ' '\n' | grep . | sort -u | wc -l)
+		# A worker stuck in /block cannot accept, so requests sent while it is seen in the
+		# blocking usleep must reach the other one. The attempt counts only if the worker is
+		# still asleep after them; else it is repeated with a longer block (a loaded machine).
 		kids=$(ps -o pid= --ppid "$spid" | tr -d ' ' | sort | tr '\n' ' ')
-		if [ "$n" = 4 ] && [ "$d" = 2 ] && ! echo "$pids" | grep -qw "$bpid" &&
-		   [ "$(echo "$bpid $pids" | tr ' ' '\n' | grep . | sort -u | tr '\n' ' ')" = "$kids" ]
+		verdict="" why=""
+		for ms in 2000 8000 30000; do
+			curl -sS --max-time 60 -D "$tmp/hb" -o /dev/null "http://127.0.0.1:$port/block?ms=$ms" & bg=$!
+			# shellcheck disable=SC2086 # $kids: one word per pid
+			if ! blocked=$(wait_for 20 in_usleep $kids); then
+				why="no worker of [$kids] was seen in /block's usleep"
+				kill "$bg" 2>/dev/null; wait "$bg" 2>/dev/null
+				break
+			fi
+			pids=""
+			for _ in 1 2 3; do get /fast; pids="$pids $(header X-Pid)"; done
+			in_usleep "$blocked" >/dev/null && verdict=valid
+			wait "$bg"
+			bpid=$(tr -d '\r' <"$tmp/hb" | sed -n 's/^X-Pid: //Ip')
+			[ -n "$verdict" ] && break
+			why="worker $blocked left its ${ms} ms usleep before the 3 requests were answered"
+		done
+		seen=$(echo "$bpid $pids" | tr ' ' '\n' | grep . | sort -u | tr '\n' ' ')
+		if [ -z "$verdict" ]; then fail workers-two-pids "$why"
+		elif [ "$bpid" = "$blocked" ] && ! echo "$pids" | grep -qw "$bpid" &&
+		   [ "$(echo $pids | wc -w)" = 3 ] && [ "$seen" = "$kids" ]
 		then pass workers-two-pids
-		else fail workers-two-pids "block by '$bpid', fast by '$pids', workers '$kids'"; fi
+		else fail workers-two-pids "block by '$bpid' (seen asleep: $blocked), fast by '$pids', workers '$kids'"; fi
 		stop_server quit-workers
 	fi
 fi
