@@ -19,6 +19,26 @@ int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *)); /* lifecycle.c */
 
 #define RETRY_NS (30 * 1000000000ull) /* a segment that failed to compress waits this long */
 
+void d9__tmp_announce(const char *path)
+{
+	snprintf(d9__g.compress_tmp, sizeof(d9__g.compress_tmp), "%s", path);
+	__atomic_store_n(&d9__g.tmp_live, 1, __ATOMIC_RELEASE);
+}
+
+void d9__tmp_done(void)
+{
+	__atomic_store_n(&d9__g.tmp_live, 0, __ATOMIC_RELEASE);
+}
+
+void d9__tmp_abandon(void)
+{
+	int saved = errno;
+
+	if (__atomic_exchange_n(&d9__g.tmp_live, 0, __ATOMIC_ACQ_REL))
+		unlink(d9__g.compress_tmp);
+	errno = saved;
+}
+
 /* Reads up to n bytes at off from our own file: pread leaves any offset alone, and the check
  * after it tells whether the bytes came from that file. Returns bytes read or -errno. */
 static ssize_t read_own(struct d9__file *f, uint8_t *buf, size_t n, uint64_t off)
@@ -89,6 +109,7 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	 * keeps anyone from placing a file or link there first */
 	do {
 		d9__tmp_name(tmp, sizeof(tmp), dst, ".tmp-");
+		d9__tmp_announce(tmp);
 		err = d9__file_create(&out, tmp, O_WRONLY);
 	} while (err == -EEXIST);
 	if (err)
@@ -106,6 +127,11 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 		err = cerr;
 	if (err)
 		goto err_tmp;
+	/* from here the exit path must not remove it: a complete .gz may be renamed in */
+	if (!__atomic_exchange_n(&d9__g.tmp_live, 0, __ATOMIC_ACQ_REL)) {
+		err = -ECANCELED; /* removed by the exit path meanwhile */
+		goto err_in;
+	}
 	if (rename(tmp, dst) != 0) {
 		err = -errno;
 		goto err_tmp;
@@ -114,8 +140,10 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	unlink(src);
 	return 0;
 err_tmp:
+	d9__tmp_done();
 	unlink(tmp);
 err_in:
+	d9__tmp_done();
 	d9__file_close(&in);
 	return err;
 }
@@ -159,7 +187,12 @@ static int symbolize_job(const char *path, uint32_t seq)
 	char base[4300];
 	snprintf(base, sizeof(base), "%s.gz", path);
 	d9__tmp_name(tmp, sizeof(tmp), base, ".tmp-");
+	d9__tmp_announce(tmp);
 	int r = d9__symbolize_segment(path, tmp, &size);
+	if (!__atomic_exchange_n(&g->tmp_live, 0, __ATOMIC_ACQ_REL)) {
+		unlink(tmp); /* the exit path gave up on us: nothing is renamed any more */
+		return -ECANCELED;
+	}
 	if (r <= 0)
 		return r == -ECANCELED ? r : 0;
 	d9__lock(&g->disk_lock);

@@ -213,6 +213,10 @@ struct d9__agent {
 	int compressor_done; /* the compressor thread has finished (async-signal-safe to read) */
 	int compress_abort; /* exit cannot wait longer: the compressor drops its current job */
 	uint64_t compress_failures; /* segments that failed to compress (each stays .bin) */
+	/* the compressor's temporary file while it exists (tmp_live 1): removed by the exit path
+	 * when the compressor is given up on (async-signal-safe: a flag and unlink) */
+	char compress_tmp[4300];
+	int tmp_live;
 
 	int exit_done;
 };
@@ -294,6 +298,11 @@ int d9__file_truncate(struct d9__file *f, uint64_t size);
 int d9__file_close(struct d9__file *f);
 /* A close-on-exec duplicate of a checked descriptor (high when possible), or -1. */
 int d9__file_dup(const struct d9__file *f);
+/* compress.c: the compressor's temporary file, announced for the exit path (d9__tmp_abandon). */
+void d9__tmp_announce(const char *path);
+void d9__tmp_done(void);
+/* Exit path, the compressor given up on: removes its temporary file (async-signal-safe). */
+void d9__tmp_abandon(void);
 /* An unpredictable temporary name: <base><tag><pid>.<random>. */
 void d9__tmp_name(char *out, size_t cap, const char *base, const char *tag);
 

@@ -68,6 +68,8 @@ static void on_term(int sig)
 			wait_flag(&g->compressor_done, 1, 2000);
 			__atomic_store_n(&g->compress_abort, 1, __ATOMIC_RELEASE);
 			wait_flag(&g->compressor_done, 1, 300);
+			if (!__atomic_load_n(&g->compressor_done, __ATOMIC_ACQUIRE))
+				d9__tmp_abandon();
 		}
 	}
 	signal(sig, SIG_DFL);
@@ -270,7 +272,8 @@ static void on_exit_flush(void)
 				until.tv_sec++;
 				until.tv_nsec -= 1000000000;
 			}
-			pthread_timedjoin_np(g->compressor, NULL, &until);
+			if (pthread_timedjoin_np(g->compressor, NULL, &until) != 0)
+				d9__tmp_abandon(); /* still running: its .bin stays, its .tmp goes now */
 		}
 		g->compressor_started = 0;
 	}

@@ -41,6 +41,27 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* X.bin next to X.bin.gz: the process was killed between the compressor's rename of the
+ * complete .gz (written and fsynced first) and its removal of the .bin. Both hold the same
+ * segment; reading both would count every event twice. The .gz is kept (it may also carry
+ * symbol records). Sorted order puts X.bin right before X.bin.gz. */
+static void drop_compressed_twins(struct d9__inputs *in, size_t first)
+{
+	size_t w = first;
+
+	for (size_t i = first; i < in->n; i++) {
+		const char *p = in->paths[i];
+		size_t n = strlen(p);
+		if (i + 1 < in->n && ends_with(p, ".bin") && !strncmp(in->paths[i + 1], p, n) &&
+			!strcmp(in->paths[i + 1] + n, ".gz")) {
+			free(in->paths[i]);
+			continue;
+		}
+		in->paths[w++] = in->paths[i];
+	}
+	in->n = w;
+}
+
 int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
 {
 	in->paths = NULL;
@@ -89,8 +110,10 @@ int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
 			}
 		}
 		closedir(d);
-		if (in->n > first)
+		if (in->n > first) {
 			qsort(in->paths + first, in->n - first, sizeof(char *), cmp_str);
+			drop_compressed_twins(in, first);
+		}
 		if (in->n == first)
 			fprintf(stderr, "d9-analyze: %s: no segment files (*.bin, *.bin.gz, *.active)\n",
 				args[i]);

@@ -242,3 +242,17 @@ if (q['live_segments'], q['truncated_segments'], q['damaged_files']) != (0, 1, 1
     fail('.active of a dead process: %s' % q)
 "
 fi
+
+# ---- a segment as .bin and .bin.gz (killed between the compressor's rename and unlink) --------
+# the directory's X.bin next to X.bin.gz is the same segment: read once, not counted twice
+mkdir "$tmp/twin"
+cp tests/golden/basic.bin "$tmp/twin/trace.7.000000.bin"
+gzip -c tests/golden/basic.bin >"$tmp/twin/trace.7.000000.bin.gz"
+if run twin-one 0 summary --json tests/golden/basic.bin && run twin-both 0 summary --json "$tmp/twin"; then
+	check twin-both "
+one = json.load(open('$tmp/twin-one.out'))
+s = obj()
+if (s['events'], s['data_quality']['files']) != (one['events'], 1):
+    fail('%d events in %d files, want %d in 1' % (s['events'], s['data_quality']['files'], one['events']))
+"
+fi
