@@ -255,7 +255,7 @@ static int dump_file(FILE *f, const char *path)
 
 int d9__cmd_dump(int argc, char **argv)
 {
-	struct d9__inputs in;
+	struct d9__inputs in = { 0 };
 	int bad = 0, damaged = 0, readable = 0;
 
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -266,6 +266,7 @@ int d9__cmd_dump(int argc, char **argv)
 			"\"problem\" lines. The schema of each line is in format/FORMAT.md.\n");
 		return argc < 2 ? D9_EXIT_USAGE : D9_EXIT_OK;
 	}
+	in.every_file = 1; /* every file as it is on disk, twins included */
 	if (d9__inputs_expand(&in, argv + 1, argc - 1, &bad))
 		return D9_EXIT_NO_TRACE;
 	for (size_t i = 0; i < in.n; i++) {

@@ -211,7 +211,7 @@ int d9__cmd_html(int argc, char **argv)
 	const char *out = NULL, *v;
 	char **args = calloc((size_t)argc + 1, sizeof(*args));
 	int nargs = 0, bad = 0, damaged = 0, readable = 0, rc = D9_EXIT_OK;
-	struct d9__inputs in;
+	struct d9__inputs in = { 0 };
 
 	if (!args)
 		return D9_EXIT_USAGE;

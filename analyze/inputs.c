@@ -112,7 +112,8 @@ int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
 		closedir(d);
 		if (in->n > first) {
 			qsort(in->paths + first, in->n - first, sizeof(char *), cmp_str);
-			drop_compressed_twins(in, first);
+			if (!in->every_file)
+				drop_compressed_twins(in, first);
 		}
 		if (in->n == first)
 			fprintf(stderr, "d9-analyze: %s: no segment files (*.bin, *.bin.gz, *.active)\n",

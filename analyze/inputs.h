@@ -4,10 +4,14 @@
 #define D9_ANALYZE_INPUTS_H
 #include <stddef.h>
 
-struct d9__inputs { char **paths; size_t n; };
+struct d9__inputs {
+	char **paths;
+	size_t n;
+	int every_file; /* set before expanding: keep X.bin next to X.bin.gz (dump shows files) */
+};
 
-/* Expands files and directories (their *.bin, *.bin.gz and *.active entries, sorted by name;
- * not recursive). Returns 0 or a negative errno; unreadable arguments are reported on stderr
+/* Expands files and directories (their *.bin, *.bin.gz and *.active entries that are regular
+ * files, sorted by name; not recursive; X.bin left out next to X.bin.gz unless every_file). Returns 0 or a negative errno; unreadable arguments are reported on stderr
  * and counted in *bad. */
 int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad);
 void d9__inputs_free(struct d9__inputs *in);

@@ -292,7 +292,7 @@ static int cmp_seg(const void *a, const void *b)
 
 int d9__trace_open(struct d9__trace *t, char **args, int nargs)
 {
-	struct d9__inputs in;
+	struct d9__inputs in = { 0 };
 	int bad = 0;
 
 	if (d9__inputs_expand(&in, args, nargs, &bad))
