@@ -87,8 +87,8 @@
 			if (f.status === 'unreadable')
 				notes.push(f.name + ': not readable as a d9 trace: ' + f.problems[0].message);
 			else if (f.status === 'not sealed')
-				notes.push(f.name + ': not sealed (truncated, or still being written): read ' + f.events + ' events; ' +
-					f.problems[0].message + '; nothing is paired across its end');
+				notes.push(f.name + ': not sealed (truncated, or still being written): no trailer; read ' + f.events +
+					' events; nothing is paired across its end');
 			else if (f.status === 'truncated' || f.status === 'damaged' || f.note) {
 				const p = f.problems.find((x) => x.kind === 'truncated' || x.kind === 'corrupt' || x.kind === 'bad_event') || f.problems[0];
 				notes.push(f.name + ': ' + (f.status === 'truncated' ? 'truncated' : 'damaged') + ' data: read ' + f.events +
