@@ -132,7 +132,8 @@ function d9_model_module(root) {
 					wakes: table({ t: Float64Array, woken: Float64Array, waker: Float64Array, kind: Uint8Array }),
 					drops: table({ t: Float64Array, count: Float64Array, reason: Uint8Array }),
 					queue: table({ t: Float64Array, runnable: Float64Array }),
-					openPoll: null, openPark: null, openTurn: null, last: 0, first: Infinity,
+					openPoll: null, openPark: null, last: 0, first: Infinity,
+					turnStart: NaN, turnMark: 0, /* the open loop turn (Unpark -> Park), NaN: none */
 					turns: table({ start: Float64Array, end: Float64Array }),
 					gaps: 0, /* this thread's own gaps: its Dropped events */
 					endT: -Infinity, endMark: -1, /* its last event that is not a Dropped, and the gap mark there */
@@ -277,15 +278,15 @@ function d9_model_module(root) {
 						if (L.openPoll) closePoll(L, t, 0, mark);
 						break;
 					case 3: /* Park */
-						if (L.openTurn) {
-							if (L.openTurn.mark === mark) {
+						if (L.turnStart === L.turnStart) { /* not NaN: a turn is open */
+							if (L.turnMark === mark) {
 								const k = L.turns.cols;
-								k.start.push(L.openTurn.start); k.end.push(t);
+								k.start.push(L.turnStart); k.end.push(t);
 								L.turns.n++;
 							} else {
-								B.noteUnknown('turns', chunkLane.lane, L.openTurn.start);
+								B.noteUnknown('turns', chunkLane.lane, L.turnStart);
 							}
-							L.openTurn = null;
+							L.turnStart = NaN;
 						}
 						L.openPark = { start: t, call: num(fv[0]), mark };
 						break;
@@ -300,7 +301,8 @@ function d9_model_module(root) {
 							}
 							L.openPark = null;
 						}
-						L.openTurn = { start: t, mark };
+						L.turnStart = t;
+						L.turnMark = mark;
 						break;
 					case 5: { /* Wake */
 						const woken = num(fv[0]), kind = num(fv[2]);
