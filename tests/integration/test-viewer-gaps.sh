@@ -6,7 +6,8 @@
 # segments:
 #   - model (node, tests/browser/gaps.js): the polls the viewer draws as closed are exactly
 #     those `d9-analyze polls --json` lists, and it counts as many unknown polls, parks and
-#     scheduling delays and segment_seq gaps as `d9-analyze summary --json`;
+#     scheduling delays and segment_seq gaps as `d9-analyze summary --json` (and, on the generic
+#     trace of build/tests/gen-analyze-cpu, the loop turns `polls` lists);
 #   - in chromium (tests/browser/viewer-gaps-test.js): no poll or park drawn across a drop, a
 #     trailer-less segment or a missing one; the message and the points of interest count the
 #     unknown pairs; a trailer-less segment is "not sealed" and its end is marked on the
@@ -19,7 +20,8 @@ ROOT=$PWD
 
 san=build/san/d9-analyze
 gen=build/tests/gen-analyze-gaps
-for b in "$san" "$gen"; do
+gencpu=build/tests/gen-analyze-cpu
+for b in "$san" "$gen" "$gencpu"; do
 	if [ ! -x "$b" ]; then
 		echo "FAIL viewer-gaps-setup: $b is not built (make all build/san/d9-analyze)"
 		exit 0
@@ -36,8 +38,9 @@ trap 'rm -rf "$tmp"' EXIT
 ART=$ROOT/build/test-artifacts/viewer
 BR=$ROOT/tests/browser
 mkdir -p "$ART"
-if ! "$gen" "$tmp/t" 2>"$tmp/gen.err"; then
-	echo "FAIL viewer-gaps-setup: $gen: $(head -c 300 "$tmp/gen.err")"
+mkdir -p "$tmp/cpu"
+if ! "$gen" "$tmp/t" 2>"$tmp/gen.err" || ! "$gencpu" "$tmp/cpu" 2>>"$tmp/gen.err"; then
+	echo "FAIL viewer-gaps-setup: $gen or $gencpu: $(head -c 300 "$tmp/gen.err")"
 	exit 0
 fi
 
@@ -62,6 +65,8 @@ model drop "$tmp/t/drop"
 model unsealed "$tmp/t/unsealed"
 model seqgap "$tmp/t/seqgap"
 model all "$tmp/t/drop" "$tmp/t/unsealed" "$tmp/t/seqgap"
+# generic mode (no poll: loop turns, paired while decoding, as polls lists them)
+model generic "$tmp/cpu/generic"
 for g in basic.bin truncated.bin corrupt-chunk.bin unknown-types.bin; do
 	model "golden-${g%.bin}" "$ROOT/tests/golden/$g"
 done
