@@ -3,7 +3,10 @@
  * arrays (columns, not one object per event: 10 million events must fit in a tab), plus the
  * names of locations and stack frames. Runs in the Web Worker; needs d9_decode_module. Names
  * come only from the trace itself: SpawnLocation name strings and Symbol records, else
- * `module+0xoffset` from the Module definitions, else the address (no symbol files here). */
+ * `module+0xoffset` from the Module definitions, else the address (no symbol files here).
+ * Never pairs two events across a gap in the data (README.md, "Gaps"; the same rule as
+ * analyze/trace.h, "Pairing across gaps"): such polls, parks, loop turns and scheduling delays
+ * are counted as unknown, not drawn. */
 function d9_model_module(root) {
 	'use strict';
 	const D = root.D9Decode;
@@ -12,6 +15,11 @@ function d9_model_module(root) {
 	const CALLS = ['other', 'epoll_wait', 'epoll_pwait', 'epoll_pwait2', 'poll', 'ppoll', 'select', 'pselect'];
 	const FD_KINDS = ['none', 'file', 'socket', 'pipe', 'char', 'other'];
 	const DROP_REASONS = ['other', 'buffers_full', 'write_error', 'samples_lost', 'segment_deleted'];
+	const DROP_SAMPLES_LOST = 3; /* loses only CPU samples: not a gap */
+	/* problems that lose nothing already decoded (records of a newer writer, skipped whole) */
+	const NO_GAP_PROBLEMS = new Set(['unknown_chunk', 'unknown_event', 'unknown_def']);
+	/* the wake of a poll whose scheduling delay is unknown (a gap since the wake): kind -2 */
+	const UNKNOWN_WAKE = { t: NaN, kind: -2, waker: 0 };
 
 	/* a growable column of numbers */
 	class Col {
@@ -60,6 +68,10 @@ function d9_model_module(root) {
 			this.stackFrames = []; /* global stack index -> array of name ids, innermost first */
 			this.events = 0;
 			this.t0 = null; /* BigInt: realtime ns of time 0 */
+			/* pairs left out because a gap lies between their ends (README.md, "Gaps") */
+			this.unknown = { polls: 0, parks: 0, turns: 0, delays: 0, first: [] };
+			this.seqGaps = 0;
+			this.wideGaps = [];
 		}
 		name(s) {
 			let id = this.nameIds.get(s);
@@ -92,7 +104,10 @@ function d9_model_module(root) {
 				this.procs.push({ key, pid: header.pid, process: text(header.process), hostname: text(header.hostname),
 					cmdline: text(header.cmdline).replace(/\0/g, ' ').trim(), segments: 0, threads: new Map(),
 					syms: new Map(), symRanges: [], modules: [], pendingWake: new Map(), cos: new Map(),
-					realMinusMono: BigInt(header.anchor_realtime_ns) - BigInt(header.anchor_mono_ns) });
+					realMinusMono: BigInt(header.anchor_realtime_ns) - BigInt(header.anchor_mono_ns),
+					/* gaps (see gap()): those of every thread, all of them, the latest time one
+					 * reached; the latest event time of the segments read; the last segment_seq */
+					wideGaps: 0, gaps: 0, gapT: -Infinity, lastT: -Infinity, lastSeq: -1 });
 				this.procByKey.set(key, p);
 			}
 			this.procs[p].segments++;
@@ -118,6 +133,10 @@ function d9_model_module(root) {
 					drops: table({ t: Float64Array, count: Float64Array, reason: Uint8Array }),
 					queue: table({ t: Float64Array, runnable: Float64Array }),
 					openPoll: null, openPark: null, last: 0, first: Infinity,
+					turnStart: NaN, turnMark: 0, /* the open loop turn (Unpark -> Park), NaN: none */
+					turns: table({ start: Float64Array, end: Float64Array }),
+					gaps: 0, /* this thread's own gaps: its Dropped events */
+					endT: -Infinity, endMark: -1, /* its last event that is not a Dropped, and the gap mark there */
 				});
 			}
 			const L = this.lanes[l];
@@ -132,12 +151,42 @@ function d9_model_module(root) {
 			let done = 0;
 			const total = this.segs.reduce((s, x) => s + x.u8.length, 0);
 			for (const s of this.segs) {
+				const P = this.procs[s.proc];
+				/* a segment missing between this one and the process's previous one */
+				if (P.lastSeq >= 0 && s.seq !== P.lastSeq + 1) {
+					this.seqGaps++;
+					this.gap(P, null, P.lastT, 'segment(s) missing before ' + s.file.name);
+				}
+				P.lastSeq = s.seq;
 				this.decodeOne(s, T0);
+				if (s.tLast > P.lastT)
+					P.lastT = s.tLast;
 				done += s.u8.length;
 				if (progress)
 					progress(done, total, this.events);
 				s.u8 = null;
 			}
+		}
+		/* Counts a gap at time t (rel ns) of lane L, or of every thread of process P when L is
+		 * null. A pair opened before a gap and closed after it is unknown: its opening event
+		 * keeps the mark (lane gaps + process-wide gaps), its closing one compares it. */
+		gap(P, L, t, why) {
+			if (L) {
+				L.gaps++;
+			} else {
+				P.wideGaps++;
+				/* where the timeline marks it (the first 1000; a damaged file may hold more) */
+				if (this.wideGaps.length < 1000)
+					this.wideGaps.push({ proc: this.procs.indexOf(P), t, why });
+			}
+			P.gaps++;
+			if (t > P.gapT)
+				P.gapT = t;
+		}
+		noteUnknown(kind, lane, t) {
+			this.unknown[kind]++;
+			if (this.unknown.first.length < 1000)
+				this.unknown.first.push({ kind, lane, t });
 		}
 		decodeOne(s, T0) {
 			const B = this, P = this.procs[s.proc], h = s.h, f = s.file;
@@ -155,6 +204,9 @@ function d9_model_module(root) {
 				problem(kind, offset, message) {
 					f.problems.push({ kind, offset, message });
 					B.problems.push({ file: f.name, kind, offset, message });
+					/* whatever the damage held is lost, for any thread of the process */
+					if (!NO_GAP_PROBLEMS.has(kind))
+						B.gap(P, null, Math.max(P.lastT, s.tLast), 'damaged data in ' + f.name);
 				},
 				def(cp, d) {
 					switch (d.kind) {
@@ -199,30 +251,58 @@ function d9_model_module(root) {
 					if (t > s.tLast) s.tLast = t;
 					if (t > L.last) L.last = t;
 					if (t < L.first) L.first = t;
+					const mark = L.gaps + P.wideGaps;
+					if (ev.code !== 11) {
+						L.endT = t;
+						L.endMark = mark;
+					}
 					switch (ev.code) {
 					case 1: { /* PollStart */
-						if (L.openPoll) closePoll(L, t, 1);
+						if (L.openPoll) closePoll(L, t, 1, mark);
 						let loc = fv[1] ? locs.get(num(fv[1])) : undefined;
 						const co = num(fv[0]);
 						if (loc === undefined && coLocs.has(co)) loc = locs.get(num(coLocs.get(co)));
-						const w = P.pendingWake.get(co);
-						if (w) P.pendingWake.delete(co);
-						L.openPoll = { start: t, co, loc: loc === undefined ? -1 : loc, w };
+						let w = P.pendingWake.get(co);
+						if (w) {
+							P.pendingWake.delete(co);
+							/* a gap of any thread since the wake: its real first poll may be lost */
+							if (P.gaps !== w.mark || P.gapT >= w.t) {
+								B.noteUnknown('delays', chunkLane.lane, w.t);
+								w = UNKNOWN_WAKE;
+							}
+						}
+						L.openPoll = { start: t, co, loc: loc === undefined ? -1 : loc, w, mark };
 						break;
 					}
 					case 2: /* PollEnd */
-						if (L.openPoll) closePoll(L, t, 0);
+						if (L.openPoll) closePoll(L, t, 0, mark);
 						break;
 					case 3: /* Park */
-						L.openPark = { start: t, call: num(fv[0]) };
+						if (L.turnStart === L.turnStart) { /* not NaN: a turn is open */
+							if (L.turnMark === mark) {
+								const k = L.turns.cols;
+								k.start.push(L.turnStart); k.end.push(t);
+								L.turns.n++;
+							} else {
+								B.noteUnknown('turns', chunkLane.lane, L.turnStart);
+							}
+							L.turnStart = NaN;
+						}
+						L.openPark = { start: t, call: num(fv[0]), mark };
 						break;
 					case 4: /* Unpark */
 						if (L.openPark) {
-							const k = L.parks.cols;
-							k.start.push(L.openPark.start); k.end.push(t); k.call.push(L.openPark.call); k.ready.push(num(fv[0]));
-							L.parks.n++;
+							if (L.openPark.mark === mark) {
+								const k = L.parks.cols;
+								k.start.push(L.openPark.start); k.end.push(t); k.call.push(L.openPark.call); k.ready.push(num(fv[0]));
+								L.parks.n++;
+							} else {
+								B.noteUnknown('parks', chunkLane.lane, L.openPark.start);
+							}
 							L.openPark = null;
 						}
+						L.turnStart = t;
+						L.turnMark = mark;
 						break;
 					case 5: { /* Wake */
 						const woken = num(fv[0]), kind = num(fv[2]);
@@ -232,7 +312,7 @@ function d9_model_module(root) {
 						if (!P.pendingWake.has(woken)) {
 							/* timers: the delay counts from the deadline (the Wake's object, in units) */
 							const at = kind === 2 ? t + num(fv[3]) * mul : t;
-							P.pendingWake.set(woken, { t: at, kind, waker: num(fv[1]) });
+							P.pendingWake.set(woken, { t: at, kind, waker: num(fv[1]), mark: P.gaps });
 						}
 						break;
 					}
@@ -278,13 +358,24 @@ function d9_model_module(root) {
 						const k = L.drops.cols;
 						k.t.push(t); k.count.push(num(fv[0])); k.reason.push(num(fv[1]));
 						L.drops.n++;
+						/* events of this thread were lost before this one (thread 0: the writer's
+						 * count for threads it could not tell apart, so all of them) */
+						if (num(fv[1]) !== DROP_SAMPLES_LOST)
+							B.gap(P, L.tid ? L : null, t, 'events dropped (' + (DROP_REASONS[num(fv[1])] || num(fv[1])) + ')');
 						break;
 					}
 					}
 				},
 			};
-			function closePoll(L, t, open) {
+			/* the open poll of L ends at t (its PollEnd, or the next PollStart: open 1); one
+			 * with a gap between its ends is unknown, not drawn */
+			function closePoll(L, t, open, mark) {
 				const o = L.openPoll, k = L.polls.cols;
+				if (o.mark !== mark) {
+					B.noteUnknown('polls', chunkLane.lane, o.start);
+					L.openPoll = null;
+					return;
+				}
 				k.start.push(o.start); k.end.push(t); k.co.push(o.co); k.loc.push(o.loc);
 				k.wakeT.push(o.w ? o.w.t : NaN); k.wakeKind.push(o.w ? o.w.kind : -1); k.waker.push(o.w ? o.w.waker : 0);
 				k.open.push(open);
@@ -296,11 +387,24 @@ function d9_model_module(root) {
 			this.events += nev;
 			if (res.unreadable) {
 				f.status = 'unreadable';
+				this.gap(P, null, Math.max(P.lastT, s.tLast), f.name + ' unreadable');
 				return;
 			}
 			const st = res.stats;
 			if (st.truncated) f.status = 'truncated';
 			else if (st.corrupt_chunks || st.bad_events || st.bad_defs) f.status = 'damaged';
+			else if (!st.sealed) f.status = 'not sealed';
+			if (!st.sealed) {
+				/* Without a trailer the segment's writer stopped before sealing it (a crash, a
+				 * full disk) or is still writing it: a page cannot tell which (d9-analyze can,
+				 * for a live process on its host). What came after its last chunk is unknown:
+				 * nothing pairs across its end, on any thread. */
+				const msg = 'no trailer: the segment was not sealed (its writer stopped, or it is still being written)';
+				f.problems.push({ kind: 'not_sealed', offset: 0, message: msg });
+				this.problems.push({ file: f.name, kind: 'not_sealed', offset: 0, message: msg });
+				f.sealed = false;
+				this.gap(P, null, Math.max(P.lastT, s.tLast), 'end of ' + f.name + ' (not sealed)');
+			}
 			f.stats = st;
 			/* names, now that the whole segment (Symbol records included) is read */
 			if (P.symPending) {
@@ -378,18 +482,22 @@ function d9_model_module(root) {
 		finish() {
 			let tMin = Infinity, tMax = -Infinity;
 			const lanes = [];
-			for (const L of this.lanes) {
-				if (L.openPoll) { /* a poll the trace ends in: drawn to the lane's last event */
+			this.lanes.forEach((L, li) => {
+				/* a poll the trace ends in: drawn to the lane's last event, when no gap lies
+				 * between (else its end is unknown: not drawn) */
+				if (L.openPoll && L.openPoll.mark !== L.endMark) {
+					this.noteUnknown('polls', li, L.openPoll.start);
+				} else if (L.openPoll) {
 					const o = L.openPoll, k = L.polls.cols;
-					k.start.push(o.start); k.end.push(Math.max(L.last, o.start)); k.co.push(o.co); k.loc.push(o.loc);
+					k.start.push(o.start); k.end.push(Math.max(L.endT, o.start)); k.co.push(o.co); k.loc.push(o.loc);
 					k.wakeT.push(o.w ? o.w.t : NaN); k.wakeKind.push(o.w ? o.w.kind : -1); k.waker.push(o.w ? o.w.waker : 0);
 					k.open.push(2);
 					L.polls.n++;
 				}
 				if (L.first < tMin) tMin = L.first;
 				if (L.last > tMax) tMax = L.last;
-				const out = { proc: L.proc, tid: L.tid, worker: L.worker, name: L.name || '', first: L.first, last: L.last };
-				for (const kind of ['polls', 'parks', 'blocks', 'samples', 'wakes', 'drops', 'queue']) {
+				const out = { src: li, proc: L.proc, tid: L.tid, worker: L.worker, name: L.name || '', first: L.first, last: L.last };
+				for (const kind of ['polls', 'parks', 'blocks', 'samples', 'wakes', 'drops', 'queue', 'turns']) {
 					const t = L[kind], o = { n: 0 };
 					for (const c in t.cols) o[c] = t.cols[c].done();
 					o.n = t.cols[Object.keys(t.cols)[0]].n;
@@ -398,10 +506,12 @@ function d9_model_module(root) {
 				sortBy(out.samples, 't');
 				sortBy(out.polls, 'start');
 				sortBy(out.blocks, 'start');
+				sortBy(out.turns, 'start');
 				lanes.push(out);
-			}
-			/* generic mode: no poll in the whole trace; loop turns (Unpark -> next Park) instead */
-			const generic = lanes.every((l) => l.polls.n === 0) && lanes.some((l) => l.parks.n > 1);
+			});
+			/* generic mode: no poll in the whole trace; loop turns (Unpark -> next Park) instead,
+			 * those with no gap between their ends (paired while decoding) */
+			const generic = lanes.every((l) => l.polls.n === 0) && lanes.some((l) => l.parks.n + l.turns.n > 1);
 			if (generic) {
 				const turn = this.name('(loop turn)');
 				const g = this.locs.length;
@@ -409,16 +519,14 @@ function d9_model_module(root) {
 				this.locName[g] = turn;
 				this.locAddr[g] = null;
 				for (const l of lanes) {
-					const k = l.parks, n = Math.max(0, k.n - 1);
-					const p = { n, start: new Float64Array(n), end: new Float64Array(n), co: new Float64Array(n), loc: new Int32Array(n).fill(g),
+					const k = l.turns, n = k.n;
+					const p = { n, start: k.start, end: k.end, co: new Float64Array(n), loc: new Int32Array(n).fill(g),
 						wakeT: new Float64Array(n).fill(NaN), wakeKind: new Int8Array(n).fill(-1), waker: new Float64Array(n), open: new Uint8Array(n) };
-					for (let i = 0; i < n; i++) {
-						p.start[i] = k.end[i];
-						p.end[i] = k.start[i + 1];
-					}
 					l.polls = p;
 				}
 			}
+			for (const l of lanes)
+				delete l.turns;
 			lanes.sort((a, b) => a.proc - b.proc || (b.worker ? 1 : 0) - (a.worker ? 1 : 0) || (a.worker - b.worker) || a.tid - b.tid);
 			/* drop threads with nothing to draw (agent threads) */
 			const kept = lanes.filter((l) => l.polls.n || l.parks.n || l.blocks.n || l.samples.n || l.drops.n || l.worker);
@@ -446,16 +554,24 @@ function d9_model_module(root) {
 			});
 			stackOff[this.stackFrames.length] = j;
 			const segGaps = this.segmentGaps();
+			/* unknown pairs: lanes renumbered as kept (-1: a lane left out) */
+			const keptIdx = new Map();
+			kept.forEach((l, i) => keptIdx.set(l.src, i));
+			const U = this.unknown;
+			const unknown = { polls: U.polls, parks: U.parks, turns: generic ? U.turns : 0, delays: U.delays,
+				first: U.first.filter((x) => generic || x.kind !== 'turns').map((x) => ({ kind: x.kind, t: x.t, lane: keptIdx.has(x.lane) ? keptIdx.get(x.lane) : -1 })) };
 			return {
 				t0: this.t0 === null ? '0' : this.t0.toString(), tMin: isFinite(tMin) ? tMin : 0, tMax: isFinite(tMax) ? tMax : 1,
 				names: this.names, locName: Int32Array.from(this.locName, (x) => (x === undefined ? -1 : x)),
 				locAddr: this.locAddr, procs, lanes: kept, stackOff, frames, files: this.files.map((f) => ({ name: f.name, size: f.size, events: f.events, status: f.status, problems: f.problems.slice(0, 20), nproblems: f.problems.length, note: f.note })),
 				problems: this.problems.slice(0, 1000), events: this.events, generic, gaps: segGaps,
+				unknown, seqGaps: this.seqGaps, gapMarks: this.wideGaps.filter((g) => isFinite(g.t)),
 				enums: { WAKE_KINDS, CALLS, FD_KINDS, DROP_REASONS },
 			};
 		}
 		/* holes between the segments of a process: segment numbers missing from the series
-		 * (deleted by the disk budget, not given), or a segment that ends cut (a crash) */
+		 * (deleted by the disk budget, not given), or a segment that ends without a trailer (a
+		 * crash, a full disk) before the next one */
 		segmentGaps() {
 			const out = [];
 			const by = new Map();
@@ -468,7 +584,7 @@ function d9_model_module(root) {
 				for (let i = 1; i < list.length; i++) {
 					const a = list[i - 1], b = list[i];
 					const missing = b.seq - a.seq - 1;
-					if (missing > 0 || (a.file.status === 'truncated' && b.tFirst - a.tLast > 1e6))
+					if (missing > 0 || (a.file.sealed === false && b.tFirst - a.tLast > 1e6))
 						out.push({ proc: p, from: a.tLast, to: b.tFirst, missing, after: a.file.name });
 				}
 			}

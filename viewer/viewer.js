@@ -86,6 +86,9 @@
 		for (const f of m.files) {
 			if (f.status === 'unreadable')
 				notes.push(f.name + ': not readable as a d9 trace: ' + f.problems[0].message);
+			else if (f.status === 'not sealed')
+				notes.push(f.name + ': not sealed (truncated, or still being written): no trailer; read ' + f.events +
+					' events; nothing is paired across its end');
 			else if (f.status === 'truncated' || f.status === 'damaged' || f.note) {
 				const p = f.problems.find((x) => x.kind === 'truncated' || x.kind === 'corrupt' || x.kind === 'bad_event') || f.problems[0];
 				notes.push(f.name + ': ' + (f.status === 'truncated' ? 'truncated' : 'damaged') + ' data: read ' + f.events +
@@ -102,6 +105,9 @@
 			T.ready = true;
 			return;
 		}
+		const unk = unknownText(m);
+		if (unk)
+			notes.push('gaps in the data: ' + unk + ' not drawn (a gap lies between their two ends: what ran there was not seen).');
 		if (m.events && !nsamples)
 			notes.push('no CPU samples in this trace: flame graphs stay empty (record with D9_CPU_PROFILE=1).');
 		if (!m.events)
@@ -123,6 +129,17 @@
 		showTab(curTab);
 		renderFlame([], 'flame graph: click a poll or shift+drag a range');
 		T.ready = true;
+	}
+	/* "2 polls and 1 scheduling delay of unknown length", or '' (README.md, "Gaps") */
+	function unknownText(m) {
+		const u = m.unknown, parts = [];
+		const n = (k, one, many) => { if (u[k]) parts.push(u[k] + ' ' + (u[k] === 1 ? one : many)); };
+		n('polls', 'poll', 'polls');
+		n('turns', 'loop turn', 'loop turns');
+		n('parks', 'park', 'parks');
+		n('delays', 'scheduling delay', 'scheduling delays');
+		if (!parts.length) return '';
+		return (parts.length > 1 ? parts.slice(0, -1).join(', ') + ' and ' + parts[parts.length - 1] : parts[0]) + ' of unknown length';
 	}
 	function buildRows() {
 		rows = [];
@@ -246,7 +263,11 @@
 		const wrap = $('tlwrap');
 		const yTop = wrap.scrollTop, yBot = yTop + wrap.clientHeight;
 		const span = view.v1 - view.v0;
-		const counts = { polls: 0, pollColumns: 0, parks: 0, blocks: 0, samples: 0, drops: 0 };
+		const counts = { polls: 0, pollColumns: 0, parks: 0, blocks: 0, samples: 0, drops: 0, gapMarks: 0 };
+		/* gaps of every thread of a process in view: damage, a segment's end without a trailer,
+		 * missing segments (the thread's own gaps are its drops, drawn as triangles) */
+		const gapsInView = M.gapMarks.filter((g) => g.t >= view.v0 && g.t <= view.v1);
+		const bandsInView = M.gaps.filter((g) => g.to >= view.v0 && g.from <= view.v1);
 		const drawn = [];
 		const selCo = sel ? M.lanes[sel.lane].polls.co[sel.i] : null;
 		const selProc = sel ? M.lanes[sel.lane].proc : -1;
@@ -348,6 +369,26 @@
 					c.fillRect(x, y, 1, 3);
 					counts.samples++;
 				}
+			}
+			/* gaps of the whole process: a light red band between segments, a dashed red line */
+			for (const g of bandsInView) {
+				if (g.proc !== l.proc) continue;
+				const x0 = Math.max(GUTTER, xOf(g.from, W)), x1 = Math.min(W, xOf(g.to, W));
+				c.fillStyle = 'rgba(220,0,0,0.12)';
+				c.fillRect(x0, y, Math.max(1, x1 - x0), LANE_H);
+				counts.gapMarks++;
+			}
+			if (gapsInView.length) {
+				c.strokeStyle = '#e00';
+				c.lineWidth = 1;
+				c.setLineDash([3, 3]);
+				for (const g of gapsInView) {
+					if (g.proc !== l.proc) continue;
+					const x = Math.floor(xOf(g.t, W)) + 0.5;
+					c.beginPath(); c.moveTo(x, y); c.lineTo(x, y + LANE_H); c.stroke();
+					counts.gapMarks++;
+				}
+				c.setLineDash([]);
 			}
 			/* drops: red triangles */
 			{
@@ -610,6 +651,8 @@
 		rows2.push(['start', wall(start) + ' (+' + fmtDur(start - M.tMin) + ')']);
 		rows2.push(['worker', esc(laneLabel(l)) + ', pid ' + P.pid]);
 		let wakeTxt = '(no wake recorded)';
+		if (p.wakeKind[i] === -2)
+			wakeTxt = 'unknown: a gap in the data lies between its wake and this poll';
 		if (p.wakeKind[i] >= 0) {
 			wakeTxt = M.enums.WAKE_KINDS[p.wakeKind[i]] + (p.waker[i] ? ' by coroutine ' + p.waker[i] : '') +
 				', scheduling delay ' + fmtDur(start - p.wakeT[i]);
@@ -859,8 +902,15 @@
 			const d = l.drops;
 			for (let i = 0; i < d.n; i++) data.push({ kind: 'dropped ' + d.count[i] + ' (' + (M.enums.DROP_REASONS[d.reason[i]] || d.reason[i]) + ')', v: Infinity, lane: li, t: d.t[i], t1: d.t[i] });
 		});
+		const unk = M.unknown;
+		const firstOf = (k) => unk.first.find((x) => x.kind === k);
+		for (const [k, one, many] of [['polls', 'poll', 'polls'], ['turns', 'loop turn', 'loop turns'], ['parks', 'park', 'parks'], ['delays', 'scheduling delay', 'scheduling delays']]) {
+			if (!unk[k]) continue;
+			const f = firstOf(k);
+			data.push({ kind: unk[k] + ' ' + (unk[k] === 1 ? one : many) + ' of unknown length (gap in the data)', v: Infinity, lane: f ? f.lane : -1, t: f ? f.t : NaN, t1: f ? f.t : NaN });
+		}
 		for (const g of M.gaps)
-			data.push({ kind: 'gap in the data after ' + g.after + (g.missing > 0 ? ' (' + g.missing + ' segment(s) missing)' : ' (segment cut)'), v: Infinity, lane: -1, t: g.from, t1: g.to });
+			data.push({ kind: 'gap in the data after ' + g.after + (g.missing > 0 ? ' (' + g.missing + ' segment(s) missing)' : ' (not sealed: cut short)'), v: Infinity, lane: -1, t: g.from, t1: g.to });
 		for (const f of M.files)
 			if (f.status !== 'ok' || f.note) data.push({ kind: f.name + ': ' + f.status + ' (' + ((f.problems[0] || {}).message || f.note) + ')', v: Infinity, lane: -1, t: NaN });
 		const srt = (a) => a.sort((x, y) => y.v - x.v).slice(0, 25);

@@ -195,3 +195,19 @@ print(json.dumps({"golden": a[1], "golden_jsonl": a[2], "truncated": a[3], "real
 timeout -s KILL 600 node "$BR/viewer-test.js" "$cfg" 2>"$T/browser.err"
 rc=$?
 [ "$rc" = 0 ] || pl_fail viewer-browser "viewer-test.js exited with $rc: $(tail -c 400 "$T/browser.err")"
+
+# ---- gaps in the data (README.md, "Gaps"): the viewer pairs as d9-analyze does -------------------------
+# On the real trace: the polls the viewer's model draws as closed are those `d9-analyze polls`
+# lists, and it counts as many unknown pairs (tests/browser/gaps.js; the synthetic gap traces
+# are in test-viewer-gaps.sh).
+viewer_gaps_real() {
+	local r
+	"$PL_ANALYZE" polls --json "${real[@]}" >"$T/real.polls" 2>/dev/null
+	"$PL_ANALYZE" summary --json "${real[@]}" >"$T/real.sum" 2>/dev/null
+	r=$(node "$BR/gaps.js" "$T/real.polls" "$T/real.sum" "${real[@]}" 2>&1)
+	case "$r" in
+	'{"ok":true'*) pl_pass viewer-gaps-real "$(echo "$r" | sed 's/.*"polls":\([0-9]*\).*"unknown":\({[^}]*}\).*/\1 polls as d9-analyze polls, unknown \2/')" ;;
+	*) pl_fail viewer-gaps-real "$(echo "$r" | head -c 600)" ;;
+	esac
+}
+viewer_gaps_real

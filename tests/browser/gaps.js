@@ -1,0 +1,84 @@
+#!/usr/bin/env node
+/* gaps.js: `node gaps.js POLLS.jsonl SUMMARY.json TRACE...` checks that the viewer's model
+ * (viewer/model.js, run here in node as in the page's worker) pairs events as d9-analyze does
+ * across gaps in the data (README.md, "Gaps"): the polls it draws as closed are exactly those
+ * `d9-analyze polls --json` lists (thread, start and duration), and it counts as many unknown
+ * polls, parks and scheduling delays (and loop turns in generic mode) as the data_quality of
+ * `d9-analyze summary --json`. Prints one JSON line {"ok":bool,...} with what differs, and
+ * what the model says of each file and of the unknown pairs. */
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const zlib = require('zlib');
+const D = require('../../viewer/decode.js');
+const Model = require('../../viewer/model.js');
+
+function expandInputs(args) {
+	const out = [];
+	for (const a of args) {
+		if (fs.statSync(a).isDirectory()) {
+			for (const f of fs.readdirSync(a).sort())
+				if (/\.(bin|bin\.gz|active)$/.test(f)) out.push(path.join(a, f));
+		} else {
+			out.push(a);
+		}
+	}
+	return out;
+}
+
+const [pollsFile, summaryFile, ...inputs] = process.argv.slice(2);
+const b = new Model.Builder();
+for (const f of expandInputs(inputs)) {
+	let u8 = fs.readFileSync(f);
+	if (D.isGzip(u8)) u8 = zlib.gunzipSync(u8);
+	b.add(path.basename(f), new Uint8Array(u8.buffer, u8.byteOffset, u8.length));
+}
+b.decodeAll();
+const m = b.finish();
+const t0 = BigInt(m.t0);
+const diffs = [];
+
+/* the closed polls (open 2: the trace ends in it, which `polls` does not list) */
+const ours = [];
+for (const l of m.lanes)
+	for (let i = 0; i < l.polls.n; i++)
+		if (l.polls.open[i] !== 2)
+			ours.push({ tid: l.tid, start: l.polls.start[i], dur: l.polls.end[i] - l.polls.start[i] });
+const ref = fs.readFileSync(pollsFile, 'utf8').split('\n').filter((x) => x.trim()).map((x) => {
+	const j = JSON.parse(x.replace(/"start_ns":(\d+)/, '"start_ns":"$1"'));
+	return { tid: j.tid, start: Number(BigInt(j.start_ns) - t0), dur: j.duration_ns };
+});
+const key = (p) => p.tid + '@' + Math.round(p.start / 1000); /* µs: the viewer's times are doubles */
+const refBy = new Map();
+for (const p of ref) {
+	const k = key(p);
+	if (!refBy.has(k)) refBy.set(k, []);
+	refBy.get(k).push(p);
+}
+for (const p of ours) {
+	const list = refBy.get(key(p));
+	const j = list ? list.findIndex((r) => Math.abs(r.dur - p.dur) <= 2) : -1;
+	if (j < 0) {
+		diffs.push('viewer draws a poll the analyzer does not list: ' + JSON.stringify(p));
+		continue;
+	}
+	list.splice(j, 1);
+}
+for (const [, list] of refBy)
+	for (const r of list) diffs.push('analyzer lists a poll the viewer does not draw: ' + JSON.stringify(r));
+
+const dq = JSON.parse(fs.readFileSync(summaryFile, 'utf8')).data_quality;
+const want = { polls: dq.polls_unknown, parks: dq.parks_unknown, delays: dq.sched_delay_unknown };
+if (m.generic)
+	want.turns = dq.loop_turns_unknown;
+for (const k in want)
+	if (m.unknown[k] !== want[k])
+		diffs.push('unknown ' + k + ': viewer ' + m.unknown[k] + ', analyzer ' + want[k]);
+if (m.seqGaps !== dq.seq_gaps)
+	diffs.push('seq gaps: viewer ' + m.seqGaps + ', analyzer ' + dq.seq_gaps);
+
+console.log(JSON.stringify({
+	ok: diffs.length === 0, polls: ours.length, diffs: diffs.slice(0, 20),
+	unknown: { polls: m.unknown.polls, parks: m.unknown.parks, turns: m.unknown.turns, delays: m.unknown.delays },
+	files: m.files.map((f) => f.name + ': ' + f.status), gapMarks: m.gapMarks.length, segmentGaps: m.gaps.length,
+}));
