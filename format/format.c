@@ -1095,60 +1095,49 @@ int d9_reader_open_mem(struct d9_reader **out, const void *buf, size_t len)
 	return 0;
 }
 
-int d9_reader_open_file(struct d9_reader **out, const char *path)
+/* A reader over gz (NULL: err_open, e.g. -errno of the failed open); takes gz. */
+static int reader_open_gz(struct d9_reader **out, gzFile gz, int err_open)
 {
-	struct d9_reader *r = calloc(1, sizeof(*r));
+	struct d9_reader *r;
 	int err;
 
 	*out = NULL;
-	if (!r)
+	if (!gz)
+		return err_open;
+	if (!(r = calloc(1, sizeof(*r)))) {
+		gzclose(gz);
 		return -ENOMEM;
-	struct stat st;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-		err = -EISDIR;
-		goto err_free;
 	}
-	r->gz = gzopen(path, "rbe"); /* plain files read unchanged, gzip ones inflated; e: O_CLOEXEC */
-	if (!r->gz) {
-		err = errno ? -errno : -ENOMEM;
-		goto err_free;
-	}
+	r->gz = gz;
 	gzbuffer(r->gz, 131072);
 	err = reader_start(r);
-	if (err)
-		goto err_free;
+	if (err) {
+		d9_reader_close(r);
+		return err;
+	}
 	*out = r;
 	return 0;
-err_free:
-	d9_reader_close(r);
-	return err;
+}
+
+int d9_reader_open_file(struct d9_reader **out, const char *path)
+{
+	struct stat st;
+
+	*out = NULL;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return -EISDIR;
+	/* plain files read unchanged, gzip ones inflated; e: O_CLOEXEC */
+	gzFile gz = gzopen(path, "rbe");
+	return reader_open_gz(out, gz, errno ? -errno : -ENOMEM);
 }
 
 int d9_reader_open_fd(struct d9_reader **out, int fd)
 {
-	struct d9_reader *r = calloc(1, sizeof(*r));
-	int err;
+	gzFile gz = gzdopen(fd, "rb"); /* owns fd from here on, closed by d9_reader_close */
 
-	*out = NULL;
-	if (!r) {
+	if (!gz)
 		close(fd);
-		return -ENOMEM;
-	}
-	r->gz = gzdopen(fd, "rb"); /* owns fd from here on, closed by d9_reader_close */
-	if (!r->gz) {
-		close(fd);
-		err = -ENOMEM;
-		goto err_free;
-	}
-	gzbuffer(r->gz, 131072);
-	err = reader_start(r);
-	if (err)
-		goto err_free;
-	*out = r;
-	return 0;
-err_free:
-	d9_reader_close(r);
-	return err;
+	return reader_open_gz(out, gz, -ENOMEM);
 }
 
 void d9_reader_close(struct d9_reader *r)

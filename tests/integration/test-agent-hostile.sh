@@ -147,9 +147,11 @@ if [ "$rc" -ne 0 ]; then
 	d9_fail planted-links "daemon exit $rc: $(head -c 300 "$T/l.err")"
 elif [ "$(head -c 7 "$T/victim" | od -An -c | tr -d ' ')" != 'victim\n' ]; then
 	d9_fail planted-links "the victim file was written: $(head -c 100 "$T/victim" | od -c | head -2)"
-elif ! ls "$T/l/t" | grep -qE '^trace\.[0-9]+\.00000[3-9]\.bin\.gz$'; then
+elif ! ls "$T/l/t" | grep -qE '^trace\.[0-9]+\.00000[3-9]\.bin(\.gz)?$'; then
 	d9_fail planted-links "no segment of its own: $(ls "$T/l/t" | tr '\n' ' ')"
 else
+	# .bin or .bin.gz: compression at exit is best effort (2 s), and a loaded machine may not
+	# give the nice-19 compressor that time
 	d9_pass planted-links "victim intact, the trace went to new names"
 fi
 

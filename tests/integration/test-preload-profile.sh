@@ -102,9 +102,13 @@ with case(prefix + "-burn") as c:
         fail("the /burn poll lasts %.1f ms, want >= %d" % (dur_ms, ms_))
     ins = inside(p, 0)
     expect = ms_ * want_hz / 1000.0
-    if len(ins) < expect / 2:
+    # perf samples every 1/rate of CPU time; ctimer's signals come at the kernel tick while the
+    # thread runs, and on a CPU shared with other runnable threads fewer ticks land in it (26
+    # of 60 seen with the load average at 12 on 2 CPUs): a quarter is its floor
+    floor = expect / (4 if "ctimer" in prefix or "denied" in prefix else 2)
+    if len(ins) < floor:
         fail("%d on-CPU samples inside the %.1f ms /burn poll, want >= %d (%d Hz)"
-             % (len(ins), dur_ms, expect / 2, want_hz))
+             % (len(ins), dur_ms, floor, want_hz))
     good = [e for e in ins if has("burn_cpu", frames_of(e)) >= 0 and e["coroutine"] == burn.id]
     if len(good) < 0.8 * len(ins):
         ex = [describe_frames(frames_of(e), syms, maps) for e in ins[:2]]
