@@ -264,3 +264,39 @@ if pl_run $p "$ST_HTTP" D9_CPU_PROFILE=999 D9_BLOCKING_THRESHOLD=10us -- "${reqs
 		fi
 	fi
 fi
+
+# off-CPU samples of a blocking usleep() in st-http's /block: the switch happens inside the
+# agent's usleep interposer, which the stack shows as `usleep` right above handle_block
+p=names-agent-offcpu
+if pl_run $p "$ST_HTTP" D9_SCHED_EVENTS=1 D9_CPU_PROFILE=99 -- "/block?ms=30" "block ms=30" \
+	"/block?ms=30" "block ms=30" "/block?ms=30" "block ms=30"; then
+	if ! d9_wait_settled "$SDIR/trace"; then
+		pl_fail $p "$D9_SETTLE_ERR"
+	else
+		"$PL_ANALYZE" summary --json "$SDIR/trace" >"$SDIR/summary.json" 2>"$SDIR/an.err"
+		python3 - "$SDIR/summary.json" "$SDIR/stderr" <<'PYEOF'
+import json, re, sys
+s = json.load(open(sys.argv[1]))
+stacks = [h["stack"] for p in s.get("long_polls", []) for h in p.get("hot_stacks", [])
+          if h.get("source") == "off"]
+if not s.get("cpu_samples", {}).get("off"):
+    err = open(sys.argv[2]).read()
+    print("SKIP names-agent-offcpu: no off-CPU sample (%s)" % (err.strip()[:200] or "?"))
+    sys.exit(0)
+blk = [st for st in stacks if any(f.startswith("handle_block") for f in st)]
+agent = [f for st in stacks for f in st if re.search(r"libc-block\.c|d9__|^record\b", f)]
+def above(st):
+    i = next(i for i, f in enumerate(st) if f.startswith("handle_block"))
+    return st[i - 1] if i > 0 else None
+if agent:
+    print("FAIL names-agent-offcpu: an agent frame shows: %r" % agent[0])
+elif not blk:
+    print("FAIL names-agent-offcpu: no off-CPU hot stack through handle_block: %r" % stacks[:3])
+elif not all(above(st) == "usleep" for st in blk):
+    print("FAIL names-agent-offcpu: the frame above handle_block is not `usleep`: %r" % blk[0])
+else:
+    print("PASS names-agent-offcpu: %d off-CPU stacks through handle_block, each with usleep "
+          "above it (innermost: %s)" % (len(blk), blk[0][0]))
+PYEOF
+	fi
+fi
