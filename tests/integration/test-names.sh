@@ -24,6 +24,10 @@
 #     interposer while samples are taken: no folded stack shows the agent's own functions or
 #     sources (libc-block.c, record, d9__*, libunwind), and the program's stacks end in a frame
 #     named just `read` under handle_file.
+#   - names-agent-offcpu: off-CPU samples (D9_SCHED_EVENTS=1) of st-http's /block (a blocking
+#     usleep): every off-CPU hot stack through handle_block has the frame `usleep` (the
+#     interposer, by its symbol alone) right above handle_block, and no agent source or d9__
+#     name anywhere. SKIP when the machine gives no off-CPU sample.
 set -u
 # shellcheck source=lib-preload.sh
 . "$(dirname "$0")/lib-preload.sh"
