@@ -14,6 +14,9 @@ ifneq ($(SAN),)
 ALL_CFLAGS += -fsanitize=$(SAN) -fno-sanitize-recover=all
 endif
 LDLIBS_FMT := -lz
+# dwsym.c demangles C++ names with libiberty's allocation-free demangler (static, PIC on Debian);
+# the agent keeps its symbols hidden so they never interpose on the host's own copy
+LDLIBS_DEM := -liberty
 
 B := build
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -26,7 +29,8 @@ UNIT_SRC    := $(wildcard tests/unit/test-*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(B)/san/tests/%,$(UNIT_SRC))
 TOOL_SRC    := $(wildcard tests/tools/*.c)
 TOOL_BIN    := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRC))
-SERVER_BIN  := $(B)/tests/st-http $(B)/tests/st-http-nofp $(B)/tests/epoll-http $(B)/tests/busy-workers
+SERVER_BIN  := $(B)/tests/st-http $(B)/tests/st-http-nofp $(B)/tests/epoll-http $(B)/tests/busy-workers \
+	$(B)/tests/cxx-http
 
 .PHONY: all deps test test-run demo bench fuzz clean golden servers
 all: $(B)/libd9agent.so $(B)/d9-analyze $(TOOL_BIN) $(SERVER_BIN)
@@ -48,21 +52,22 @@ $(B):
 
 # ---- products -----------------------------------------------------------------------------------
 $(B)/libd9agent.so: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(AGENT_SRC))
-	$(CC) $(ALL_CFLAGS) -shared -fvisibility=hidden -Wl,-z,defs -o $@ $^ $(LDLIBS_FMT) -lunwind -ldl -lpthread
+	$(CC) $(ALL_CFLAGS) -shared -fvisibility=hidden -Wl,-z,defs -Wl,--exclude-libs,libiberty.a -o $@ $^ \
+		$(LDLIBS_FMT) $(LDLIBS_DEM) -lunwind -ldl -lpthread
 
 $(B)/d9-analyze: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_FMT) -lm
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm
 
 # sanitizer build of the analyzer: tests replay hostile inputs through it
 $(B)/san/d9-analyze: $(patsubst %.c,$(B)/san/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) -lm
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm
 
 # test-analyze.c #includes the analyzer's sources: rebuild it when they change
 $(B)/san/obj/tests/unit/test-analyze.o: $(ANALYZE_SRC) $(wildcard analyze/*.h)
 
 $(B)/san/tests/%: $(B)/san/obj/tests/unit/%.o $(B)/san/obj/format/format.o
 	@mkdir -p $(dir $@)
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) -lpthread -lm
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lpthread -lm
 
 # the recording core as a static archive: the test driver and benchmarks link it directly, so
 # they exercise the real inline hot path (objects are pulled in only when referenced)
@@ -73,14 +78,14 @@ $(B)/libd9core.a: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(wildcard agent/*.c
 # helper programs for tests and benchmarks (plain build)
 $(B)/tests/%: tests/tools/%.c tests/tools/gen-common.h $(B)/libd9core.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libd9core.a $(LDLIBS_FMT) -lunwind -lpthread -lm -ldl
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libd9core.a $(LDLIBS_FMT) $(LDLIBS_DEM) -lunwind -lpthread -lm -ldl
 
 # unwind-check: its call chain must have no frame pointers (what DWARF unwinding is for), and
 # -rdynamic exports its function names to dladdr
 $(B)/tests/unwind-check: tests/tools/unwind-check.c $(B)/libd9core.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fomit-frame-pointer -rdynamic -Itests/unit -o $@ $< $(B)/libd9core.a \
-		$(LDLIBS_FMT) -lunwind -lpthread -lm -ldl
+		$(LDLIBS_FMT) $(LDLIBS_DEM) -lunwind -lpthread -lm -ldl
 
 # ---- test servers (tests/servers/): ordinary programs that know nothing of d9 ----------------------
 # Own flags: never sanitized (sanitizers and LD_PRELOAD do not mix), frame pointers chosen per
@@ -104,6 +109,12 @@ $(B)/tests/epoll-http: tests/servers/epoll-http.c
 $(B)/tests/busy-workers: tests/servers/busy-workers.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -o $@ $< -lpthread
+
+# a C++ server (names to demangle: namespaces, classes, templates), built with g++
+CXX ?= g++
+$(B)/tests/cxx-http: tests/servers/cxx-http.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Wshadow -fno-omit-frame-pointer -o $@ $<
 
 # ---- viewer/ embedded in d9-analyze (`d9-analyze html`, analyze/cmd-html.c) ----------------------
 # The page and its scripts become byte arrays in build/gen/viewer-files.c (od + sed: no xxd needed).

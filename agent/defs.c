@@ -5,6 +5,7 @@
  * capped; past the cap, lookups of new keys return 0 ("unknown") and are counted. */
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,31 @@ struct d9__intern {
 
 static struct d9__intern intern_state;
 
+/* The agent's own code, from its ELF header to the end of its text (symbols the linker
+ * defines in every object), when it runs as libd9agent.so; empty in a program that links the
+ * core statically (tests, benchmarks), whose own code that range would be. */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern const char __etext[] __attribute__((visibility("hidden")));
+static uint64_t agent_lo, agent_hi;
+
+static void find_agent_code(void)
+{
+	Dl_info di;
+
+	if (!dladdr((void *)find_agent_code, &di) || !di.dli_fname)
+		return;
+	const char *base = strrchr(di.dli_fname, '/');
+	if (strncmp(base ? base + 1 : di.dli_fname, "libd9agent.so", 13))
+		return;
+	agent_lo = (uintptr_t)__ehdr_start;
+	agent_hi = (uintptr_t)__etext;
+}
+
 void d9__defs_init(void)
 {
 	struct d9__agent *g = &d9__g;
+
+	find_agent_code();
 
 	pthread_mutex_init(&g->def_lock, NULL);
 	g->intern = &intern_state;
@@ -205,10 +228,34 @@ static void enc_stack(struct d9_wbuf *w, uint64_t id, const void *key, size_t kl
 	d9_def_stack(w, id, frames, (uint32_t)(klen / sizeof(uint64_t)));
 }
 
+/* Where a stack starts once the agent's own work is left out. A stack taken while an
+ * interposer runs has agent frames on top of the program's: the interposer (called by the
+ * program) and, when the agent was recording, its internal functions and what they called. The
+ * first run of agent frames from the top is cut to its outermost frame, the interposer, named
+ * like the call it wraps (dwsym.c), so the program's stack ends in `read` or
+ * `pthread_mutex_lock`. A run of one frame is the interposer alone, calling the real function:
+ * the frames above it are that call's and stay. */
+static uint32_t agent_trim(const uint64_t *f, uint32_t n)
+{
+	uint32_t a = 0;
+
+	if (agent_lo == agent_hi)
+		return 0;
+	while (a < n && (f[a] < agent_lo || f[a] >= agent_hi))
+		a++;
+	uint32_t b = a;
+	while (b + 1 < n && f[b + 1] >= agent_lo && f[b + 1] < agent_hi)
+		b++;
+	return b < n && b > a ? b : 0;
+}
+
 uint64_t d9_agent_stack(const uint64_t *frames, uint32_t n)
 {
 	if (!usable())
 		return 0;
+	uint32_t skip = agent_trim(frames, n);
+	frames += skip;
+	n -= skip;
 	if (n > D9_STACK_MAX_FRAMES)
 		n = D9_STACK_MAX_FRAMES;
 	d9__lock(&d9__g.def_lock);

@@ -2,48 +2,137 @@
  * (symbolize.c, on the compressor thread of the host) and the analyzer (analyze/symbols.c, which
  * builds this file too), so both name an address the same way. libdw is loaded with dlopen: the
  * agent does not link it and d9-analyze runs without it. Never a wrong name: a module counts only
- * when its build id and placement match the trace's record, and an address only when an ELF
- * symbol holds it. Inside the host no debug file is searched beyond /usr/lib/debug/.build-id.
- * Design: agent/DESIGN.md, "Background symbolization". */
+ * when its build id and placement match the trace's record, an address only when an ELF symbol
+ * holds it, and a separate debug file only when its build id (or debuglink CRC) matches. Inside
+ * the host, debug files are searched by build id and .gnu_debuglink only, never debuginfod. C++
+ * names are demangled with libiberty's allocation-free demangler (linked statically, hidden).
+ * Design: agent/DESIGN.md, "Background symbolization" and "Names". */
 #include "dwsym.h"
 
 #include <dlfcn.h>
 #include <dwarf.h>
 #include <fcntl.h>
+#include <libiberty/demangle.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 struct d9__dw d9__dw;
 
-/* Separate debug files inside the host: only /usr/lib/debug/.build-id/xx/yyyy.debug, named by
- * the module's build id (what Debian's -dbgsym packages install). libdw's standard search is not
- * used there: it loads libdebuginfod, and with it libcurl and some twenty libraries, into the
- * host process, and may ask debuginfod servers over the network from inside it. */
-static int host_find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base,
-	const char *file, const char *debuglink, GElf_Word crc, char **debuginfo_file)
-{
-	const unsigned char *bid;
-	GElf_Addr vaddr;
-	char path[256];
+/* Where separate debug files live: /usr/lib/debug, or D9_DEBUG_DIR (an absolute directory; for
+ * tests and for debug trees kept elsewhere). Read once while the program starts (a constructor:
+ * single-threaded then; getenv later could race with the host's setenv). */
+static char debug_root[PATH_MAX / 2] = "/usr/lib/debug";
+static char std_path[PATH_MAX / 2 + 16]; /* libdw's search path for the analyzer */
+static char *debuginfo_path; /* NULL: libdw's default search path (":.debug:/usr/lib/debug") */
 
-	(void)user, (void)name, (void)base, (void)file;
-	if (debuglink && crc == 0)
-		return -1; /* libdw looking for a dwz alt file: the module's own file would be wrong */
-	int n = d9__dw.build_id(m, &bid, &vaddr);
-	if (n < 2 || n > 64)
-		return -1;
-	int k = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", bid[0]);
-	for (int i = 1; i < n; i++)
-		k += snprintf(path + k, sizeof(path) - (size_t)k, "%02x", bid[i]);
-	snprintf(path + k, sizeof(path) - (size_t)k, ".debug");
+__attribute__((constructor)) static void read_debug_dir(void)
+{
+	const char *v = getenv("D9_DEBUG_DIR");
+	size_t n = v ? strlen(v) : 0;
+
+	if (!v || v[0] != '/' || n >= sizeof(debug_root))
+		return; /* unset, relative or too long: the standard place */
+	while (n > 1 && v[n - 1] == '/')
+		n--;
+	memcpy(debug_root, v, n);
+	debug_root[n] = 0;
+	snprintf(std_path, sizeof(std_path), ":.debug:%s", debug_root);
+	debuginfo_path = std_path;
+}
+
+/* 1 when descriptor fd is module m's separate debug file: it carries the module's build id
+ * (bid[0..nbid)), or, for a module without one, its bytes have the CRC-32 the module's
+ * .gnu_debuglink recorded (zlib's CRC is the one debuglink uses). */
+static int debug_file_matches(int fd, const unsigned char *bid, int nbid, GElf_Word crc)
+{
+	if (nbid > 0) {
+		Elf *e = d9__dw.elf_begin(fd, ELF_C_READ_MMAP, NULL);
+		const void *b = NULL;
+		ssize_t n = e ? d9__dw.elf_build_id(e, &b) : -1;
+		int ok = n == nbid && b && !memcmp(b, bid, (size_t)n);
+		if (e)
+			d9__dw.elf_end(e);
+		return ok;
+	}
+	unsigned char buf[16384];
+	uLong c = crc32(0, NULL, 0);
+	off_t off = 0;
+	ssize_t k;
+	while ((k = pread(fd, buf, sizeof(buf), off)) > 0) {
+		c = crc32(c, buf, (uInt)k);
+		off += k;
+	}
+	return k == 0 && (GElf_Word)c == crc;
+}
+
+/* Opens path when it is module m's debug file and not the module's own file (self: its stat).
+ * Returns the descriptor (*out: a copy of path, for libdw), or -1. */
+static int try_debug_file(const char *path, const struct stat *self, const unsigned char *bid,
+	int nbid, GElf_Word crc, char **out)
+{
+	struct stat st;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0 && !(*debuginfo_file = strdup(path))) {
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+		(self && st.st_dev == self->st_dev && st.st_ino == self->st_ino) ||
+		!debug_file_matches(fd, bid, nbid, crc) || !(*out = strdup(path))) {
 		close(fd);
 		return -1;
 	}
 	return fd;
+}
+
+/* Separate debug files inside the host, in gdb's order: ROOT/.build-id/xx/yyyy.debug named by
+ * the module's build id (what Debian's -dbgsym packages install), then the file named by the
+ * module's .gnu_debuglink in the module's directory, in its .debug/ subdirectory and under ROOT
+ * + the module's directory. libdw's standard search is not used here: it loads libdebuginfod,
+ * and with it libcurl and some twenty libraries, into the host process, and may ask debuginfod
+ * servers over the network from inside it. */
+static int host_find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base,
+	const char *file, const char *debuglink, GElf_Word crc, char **debuginfo_file)
+{
+	const unsigned char *bid = NULL;
+	GElf_Addr vaddr;
+	char path[PATH_MAX];
+	int fd;
+
+	(void)user, (void)name, (void)base;
+	if (debuglink && crc == 0)
+		return -1; /* libdw looking for a dwz alt file: the module's own file would be wrong */
+	int nbid = d9__dw.build_id(m, &bid, &vaddr);
+	if (nbid < 0 || nbid > 64)
+		nbid = 0;
+	if (nbid >= 2) {
+		int k = snprintf(path, sizeof(path), "%s/.build-id/%02x/", debug_root, bid[0]);
+		for (int i = 1; i < nbid; i++)
+			k += snprintf(path + k, sizeof(path) - (size_t)k, "%02x", bid[i]);
+		snprintf(path + k, sizeof(path) - (size_t)k, ".debug");
+		if ((fd = try_debug_file(path, NULL, bid, nbid, crc, debuginfo_file)) >= 0)
+			return fd;
+	}
+	const char *slash = file ? strrchr(file, '/') : NULL;
+	struct stat self;
+	if (!debuglink || !*debuglink || strchr(debuglink, '/') || !slash || file[0] != '/' ||
+		stat(file, &self) != 0)
+		return -1;
+	int dlen = (int)(slash - file); /* the module's directory, without the last '/' */
+	for (int i = 0; i < 3; i++) {
+		int k = i == 0 ? snprintf(path, sizeof(path), "%.*s/%s", dlen, file, debuglink) :
+			i == 1 ? snprintf(path, sizeof(path), "%.*s/.debug/%s", dlen, file, debuglink) :
+			snprintf(path, sizeof(path), "%s%.*s/%s", debug_root, dlen, file, debuglink);
+		if (k <= 0 || (size_t)k >= sizeof(path))
+			continue;
+		if ((fd = try_debug_file(path, &self, bid, nbid, crc, debuginfo_file)) >= 0)
+			return fd;
+	}
+	return -1;
 }
 
 /* Inside the host every module is reported with its file (dwfl_report_elf): no other search. */
@@ -54,7 +143,6 @@ static int host_find_elf(Dwfl_Module *m, void **user, const char *name, Dwarf_Ad
 	return -1;
 }
 
-static char *debuginfo_path; /* NULL: libdw's default search path */
 static Dwfl_Callbacks host_cb, standard_cb;
 
 int d9__dwsym_load(const char **why)
@@ -97,6 +185,10 @@ int d9__dwsym_load(const char **why)
 	SYM(build_id_find_elf, "dwfl_build_id_find_elf");
 	SYM(standard_find_debuginfo, "dwfl_standard_find_debuginfo");
 	SYM(offline_section_address, "dwfl_offline_section_address");
+	SYM(module_info, "dwfl_module_info");
+	SYM(elf_begin, "elf_begin"); /* libelf */
+	SYM(elf_end, "elf_end");
+	SYM(elf_build_id, "dwelf_elf_gnu_build_id");
 #undef SYM
 	host_cb.find_elf = host_find_elf;
 	host_cb.find_debuginfo = host_find_debuginfo;
@@ -169,12 +261,73 @@ Dwfl_Module *d9__dwsym_report(Dwfl *dwfl, const char *path, uint64_t start, uint
 	return d9__dwsym_placed_right(dm, start, offset) ? dm : NULL;
 }
 
+/* Demangler output into a fixed buffer: what does not fit marks it full (the name stays
+ * mangled), nothing is allocated. */
+struct dem_out {
+	char *p;
+	size_t len, cap;
+	int full;
+};
+
+static void dem_put(const char *s, size_t n, void *opaque)
+{
+	struct dem_out *o = opaque;
+
+	if (o->full || n >= o->cap - o->len) {
+		o->full = 1;
+		return;
+	}
+	memcpy(o->p + o->len, s, n);
+	o->len += n;
+}
+
+const char *d9__dwsym_demangle(const char *name, char *buf, size_t cap)
+{
+	/* bounds the demangler's stack (arrays sized by the mangled length, ~64 B per byte) */
+	if (!name || name[0] != '_' || name[1] != 'Z' || cap < 2 || strnlen(name, 2049) > 2048)
+		return name;
+	struct dem_out o = { buf, 0, cap, 0 };
+	if (!cplus_demangle_v3_callback(name, DMGL_PARAMS | DMGL_ANSI, dem_put, &o) || o.full ||
+		!o.len)
+		return name;
+	buf[o.len] = 0;
+	return buf;
+}
+
+/* Fills one level of names; fn is demangled into the frame's own buffer. */
+static void set_frame(struct d9__dwsym_frame *f, const char *fn, const char *file, int line)
+{
+	f->fn = d9__dwsym_demangle(fn, f->dem, sizeof(f->dem));
+	f->file = file;
+	f->line = line;
+}
+
+/* The name of a function's DIE: its C++ linkage name when it has one (demangled later: the
+ * qualified name with namespaces, classes and parameters, as the ELF symbol gives), else
+ * DW_AT_name. */
 static const char *die_name(Dwarf_Die *die)
 {
+	static const unsigned int attrs[] = { DW_AT_linkage_name, DW_AT_MIPS_linkage_name,
+		DW_AT_name };
 	Dwarf_Attribute at;
 
-	/* integrate: an inlined instance names its function through DW_AT_abstract_origin */
-	return d9__dw.attr_integrate(die, DW_AT_name, &at) ? d9__dw.formstring(&at) : NULL;
+	/* integrate: an inlined instance names its function through DW_AT_abstract_origin (and
+	 * a definition through DW_AT_specification) */
+	for (size_t i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+		const char *s = d9__dw.attr_integrate(die, attrs[i], &at) ?
+			d9__dw.formstring(&at) : NULL;
+		if (s && *s)
+			return s;
+	}
+	return NULL;
+}
+
+/* 1 when dm is d9's own agent: its frames are the interposers a program called. */
+static int is_agent(Dwfl_Module *dm)
+{
+	const char *name = d9__dw.module_info(dm, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+
+	return name && !strncmp(d9__dwsym_base_name(name), "libd9agent.so", 13);
 }
 
 int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, int max)
@@ -187,6 +340,12 @@ int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, in
 	 * function of a stripped library): that name would be wrong */
 	if (!name || !*name || sym.st_size == 0 || symoff >= sym.st_size || max < 1)
 		return 0;
+	if (is_agent(dm)) {
+		/* the interposer's symbol is the call's name; the agent's own source lines and
+		 * inlined helpers would read as the program's code */
+		set_frame(&f[0], name, NULL, 0);
+		return 1;
+	}
 	const char *file = NULL;
 	int line = 0;
 	Dwfl_Line *l = d9__dw.getsrc(dm, a);
@@ -226,7 +385,7 @@ int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, in
 			continue; /* lexical blocks */
 		if (n < max - 1) {
 			const char *fn = die_name(&scopes[i]);
-			f[n++] = (struct d9__dwsym_frame){ fn && *fn ? fn : "?", file, line };
+			set_frame(&f[n++], fn && *fn ? fn : "?", file, line);
 		}
 		/* the caller's position: where this instance was inlined */
 		Dwarf_Attribute at;
@@ -238,6 +397,6 @@ int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, in
 			d9__dw.filesrc(files, v, NULL, NULL) : NULL;
 	}
 	free(scopes);
-	f[n++] = (struct d9__dwsym_frame){ name, file, line }; /* the real function */
+	set_frame(&f[n++], name, file, line); /* the real function */
 	return n;
 }

@@ -44,24 +44,39 @@ struct d9__dw {
 		const char *, const char *, GElf_Word, char **);
 	int (*offline_section_address)(Dwfl_Module *, void **, const char *, Dwarf_Addr,
 		const char *, GElf_Word, const GElf_Shdr *, Dwarf_Addr *);
+	const char *(*module_info)(Dwfl_Module *, void ***, Dwarf_Addr *, Dwarf_Addr *,
+		Dwarf_Addr *, Dwarf_Addr *, const char **, const char **);
+	/* checking a separate debug file inside the host (libelf, libdw's dependency) */
+	Elf *(*elf_begin)(int, Elf_Cmd, Elf *);
+	int (*elf_end)(Elf *);
+	ssize_t (*elf_build_id)(Elf *, const void **);
 };
 extern struct d9__dw d9__dw; /* valid once d9__dwsym_load returned 1 */
 
+/* Longest demangled C++ name kept; a longer one stays mangled. */
+#define D9__DWSYM_NAME_MAX 1024
+
 /* One level of the names of an address: a function and the file:line reached in it (file NULL
- * or line 0 when unknown). Strings belong to the libdw session. */
+ * or line 0 when unknown). Strings belong to the libdw session, or to dem (a demangled C++
+ * name): copy the frame with its strings, not by value. */
 struct d9__dwsym_frame {
 	const char *fn, *file;
 	int line;
+	char dem[D9__DWSYM_NAME_MAX]; /* fn points here when it was demangled */
 };
 
 /* Loads libdw.so.1 (once per process; call it from one thread only). Returns 1 when usable, 0
  * when not (*why, when why is not NULL, says why: "not found" or "a function is missing"). */
 int d9__dwsym_load(const char **why);
 
-/* Where a session finds the modules' separate debug files. */
+/* Where a session finds the modules' separate debug files. ROOT is /usr/lib/debug, or
+ * D9_DEBUG_DIR when set (read once when the program starts). */
 enum d9__dwsym_search {
-	/* inside the host: only /usr/lib/debug/.build-id/xx/yyyy.debug, named by build id; libdw's
-	 * standard search would load libdebuginfod (and libcurl) into the host */
+	/* inside the host: ROOT/.build-id/xx/yyyy.debug named by build id, then the file named by
+	 * the module's .gnu_debuglink in the module's directory, its .debug/ and ROOT + directory;
+	 * a file counts only when its build id (or, without one, its CRC) is the module's. Never
+	 * debuginfod: libdw's standard search would load libdebuginfod (and libcurl) into the host
+	 * and could ask servers over the network */
 	D9__DWSYM_HOST,
 	/* the analyzer: libdw's standard search (build id, .gnu_debuglink, debuginfod when
 	 * DEBUGINFOD_URLS is set) */
@@ -86,8 +101,16 @@ int d9__dwsym_placed_right(Dwfl_Module *dm, uint64_t start, uint64_t offset);
  * each with the file:line reached in it, then the real function (its ELF symbol) at the line
  * reached in it. At most max levels (max >= 1): deeper inlined levels are left out, the real
  * function is always last. Returns n, 0 when a has no trustworthy name (no ELF symbol that holds
- * a: libdw's nearest preceding symbol would be wrong). */
+ * a: libdw's nearest preceding symbol would be wrong). C++ names are demangled (a name that
+ * does not demangle stays as it is). In d9's own agent (a module named libd9agent.so*) a frame is
+ * the interposer a program called: it gets the ELF symbol alone, the name of the interposed call
+ * (`read`, `pthread_mutex_lock`), without the agent's file:line or inlined helpers. */
 int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, int max);
+
+/* The demangled form of C++ name `name` (Itanium ABI, `_Z...`) in buf[0..cap), or name itself
+ * when it is not mangled, longer than 2048 bytes, or its demangled form does not fit. Allocates
+ * nothing: libiberty's callback demangler works on the stack (about 64 bytes per mangled byte). */
+const char *d9__dwsym_demangle(const char *name, char *buf, size_t cap);
 
 /* The last component of path p. */
 const char *d9__dwsym_base_name(const char *p);

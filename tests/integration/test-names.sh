@@ -1,0 +1,306 @@
+#!/usr/bin/env bash
+# test-names.sh: the names stacks are shown with (agent/dwsym.c, README "Names"). Real servers
+# under LD_PRELOAD at D9_CPU_PROFILE=999, checked through `d9-analyze flame` and `summary`.
+#   - names-cxx: the C++ server (tests/servers/cxx-http.cc, a copy in a directory of its own)
+#     burns 200 ms in d9test::Burner<d9test::Spin>::run(long); the agent symbolizes the sealed
+#     segment, then the copy is deleted (names can only come from the Symbol records, which the
+#     viewer reads too): the heaviest folded stack and the summary's hot spots read
+#     d9test::Server::handle_burn(std::...) < d9test::Burner<d9test::Spin>::run(long), the inlined
+#     d9test::Spin::step(unsigned long) on top, and no mangled _Z name anywhere.
+#   - names-cxx-analyzer: D9_SYMBOLIZE=0, binary in place: the analyzer demangles the same way.
+#   - names-debuglink-dir, -debug-subdir, -debug-root, names-build-id: a stripped copy (no
+#     .symtab, no DWARF) whose debug file (objcopy --only-keep-debug) is found by the agent by
+#     .gnu_debuglink next to the binary, in its .debug/, under D9_DEBUG_DIR + its directory, and
+#     by build id under D9_DEBUG_DIR/.build-id/; binary and debug file are deleted before
+#     the trace is read: the names are the agent's.
+#   - names-no-debug (the test can fail): the stripped copy without its debug file names nothing
+#     of the server (cxx-http+0x...). Then on the same trace the analyzer finds the debug file
+#     it is given afterwards by debuglink (names-analyzer-debuglink) and by build id under
+#     D9_DEBUG_DIR (names-analyzer-build-id).
+#   - names-wrong-debug: a debug file of another program under the debuglink's name is refused
+#     (build id): no name of that program shows, nothing of the server is named.
+#   - names-agent-frames: st-http's /file (64 blocking read() calls) 20 times with
+#     D9_BLOCKING_THRESHOLD=10us, so the agent records (and unwinds) inside its read()
+#     interposer while samples are taken: no folded stack shows the agent's own functions or
+#     sources (libc-block.c, record, d9__*, libunwind), and the program's stacks end in a frame
+#     named just `read` under handle_file.
+#   - names-agent-offcpu: off-CPU samples (D9_SCHED_EVENTS=1) of st-http's /block (a blocking
+#     usleep): every off-CPU hot stack through handle_block has the frame `usleep` (the
+#     interposer, by its symbol alone) right above handle_block, and no agent source or d9__
+#     name anywhere. SKIP when the machine gives no off-CPU sample.
+set -u
+# shellcheck source=lib-preload.sh
+. "$(dirname "$0")/lib-preload.sh"
+pl_setup names
+CXX_HTTP=$PL_ROOT/build/tests/cxx-http
+if [ ! -x "$CXX_HTTP" ]; then
+	pl_fail names "$CXX_HTTP is not built (make all)"
+	exit 0
+fi
+for b in objcopy strip readelf; do
+	if ! command -v "$b" >/dev/null; then
+		pl_fail names "$b is not installed (make deps: binutils)"
+		exit 0
+	fi
+done
+
+BURNER='d9test::Burner<d9test::Spin>::run(long)'
+HANDLER='d9test::Server::handle_burn(std::'
+
+# burn_sampled TRACE_DIR: the trace holds at least 100 on-CPU samples.
+burn_sampled() {
+	"$PL_ANALYZE" summary --json "$1" 2>/dev/null | python3 -c '
+import json, sys
+sys.exit(0 if json.load(sys.stdin).get("cpu_samples", {}).get("on", 0) >= 100 else 1)' 2>/dev/null
+}
+
+# burn NAME DIR BINARY [VAR=value ...]: runs BINARY under the agent (trace in DIR/trace), one
+# /burn?ms=200 and /quit; waits for the compressor to finish the segments. 1 (FAIL said) when
+# anything goes wrong.
+burn() {
+	local name=$1 dir=$2 bin=$3
+	shift 3
+	if ! pl_start "$dir" "$bin" D9_CPU_PROFILE=999 "$@" --; then
+		pl_fail "$name" "$PL_ERR"
+		return 1
+	fi
+	pl_get "/burn?ms=200"
+	if [ "$CODE" != 200 ] || [ "$BODY" != "burn ms=200" ]; then
+		pl_fail "$name" "/burn: status $CODE body '${BODY:0:100}'"
+		return 1
+	fi
+	# the burn's samples are in the trace before the exit (this test is about their names,
+	# not about what the exit path keeps)
+	if ! d9_wait_for 30 burn_sampled "$dir/trace"; then
+		pl_fail "$name" "fewer than 100 CPU samples in the trace within $((30 * D9_SLOW)) s"
+		return 1
+	fi
+	pl_quit
+	if [ "$SRC" != 0 ]; then
+		pl_fail "$name" "exit status $SRC (stderr: $(head -c 300 "$dir/stderr"))"
+		return 1
+	fi
+	if ! d9_wait_settled "$dir/trace"; then
+		pl_fail "$name" "$D9_SETTLE_ERR"
+		return 1
+	fi
+}
+
+# by_count: folded stacks sorted by their count, the last field (names hold spaces)
+by_count() { awk '{print $NF "\t" $0}' | sort -n | cut -f2-; }
+
+# analyze DIR [VAR=value ...]: flame (heaviest stack last) and summary of DIR/trace into
+# DIR/flame, DIR/summary, DIR/summary.json.
+analyze() {
+	local dir=$1
+	shift
+	env "$@" "$PL_ANALYZE" flame "$dir/trace" 2>"$dir/an.err" | by_count >"$dir/flame"
+	env "$@" "$PL_ANALYZE" summary "$dir/trace" >"$dir/summary" 2>>"$dir/an.err"
+	env "$@" "$PL_ANALYZE" summary --json "$dir/trace" >"$dir/summary.json" 2>>"$dir/an.err"
+}
+
+# demangled NAME DIR: the server's names are demangled in DIR's flame and summary.
+demangled() {
+	local name=$1 dir=$2 top bad=()
+	top=$(tail -n 1 "$dir/flame")
+	case "$top" in
+	*"$HANDLER"*";$BURNER"*) ;;
+	*) bad+=("heaviest stack has not ...;$HANDLER...;$BURNER: '${top:0:400}'") ;;
+	esac
+	case "$top" in
+	*";$BURNER"*";d9test::Spin::step(unsigned long) ("*) ;;
+	*) bad+=("no inlined d9test::Spin::step(unsigned long) on top of the heaviest stack") ;;
+	esac
+	grep -q "$BURNER" "$dir/summary" || bad+=("summary names no $BURNER")
+	python3 - "$dir/summary.json" "$BURNER" <<'PYEOF' || bad+=("summary --json: cpu_hotspots lack $BURNER")
+import json, sys
+s = json.load(open(sys.argv[1]))
+names = [h["function"] for h in s.get("cpu_hotspots", [])]
+sys.exit(0 if any(n.startswith(sys.argv[2]) for n in names) else 1)
+PYEOF
+	if grep -qE '(^|;| )_Z' "$dir/flame" "$dir/summary"; then
+		bad+=("a mangled name is left: $(grep -ohE '(^|;| )_Z[^ ;]*' "$dir/flame" "$dir/summary" | head -n 1)")
+	fi
+	if [ "${#bad[@]}" -gt 0 ]; then
+		pl_fail "$name" "${bad[*]}"
+	else
+		pl_pass "$name" "$(grep -c . "$dir/flame") stacks, heaviest ends in ${top##*;}"
+	fi
+}
+
+# unnamed NAME DIR WHY: nothing of the server is named in DIR's flame (its frames read
+# cxx-http+0x...), and no name of st-http shows (a wrong debug file would give those).
+unnamed() {
+	local name=$1 dir=$2
+	if grep -qE 'd9test::|handle_block|handle_burn|serve_conn|burn_cpu' "$dir/flame"; then
+		pl_fail "$name" "$3, yet the flame names it: $(grep -ohE '[^;]*(d9test::|handle_|serve_conn|burn_cpu)[^;]*' "$dir/flame" | head -n 1)"
+	elif ! grep -q 'cxx-http+0x' "$dir/flame"; then
+		pl_fail "$name" "no cxx-http+0x frame in the flame: $(tail -n 1 "$dir/flame" | head -c 300)"
+	else
+		pl_pass "$name" "$3: cxx-http+0x... frames"
+	fi
+}
+
+# ---- the C++ server, unstripped ------------------------------------------------------------------
+d=$T/cxx
+mkdir -p "$d/bin"
+cp "$CXX_HTTP" "$d/bin/cxx-http"
+if burn names-cxx "$d" "$d/bin/cxx-http"; then
+	rm -f "$d/bin/cxx-http" # read elsewhere: only the Symbol records can name it
+	if ! d9_symbolized "$d"/trace/*.bin*; then
+		pl_fail names-cxx "a sealed segment has no Symbol records"
+	else
+		analyze "$d"
+		demangled names-cxx "$d"
+	fi
+fi
+
+d=$T/cxx-an
+mkdir -p "$d/bin"
+cp "$CXX_HTTP" "$d/bin/cxx-http"
+if burn names-cxx-analyzer "$d" "$d/bin/cxx-http" D9_SYMBOLIZE=0; then
+	analyze "$d"
+	demangled names-cxx-analyzer "$d"
+fi
+
+# ---- separate debug files --------------------------------------------------------------------
+# stripped DIR [debuglink]: DIR/cxx-http stripped of .symtab and DWARF, DIR/cxx-http.debug its
+# debug file; with "debuglink", the binary's .gnu_debuglink names cxx-http.debug.
+stripped() {
+	mkdir -p "$1"
+	cp "$CXX_HTTP" "$1/cxx-http.full"
+	objcopy --only-keep-debug "$1/cxx-http.full" "$1/cxx-http.debug" &&
+		strip --strip-all -o "$1/cxx-http" "$1/cxx-http.full" || return 1
+	rm -f "$1/cxx-http.full"
+	if [ "${2:-}" = debuglink ]; then
+		(cd "$1" && objcopy --add-gnu-debuglink=cxx-http.debug cxx-http) || return 1
+	fi
+}
+build_id=$(readelf -n "$CXX_HTTP" | sed -n 's/^ *Build ID: *//p')
+if [ "${#build_id}" -lt 4 ]; then
+	pl_fail names-build-id "cxx-http has no build id (readelf -n)"
+	build_id=""
+fi
+
+# debuglink next to the binary
+d=$T/dla
+if stripped "$d/bin" debuglink; then
+	if burn names-debuglink-dir "$d" "$d/bin/cxx-http"; then
+		rm -rf "$d/bin"
+		analyze "$d"
+		demangled names-debuglink-dir "$d"
+	fi
+fi
+# debuglink in .debug/
+d=$T/dlb
+if stripped "$d/bin" debuglink && mkdir -p "$d/bin/.debug" && mv "$d/bin/cxx-http.debug" "$d/bin/.debug/"; then
+	if burn names-debug-subdir "$d" "$d/bin/cxx-http"; then
+		rm -rf "$d/bin"
+		analyze "$d"
+		demangled names-debug-subdir "$d"
+	fi
+fi
+# debuglink under D9_DEBUG_DIR + the binary's directory
+d=$T/dlc
+if stripped "$d/bin" debuglink && mkdir -p "$d/root$d/bin" && mv "$d/bin/cxx-http.debug" "$d/root$d/bin/"; then
+	if burn names-debug-root "$d" "$d/bin/cxx-http" D9_DEBUG_DIR="$d/root"; then
+		rm -rf "$d/bin" "$d/root"
+		analyze "$d"
+		demangled names-debug-root "$d"
+	fi
+fi
+# by build id under D9_DEBUG_DIR/.build-id (no debuglink)
+d=$T/bid
+if [ -n "$build_id" ] && stripped "$d/bin" && mkdir -p "$d/root/.build-id/${build_id:0:2}" &&
+	mv "$d/bin/cxx-http.debug" "$d/root/.build-id/${build_id:0:2}/${build_id:2}.debug"; then
+	if burn names-build-id "$d" "$d/bin/cxx-http" D9_DEBUG_DIR="$d/root"; then
+		rm -rf "$d/bin" "$d/root"
+		analyze "$d"
+		demangled names-build-id "$d"
+	fi
+fi
+
+# no debug file while it runs; the analyzer then finds the one it is given
+d=$T/none
+if stripped "$d/bin" debuglink && mv "$d/bin/cxx-http.debug" "$d/cxx-http.debug.kept"; then
+	if burn names-no-debug "$d" "$d/bin/cxx-http"; then
+		analyze "$d"
+		unnamed names-no-debug "$d" "no debug file"
+		cp "$d/cxx-http.debug.kept" "$d/bin/cxx-http.debug"
+		analyze "$d"
+		demangled names-analyzer-debuglink "$d"
+		rm -f "$d/bin/cxx-http.debug"
+		if [ -n "$build_id" ]; then
+			mkdir -p "$d/root/.build-id/${build_id:0:2}"
+			cp "$d/cxx-http.debug.kept" "$d/root/.build-id/${build_id:0:2}/${build_id:2}.debug"
+			analyze "$d" D9_DEBUG_DIR="$d/root"
+			demangled names-analyzer-build-id "$d"
+		fi
+	fi
+fi
+
+# a debug file of another program (st-http) under the debuglink's name
+d=$T/wrong
+if stripped "$d/bin" debuglink && objcopy --only-keep-debug "$ST_HTTP" "$d/bin/cxx-http.debug"; then
+	if burn names-wrong-debug "$d" "$d/bin/cxx-http"; then
+		analyze "$d"
+		unnamed names-wrong-debug "$d" "st-http's debug file refused"
+	fi
+fi
+
+# ---- the agent's interposers in the program's stacks ----------------------------------------------
+p=names-agent-frames
+reqs=()
+for i in $(seq 20); do reqs+=(/file "file bytes=4194304 reads=64"); done
+if pl_run $p "$ST_HTTP" D9_CPU_PROFILE=999 D9_BLOCKING_THRESHOLD=10us -- "${reqs[@]}"; then
+	if ! d9_wait_settled "$SDIR/trace"; then
+		pl_fail $p "$D9_SETTLE_ERR"
+	else
+		"$PL_ANALYZE" flame "$SDIR/trace" 2>"$SDIR/an.err" | by_count >"$SDIR/flame"
+		agent=$(grep -oE '[^;]*(libc-block\.c|libc-wait\.c|rt-st\.c|d9__|_ULx86_64|unw_backtrace|(^|;)record( |;))[^;]*' "$SDIR/flame" | head -n 1)
+		nread=$(grep -E 'handle_file[^;]*;read( [0-9]+$|;)' "$SDIR/flame" | awk '{n += $NF} END {print n + 0}')
+		if [ -n "$agent" ]; then
+			pl_fail $p "an agent frame shows: '${agent:0:200}'"
+		elif [ "$nread" -lt 1 ]; then
+			pl_fail $p "no sample with handle_file;read (of $(awk '{n += $NF} END {print n + 0}' "$SDIR/flame") samples): $(grep handle_file "$SDIR/flame" | tail -n 1 | head -c 400)"
+		else
+			pl_pass $p "$nread samples end in handle_file;read..., no agent frame"
+		fi
+	fi
+fi
+
+# off-CPU samples of a blocking usleep() in st-http's /block: the switch happens inside the
+# agent's usleep interposer, which the stack shows as `usleep` right above handle_block
+p=names-agent-offcpu
+if pl_run $p "$ST_HTTP" D9_SCHED_EVENTS=1 D9_CPU_PROFILE=99 -- "/block?ms=30" "block ms=30" \
+	"/block?ms=30" "block ms=30" "/block?ms=30" "block ms=30"; then
+	if ! d9_wait_settled "$SDIR/trace"; then
+		pl_fail $p "$D9_SETTLE_ERR"
+	else
+		"$PL_ANALYZE" summary --json "$SDIR/trace" >"$SDIR/summary.json" 2>"$SDIR/an.err"
+		python3 - "$SDIR/summary.json" "$SDIR/stderr" <<'PYEOF'
+import json, re, sys
+s = json.load(open(sys.argv[1]))
+stacks = [h["stack"] for p in s.get("long_polls", []) for h in p.get("hot_stacks", [])
+          if h.get("source") == "off"]
+if not s.get("cpu_samples", {}).get("off"):
+    err = open(sys.argv[2]).read()
+    print("SKIP names-agent-offcpu: no off-CPU sample (%s)" % (err.strip()[:200] or "?"))
+    sys.exit(0)
+blk = [st for st in stacks if any(f.startswith("handle_block") for f in st)]
+agent = [f for st in stacks for f in st if re.search(r"libc-block\.c|d9__|^record\b", f)]
+def above(st):
+    i = next(i for i, f in enumerate(st) if f.startswith("handle_block"))
+    return st[i - 1] if i > 0 else None
+if agent:
+    print("FAIL names-agent-offcpu: an agent frame shows: %r" % agent[0])
+elif not blk:
+    print("FAIL names-agent-offcpu: no off-CPU hot stack through handle_block: %r" % stacks[:3])
+elif not all(above(st) == "usleep" for st in blk):
+    print("FAIL names-agent-offcpu: the frame above handle_block is not `usleep`: %r" % blk[0])
+else:
+    print("PASS names-agent-offcpu: %d off-CPU stacks through handle_block, each with usleep "
+          "above it (innermost: %s)" % (len(blk), blk[0][0]))
+PYEOF
+	fi
+fi
