@@ -270,15 +270,19 @@ for mode in select poll; do
 		pl_fail "$name" "$PL_ERR"
 		continue
 	fi
-	rm -f "$T/traffic-started"
-	( for i in $(seq 40); do
+	rm -f "$T/traffic-started" "$T/traffic-stop"
+	# the traffic flows from before the pipeline starts until it is answered (a fixed number of
+	# requests could end first on a slow machine), 2000 requests at most
+	( for i in $(seq 2000); do
 		curl -sS --max-time 10 -o /dev/null "http://127.0.0.1:$SPORT/fast" 2>/dev/null
 		[ "$i" = 1 ] && : >"$T/traffic-started"
+		[ -e "$T/traffic-stop" ] && break
 		sleep 0.005 # the traffic's pace, not a wait
 	done ) &
 	bg=$!
-	d9_wait_for 30 test -e "$T/traffic-started" # the traffic flows before the pipeline starts
+	d9_wait_for 30 test -e "$T/traffic-started"
 	pl_pipeline "/burn?ms=20" "/sleep?ms=50" || pl_fail "$name-requests" "$PL_ERR"
+	: >"$T/traffic-stop"
 	wait "$bg"
 	if ! pl_session_quit || [ "$SRC" != 0 ]; then
 		pl_fail "$name-exit" "${PL_ERR:-} exit status $SRC"
