@@ -60,9 +60,16 @@ static void jsonl_on_event(void *ctx, const struct d9__ev *ev)
 			ev->value);
 		break;
 	case D9_EV_UNPARK:
-		fprintf(f, ",\"ready\":%" PRId64 ",\"cpu_ns\":%" PRIu64 ",\"sched_wait_ns\":%" PRIu64,
-			ev->value, ev->raw->f[D9_F_UNPARK_CPU_NS],
-			ev->raw->f[D9_F_UNPARK_SCHED_WAIT_NS]);
+		fprintf(f, ",\"ready\":%" PRId64, ev->value);
+		/* null: not recorded at this Unpark (unknown, never 0) */
+		for (int i = D9_F_UNPARK_CPU_NS; i <= D9_F_UNPARK_SCHED_WAIT_NS; i++) {
+			uint64_t v = ev->raw->f[i];
+			fprintf(f, i == D9_F_UNPARK_CPU_NS ? ",\"cpu_ns\":" : ",\"sched_wait_ns\":");
+			if (v == D9_UNKNOWN)
+				fputs("null", f);
+			else
+				fprintf(f, "%" PRIu64, v);
+		}
 		break;
 	case D9_EV_WAKE:
 		fprintf(f, ",\"kind\":\"%s\",\"woken\":%" PRIu64 ",\"waker\":%" PRIu64,
