@@ -62,7 +62,6 @@ static inline int park(uint32_t call, int64_t timeout_us)
 		d9__pl.nowait = 0;
 	}
 	d9_rec_park(call, timeout_us);
-	d9__pl.park_at = d9__now();
 	return 1;
 }
 
@@ -96,13 +95,11 @@ int d9__pl_schedstat(uint64_t now)
 	if (err == 1) {
 		/* this thread's first reading (or the first after a fork): nothing earlier counts */
 		d9__pl.ss_base = 0;
-		d9__pl.ss_parked = 0;
 		d9__pl.ss_at = 0;
 	}
 	d9__pl.ss_at = now ? now : 1;
 	d9__pl.ss_cpu = c;
 	d9__pl.ss_delay = d;
-	d9__pl.ss_parked = 0;
 	return err;
 }
 
@@ -111,11 +108,11 @@ static inline void unpark(int ret, int err)
 	uint64_t cpu = D9_UNKNOWN, wait = D9_UNKNOWN;
 	uint64_t now = d9__now();
 
-	d9__pl.ss_parked += now - d9__pl.park_at;
 	if (D9_UNLIKELY(!sched_read_ticks))
 		sched_read_ticks = d9_agent_ns_to_ticks(D9__SCHED_READ_NS);
-	if (D9_UNLIKELY(now - d9__pl.ss_at >= sched_read_ticks) && !sched_off &&
+	if (D9_UNLIKELY(now - d9__pl.ss_uat >= sched_read_ticks) && !sched_off &&
 		d9__pl_schedstat(now) >= 0) {
+		d9__pl.ss_uat = now;
 		if (d9__pl.ss_base) {
 			/* the counters are cumulative and monotonic: a smaller value is a bad read */
 			cpu = d9__pl.ss_cpu >= d9__pl.ss_ucpu ? d9__pl.ss_cpu - d9__pl.ss_ucpu : D9_UNKNOWN;

@@ -20,11 +20,10 @@ struct d9__pl {
 	uint8_t resolving; /* inside dlsym: interposers must not recurse into it */
 	uint8_t st_scheduler; /* this thread runs a State Threads scheduler */
 	uint8_t ss_base; /* ss_ucpu/ss_udelay hold the reading of an earlier Unpark */
-	uint64_t park_at; /* d9__now() at the last Park */
 	/* the thread's last schedstat reading (libc-wait.c, "Scheduler statistics") */
 	uint64_t ss_at; /* d9__now() when it was read, 0: never */
 	uint64_t ss_cpu, ss_delay; /* cumulative CPU and run-delay ns then */
-	uint64_t ss_parked; /* ticks spent parked since then */
+	uint64_t ss_uat; /* d9__now() of the last Unpark that read schedstat */
 	uint64_t ss_ucpu, ss_udelay; /* the reading the last Unpark with statistics ended at */
 };
 

@@ -62,7 +62,7 @@ function ours(files) {
 				case 1: o.coroutine = S(f[0]); o.location_addr = loc(f[1], f[0]); break;
 				case 2: case 7: o.coroutine = S(f[0]); break;
 				case 3: o.call = en(CALLS, f[0]); o.timeout_us = D.i64str(f[1]); break;
-				case 4: o.ready = D.i64str(f[0]); o.cpu_ns = D.u64str(f[1]); o.sched_wait_ns = D.u64str(f[2]); break;
+				case 4: o.ready = D.i64str(f[0]); o.cpu_ns = f[1] === null ? null : D.u64str(f[1]); o.sched_wait_ns = f[2] === null ? null : D.u64str(f[2]); break;
 				case 5: {
 					o.kind = en(WAKE, f[2]); o.woken = S(f[0]); o.waker = S(f[1]);
 					if (f[2] === 1) o.fd = D.i64str(f[3]);
