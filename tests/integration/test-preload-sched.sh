@@ -92,7 +92,9 @@ def plausible(case, su):
             errs.append("Unpark with values %s after the previous one (< 19 ms)" % ms(wall))
         if wall is not None and e["cpu_ns"] + e["sched_wait_ns"] > wall + 1e6:
             errs.append("cpu %s + wait %s > wall %s" % (ms(e["cpu_ns"]), ms(e["sched_wait_ns"]), ms(wall)))
-    if errs:
+    if not su:
+        bad(case, "no Unpark carries cpu_ns and sched_wait_ns")
+    elif errs:
         bad(case, "; ".join(errs[:3]))
     else:
         ok(case, "%d Unparks with values, %d without" % (len(su),
