@@ -16,7 +16,7 @@
 #define D9_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* Schema flags of every segment the agent writes (Unpark statistics per interval, 0 = unknown). */
-#define D9_AGENT_SCHEMA D9_SCHEMA_UNPARK_INTERVAL
+#define D9_AGENT_SCHEMA (D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY)
 
 struct d9__block;
 struct d9__prof;
@@ -165,6 +165,15 @@ static inline void d9_rec_blocking_call(uint64_t start, uint64_t coroutine, uint
 {
 	D9__REC(d9_enc_blocking_call(&t_->enc, d9__now(), coroutine, call, fd_kind,
 		d9_agent_ticks_to_ns(d9__now() - start), stack));
+}
+
+/* A call past the threshold that was preempted, not blocked: start and end are d9__now() around
+ * it; sched_wait_ns the run delay inside it (at most). */
+static inline void d9_rec_sched_delay(uint64_t start, uint64_t end, uint64_t coroutine,
+	uint64_t call, uint32_t fd_kind, uint64_t sched_wait_ns)
+{
+	D9__REC(d9_enc_sched_delay(&t_->enc, end, coroutine, call, fd_kind,
+		d9_agent_ticks_to_ns(end - start), sched_wait_ns));
 }
 
 static inline void d9_rec_zero_timeout_waits(uint64_t count)

@@ -99,7 +99,16 @@ struct pstat {
 	size_t nqs, capqs;
 };
 
+/* SchedDelay events (calls past the blocking threshold that were preempted) by call name. */
+#define SD_CALLS 32
+struct sdgroup {
+	const char *call; /* NULL: the calls past the first SD_CALLS names */
+	uint64_t count, total, wait, wait_unknown;
+};
+
 struct sum {
+	struct sdgroup sd[SD_CALLS + 1];
+	size_t nsd;
 	struct d9__trace *t;
 	int top;
 	int64_t min_ns;
@@ -246,6 +255,27 @@ static int cmp_lp_desc(const void *a, const void *b)
 	if (x->dur != y->dur)
 		return x->dur > y->dur ? -1 : 1;
 	return x->start_real < y->start_real ? -1 : x->start_real > y->start_real;
+}
+
+static void add_sched_delay(struct sum *s, const struct d9__ev *ev)
+{
+	size_t i = 0;
+
+	while (i < s->nsd && strcmp(s->sd[i].call, ev->call) != 0)
+		i++;
+	if (i == s->nsd) {
+		if (s->nsd < SD_CALLS)
+			s->sd[s->nsd++].call = ev->call;
+		else
+			i = SD_CALLS; /* "other" */
+	}
+	struct sdgroup *g = &s->sd[i];
+	g->count++;
+	g->total += ev->count;
+	if (ev->value < 0)
+		g->wait_unknown++;
+	else
+		g->wait += (uint64_t)ev->value;
 }
 
 static void add_blocking(struct sum *s, const struct d9__ev *ev)
@@ -662,6 +692,9 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 		break;
 	case D9_EV_BLOCKING_CALL:
 		add_blocking(s, ev);
+		break;
+	case D9_EV_SCHED_DELAY:
+		add_sched_delay(s, ev);
 		break;
 	case D9_EV_CPU_SAMPLE:
 		cpu_sample(s, w, ev);
@@ -1120,6 +1153,24 @@ static void print_json(FILE *f, struct sum *s)
 		d9__json_stack(f, t, s->bl[i]->stack);
 		fputc('}', f);
 	}
+	fputs("],\"preempted_calls\":[", f);
+	for (size_t i = 0, n = 0; i <= SD_CALLS; i++) {
+		const struct sdgroup *g = &s->sd[i];
+		if (!g->count)
+			continue;
+		fprintf(f, "%s{\"call\":", n++ ? "," : "");
+		if (g->call)
+			d9__json_cstr(f, g->call);
+		else
+			fputs("null", f);
+		fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"sched_wait_ns\":",
+			g->count, g->total);
+		if (g->wait_unknown == g->count)
+			fputs("null", f);
+		else
+			fprintf(f, "%" PRIu64, g->wait);
+		fprintf(f, ",\"sched_wait_unknown\":%" PRIu64 "}", g->wait_unknown);
+	}
 	fprintf(f, "],\"run_queue\":{\"samples\":%" PRIu64 ",\"mean\":%.2f,\"p50\":%" PRIu64
 		",\"p99\":%" PRIu64 ",\"max\":%" PRIu64 "}", s->queue.n,
 		s->queue.n ? (double)s->queue.sum / (double)s->queue.n : 0.0, d9__hist_pct(&s->queue, 50),
@@ -1336,6 +1387,21 @@ static void print_text(FILE *f, struct sum *s)
 		fputc('\n', f);
 	}
 	if (!s->nbl)
+		fprintf(f, "  none\n");
+	fprintf(f, "\npreempted calls (past the blocking threshold, but running or runnable, not "
+		"waiting):\n");
+	size_t nsd = 0;
+	for (size_t i = 0; i <= SD_CALLS; i++) {
+		const struct sdgroup *g = &s->sd[i];
+		if (!g->count)
+			continue;
+		nsd++;
+		fprintf(f, "  %-16s %7" PRIu64 " calls  total %-9s sched wait %s%s\n",
+			g->call ? g->call : "(other)", g->count, D(a, g->total),
+			g->wait_unknown == g->count ? "-" : D(b, g->wait),
+			g->wait_unknown && g->wait_unknown < g->count ? " (some unknown)" : "");
+	}
+	if (!nsd)
 		fprintf(f, "  none\n");
 	fprintf(f, "\nrun queue: %" PRIu64 " samples, mean %.2f, p50 %" PRIu64 ", p99 %" PRIu64
 		", max %" PRIu64 "\n", s->queue.n,

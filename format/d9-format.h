@@ -64,7 +64,9 @@ enum d9_event_type {
 	D9_EV_DROPPED = 11,
 	D9_EV_CUSTOM = 12, /* reserved: CustomEvent, payload described by a CustomSchema def */
 	D9_EV_ZERO_TIMEOUT_WAITS = 13, /* waits with a zero timeout since the thread's last Park */
-	/* 14 is free; 15 and up are written in the extended form */
+	/* 14: SchedDelay, described by the writer's SCHEMA chunk, not built in (positional fields
+	 * D9_F_SD_*; FORMAT.md, "SchedDelay"); 15 and up are written in the extended form */
+	D9_EV_SCHED_DELAY = 14,
 	D9_EV_KNOWN_MAX = 13,
 	D9_EV_EXTENDED = 15, /* in the first byte: the real type follows as a varint */
 };
@@ -108,6 +110,10 @@ enum { D9_F_CPU_COROUTINE = 0, D9_F_CPU_SOURCE = 1, D9_F_CPU_STACK = 2 };
 enum { D9_F_DROP_COUNT = 0, D9_F_DROP_REASON = 1 };
 enum { D9_F_CUSTOM_SCHEMA = 0, D9_F_CUSTOM_DATA = 1 };
 enum { D9_F_ZTW_COUNT = 0 };
+/* SchedDelay's fields, by position (a schema-described type) */
+enum { D9_F_SD_COROUTINE = 0, D9_F_SD_CALL = 1, D9_F_SD_FD_KIND = 2, D9_F_SD_DURATION_NS = 3,
+	D9_F_SD_SCHED_WAIT_NS = 4 };
+#define D9_SCHED_DELAY_NAME "SchedDelay"
 
 /* Enumerated field values (on-disk). */
 enum d9_wait_call {
@@ -357,6 +363,8 @@ D9_EXPORT int d9_header_write(struct d9_wbuf *w, const struct d9_header *h);
 /* Unpark carries `cpu_ns+1` and `sched_wait_ns+1`: the value plus one, 0 = unknown (no reading at
  * this Unpark). d9's writer uses this layout (FORMAT.md, "Unpark statistics"). */
 #define D9_SCHEMA_UNPARK_INTERVAL 2u
+/* The schema also lists SchedDelay (code 14) for d9_enc_sched_delay. */
+#define D9_SCHEMA_SCHED_DELAY 4u
 D9_EXPORT int d9_schema_write(struct d9_wbuf *w, unsigned flags);
 D9_EXPORT int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t);
 
@@ -583,6 +591,23 @@ static inline int d9_enc_blocking_call(struct d9_enc *e, uint64_t ticks, uint64_
 	p = d9_put_varint(p, fd_kind);
 	p = d9_put_varint(p, duration_ns);
 	e->p = d9_put_varint(p, stack);
+	return 0;
+}
+
+/* A call past the blocking threshold that did not wait off CPU (preempted): ticks when it
+ * returned; duration_ns its wall time; sched_wait_ns the time runnable but not running inside it
+ * (at most). Only in segments whose schema lists it (D9_SCHEMA_SCHED_DELAY). */
+static inline int d9_enc_sched_delay(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
+	uint64_t call, uint32_t fd_kind, uint64_t duration_ns, uint64_t sched_wait_ns)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_SCHED_DELAY, ticks);
+	p = d9__enc_coroutine(e, p, coroutine);
+	p = d9_put_varint(p, call);
+	p = d9_put_varint(p, fd_kind);
+	p = d9_put_varint(p, duration_ns);
+	e->p = d9_put_varint(p, sched_wait_ns);
 	return 0;
 }
 

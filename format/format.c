@@ -105,6 +105,10 @@ static const struct builtin_type builtin[D9_EV_KNOWN_MAX + 1] = {
 	[D9_EV_ZERO_TIMEOUT_WAITS] = { "ZeroTimeoutWaits", 1, { { 'u', "count" } } },
 };
 
+/* SchedDelay (code 14): not built in; d9's writer describes it in its SCHEMA chunk. */
+static const struct builtin_field sched_delay[5] = { { 'c', "coroutine" }, { 'u', "call" },
+	{ 'u', "fd_kind" }, { 'u', "duration_ns" }, { 'u', "sched_wait_ns" } };
+
 static int builtin_fields(uint32_t type, unsigned flags)
 {
 	if (type == D9_EV_UNPARK &&
@@ -304,7 +308,7 @@ int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 {
 	uint8_t *c = d9_chunk_open(w, D9_CHUNK_SCHEMA);
 
-	d9_wbuf_u(w, D9_EV_KNOWN_MAX);
+	d9_wbuf_u(w, D9_EV_KNOWN_MAX + !!(flags & D9_SCHEMA_SCHED_DELAY));
 	for (uint32_t t = 1; t <= D9_EV_KNOWN_MAX; t++) {
 		int n = builtin_fields(t, flags);
 
@@ -317,6 +321,16 @@ int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 
 			d9_wbuf_raw(w, &enc, 1);
 			wbuf_str(w, name, strlen(name));
+		}
+	}
+	if (flags & D9_SCHEMA_SCHED_DELAY) {
+		d9_wbuf_u(w, D9_EV_SCHED_DELAY);
+		wbuf_str(w, D9_SCHED_DELAY_NAME, strlen(D9_SCHED_DELAY_NAME));
+		d9_wbuf_u(w, 5);
+		for (int i = 0; i < 5; i++) {
+			uint8_t enc = (uint8_t)sched_delay[i].enc;
+			d9_wbuf_raw(w, &enc, 1);
+			wbuf_str(w, sched_delay[i].name, strlen(sched_delay[i].name));
 		}
 	}
 	return d9_chunk_close(w, c);
@@ -563,13 +577,15 @@ void d9_chunk_count_types(const uint8_t *chunk, unsigned flags,
 	while (p < end) {
 		uint32_t type = *p & D9_EV_TYPE_MASK;
 		int more = *p++ & D9_EV_MORE;
-		if (type == 0 || type > D9_EV_KNOWN_MAX || type == D9_EV_CUSTOM)
+		int sd = type == D9_EV_SCHED_DELAY && (flags & D9_SCHEMA_SCHED_DELAY);
+		if (!sd && (type == 0 || type > D9_EV_KNOWN_MAX || type == D9_EV_CUSTOM))
 			return; /* not written by d9_enc_*: nothing to count reliably */
-		int nvar = (more ? 1 : 0) + builtin_fields(type, flags);
+		int nvar = (more ? 1 : 0) + (sd ? 5 : builtin_fields(type, flags));
 		for (int i = 0; i < nvar && p < end; i++)
 			while (p < end && (*p++ & 0x80))
 				;
-		counts[type]++;
+		if (!sd)
+			counts[type]++; /* the trailer counts built-in types only */
 	}
 }
 

@@ -71,7 +71,7 @@ static int nonblocking_stream(int fd, uint32_t kind)
  * min(D, W - C - R). A sure wait makes a BlockingCall, a sure non-wait does not; in between, a
  * call on a non-blocking socket or pipe is not one (it cannot wait for I/O), any other call is.
  * Without schedstat only that last rule applies. Returns 1 for a BlockingCall. */
-static int waited(uint64_t t0, uint64_t t1, int fd, uint32_t kind)
+static int waited(uint64_t t0, uint64_t t1, int fd, uint32_t kind, uint64_t *wait_ns)
 {
 	uint64_t at = d9__pl.ss_at, cpu = d9__pl.ss_cpu, delay = d9__pl.ss_delay;
 	uint64_t thr = d9__pcfg.blocking_threshold_ns;
@@ -91,6 +91,7 @@ static int waited(uint64_t t0, uint64_t t1, int fd, uint32_t kind)
 	if (at && at <= t0 && d9__pl.ss_cpu >= cpu && d9__pl.ss_delay >= delay) {
 		uint64_t w = d9_agent_ticks_to_ns(t1 - at);
 		uint64_t used = (d9__pl.ss_cpu - cpu) + (d9__pl.ss_delay - delay);
+		*wait_ns = d9__pl.ss_delay - delay < d ? d9__pl.ss_delay - delay : d;
 		uint64_t lo = d > used ? d - used : 0;
 		uint64_t hi = w > used ? w - used : 0;
 		if (hi > d)
@@ -112,14 +113,18 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 
 	d9__self.busy = 1; /* what we call here (locks, fstat, the unwinder) is not the host's */
 	uint32_t kind = fd_kind(fd);
-	if (!waited(t0, t1, fd, kind)) {
-		/* preempted, not blocked: its run delay is in the next Unpark's sched_wait_ns */
+	uint64_t wait_ns = D9_UNKNOWN;
+	int blocked = waited(t0, t1, fd, kind, &wait_ns);
+	if (!*name_id)
+		*name_id = d9_agent_string(name, strlen(name));
+	if (!blocked) {
+		/* preempted, not blocked: a SchedDelay inside this poll (its run delay is also in
+		 * the next Unpark's sched_wait_ns) */
 		d9__self.busy = 0;
+		d9_rec_sched_delay(t0, t1, d9__pl.coroutine, *name_id, kind, wait_ns);
 		errno = saved_errno;
 		return;
 	}
-	if (!*name_id)
-		*name_id = d9_agent_string(name, strlen(name));
 	int n = unw_backtrace(ips, 64);
 	/* drop this function and the wrapper: the stack starts at the caller of the blocking call */
 	int skip = n > 2 ? 2 : 0;

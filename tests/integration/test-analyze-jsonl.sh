@@ -95,6 +95,7 @@ KEYS = {
     "CpuSample": {"coroutine", "source", "stack"},
     "Dropped": {"count", "reason"},
     "ZeroTimeoutWaits": {"count"},
+    "SchedDelay": {"coroutine", "call", "fd_kind", "duration_ns", "sched_wait_ns"},
 }
 WAKE = {"fd": {"fd"}, "timer": {"deadline_ns", "lateness_ns"}}
 # Unpark's cpu_ns and sched_wait_ns: an int, or null when not recorded at that Unpark

@@ -11,7 +11,9 @@
 #     wall time bound above; the summary shows the worker's sched wait.
 #   - st-hog: st-http (Debian's libst, select) pinned with the hog, wrk on /fast for 3 s with
 #     D9_BLOCKING_THRESHOLD=50us: 0 BlockingCalls on sockets (ST's sockets are non-blocking: a
-#     slow write there is preemption), scheduling delay > 0 in the summary; and, as the control
+#     slow write there is preemption), scheduling delay > 0 in the summary; the preempted calls
+#     are SchedDelay events inside a poll of their coroutine, each >= 50 us with a run delay no
+#     longer than the call, all counted by the summary's preempted_calls; and, as the control
 #     that the check can fail, /block?ms=30 (a libc usleep) under the same hog is still a
 #     BlockingCall.
 #   - srs-hog: the same with SRS's State Threads (epoll), built from
@@ -178,6 +180,8 @@ read -r -d '' CHECK <<PYEOF
 $COMMON
 bcs = [e for e in evs if e["type"] == "BlockingCall"]
 sock = [e for e in bcs if e["fd_kind"] == "socket"]
+sds = [e for e in evs if e["type"] == "SchedDelay"]
+pre = summary["preempted_calls"]
 us = [e for e in bcs if e["call"] == "usleep"]
 w = worker()
 if sock:
@@ -188,6 +192,30 @@ elif w["sched_wait_ns"] is None or w["sched_wait_ns"] <= 0:
 else:
     ok(name, "0 of %d BlockingCalls on sockets, %d requests, sched wait %s, cpu %s"
        % (len(bcs), int(args[0]), ms(w["sched_wait_ns"]), ms(w["park_cpu_ns"])))
+# the preempted calls are SchedDelays inside a poll of their coroutine, each past the threshold,
+# with a run delay no longer than the call; the summary counts them all
+errs = []
+polls = {}
+for e in evs:
+    if e["type"] == "PollStart":
+        polls[e["tid"]] = e["coroutine"]
+    elif e["type"] == "PollEnd":
+        polls[e["tid"]] = None
+    elif e["type"] == "SchedDelay":
+        if polls.get(e["tid"]) != e["coroutine"] or not e["coroutine"]:
+            errs.append("SchedDelay of coroutine %s outside its poll" % e["coroutine"])
+        if e["duration_ns"] < 50e3:
+            errs.append("SchedDelay %s < the 50 us threshold" % ms(e["duration_ns"]))
+        if e["sched_wait_ns"] is not None and e["sched_wait_ns"] > e["duration_ns"]:
+            errs.append("sched wait %s > duration %s" % (ms(e["sched_wait_ns"]), ms(e["duration_ns"])))
+if sum(g["count"] for g in pre) != len(sds):
+    errs.append("summary counts %d preempted calls, the trace has %d" % (sum(g["count"] for g in pre), len(sds)))
+if errs:
+    bad(name + "-preempted", "; ".join(errs[:3]))
+else:
+    ok(name + "-preempted", "%d SchedDelays (%s), run delay inside them %s" % (len(sds),
+       ", ".join("%s %d" % (g["call"], g["count"]) for g in pre),
+       ms(sum(e["sched_wait_ns"] or 0 for e in sds))))
 if len(us) != 1 or not (29e6 <= us[0]["duration_ns"]):
     bad(name + "-control", "usleep BlockingCalls: %s, want one >= 29 ms"
         % [ms(e["duration_ns"]) for e in us])

@@ -675,6 +675,49 @@ TEST(unpark_interval_unknown_and_zero)
 	seg_free(&s);
 }
 
+/* SchedDelay (code 14) is described by the writer's schema when asked for: decoded by position,
+ * named by the schema, and walked over (not counted) by the trailer's type counter. */
+TEST(sched_delay_schema_roundtrip)
+{
+	const unsigned flags = D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY;
+	struct seg s;
+	struct d9_enc e;
+	struct dec d;
+
+	seg_std(&s, 4096, flags);
+	seg_enc_begin(&s, &e, 1, 1, 0, 0, (uint8_t)flags, 4096);
+	T_EQ(d9_enc_sched_delay(&e, 3, 77, 5, D9_FD_SOCKET, 2500000, 2400000), 0);
+	T_EQ(d9_enc_unpark(&e, 4, 1, D9_UNKNOWN, D9_UNKNOWN), 0);
+	T_EQ(d9_enc_sched_delay(&e, 5, 77, 5, D9_FD_SOCKET, 60000, D9_UNKNOWN), 0);
+	seg_enc_end(&s, &e);
+	T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
+	expect_clean(&d);
+	T_EQ(d.nev, 3);
+	T_EQ(d.ev[0].ev.type, D9_EV_SCHED_DELAY);
+	T_EQ(d.ev[0].ev.f[D9_F_SD_COROUTINE], 77);
+	T_EQ(d.ev[0].ev.f[D9_F_SD_CALL], 5);
+	T_EQ(d.ev[0].ev.f[D9_F_SD_FD_KIND], D9_FD_SOCKET);
+	T_EQ(d.ev[0].ev.f[D9_F_SD_DURATION_NS], 2500000);
+	T_EQ(d.ev[0].ev.f[D9_F_SD_SCHED_WAIT_NS], 2400000);
+	T_EQ(d.ev[1].ev.type, D9_EV_UNPARK);
+	T_EQ(d.ev[2].ev.f[D9_F_SD_SCHED_WAIT_NS], D9_UNKNOWN);
+	uint64_t counts[D9_EV_KNOWN_MAX + 1] = { 0 };
+	d9_chunk_count_types(e.chunk, flags, counts);
+	T_EQ(counts[D9_EV_UNPARK], 1);
+	struct d9_reader *r;
+	struct d9_chunk c;
+	T_EQ(d9_reader_open_mem(&r, s.buf, seg_len(&s)), 0);
+	T_EQ(d9_reader_next(r, &c), 1);
+	const struct d9_schema_type *st = d9_reader_schema(r, D9_EV_SCHED_DELAY);
+	T_ASSERT(st != NULL);
+	T_ASSERT(!strcmp(st->name, D9_SCHED_DELAY_NAME));
+	T_EQ(st->nfields, 5);
+	T_ASSERT(!strcmp(st->fields[4].name, "sched_wait_ns"));
+	d9_reader_close(r);
+	dec_free(&d);
+	seg_free(&s);
+}
+
 /* EVENTS chunks before any SCHEMA chunk use the built-in layout, which is what d9's writer
  * writes by default (Unpark with `ready` only): FORMAT.md, "Chunk types". */
 TEST(no_schema_chunk_uses_default_layout)
