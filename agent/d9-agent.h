@@ -191,7 +191,7 @@ void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns);
  * time runnable but waiting for a CPU, ns. Costs two syscalls (the descriptor's check and a
  * pread; the first call also opens it). Returns 1 for the thread's first reading (also after a
  * fork: values kept from before belong to another thread), 0 for later ones, or -errno when
- * they cannot be read (said once on stderr; the thread then never tries again). */
+ * they cannot be read (said once on stderr; the thread then never tries again: -ECANCELED). */
 int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns);
 
 /* ---- Threads, definitions, control (slow path) -------------------------------------------- */

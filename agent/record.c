@@ -286,7 +286,7 @@ int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns)
 	int err, first = 0;
 
 	if (sched_state < 0)
-		return -ENOENT;
+		return -ECANCELED; /* given up on this thread (not a reason for other threads) */
 	uint8_t busy = t->busy;
 	t->busy = 1; /* the calls below are the agent's own */
 	int saved = errno;

@@ -69,8 +69,8 @@ static inline int park(uint32_t call, int64_t timeout_us)
  * Unpark carries the thread's CPU time and run delay (time runnable but waiting for a CPU) from
  * /proc/thread-self/schedstat, as deltas since the previous Unpark that carried them: a reading
  * costs two syscalls (the descriptor's check and a pread), so it is taken at an Unpark only when
- * D9__SCHED_READ_NS have passed since the thread's last reading, which keeps the cost at most
- * one syscall per worker per 10 ms and none per request. An Unpark without a reading says
+ * D9__SCHED_READ_NS have passed since the thread's last such Unpark, which keeps the cost at
+ * most one syscall per worker per 10 ms and none per request. An Unpark without a reading says
  * "unknown" (not 0); one with a reading covers every park cycle since the previous one. The
  * blocking-call wrappers (libc-block.c) take readings too, for calls that ran past the threshold,
  * and use the last reading to tell waiting from preemption. */
@@ -81,22 +81,19 @@ static int sched_off; /* the host's threads cannot read schedstat: stop trying *
 
 int d9__pl_schedstat(uint64_t now)
 {
-	/* returns 1 for a first reading: no earlier reading to compare with */
 	uint64_t c, d;
 
-	if (sched_off)
+	if (__atomic_load_n(&sched_off, __ATOMIC_RELAXED))
 		return -ENOENT;
 	int err = d9_agent_schedstat(&c, &d);
 	if (err < 0) {
 		if (err == -ENOENT || err == -EACCES || err == -EPERM)
-			sched_off = 1; /* the same for every thread: no point in each one failing */
+			/* the same for every thread: no point in each one failing */
+			__atomic_store_n(&sched_off, 1, __ATOMIC_RELAXED);
 		return err;
 	}
-	if (err == 1) {
-		/* this thread's first reading (or the first after a fork): nothing earlier counts */
-		d9__pl.ss_base = 0;
-		d9__pl.ss_at = 0;
-	}
+	if (err == 1)
+		d9__pl.ss_base = 0; /* the thread's first reading (or first after a fork) */
 	d9__pl.ss_at = now ? now : 1;
 	d9__pl.ss_cpu = c;
 	d9__pl.ss_delay = d;
@@ -110,8 +107,7 @@ static inline void unpark(int ret, int err)
 
 	if (D9_UNLIKELY(!sched_read_ticks))
 		sched_read_ticks = d9_agent_ns_to_ticks(D9__SCHED_READ_NS);
-	if (D9_UNLIKELY(now - d9__pl.ss_uat >= sched_read_ticks) && !sched_off &&
-		d9__pl_schedstat(now) >= 0) {
+	if (D9_UNLIKELY(now - d9__pl.ss_uat >= sched_read_ticks) && d9__pl_schedstat(now) >= 0) {
 		d9__pl.ss_uat = now;
 		if (d9__pl.ss_base) {
 			/* the counters are cumulative and monotonic: a smaller value is a bad read */
