@@ -62,21 +62,21 @@ static int nonblocking_stream(int fd, uint32_t kind)
 
 /* Whether a call that took [t0, t1] (past the threshold) waited off CPU inside for at least the
  * threshold, or was only running or runnable (preempted). The thread's schedstat is read now
- * (one pread: calls past the threshold are the rare case) and compared with its previous
- * reading (an Unpark's, at most D9__SCHED_READ_NS old while the worker parks, or an earlier
- * slow call's). Over [prev, t1] the thread spent C ns on CPU and R ns runnable; the rest of the
- * wall time W was off CPU waiting. (C now comes from the thread CPU clock, one more syscall; an
- * Unpark's reading may lag by the CPU time since the thread last switched in, usually the
- * microseconds since its wait returned.) Inside the call that waiting is at least D - C - R and at most
+ * (calls past the threshold are the rare case) and compared with its previous reading (an
+ * Unpark's, at most D9__SCHED_READ_NS old while the worker parks, or an earlier slow call's).
+ * Over [prev, t1] (W ns) the thread spent C ns on CPU and R ns runnable; the rest was off CPU
+ * waiting. C comes from the thread CPU clock (one more syscall); an Unpark's reading may lag by
+ * the CPU time since the thread last switched in, usually the microseconds since its wait
+ * returned. Inside the call of D ns the waiting is at least D - C - R and at most
  * min(D, W - C - R). A sure wait makes a BlockingCall, a sure non-wait does not; in between, a
  * call on a non-blocking socket or pipe is not one (it cannot wait for I/O), any other call is.
- * Without schedstat only that last rule applies. Returns 1 for a BlockingCall. */
+ * Without schedstat only that last rule applies. Returns 1 for a BlockingCall; *wait_ns gets
+ * min(R, D), the most the call can have been runnable (unchanged when unknown). */
 static int waited(uint64_t t0, uint64_t t1, int fd, uint32_t kind, uint64_t *wait_ns)
 {
 	uint64_t at = d9__pl.ss_at, cpu = d9__pl.ss_cpu, delay = d9__pl.ss_delay;
 	uint64_t thr = d9__pcfg.blocking_threshold_ns;
 	uint64_t d = d9_agent_ticks_to_ns(t1 - t0);
-
 	struct timespec ts;
 
 	if (d9__pl_schedstat(t1) == 0 && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
