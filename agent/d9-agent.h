@@ -15,6 +15,9 @@
 #define D9_LIKELY(x) __builtin_expect(!!(x), 1)
 #define D9_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* Schema flags of every segment the agent writes (Unpark statistics per interval, 0 = unknown). */
+#define D9_AGENT_SCHEMA (D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY)
+
 struct d9__block;
 struct d9__prof;
 
@@ -164,6 +167,15 @@ static inline void d9_rec_blocking_call(uint64_t start, uint64_t coroutine, uint
 		d9_agent_ticks_to_ns(d9__now() - start), stack));
 }
 
+/* A call past the threshold that was preempted, not blocked: start and end are d9__now() around
+ * it; sched_wait_ns the run delay inside it (at most). */
+static inline void d9_rec_sched_delay(uint64_t start, uint64_t end, uint64_t coroutine,
+	uint64_t call, uint32_t fd_kind, uint64_t sched_wait_ns)
+{
+	D9__REC(d9_enc_sched_delay(&t_->enc, end, coroutine, call, fd_kind,
+		d9_agent_ticks_to_ns(end - start), sched_wait_ns));
+}
+
 static inline void d9_rec_zero_timeout_waits(uint64_t count)
 {
 	D9__REC(d9_enc_zero_timeout_waits(&t_->enc, d9__now(), count));
@@ -174,6 +186,13 @@ static inline void d9_rec_zero_timeout_waits(uint64_t count)
  * d9_rec_unpark takes the thread back (one compare-and-swap each). */
 void d9_rec_park(uint32_t call, int64_t timeout_us);
 void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns);
+
+/* The calling thread's scheduler statistics so far (/proc/thread-self/schedstat): CPU time and
+ * time runnable but waiting for a CPU, ns. Costs two syscalls (the descriptor's check and a
+ * pread; the first call also opens it). Returns 1 for the thread's first reading (also after a
+ * fork: values kept from before belong to another thread), 0 for later ones, or -errno when
+ * they cannot be read (said once on stderr; the thread then never tries again: -ECANCELED). */
+int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns);
 
 /* ---- Threads, definitions, control (slow path) -------------------------------------------- */
 

@@ -6,9 +6,12 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -235,7 +238,8 @@ static int slow(struct d9__thr *t)
 		return 0;
 	}
 	uint64_t now = d9__now();
-	d9_enc_begin(&t->enc, b->data, D9_BLOCK_DATA, t->tid, t->worker, now, d9__shift, 0);
+	d9_enc_begin(&t->enc, b->data, D9_BLOCK_DATA, t->tid, t->worker, now, d9__shift,
+		D9_AGENT_SCHEMA);
 	t->blk = b;
 	t->chunk_mono_ns = d9__mono_ns();
 	if (t->dropped) {
@@ -260,6 +264,71 @@ void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
 {
 	d9__unpark(&d9__self);
 	D9__REC(d9_enc_unpark(&t_->enc, d9__now(), ready, cpu_ns, sched_wait_ns));
+}
+
+/* ---- scheduler statistics -------------------------------------------------------------------
+ * Each thread keeps /proc/thread-self/schedstat open (moved high and checked before every read:
+ * the host may close the number and reuse it). 0 not opened yet, 1 open, -1 given up. */
+static __thread struct d9__file sched_file __attribute__((tls_model("initial-exec")));
+static __thread int sched_state __attribute__((tls_model("initial-exec")));
+
+static void sched_close(void)
+{
+	if (sched_state == 1)
+		d9__file_close(&sched_file);
+	sched_state = 0;
+}
+
+int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns)
+{
+	struct d9__thr *t = &d9__self;
+	char buf[96];
+	int err, first = 0;
+
+	if (sched_state < 0)
+		return -ECANCELED; /* given up on this thread (not a reason for other threads) */
+	uint8_t busy = t->busy;
+	t->busy = 1; /* the calls below are the agent's own */
+	int saved = errno;
+	if (sched_state == 0) {
+		err = d9__file_open(&sched_file, "/proc/thread-self/schedstat", O_RDONLY);
+		if (err)
+			goto fail;
+		sched_state = 1;
+		first = 1;
+	}
+	err = d9__file_check(&sched_file);
+	if (err) {
+		sched_file.fd = -1; /* the number is the host's now: never touched again */
+		goto fail;
+	}
+	ssize_t n = syscall(SYS_pread64, sched_file.fd, buf, sizeof(buf) - 1, (off_t)0);
+	if (n <= 0) {
+		err = n < 0 ? -errno : -ENODATA;
+		goto fail;
+	}
+	buf[n] = 0;
+	char *end;
+	unsigned long long c = strtoull(buf, &end, 10);
+	unsigned long long d = end != buf ? strtoull(end, &end, 10) : 0;
+	if (end == buf || (*end != ' ' && *end != '\n')) {
+		err = -EPROTO;
+		goto fail;
+	}
+	*cpu_ns = c;
+	*run_delay_ns = d;
+	errno = saved;
+	t->busy = busy;
+	return first;
+fail:
+	d9__log_once(D9_LOG_WARN, "cannot read /proc/thread-self/schedstat (%s): Unpark cpu_ns "
+		"and sched_wait_ns are unknown", strerror(-err));
+	if (sched_state == 1)
+		d9__file_close(&sched_file);
+	sched_state = -1;
+	errno = saved;
+	t->busy = busy;
+	return err;
 }
 
 void d9__collect(uint64_t older_than_mono_ns, int all)
@@ -376,6 +445,7 @@ static void thread_exit(void *arg)
 	d9__unpark(t);
 	t->busy = 1;
 	d9__profile_thread_exit(t);
+	sched_close();
 	d9__handoff(t);
 	/* drops not yet recorded (the thread was starved): the writer records them after the
 	 * chunks this thread queued before */
@@ -403,6 +473,7 @@ void d9__record_child(void)
 
 	memset(t, 0, sizeof(*t));
 	t->role = role;
+	sched_close(); /* the parent thread's file: this thread is another one */
 	d9__record_init();
 	d9__profile_child();
 }

@@ -153,6 +153,16 @@ static void dump_event(FILE *f, struct d9_reader *r, const struct d9_chunk *c,
 				(int64_t)ev->f[D9_F_WAKE_OBJECT]);
 			continue;
 		}
+		if (slot == D9_SLOT_CPU_NS_P1 || slot == D9_SLOT_SCHED_WAIT_NS_P1) {
+			/* Unpark's value-plus-one fields: shown decoded, null when unknown */
+			int to = slot == D9_SLOT_CPU_NS_P1 ? D9_F_UNPARK_CPU_NS : D9_F_UNPARK_SCHED_WAIT_NS;
+			fprintf(f, to == D9_F_UNPARK_CPU_NS ? ",\"cpu_ns\":" : ",\"sched_wait_ns\":");
+			if (ev->f[to] == D9_UNKNOWN)
+				fputs("null", f);
+			else
+				fprintf(f, "%" PRIu64, ev->f[to]);
+			continue;
+		}
 		if (slot < 0 || slot >= D9_EV_MAX_FIELDS)
 			continue; /* a field this decoder does not keep */
 		fputc(',', f);

@@ -38,7 +38,8 @@ static void jsonl_on_event(void *ctx, const struct d9__ev *ev)
 {
 	struct jsonl *j = ctx;
 	FILE *f = stdout;
-	const char *type = ev->th ? d9_event_name(ev->type) : NULL;
+	const char *type = !ev->th ? NULL : ev->type == D9_EV_SCHED_DELAY ? D9_SCHED_DELAY_NAME :
+		d9_event_name(ev->type);
 
 	if (!type || (j->pid >= 0 && ev->proc->pid != j->pid))
 		return; /* pseudo events (segment and process ends); other processes */
@@ -60,9 +61,16 @@ static void jsonl_on_event(void *ctx, const struct d9__ev *ev)
 			ev->value);
 		break;
 	case D9_EV_UNPARK:
-		fprintf(f, ",\"ready\":%" PRId64 ",\"cpu_ns\":%" PRIu64 ",\"sched_wait_ns\":%" PRIu64,
-			ev->value, ev->raw->f[D9_F_UNPARK_CPU_NS],
-			ev->raw->f[D9_F_UNPARK_SCHED_WAIT_NS]);
+		fprintf(f, ",\"ready\":%" PRId64, ev->value);
+		/* null: not recorded at this Unpark (unknown, never 0) */
+		for (int i = D9_F_UNPARK_CPU_NS; i <= D9_F_UNPARK_SCHED_WAIT_NS; i++) {
+			uint64_t v = ev->raw->f[i];
+			fprintf(f, i == D9_F_UNPARK_CPU_NS ? ",\"cpu_ns\":" : ",\"sched_wait_ns\":");
+			if (v == D9_UNKNOWN)
+				fputs("null", f);
+			else
+				fprintf(f, "%" PRIu64, v);
+		}
 		break;
 	case D9_EV_WAKE:
 		fprintf(f, ",\"kind\":\"%s\",\"woken\":%" PRIu64 ",\"waker\":%" PRIu64,
@@ -103,6 +111,16 @@ static void jsonl_on_event(void *ctx, const struct d9__ev *ev)
 		break;
 	case D9_EV_ZERO_TIMEOUT_WAITS:
 		fprintf(f, ",\"count\":%" PRIu64, ev->count);
+		break;
+	case D9_EV_SCHED_DELAY:
+		fprintf(f, ",\"coroutine\":%" PRIu64 ",\"call\":", ev->co);
+		d9__json_cstr(f, ev->call);
+		fprintf(f, ",\"fd_kind\":\"%s\",\"duration_ns\":%" PRIu64 ",\"sched_wait_ns\":",
+			d9_fd_kind_name(ev->kind), ev->count);
+		if (ev->value < 0)
+			fputs("null", f);
+		else
+			fprintf(f, "%" PRId64, ev->value);
 		break;
 	default:
 		break;

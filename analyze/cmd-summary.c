@@ -42,7 +42,9 @@ struct wstat {
 	struct d9__thread *th;
 	struct d9__hist polls, turns;
 	uint64_t busy_ns, turn_ns, parked_ns, parks, ztw, idle_samples;
-	uint64_t park_cpu_ns, sched_wait_ns; /* Unpark's cpu_ns and sched_wait_ns, when recorded */
+	/* Unpark's cpu_ns and sched_wait_ns, summed over the Unparks that carry them (stat_unparks;
+	 * each covers the time since the thread's previous such Unpark, FORMAT.md) */
+	uint64_t park_cpu_ns, sched_wait_ns, stat_unparks;
 	int64_t first_ns, last_ns;
 	int seen;
 	struct d9__open poll, park, turn; /* the open poll, park, loop turn (trace.h) */
@@ -97,7 +99,16 @@ struct pstat {
 	size_t nqs, capqs;
 };
 
+/* SchedDelay events (calls past the blocking threshold that were preempted) by call name. */
+#define SD_CALLS 32
+struct sdgroup {
+	const char *call; /* NULL: the calls past the first SD_CALLS names */
+	uint64_t count, total, wait, wait_unknown;
+};
+
 struct sum {
+	struct sdgroup sd[SD_CALLS + 1];
+	size_t nsd;
 	struct d9__trace *t;
 	int top;
 	int64_t min_ns;
@@ -244,6 +255,27 @@ static int cmp_lp_desc(const void *a, const void *b)
 	if (x->dur != y->dur)
 		return x->dur > y->dur ? -1 : 1;
 	return x->start_real < y->start_real ? -1 : x->start_real > y->start_real;
+}
+
+static void add_sched_delay(struct sum *s, const struct d9__ev *ev)
+{
+	size_t i = 0;
+
+	while (i < s->nsd && strcmp(s->sd[i].call, ev->call) != 0)
+		i++;
+	if (i == s->nsd) {
+		if (s->nsd < SD_CALLS)
+			s->sd[s->nsd++].call = ev->call;
+		else
+			i = SD_CALLS; /* "other" */
+	}
+	struct sdgroup *g = &s->sd[i];
+	g->count++;
+	g->total += ev->count;
+	if (ev->value < 0)
+		g->wait_unknown++;
+	else
+		g->wait += (uint64_t)ev->value;
 }
 
 static void add_blocking(struct sum *s, const struct d9__ev *ev)
@@ -600,8 +632,12 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 		uint64_t d;
 		int64_t park_ns = w->park.ns;
 		int r = d9__pair_close(&w->park, ev, &d);
-		w->park_cpu_ns += ev->raw->f[D9_F_UNPARK_CPU_NS];
-		w->sched_wait_ns += ev->raw->f[D9_F_UNPARK_SCHED_WAIT_NS];
+		if (ev->raw->f[D9_F_UNPARK_CPU_NS] != D9_UNKNOWN &&
+			ev->raw->f[D9_F_UNPARK_SCHED_WAIT_NS] != D9_UNKNOWN) {
+			w->park_cpu_ns += ev->raw->f[D9_F_UNPARK_CPU_NS];
+			w->sched_wait_ns += ev->raw->f[D9_F_UNPARK_SCHED_WAIT_NS];
+			w->stat_unparks++;
+		}
 		s->parks_unknown += r == D9__PAIR_UNKNOWN;
 		if (r == D9__PAIR_OK) {
 			w->parked_ns += d;
@@ -656,6 +692,9 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 		break;
 	case D9_EV_BLOCKING_CALL:
 		add_blocking(s, ev);
+		break;
+	case D9_EV_SCHED_DELAY:
+		add_sched_delay(s, ev);
 		break;
 	case D9_EV_CPU_SAMPLE:
 		cpu_sample(s, w, ev);
@@ -1023,11 +1062,18 @@ static void print_json(FILE *f, struct sum *s)
 			PRIu64 ",\"parked_ns\":%" PRIu64 ",\"busy_pct\":%.2f,\"parked_pct\":%.2f,"
 			"\"p50_ns\":%" PRIu64 ",\"p99_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 ",\"parks\":%"
 			PRIu64 ",\"zero_timeout_waits\":%" PRIu64 ",\"idle_samples\":%" PRIu64
-			",\"park_cpu_ns\":%" PRIu64 ",\"sched_wait_ns\":%" PRIu64 ",\"cpu_samples\":%" PRIu64
-			",\"offcpu_samples\":%" PRIu64 "}",
+			",\"stat_unparks\":%" PRIu64,
 			wg ? "loop_turn" : "poll", h->n, span, busy, w->parked_ns, pct(busy, span),
 			pct(w->parked_ns, span), d9__hist_pct(h, 50), d9__hist_pct(h, 99), h->max, w->parks,
-			w->ztw, w->idle_samples, w->park_cpu_ns, w->sched_wait_ns, w->cpu_on, w->cpu_off);
+			w->ztw, w->idle_samples, w->stat_unparks);
+		/* null: no Unpark of this worker carried the statistics (unknown, not 0) */
+		if (w->stat_unparks)
+			fprintf(f, ",\"park_cpu_ns\":%" PRIu64 ",\"sched_wait_ns\":%" PRIu64,
+				w->park_cpu_ns, w->sched_wait_ns);
+		else
+			fputs(",\"park_cpu_ns\":null,\"sched_wait_ns\":null", f);
+		fprintf(f, ",\"cpu_samples\":%" PRIu64 ",\"offcpu_samples\":%" PRIu64 "}", w->cpu_on,
+			w->cpu_off);
 	}
 	free(wl);
 	fprintf(f, "],\"coroutines\":{\"spawned\":%" PRIu64 ",\"exited\":%" PRIu64 ",\"alive\":%" PRIu64
@@ -1106,6 +1152,24 @@ static void print_json(FILE *f, struct sum *s)
 			",\"stack\":", s->bl[i]->count, s->bl[i]->total, s->bl[i]->max);
 		d9__json_stack(f, t, s->bl[i]->stack);
 		fputc('}', f);
+	}
+	fputs("],\"preempted_calls\":[", f);
+	for (size_t i = 0, n = 0; i <= SD_CALLS; i++) {
+		const struct sdgroup *g = &s->sd[i];
+		if (!g->count)
+			continue;
+		fprintf(f, "%s{\"call\":", n++ ? "," : "");
+		if (g->call)
+			d9__json_cstr(f, g->call);
+		else
+			fputs("null", f);
+		fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"sched_wait_ns\":",
+			g->count, g->total);
+		if (g->wait_unknown == g->count)
+			fputs("null", f);
+		else
+			fprintf(f, "%" PRIu64, g->wait);
+		fprintf(f, ",\"sched_wait_unknown\":%" PRIu64 "}", g->wait_unknown);
 	}
 	fprintf(f, "],\"run_queue\":{\"samples\":%" PRIu64 ",\"mean\":%.2f,\"p50\":%" PRIu64
 		",\"p99\":%" PRIu64 ",\"max\":%" PRIu64 "}", s->queue.n,
@@ -1237,8 +1301,8 @@ static void print_text(FILE *f, struct sum *s)
 			" coroutines spawned; %s\n", p->pid, p->process, p->hostname, p->nsegs,
 			workers_of(p), ps ? ps->spawned : 0, p->cmdline);
 	}
-	fprintf(f, "\nworkers:\n  %-8s %-8s %-16s %9s %7s %7s %-8s %-8s %-8s %7s  %s\n", "pid",
-		"worker", "name", unit, "busy%", "parked%", "p50", "p99", "max", "parks",
+	fprintf(f, "\nworkers:\n  %-8s %-8s %-16s %9s %7s %7s %-8s %-8s %-8s %7s %-8s  %s\n",
+		"pid", "worker", "name", unit, "busy%", "parked%", "p50", "p99", "max", "parks", "cpu",
 		"sched wait");
 	struct wstat **wl;
 	size_t nw = worker_list(s, &wl);
@@ -1247,11 +1311,14 @@ static void print_text(FILE *f, struct sum *s)
 		int wg = w->polls.n == 0 && w->turns.n > 0;
 		struct d9__hist *h = wg ? &w->turns : &w->polls;
 		int64_t span = w->last_ns - w->first_ns;
+		char e[32];
+		/* "-": no Unpark of this worker carried the statistics (unknown, not 0) */
 		fprintf(f, "  %-8u %-8u %-16.16s %9" PRIu64 " %6.1f%% %6.1f%% %-8s %-8s %-8s %7" PRIu64
-			"  %s\n", w->th->proc->pid, w->th->worker, *w->th->name ? w->th->name : "-", h->n,
-			pct(wg ? w->turn_ns : w->busy_ns, span), pct(w->parked_ns, span),
+			" %-8s  %s\n", w->th->proc->pid, w->th->worker, *w->th->name ? w->th->name : "-",
+			h->n, pct(wg ? w->turn_ns : w->busy_ns, span), pct(w->parked_ns, span),
 			D(a, d9__hist_pct(h, 50)), D(b, d9__hist_pct(h, 99)), D(c, h->max), w->parks,
-			w->sched_wait_ns ? D(d, w->sched_wait_ns) : "-");
+			w->stat_unparks ? D(e, w->park_cpu_ns) : "-",
+			w->stat_unparks ? D(d, w->sched_wait_ns) : "-");
 	}
 	free(wl);
 	fprintf(f, "\ncoroutines: %" PRIu64 " spawned, %" PRIu64 " exited, %" PRIu64 " alive at the end\n",
@@ -1320,6 +1387,21 @@ static void print_text(FILE *f, struct sum *s)
 		fputc('\n', f);
 	}
 	if (!s->nbl)
+		fprintf(f, "  none\n");
+	fprintf(f, "\npreempted calls (past the blocking threshold, but running or runnable, not "
+		"waiting):\n");
+	size_t nsd = 0;
+	for (size_t i = 0; i <= SD_CALLS; i++) {
+		const struct sdgroup *g = &s->sd[i];
+		if (!g->count)
+			continue;
+		nsd++;
+		fprintf(f, "  %-16s %7" PRIu64 " calls  total %-9s sched wait %s%s\n",
+			g->call ? g->call : "(other)", g->count, D(a, g->total),
+			g->wait_unknown == g->count ? "-" : D(b, g->wait),
+			g->wait_unknown && g->wait_unknown < g->count ? " (some unknown)" : "");
+	}
+	if (!nsd)
 		fprintf(f, "  none\n");
 	fprintf(f, "\nrun queue: %" PRIu64 " samples, mean %.2f, p50 %" PRIu64 ", p99 %" PRIu64
 		", max %" PRIu64 "\n", s->queue.n,

@@ -598,9 +598,12 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 	/* zeroed once per chunk; each event then resets the fields the switch below sets (a
 	 * memset per event was a tenth of the analyzer's time) */
 	memset(&ev, 0, sizeof(ev));
+	/* code 14 is SchedDelay when the segment's schema says so (it is not built in) */
+	const struct d9_schema_type *sds = d9_reader_schema(r, D9_EV_SCHED_DELAY);
+	int sd_ok = sds && sds->nfields >= 5 && !strcmp(sds->name, D9_SCHED_DELAY_NAME);
 	d9_events_init(&it, r, c);
 	while (d9_events_next(&it, &e) == 1) {
-		if (e.type < 1 || e.type > D9_EV_KNOWN_MAX)
+		if (e.type < 1 || (e.type > D9_EV_KNOWN_MAX && !(e.type == D9_EV_SCHED_DELAY && sd_ok)))
 			continue;
 		ev.co = ev.co2 = 0;
 		ev.loc = NULL;
@@ -692,6 +695,16 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 			break;
 		case D9_EV_ZERO_TIMEOUT_WAITS:
 			ev.count = e.f[D9_F_ZTW_COUNT];
+			break;
+		case D9_EV_SCHED_DELAY:
+			ev.co = e.f[D9_F_SD_COROUTINE];
+			ev.call = seg_string(ss, e.f[D9_F_SD_CALL]);
+			if (!ev.call)
+				ev.call = "?";
+			ev.kind = e.f[D9_F_SD_FD_KIND];
+			ev.count = e.f[D9_F_SD_DURATION_NS];
+			ev.value = e.f[D9_F_SD_SCHED_WAIT_NS] == D9_UNKNOWN ? -1 :
+				(int64_t)e.f[D9_F_SD_SCHED_WAIT_NS];
 			break;
 		default:
 			continue; /* CustomEvent: reserved */

@@ -84,13 +84,13 @@ struct d9__ev {
 	const struct d9__loc *loc; /* PollStart, Spawn: the event's location, else the coroutine's
 				    * definition's; NULL when unknown */
 	const struct d9__stack *stack; /* BlockingCall, CpuSample; NULL for none */
-	const char *call; /* BlockingCall: the call's name ("?" when undefined) */
+	const char *call; /* BlockingCall, SchedDelay: the call's name ("?" when undefined) */
 	uint64_t kind; /* Wake kind; Park call; BlockingCall fd kind; Dropped reason; CpuSample source */
 	int64_t object; /* Wake object */
 	int64_t deadline_ns; /* Wake of kind timer: the deadline, CLOCK_MONOTONIC ns */
 	uint64_t count; /* QueueSample runnable; Dropped count; ZeroTimeoutWaits count;
-			 * BlockingCall duration_ns */
-	int64_t value; /* Unpark ready; Park timeout_us */
+			 * BlockingCall, SchedDelay duration_ns */
+	int64_t value; /* Unpark ready; Park timeout_us; SchedDelay sched_wait_ns (-1 unknown) */
 	const struct d9_event *raw;
 };
 

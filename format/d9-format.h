@@ -64,7 +64,9 @@ enum d9_event_type {
 	D9_EV_DROPPED = 11,
 	D9_EV_CUSTOM = 12, /* reserved: CustomEvent, payload described by a CustomSchema def */
 	D9_EV_ZERO_TIMEOUT_WAITS = 13, /* waits with a zero timeout since the thread's last Park */
-	/* 14 is free; 15 and up are written in the extended form */
+	/* 14: SchedDelay, described by the writer's SCHEMA chunk, not built in (positional fields
+	 * D9_F_SD_*; FORMAT.md, "SchedDelay"); 15 and up are written in the extended form */
+	D9_EV_SCHED_DELAY = 14,
 	D9_EV_KNOWN_MAX = 13,
 	D9_EV_EXTENDED = 15, /* in the first byte: the real type follows as a varint */
 };
@@ -89,6 +91,12 @@ enum d9_event_type {
 enum { D9_F_POLL_COROUTINE = 0, D9_F_POLL_LOCATION = 1 };
 enum { D9_F_PARK_CALL = 0, D9_F_PARK_TIMEOUT_US = 1 };
 enum { D9_F_UNPARK_READY = 0, D9_F_UNPARK_CPU_NS = 1, D9_F_UNPARK_SCHED_WAIT_NS = 2 };
+/* A decoded value that was not recorded (Unpark cpu_ns and sched_wait_ns): never a real count. */
+#define D9_UNKNOWN UINT64_MAX
+/* Unpark fields `cpu_ns+1` and `sched_wait_ns+1` (value plus one, 0 = unknown): decoders fill
+ * the two slots above from them. */
+#define D9_SLOT_CPU_NS_P1 (-3)
+#define D9_SLOT_SCHED_WAIT_NS_P1 (-4)
 enum { D9_F_WAKE_WOKEN = 0, D9_F_WAKE_WAKER = 1, D9_F_WAKE_KIND = 2, D9_F_WAKE_OBJECT = 3 };
 /* On disk Wake packs kind and object into one field, kind_object = zigzag(object) << 3 | kind;
  * decoders split it into the two slots above. */
@@ -102,6 +110,10 @@ enum { D9_F_CPU_COROUTINE = 0, D9_F_CPU_SOURCE = 1, D9_F_CPU_STACK = 2 };
 enum { D9_F_DROP_COUNT = 0, D9_F_DROP_REASON = 1 };
 enum { D9_F_CUSTOM_SCHEMA = 0, D9_F_CUSTOM_DATA = 1 };
 enum { D9_F_ZTW_COUNT = 0 };
+/* SchedDelay's fields, by position (a schema-described type) */
+enum { D9_F_SD_COROUTINE = 0, D9_F_SD_CALL = 1, D9_F_SD_FD_KIND = 2, D9_F_SD_DURATION_NS = 3,
+	D9_F_SD_SCHED_WAIT_NS = 4 };
+#define D9_SCHED_DELAY_NAME "SchedDelay"
 
 /* Enumerated field values (on-disk). */
 enum d9_wait_call {
@@ -347,7 +359,12 @@ D9_EXPORT void d9_chunk_fill_crc(uint8_t *chunk);
 
 /* Whole chunks into w. Each returns 0 or -ENOSPC (then w holds a partial chunk: discard it). */
 D9_EXPORT int d9_header_write(struct d9_wbuf *w, const struct d9_header *h);
-#define D9_SCHEMA_UNPARK_STATS 1u /* Unpark carries cpu_ns and sched_wait_ns */
+#define D9_SCHEMA_UNPARK_STATS 1u /* Unpark carries cpu_ns and sched_wait_ns (exact values) */
+/* Unpark carries `cpu_ns+1` and `sched_wait_ns+1`: the value plus one, 0 = unknown (no reading at
+ * this Unpark). d9's writer uses this layout (FORMAT.md, "Unpark statistics"). */
+#define D9_SCHEMA_UNPARK_INTERVAL 2u
+/* The schema also lists SchedDelay (code 14) for d9_enc_sched_delay. */
+#define D9_SCHEMA_SCHED_DELAY 4u
 D9_EXPORT int d9_schema_write(struct d9_wbuf *w, unsigned flags);
 D9_EXPORT int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t);
 
@@ -398,9 +415,10 @@ D9_EXPORT size_t d9_enc_end(struct d9_enc *e, int fill_crc);
  * for trailers, off the hot path. */
 D9_EXPORT uint64_t d9_enc_first_time(const struct d9_enc *e);
 
-/* Adds the events of a chunk written with the d9_enc_* functions (built-in layout, no
- * D9_SCHEMA_UNPARK_STATS) to counts[type], for trailers. */
-D9_EXPORT void d9_chunk_count_types(const uint8_t *chunk, uint64_t counts[D9_EV_KNOWN_MAX + 1]);
+/* Adds the events of a chunk written with the d9_enc_* functions (built-in layout with the
+ * schema flags the encoder was given) to counts[type], for trailers. */
+D9_EXPORT void d9_chunk_count_types(const uint8_t *chunk, unsigned flags,
+	uint64_t counts[D9_EV_KNOWN_MAX + 1]);
 
 /* 1 when one more event fits. */
 static inline int d9_enc_room(const struct d9_enc *e)
@@ -495,7 +513,9 @@ static inline int d9_enc_park(struct d9_enc *e, uint64_t ticks, uint32_t call, i
 	return 0;
 }
 
-/* cpu_ns and sched_wait_ns are written only when the schema has them (D9_SCHEMA_UNPARK_STATS). */
+/* cpu_ns and sched_wait_ns are written only when the schema has them: as they are with
+ * D9_SCHEMA_UNPARK_STATS (D9_UNKNOWN then takes 10 bytes and decodes as D9_UNKNOWN), plus one
+ * with D9_SCHEMA_UNPARK_INTERVAL (D9_UNKNOWN is written as 0: one byte). */
 static inline int d9_enc_unpark(struct d9_enc *e, uint64_t ticks, int64_t ready, uint64_t cpu_ns,
 	uint64_t sched_wait_ns)
 {
@@ -503,7 +523,10 @@ static inline int d9_enc_unpark(struct d9_enc *e, uint64_t ticks, int64_t ready,
 		return -28;
 	uint8_t *p = d9__enc_head(e, D9_EV_UNPARK, ticks);
 	p = d9_put_varint(p, d9_zigzag(ready));
-	if (e->flags & D9_SCHEMA_UNPARK_STATS) {
+	if (e->flags & D9_SCHEMA_UNPARK_INTERVAL) {
+		p = d9_put_varint(p, cpu_ns == D9_UNKNOWN ? 0 : cpu_ns + 1);
+		p = d9_put_varint(p, sched_wait_ns == D9_UNKNOWN ? 0 : sched_wait_ns + 1);
+	} else if (e->flags & D9_SCHEMA_UNPARK_STATS) {
 		p = d9_put_varint(p, cpu_ns);
 		p = d9_put_varint(p, sched_wait_ns);
 	}
@@ -568,6 +591,23 @@ static inline int d9_enc_blocking_call(struct d9_enc *e, uint64_t ticks, uint64_
 	p = d9_put_varint(p, fd_kind);
 	p = d9_put_varint(p, duration_ns);
 	e->p = d9_put_varint(p, stack);
+	return 0;
+}
+
+/* A call past the blocking threshold that did not wait off CPU (preempted): ticks when it
+ * returned; duration_ns its wall time; sched_wait_ns the time runnable but not running inside it
+ * (at most). Only in segments whose schema lists it (D9_SCHEMA_SCHED_DELAY). */
+static inline int d9_enc_sched_delay(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
+	uint64_t call, uint32_t fd_kind, uint64_t duration_ns, uint64_t sched_wait_ns)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_SCHED_DELAY, ticks);
+	p = d9__enc_coroutine(e, p, coroutine);
+	p = d9_put_varint(p, call);
+	p = d9_put_varint(p, fd_kind);
+	p = d9_put_varint(p, duration_ns);
+	e->p = d9_put_varint(p, sched_wait_ns);
 	return 0;
 }
 

@@ -105,11 +105,26 @@ static const struct builtin_type builtin[D9_EV_KNOWN_MAX + 1] = {
 	[D9_EV_ZERO_TIMEOUT_WAITS] = { "ZeroTimeoutWaits", 1, { { 'u', "count" } } },
 };
 
+/* SchedDelay (code 14): not built in; d9's writer describes it in its SCHEMA chunk. */
+static const struct builtin_field sched_delay[5] = { { 'c', "coroutine" }, { 'u', "call" },
+	{ 'u', "fd_kind" }, { 'u', "duration_ns" }, { 'u', "sched_wait_ns" } };
+
 static int builtin_fields(uint32_t type, unsigned flags)
 {
-	if (type == D9_EV_UNPARK && !(flags & D9_SCHEMA_UNPARK_STATS))
+	if (type == D9_EV_UNPARK &&
+		!(flags & (D9_SCHEMA_UNPARK_STATS | D9_SCHEMA_UNPARK_INTERVAL)))
 		return 1;
 	return builtin[type].nfields;
+}
+
+/* The on-disk name of field i of a built-in type under the writer's schema flags. */
+static const char *builtin_field_name(uint32_t type, int i, unsigned flags)
+{
+	static const char *const interval[3] = { "ready", "cpu_ns+1", "sched_wait_ns+1" };
+
+	if (type == D9_EV_UNPARK && (flags & D9_SCHEMA_UNPARK_INTERVAL))
+		return interval[i];
+	return builtin[type].f[i].name;
 }
 
 static int slot_of(uint32_t type, const char *name)
@@ -125,6 +140,12 @@ static int slot_of(uint32_t type, const char *name)
 			if (!strcmp(wake_slots[i], name))
 				return i;
 		return -1;
+	}
+	if (type == D9_EV_UNPARK) {
+		if (!strcmp(name, "cpu_ns+1"))
+			return D9_SLOT_CPU_NS_P1;
+		if (!strcmp(name, "sched_wait_ns+1"))
+			return D9_SLOT_SCHED_WAIT_NS_P1;
 	}
 	for (int i = 0; i < builtin[type].nfields; i++)
 		if (strcmp(builtin[type].f[i].name, name) == 0)
@@ -287,7 +308,7 @@ int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 {
 	uint8_t *c = d9_chunk_open(w, D9_CHUNK_SCHEMA);
 
-	d9_wbuf_u(w, D9_EV_KNOWN_MAX);
+	d9_wbuf_u(w, D9_EV_KNOWN_MAX + !!(flags & D9_SCHEMA_SCHED_DELAY));
 	for (uint32_t t = 1; t <= D9_EV_KNOWN_MAX; t++) {
 		int n = builtin_fields(t, flags);
 
@@ -296,9 +317,20 @@ int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 		d9_wbuf_u(w, (uint64_t)n);
 		for (int i = 0; i < n; i++) {
 			uint8_t enc = (uint8_t)builtin[t].f[i].enc;
+			const char *name = builtin_field_name(t, i, flags);
 
 			d9_wbuf_raw(w, &enc, 1);
-			wbuf_str(w, builtin[t].f[i].name, strlen(builtin[t].f[i].name));
+			wbuf_str(w, name, strlen(name));
+		}
+	}
+	if (flags & D9_SCHEMA_SCHED_DELAY) {
+		d9_wbuf_u(w, D9_EV_SCHED_DELAY);
+		wbuf_str(w, D9_SCHED_DELAY_NAME, strlen(D9_SCHED_DELAY_NAME));
+		d9_wbuf_u(w, 5);
+		for (int i = 0; i < 5; i++) {
+			uint8_t enc = (uint8_t)sched_delay[i].enc;
+			d9_wbuf_raw(w, &enc, 1);
+			wbuf_str(w, sched_delay[i].name, strlen(sched_delay[i].name));
 		}
 	}
 	return d9_chunk_close(w, c);
@@ -532,7 +564,8 @@ uint64_t d9_enc_first_time(const struct d9_enc *e)
 	return base + d;
 }
 
-void d9_chunk_count_types(const uint8_t *chunk, uint64_t counts[D9_EV_KNOWN_MAX + 1])
+void d9_chunk_count_types(const uint8_t *chunk, unsigned flags,
+	uint64_t counts[D9_EV_KNOWN_MAX + 1])
 {
 	uint32_t len;
 
@@ -544,13 +577,15 @@ void d9_chunk_count_types(const uint8_t *chunk, uint64_t counts[D9_EV_KNOWN_MAX 
 	while (p < end) {
 		uint32_t type = *p & D9_EV_TYPE_MASK;
 		int more = *p++ & D9_EV_MORE;
-		if (type == 0 || type > D9_EV_KNOWN_MAX || type == D9_EV_CUSTOM)
+		int sd = type == D9_EV_SCHED_DELAY && (flags & D9_SCHEMA_SCHED_DELAY);
+		if (!sd && (type == 0 || type > D9_EV_KNOWN_MAX || type == D9_EV_CUSTOM))
 			return; /* not written by d9_enc_*: nothing to count reliably */
-		int nvar = (more ? 1 : 0) + builtin_fields(type, 0);
+		int nvar = (more ? 1 : 0) + (sd ? 5 : builtin_fields(type, flags));
 		for (int i = 0; i < nvar && p < end; i++)
 			while (p < end && (*p++ & 0x80))
 				;
-		counts[type]++;
+		if (!sd)
+			counts[type]++; /* the trailer counts built-in types only */
 	}
 }
 
@@ -1386,6 +1421,11 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 		ev->f[j] = 0;
 		ev->fdata[j] = NULL;
 	}
+	if (type == D9_EV_UNPARK) {
+		/* not listed by the schema, or listed as unknown: never a measured 0 */
+		ev->f[D9_F_UNPARK_CPU_NS] = D9_UNKNOWN;
+		ev->f[D9_F_UNPARK_SCHED_WAIT_NS] = D9_UNKNOWN;
+	}
 	ev->data = NULL;
 	ev->data_len = 0;
 	ev->offset = off;
@@ -1438,6 +1478,11 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 			ev->f[D9_F_WAKE_OBJECT] = (uint64_t)d9_unzigzag(v >> 3);
 			if (ev->nfields < 4)
 				ev->nfields = 4;
+		} else if (slot == D9_SLOT_CPU_NS_P1 || slot == D9_SLOT_SCHED_WAIT_NS_P1) {
+			int to = slot == D9_SLOT_CPU_NS_P1 ? D9_F_UNPARK_CPU_NS : D9_F_UNPARK_SCHED_WAIT_NS;
+			ev->f[to] = v ? v - 1 : D9_UNKNOWN;
+			if (to + 1 > (int)ev->nfields)
+				ev->nfields = (uint32_t)to + 1;
 		} else if (slot >= 0 && slot < D9_EV_MAX_FIELDS) {
 			ev->f[slot] = v;
 			if (slot + 1 > (int)ev->nfields)

@@ -51,17 +51,80 @@ static uint32_t fd_kind(int fd)
 	return D9_FD_OTHER;
 }
 
+/* 1 when fd is a socket or pipe in non-blocking mode: a call on it never waits for I/O. */
+static int nonblocking_stream(int fd, uint32_t kind)
+{
+	if (fd < 0 || (kind != D9_FD_SOCKET && kind != D9_FD_PIPE))
+		return 0;
+	int fl = fcntl(fd, F_GETFL);
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
+/* Whether a call that took [t0, t1] (past the threshold) waited off CPU inside for at least the
+ * threshold, or was only running or runnable (preempted). The thread's schedstat is read now
+ * (calls past the threshold are the rare case) and compared with its previous reading (an
+ * Unpark's, at most D9__SCHED_READ_NS old while the worker parks, or an earlier slow call's).
+ * Over [prev, t1] (W ns) the thread spent C ns on CPU and R ns runnable; the rest was off CPU
+ * waiting. C comes from the thread CPU clock (one more syscall); an Unpark's reading may lag by
+ * the CPU time since the thread last switched in, usually the microseconds since its wait
+ * returned. Inside the call of D ns the waiting is at least D - C - R and at most
+ * min(D, W - C - R). A sure wait makes a BlockingCall, a sure non-wait does not; in between, a
+ * call on a non-blocking socket or pipe is not one (it cannot wait for I/O), any other call is.
+ * Without schedstat only that last rule applies. Returns 1 for a BlockingCall; *wait_ns gets
+ * min(R, D), the most the call can have been runnable (unchanged when unknown). */
+static int waited(uint64_t t0, uint64_t t1, int fd, uint32_t kind, uint64_t *wait_ns)
+{
+	uint64_t at = d9__pl.ss_at, cpu = d9__pl.ss_cpu, delay = d9__pl.ss_delay;
+	uint64_t thr = d9__pcfg.blocking_threshold_ns;
+	uint64_t d = d9_agent_ticks_to_ns(t1 - t0);
+	struct timespec ts;
+
+	if (d9__pl_schedstat(t1) == 0 && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+		/* schedstat's CPU time of a running thread lags by up to a scheduler tick (it is
+		 * brought up to date at switches and ticks); the thread CPU clock is exact */
+		uint64_t now_cpu = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		if (now_cpu > d9__pl.ss_cpu)
+			d9__pl.ss_cpu = now_cpu;
+	} else {
+		at = 0;
+	}
+	if (at && at <= t0 && d9__pl.ss_cpu >= cpu && d9__pl.ss_delay >= delay) {
+		uint64_t w = d9_agent_ticks_to_ns(t1 - at);
+		uint64_t used = (d9__pl.ss_cpu - cpu) + (d9__pl.ss_delay - delay);
+		*wait_ns = d9__pl.ss_delay - delay < d ? d9__pl.ss_delay - delay : d;
+		uint64_t lo = d > used ? d - used : 0;
+		uint64_t hi = w > used ? w - used : 0;
+		if (hi > d)
+			hi = d;
+		if (lo >= thr)
+			return 1;
+		if (hi < thr)
+			return 0;
+	}
+	return !nonblocking_stream(fd, kind);
+}
+
 /* The slow part, for calls past the threshold only. */
-static __attribute__((noinline)) void record(uint64_t t0, const char *name, uint64_t *name_id,
-	int fd, int saved_errno)
+static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const char *name,
+	uint64_t *name_id, int fd, int saved_errno)
 {
 	void *ips[64];
 	uint64_t frames[64];
 
 	d9__self.busy = 1; /* what we call here (locks, fstat, the unwinder) is not the host's */
+	uint32_t kind = fd_kind(fd);
+	uint64_t wait_ns = D9_UNKNOWN;
+	int blocked = waited(t0, t1, fd, kind, &wait_ns);
 	if (!*name_id)
 		*name_id = d9_agent_string(name, strlen(name));
-	uint32_t kind = fd_kind(fd);
+	if (!blocked) {
+		/* preempted, not blocked: a SchedDelay inside this poll (its run delay is also in
+		 * the next Unpark's sched_wait_ns) */
+		d9__self.busy = 0;
+		d9_rec_sched_delay(t0, t1, d9__pl.coroutine, *name_id, kind, wait_ns);
+		errno = saved_errno;
+		return;
+	}
 	int n = unw_backtrace(ips, 64);
 	/* drop this function and the wrapper: the stack starts at the caller of the blocking call */
 	int skip = n > 2 ? 2 : 0;
@@ -83,8 +146,9 @@ static __attribute__((noinline)) void record(uint64_t t0, const char *name, uint
 			static uint64_t id_;                                      \
 			uint64_t t0_ = d9__now();                                 \
 			r_ = (call);                                              \
-			if (D9_UNLIKELY(d9__now() - t0_ >= d9__pcfg.blocking_threshold_ticks)) \
-				record(t0_, name, &id_, (fd), errno);             \
+			uint64_t t1_ = d9__now();                                 \
+			if (D9_UNLIKELY(t1_ - t0_ >= d9__pcfg.blocking_threshold_ticks)) \
+				record(t0_, t1_, name, &id_, (fd), errno);        \
 		}                                                                 \
 		r_;                                                               \
 	})

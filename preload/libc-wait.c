@@ -65,9 +65,61 @@ static inline int park(uint32_t call, int64_t timeout_us)
 	return 1;
 }
 
+/* ---- Scheduler statistics --------------------------------------------------------------------
+ * Unpark carries the thread's CPU time and run delay (time runnable but waiting for a CPU) from
+ * /proc/thread-self/schedstat, as deltas since the previous Unpark that carried them: a reading
+ * costs two syscalls (the descriptor's check and a pread), so it is taken at an Unpark only when
+ * D9__SCHED_READ_NS have passed since the thread's last such Unpark, which keeps the cost at
+ * most one syscall per worker per 10 ms and none per request. An Unpark without a reading says
+ * "unknown" (not 0); one with a reading covers every park cycle since the previous one. The
+ * blocking-call wrappers (libc-block.c) take readings too, for calls that ran past the threshold,
+ * and use the last reading to tell waiting from preemption. */
+#define D9__SCHED_READ_NS 20000000u
+
+static uint64_t sched_read_ticks; /* D9__SCHED_READ_NS in event clock ticks, 0: not yet */
+static int sched_off; /* the host's threads cannot read schedstat: stop trying */
+
+int d9__pl_schedstat(uint64_t now)
+{
+	uint64_t c, d;
+
+	if (__atomic_load_n(&sched_off, __ATOMIC_RELAXED))
+		return -ENOENT;
+	int err = d9_agent_schedstat(&c, &d);
+	if (err < 0) {
+		if (err == -ENOENT || err == -EACCES || err == -EPERM)
+			/* the same for every thread: no point in each one failing */
+			__atomic_store_n(&sched_off, 1, __ATOMIC_RELAXED);
+		return err;
+	}
+	if (err == 1)
+		d9__pl.ss_base = 0; /* the thread's first reading (or first after a fork) */
+	d9__pl.ss_at = now ? now : 1;
+	d9__pl.ss_cpu = c;
+	d9__pl.ss_delay = d;
+	return err;
+}
+
 static inline void unpark(int ret, int err)
 {
-	d9_rec_unpark(ret < 0 ? -err : ret, 0, 0);
+	uint64_t cpu = D9_UNKNOWN, wait = D9_UNKNOWN;
+	uint64_t now = d9__now();
+
+	if (D9_UNLIKELY(!sched_read_ticks))
+		sched_read_ticks = d9_agent_ns_to_ticks(D9__SCHED_READ_NS);
+	if (D9_UNLIKELY(now - d9__pl.ss_uat >= sched_read_ticks) && d9__pl_schedstat(now) >= 0) {
+		d9__pl.ss_uat = now;
+		if (d9__pl.ss_base) {
+			/* the counters are cumulative and monotonic: a smaller value is a bad read */
+			cpu = d9__pl.ss_cpu >= d9__pl.ss_ucpu ? d9__pl.ss_cpu - d9__pl.ss_ucpu : D9_UNKNOWN;
+			wait = d9__pl.ss_delay >= d9__pl.ss_udelay ?
+				d9__pl.ss_delay - d9__pl.ss_udelay : D9_UNKNOWN;
+		}
+		d9__pl.ss_ucpu = d9__pl.ss_cpu;
+		d9__pl.ss_udelay = d9__pl.ss_delay;
+		d9__pl.ss_base = 1;
+	}
+	d9_rec_unpark(ret < 0 ? -err : ret, cpu, wait);
 	d9__pl.in_turn = 1;
 }
 

@@ -19,7 +19,17 @@ struct d9__pl {
 	uint8_t in_turn; /* generic mode: the worker is between an Unpark and the next Park */
 	uint8_t resolving; /* inside dlsym: interposers must not recurse into it */
 	uint8_t st_scheduler; /* this thread runs a State Threads scheduler */
+	uint8_t ss_base; /* ss_ucpu/ss_udelay hold the reading of an earlier Unpark */
+	/* the thread's last schedstat reading (libc-wait.c, "Scheduler statistics") */
+	uint64_t ss_at; /* d9__now() when it was read, 0: never */
+	uint64_t ss_cpu, ss_delay; /* cumulative CPU and run-delay ns then */
+	uint64_t ss_uat; /* d9__now() of the last Unpark that read schedstat */
+	uint64_t ss_ucpu, ss_udelay; /* the reading the last Unpark with statistics ended at */
 };
+
+/* libc-wait.c: reads the thread's schedstat into d9__pl (ss_at, ss_cpu, ss_delay) at `now`;
+ * returns 0, 1 when no earlier reading of this thread exists (ss_base cleared), or -errno. */
+int d9__pl_schedstat(uint64_t now);
 extern __thread struct d9__pl d9__pl __attribute__((tls_model("initial-exec")));
 
 /* The next definition of `name` after libd9agent.so (version: a symbol version or NULL), or NULL

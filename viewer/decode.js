@@ -10,6 +10,8 @@ function d9_decode_module(root) {
 	const TYPE_LIMIT = 256; /* schema entries kept for codes below this */
 	const MAX_FIELDS = 8; /* fields kept per event (positional types) */
 	const SLOT_KIND_OBJECT = 100; /* Wake's packed field */
+	/* Unpark's `cpu_ns+1` / `sched_wait_ns+1`: value plus one, 0 = unknown (null in f[1], f[2]) */
+	const SLOT_CPU_P1 = 101, SLOT_SCHED_P1 = 102;
 	const SAFE = 9007199254740991;
 	const MAGIC = [0x89, 0x44, 0x39, 0x54, 0x0d, 0x0a, 0x1a, 0x0a];
 
@@ -214,6 +216,10 @@ function d9_decode_module(root) {
 				return SLOT_KIND_OBJECT;
 			return WAKE_SLOTS.indexOf(name);
 		}
+		if (code === 4 && name === 'cpu_ns+1')
+			return SLOT_CPU_P1;
+		if (code === 4 && name === 'sched_wait_ns+1')
+			return SLOT_SCHED_P1;
 		const b = BUILTIN[code];
 		for (let i = 0; i < b.length; i++)
 			if (b[i][1] === name)
@@ -401,6 +407,8 @@ function d9_decode_module(root) {
 				f[j] = 0;
 				fd[j] = null;
 			}
+			if (type === 4)
+				f[1] = f[2] = null; /* Unpark statistics not listed or not recorded: unknown */
 			time = add64(time, delta);
 			const known = type <= 13;
 			const fields = s.fields;
@@ -445,6 +453,8 @@ function d9_decode_module(root) {
 						f[2] = Number(bv & 7n);
 						f[3] = unzigzag(norm(bv >> 3n));
 					}
+				} else if (slot === SLOT_CPU_P1 || slot === SLOT_SCHED_P1) {
+					f[slot === SLOT_CPU_P1 ? 1 : 2] = v === 0 ? null : typeof v === 'number' ? v - 1 : norm(v - 1n);
 				} else if (slot >= 0 && slot < MAX_FIELDS) {
 					f[slot] = v;
 					if (data)
@@ -734,6 +744,11 @@ function d9_decode_module(root) {
 					const slot = known ? fd.slot : i;
 					if (slot === SLOT_KIND_OBJECT) {
 						line += ',"kind":' + u64str(ev.f[2]) + ',"object":' + i64str(ev.f[3]);
+						continue;
+					}
+					if (slot === SLOT_CPU_P1 || slot === SLOT_SCHED_P1) {
+						const v = ev.f[slot === SLOT_CPU_P1 ? 1 : 2];
+						line += (slot === SLOT_CPU_P1 ? ',"cpu_ns":' : ',"sched_wait_ns":') + (v === null ? 'null' : u64str(v));
 						continue;
 					}
 					if (slot < 0 || slot >= MAX_FIELDS)

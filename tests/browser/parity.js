@@ -48,11 +48,13 @@ function ours(files) {
 				if (d.kind === 8 && d.location) coLocs.set(S(d.id), S(d.location));
 			},
 			event(ev, ch) {
-				if (ev.code < 1 || ev.code > 13) return;
+				/* 14: SchedDelay when the segment's schema names it so (not built in) */
+				const sd = ev.code === 14 && new TextDecoder().decode(ev.schema.name) === 'SchedDelay';
+				if (ev.code < 1 || (ev.code > 13 && !sd)) return;
 				const f = ev.f;
 				const mono = D.monoNsExact(h, ev.time);
 				const real = BigInt(h.anchor_realtime_ns) + (mono - BigInt(h.anchor_mono_ns));
-				const o = { type: D.EVENT_NAMES[ev.code], ts_ns: S(real), mono_ns: S(mono), pid: h.pid, tid: ch.tid, worker: ch.worker };
+				const o = { type: sd ? 'SchedDelay' : D.EVENT_NAMES[ev.code], ts_ns: S(real), mono_ns: S(mono), pid: h.pid, tid: ch.tid, worker: ch.worker };
 				const loc = (id, co) => {
 					let l = id ? locs.get(S(id)) : undefined;
 					if (!l && coLocs.has(S(co))) l = locs.get(coLocs.get(S(co)));
@@ -62,7 +64,7 @@ function ours(files) {
 				case 1: o.coroutine = S(f[0]); o.location_addr = loc(f[1], f[0]); break;
 				case 2: case 7: o.coroutine = S(f[0]); break;
 				case 3: o.call = en(CALLS, f[0]); o.timeout_us = D.i64str(f[1]); break;
-				case 4: o.ready = D.i64str(f[0]); o.cpu_ns = D.u64str(f[1]); o.sched_wait_ns = D.u64str(f[2]); break;
+				case 4: o.ready = D.i64str(f[0]); o.cpu_ns = f[1] === null ? null : D.u64str(f[1]); o.sched_wait_ns = f[2] === null ? null : D.u64str(f[2]); break;
 				case 5: {
 					o.kind = en(WAKE, f[2]); o.woken = S(f[0]); o.waker = S(f[1]);
 					if (f[2] === 1) o.fd = D.i64str(f[3]);
@@ -81,6 +83,10 @@ function ours(files) {
 				case 11: o.count = S(f[0]); o.reason = en(DROP, f[1]); break;
 				case 12: return; /* CustomEvent: not in jsonl's schema */
 				case 13: o.count = S(f[0]); break;
+				case 14:
+					o.coroutine = S(f[0]); o.call = strings.get(S(f[1])) || '?'; o.fd_kind = en(FDK, f[2]);
+					o.duration_ns = D.u64str(f[3]); o.sched_wait_ns = D.u64str(f[4]) === '18446744073709551615' ? null : D.u64str(f[4]);
+					break;
 				}
 				lines.push(o);
 			},

@@ -95,10 +95,12 @@ KEYS = {
     "CpuSample": {"coroutine", "source", "stack"},
     "Dropped": {"count", "reason"},
     "ZeroTimeoutWaits": {"count"},
+    "SchedDelay": {"coroutine", "call", "fd_kind", "duration_ns", "sched_wait_ns"},
 }
 WAKE = {"fd": {"fd"}, "timer": {"deadline_ns", "lateness_ns"}}
-INTS = {"ts_ns", "mono_ns", "pid", "tid", "worker", "coroutine", "timeout_us", "ready", "cpu_ns",
-        "sched_wait_ns", "woken", "waker", "fd", "deadline_ns", "lateness_ns", "object", "parent",
+# Unpark's cpu_ns and sched_wait_ns: an int, or null when not recorded at that Unpark
+NULLABLE_INTS = {"cpu_ns", "sched_wait_ns"}
+INTS = {"ts_ns", "mono_ns", "pid", "tid", "worker", "coroutine", "timeout_us", "ready", "woken", "waker", "fd", "deadline_ns", "lateness_ns", "object", "parent",
         "runnable", "duration_ns", "count"}
 STRS = {"type", "thread", "call", "fd_kind", "source", "reason", "kind"}
 
@@ -121,7 +123,9 @@ for i, l in enumerate(open(events)):
     if set(r) != want:
         errs.append("line %d (%s): keys %s, want %s" % (i + 1, r["type"], sorted(r), sorted(want)))
     for k, v in r.items():
-        if (k in INTS and (type(v) is not int)) or (k in STRS and type(v) is not str):
+        if k in NULLABLE_INTS and v is not None and type(v) is not int:
+            errs.append("line %d: %s = %r" % (i + 1, k, v))
+        elif (k in INTS and (type(v) is not int)) or (k in STRS and type(v) is not str):
             errs.append("line %d: %s = %r" % (i + 1, k, v))
         elif k in ("location", "location_addr") and v is not None and type(v) is not str:
             errs.append("line %d: %s = %r" % (i + 1, k, v))

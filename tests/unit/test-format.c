@@ -225,7 +225,7 @@ static uint32_t known_nfields(uint32_t type, unsigned flags)
 {
 	static const uint8_t n[D9_EV_KNOWN_MAX + 1] = { 0, 2, 1, 2, 3, 4, 3, 1, 1, 5, 3, 2, 2 };
 
-	if (type == D9_EV_UNPARK && !(flags & D9_SCHEMA_UNPARK_STATS))
+	if (type == D9_EV_UNPARK && !(flags & (D9_SCHEMA_UNPARK_STATS | D9_SCHEMA_UNPARK_INTERVAL)))
 		return 1;
 	return n[type];
 }
@@ -548,6 +548,10 @@ static void expect_events(const struct dev *got, const struct evspec *want, size
 				ev->nfields, nf);
 		for (uint32_t k = 0; k < D9_EV_MAX_FIELDS; k++) {
 			uint64_t w = k < nf && k < 5 ? want[i].f[k] : 0;
+			/* Unpark statistics the schema does not list are unknown, never 0 */
+			if (k >= nf && want[i].type == D9_EV_UNPARK &&
+				(k == D9_F_UNPARK_CPU_NS || k == D9_F_UNPARK_SCHED_WAIT_NS))
+				w = D9_UNKNOWN;
 			if (ev->f[k] != w)
 				T_FAIL("event %zu (%s): f[%u] == %" PRIu64 " (0x%" PRIx64 "), expected %"
 					PRIu64 " (0x%" PRIx64 ")", i, d9_event_name(ev->type), k, ev->f[k],
@@ -593,7 +597,7 @@ static void roundtrip_every_type(unsigned flags)
 	struct evspec want[NELEM(every_type)];
 
 	memcpy(want, every_type, sizeof(want));
-	if (!(flags & D9_SCHEMA_UNPARK_STATS)) {
+	if (!(flags & (D9_SCHEMA_UNPARK_STATS | D9_SCHEMA_UNPARK_INTERVAL))) {
 		for (size_t i = 0; i < NELEM(want); i++)
 			if (want[i].type == D9_EV_UNPARK)
 				want[i].f[1] = want[i].f[2] = 0;
@@ -629,6 +633,89 @@ TEST(roundtrip_every_event_type)
 TEST(roundtrip_every_event_type_unpark_stats)
 {
 	roundtrip_every_type(D9_SCHEMA_UNPARK_STATS);
+}
+
+/* The writer's layout: value plus one, 0 = unknown; UINT64_MAX (D9_UNKNOWN) stays unknown */
+TEST(roundtrip_every_event_type_unpark_interval)
+{
+	roundtrip_every_type(D9_SCHEMA_UNPARK_INTERVAL);
+}
+
+/* Interval layout on disk: `cpu_ns+1` / `sched_wait_ns+1`, one byte for unknown, decoded back to
+ * the value, D9_UNKNOWN for unknown, and a measured 0 stays 0. */
+TEST(unpark_interval_unknown_and_zero)
+{
+	struct seg s;
+	struct d9_enc e;
+	struct dec d;
+
+	seg_std(&s, 4096, D9_SCHEMA_UNPARK_INTERVAL);
+	seg_enc_begin(&s, &e, 1, 1, 0, 0, D9_SCHEMA_UNPARK_INTERVAL, 4096);
+	uint8_t *before = e.p;
+	T_EQ(d9_enc_unpark(&e, 3, 2, D9_UNKNOWN, D9_UNKNOWN), 0);
+	T_EQ(e.p - before, 4); /* head, ready, two zero bytes */
+	T_EQ(d9_enc_unpark(&e, 4, 2, 0, 0), 0);
+	T_EQ(d9_enc_unpark(&e, 5, 2, 200000000, 127), 0);
+	seg_enc_end(&s, &e);
+	T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
+	expect_clean(&d);
+	T_EQ(d.nev, 3);
+	T_EQ(d.ev[0].ev.f[D9_F_UNPARK_CPU_NS], D9_UNKNOWN);
+	T_EQ(d.ev[0].ev.f[D9_F_UNPARK_SCHED_WAIT_NS], D9_UNKNOWN);
+	T_EQ(d.ev[1].ev.f[D9_F_UNPARK_CPU_NS], 0);
+	T_EQ(d.ev[1].ev.f[D9_F_UNPARK_SCHED_WAIT_NS], 0);
+	T_EQ(d.ev[2].ev.f[D9_F_UNPARK_CPU_NS], 200000000);
+	T_EQ(d.ev[2].ev.f[D9_F_UNPARK_SCHED_WAIT_NS], 127);
+	T_EQ(d.ev[2].ev.nfields, 3);
+	/* the trailer's counter walks the same layout */
+	uint64_t counts[D9_EV_KNOWN_MAX + 1] = { 0 };
+	d9_chunk_count_types(e.chunk, D9_SCHEMA_UNPARK_INTERVAL, counts);
+	T_EQ(counts[D9_EV_UNPARK], 3);
+	dec_free(&d);
+	seg_free(&s);
+}
+
+/* SchedDelay (code 14) is described by the writer's schema when asked for: decoded by position,
+ * named by the schema, and walked over (not counted) by the trailer's type counter. */
+TEST(sched_delay_schema_roundtrip)
+{
+	const unsigned flags = D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY;
+	struct seg s;
+	struct d9_enc e;
+	struct dec d;
+
+	seg_std(&s, 4096, flags);
+	seg_enc_begin(&s, &e, 1, 1, 0, 0, (uint8_t)flags, 4096);
+	T_EQ(d9_enc_sched_delay(&e, 3, 77, 5, D9_FD_SOCKET, 2500000, 2400000), 0);
+	T_EQ(d9_enc_unpark(&e, 4, 1, D9_UNKNOWN, D9_UNKNOWN), 0);
+	T_EQ(d9_enc_sched_delay(&e, 5, 77, 5, D9_FD_SOCKET, 60000, D9_UNKNOWN), 0);
+	seg_enc_end(&s, &e);
+	T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
+	expect_clean(&d);
+	T_EQ(d.nev, 3);
+	T_EQ(d.ev[0].ev.type, D9_EV_SCHED_DELAY);
+	T_EQ(d.ev[0].ev.f[D9_F_SD_COROUTINE], 77);
+	T_EQ(d.ev[0].ev.f[D9_F_SD_CALL], 5);
+	T_EQ(d.ev[0].ev.f[D9_F_SD_FD_KIND], D9_FD_SOCKET);
+	T_EQ(d.ev[0].ev.f[D9_F_SD_DURATION_NS], 2500000);
+	T_EQ(d.ev[0].ev.f[D9_F_SD_SCHED_WAIT_NS], 2400000);
+	T_EQ(d.ev[1].ev.type, D9_EV_UNPARK);
+	T_EQ(d.ev[2].ev.f[D9_F_SD_SCHED_WAIT_NS], D9_UNKNOWN);
+	uint64_t counts[D9_EV_KNOWN_MAX + 1] = { 0 };
+	d9_chunk_count_types(e.chunk, flags, counts);
+	T_EQ(counts[D9_EV_UNPARK], 1);
+	struct d9_reader *r;
+	struct d9_chunk c;
+	T_EQ(d9_reader_open_mem(&r, s.buf, seg_len(&s)), 0);
+	T_EQ(d9_reader_next(r, &c), 1);
+	const struct d9_schema_type *st = d9_reader_schema(r, D9_EV_SCHED_DELAY);
+	T_ASSERT(st != NULL);
+	T_ASSERT(!strcmp(st->name, D9_SCHED_DELAY_NAME));
+	T_EQ(st->nfields, 5);
+	T_ASSERT(!strcmp(st->fields[4].name, "sched_wait_ns"));
+	d9_reader_close(r);
+	dec_free(&d);
+	seg_free(&s);
 }
 
 /* EVENTS chunks before any SCHEMA chunk use the built-in layout, which is what d9's writer
@@ -686,6 +773,25 @@ TEST(unpark_schema_and_size_follow_flags)
 		T_EQ(st->nfields, flags ? 3 : 1);
 		T_ASSERT(!strcmp(st->fields[0].name, "ready"));
 		T_EQ(st->fields[0].enc, D9_FIELD_I);
+		{
+			struct d9_enc e2;
+			struct d9_reader *r2;
+			struct seg s2;
+			seg_std(&s2, 4096, D9_SCHEMA_UNPARK_INTERVAL);
+			seg_enc_begin(&s2, &e2, 1, 1, 0, 0, D9_SCHEMA_UNPARK_INTERVAL, 4096);
+			seg_enc_end(&s2, &e2);
+			T_EQ(d9_reader_open_mem(&r2, s2.buf, seg_len(&s2)), 0);
+			T_EQ(d9_reader_next(r2, &c), 1);
+			const struct d9_schema_type *s3 = d9_reader_schema(r2, D9_EV_UNPARK);
+			T_ASSERT(s3 != NULL);
+			T_EQ(s3->nfields, 3);
+			T_ASSERT(!strcmp(s3->fields[1].name, "cpu_ns+1"));
+			T_ASSERT(!strcmp(s3->fields[2].name, "sched_wait_ns+1"));
+			T_EQ(s3->fields[1].slot, D9_SLOT_CPU_NS_P1);
+			T_EQ(s3->fields[2].slot, D9_SLOT_SCHED_WAIT_NS_P1);
+			d9_reader_close(r2);
+			seg_free(&s2);
+		}
 		if (flags) {
 			T_ASSERT(!strcmp(st->fields[1].name, "cpu_ns"));
 			T_ASSERT(!strcmp(st->fields[2].name, "sched_wait_ns"));
