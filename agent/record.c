@@ -301,8 +301,8 @@ void d9__collect(uint64_t older_than_mono_ns, int all)
 			 * slow path right now this request may be lost; the next pass repeats it. It
 			 * may also hit the block the slow path has just taken, before the event the
 			 * slow path was for is in it: that event goes round the slow path again
-			 * (D9__REC). chunk_mono_ns is set before blk (acquire above), so only a
-			 * flush pass (all) does that. */
+			 * (D9__REC). chunk_mono_ns is set before blk (acquire above), so a timed pass
+			 * does not take a fresh block for an old chunk; mostly flush passes do. */
 			if (all || __atomic_load_n(&t->chunk_mono_ns, __ATOMIC_RELAXED) <= older_than_mono_ns)
 				__atomic_store_n(&t->enc.end, NULL, __ATOMIC_RELAXED);
 		}
