@@ -71,8 +71,11 @@ extern int d9__clock_tsc; /* event clock: 1 TSC ticks, 0 CLOCK_MONOTONIC ns */
 
 /* Prepares t for one more event: starts the agent, hands off a full or flush-requested chunk,
  * takes a new block. Returns 1 when an event can be encoded now, 0 when it must be dropped
- * (counted) or not recorded at all (agent off, agent thread). */
-int d9__slow(struct d9__thr *t);
+ * (counted) or not recorded at all (agent off, agent thread). retry: how many times the slow
+ * path already ran for this event (see D9__REC); from D9__SLOW_TRIES on, the event is counted
+ * as dropped instead. */
+int d9__slow(struct d9__thr *t, unsigned retry);
+#define D9__SLOW_TRIES 4
 
 static inline uint64_t d9__now(void)
 {
@@ -91,24 +94,28 @@ extern uint8_t d9__shift;
 
 /* The encoder re-checks room itself and writes nothing when it fails (full, or the writer just
  * cleared enc.end to ask for the chunk): any failure takes the slow path and the event is
- * retried, so an event is never lost without being counted. */
+ * retried, so an event is never lost without being counted. The retry itself can fail: the
+ * writer may clear enc.end of the block the slow path has just taken, before the event is in it
+ * (a flush pass asks every running thread for its chunk). So the slow path runs again, handing
+ * off the empty block; after D9__SLOW_TRIES rounds the event is counted as dropped. */
 #define D9__REC(call)                                                      \
 	do {                                                               \
 		struct d9__thr *t_ = &d9__self;                            \
-		if (!(D9_LIKELY(d9__enabled) && (call) == 0) && d9__slow(t_)) \
-			(void)(call);                                      \
+		if (!(D9_LIKELY(d9__enabled) && (call) == 0))              \
+			for (unsigned r_ = 0; d9__slow(t_, r_) && (call) != 0; r_++) \
+				;                                          \
 	} while (0)
 
-/* The same with the time read once into `now` (the retry after the slow path reads it again:
+/* The same with the time read once into `now` (each retry after the slow path reads it again:
  * its new chunk starts later). */
 #define D9__REC_AT(now, call)                                                       \
 	do {                                                                        \
 		struct d9__thr *t_ = &d9__self;                                     \
 		uint64_t now = d9__now();                                           \
-		if (!(D9_LIKELY(d9__enabled) && (call) == 0) && d9__slow(t_)) {     \
-			now = d9__now();                                            \
-			(void)(call);                                               \
-		}                                                                   \
+		if (!(D9_LIKELY(d9__enabled) && (call) == 0))                       \
+			for (unsigned r_ = 0; d9__slow(t_, r_) &&                   \
+				((now = d9__now()), (call) != 0); r_++)             \
+				;                                                   \
 		d9__switched(t_, now, co_);                                         \
 	} while (0)
 

@@ -201,27 +201,33 @@ void d9__unpark(struct d9__thr *t)
 	}
 }
 
-static int slow(struct d9__thr *t);
+static int slow(struct d9__thr *t, unsigned retry);
 
-int d9__slow(struct d9__thr *t)
+int d9__slow(struct d9__thr *t, unsigned retry)
 {
 	int saved = errno;
 
 	if (t->busy)
 		return 0; /* an interposed call made by the agent itself: never recorded */
 	t->busy = 1;
-	int ok = slow(t);
+	int ok = slow(t, retry);
 	t->busy = 0;
 	errno = saved;
 	return ok;
 }
 
-static int slow(struct d9__thr *t)
+static int slow(struct d9__thr *t, unsigned retry)
 {
 	struct d9__agent *g = &d9__g;
 
 	if (t->role == D9_ROLE_AGENT || t->role == ROLE_DEAD || !d9__enabled)
 		return 0;
+	if (retry >= D9__SLOW_TRIES) {
+		/* the writer took every fresh block before the event got into it: give up on the
+		 * event, counted (never seen outside a test that forces it) */
+		t->dropped++;
+		return 0;
+	}
 	if (D9_UNLIKELY(g->state != D9__RUNNING_) && d9__start() != 0)
 		return 0;
 	if (!t->registered)
@@ -240,10 +246,13 @@ static int slow(struct d9__thr *t)
 	uint64_t now = d9__now();
 	d9_enc_begin(&t->enc, b->data, D9_BLOCK_DATA, t->tid, t->worker, now, d9__shift,
 		D9_AGENT_SCHEMA);
-	t->blk = b;
+	/* the chunk's start time before the block is published: the writer reads blk, then
+	 * chunk_mono_ns, and must not take a fresh block for an old one (d9__collect) */
 	t->chunk_mono_ns = d9__mono_ns();
-	if (t->dropped) {
-		d9_enc_dropped(&t->enc, now, t->dropped, D9_DROP_BUFFERS_FULL);
+	__atomic_store_n(&t->blk, b, __ATOMIC_RELEASE);
+	/* the writer may have cleared enc.end already: then the Dropped record is not written
+	 * and its count waits for the next block (the caller's retry comes back here) */
+	if (t->dropped && d9_enc_dropped(&t->enc, now, t->dropped, D9_DROP_BUFFERS_FULL) == 0) {
 		t->block_dropped += t->dropped;
 		t->block_drop_records++;
 		t->dropped = 0;
@@ -355,10 +364,14 @@ void d9__collect(uint64_t older_than_mono_ns, int all)
 				t->dropped = 0;
 			}
 			__atomic_store_n(&t->park, take ? D9__STOLEN : D9__PARKED, __ATOMIC_RELEASE);
-		} else if (state == D9__RUNNING && __atomic_load_n(&t->blk, __ATOMIC_RELAXED)) {
+		} else if (state == D9__RUNNING && __atomic_load_n(&t->blk, __ATOMIC_ACQUIRE)) {
 			/* A running thread hands its chunk off itself at its next event: clearing
 			 * enc.end sends that event down the slow path. If the thread is inside the
-			 * slow path right now this request may be lost; the next pass repeats it. */
+			 * slow path right now this request may be lost; the next pass repeats it. It
+			 * may also hit the block the slow path has just taken, before the event the
+			 * slow path was for is in it: that event goes round the slow path again
+			 * (D9__REC). chunk_mono_ns is set before blk (acquire above), so a timed pass
+			 * does not take a fresh block for an old chunk; mostly flush passes do. */
 			if (all || __atomic_load_n(&t->chunk_mono_ns, __ATOMIC_RELAXED) <= older_than_mono_ns)
 				__atomic_store_n(&t->enc.end, NULL, __ATOMIC_RELAXED);
 		}
