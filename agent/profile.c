@@ -26,6 +26,7 @@
 #include "unwind.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -48,6 +49,10 @@
 #define OFFCPU_DUMP 2048u /* bytes of stack per off-CPU sample, at most */
 #define FDS_MAX 4096 /* perf descriptors at most, whatever RLIMIT_NOFILE allows */
 #define COPY_MAX (4u << 20) /* bytes of exited workers' samples held for the writer, at most */
+#define MAPS_MAX 65536 /* mappings kept from /proc/self/maps, at most */
+#define MAPS_REFRESH_NS 1000000000ull /* re-reading the maps for an unknown address: at most */
+#define PERF_REG_BP 6 /* PERF_REG_X86_BP, PERF_REG_X86_SP: bits of the sample's register mask */
+#define PERF_REG_SP 7
 
 /* One perf event and its ring. */
 struct ring {
@@ -64,7 +69,7 @@ struct ring {
 /* ctimer samples: written by the worker's signal handler, read by the writer. */
 struct ct_slot {
 	uint64_t t, co;
-	uint32_t n;
+	uint32_t n, how; /* how: D9_UNWIND_LIBUNWIND and flags */
 	uint64_t ips[CT_FRAMES];
 };
 struct ct_ring {
@@ -103,7 +108,7 @@ static struct {
 	uint64_t regs_mask;
 	struct d9__unwinder *unw;
 	int unw_tried;
-	uint64_t samples, untagged, unwound; /* statistics (writer) */
+	uint64_t samples, untagged, unwound, truncated, rejected; /* statistics (writer) */
 	int nfds; /* atomic: perf descriptors open (reserved before perf_event_open) */
 	uint64_t copy_bytes; /* atomic: bytes of ring copies held for the writer */
 	uint64_t foreign; /* atomic: our descriptors found closed or replaced by the program */
@@ -313,13 +318,21 @@ static void ct_handler(int sig, siginfo_t *si, void *uc)
 	uint8_t busy = t->busy;
 	t->busy = 1;
 	unw_cursor_t cur;
+	s->how = D9_UNWIND_LIBUNWIND | D9_UNWIND_TRUNCATED; /* until the walk ends by itself */
 	if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) == 0) {
-		do {
+		for (;;) {
 			unw_word_t ip;
 			if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || !ip)
 				break;
 			s->ips[s->n++] = ip;
-		} while (s->n < CT_FRAMES && unw_step(&cur) > 0);
+			if (s->n >= CT_FRAMES)
+				break;
+			int st = unw_step(&cur);
+			if (st == 0) /* the outermost frame: the thread's start */
+				s->how = D9_UNWIND_LIBUNWIND;
+			if (st <= 0)
+				break;
+		}
 	}
 	t->busy = busy;
 	__atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
@@ -759,7 +772,8 @@ static int out_ready(struct out *o, uint64_t when)
 	memset(b, 0, sizeof(*b));
 	b->tid = o->p->tid;
 	b->worker = o->p->worker;
-	d9_enc_begin(&o->e, b->data, D9_BLOCK_DATA, b->tid, b->worker, when, d9__shift, 0);
+	d9_enc_begin(&o->e, b->data, D9_BLOCK_DATA, b->tid, b->worker, when, d9__shift,
+		D9__SCHEMA_FLAGS);
 	o->b = b;
 	if (o->p->lost) {
 		d9_enc_dropped(&o->e, when, o->p->lost, D9_DROP_SAMPLES_LOST);
@@ -789,7 +803,7 @@ static void record_lost(struct out *o, uint64_t when)
 }
 
 static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, const uint64_t *ips,
-	uint32_t n)
+	uint32_t n, uint32_t how)
 {
 	if (!d9__enabled)
 		return; /* recording is toggled off: the rings are emptied, nothing is kept */
@@ -803,9 +817,13 @@ static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, con
 		return;
 	}
 	uint64_t stack = n ? d9_agent_stack(ips, n) : 0;
-	if (d9_enc_cpu_sample(&o->e, when, co, source, stack) != 0)
+	if (d9_enc_cpu_sample_unwind(&o->e, when, co, source, stack, how) != 0)
 		o->p->lost++;
 	P.samples++;
+	if (how & D9_UNWIND_TRUNCATED)
+		P.truncated++;
+	if (how & D9_UNWIND_FP_REJECTED)
+		P.rejected++;
 }
 
 /* Reads the ring's record at `off` into buf (records may wrap around the data area). */
@@ -858,23 +876,212 @@ static struct d9__unwinder *unwinder(void)
 	return P.unw;
 }
 
-/* Decodes one PERF_RECORD_SAMPLE into a stack (innermost first). */
-static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips)
+/* ---- the process's mappings (writer thread): what validates a frame-pointer chain ----------- */
+
+struct mapping {
+	uint64_t lo, hi;
+	int exec;
+};
+
+static struct {
+	struct mapping *m; /* sorted by address, not overlapping */
+	size_t n, cap;
+	int stale; /* modules changed: read again before the next check */
+	uint64_t read_ns; /* CLOCK_MONOTONIC of the last read, 0: never */
+} M;
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void maps_add(uint64_t lo, uint64_t hi, int exec)
+{
+	if (M.n == M.cap) {
+		size_t cap = M.cap ? M.cap * 2 : 512;
+		if (cap > MAPS_MAX)
+			return; /* an address in the mappings left out is taken as unknown: cut there */
+		struct mapping *m = realloc(M.m, cap * sizeof(*m));
+		if (!m)
+			return;
+		M.m = m;
+		M.cap = cap;
+	}
+	M.m[M.n++] = (struct mapping){ lo, hi, exec };
+}
+
+/* Reads /proc/self/maps (its descriptor is closed before this returns). Kept as it was when the
+ * file cannot be read. */
+static void maps_read(void)
+{
+	static char buf[16384]; /* writer thread only */
+	size_t have = 0, n_old = M.n;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	M.read_ns = mono_ns();
+	M.stale = 0;
+	if (fd < 0) {
+		d9__log_once(D9_LOG_WARN, "cannot read /proc/self/maps (%s): frame-pointer stacks are "
+			"cut at their first frame", strerror(errno));
+		return;
+	}
+	M.n = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while ((nl = strchr(line, '\n'))) {
+			unsigned long long lo, hi;
+			char perms[8];
+			*nl = 0;
+			if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perms) == 3 && lo < hi)
+				maps_add(lo, hi, perms[2] == 'x');
+			line = nl + 1;
+		}
+		have = (size_t)(buf + have - line);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			have = 0; /* a line longer than the buffer (a path): drop it */
+	}
+	close(fd); /* opened just above by this thread: ours */
+	if (!M.n && n_old)
+		d9__log_once(D9_LOG_WARN, "/proc/self/maps read empty: frame-pointer stacks are cut "
+			"at their first frame");
+}
+
+static const struct mapping *maps_find(uint64_t a)
+{
+	size_t lo = 0, hi = M.n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (a < M.m[mid].lo)
+			hi = mid;
+		else if (a >= M.m[mid].hi)
+			lo = mid + 1;
+		else
+			return &M.m[mid];
+	}
+	return NULL;
+}
+
+/* The mapping holding a, re-reading the maps (at most once a second) when none does: a library
+ * mapped since, a thread stack, JIT code. */
+static const struct mapping *mapping_of(uint64_t a)
+{
+	if (M.stale || !M.read_ns)
+		maps_read();
+	const struct mapping *m = maps_find(a);
+	if (!m && mono_ns() - M.read_ns >= MAPS_REFRESH_NS) {
+		maps_read();
+		m = maps_find(a);
+	}
+	return m;
+}
+
+/* 1 when a return address lies in executable memory. */
+static int is_code(uint64_t a)
+{
+	const struct mapping *m = mapping_of(a - 1); /* the call instruction */
+
+	return m && m->exec;
+}
+
+/* The sample's user registers and stack copy, when it has them. */
+struct copy {
+	int ok;
+	uint64_t ip, sp, bp;
+	const uint8_t *stack;
+	uint64_t len; /* bytes really copied (dyn_size) */
+	uint64_t regs[64]; /* in PERF_REG bit order of P.regs_mask */
+};
+
+static uint64_t copy_word(const struct copy *c, uint64_t at)
+{
+	uint64_t v;
+
+	memcpy(&v, c->stack + (at - c->sp), 8);
+	return v;
+}
+
+/* How many leading frames of the kernel's frame-pointer chain k[0..n) are true: each return
+ * address must be code (an executable mapping), and each frame record must lie above the
+ * previous one. Where the stack copy holds the records, the chain is walked again over it from
+ * the sampled BP: the records must climb strictly within [SP, the copy's end) and hold the
+ * return addresses the kernel reported. Past the copy, a record cannot be checked: the frame
+ * pointer must still lie within the stack's mapping, and a return address that repeats the
+ * previous one is taken for a loop. *bad = 1 when a frame failed (the chain is cut there). */
+static uint32_t fp_check(const uint64_t *k, uint32_t n, const struct copy *c, int *bad)
+{
+	int walk = c && c->ok && c->bp; /* still walking the records inside the copy */
+	uint32_t i_bad = 0;
+	uint64_t bp = walk ? c->bp : 0, floor = walk ? c->sp : 0, top = 0;
+
+	*bad = 0;
+	if (walk) {
+		const struct mapping *m = mapping_of(c->sp);
+		top = m ? m->hi : 0;
+	}
+	for (uint32_t i = 1; i < n; i++) {
+		i_bad = i;
+		if (!is_code(k[i]))
+			goto bad;
+		if (walk) {
+			if (bp < floor || (bp & 7) || (top && bp >= top))
+				goto bad; /* a record below its callee's, or outside the stack */
+			if (bp + 16 <= c->sp + c->len) {
+				if (copy_word(c, bp + 8) != k[i])
+					goto bad; /* not the chain the kernel walked: it changed meanwhile */
+				floor = bp + 16;
+				bp = copy_word(c, bp);
+				continue;
+			}
+			walk = 0; /* the rest of the chain lies above the copy */
+			continue;
+		}
+		if (k[i] == k[i - 1])
+			goto bad;
+	}
+	return n;
+bad:
+	*bad = 1;
+	return i_bad;
+}
+
+/* Decodes one PERF_RECORD_SAMPLE into a stack (innermost first); *how: the unwinder that made it
+ * (enum d9_unwinder) and D9_UNWIND_* flags. Per D9_STACKS:
+ *   fp     the kernel's chain, cut at its first frame that fp_check refuses (truncated);
+ *   dwarf  the DWARF unwind of the copied stack (truncated unless it reached the outermost frame);
+ *   auto   the DWARF unwind when it reached the outermost frame; else the kernel's chain when
+ *          every frame of it passed fp_check and it is the longer; else the longer of the two
+ *          (the chain cut at its first bad frame), marked truncated. */
+static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips, uint32_t *how)
 {
 	const uint8_t *p = rec + 8 + 24, *end = rec + size; /* after ip, pid/tid, time */
-	uint64_t fp[MAX_FRAMES];
-	uint32_t nfp = 0, ndw = 0;
+	uint64_t fp[MAX_FRAMES], dw[MAX_FRAMES];
+	uint32_t nfp = 0, nok = 0, ndw = 0;
+	int bad = 0, complete = 0, have_fp = 0;
 	uint64_t ip;
+	struct copy c = { .ok = 0 };
 
 	memcpy(&ip, rec + 8, 8);
+	*how = D9_UNWIND_IP | D9_UNWIND_TRUNCATED;
 	if (P.stacks != D9_STACKS_DWARF) {
 		uint64_t nr;
 		if (p + 8 > end)
-			return 0;
+			goto done;
 		memcpy(&nr, p, 8);
 		p += 8;
 		if (nr > (uint64_t)(end - p) / 8)
-			return 0;
+			goto done;
 		for (uint64_t i = 0; i < nr; i++) {
 			uint64_t a;
 			memcpy(&a, p + i * 8, 8);
@@ -884,62 +1091,84 @@ static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips)
 				fp[nfp++] = a;
 		}
 		p += nr * 8;
+		have_fp = 1;
 	}
 	if (P.stacks != D9_STACKS_FP) {
 		uint64_t abi, nregs = (uint64_t)__builtin_popcountll(P.regs_mask);
-		const uint64_t *regs = NULL;
 		if (p + 8 > end)
-			goto done;
+			goto check;
 		memcpy(&abi, p, 8);
 		p += 8;
 		if (abi) {
 			if (p + nregs * 8 > end)
-				goto done;
-			regs = (const uint64_t *)(const void *)p;
+				goto check;
+			/* the registers may be unaligned in a copied record: copy them */
+			memcpy(c.regs, p, nregs * 8);
 			p += nregs * 8;
 		}
 		uint64_t len;
 		if (p + 8 > end)
-			goto done;
+			goto check;
 		memcpy(&len, p, 8);
 		p += 8;
 		if (len > (uint64_t)(end - p))
-			goto done;
-		const uint8_t *stack = p;
+			goto check;
 		uint64_t dyn = 0;
 		if (len && p + len + 8 <= end)
 			memcpy(&dyn, p + len, 8);
 		if (dyn > len)
 			dyn = len;
-		struct d9__unwinder *u = regs && dyn ? unwinder() : NULL;
-		if (u) {
-			uint64_t tmp[MAX_FRAMES];
-			/* the regs pointer may be unaligned in a copied record: copy them */
-			uint64_t r[64];
-			memcpy(r, regs, nregs * 8);
-			int n = d9__unwind(u, r, P.regs_mask, stack, dyn, tmp, MAX_FRAMES);
-			if (n > 0) {
-				ndw = (uint32_t)n;
-				if (ndw >= nfp) {
-					memcpy(ips, tmp, ndw * 8);
-					P.unwound++;
-					return ndw;
-				}
+		if (abi && dyn) {
+			c.ok = 1;
+			c.stack = p;
+			c.len = dyn;
+			int k = 0;
+			for (int bit = 0; bit < 64; bit++) {
+				if (!(P.regs_mask >> bit & 1))
+					continue;
+				if (bit == PERF_REG_BP)
+					c.bp = c.regs[k];
+				else if (bit == PERF_REG_SP)
+					c.sp = c.regs[k];
+				k++;
 			}
 		}
+		struct d9__unwinder *u = c.ok ? unwinder() : NULL;
+		if (u) {
+			int n = d9__unwind(u, c.regs, P.regs_mask, c.stack, c.len, dw, MAX_FRAMES,
+				&complete);
+			if (n > 0)
+				ndw = (uint32_t)n;
+		}
+	}
+check:
+	if (have_fp && nfp)
+		nok = fp_check(fp, nfp, &c, &bad);
+	if (ndw && (complete || P.stacks == D9_STACKS_DWARF || ndw >= nok)) {
+		if (P.stacks == D9_STACKS_AUTO && !complete && !bad && nok > ndw)
+			goto use_fp;
+		memcpy(ips, dw, ndw * 8);
+		*how = D9_UNWIND_DWARF | (complete ? 0 : D9_UNWIND_TRUNCATED) |
+			(bad ? D9_UNWIND_FP_REJECTED : 0);
+		P.unwound++;
+		return ndw;
+	}
+	if (nok) {
+use_fp:
+		memcpy(ips, fp, nok * 8);
+		/* a chain that ends by itself ends at the outermost frame pointer (0); one that
+		 * holds only the sampled IP ended at a frame pointer that was no pointer */
+		*how = D9_UNWIND_FP | (bad || nok == 1 || nfp >= MAX_FRAMES ? D9_UNWIND_TRUNCATED : 0) |
+			(bad ? D9_UNWIND_FP_REJECTED : 0);
+		return nok;
 	}
 done:
-	if (nfp) {
-		memcpy(ips, fp, nfp * 8);
-		return nfp;
-	}
 	if (ip && ip < KERNEL_ADDR) {
 		ips[0] = ip;
 		return 1;
 	}
 	return 0;
 }
-
 /* Converts a CLOCK_MONOTONIC time to event clock ticks. */
 static uint64_t mono_to_ticks(const struct d9__anchor *a, uint64_t ns)
 {
@@ -979,13 +1208,14 @@ static void drain_perf(struct out *o, const struct d9__anchor *a)
 		memcpy(&h, c->rec, sizeof(h));
 		if (h.type == PERF_RECORD_SAMPLE) {
 			uint64_t ips[MAX_FRAMES];
-			uint32_t n = sample_stack(c->rec, h.size, ips);
+			uint32_t how;
+			uint32_t n = sample_stack(c->rec, h.size, ips, &how);
 			uint64_t when = mono_to_ticks(a, c->time_ns);
 			int unknown;
 			uint64_t co = coroutine_at(p->swlog, when, &unknown);
 			if (unknown)
 				P.untagged++;
-			emit(o, when, co, c->source, ips, n);
+			emit(o, when, co, c->source, ips, n, how);
 		} else if (h.type == PERF_RECORD_LOST && h.size >= 24) {
 			uint64_t lost;
 			memcpy(&lost, c->rec + 16, 8);
@@ -1020,7 +1250,7 @@ static void drain_ct(struct out *o)
 	for (uint64_t i = r->tail; i < head; i++) {
 		struct ct_slot *s = &r->s[i % CT_SLOTS];
 		uint32_t n = s->n > CT_FRAMES ? CT_FRAMES : s->n;
-		emit(o, s->t, s->co, D9_CPU_ON, s->ips, n);
+		emit(o, s->t, s->co, D9_CPU_ON, s->ips, n, s->how);
 	}
 	__atomic_store_n(&r->tail, head, __ATOMIC_RELEASE);
 	o->p->lost += __atomic_exchange_n(&r->lost, 0, __ATOMIC_RELAXED);
@@ -1105,6 +1335,7 @@ uint64_t d9__profile_interval_ns(void)
 
 void d9__profile_modules_changed(void)
 {
+	M.stale = 1;
 	if (P.unw)
 		d9__unwind_modules_changed(P.unw);
 }

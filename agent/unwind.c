@@ -413,20 +413,23 @@ void d9__unwind_modules_changed(struct d9__unwinder *u)
 		u->stale = 1;
 }
 
-/* One pass of libdw over the sample in u; returns the frame count. */
-static int walk(struct d9__unwinder *u)
+/* One pass of libdw over the sample in u; returns the frame count. *complete = 1 when libdw
+ * reached the outermost frame (the thread's start: its CFI marks the return address undefined):
+ * dwfl_getthread_frames returns 0 only then. It returns -1 when the next return address lies
+ * outside the copy or a register cannot be recovered, and DWARF_CB_ABORT when on_frame stopped. */
+static int walk(struct d9__unwinder *u, int *complete)
 {
 	u->n = 0;
 	u->last_sp = 0;
 	u->unknown = 0;
-	/* Returns -1 at the normal end too (the next return address lies outside the copy). */
-	dw.getthread_frames(u->dwfl, u->pid, on_frame, u);
+	*complete = dw.getthread_frames(u->dwfl, u->pid, on_frame, u) == 0 && u->n > 0;
 	return u->n;
 }
 
 int d9__unwind(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask, const uint8_t *stack,
-	size_t len, uint64_t *ips, int max)
+	size_t len, uint64_t *ips, int max, int *complete)
 {
+	*complete = 0;
 	if (max < 1 || !regs)
 		return 0;
 	uint32_t have = 0;
@@ -459,14 +462,17 @@ int d9__unwind(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask, cons
 		report(u, u->stale ? "modules changed" : "new process");
 	else if (now_ns() - u->reported_ns >= D9__UNWIND_REFRESH_NS && !module_at(u, ips[0], &lax))
 		report(u, "IP in no module"); /* maybe a library loaded since (no dlopen hook saw it) */
-	int n = walk(u);
+	int n = walk(u, complete);
 	if (u->unknown && now_ns() - u->reported_ns >= D9__UNWIND_REFRESH_NS) {
 		report(u, "return address in no module");
-		n = walk(u);
+		n = walk(u, complete);
 	}
+	if (u->unknown)
+		*complete = 0; /* libdw's frame-pointer guess took over somewhere */
 	if (n < 1) {
 		ips[0] = u->regs[DWARF_IP]; /* libdw refused even the first frame */
 		n = 1;
+		*complete = 0;
 	}
 	u->stack = NULL;
 	u->ips = NULL;

@@ -263,7 +263,7 @@ static int seg_open(void)
 	int n = d9_prefix_encode(w.p, D9_PREFIX_LEN);
 	w.p += n;
 	d9_header_write(&w, &h);
-	d9_schema_write(&w, 0);
+	d9_schema_write(&w, D9__SCHEMA_FLAGS);
 	memset(&s->tr, 0, sizeof(s->tr));
 	s->tr.first_time = UINT64_MAX;
 	s->tr.chunks = 2; /* header and schema */
@@ -411,7 +411,7 @@ static int write_chunk(struct d9__segment *s, uint8_t *chunk, size_t size, uint3
 	s->good = s->size;
 	s->tr.events += count;
 	s->tr.chunks++;
-	d9_chunk_count_types(chunk, s->tr.type_counts);
+	d9_chunk_count_types_flags(chunk, s->tr.type_counts, D9__SCHEMA_FLAGS);
 	if (first < s->tr.first_time)
 		s->tr.first_time = first;
 	if (last > s->tr.last_time)
