@@ -50,7 +50,8 @@
 #define FDS_MAX 4096 /* perf descriptors at most, whatever RLIMIT_NOFILE allows */
 #define COPY_MAX (4u << 20) /* bytes of exited workers' samples held for the writer, at most */
 #define MAPS_MAX 65536 /* mappings kept from /proc/self/maps, at most */
-#define MAPS_REFRESH_NS 1000000000ull /* re-reading the maps for an unknown address: at most */
+#define MAPS_REFRESH_NS 100000000ull /* re-reading the maps for an unknown address: at most */
+#define ANON_MAX 256 /* anonymous code mappings (JIT) made modules, at most */
 #define PERF_REG_BP 6 /* PERF_REG_X86_BP, PERF_REG_X86_SP: bits of the sample's register mask */
 #define PERF_REG_SP 7
 
@@ -888,6 +889,7 @@ static struct {
 	size_t n, cap;
 	int stale; /* modules changed: read again before the next check */
 	uint64_t read_ns; /* CLOCK_MONOTONIC of the last read, 0: never */
+	unsigned anon; /* anonymous code mappings given to the module map */
 } M;
 
 static uint64_t mono_ns(void)
@@ -941,9 +943,19 @@ static void maps_read(void)
 		while ((nl = strchr(line, '\n'))) {
 			unsigned long long lo, hi;
 			char perms[8];
+			int name = 0;
 			*nl = 0;
-			if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perms) == 3 && lo < hi)
+			if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &lo, &hi, perms, &name) >= 3 &&
+				lo < hi) {
 				maps_add(lo, hi, perms[2] == 'x');
+				/* code in no file (JIT: LuaJIT traces, ...): a module of its own, so that a
+				 * stack through it reads as code, not as garbage */
+				if (perms[2] == 'x' && name > 0 && (!line[name] ||
+					!strncmp(line + name, "[anon", 5)) && M.anon < ANON_MAX) {
+					M.anon++;
+					d9__defs_module("[anon]", lo, hi, 0, NULL, 0);
+				}
+			}
 			line = nl + 1;
 		}
 		have = (size_t)(buf + have - line);
@@ -1056,6 +1068,21 @@ bad:
 	return i_bad;
 }
 
+/* The leading frames of ips[0..n) that lie in code; *how gets D9_UNWIND_TRUNCATED when that is
+ * not all of them. Frames from the DWARF unwind pass this but for a frame the CFI took from a
+ * stack slot the program had not filled yet (a function's first instructions). */
+static uint32_t code_prefix(const uint64_t *ips, uint32_t n, uint32_t *how)
+{
+	for (uint32_t i = 1; i < n; i++) { /* the sampled IP is where the CPU was: it stays */
+		const struct mapping *m = mapping_of(ips[i] - 1);
+		if (!m || !m->exec) {
+			*how |= D9_UNWIND_TRUNCATED;
+			return i;
+		}
+	}
+	return n;
+}
+
 /* Decodes one PERF_RECORD_SAMPLE into a stack (innermost first); *how: the unwinder that made it
  * (enum d9_unwinder) and D9_UNWIND_* flags. Per D9_STACKS:
  *   fp     the kernel's chain, cut at its first frame that fp_check refuses (truncated);
@@ -1151,7 +1178,7 @@ check:
 		*how = D9_UNWIND_DWARF | (complete ? 0 : D9_UNWIND_TRUNCATED) |
 			(bad ? D9_UNWIND_FP_REJECTED : 0);
 		P.unwound++;
-		return ndw;
+		return code_prefix(ips, ndw, how);
 	}
 	if (nok) {
 use_fp:
