@@ -9,6 +9,7 @@ pkgs=(
 	zlib1g-dev libunwind-dev libdw-dev libelf-dev libcurl4-openssl-dev
 	libst-dev                                             # State Threads, the first runtime
 	wrk curl valgrind python3                             # test load, tests' helpers
+	knot-resolver bind9 dnsperf                           # real DNS servers + load (test-stacks.sh)
 	chromium                                              # viewer tests (tests/browser)
 )
 command -v npm >/dev/null || pkgs+=(npm)                      # Debian's npm brings nodejs
