@@ -803,6 +803,41 @@ static void record_lost(struct out *o, uint64_t when)
 	}
 }
 
+/* ---- stack roots: where a coroutine's stack ends (d9_agent_stack_root) ----------------------- */
+
+static uint64_t roots[D9_STACK_ROOTS]; /* atomic; 0: free */
+
+void d9_agent_stack_root(uint64_t ra)
+{
+	for (int i = 0; i < D9_STACK_ROOTS && ra; i++) {
+		uint64_t r = __atomic_load_n(&roots[i], __ATOMIC_RELAXED), zero = 0;
+		if (r == ra)
+			return;
+		if (!r && __atomic_compare_exchange_n(&roots[i], &zero, ra, 0, __ATOMIC_RELAXED,
+			__ATOMIC_RELAXED))
+			return;
+		if (__atomic_load_n(&roots[i], __ATOMIC_RELAXED) == ra)
+			return; /* another thread stored the same one */
+	}
+}
+
+/* Ends the stack at its first frame that is a root (kept): what lies beyond is not this
+ * coroutine's. A stack that reaches a root is complete, however its unwinder ended. */
+static uint32_t cut_at_root(const uint64_t *ips, uint32_t n, uint32_t *how)
+{
+	for (uint32_t i = 1; i < n; i++)
+		for (int k = 0; k < D9_STACK_ROOTS; k++) {
+			uint64_t r = __atomic_load_n(&roots[k], __ATOMIC_RELAXED);
+			if (!r)
+				break;
+			if (ips[i] == r) {
+				*how &= ~D9_UNWIND_TRUNCATED;
+				return i + 1;
+			}
+		}
+	return n;
+}
+
 static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, const uint64_t *ips,
 	uint32_t n, uint32_t how)
 {
@@ -817,6 +852,7 @@ static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, con
 		o->p->lost++;
 		return;
 	}
+	n = cut_at_root(ips, n, &how);
 	uint64_t stack = n ? d9_agent_stack(ips, n) : 0;
 	if (d9_enc_cpu_sample_unwind(&o->e, when, co, source, stack, how) != 0)
 		o->p->lost++;
