@@ -39,11 +39,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+#include <sys/uio.h>
+#include <ucontext.h>
 
-#define CT_SLOTS 64u /* ctimer ring: samples between two drains */
-#define CT_FRAMES 64
+#define CT_SLOTS 32u /* ctimer ring: samples between two drains (250 Hz: 2.5 a drain) */
+#define CT_STACK 8192u /* ctimer: bytes of stack copied per sample, at most */
+#define CT_NREGS 17 /* ctimer: the registers of D9__UNWIND_REGS_MASK */
 #define MAX_FRAMES 128
 #define KERNEL_ADDR 0xffff800000000000ull
 #define OFFCPU_DUMP 2048u /* bytes of stack per off-CPU sample, at most */
@@ -70,8 +71,9 @@ struct ring {
 /* ctimer samples: written by the worker's signal handler, read by the writer. */
 struct ct_slot {
 	uint64_t t, co;
-	uint32_t n, how; /* how: D9_UNWIND_LIBUNWIND and flags */
-	uint64_t ips[CT_FRAMES];
+	uint32_t len; /* bytes of stack copied, 0: none */
+	uint64_t regs[CT_NREGS]; /* in PERF_REG bit order of D9__UNWIND_REGS_MASK */
+	uint8_t stack[CT_STACK];
 };
 struct ct_ring {
 	uint64_t head; /* handler: slots written */
@@ -291,6 +293,26 @@ static int perf_denied(int err)
 
 /* ---- ctimer ------------------------------------------------------------------------------------ */
 
+static int ct_nocopy; /* process_vm_readv is refused here (seccomp): stacks hold the IP only */
+
+/* Copies the stack from sp up, as far as it is readable (at most CT_STACK bytes) without ever
+ * faulting: process_vm_readv on the process itself stops at the first unreadable page (the top
+ * of a coroutine stack, a guard page) where a plain copy would crash the host. Returns the
+ * bytes copied. Async-signal-safe. */
+static uint32_t ct_copy(uint8_t *to, uint64_t sp)
+{
+	if (__atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED) || !sp)
+		return 0;
+	struct iovec local = { to, CT_STACK }, remote = { (void *)(uintptr_t)sp, CT_STACK };
+	/* getpid() every time: a forked child must read its own memory, not its parent's */
+	ssize_t n = syscall(SYS_process_vm_readv, getpid(), &local, 1UL, &remote, 1UL, 0UL);
+	if (n < 0 && (errno == ENOSYS || errno == EPERM || errno == EACCES)) {
+		__atomic_store_n(&ct_nocopy, 1, __ATOMIC_RELAXED); /* said by the writer */
+		return 0;
+	}
+	return n > 0 ? (uint32_t)n & ~7u : 0;
+}
+
 static void ct_handler(int sig, siginfo_t *si, void *uc)
 {
 	struct d9__thr *t = &d9__self;
@@ -313,29 +335,15 @@ static void ct_handler(int sig, siginfo_t *si, void *uc)
 	struct d9__swlog *l = t->swlog;
 	uint64_t n = l ? __atomic_load_n(&l->seq, __ATOMIC_RELAXED) : 0;
 	s->co = n ? l->e[(n - 1) % D9__SWLOG_N].co : 0;
-	s->n = 0;
-	/* libunwind calls interposed functions (pthread_mutex_lock for its cache): they must pass
-	 * straight through, never time or record anything from inside a signal handler */
-	uint8_t busy = t->busy;
-	t->busy = 1;
-	unw_cursor_t cur;
-	s->how = D9_UNWIND_LIBUNWIND | D9_UNWIND_TRUNCATED; /* until the walk ends by itself */
-	if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) == 0) {
-		for (;;) {
-			unw_word_t ip;
-			if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || !ip)
-				break;
-			s->ips[s->n++] = ip;
-			if (s->n >= CT_FRAMES)
-				break;
-			int st = unw_step(&cur);
-			if (st == 0) /* the outermost frame: the thread's start */
-				s->how = D9_UNWIND_LIBUNWIND;
-			if (st <= 0)
-				break;
-		}
-	}
-	t->busy = busy;
+	/* the interrupted registers and a copy of its stack, unwound later on the writer thread
+	 * (libdw, as perf samples are): nothing here allocates, locks or opens a descriptor */
+	const mcontext_t *mc = &((const ucontext_t *)uc)->uc_mcontext;
+	static const int8_t order[CT_NREGS] = { REG_RAX, REG_RBX, REG_RCX, REG_RDX, REG_RSI,
+		REG_RDI, REG_RBP, REG_RSP, REG_RIP, REG_R8, REG_R9, REG_R10, REG_R11, REG_R12, REG_R13,
+		REG_R14, REG_R15 };
+	for (int i = 0; i < CT_NREGS; i++)
+		s->regs[i] = (uint64_t)mc->gregs[order[i]];
+	s->len = ct_copy(s->stack, s->regs[7]);
 	__atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
 out:
 	errno = saved;
@@ -1119,6 +1127,27 @@ static uint32_t code_prefix(const uint64_t *ips, uint32_t n, uint32_t *how)
 	return n;
 }
 
+/* Picks a sample's stack from its DWARF unwind dw[0..ndw) (complete: it reached the outermost
+ * frame) and its frame-pointer chain fp[0..nok) (the frames that passed validation; bad: the
+ * chain went on with a refused frame; fp_complete: it ended at the outermost frame pointer).
+ * See sample_stack for the rules per D9_STACKS. */
+static uint32_t pick(const uint64_t *dw, uint32_t ndw, int complete, const uint64_t *fp,
+	uint32_t nok, int bad, int fp_complete, uint64_t *ips, uint32_t *how)
+{
+	uint32_t rejected = bad ? D9_UNWIND_FP_REJECTED : 0;
+
+	if (ndw && (complete || P.stacks == D9_STACKS_DWARF || !nok ||
+		(ndw >= nok && !fp_complete))) {
+		memcpy(ips, dw, ndw * 8);
+		*how = D9_UNWIND_DWARF | (complete ? 0 : D9_UNWIND_TRUNCATED) | rejected;
+		P.unwound++;
+		return code_prefix(ips, ndw, how);
+	}
+	memcpy(ips, fp, nok * 8);
+	*how = D9_UNWIND_FP | (fp_complete ? 0 : D9_UNWIND_TRUNCATED) | rejected;
+	return nok;
+}
+
 /* Decodes one PERF_RECORD_SAMPLE into a stack (innermost first); *how: the unwinder that made it
  * (enum d9_unwinder) and D9_UNWIND_* flags. Per D9_STACKS:
  *   fp     the kernel's chain, cut at its first frame that fp_check refuses (truncated);
@@ -1207,24 +1236,11 @@ static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips, uin
 check:
 	if (have_fp && nfp)
 		nok = fp_check(fp, nfp, &c, &bad);
-	if (ndw && (complete || P.stacks == D9_STACKS_DWARF || ndw >= nok)) {
-		if (P.stacks == D9_STACKS_AUTO && !complete && !bad && nok > ndw)
-			goto use_fp;
-		memcpy(ips, dw, ndw * 8);
-		*how = D9_UNWIND_DWARF | (complete ? 0 : D9_UNWIND_TRUNCATED) |
-			(bad ? D9_UNWIND_FP_REJECTED : 0);
-		P.unwound++;
-		return code_prefix(ips, ndw, how);
-	}
-	if (nok) {
-use_fp:
-		memcpy(ips, fp, nok * 8);
+	if (ndw || nok)
 		/* a chain that ends by itself ends at the outermost frame pointer (0); one that
 		 * holds only the sampled IP ended at a frame pointer that was no pointer */
-		*how = D9_UNWIND_FP | (bad || nok == 1 || nfp >= MAX_FRAMES ? D9_UNWIND_TRUNCATED : 0) |
-			(bad ? D9_UNWIND_FP_REJECTED : 0);
-		return nok;
-	}
+		return pick(dw, ndw, complete, fp, nok, bad, !bad && nok > 1 && nfp < MAX_FRAMES, ips,
+			how);
 done:
 	if (ip && ip < KERNEL_ADDR) {
 		ips[0] = ip;
@@ -1232,6 +1248,63 @@ done:
 	}
 	return 0;
 }
+
+/* The stack of a ctimer sample: its frame-pointer chain walked over the copy (validated as in
+ * fp_check) and its DWARF unwind, picked as for perf samples. */
+static uint32_t ct_stack(const struct ct_slot *s, uint64_t *ips, uint32_t *how)
+{
+	struct copy c = { .ok = s->len > 0, .ip = s->regs[8], .sp = s->regs[7], .bp = s->regs[6],
+		.stack = s->stack, .len = s->len };
+	uint64_t fp[MAX_FRAMES], dw[MAX_FRAMES];
+	uint32_t nfp = 1, ndw = 0;
+	int complete = 0, bad = 0, end = 0;
+
+	memcpy(c.regs, s->regs, sizeof(s->regs));
+	fp[0] = c.ip;
+	*how = D9_UNWIND_IP | D9_UNWIND_TRUNCATED;
+	if (!c.ok) {
+		ips[0] = c.ip;
+		return c.ip ? 1 : 0;
+	}
+	if (P.stacks != D9_STACKS_DWARF) {
+		uint64_t bp = c.bp, floor = c.sp;
+		while (nfp < MAX_FRAMES) {
+			if (!bp) {
+				end = 1; /* the outermost frame pointer */
+				break;
+			}
+			if (bp < floor || (bp & 7)) {
+				bad = 1;
+				break;
+			}
+			if (bp + 16 > c.sp + c.len)
+				break; /* above the copy: cut, not refused */
+			uint64_t ret = copy_word(&c, bp + 8);
+			if (!is_code(ret)) {
+				bad = 1;
+				break;
+			}
+			fp[nfp++] = ret;
+			floor = bp + 16;
+			bp = copy_word(&c, bp);
+		}
+	}
+	struct d9__unwinder *u = P.stacks != D9_STACKS_FP ? unwinder() : NULL;
+	if (u) {
+		int n = d9__unwind(u, c.regs, D9__UNWIND_REGS_MASK, c.stack, c.len, dw, MAX_FRAMES,
+			&complete);
+		if (n > 0)
+			ndw = (uint32_t)n;
+	}
+	if (P.stacks == D9_STACKS_DWARF)
+		nfp = 0;
+	if (!ndw && !nfp) {
+		ips[0] = c.ip;
+		return c.ip ? 1 : 0;
+	}
+	return pick(dw, ndw, complete, fp, nfp, bad, end && nfp > 1, ips, how);
+}
+
 /* Converts a CLOCK_MONOTONIC time to event clock ticks. */
 static uint64_t mono_to_ticks(const struct d9__anchor *a, uint64_t ns)
 {
@@ -1307,13 +1380,18 @@ static void drain_perf(struct out *o, const struct d9__anchor *a)
 
 static void drain_ct(struct out *o)
 {
+	if (__atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED))
+		d9__log_once(D9_LOG_WARN, "ctimer samples cannot copy their stack (process_vm_readv is "
+			"refused here): their stacks hold the sampled instruction only");
 	struct ct_ring *r = o->p->ct;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 
 	for (uint64_t i = r->tail; i < head; i++) {
 		struct ct_slot *s = &r->s[i % CT_SLOTS];
-		uint32_t n = s->n > CT_FRAMES ? CT_FRAMES : s->n;
-		emit(o, s->t, s->co, D9_CPU_ON, s->ips, n, s->how);
+		uint64_t ips[MAX_FRAMES];
+		uint32_t how;
+		uint32_t n = ct_stack(s, ips, &how);
+		emit(o, s->t, s->co, D9_CPU_ON, ips, n, how);
 	}
 	__atomic_store_n(&r->tail, head, __ATOMIC_RELEASE);
 	o->p->lost += __atomic_exchange_n(&r->lost, 0, __ATOMIC_RELAXED);
