@@ -11,7 +11,13 @@
  * Where perf_event_open is denied (EACCES, EPERM, ENOSYS: seccomp, containers) or
  * D9_CPU_PROFILE_MODE=ctimer, on-CPU samples come from a per-worker POSIX timer on the thread's
  * CPU clock instead: its signal (D9_PROFILE_SIGNAL) lands on the worker itself, whose handler
- * unwinds the interrupted context with libunwind into a lock-free per-thread ring.
+ * copies the interrupted registers and stack into a lock-free per-thread ring for the writer.
+ *
+ * Stacks (DESIGN.md, "Validation"): the kernel's frame-pointer chain is used only as far as every
+ * return address lies in executable memory and its frame records climb within the stack; per
+ * D9_STACKS the writer picks it or the libdw unwind of the stack copy, ends it at a coroutine's
+ * root (d9_agent_stack_root), and records the unwinder and whether the stack is truncated in the
+ * CpuSample (FORMAT.md, CpuSample.unwind).
  *
  * Descriptors: a worker's perf descriptors are opened, disabled and closed only by the worker
  * itself (never by the writer: a number closed elsewhere may be the host's by then), at most
