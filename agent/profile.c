@@ -940,7 +940,23 @@ static struct {
 	int stale; /* modules changed: read again before the next check */
 	uint64_t read_ns; /* CLOCK_MONOTONIC of the last read, 0: never */
 	unsigned anon; /* anonymous code mappings given to the module map */
+	uint64_t anon_at[ANON_MAX][2]; /* their ranges */
 } M;
+
+/* Anonymous code (JIT: LuaJIT traces, ...) becomes a module of its own, once per range, so that a
+ * stack through it reads as code, not as garbage. */
+static void maps_anon(uint64_t lo, uint64_t hi)
+{
+	for (unsigned i = 0; i < M.anon; i++)
+		if (M.anon_at[i][0] == lo && M.anon_at[i][1] == hi)
+			return;
+	if (M.anon == ANON_MAX)
+		return;
+	M.anon_at[M.anon][0] = lo;
+	M.anon_at[M.anon][1] = hi;
+	M.anon++;
+	d9__defs_module("[anon]", lo, hi, 0, NULL, 0);
+}
 
 static uint64_t mono_ns(void)
 {
@@ -998,13 +1014,9 @@ static void maps_read(void)
 			if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &lo, &hi, perms, &name) >= 3 &&
 				lo < hi) {
 				maps_add(lo, hi, perms[2] == 'x');
-				/* code in no file (JIT: LuaJIT traces, ...): a module of its own, so that a
-				 * stack through it reads as code, not as garbage */
 				if (perms[2] == 'x' && name > 0 && (!line[name] ||
-					!strncmp(line + name, "[anon", 5)) && M.anon < ANON_MAX) {
-					M.anon++;
-					d9__defs_module("[anon]", lo, hi, 0, NULL, 0);
-				}
+					!strncmp(line + name, "[anon", 5)))
+					maps_anon(lo, hi);
 			}
 			line = nl + 1;
 		}
