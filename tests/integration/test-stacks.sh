@@ -13,6 +13,11 @@
 #     binaries have no frame pointers: without the validation auto mode would keep it).
 #   - stacks-kresd-fp: D9_STACKS=fp on kresd: the chains are cut at their first bad frame, so
 #     still at most 1% invalid, and the cut ones are marked truncated.
+#   - stacks-ctimer-fds, stacks-ctimer: D9_CPU_PROFILE_MODE=ctimer on the test's own ST server
+#     built without frame pointers (st-http-nofp, blocking-call stacks off: D9_BLOCKING=0):
+#     /burn?ms=300 leaves no descriptor in the host but the trace segment and the connections
+#     (the handler used libunwind, whose first use opened a pipe for good), and its samples'
+#     stacks, unwound by libdw from the copied stack, hold burn_cpu with serve_conn above in 80%.
 # Skips (counted, with the reason) when a package is missing or perf_event_open is denied.
 set -u
 . "$(dirname "$0")/lib-preload.sh"
@@ -241,5 +246,46 @@ EOF
 		check named "$dir"
 	else
 		pl_fail stacks-named "$PL_ERR"
+	fi
+fi
+
+# ---- ctimer: no libunwind, no pipe -------------------------------------------------------------
+if [ ! -x "$ST_HTTP_NOFP" ]; then
+	pl_fail stacks-ctimer "$ST_HTTP_NOFP is not built (make all)"
+elif ! pl_start "$T/ctimer" "$ST_HTTP_NOFP" D9_CPU_PROFILE=999 D9_CPU_PROFILE_MODE=ctimer \
+	D9_BLOCKING=0 --; then
+	pl_fail stacks-ctimer "$PL_ERR"
+else
+	fds() { for f in /proc/"$SPID"/fd/*; do readlink "$f"; done 2>/dev/null | sort; }
+	fds >"$SDIR/fds0"
+	pl_get "/burn?ms=300"
+	fds >"$SDIR/fds1"
+	# new since the start: the segment file, connections; never a pipe or anything else
+	extra=$(comm -13 "$SDIR/fds0" "$SDIR/fds1" | grep -v -e '^socket:' -e "^$SDIR/trace/")
+	if [ "$CODE" != 200 ]; then
+		pl_fail stacks-ctimer-fds "/burn: status $CODE"
+	elif [ -n "$extra" ]; then
+		pl_fail stacks-ctimer-fds "new descriptors in the host: $(echo $extra)"
+	else
+		pl_pass stacks-ctimer-fds "$(wc -l <"$SDIR/fds1") descriptors, none new but the trace's and sockets"
+	fi
+	pl_quit
+	if [ "$SRC" = hung ]; then
+		pl_fail stacks-ctimer "st-http-nofp did not exit"
+	else
+		"$PL_ANALYZE" flame "$SDIR/trace" >"$SDIR/flame" 2>"$SDIR/flame.err"
+		read -r all good <<<"$(awk '{ n = $NF; all += n; if ($0 ~ /serve_conn.*burn_cpu/) good += n }
+			END { print all + 0, good + 0 }' "$SDIR/flame")"
+		js=$("$PL_ANALYZE" summary --json "$SDIR/trace" 2>/dev/null)
+		inv=$(python3 -c 'import json,sys; s=json.load(sys.stdin)["stacks"]; print(s["invalid"], s["by_unwinder"])' <<<"$js" 2>&1)
+		if [ "$all" -lt 20 ]; then
+			pl_fail stacks-ctimer "only $all ctimer samples (want 20: 300 ms at up to 250 Hz): $(head -c 200 "$SDIR/stderr")"
+		elif [ $((good * 100)) -lt $((all * 80)) ]; then
+			pl_fail stacks-ctimer "$good of $all samples have serve_conn above burn_cpu (want 80%): $(sort -k2 -n "$SDIR/flame" | tail -n 1 | cut -c1-200)"
+		elif [ "${inv%% *}" != 0 ]; then
+			pl_fail stacks-ctimer "invalid stacks: $inv"
+		else
+			pl_pass stacks-ctimer "$good of $all samples with serve_conn above burn_cpu; invalid, unwinders: $inv"
+		fi
 	fi
 fi
