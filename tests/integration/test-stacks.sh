@@ -265,7 +265,7 @@ else
 	if [ "$CODE" != 200 ]; then
 		pl_fail stacks-ctimer-fds "/burn: status $CODE"
 	elif [ -n "$extra" ]; then
-		pl_fail stacks-ctimer-fds "new descriptors in the host: $(echo $extra)"
+		pl_fail stacks-ctimer-fds "new descriptors in the host: $(tr '\n' ' ' <<<"$extra")"
 	else
 		pl_pass stacks-ctimer-fds "$(wc -l <"$SDIR/fds1") descriptors, none new but the trace's and sockets"
 	fi
