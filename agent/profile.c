@@ -1092,14 +1092,16 @@ static uint64_t copy_word(const struct copy *c, uint64_t at)
  * the sampled BP: the records must climb strictly within [SP, the copy's end) and hold the
  * return addresses the kernel reported. Past the copy, a record cannot be checked: the frame
  * pointer must still lie within the stack's mapping, and a return address that repeats the
- * previous one is taken for a loop. *bad = 1 when a frame failed (the chain is cut there). */
-static uint32_t fp_check(const uint64_t *k, uint32_t n, const struct copy *c, int *bad)
+ * previous one is taken for a loop. *bad = 1 when a frame failed (the chain is cut there).
+ * *open = 1 when the copy shows that the chain did not end at the outermost frame pointer (0)
+ * but at one the kernel could not follow: a frame without a frame pointer broke it. */
+static uint32_t fp_check(const uint64_t *k, uint32_t n, const struct copy *c, int *bad, int *open)
 {
 	int walk = c && c->ok && c->bp; /* still walking the records inside the copy */
 	uint32_t i_bad = 0;
 	uint64_t bp = walk ? c->bp : 0, floor = walk ? c->sp : 0, top = 0;
 
-	*bad = 0;
+	*bad = *open = 0;
 	if (walk) {
 		const struct mapping *m = mapping_of(c->sp);
 		top = m ? m->hi : 0;
@@ -1124,6 +1126,7 @@ static uint32_t fp_check(const uint64_t *k, uint32_t n, const struct copy *c, in
 		if (k[i] == k[i - 1])
 			goto bad;
 	}
+	*open = walk && bp != 0;
 	return n;
 bad:
 	*bad = 1;
@@ -1252,13 +1255,15 @@ static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips, uin
 		}
 	}
 check:
+	int open = 0;
 	if (have_fp && nfp)
-		nok = fp_check(fp, nfp, &c, &bad);
+		nok = fp_check(fp, nfp, &c, &bad, &open);
 	if (ndw || nok)
-		/* a chain that ends by itself ends at the outermost frame pointer (0); one that
-		 * holds only the sampled IP ended at a frame pointer that was no pointer */
-		return pick(dw, ndw, complete, fp, nok, bad, !bad && nok > 1 && nfp < MAX_FRAMES, ips,
-			how);
+		/* a chain that ends by itself ends at the outermost frame pointer (0), unless the
+		 * copy shows otherwise; one that holds only the sampled IP ended at a frame pointer
+		 * that was no pointer */
+		return pick(dw, ndw, complete, fp, nok, bad,
+			!bad && !open && nok > 1 && nfp < MAX_FRAMES, ips, how);
 done:
 	if (ip && ip < KERNEL_ADDR) {
 		ips[0] = ip;
