@@ -117,7 +117,7 @@ static struct {
 	uint64_t regs_mask;
 	struct d9__unwinder *unw;
 	int unw_tried;
-	uint64_t samples, untagged, unwound, truncated, rejected; /* statistics (writer) */
+	uint64_t samples, untagged, unwound; /* statistics (writer) */
 	int nfds; /* atomic: perf descriptors open (reserved before perf_event_open) */
 	uint64_t copy_bytes; /* atomic: bytes of ring copies held for the writer */
 	uint64_t foreign; /* atomic: our descriptors found closed or replaced by the program */
@@ -871,10 +871,6 @@ static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, con
 	if (d9_enc_cpu_sample_unwind(&o->e, when, co, source, stack, how) != 0)
 		o->p->lost++;
 	P.samples++;
-	if (how & D9_UNWIND_TRUNCATED)
-		P.truncated++;
-	if (how & D9_UNWIND_FP_REJECTED)
-		P.rejected++;
 }
 
 /* Reads the ring's record at `off` into buf (records may wrap around the data area). */
@@ -1093,15 +1089,16 @@ static uint64_t copy_word(const struct copy *c, uint64_t at)
  * return addresses the kernel reported. Past the copy, a record cannot be checked: the frame
  * pointer must still lie within the stack's mapping, and a return address that repeats the
  * previous one is taken for a loop. *bad = 1 when a frame failed (the chain is cut there).
- * *open = 1 when the copy shows that the chain did not end at the outermost frame pointer (0)
+ * *open_end = 1 when the copy shows that the chain did not end at the outermost frame pointer (0)
  * but at one the kernel could not follow: a frame without a frame pointer broke it. */
-static uint32_t fp_check(const uint64_t *k, uint32_t n, const struct copy *c, int *bad, int *open)
+static uint32_t fp_check(const uint64_t *k, uint32_t n, const struct copy *c, int *bad,
+	int *open_end)
 {
 	int walk = c && c->ok && c->bp; /* still walking the records inside the copy */
 	uint32_t i_bad = 0;
 	uint64_t bp = walk ? c->bp : 0, floor = walk ? c->sp : 0, top = 0;
 
-	*bad = *open = 0;
+	*bad = *open_end = 0;
 	if (walk) {
 		const struct mapping *m = mapping_of(c->sp);
 		top = m ? m->hi : 0;
@@ -1126,7 +1123,7 @@ static uint32_t fp_check(const uint64_t *k, uint32_t n, const struct copy *c, in
 		if (k[i] == k[i - 1])
 			goto bad;
 	}
-	*open = walk && bp != 0;
+	*open_end = walk && bp != 0;
 	return n;
 bad:
 	*bad = 1;
@@ -1174,14 +1171,14 @@ static uint32_t pick(const uint64_t *dw, uint32_t ndw, int complete, const uint6
  *   fp     the kernel's chain, cut at its first frame that fp_check refuses (truncated);
  *   dwarf  the DWARF unwind of the copied stack (truncated unless it reached the outermost frame);
  *   auto   the DWARF unwind when it reached the outermost frame; else the kernel's chain when
- *          every frame of it passed fp_check and it is the longer; else the longer of the two
- *          (the chain cut at its first bad frame), marked truncated. */
+ *          every frame of it passed fp_check and it ended at the outermost frame pointer; else
+ *          the longer of the two (the chain cut at its first bad frame), marked truncated. */
 static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips, uint32_t *how)
 {
 	const uint8_t *p = rec + 8 + 24, *end = rec + size; /* after ip, pid/tid, time */
 	uint64_t fp[MAX_FRAMES], dw[MAX_FRAMES];
 	uint32_t nfp = 0, nok = 0, ndw = 0;
-	int bad = 0, complete = 0, have_fp = 0;
+	int bad = 0, open_end = 0, complete = 0, have_fp = 0;
 	uint64_t ip;
 	struct copy c = { .ok = 0 };
 
@@ -1255,15 +1252,14 @@ static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips, uin
 		}
 	}
 check:
-	int open = 0;
 	if (have_fp && nfp)
-		nok = fp_check(fp, nfp, &c, &bad, &open);
+		nok = fp_check(fp, nfp, &c, &bad, &open_end);
 	if (ndw || nok)
 		/* a chain that ends by itself ends at the outermost frame pointer (0), unless the
 		 * copy shows otherwise; one that holds only the sampled IP ended at a frame pointer
 		 * that was no pointer */
 		return pick(dw, ndw, complete, fp, nok, bad,
-			!bad && !open && nok > 1 && nfp < MAX_FRAMES, ips, how);
+			!bad && !open_end && nok > 1 && nfp < MAX_FRAMES, ips, how);
 done:
 	if (ip && ip < KERNEL_ADDR) {
 		ips[0] = ip;
