@@ -16,7 +16,7 @@
 #define D9_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* Schema flags of every segment the agent writes (Unpark statistics per interval, 0 = unknown). */
-#define D9_AGENT_SCHEMA (D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY)
+#define D9_AGENT_SCHEMA (D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY | D9_SCHEMA_CPU_UNWIND)
 
 struct d9__block;
 struct d9__prof;
@@ -216,6 +216,14 @@ void d9__agent_thread(void);
 uint64_t d9_agent_string(const char *s, size_t len);
 uint64_t d9_agent_location(uint64_t function_addr, uint64_t callsite_addr, uint64_t name);
 uint64_t d9_agent_stack(const uint64_t *frames, uint32_t n);
+
+/* A runtime adapter names the return address through which its coroutines' entry functions are
+ * called (inside the runtime's trampoline, e.g. ST's _st_thread_main): a sampled stack ends at
+ * that frame, whatever an unwinder finds beyond it (stale frames of a reused coroutine stack).
+ * Cheap when the address is already known (adapters call it at every coroutine start); at most
+ * D9_STACK_ROOTS addresses are kept. */
+#define D9_STACK_ROOTS 8
+void d9_agent_stack_root(uint64_t return_address);
 /* A coroutine exists (flags: D9_COROUTINE_*) / has exited: every segment its events may land in
  * defines it (agent/coroutines.c). */
 void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_t flags);

@@ -270,6 +270,9 @@ void *d9__compressor_main(void *arg);
 /* gzip src into src.gz (via a .tmp and rename), then removes src. Returns 0 or -errno. */
 int d9__gzip_file(const char *src, uint64_t *out_size);
 
+/* The D9_SCHEMA_* flags of every segment's schema: CpuSample events carry their unwinder. */
+#define D9__SCHEMA_FLAGS D9_AGENT_SCHEMA /* the one schema of every segment the agent writes */
+
 /* profile.c: CPU and off-CPU samples of workers */
 void d9__profile_init(void);
 void d9__profile_thread_start(struct d9__thr *t);

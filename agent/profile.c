@@ -11,7 +11,13 @@
  * Where perf_event_open is denied (EACCES, EPERM, ENOSYS: seccomp, containers) or
  * D9_CPU_PROFILE_MODE=ctimer, on-CPU samples come from a per-worker POSIX timer on the thread's
  * CPU clock instead: its signal (D9_PROFILE_SIGNAL) lands on the worker itself, whose handler
- * unwinds the interrupted context with libunwind into a lock-free per-thread ring.
+ * copies the interrupted registers and stack into a lock-free per-thread ring for the writer.
+ *
+ * Stacks (DESIGN.md, "Validation"): the kernel's frame-pointer chain is used only as far as every
+ * return address lies in executable memory and its frame records climb within the stack; per
+ * D9_STACKS the writer picks it or the libdw unwind of the stack copy, ends it at a coroutine's
+ * root (d9_agent_stack_root), and records the unwinder and whether the stack is truncated in the
+ * CpuSample (FORMAT.md, CpuSample.unwind).
  *
  * Descriptors: a worker's perf descriptors are opened, disabled and closed only by the worker
  * itself (never by the writer: a number closed elsewhere may be the host's by then), at most
@@ -26,6 +32,7 @@
 #include "unwind.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -38,16 +45,22 @@
 #include <time.h>
 #include <unistd.h>
 
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+#include <sys/uio.h>
+#include <ucontext.h>
 
-#define CT_SLOTS 64u /* ctimer ring: samples between two drains */
-#define CT_FRAMES 64
+#define CT_SLOTS 32u /* ctimer ring: samples between two drains (250 Hz: 2.5 a drain) */
+#define CT_STACK 8192u /* ctimer: bytes of stack copied per sample, at most */
+#define CT_NREGS 17 /* ctimer: the registers of D9__UNWIND_REGS_MASK */
 #define MAX_FRAMES 128
 #define KERNEL_ADDR 0xffff800000000000ull
 #define OFFCPU_DUMP 2048u /* bytes of stack per off-CPU sample, at most */
 #define FDS_MAX 4096 /* perf descriptors at most, whatever RLIMIT_NOFILE allows */
 #define COPY_MAX (4u << 20) /* bytes of exited workers' samples held for the writer, at most */
+#define MAPS_MAX 65536 /* mappings kept from /proc/self/maps, at most */
+#define MAPS_REFRESH_NS 100000000ull /* re-reading the maps for an unknown address: at most */
+#define ANON_MAX 256 /* anonymous code mappings (JIT) made modules, at most */
+#define PERF_REG_BP 6 /* PERF_REG_X86_BP, PERF_REG_X86_SP: bits of the sample's register mask */
+#define PERF_REG_SP 7
 
 /* One perf event and its ring. */
 struct ring {
@@ -64,8 +77,9 @@ struct ring {
 /* ctimer samples: written by the worker's signal handler, read by the writer. */
 struct ct_slot {
 	uint64_t t, co;
-	uint32_t n;
-	uint64_t ips[CT_FRAMES];
+	uint32_t len; /* bytes of stack copied, 0: none */
+	uint64_t regs[CT_NREGS]; /* in PERF_REG bit order of D9__UNWIND_REGS_MASK */
+	uint8_t stack[CT_STACK];
 };
 struct ct_ring {
 	uint64_t head; /* handler: slots written */
@@ -285,6 +299,26 @@ static int perf_denied(int err)
 
 /* ---- ctimer ------------------------------------------------------------------------------------ */
 
+static int ct_nocopy; /* process_vm_readv is refused here (seccomp): stacks hold the IP only */
+
+/* Copies the stack from sp up, as far as it is readable (at most CT_STACK bytes) without ever
+ * faulting: process_vm_readv on the process itself stops at the first unreadable page (the top
+ * of a coroutine stack, a guard page) where a plain copy would crash the host. Returns the
+ * bytes copied. Async-signal-safe. */
+static uint32_t ct_copy(uint8_t *to, uint64_t sp)
+{
+	if (__atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED) || !sp)
+		return 0;
+	struct iovec local = { to, CT_STACK }, remote = { (void *)(uintptr_t)sp, CT_STACK };
+	/* getpid() every time: a forked child must read its own memory, not its parent's */
+	ssize_t n = syscall(SYS_process_vm_readv, getpid(), &local, 1UL, &remote, 1UL, 0UL);
+	if (n < 0 && (errno == ENOSYS || errno == EPERM || errno == EACCES)) {
+		__atomic_store_n(&ct_nocopy, 1, __ATOMIC_RELAXED); /* said by the writer */
+		return 0;
+	}
+	return n > 0 ? (uint32_t)n & ~7u : 0;
+}
+
 static void ct_handler(int sig, siginfo_t *si, void *uc)
 {
 	struct d9__thr *t = &d9__self;
@@ -307,21 +341,15 @@ static void ct_handler(int sig, siginfo_t *si, void *uc)
 	struct d9__swlog *l = t->swlog;
 	uint64_t n = l ? __atomic_load_n(&l->seq, __ATOMIC_RELAXED) : 0;
 	s->co = n ? l->e[(n - 1) % D9__SWLOG_N].co : 0;
-	s->n = 0;
-	/* libunwind calls interposed functions (pthread_mutex_lock for its cache): they must pass
-	 * straight through, never time or record anything from inside a signal handler */
-	uint8_t busy = t->busy;
-	t->busy = 1;
-	unw_cursor_t cur;
-	if (unw_init_local2(&cur, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) == 0) {
-		do {
-			unw_word_t ip;
-			if (unw_get_reg(&cur, UNW_REG_IP, &ip) != 0 || !ip)
-				break;
-			s->ips[s->n++] = ip;
-		} while (s->n < CT_FRAMES && unw_step(&cur) > 0);
-	}
-	t->busy = busy;
+	/* the interrupted registers and a copy of its stack, unwound later on the writer thread
+	 * (libdw, as perf samples are): nothing here allocates, locks or opens a descriptor */
+	const mcontext_t *mc = &((const ucontext_t *)uc)->uc_mcontext;
+	static const int8_t order[CT_NREGS] = { REG_RAX, REG_RBX, REG_RCX, REG_RDX, REG_RSI,
+		REG_RDI, REG_RBP, REG_RSP, REG_RIP, REG_R8, REG_R9, REG_R10, REG_R11, REG_R12, REG_R13,
+		REG_R14, REG_R15 };
+	for (int i = 0; i < CT_NREGS; i++)
+		s->regs[i] = (uint64_t)mc->gregs[order[i]];
+	s->len = ct_copy(s->stack, s->regs[7]);
 	__atomic_store_n(&r->head, h + 1, __ATOMIC_RELEASE);
 out:
 	errno = saved;
@@ -759,7 +787,8 @@ static int out_ready(struct out *o, uint64_t when)
 	memset(b, 0, sizeof(*b));
 	b->tid = o->p->tid;
 	b->worker = o->p->worker;
-	d9_enc_begin(&o->e, b->data, D9_BLOCK_DATA, b->tid, b->worker, when, d9__shift, 0);
+	d9_enc_begin(&o->e, b->data, D9_BLOCK_DATA, b->tid, b->worker, when, d9__shift,
+		D9__SCHEMA_FLAGS);
 	o->b = b;
 	if (o->p->lost) {
 		d9_enc_dropped(&o->e, when, o->p->lost, D9_DROP_SAMPLES_LOST);
@@ -788,8 +817,43 @@ static void record_lost(struct out *o, uint64_t when)
 	}
 }
 
+/* ---- stack roots: where a coroutine's stack ends (d9_agent_stack_root) ----------------------- */
+
+static uint64_t roots[D9_STACK_ROOTS]; /* atomic; 0: free */
+
+void d9_agent_stack_root(uint64_t ra)
+{
+	for (int i = 0; i < D9_STACK_ROOTS && ra; i++) {
+		uint64_t r = __atomic_load_n(&roots[i], __ATOMIC_RELAXED), zero = 0;
+		if (r == ra)
+			return;
+		if (!r && __atomic_compare_exchange_n(&roots[i], &zero, ra, 0, __ATOMIC_RELAXED,
+			__ATOMIC_RELAXED))
+			return;
+		if (__atomic_load_n(&roots[i], __ATOMIC_RELAXED) == ra)
+			return; /* another thread stored the same one */
+	}
+}
+
+/* Ends the stack at its first frame that is a root (kept): what lies beyond is not this
+ * coroutine's. A stack that reaches a root is complete, however its unwinder ended. */
+static uint32_t cut_at_root(const uint64_t *ips, uint32_t n, uint32_t *how)
+{
+	for (uint32_t i = 1; i < n; i++)
+		for (int k = 0; k < D9_STACK_ROOTS; k++) {
+			uint64_t r = __atomic_load_n(&roots[k], __ATOMIC_RELAXED);
+			if (!r)
+				break;
+			if (ips[i] == r) {
+				*how &= ~D9_UNWIND_TRUNCATED;
+				return i + 1;
+			}
+		}
+	return n;
+}
+
 static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, const uint64_t *ips,
-	uint32_t n)
+	uint32_t n, uint32_t how)
 {
 	if (!d9__enabled)
 		return; /* recording is toggled off: the rings are emptied, nothing is kept */
@@ -802,8 +866,9 @@ static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, con
 		o->p->lost++;
 		return;
 	}
+	n = cut_at_root(ips, n, &how);
 	uint64_t stack = n ? d9_agent_stack(ips, n) : 0;
-	if (d9_enc_cpu_sample(&o->e, when, co, source, stack) != 0)
+	if (d9_enc_cpu_sample_unwind(&o->e, when, co, source, stack, how) != 0)
 		o->p->lost++;
 	P.samples++;
 }
@@ -858,23 +923,275 @@ static struct d9__unwinder *unwinder(void)
 	return P.unw;
 }
 
-/* Decodes one PERF_RECORD_SAMPLE into a stack (innermost first). */
-static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips)
+/* ---- the process's mappings (writer thread): what validates a frame-pointer chain ----------- */
+
+struct mapping {
+	uint64_t lo, hi;
+	int exec;
+};
+
+static struct {
+	struct mapping *m; /* sorted by address, not overlapping */
+	size_t n, cap;
+	int stale; /* modules changed: read again before the next check */
+	uint64_t read_ns; /* CLOCK_MONOTONIC of the last read, 0: never */
+	unsigned anon; /* anonymous code mappings given to the module map */
+	uint64_t anon_at[ANON_MAX][2]; /* their ranges */
+} M;
+
+/* Anonymous code (JIT: LuaJIT traces, ...) becomes a module of its own, once per range, so that a
+ * stack through it reads as code, not as garbage. */
+static void maps_anon(uint64_t lo, uint64_t hi)
+{
+	for (unsigned i = 0; i < M.anon; i++)
+		if (M.anon_at[i][0] == lo && M.anon_at[i][1] == hi)
+			return;
+	if (M.anon == ANON_MAX)
+		return;
+	M.anon_at[M.anon][0] = lo;
+	M.anon_at[M.anon][1] = hi;
+	M.anon++;
+	d9__defs_module("[anon]", lo, hi, 0, NULL, 0);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void maps_add(uint64_t lo, uint64_t hi, int exec)
+{
+	if (M.n == M.cap) {
+		size_t cap = M.cap ? M.cap * 2 : 512;
+		if (cap > MAPS_MAX)
+			return; /* an address in the mappings left out is taken as unknown: cut there */
+		struct mapping *m = realloc(M.m, cap * sizeof(*m));
+		if (!m)
+			return;
+		M.m = m;
+		M.cap = cap;
+	}
+	M.m[M.n++] = (struct mapping){ lo, hi, exec };
+}
+
+/* Reads /proc/self/maps (its descriptor is closed before this returns). Kept as it was when the
+ * file cannot be read. */
+static void maps_read(void)
+{
+	static char buf[16384]; /* writer thread only */
+	size_t have = 0, n_old = M.n;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	M.read_ns = mono_ns();
+	M.stale = 0;
+	if (fd < 0) {
+		d9__log_once(D9_LOG_WARN, "cannot read /proc/self/maps (%s): frame-pointer stacks are "
+			"cut at their first frame", strerror(errno));
+		return;
+	}
+	M.n = 0;
+	for (;;) {
+		ssize_t r = read(fd, buf + have, sizeof(buf) - 1 - have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while ((nl = strchr(line, '\n'))) {
+			unsigned long long lo, hi;
+			char perms[8];
+			int name = 0;
+			*nl = 0;
+			if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %n", &lo, &hi, perms, &name) >= 3 &&
+				lo < hi) {
+				maps_add(lo, hi, perms[2] == 'x');
+				if (perms[2] == 'x' && name > 0 && (!line[name] ||
+					!strncmp(line + name, "[anon", 5)))
+					maps_anon(lo, hi);
+			}
+			line = nl + 1;
+		}
+		have = (size_t)(buf + have - line);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			have = 0; /* a line longer than the buffer (a path): drop it */
+	}
+	close(fd); /* opened just above by this thread: ours */
+	if (!M.n && n_old)
+		d9__log_once(D9_LOG_WARN, "/proc/self/maps read empty: frame-pointer stacks are cut "
+			"at their first frame");
+}
+
+static const struct mapping *maps_find(uint64_t a)
+{
+	size_t lo = 0, hi = M.n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (a < M.m[mid].lo)
+			hi = mid;
+		else if (a >= M.m[mid].hi)
+			lo = mid + 1;
+		else
+			return &M.m[mid];
+	}
+	return NULL;
+}
+
+/* The mapping holding a, re-reading the maps (at most once a second) when none does: a library
+ * mapped since, a thread stack, JIT code. */
+static const struct mapping *mapping_of(uint64_t a)
+{
+	if (M.stale || !M.read_ns)
+		maps_read();
+	const struct mapping *m = maps_find(a);
+	if (!m && mono_ns() - M.read_ns >= MAPS_REFRESH_NS) {
+		maps_read();
+		m = maps_find(a);
+	}
+	return m;
+}
+
+/* 1 when a return address lies in executable memory. */
+static int is_code(uint64_t a)
+{
+	const struct mapping *m = mapping_of(a - 1); /* the call instruction */
+
+	return m && m->exec;
+}
+
+/* The sample's user registers and stack copy, when it has them. */
+struct copy {
+	int ok;
+	uint64_t ip, sp, bp;
+	const uint8_t *stack;
+	uint64_t len; /* bytes really copied (dyn_size) */
+	uint64_t regs[64]; /* in PERF_REG bit order of P.regs_mask */
+};
+
+static uint64_t copy_word(const struct copy *c, uint64_t at)
+{
+	uint64_t v;
+
+	memcpy(&v, c->stack + (at - c->sp), 8);
+	return v;
+}
+
+/* How many leading frames of the kernel's frame-pointer chain k[0..n) are true: each return
+ * address must be code (an executable mapping), and each frame record must lie above the
+ * previous one. Where the stack copy holds the records, the chain is walked again over it from
+ * the sampled BP: the records must climb strictly within [SP, the copy's end) and hold the
+ * return addresses the kernel reported. Past the copy, a record cannot be checked: the frame
+ * pointer must still lie within the stack's mapping, and a return address that repeats the
+ * previous one is taken for a loop. *bad = 1 when a frame failed (the chain is cut there).
+ * *open_end = 1 when the copy shows that the chain did not end at the outermost frame pointer (0)
+ * but at one the kernel could not follow: a frame without a frame pointer broke it. */
+static uint32_t fp_check(const uint64_t *k, uint32_t n, const struct copy *c, int *bad,
+	int *open_end)
+{
+	int walk = c && c->ok && c->bp; /* still walking the records inside the copy */
+	uint32_t i_bad = 0;
+	uint64_t bp = walk ? c->bp : 0, floor = walk ? c->sp : 0, top = 0;
+
+	*bad = *open_end = 0;
+	if (walk) {
+		const struct mapping *m = mapping_of(c->sp);
+		top = m ? m->hi : 0;
+	}
+	for (uint32_t i = 1; i < n; i++) {
+		i_bad = i;
+		if (!is_code(k[i]))
+			goto bad;
+		if (walk) {
+			if (bp < floor || (bp & 7) || (top && bp >= top))
+				goto bad; /* a record below its callee's, or outside the stack */
+			if (bp + 16 <= c->sp + c->len) {
+				if (copy_word(c, bp + 8) != k[i])
+					goto bad; /* not the chain the kernel walked: it changed meanwhile */
+				floor = bp + 16;
+				bp = copy_word(c, bp);
+				continue;
+			}
+			walk = 0; /* the rest of the chain lies above the copy */
+			continue;
+		}
+		if (k[i] == k[i - 1])
+			goto bad;
+	}
+	*open_end = walk && bp != 0;
+	return n;
+bad:
+	*bad = 1;
+	return i_bad;
+}
+
+/* The leading frames of ips[0..n) that lie in code; *how gets D9_UNWIND_TRUNCATED when that is
+ * not all of them. Frames from the DWARF unwind pass this but for a frame the CFI took from a
+ * stack slot the program had not filled yet (a function's first instructions). */
+static uint32_t code_prefix(const uint64_t *ips, uint32_t n, uint32_t *how)
+{
+	for (uint32_t i = 1; i < n; i++) { /* the sampled IP is where the CPU was: it stays */
+		const struct mapping *m = mapping_of(ips[i] - 1);
+		if (!m || !m->exec) {
+			*how |= D9_UNWIND_TRUNCATED;
+			return i;
+		}
+	}
+	return n;
+}
+
+/* Picks a sample's stack from its DWARF unwind dw[0..ndw) (complete: it reached the outermost
+ * frame) and its frame-pointer chain fp[0..nok) (the frames that passed validation; bad: the
+ * chain went on with a refused frame; fp_complete: it ended at the outermost frame pointer).
+ * See sample_stack for the rules per D9_STACKS. */
+static uint32_t pick(const uint64_t *dw, uint32_t ndw, int complete, const uint64_t *fp,
+	uint32_t nok, int bad, int fp_complete, uint64_t *ips, uint32_t *how)
+{
+	uint32_t rejected = bad ? D9_UNWIND_FP_REJECTED : 0;
+
+	if (ndw && (complete || P.stacks == D9_STACKS_DWARF || !nok ||
+		(ndw >= nok && !fp_complete))) {
+		memcpy(ips, dw, ndw * 8);
+		*how = D9_UNWIND_DWARF | (complete ? 0 : D9_UNWIND_TRUNCATED) | rejected;
+		P.unwound++;
+		return code_prefix(ips, ndw, how);
+	}
+	memcpy(ips, fp, nok * 8);
+	*how = D9_UNWIND_FP | (fp_complete ? 0 : D9_UNWIND_TRUNCATED) | rejected;
+	return nok;
+}
+
+/* Decodes one PERF_RECORD_SAMPLE into a stack (innermost first); *how: the unwinder that made it
+ * (enum d9_unwinder) and D9_UNWIND_* flags. Per D9_STACKS:
+ *   fp     the kernel's chain, cut at its first frame that fp_check refuses (truncated);
+ *   dwarf  the DWARF unwind of the copied stack (truncated unless it reached the outermost frame);
+ *   auto   the DWARF unwind when it reached the outermost frame; else the kernel's chain when
+ *          every frame of it passed fp_check and it ended at the outermost frame pointer; else
+ *          the longer of the two (the chain cut at its first bad frame), marked truncated. */
+static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips, uint32_t *how)
 {
 	const uint8_t *p = rec + 8 + 24, *end = rec + size; /* after ip, pid/tid, time */
-	uint64_t fp[MAX_FRAMES];
-	uint32_t nfp = 0, ndw = 0;
+	uint64_t fp[MAX_FRAMES], dw[MAX_FRAMES];
+	uint32_t nfp = 0, nok = 0, ndw = 0;
+	int bad = 0, open_end = 0, complete = 0, have_fp = 0;
 	uint64_t ip;
+	struct copy c = { .ok = 0 };
 
 	memcpy(&ip, rec + 8, 8);
+	*how = D9_UNWIND_IP | D9_UNWIND_TRUNCATED;
 	if (P.stacks != D9_STACKS_DWARF) {
 		uint64_t nr;
 		if (p + 8 > end)
-			return 0;
+			goto done;
 		memcpy(&nr, p, 8);
 		p += 8;
 		if (nr > (uint64_t)(end - p) / 8)
-			return 0;
+			goto done;
 		for (uint64_t i = 0; i < nr; i++) {
 			uint64_t a;
 			memcpy(&a, p + i * 8, 8);
@@ -884,60 +1201,127 @@ static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips)
 				fp[nfp++] = a;
 		}
 		p += nr * 8;
+		have_fp = 1;
 	}
 	if (P.stacks != D9_STACKS_FP) {
 		uint64_t abi, nregs = (uint64_t)__builtin_popcountll(P.regs_mask);
-		const uint64_t *regs = NULL;
 		if (p + 8 > end)
-			goto done;
+			goto check;
 		memcpy(&abi, p, 8);
 		p += 8;
 		if (abi) {
 			if (p + nregs * 8 > end)
-				goto done;
-			regs = (const uint64_t *)(const void *)p;
+				goto check;
+			/* the registers may be unaligned in a copied record: copy them */
+			memcpy(c.regs, p, nregs * 8);
 			p += nregs * 8;
 		}
 		uint64_t len;
 		if (p + 8 > end)
-			goto done;
+			goto check;
 		memcpy(&len, p, 8);
 		p += 8;
 		if (len > (uint64_t)(end - p))
-			goto done;
-		const uint8_t *stack = p;
+			goto check;
 		uint64_t dyn = 0;
 		if (len && p + len + 8 <= end)
 			memcpy(&dyn, p + len, 8);
 		if (dyn > len)
 			dyn = len;
-		struct d9__unwinder *u = regs && dyn ? unwinder() : NULL;
-		if (u) {
-			uint64_t tmp[MAX_FRAMES];
-			/* the regs pointer may be unaligned in a copied record: copy them */
-			uint64_t r[64];
-			memcpy(r, regs, nregs * 8);
-			int n = d9__unwind(u, r, P.regs_mask, stack, dyn, tmp, MAX_FRAMES);
-			if (n > 0) {
-				ndw = (uint32_t)n;
-				if (ndw >= nfp) {
-					memcpy(ips, tmp, ndw * 8);
-					P.unwound++;
-					return ndw;
-				}
+		if (abi && dyn) {
+			c.ok = 1;
+			c.stack = p;
+			c.len = dyn;
+			int k = 0;
+			for (int bit = 0; bit < 64; bit++) {
+				if (!(P.regs_mask >> bit & 1))
+					continue;
+				if (bit == PERF_REG_BP)
+					c.bp = c.regs[k];
+				else if (bit == PERF_REG_SP)
+					c.sp = c.regs[k];
+				k++;
 			}
 		}
+		struct d9__unwinder *u = c.ok ? unwinder() : NULL;
+		if (u) {
+			int n = d9__unwind(u, c.regs, P.regs_mask, c.stack, c.len, dw, MAX_FRAMES,
+				&complete);
+			if (n > 0)
+				ndw = (uint32_t)n;
+		}
 	}
+check:
+	if (have_fp && nfp)
+		nok = fp_check(fp, nfp, &c, &bad, &open_end);
+	if (ndw || nok)
+		/* a chain that ends by itself ends at the outermost frame pointer (0), unless the
+		 * copy shows otherwise; one that holds only the sampled IP ended at a frame pointer
+		 * that was no pointer */
+		return pick(dw, ndw, complete, fp, nok, bad,
+			!bad && !open_end && nok > 1 && nfp < MAX_FRAMES, ips, how);
 done:
-	if (nfp) {
-		memcpy(ips, fp, nfp * 8);
-		return nfp;
-	}
 	if (ip && ip < KERNEL_ADDR) {
 		ips[0] = ip;
 		return 1;
 	}
 	return 0;
+}
+
+/* The stack of a ctimer sample: its frame-pointer chain walked over the copy (validated as in
+ * fp_check) and its DWARF unwind, picked as for perf samples. */
+static uint32_t ct_stack(const struct ct_slot *s, uint64_t *ips, uint32_t *how)
+{
+	struct copy c = { .ok = s->len > 0, .ip = s->regs[8], .sp = s->regs[7], .bp = s->regs[6],
+		.stack = s->stack, .len = s->len };
+	uint64_t fp[MAX_FRAMES], dw[MAX_FRAMES];
+	uint32_t nfp = 1, ndw = 0;
+	int complete = 0, bad = 0, end = 0;
+
+	memcpy(c.regs, s->regs, sizeof(s->regs));
+	fp[0] = c.ip;
+	*how = D9_UNWIND_IP | D9_UNWIND_TRUNCATED;
+	if (!c.ok) {
+		ips[0] = c.ip;
+		return c.ip ? 1 : 0;
+	}
+	if (P.stacks != D9_STACKS_DWARF) {
+		uint64_t bp = c.bp, floor = c.sp;
+		while (nfp < MAX_FRAMES) {
+			if (!bp) {
+				end = 1; /* the outermost frame pointer */
+				break;
+			}
+			if (bp < floor || (bp & 7)) {
+				bad = 1;
+				break;
+			}
+			if (bp + 16 > c.sp + c.len)
+				break; /* above the copy: cut, not refused */
+			uint64_t ret = copy_word(&c, bp + 8);
+			if (!is_code(ret)) {
+				bad = 1;
+				break;
+			}
+			fp[nfp++] = ret;
+			floor = bp + 16;
+			bp = copy_word(&c, bp);
+		}
+	}
+	struct d9__unwinder *u = P.stacks != D9_STACKS_FP ? unwinder() : NULL;
+	if (u) {
+		int n = d9__unwind(u, c.regs, D9__UNWIND_REGS_MASK, c.stack, c.len, dw, MAX_FRAMES,
+			&complete);
+		if (n > 0)
+			ndw = (uint32_t)n;
+	}
+	if (P.stacks == D9_STACKS_DWARF)
+		nfp = 0;
+	if (!ndw && !nfp) {
+		ips[0] = c.ip;
+		return c.ip ? 1 : 0;
+	}
+	return pick(dw, ndw, complete, fp, nfp, bad, end && nfp > 1, ips, how);
 }
 
 /* Converts a CLOCK_MONOTONIC time to event clock ticks. */
@@ -979,13 +1363,14 @@ static void drain_perf(struct out *o, const struct d9__anchor *a)
 		memcpy(&h, c->rec, sizeof(h));
 		if (h.type == PERF_RECORD_SAMPLE) {
 			uint64_t ips[MAX_FRAMES];
-			uint32_t n = sample_stack(c->rec, h.size, ips);
+			uint32_t how;
+			uint32_t n = sample_stack(c->rec, h.size, ips, &how);
 			uint64_t when = mono_to_ticks(a, c->time_ns);
 			int unknown;
 			uint64_t co = coroutine_at(p->swlog, when, &unknown);
 			if (unknown)
 				P.untagged++;
-			emit(o, when, co, c->source, ips, n);
+			emit(o, when, co, c->source, ips, n, how);
 		} else if (h.type == PERF_RECORD_LOST && h.size >= 24) {
 			uint64_t lost;
 			memcpy(&lost, c->rec + 16, 8);
@@ -1014,13 +1399,18 @@ static void drain_perf(struct out *o, const struct d9__anchor *a)
 
 static void drain_ct(struct out *o)
 {
+	if (__atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED))
+		d9__log_once(D9_LOG_WARN, "ctimer samples cannot copy their stack (process_vm_readv is "
+			"refused here): their stacks hold the sampled instruction only");
 	struct ct_ring *r = o->p->ct;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 
 	for (uint64_t i = r->tail; i < head; i++) {
 		struct ct_slot *s = &r->s[i % CT_SLOTS];
-		uint32_t n = s->n > CT_FRAMES ? CT_FRAMES : s->n;
-		emit(o, s->t, s->co, D9_CPU_ON, s->ips, n);
+		uint64_t ips[MAX_FRAMES];
+		uint32_t how;
+		uint32_t n = ct_stack(s, ips, &how);
+		emit(o, s->t, s->co, D9_CPU_ON, ips, n, how);
 	}
 	__atomic_store_n(&r->tail, head, __ATOMIC_RELEASE);
 	o->p->lost += __atomic_exchange_n(&r->lost, 0, __ATOMIC_RELAXED);
@@ -1105,6 +1495,7 @@ uint64_t d9__profile_interval_ns(void)
 
 void d9__profile_modules_changed(void)
 {
+	M.stale = 1;
 	if (P.unw)
 		d9__unwind_modules_changed(P.unw);
 }

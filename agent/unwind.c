@@ -176,6 +176,7 @@ struct d9__unwinder {
 	int stale; /* modules changed: report again before the next unwind */
 	uint64_t reported_ns; /* CLOCK_MONOTONIC of the last report */
 	int unknown; /* the current unwind met a pc in no reported module */
+	int refused; /* the current unwind wanted memory outside the stack copy */
 
 	/* the sample being unwound (set by d9__unwind, read by the libdw callbacks) */
 	Dwarf_Word regs[DWARF_NREGS];
@@ -245,8 +246,10 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 	struct d9__unwinder *u = arg;
 
 	(void)dwfl;
-	if (u->len < sizeof(*result) || addr < u->sp || addr - u->sp > u->len - sizeof(*result))
+	if (u->len < sizeof(*result) || addr < u->sp || addr - u->sp > u->len - sizeof(*result)) {
+		u->refused = 1;
 		return false;
+	}
 	memcpy(result, u->stack + (addr - u->sp), sizeof(*result));
 	return true;
 }
@@ -413,20 +416,27 @@ void d9__unwind_modules_changed(struct d9__unwinder *u)
 		u->stale = 1;
 }
 
-/* One pass of libdw over the sample in u; returns the frame count. */
-static int walk(struct d9__unwinder *u)
+/* One pass of libdw over the sample in u; returns the frame count. *complete = 1 when libdw
+ * reached the outermost frame (the thread's start: its CFI marks the return address undefined).
+ * dwfl_getthread_frames returns 0 then, but also when a return address could not be read (libdw
+ * takes that for the end of the stack too): a return address above the copy. So a walk that
+ * asked for memory outside the copy is not complete. It returns DWARF_CB_ABORT when on_frame
+ * stopped, -1 on other errors. */
+static int walk(struct d9__unwinder *u, int *complete)
 {
 	u->n = 0;
 	u->last_sp = 0;
 	u->unknown = 0;
-	/* Returns -1 at the normal end too (the next return address lies outside the copy). */
-	dw.getthread_frames(u->dwfl, u->pid, on_frame, u);
+	u->refused = 0;
+	*complete = dw.getthread_frames(u->dwfl, u->pid, on_frame, u) == 0 && u->n > 0 &&
+		!u->refused;
 	return u->n;
 }
 
 int d9__unwind(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask, const uint8_t *stack,
-	size_t len, uint64_t *ips, int max)
+	size_t len, uint64_t *ips, int max, int *complete)
 {
+	*complete = 0;
 	if (max < 1 || !regs)
 		return 0;
 	uint32_t have = 0;
@@ -459,14 +469,17 @@ int d9__unwind(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask, cons
 		report(u, u->stale ? "modules changed" : "new process");
 	else if (now_ns() - u->reported_ns >= D9__UNWIND_REFRESH_NS && !module_at(u, ips[0], &lax))
 		report(u, "IP in no module"); /* maybe a library loaded since (no dlopen hook saw it) */
-	int n = walk(u);
+	int n = walk(u, complete);
 	if (u->unknown && now_ns() - u->reported_ns >= D9__UNWIND_REFRESH_NS) {
 		report(u, "return address in no module");
-		n = walk(u);
+		n = walk(u, complete);
 	}
+	if (u->unknown)
+		*complete = 0; /* libdw's frame-pointer guess took over somewhere */
 	if (n < 1) {
 		ips[0] = u->regs[DWARF_IP]; /* libdw refused even the first frame */
 		n = 1;
+		*complete = 0;
 	}
 	u->stack = NULL;
 	u->ips = NULL;

@@ -104,6 +104,11 @@ static void jsonl_on_event(void *ctx, const struct d9__ev *ev)
 			cpu_source_name(ev->kind));
 		fputs(",\"stack\":", f);
 		d9__json_stack(f, j->t, ev->stack);
+		if (ev->unwind & D9_UNWINDER_MASK) /* recorded by the writer (CpuSample.unwind) */
+			fprintf(f, ",\"unwinder\":\"%s\",\"truncated\":%s,\"fp_rejected\":%s",
+				d9_unwinder_name(ev->unwind),
+				ev->unwind & D9_UNWIND_TRUNCATED ? "true" : "false",
+				ev->unwind & D9_UNWIND_FP_REJECTED ? "true" : "false");
 		break;
 	case D9_EV_DROPPED:
 		fprintf(f, ",\"count\":%" PRIu64 ",\"reason\":\"%s\"", ev->count,

@@ -133,6 +133,11 @@ struct sum {
 	size_t nstack_cnt;
 	uint64_t cpu_on, cpu_off, cpu_other; /* other: a source this version does not know */
 	uint64_t co_mismatch; /* samples naming a coroutine other than their poll's */
+	/* stack quality of the CPU samples: what the writer recorded (CpuSample.unwind, when its
+	 * schema has it) and the analyzer's own check of the frames */
+	uint8_t *stack_bad; /* by stack idx + 1: 0 not checked yet, 1 valid, 2 invalid */
+	size_t nstack_bad;
+	uint64_t st_recorded, st_by[D9_UNWINDER_MAX + 2], st_truncated, st_rejected, st_invalid;
 	/* pairs with a gap between their ends (trace.h): left out of every duration */
 	uint64_t polls_unknown, turns_unknown, parks_unknown, sched_unknown;
 	int seen, oom;
@@ -386,6 +391,54 @@ static void pollcpu_free(struct pollcpu *pc)
 /* A CpuSample: counted per stack for the hot spots, per thread, and in the thread's open poll
  * and loop turn. The reader delivers a thread's events in time order, so a sample between a
  * PollStart and its PollEnd was taken during that poll. */
+/* 1 when a stack holds a frame in no module of its process, or a frame equal to the one below
+ * it (a frame-pointer loop): frames no unwinder should have produced. */
+static int stack_invalid(const struct d9__stack *st)
+{
+	const struct d9__proc *p = st->proc;
+
+	for (uint32_t i = 0; i < st->n; i++) {
+		uint64_t a = i ? st->frames[i] - 1 : st->frames[i];
+		size_t m = 0;
+		if (i && st->frames[i] == st->frames[i - 1])
+			return 1;
+		while (p && m < p->nmodules && !(a >= p->modules[m].start && a < p->modules[m].end))
+			m++;
+		if (!p || m == p->nmodules)
+			return 1;
+	}
+	return 0;
+}
+
+static void stack_quality(struct sum *s, const struct d9__ev *ev)
+{
+	uint64_t u = ev->unwind, k = u & D9_UNWINDER_MASK;
+
+	if (k != D9_UNWIND_NONE) { /* a writer that records it always names the unwinder */
+		s->st_recorded++;
+		s->st_by[k <= D9_UNWINDER_MAX ? k : D9_UNWINDER_MAX + 1]++;
+		s->st_truncated += !!(u & D9_UNWIND_TRUNCATED);
+		s->st_rejected += !!(u & D9_UNWIND_FP_REJECTED);
+	}
+	if (!ev->stack)
+		return;
+	size_t i = (size_t)ev->stack->idx + 1;
+	if (i >= s->nstack_bad) {
+		size_t n = i + 1 > s->nstack_bad * 2 ? i + 1 : s->nstack_bad * 2;
+		uint8_t *b = realloc(s->stack_bad, n);
+		if (!b) {
+			s->oom = 1;
+			return;
+		}
+		memset(b + s->nstack_bad, 0, n - s->nstack_bad);
+		s->stack_bad = b;
+		s->nstack_bad = n;
+	}
+	if (!s->stack_bad[i])
+		s->stack_bad[i] = stack_invalid(ev->stack) ? 2 : 1;
+	s->st_invalid += s->stack_bad[i] == 2;
+}
+
 static void cpu_sample(struct sum *s, struct wstat *w, const struct d9__ev *ev)
 {
 	size_t i = ev->stack ? (size_t)ev->stack->idx + 1 : 0;
@@ -395,6 +448,7 @@ static void cpu_sample(struct sum *s, struct wstat *w, const struct d9__ev *ev)
 		s->cpu_other++;
 		return;
 	}
+	stack_quality(s, ev);
 	if (i >= s->nstack_cnt) {
 		size_t n = i + 1 > s->nstack_cnt * 2 ? i + 1 : s->nstack_cnt * 2;
 		uint64_t *on = realloc(s->stack_on, n * sizeof(*on));
@@ -771,6 +825,7 @@ static void sum_free(struct sum *s)
 	free(s->bl);
 	d9__map_free(&s->bmap);
 	free(s->stack_on);
+	free(s->stack_bad);
 	free(s->stack_off);
 }
 
@@ -1007,6 +1062,35 @@ static void json_functions(FILE *f, struct fnstat **a, size_t n)
 	}
 }
 
+static double share(uint64_t part, uint64_t all)
+{
+	return all ? 100.0 * (double)part / (double)all : 0.0;
+}
+
+/* "stacks:" lines: which unwinder made the samples' stacks, how many were cut short, and how many
+ * hold frames no unwinder should produce (README.md, "Stacks"). */
+static void text_stack_quality(FILE *f, const struct sum *s)
+{
+	uint64_t all = s->cpu_on + s->cpu_off;
+
+	fprintf(f, "  stacks: %.1f%% invalid (%" PRIu64 " of %" PRIu64 " samples: a frame in no module, "
+		"or repeated)", share(s->st_invalid, all), s->st_invalid, all);
+	if (!s->st_recorded) {
+		fprintf(f, "; unwinder not recorded by this trace's writer\n");
+		return;
+	}
+	fprintf(f, ", %.1f%% truncated (%" PRIu64 "); unwinder:", share(s->st_truncated,
+		s->st_recorded), s->st_truncated);
+	for (uint64_t k = 0; k <= D9_UNWINDER_MAX + 1; k++)
+		if (s->st_by[k])
+			fprintf(f, " %s %.1f%%", k <= D9_UNWINDER_MAX ? d9_unwinder_name(k) : "unknown",
+				share(s->st_by[k], s->st_recorded));
+	if (s->st_rejected)
+		fprintf(f, "; frame-pointer chain rejected in %.1f%%", share(s->st_rejected,
+			s->st_recorded));
+	fputc('\n', f);
+}
+
 /* The summary's own warnings, after the trace's: things worth a look that are not damage. */
 static size_t sum_warnings(const struct sum *s, char out[][160])
 {
@@ -1178,8 +1262,23 @@ static void print_json(FILE *f, struct sum *s)
 	fprintf(f, ",\"zero_timeout_waits\":%" PRIu64, s->ztw);
 	fprintf(f, ",\"idle_workers\":{\"queue_samples_with_work\":%" PRIu64
 		",\"samples_with_idle_worker\":%" PRIu64 "}", s->queue_busy_samples, s->idle_samples);
-	fprintf(f, ",\"cpu_samples\":{\"on\":%" PRIu64 ",\"off\":%" PRIu64 "},\"cpu_hotspots\":[",
-		s->cpu_on, s->cpu_off);
+	fprintf(f, ",\"cpu_samples\":{\"on\":%" PRIu64 ",\"off\":%" PRIu64 "}", s->cpu_on,
+		s->cpu_off);
+	uint64_t all = s->cpu_on + s->cpu_off;
+	fprintf(f, ",\"stacks\":{\"samples\":%" PRIu64 ",\"invalid\":%" PRIu64
+		",\"invalid_share\":%.4f,\"recorded\":%" PRIu64 ",\"truncated\":%" PRIu64
+		",\"truncated_share\":%.4f,\"fp_rejected\":%" PRIu64 ",\"by_unwinder\":{", all,
+		s->st_invalid, all ? (double)s->st_invalid / (double)all : 0.0, s->st_recorded,
+		s->st_truncated, s->st_recorded ? (double)s->st_truncated / (double)s->st_recorded : 0.0,
+		s->st_rejected);
+	first = 1;
+	for (uint64_t k = 0; k <= D9_UNWINDER_MAX + 1; k++)
+		if (s->st_by[k]) {
+			fprintf(f, "%s\"%s\":%" PRIu64, first ? "" : ",",
+				k <= D9_UNWINDER_MAX ? d9_unwinder_name(k) : "unknown", s->st_by[k]);
+			first = 0;
+		}
+	fputs("}},\"cpu_hotspots\":[", f);
 	struct fnstat **fa;
 	size_t nfa = hot_functions(s, s->stack_on, &fa);
 	json_functions(f, fa, nfa);
@@ -1369,6 +1468,8 @@ static void print_text(FILE *f, struct sum *s)
 	free_functions(fa, nfa);
 	if (!s->cpu_on && !s->cpu_off)
 		fprintf(f, "  none\n");
+	else
+		text_stack_quality(f, s);
 	fprintf(f, "\nscheduling delay (wake -> next poll start; timers from their deadline):\n");
 	text_hist_line(f, "all", &s->sched);
 	for (int k = 0; k < NKINDS; k++)

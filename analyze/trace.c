@@ -613,6 +613,7 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 		ev.object = ev.deadline_ns = 0;
 		ev.count = 0;
 		ev.value = 0;
+		ev.unwind = 0;
 		ev.type = e.type;
 		ev.ns = d9_time_to_mono_ns(h, e.time);
 		if (ev.ns > ss->seg->proc->last_ns)
@@ -686,6 +687,7 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 		case D9_EV_CPU_SAMPLE:
 			ev.co = e.f[D9_F_CPU_COROUTINE];
 			ev.kind = e.f[D9_F_CPU_SOURCE];
+			ev.unwind = e.f[D9_F_CPU_UNWIND]; /* 0 when the schema has no such field */
 			if (e.f[D9_F_CPU_STACK])
 				ev.stack = d9__map_get(&ss->stacks, e.f[D9_F_CPU_STACK]);
 			break;

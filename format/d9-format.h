@@ -106,7 +106,7 @@ enum { D9_F_EXIT_COROUTINE = 0 };
 enum { D9_F_QUEUE_RUNNABLE = 0 };
 enum { D9_F_BLOCK_COROUTINE = 0, D9_F_BLOCK_CALL = 1, D9_F_BLOCK_FD_KIND = 2,
 	D9_F_BLOCK_DURATION_NS = 3, D9_F_BLOCK_STACK = 4 };
-enum { D9_F_CPU_COROUTINE = 0, D9_F_CPU_SOURCE = 1, D9_F_CPU_STACK = 2 };
+enum { D9_F_CPU_COROUTINE = 0, D9_F_CPU_SOURCE = 1, D9_F_CPU_STACK = 2, D9_F_CPU_UNWIND = 3 };
 enum { D9_F_DROP_COUNT = 0, D9_F_DROP_REASON = 1 };
 enum { D9_F_CUSTOM_SCHEMA = 0, D9_F_CUSTOM_DATA = 1 };
 enum { D9_F_ZTW_COUNT = 0 };
@@ -131,6 +131,19 @@ enum d9_fd_kind {
 	D9_FD_MAX = 5,
 };
 enum d9_cpu_source { D9_CPU_ON = 0, D9_CPU_OFF = 1, D9_CPU_SOURCE_MAX = 1 };
+/* CpuSample.unwind (only when the schema lists it, D9_SCHEMA_CPU_UNWIND): the unwinder that made
+ * the sample's stack in bits 0-2, flags above. 0 = not recorded (older writers). */
+enum d9_unwinder {
+	D9_UNWIND_NONE = 0, /* not recorded */
+	D9_UNWIND_FP = 1, /* the kernel's frame-pointer chain, validated by the agent */
+	D9_UNWIND_DWARF = 2, /* the agent's DWARF (.eh_frame) unwind of the copied stack */
+	D9_UNWIND_LIBUNWIND = 3, /* libunwind in the signal handler (ctimer mode) */
+	D9_UNWIND_IP = 4, /* only the sampled instruction: no unwinder could go further */
+	D9_UNWINDER_MAX = 4,
+};
+#define D9_UNWINDER_MASK 7u
+#define D9_UNWIND_TRUNCATED 8u /* the stack stops short of the thread start / coroutine entry */
+#define D9_UNWIND_FP_REJECTED 16u /* the frame-pointer chain failed validation (not used as is) */
 enum d9_drop_reason {
 	D9_DROP_OTHER = 0,
 	D9_DROP_BUFFERS_FULL = 1, /* memory cap reached: the writer fell behind */
@@ -293,6 +306,7 @@ D9_EXPORT const char *d9_def_name(uint32_t kind);
 D9_EXPORT const char *d9_wake_kind_name(uint64_t kind);
 D9_EXPORT const char *d9_wait_call_name(uint64_t call);
 D9_EXPORT const char *d9_drop_reason_name(uint64_t reason);
+D9_EXPORT const char *d9_unwinder_name(uint64_t unwind); /* of the low 3 bits */
 D9_EXPORT const char *d9_fd_kind_name(uint64_t kind);
 
 /* ---- Encoding -------------------------------------------------------------------------------- */
@@ -365,6 +379,7 @@ D9_EXPORT int d9_header_write(struct d9_wbuf *w, const struct d9_header *h);
 #define D9_SCHEMA_UNPARK_INTERVAL 2u
 /* The schema also lists SchedDelay (code 14) for d9_enc_sched_delay. */
 #define D9_SCHEMA_SCHED_DELAY 4u
+#define D9_SCHEMA_CPU_UNWIND 8u /* CpuSample carries unwind (enum d9_unwinder and flags) */
 D9_EXPORT int d9_schema_write(struct d9_wbuf *w, unsigned flags);
 D9_EXPORT int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t);
 
@@ -611,16 +626,27 @@ static inline int d9_enc_sched_delay(struct d9_enc *e, uint64_t ticks, uint64_t 
 	return 0;
 }
 
-static inline int d9_enc_cpu_sample(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
-	uint32_t source, uint64_t stack)
+/* unwind (enum d9_unwinder | D9_UNWIND_* flags) is written only when the schema has it
+ * (D9_SCHEMA_CPU_UNWIND). */
+static inline int d9_enc_cpu_sample_unwind(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
+	uint32_t source, uint64_t stack, uint32_t unwind)
 {
 	if (e->p >= e->end)
 		return -28;
 	uint8_t *p = d9__enc_head(e, D9_EV_CPU_SAMPLE, ticks);
 	p = d9__enc_coroutine(e, p, coroutine);
 	p = d9_put_varint(p, source);
-	e->p = d9_put_varint(p, stack);
+	p = d9_put_varint(p, stack);
+	if (e->flags & D9_SCHEMA_CPU_UNWIND)
+		p = d9_put_varint(p, unwind);
+	e->p = p;
 	return 0;
+}
+
+static inline int d9_enc_cpu_sample(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
+	uint32_t source, uint64_t stack)
+{
+	return d9_enc_cpu_sample_unwind(e, ticks, coroutine, source, stack, D9_UNWIND_NONE);
 }
 
 static inline int d9_enc_dropped(struct d9_enc *e, uint64_t ticks, uint64_t count, uint32_t reason)

@@ -73,6 +73,14 @@ const char *d9_drop_reason_name(uint64_t reason)
 	return reason <= D9_DROP_REASON_MAX ? drop_names[reason] : "unknown";
 }
 
+const char *d9_unwinder_name(uint64_t unwind)
+{
+	static const char *const names[] = { "none", "fp", "dwarf", "libunwind", "ip" };
+
+	unwind &= D9_UNWINDER_MASK;
+	return unwind <= D9_UNWINDER_MAX ? names[unwind] : "unknown";
+}
+
 const char *d9_fd_kind_name(uint64_t kind)
 {
 	return kind <= D9_FD_MAX ? fd_names[kind] : "unknown";
@@ -98,8 +106,8 @@ static const struct builtin_type builtin[D9_EV_KNOWN_MAX + 1] = {
 	[D9_EV_BLOCKING_CALL] = { "BlockingCall", 5,
 		{ { 'c', "coroutine" }, { 'u', "call" }, { 'u', "fd_kind" }, { 'u', "duration_ns" },
 			{ 'u', "stack" } } },
-	[D9_EV_CPU_SAMPLE] = { "CpuSample", 3,
-		{ { 'c', "coroutine" }, { 'u', "source" }, { 'u', "stack" } } },
+	[D9_EV_CPU_SAMPLE] = { "CpuSample", 4,
+		{ { 'c', "coroutine" }, { 'u', "source" }, { 'u', "stack" }, { 'u', "unwind" } } },
 	[D9_EV_DROPPED] = { "Dropped", 2, { { 'u', "count" }, { 'u', "reason" } } },
 	[D9_EV_CUSTOM] = { "CustomEvent", 2, { { 'u', "schema" }, { 'b', "data" } } },
 	[D9_EV_ZERO_TIMEOUT_WAITS] = { "ZeroTimeoutWaits", 1, { { 'u', "count" } } },
@@ -114,6 +122,8 @@ static int builtin_fields(uint32_t type, unsigned flags)
 	if (type == D9_EV_UNPARK &&
 		!(flags & (D9_SCHEMA_UNPARK_STATS | D9_SCHEMA_UNPARK_INTERVAL)))
 		return 1;
+	if (type == D9_EV_CPU_SAMPLE && !(flags & D9_SCHEMA_CPU_UNWIND))
+		return 3;
 	return builtin[type].nfields;
 }
 

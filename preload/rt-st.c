@@ -330,6 +330,8 @@ static void *trampoline(void *arg)
 {
 	struct co *co = arg;
 
+	/* called by ST's _st_thread_main: sampled stacks of coroutines end there */
+	d9_agent_stack_root((uint64_t)(uintptr_t)__builtin_return_address(0));
 	if (S)
 		run(S, co); /* the first run gets no in-callback */
 	return co->start(co->arg);

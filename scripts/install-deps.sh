@@ -10,6 +10,7 @@ pkgs=(
 	libiberty-dev                                         # C++ demangler (static, linked in)
 	libst-dev                                             # State Threads, the first runtime
 	wrk curl valgrind python3                             # test load, tests' helpers
+	knot-resolver bind9 dnsperf                           # real DNS servers + load (test-stacks.sh)
 	chromium                                              # viewer tests (tests/browser)
 )
 command -v npm >/dev/null || pkgs+=(npm)                      # Debian's npm brings nodejs

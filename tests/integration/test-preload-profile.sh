@@ -149,7 +149,9 @@ if pl_run $p "$ST_HTTP" D9_CPU_PROFILE=999 -- "/burn?ms=300" "burn ms=300 cpu_ns
 $COMMON
 $BURN" "$ST_HTTP" "$SDIR/maps" 999 300 fp
 	# the analyzer on the same trace
-	top=$("$PL_ANALYZE" flame "$SDIR/trace" 2>/dev/null | sort -t' ' -k2 -n | tail -n 1)
+	# by the count, the last field (frame names hold spaces: "-k2" compared text, then whole lines)
+	top=$("$PL_ANALYZE" flame "$SDIR/trace" 2>/dev/null | awk '{ print $NF "\t" $0 }' |
+		sort -k1,1n | tail -n 1 | cut -f2-)
 	case "$top" in
 	*burn_cpu*) pl_pass $p-flame "heaviest stack: ${top:0:160}" ;;
 	*) pl_fail $p-flame "heaviest folded stack has no burn_cpu: ${top:0:300}" ;;

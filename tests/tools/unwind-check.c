@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+static int complete_; /* d9__unwind's completeness: not checked here */
+
 #define STACK_DUMP 8192
 #define RING_PAGES 256 /* 1 MiB: ~120 samples of 8 KiB; the reader drains it every ms */
 #define MAX_FRAMES 128
@@ -492,7 +494,7 @@ static void check_samples(struct d9__unwinder *u, struct prof *p, double new_us)
 		}
 		uint64_t t0 = now_ns();
 		int n = d9__unwind(u, s->regs, D9__UNWIND_REGS_MASK, s->stack, s->dyn_size, ips,
-			MAX_FRAMES);
+			MAX_FRAMES, &complete_);
 		if (first_us < 0)
 			first_us = (double)(now_ns() - t0) / 1e3;
 		if (n < 1 || ips[0] != s->ip) {
@@ -511,7 +513,7 @@ static void check_samples(struct d9__unwinder *u, struct prof *p, double new_us)
 			for (int k = 0; k < n; k++)
 				all &= kinds[k] == F_DEEP;
 			few = d9__unwind(u, s->regs, D9__UNWIND_REGS_MASK, s->stack, s->dyn_size,
-				few_ips, 32);
+				few_ips, 32, &complete_);
 			deep++;
 			if (all && n >= 50 && n < MAX_FRAMES && few == 32) {
 				deep_ok++;
@@ -643,7 +645,8 @@ static void check_samples(struct d9__unwinder *u, struct prof *p, double new_us)
 					continue;
 				uint64_t t0 = now_ns();
 				frames[deep_pass] += (uint64_t)d9__unwind(u, s->regs,
-					D9__UNWIND_REGS_MASK, s->stack, s->dyn_size, ips, MAX_FRAMES);
+					D9__UNWIND_REGS_MASK, s->stack, s->dyn_size, ips, MAX_FRAMES,
+					&complete_);
 				us[m++] = (double)(now_ns() - t0) / 1e3;
 				calls[deep_pass]++;
 			}
@@ -684,7 +687,7 @@ static int fake_unwind(struct d9__unwinder *u, uint64_t ip, const uint8_t *stack
 
 	regs[7] = 0x7ffd00000000ull; /* SP: any value, only the copy is read */
 	regs[8] = ip;
-	return d9__unwind(u, regs, D9__UNWIND_REGS_MASK, stack, len, ips, max);
+	return d9__unwind(u, regs, D9__UNWIND_REGS_MASK, stack, len, ips, max, &complete_);
 }
 
 /* Hostile input: random registers and stacks, the copy placed between PROT_NONE pages so any
@@ -727,7 +730,7 @@ static void check_bad_input(struct d9__unwinder *u)
 		int max = 1 + rand_r(&seed) % MAX_FRAMES;
 		/* a short copy ends at the upper guard page too */
 		int n = d9__unwind(u, regs, D9__UNWIND_REGS_MASK, stack + STACK_DUMP - len, len, ips,
-			max);
+			max, &complete_);
 		if (n < 1 || n > max || ips[0] != regs[8]) {
 			if (!bad++)
 				snprintf(why, sizeof(why), "iteration %d: n %d of max %d, ips[0] %#" PRIx64
@@ -746,10 +749,10 @@ static void check_bad_input(struct d9__unwinder *u)
 	memset(regs, 0, sizeof(regs));
 	regs[7] = 0x7ffd00000000ull;
 	regs[8] = (uint64_t)(uintptr_t)unwind_leaf;
-	int n1 = d9__unwind(u, regs, D9__UNWIND_REGS_MASK & ~(1ull << 8), stack, 64, ips, 8);
-	int n2 = d9__unwind(u, regs, D9__UNWIND_REGS_MASK, stack, 64, ips, 0);
-	int n3 = d9__unwind(u, &regs[8], 1ull << 8, stack, 64, ips, 8); /* IP only */
-	int n4 = d9__unwind(NULL, regs, D9__UNWIND_REGS_MASK, stack, 64, ips, 8);
+	int n1 = d9__unwind(u, regs, D9__UNWIND_REGS_MASK & ~(1ull << 8), stack, 64, ips, 8, &complete_);
+	int n2 = d9__unwind(u, regs, D9__UNWIND_REGS_MASK, stack, 64, ips, 0, &complete_);
+	int n3 = d9__unwind(u, &regs[8], 1ull << 8, stack, 64, ips, 8, &complete_); /* IP only */
+	int n4 = d9__unwind(NULL, regs, D9__UNWIND_REGS_MASK, stack, 64, ips, 8, &complete_);
 	memset(stack, 0, STACK_DUMP);
 	int n5 = fake_unwind(u, (uint64_t)(uintptr_t)unwind_leaf, stack, STACK_DUMP, ips, 8);
 	if (n1 != 0 || n2 != 0 || n3 != 1 || n4 != 1 || n5 != 1)

@@ -2733,6 +2733,43 @@ TEST(compactness)
 	free(k.log);
 }
 
+/* CpuSample's unwind field follows D9_SCHEMA_CPU_UNWIND: written and decoded with the flag,
+ * absent (decoded as 0, one byte less) without it; trailer counts follow the same flags. */
+TEST(cpu_sample_unwind_follows_flags)
+{
+	for (unsigned flags = 0; flags <= D9_SCHEMA_CPU_UNWIND; flags += D9_SCHEMA_CPU_UNWIND) {
+		struct seg s;
+		struct d9_enc e;
+		struct dec d;
+		uint64_t counts[D9_EV_KNOWN_MAX + 1] = { 0 };
+		uint32_t how = D9_UNWIND_DWARF | D9_UNWIND_TRUNCATED | D9_UNWIND_FP_REJECTED;
+
+		seg_std(&s, 4096, flags);
+		seg_enc_begin(&s, &e, 1, 1, 0, 0, (uint8_t)flags, 4096);
+		uint8_t *before = e.p;
+		T_EQ(d9_enc_cpu_sample_unwind(&e, 3, 5, D9_CPU_ON, 7, how), 0);
+		/* head(1) + coroutine(1) + source(1) + stack(1), + unwind(1) with the flag */
+		T_EQ(e.p - before, flags ? 5 : 4);
+		T_EQ(d9_enc_cpu_sample(&e, 4, 5, D9_CPU_OFF, 8), 0);
+		size_t at = seg_len(&s);
+		seg_enc_end(&s, &e);
+		d9_chunk_count_types(s.buf + at, flags, counts);
+		T_EQU(counts[D9_EV_CPU_SAMPLE], 2);
+		T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
+		expect_clean(&d);
+		T_EQ(d.nev, 2);
+		T_EQU(d.ev[0].ev.f[D9_F_CPU_STACK], 7);
+		T_EQU(d.ev[0].ev.f[D9_F_CPU_UNWIND], flags ? how : 0);
+		T_EQU(d.ev[1].ev.f[D9_F_CPU_SOURCE], D9_CPU_OFF);
+		T_EQU(d.ev[1].ev.f[D9_F_CPU_UNWIND], D9_UNWIND_NONE);
+		dec_free(&d);
+		seg_free(&s);
+	}
+	T_ASSERT(!strcmp(d9_unwinder_name(D9_UNWIND_FP | D9_UNWIND_TRUNCATED), "fp"));
+	T_ASSERT(!strcmp(d9_unwinder_name(D9_UNWIND_DWARF), "dwarf"));
+	T_ASSERT(!strcmp(d9_unwinder_name(7), "unknown"));
+}
+
 int main(int argc, char **argv)
 {
 	return t_main(argc, argv);
