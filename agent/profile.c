@@ -1153,7 +1153,34 @@ static uint32_t pick(const uint64_t *dw, uint32_t ndw, int complete, const uint6
 	uint32_t nok, int bad, int fp_complete, uint64_t *ips, uint32_t *how)
 {
 	uint32_t rejected = bad ? D9_UNWIND_FP_REJECTED : 0;
+	uint32_t root_how = D9_UNWIND_TRUNCATED;
 
+	/* a DWARF stack that reaches a runtime's root (a coroutine's entry) is complete too: a
+	 * frame-pointer chain through code without frame pointers skips frames (libc's usleep
+	 * between a handler and clock_nanosleep) and must not win over it */
+	if (ndw && !complete) {
+		cut_at_root(dw, ndw, &root_how);
+		complete = !(root_how & D9_UNWIND_TRUNCATED);
+	}
+	/* auto, the DWARF stack short of the root: its frames, which are exact, then the chain's
+	 * frames past the deepest frame both have. A chain through code without frame pointers
+	 * skips the caller of a leaf without them (the agent's interposer under libc's read), and
+	 * DWARF stops where the stack copy ends: together they give the whole stack. */
+	if (ndw > 1 && nok > 1 && !complete && P.stacks == D9_STACKS_AUTO) {
+		for (uint32_t i = ndw - 1; i >= 1; i--)
+			for (uint32_t j = 1; j < nok; j++) {
+				if (dw[i] != fp[j])
+					continue;
+				uint32_t n = i + 1, more = nok - j - 1;
+				if (n + more > MAX_FRAMES)
+					more = MAX_FRAMES - n;
+				memcpy(ips, dw, n * 8);
+				memcpy(ips + n, fp + j + 1, more * 8);
+				*how = D9_UNWIND_DWARF | (fp_complete ? 0 : D9_UNWIND_TRUNCATED) | rejected;
+				P.unwound++;
+				return code_prefix(ips, n + more, how);
+			}
+	}
 	if (ndw && (complete || P.stacks == D9_STACKS_DWARF || !nok ||
 		(ndw >= nok && !fp_complete))) {
 		memcpy(ips, dw, ndw * 8);

@@ -79,7 +79,16 @@ function ours(files) {
 				case 6: o.coroutine = S(f[0]); o.parent = S(f[1]); o.location_addr = loc(f[2], f[0]); break;
 				case 8: o.runnable = S(f[0]); break;
 				case 9: o.coroutine = S(f[0]); o.call = strings.get(S(f[1])) || '?'; o.fd_kind = en(FDK, f[2]); o.duration_ns = D.u64str(f[3]); break;
-				case 10: o.coroutine = S(f[0]); o.source = Number(f[1]) === 0 ? 'on_cpu' : Number(f[1]) === 1 ? 'off_cpu' : 'unknown'; break;
+				case 10: {
+					o.coroutine = S(f[0]); o.source = Number(f[1]) === 0 ? 'on_cpu' : Number(f[1]) === 1 ? 'off_cpu' : 'unknown';
+					/* unwind (schema-listed): as jsonl prints it, only when recorded */
+					const u = f.length > 3 && f[3] !== null ? Number(f[3]) : 0;
+					if (u & 7) {
+						o.unwinder = ['none', 'fp', 'dwarf', 'libunwind', 'ip'][u & 7] || 'unknown';
+						o.truncated = (u & 8) !== 0; o.fp_rejected = (u & 16) !== 0;
+					}
+					break;
+				}
 				case 11: o.count = S(f[0]); o.reason = en(DROP, f[1]); break;
 				case 12: return; /* CustomEvent: not in jsonl's schema */
 				case 13: o.count = S(f[0]); break;
