@@ -675,13 +675,18 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 			ev.count = e.f[D9_F_QUEUE_RUNNABLE];
 			break;
 		case D9_EV_BLOCKING_CALL:
+		case D9_EV_SCHED_DELAY:
+			/* the same first four fields (d9__enc_call), then stack or sched_wait_ns */
 			ev.co = e.f[D9_F_BLOCK_COROUTINE];
 			ev.call = seg_string(ss, e.f[D9_F_BLOCK_CALL]);
 			if (!ev.call)
 				ev.call = "?";
 			ev.kind = e.f[D9_F_BLOCK_FD_KIND];
 			ev.count = e.f[D9_F_BLOCK_DURATION_NS];
-			if (e.f[D9_F_BLOCK_STACK])
+			if (e.type == D9_EV_SCHED_DELAY)
+				ev.value = e.f[D9_F_SD_SCHED_WAIT_NS] == D9_UNKNOWN ? -1 :
+					(int64_t)e.f[D9_F_SD_SCHED_WAIT_NS];
+			else if (e.f[D9_F_BLOCK_STACK])
 				ev.stack = d9__map_get(&ss->stacks, e.f[D9_F_BLOCK_STACK]);
 			break;
 		case D9_EV_CPU_SAMPLE:
@@ -698,16 +703,7 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 		case D9_EV_ZERO_TIMEOUT_WAITS:
 			ev.count = e.f[D9_F_ZTW_COUNT];
 			break;
-		case D9_EV_SCHED_DELAY:
-			ev.co = e.f[D9_F_SD_COROUTINE];
-			ev.call = seg_string(ss, e.f[D9_F_SD_CALL]);
-			if (!ev.call)
-				ev.call = "?";
-			ev.kind = e.f[D9_F_SD_FD_KIND];
-			ev.count = e.f[D9_F_SD_DURATION_NS];
-			ev.value = e.f[D9_F_SD_SCHED_WAIT_NS] == D9_UNKNOWN ? -1 :
-				(int64_t)e.f[D9_F_SD_SCHED_WAIT_NS];
-			break;
+
 		default:
 			continue; /* CustomEvent: reserved */
 		}

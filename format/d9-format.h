@@ -594,19 +594,28 @@ static inline int d9_enc_queue_sample(struct d9_enc *e, uint64_t ticks, uint64_t
 	return 0;
 }
 
-/* ticks: when the call returned; call: a String id naming it; stack: a Stack id or 0. */
-static inline int d9_enc_blocking_call(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
-	uint64_t call, uint32_t fd_kind, uint64_t duration_ns, uint64_t stack)
+/* The fields BlockingCall and SchedDelay share: coroutine, call, fd_kind, duration_ns, and a
+ * last one (BlockingCall: stack; SchedDelay: sched_wait_ns). */
+static inline int d9__enc_call(struct d9_enc *e, uint32_t type, uint64_t ticks,
+	uint64_t coroutine, uint64_t call, uint32_t fd_kind, uint64_t duration_ns, uint64_t last)
 {
 	if (e->p >= e->end)
 		return -28;
-	uint8_t *p = d9__enc_head(e, D9_EV_BLOCKING_CALL, ticks);
+	uint8_t *p = d9__enc_head(e, type, ticks);
 	p = d9__enc_coroutine(e, p, coroutine);
 	p = d9_put_varint(p, call);
 	p = d9_put_varint(p, fd_kind);
 	p = d9_put_varint(p, duration_ns);
-	e->p = d9_put_varint(p, stack);
+	e->p = d9_put_varint(p, last);
 	return 0;
+}
+
+/* ticks: when the call returned; call: a String id naming it; stack: a Stack id or 0. */
+static inline int d9_enc_blocking_call(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
+	uint64_t call, uint32_t fd_kind, uint64_t duration_ns, uint64_t stack)
+{
+	return d9__enc_call(e, D9_EV_BLOCKING_CALL, ticks, coroutine, call, fd_kind, duration_ns,
+		stack);
 }
 
 /* A call past the blocking threshold that did not wait off CPU (preempted): ticks when it
@@ -615,15 +624,8 @@ static inline int d9_enc_blocking_call(struct d9_enc *e, uint64_t ticks, uint64_
 static inline int d9_enc_sched_delay(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
 	uint64_t call, uint32_t fd_kind, uint64_t duration_ns, uint64_t sched_wait_ns)
 {
-	if (e->p >= e->end)
-		return -28;
-	uint8_t *p = d9__enc_head(e, D9_EV_SCHED_DELAY, ticks);
-	p = d9__enc_coroutine(e, p, coroutine);
-	p = d9_put_varint(p, call);
-	p = d9_put_varint(p, fd_kind);
-	p = d9_put_varint(p, duration_ns);
-	e->p = d9_put_varint(p, sched_wait_ns);
-	return 0;
+	return d9__enc_call(e, D9_EV_SCHED_DELAY, ticks, coroutine, call, fd_kind, duration_ns,
+		sched_wait_ns);
 }
 
 /* unwind (enum d9_unwinder | D9_UNWIND_* flags) is written only when the schema has it

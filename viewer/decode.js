@@ -220,6 +220,8 @@ function d9_decode_module(root) {
 			return SLOT_CPU_P1;
 		if (code === 4 && name === 'sched_wait_ns+1')
 			return SLOT_SCHED_P1;
+		if (code === 10 && name === 'unwind')
+			return 3; /* CpuSample's unwind (schema-listed; 0 when a writer does not list it) */
 		const b = BUILTIN[code];
 		for (let i = 0; i < b.length; i++)
 			if (b[i][1] === name)

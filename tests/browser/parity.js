@@ -82,7 +82,7 @@ function ours(files) {
 				case 10: {
 					o.coroutine = S(f[0]); o.source = Number(f[1]) === 0 ? 'on_cpu' : Number(f[1]) === 1 ? 'off_cpu' : 'unknown';
 					/* unwind (schema-listed): as jsonl prints it, only when recorded */
-					const u = f.length > 3 && f[3] !== null ? Number(f[3]) : 0;
+					const u = f[3] !== null ? Number(f[3]) : 0;
 					if (u & 7) {
 						o.unwinder = ['none', 'fp', 'dwarf', 'libunwind', 'ip'][u & 7] || 'unknown';
 						o.truncated = (u & 8) !== 0; o.fp_rejected = (u & 16) !== 0;
