@@ -129,7 +129,9 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 		goto err_tmp;
 	/* from here the exit path must not remove it: a complete .gz may be renamed in */
 	if (!__atomic_exchange_n(&d9__g.tmp_live, 0, __ATOMIC_ACQ_REL)) {
-		err = -ECANCELED; /* removed by the exit path meanwhile */
+		/* the exit path gave up on us, maybe before the file existed: ours to remove */
+		unlink(tmp);
+		err = -ECANCELED;
 		goto err_in;
 	}
 	if (rename(tmp, dst) != 0) {

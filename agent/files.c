@@ -171,10 +171,10 @@ int d9__file_close(struct d9__file *f)
 int d9__file_dup(const struct d9__file *f)
 {
 	int saved = errno;
+	/* high only: the reader holds it for a whole segment's read and zlib closes it unchecked,
+	 * so it must not sit among the numbers the host takes first */
 	int fd = d9__file_check(f) ? -1 : fcntl(f->fd, F_DUPFD_CLOEXEC, high_floor());
 
-	if (fd < 0 && f->fd >= 0 && !d9__file_check(f))
-		fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
 	errno = saved;
 	return fd;
 }

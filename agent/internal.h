@@ -52,7 +52,7 @@ const char *d9__path_check(struct d9__config *c);
 /* At start: creates c->dir (0700) and checks that it is a directory of the effective user that
  * nobody else can write to (unless c->allow_shared_dir), and writable. Logs the one line about a
  * refusal itself. Returns 0 or a negative errno. */
-int d9__trace_dir_prepare(const struct d9__config *c);
+int d9__trace_dir_prepare(const struct d9__config *c, int quiet);
 
 /* ---- command line (cmdline.c) ----------------------------------------------------------------- */
 /* Reads /proc/self/cmdline into buf (NUL-separated arguments, at most cap bytes) as mode
@@ -299,7 +299,7 @@ int d9__file_check(const struct d9__file *f);
 int d9__file_write(struct d9__file *f, const void *buf, size_t n);
 int d9__file_truncate(struct d9__file *f, uint64_t size);
 int d9__file_close(struct d9__file *f);
-/* A close-on-exec duplicate of a checked descriptor (high when possible), or -1. */
+/* A close-on-exec duplicate of a checked descriptor, at a high number, or -1. */
 int d9__file_dup(const struct d9__file *f);
 /* compress.c: the compressor's temporary file, announced for the exit path (d9__tmp_abandon). */
 void d9__tmp_announce(const char *path);

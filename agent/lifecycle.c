@@ -136,7 +136,7 @@ int d9__start(void)
 		err = -1;
 		goto out;
 	}
-	if ((err = d9__trace_dir_prepare(&g->cfg)) != 0)
+	if ((err = d9__trace_dir_prepare(&g->cfg, 0)) != 0)
 		goto fail; /* it said why */
 	if ((err = d9__arena_init()) != 0) {
 		d9__log(D9_LOG_ERROR, "cannot reserve %llu bytes of buffers: %s; tracing is off",
@@ -321,6 +321,7 @@ static void fork_child(void)
 	g->compress_stop = 0;
 	g->compress_abort = 0;
 	g->compressor_done = 0;
+	g->tmp_live = 0; /* the parent's compressor's file, not ours to remove */
 	g->write_failing = 0;
 	g->exit_done = 0;
 	disk_init();

@@ -197,7 +197,14 @@ static const char *open_parent(const char *dir, char *buf, size_t cap, mode_t *m
 	return NULL;
 }
 
-int d9__trace_dir_prepare(const struct d9__config *c)
+/* start-up says why tracing is off; the writer, making the directory again, says so itself */
+#define DIR_ERROR(...)                                                                    \
+	do {                                                                               \
+		if (!quiet)                                                                \
+			d9__log(D9_LOG_ERROR, __VA_ARGS__);                                \
+	} while (0)
+
+int d9__trace_dir_prepare(const struct d9__config *c, int quiet)
 {
 	char parent[PATH_MAX];
 	mode_t pmode = 0;
@@ -206,7 +213,7 @@ int d9__trace_dir_prepare(const struct d9__config *c)
 	int err;
 
 	if (why) {
-		d9__log(D9_LOG_ERROR, "cannot write traces to %s: %s; tracing is off", c->dir, why);
+		DIR_ERROR("cannot write traces to %s: %s; tracing is off", c->dir, why);
 		return -EPERM;
 	}
 	if ((err = d9__mkdirs(c->dir)) != 0)
@@ -216,7 +223,7 @@ int d9__trace_dir_prepare(const struct d9__config *c)
 	if (fd < 0) {
 		err = -errno;
 		if (err == -ELOOP || (err == -ENOTDIR && lstat(c->dir, &st) == 0 && S_ISLNK(st.st_mode))) {
-			d9__log(D9_LOG_ERROR, "cannot write traces to %s: it is a symbolic link (name the "
+			DIR_ERROR("cannot write traces to %s: it is a symbolic link (name the "
 				"directory it points to); tracing is off", c->dir);
 			return err;
 		}
@@ -229,7 +236,7 @@ int d9__trace_dir_prepare(const struct d9__config *c)
 	uid_t me = geteuid();
 	int shared = st.st_uid != me || (st.st_mode & (S_IWGRP | S_IWOTH));
 	if (shared && !c->allow_shared_dir) {
-		d9__log(D9_LOG_ERROR, "refusing trace directory %s: owned by uid %u%s, mode %04o%s; other "
+		DIR_ERROR("refusing trace directory %s: owned by uid %u%s, mode %04o%s; other "
 			"users could plant files or links in it; tracing is off (set D9_ALLOW_SHARED_DIR=1 "
 			"to use it anyway)", c->dir, (unsigned)st.st_uid,
 			st.st_uid != me ? " (not this process's)" : "", (unsigned)(st.st_mode & 07777),
@@ -239,7 +246,7 @@ int d9__trace_dir_prepare(const struct d9__config *c)
 	}
 	if (!shared && open_parent(c->dir, parent, sizeof(parent), &pmode)) {
 		if (!c->allow_shared_dir) {
-			d9__log(D9_LOG_ERROR, "refusing trace directory %s: its parent %s has mode %04o "
+			DIR_ERROR("refusing trace directory %s: its parent %s has mode %04o "
 				"(writable by others, not sticky); other users could replace the directory; "
 				"tracing is off (set D9_ALLOW_SHARED_DIR=1 to use it anyway)", c->dir, parent,
 				(unsigned)(pmode & 07777));
@@ -256,6 +263,6 @@ int d9__trace_dir_prepare(const struct d9__config *c)
 	return 0;
 
 err_write:
-	d9__log(D9_LOG_ERROR, "cannot write traces to %s: %s; tracing is off", c->dir, strerror(-err));
+	DIR_ERROR("cannot write traces to %s: %s; tracing is off", c->dir, strerror(-err));
 	return err;
 }

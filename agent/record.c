@@ -276,15 +276,16 @@ void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
 }
 
 /* ---- scheduler statistics -------------------------------------------------------------------
- * Each thread keeps /proc/thread-self/schedstat open (moved high and checked before every read:
- * the host may close the number and reuse it). 0 not opened yet, 1 open, -1 given up. */
-static __thread struct d9__file sched_file __attribute__((tls_model("initial-exec")));
+ * /proc/thread-self/schedstat is opened, read and closed at each reading (raw syscalls, past the
+ * interposers): a descriptor kept per worker would take one of the host's per thread, without a
+ * bound (a thread-per-connection server ran out of descriptors). The caller reads at most every
+ * 30 ms per worker, so the three syscalls cost one per 10 ms. The window in which the host could
+ * close and reuse the number is the microseconds between the open and the close (pread moves
+ * no offset and fails on a socket). 0 no reading yet, 1 read before, -1 given up. */
 static __thread int sched_state __attribute__((tls_model("initial-exec")));
 
 static void sched_close(void)
 {
-	if (sched_state == 1)
-		d9__file_close(&sched_file);
 	sched_state = 0;
 }
 
@@ -292,30 +293,23 @@ int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns)
 {
 	struct d9__thr *t = &d9__self;
 	char buf[96];
-	int err, first = 0;
+	int err, first = sched_state == 0;
 
 	if (sched_state < 0)
 		return -ECANCELED; /* given up on this thread (not a reason for other threads) */
 	uint8_t busy = t->busy;
 	t->busy = 1; /* the calls below are the agent's own */
 	int saved = errno;
-	if (sched_state == 0) {
-		err = d9__file_open(&sched_file, "/proc/thread-self/schedstat", O_RDONLY);
-		if (err)
-			goto fail;
-		sched_state = 1;
-		first = 1;
-	}
-	err = d9__file_check(&sched_file);
-	if (err) {
-		sched_file.fd = -1; /* the number is the host's now: never touched again */
+	long fd = syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
 		goto fail;
 	}
-	ssize_t n = syscall(SYS_pread64, sched_file.fd, buf, sizeof(buf) - 1, (off_t)0);
-	if (n <= 0) {
-		err = n < 0 ? -errno : -ENODATA;
+	ssize_t n = syscall(SYS_pread64, fd, buf, sizeof(buf) - 1, (off_t)0);
+	err = n < 0 ? -errno : n == 0 ? -ENODATA : 0;
+	syscall(SYS_close, fd);
+	if (err)
 		goto fail;
-	}
 	buf[n] = 0;
 	char *end;
 	unsigned long long c = strtoull(buf, &end, 10);
@@ -326,14 +320,13 @@ int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns)
 	}
 	*cpu_ns = c;
 	*run_delay_ns = d;
+	sched_state = 1;
 	errno = saved;
 	t->busy = busy;
 	return first;
 fail:
 	d9__log_once(D9_LOG_WARN, "cannot read /proc/thread-self/schedstat (%s): Unpark cpu_ns "
 		"and sched_wait_ns are unknown", strerror(-err));
-	if (sched_state == 1)
-		d9__file_close(&sched_file);
 	sched_state = -1;
 	errno = saved;
 	t->busy = busy;

@@ -234,7 +234,11 @@ static int seg_open(void)
 		uint64_t now = d9__mono_ns();
 		if (err == -ENOENT && (!dir_tried_ns || now - dir_tried_ns >= 10000000000ull)) {
 			dir_tried_ns = now;
-			d9__trace_dir_prepare(&g->cfg);
+			int derr = d9__trace_dir_prepare(&g->cfg, 1);
+			if (derr)
+				d9__log_once(D9_LOG_WARN, "the trace directory %s was removed and cannot be "
+					"made again (%s); events are dropped (counted) until it can",
+					g->cfg.dir, strerror(-derr));
 		}
 		return err;
 	}

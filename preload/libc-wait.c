@@ -68,13 +68,13 @@ static inline int park(uint32_t call, int64_t timeout_us)
 /* ---- Scheduler statistics --------------------------------------------------------------------
  * Unpark carries the thread's CPU time and run delay (time runnable but waiting for a CPU) from
  * /proc/thread-self/schedstat, as deltas since the previous Unpark that carried them: a reading
- * costs two syscalls (the descriptor's check and a pread), so it is taken at an Unpark only when
+ * costs three syscalls (open, pread, close: no descriptor is kept), so it is taken at an Unpark only when
  * D9__SCHED_READ_NS have passed since the thread's last such Unpark, which keeps the cost at
  * most one syscall per worker per 10 ms and none per request. An Unpark without a reading says
  * "unknown" (not 0); one with a reading covers every park cycle since the previous one. The
  * blocking-call wrappers (libc-block.c) take readings too, for calls that ran past the threshold,
  * and use the last reading to tell waiting from preemption. */
-#define D9__SCHED_READ_NS 20000000u
+#define D9__SCHED_READ_NS 30000000u /* three syscalls (open, pread, close): one per 10 ms */
 
 static uint64_t sched_read_ticks; /* D9__SCHED_READ_NS in event clock ticks, 0: not yet */
 static int sched_off; /* the host's threads cannot read schedstat: stop trying */

@@ -12,6 +12,7 @@
 #   line), the program traces and exits without waiting on it;
 # - compress-after-failure: a segment that cannot be compressed (disk full) stays .bin and later
 #   segments are still compressed.
+# - many-workers-fds: 950 worker threads under ulimit -n 1024: the host's own opens still succeed.
 # The disk-full cases need root to mount a tmpfs: SKIP otherwise.
 set -u
 # shellcheck source=lib.sh
@@ -213,4 +214,26 @@ else
 	else
 		d9_pass compress-after-failure "segment 0 stays .bin, segment 1 compressed"
 	fi
+fi
+
+# ---- many-workers-fds ---------------------------------------------------------------------------------
+# A thread-per-connection host under ulimit -n 1024: 950 threads each park (each a worker, each
+# taking schedstat readings), then the host opens 100 files. The agent keeps no descriptor per
+# worker, so every open succeeds (a kept schedstat descriptor per worker made 32 of 100 fail).
+MANY=$D9_ROOT/build/tests/many-workers
+mkdir -p "$T/mw"
+( ulimit -n 1024 && env LD_PRELOAD="$LIB" D9_TRACE_PATH="$T/mw/trace.bin" \
+	timeout -s KILL 120 "$MANY" 950 ) >"$T/mw.out" 2>"$T/mw.err"
+rc=$?
+if [ "$rc" -ne 0 ]; then
+	d9_fail many-workers-fds "exit $rc: $(head -c 300 "$T/mw.err")"
+else
+	d9_py many-workers-fds '
+r = one(f[0])
+if r["threads"] < 900:
+    fail("only %d threads started" % r["threads"])
+if r["failed"]:
+    fail("%d of 100 host opens failed (errno %d) with %d workers" % (r["failed"], r["errno"], r["threads"]))
+info = "%d workers, 100 of 100 host opens succeeded" % r["threads"]
+' "$T/mw.out"
 fi

@@ -3,7 +3,7 @@
 # that were preempted rather than blocked, on State Threads servers.
 #   - cpu: st-http, /burn?ms=200 (200 ms of thread CPU time between two parks): the Unpark that
 #     covers it carries 160 ms <= cpu_ns <= 240 ms, the summary's worker cpu is at least that;
-#     Unparks carrying values are at least 19 ms apart (one schedstat reading per 20 ms at most:
+#     Unparks carrying values are at least 29 ms apart (one schedstat reading per 30 ms at most:
 #     bounded cost), the others carry null (unknown), never 0; every value is plausible
 #     (cpu_ns + sched_wait_ns <= the wall time since the previous Unpark carrying values).
 #   - wait: the same server and a CPU hog pinned to the same CPU (taskset): the Unpark covering
@@ -90,8 +90,8 @@ def stat_unparks():
 def plausible(case, su):
     errs = []
     for e, wall in su:
-        if wall is not None and wall < 19e6:
-            errs.append("Unpark with values %s after the previous one (< 19 ms)" % ms(wall))
+        if wall is not None and wall < 29e6:
+            errs.append("Unpark with values %s after the previous one (< 29 ms)" % ms(wall))
         if wall is not None and e["cpu_ns"] + e["sched_wait_ns"] > wall + 1e6:
             errs.append("cpu %s + wait %s > wall %s" % (ms(e["cpu_ns"]), ms(e["sched_wait_ns"]), ms(wall)))
     if not su:
