@@ -68,8 +68,9 @@ static int nonblocking_stream(int fd, uint32_t kind)
  * waiting. C comes from the thread CPU clock (one more syscall); an Unpark's reading may lag by
  * the CPU time since the thread last switched in, usually the microseconds since its wait
  * returned. Inside the call of D ns the waiting is at least D - C - R and at most
- * min(D, W - C - R). A sure wait makes a BlockingCall, a sure non-wait does not; in between, a
- * call on a non-blocking socket or pipe is not one (it cannot wait for I/O), any other call is.
+ * min(D, W - C - R). A sure wait makes a BlockingCall, a sure non-wait does not; a call on a
+ * non-blocking socket or pipe never is one (it cannot wait for I/O; on a VM, steal time is missing
+ * from the thread's CPU time and looks like waiting), any other call in between is.
  * Without schedstat only that last rule applies. Returns 1 for a BlockingCall; *wait_ns gets
  * min(R, D), the most the call can have been runnable (unchanged when unknown). */
 static int waited(uint64_t t0, uint64_t t1, int fd, uint32_t kind, uint64_t *wait_ns)
@@ -96,10 +97,13 @@ static int waited(uint64_t t0, uint64_t t1, int fd, uint32_t kind, uint64_t *wai
 		uint64_t hi = w > used ? w - used : 0;
 		if (hi > d)
 			hi = d;
-		if (lo >= thr)
-			return 1;
 		if (hi < thr)
 			return 0;
+		/* a sure wait, except on a non-blocking socket or pipe: it cannot wait for I/O,
+		 * and what schedstat shows as off CPU there is a VM's steal time (not in the
+		 * thread's CPU time) or a brief kernel lock, not the program waiting */
+		if (lo >= thr)
+			return !nonblocking_stream(fd, kind);
 	}
 	return !nonblocking_stream(fd, kind);
 }
