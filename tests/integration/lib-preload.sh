@@ -251,8 +251,7 @@ pl_san_setup() {
 		pl_fail "$1" "$SAN is not built (make build/san/d9-analyze)"
 		return 1
 	fi
-	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
-	export UBSAN_OPTIONS=print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}
+	d9_san_env
 }
 
 # pl_corpus_unpack: gunzipped copies of the fuzz corpus's .gz files into $T/corpus, so tests can

@@ -14,6 +14,13 @@ ANALYZE=$D9_ROOT/build/d9-analyze
 D9_BG_PIDS=()
 D9_MOUNTS=()
 
+# d9_san_env: how the sanitizer build of d9-analyze reports: leaks checked, a report does not
+# abort (the test reads it from stderr), UBSan with stacks.
+d9_san_env() {
+	export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
+	export UBSAN_OPTIONS=print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}
+}
+
 d9_pass() { echo "PASS $1${2:+: $2}"; }
 d9_fail() { echo "FAIL $1: $2"; }
 d9_skip() { echo "SKIP $1: $2"; }

@@ -16,8 +16,9 @@ for b in "$san" "$gen"; do
 		exit 0
 	fi
 done
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
-export UBSAN_OPTIONS=print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}
+# shellcheck source=lib.sh
+. tests/integration/lib.sh
+d9_san_env
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/d9-analyze-flame-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 if ! "$gen" "$tmp" 2>"$tmp/gen.err"; then

@@ -33,8 +33,9 @@ else
 	echo "PASS fuzz-corpus-size: ${#files[@]} files, $bytes bytes"
 fi
 
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
-export UBSAN_OPTIONS=print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}
+# shellcheck source=lib.sh
+. tests/integration/lib.sh
+d9_san_env
 export D9_FUZZ_SUMMARY=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

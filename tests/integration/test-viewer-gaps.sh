@@ -31,8 +31,9 @@ if ! command -v node >/dev/null; then
 	echo "FAIL viewer-gaps-setup: node is not installed (make deps)"
 	exit 0
 fi
-export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
-export UBSAN_OPTIONS=print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}
+# shellcheck source=lib.sh
+. tests/integration/lib.sh
+d9_san_env
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/d9-viewer-gaps-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 ART=$ROOT/build/test-artifacts/viewer
