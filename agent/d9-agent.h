@@ -16,7 +16,8 @@
 #define D9_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* Schema flags of every segment the agent writes (Unpark statistics per interval, 0 = unknown). */
-#define D9_AGENT_SCHEMA (D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY | D9_SCHEMA_CPU_UNWIND)
+#define D9_AGENT_SCHEMA (D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY | D9_SCHEMA_CPU_UNWIND | \
+	D9_SCHEMA_CPU_WEIGHT)
 
 struct d9__block;
 struct d9__prof;

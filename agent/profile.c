@@ -72,6 +72,7 @@ struct ring {
 	size_t map_len, data_size;
 	size_t data_off; /* where the data starts: 4096 in a mapping, after the metadata in a copy */
 	int copied; /* base is a malloc'd copy of the unread samples (the worker exited) */
+	int switches; /* the kernel also writes PERF_RECORD_SWITCH records (attr.context_switch) */
 };
 
 /* ctimer samples: written by the worker's signal handler, read by the writer. */
@@ -104,6 +105,13 @@ struct d9__prof {
 	uint64_t lost; /* samples lost, not yet recorded (writer) */
 	uint64_t throttled_at; /* cpu-clock: CLOCK_MONOTONIC ns of a PERF_RECORD_THROTTLE, or 0 */
 	uint64_t last_ticks; /* time of the last event written for this worker's samples */
+	/* the off-CPU sample whose switch-in has not been read yet: written once it is, with the
+	 * time off CPU as its weight (the thread cannot switch out again before it switches in) */
+	struct {
+		int on;
+		uint64_t mono_ns, ticks, co, stack;
+		uint32_t how;
+	} off;
 };
 
 static struct {
@@ -236,7 +244,14 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	a.use_clockid = 1;
 	a.clockid = CLOCK_MONOTONIC;
 	a.wakeup_events = 0;
+	/* context switches: the switch-in records give each off-CPU sample its time off CPU */
+	a.context_switch = config == PERF_COUNT_SW_CONTEXT_SWITCHES && type == PERF_TYPE_SOFTWARE;
 	r->fd = perf_open(&a);
+	if (r->fd < 0 && errno == EINVAL && a.context_switch) {
+		a.context_switch = 0; /* before Linux 4.3: samples without their time off CPU */
+		r->fd = perf_open(&a);
+	}
+	r->switches = r->fd >= 0 && a.context_switch;
 	if (r->fd < 0 && (errno == EACCES || errno == EPERM) &&
 		type == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_CPU_CLOCK) {
 		a.exclude_kernel = 1; /* unprivileged (perf_event_paranoid 2): user time only */
@@ -852,11 +867,10 @@ static uint32_t cut_at_root(const uint64_t *ips, uint32_t n, uint32_t *how)
 	return n;
 }
 
-static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, const uint64_t *ips,
-	uint32_t n, uint32_t how)
+/* Writes one sample; weight_ns is the time it stands for (D9_UNKNOWN: not known). */
+static void emit_stack(struct out *o, uint64_t when, uint64_t co, uint32_t source, uint64_t stack,
+	uint32_t how, uint64_t weight_ns)
 {
-	if (!d9__enabled)
-		return; /* recording is toggled off: the rings are emptied, nothing is kept */
 	/* a worker's samples never go back in time, across chunks too (the two rings are read one
 	 * after the other: a sample of one can show up a drain late, by nanoseconds) */
 	if (when < o->p->last_ticks)
@@ -866,11 +880,41 @@ static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, con
 		o->p->lost++;
 		return;
 	}
-	n = cut_at_root(ips, n, &how);
-	uint64_t stack = n ? d9_agent_stack(ips, n) : 0;
-	if (d9_enc_cpu_sample_unwind(&o->e, when, co, source, stack, how) != 0)
+	if (d9_enc_cpu_sample_w(&o->e, when, co, source, stack, how, weight_ns) != 0)
 		o->p->lost++;
 	P.samples++;
+}
+
+/* The stack id of a sample's frames, cut at the coroutine's entry when one is known. */
+static uint64_t sample_stack_id(const uint64_t *ips, uint32_t n, uint32_t *how)
+{
+	n = cut_at_root(ips, n, how);
+	return n ? d9_agent_stack(ips, n) : 0;
+}
+
+static void emit(struct out *o, uint64_t when, uint64_t co, uint32_t source, const uint64_t *ips,
+	uint32_t n, uint32_t how, uint64_t weight_ns)
+{
+	if (!d9__enabled)
+		return; /* recording is toggled off: the rings are emptied, nothing is kept */
+	uint64_t stack = sample_stack_id(ips, n, &how);
+	emit_stack(o, when, co, source, stack, how, weight_ns);
+}
+
+/* Writes the off-CPU sample waiting for its switch-in, weighted by its time off CPU (until
+ * switch_in_ns; 0: unknown, the thread ended or a record was lost). */
+static void emit_off(struct out *o, uint64_t switch_in_ns)
+{
+	struct d9__prof *p = o->p;
+
+	if (!p->off.on)
+		return;
+	p->off.on = 0;
+	if (!d9__enabled)
+		return;
+	uint64_t w = switch_in_ns >= p->off.mono_ns && switch_in_ns ? switch_in_ns - p->off.mono_ns :
+		D9_UNKNOWN;
+	emit_stack(o, p->off.ticks, p->off.co, D9_CPU_OFF, p->off.stack, p->off.how, w);
 }
 
 /* Reads the ring's record at `off` into buf (records may wrap around the data area). */
@@ -911,6 +955,8 @@ static void cursor_next(struct cursor *c)
 	c->time_ns = 0;
 	if (h.type == PERF_RECORD_SAMPLE && h.size >= 32)
 		memcpy(&c->time_ns, c->rec + 8 + 16, 8); /* after ip, pid/tid */
+	else if (h.type == PERF_RECORD_SWITCH && h.size >= 24)
+		memcpy(&c->time_ns, c->rec + 8 + 8, 8); /* sample_id_all: pid/tid, then time */
 	c->tail += h.size;
 }
 
@@ -1397,7 +1443,22 @@ static void drain_perf(struct out *o, const struct d9__anchor *a)
 			uint64_t co = coroutine_at(p->swlog, when, &unknown);
 			if (unknown)
 				P.untagged++;
-			emit(o, when, co, c->source, ips, n, how);
+			if (c->source == D9_CPU_ON) {
+				emit(o, when, co, D9_CPU_ON, ips, n, how,
+					d9__g.cfg.cpu_hz ? 1000000000u / d9__g.cfg.cpu_hz : D9_UNKNOWN);
+			} else if (!c->r->switches) {
+				emit(o, when, co, D9_CPU_OFF, ips, n, how, D9_UNKNOWN);
+			} else {
+				emit_off(o, 0); /* its switch-in was lost: time unknown */
+				p->off.on = 1;
+				p->off.mono_ns = c->time_ns;
+				p->off.ticks = when;
+				p->off.co = co;
+				p->off.how = how;
+				p->off.stack = sample_stack_id(ips, n, &p->off.how);
+			}
+		} else if (h.type == PERF_RECORD_SWITCH && !(h.misc & PERF_RECORD_MISC_SWITCH_OUT)) {
+			emit_off(o, c->time_ns);
 		} else if (h.type == PERF_RECORD_LOST && h.size >= 24) {
 			uint64_t lost;
 			memcpy(&lost, c->rec + 16, 8);
@@ -1437,7 +1498,7 @@ static void drain_ct(struct out *o)
 		uint64_t ips[MAX_FRAMES];
 		uint32_t how;
 		uint32_t n = ct_stack(s, ips, &how);
-		emit(o, s->t, s->co, D9_CPU_ON, ips, n, how);
+		emit(o, s->t, s->co, D9_CPU_ON, ips, n, how, 1000000000u / d9__g.cfg.cpu_hz);
 	}
 	__atomic_store_n(&r->tail, head, __ATOMIC_RELEASE);
 	o->p->lost += __atomic_exchange_n(&r->lost, 0, __ATOMIC_RELAXED);
@@ -1496,6 +1557,8 @@ struct d9__block *d9__profile_drain(void)
 			drain_perf(&o, &a);
 		if (p->ct)
 			drain_ct(&o);
+		if (dead)
+			emit_off(&o, 0); /* it never ran again */
 		if (p->lost)
 			record_lost(&o, a.ticks);
 		out_finish(&o);

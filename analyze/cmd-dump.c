@@ -153,6 +153,15 @@ static void dump_event(FILE *f, struct d9_reader *r, const struct d9_chunk *c,
 				(int64_t)ev->f[D9_F_WAKE_OBJECT]);
 			continue;
 		}
+		if (slot == D9_SLOT_WEIGHT_NS_P1) {
+			/* CpuSample's value-plus-one weight: shown decoded, null when unknown */
+			fputs(",\"weight_ns\":", f);
+			if (ev->f[D9_F_CPU_WEIGHT_NS] == D9_UNKNOWN)
+				fputs("null", f);
+			else
+				fprintf(f, "%" PRIu64, ev->f[D9_F_CPU_WEIGHT_NS]);
+			continue;
+		}
 		if (slot == D9_SLOT_CPU_NS_P1 || slot == D9_SLOT_SCHED_WAIT_NS_P1) {
 			/* Unpark's value-plus-one fields: shown decoded, null when unknown */
 			int to = slot == D9_SLOT_CPU_NS_P1 ? D9_F_UNPARK_CPU_NS : D9_F_UNPARK_SCHED_WAIT_NS;

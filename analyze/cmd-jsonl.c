@@ -109,6 +109,8 @@ static void jsonl_on_event(void *ctx, const struct d9__ev *ev)
 				d9_unwinder_name(ev->unwind),
 				ev->unwind & D9_UNWIND_TRUNCATED ? "true" : "false",
 				ev->unwind & D9_UNWIND_FP_REJECTED ? "true" : "false");
+		if (ev->weight_ns != D9_UNKNOWN)
+			fprintf(f, ",\"weight_ns\":%" PRIu64, ev->weight_ns);
 		break;
 	case D9_EV_DROPPED:
 		fprintf(f, ",\"count\":%" PRIu64 ",\"reason\":\"%s\"", ev->count,

@@ -614,6 +614,7 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 		ev.count = 0;
 		ev.value = 0;
 		ev.unwind = 0;
+		ev.weight_ns = D9_UNKNOWN;
 		ev.type = e.type;
 		ev.ns = d9_time_to_mono_ns(h, e.time);
 		if (ev.ns > ss->seg->proc->last_ns)
@@ -693,6 +694,7 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 			ev.co = e.f[D9_F_CPU_COROUTINE];
 			ev.kind = e.f[D9_F_CPU_SOURCE];
 			ev.unwind = e.f[D9_F_CPU_UNWIND]; /* 0 when the schema has no such field */
+			ev.weight_ns = e.f[D9_F_CPU_WEIGHT_NS];
 			if (e.f[D9_F_CPU_STACK])
 				ev.stack = d9__map_get(&ss->stacks, e.f[D9_F_CPU_STACK]);
 			break;

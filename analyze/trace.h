@@ -92,6 +92,7 @@ struct d9__ev {
 			 * BlockingCall, SchedDelay duration_ns */
 	int64_t value; /* Unpark ready; Park timeout_us; SchedDelay sched_wait_ns (-1 unknown) */
 	uint64_t unwind; /* CpuSample: enum d9_unwinder and D9_UNWIND_* flags; 0 = not recorded */
+	uint64_t weight_ns; /* CpuSample: the time it stands for (D9_UNKNOWN: not recorded) */
 	const struct d9_event *raw;
 };
 

@@ -106,7 +106,11 @@ enum { D9_F_EXIT_COROUTINE = 0 };
 enum { D9_F_QUEUE_RUNNABLE = 0 };
 enum { D9_F_BLOCK_COROUTINE = 0, D9_F_BLOCK_CALL = 1, D9_F_BLOCK_FD_KIND = 2,
 	D9_F_BLOCK_DURATION_NS = 3, D9_F_BLOCK_STACK = 4 };
-enum { D9_F_CPU_COROUTINE = 0, D9_F_CPU_SOURCE = 1, D9_F_CPU_STACK = 2, D9_F_CPU_UNWIND = 3 };
+enum { D9_F_CPU_COROUTINE = 0, D9_F_CPU_SOURCE = 1, D9_F_CPU_STACK = 2, D9_F_CPU_UNWIND = 3,
+	D9_F_CPU_WEIGHT_NS = 4 };
+/* CpuSample field `weight_ns+1` (the time the sample stands for, plus one; 0 = unknown): decoders
+ * fill D9_F_CPU_WEIGHT_NS from it, D9_UNKNOWN when absent or unknown. */
+#define D9_SLOT_WEIGHT_NS_P1 (-5)
 enum { D9_F_DROP_COUNT = 0, D9_F_DROP_REASON = 1 };
 enum { D9_F_CUSTOM_SCHEMA = 0, D9_F_CUSTOM_DATA = 1 };
 enum { D9_F_ZTW_COUNT = 0 };
@@ -380,6 +384,10 @@ D9_EXPORT int d9_header_write(struct d9_wbuf *w, const struct d9_header *h);
 /* The schema also lists SchedDelay (code 14) for d9_enc_sched_delay. */
 #define D9_SCHEMA_SCHED_DELAY 4u
 #define D9_SCHEMA_CPU_UNWIND 8u /* CpuSample carries unwind (enum d9_unwinder and flags) */
+/* CpuSample also carries `weight_ns+1` (needs D9_SCHEMA_CPU_UNWIND): the time the sample stands for,
+ * plus one, 0 = unknown: an on-CPU sample's sampling period (thread CPU time), an off-CPU
+ * sample's time from the switch-out until its thread ran again. */
+#define D9_SCHEMA_CPU_WEIGHT 16u
 D9_EXPORT int d9_schema_write(struct d9_wbuf *w, unsigned flags);
 D9_EXPORT int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t);
 
@@ -629,9 +637,10 @@ static inline int d9_enc_sched_delay(struct d9_enc *e, uint64_t ticks, uint64_t 
 }
 
 /* unwind (enum d9_unwinder | D9_UNWIND_* flags) is written only when the schema has it
- * (D9_SCHEMA_CPU_UNWIND). */
-static inline int d9_enc_cpu_sample_unwind(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
-	uint32_t source, uint64_t stack, uint32_t unwind)
+ * (D9_SCHEMA_CPU_UNWIND); weight_ns (the time the sample stands for, D9_UNKNOWN if not known)
+ * only with D9_SCHEMA_CPU_WEIGHT. */
+static inline int d9_enc_cpu_sample_w(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
+	uint32_t source, uint64_t stack, uint32_t unwind, uint64_t weight_ns)
 {
 	if (e->p >= e->end)
 		return -28;
@@ -639,10 +648,19 @@ static inline int d9_enc_cpu_sample_unwind(struct d9_enc *e, uint64_t ticks, uin
 	p = d9__enc_coroutine(e, p, coroutine);
 	p = d9_put_varint(p, source);
 	p = d9_put_varint(p, stack);
-	if (e->flags & D9_SCHEMA_CPU_UNWIND)
+	if (e->flags & D9_SCHEMA_CPU_UNWIND) {
 		p = d9_put_varint(p, unwind);
+		if (e->flags & D9_SCHEMA_CPU_WEIGHT)
+			p = d9_put_varint(p, weight_ns == D9_UNKNOWN ? 0 : weight_ns + 1);
+	}
 	e->p = p;
 	return 0;
+}
+
+static inline int d9_enc_cpu_sample_unwind(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
+	uint32_t source, uint64_t stack, uint32_t unwind)
+{
+	return d9_enc_cpu_sample_w(e, ticks, coroutine, source, stack, unwind, D9_UNKNOWN);
 }
 
 static inline int d9_enc_cpu_sample(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,

@@ -106,8 +106,9 @@ static const struct builtin_type builtin[D9_EV_KNOWN_MAX + 1] = {
 	[D9_EV_BLOCKING_CALL] = { "BlockingCall", 5,
 		{ { 'c', "coroutine" }, { 'u', "call" }, { 'u', "fd_kind" }, { 'u', "duration_ns" },
 			{ 'u', "stack" } } },
-	[D9_EV_CPU_SAMPLE] = { "CpuSample", 4,
-		{ { 'c', "coroutine" }, { 'u', "source" }, { 'u', "stack" }, { 'u', "unwind" } } },
+	[D9_EV_CPU_SAMPLE] = { "CpuSample", 5,
+		{ { 'c', "coroutine" }, { 'u', "source" }, { 'u', "stack" }, { 'u', "unwind" },
+			{ 'u', "weight_ns+1" } } },
 	[D9_EV_DROPPED] = { "Dropped", 2, { { 'u', "count" }, { 'u', "reason" } } },
 	[D9_EV_CUSTOM] = { "CustomEvent", 2, { { 'u', "schema" }, { 'b', "data" } } },
 	[D9_EV_ZERO_TIMEOUT_WAITS] = { "ZeroTimeoutWaits", 1, { { 'u', "count" } } },
@@ -124,6 +125,8 @@ static int builtin_fields(uint32_t type, unsigned flags)
 		return 1;
 	if (type == D9_EV_CPU_SAMPLE && !(flags & D9_SCHEMA_CPU_UNWIND))
 		return 3;
+	if (type == D9_EV_CPU_SAMPLE && !(flags & D9_SCHEMA_CPU_WEIGHT))
+		return 4;
 	return builtin[type].nfields;
 }
 
@@ -157,6 +160,8 @@ static int slot_of(uint32_t type, const char *name)
 		if (!strcmp(name, "sched_wait_ns+1"))
 			return D9_SLOT_SCHED_WAIT_NS_P1;
 	}
+	if (type == D9_EV_CPU_SAMPLE && !strcmp(name, "weight_ns+1"))
+		return D9_SLOT_WEIGHT_NS_P1;
 	for (int i = 0; i < builtin[type].nfields; i++)
 		if (strcmp(builtin[type].f[i].name, name) == 0)
 			return i;
@@ -1435,6 +1440,8 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 		/* not listed by the schema, or listed as unknown: never a measured 0 */
 		ev->f[D9_F_UNPARK_CPU_NS] = D9_UNKNOWN;
 		ev->f[D9_F_UNPARK_SCHED_WAIT_NS] = D9_UNKNOWN;
+	} else if (type == D9_EV_CPU_SAMPLE) {
+		ev->f[D9_F_CPU_WEIGHT_NS] = D9_UNKNOWN; /* not listed, or unknown: never a measured 0 */
 	}
 	ev->data = NULL;
 	ev->data_len = 0;
@@ -1488,6 +1495,10 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 			ev->f[D9_F_WAKE_OBJECT] = (uint64_t)d9_unzigzag(v >> 3);
 			if (ev->nfields < 4)
 				ev->nfields = 4;
+		} else if (slot == D9_SLOT_WEIGHT_NS_P1) {
+			ev->f[D9_F_CPU_WEIGHT_NS] = v ? v - 1 : D9_UNKNOWN;
+			if (D9_F_CPU_WEIGHT_NS + 1 > (int)ev->nfields)
+				ev->nfields = D9_F_CPU_WEIGHT_NS + 1;
 		} else if (slot == D9_SLOT_CPU_NS_P1 || slot == D9_SLOT_SCHED_WAIT_NS_P1) {
 			int to = slot == D9_SLOT_CPU_NS_P1 ? D9_F_UNPARK_CPU_NS : D9_F_UNPARK_SCHED_WAIT_NS;
 			ev->f[to] = v ? v - 1 : D9_UNKNOWN;

@@ -552,6 +552,9 @@ static void expect_events(const struct dev *got, const struct evspec *want, size
 			if (k >= nf && want[i].type == D9_EV_UNPARK &&
 				(k == D9_F_UNPARK_CPU_NS || k == D9_F_UNPARK_SCHED_WAIT_NS))
 				w = D9_UNKNOWN;
+			/* so is a CpuSample's weight */
+			if (k >= nf && want[i].type == D9_EV_CPU_SAMPLE && k == D9_F_CPU_WEIGHT_NS)
+				w = D9_UNKNOWN;
 			if (ev->f[k] != w)
 				T_FAIL("event %zu (%s): f[%u] == %" PRIu64 " (0x%" PRIx64 "), expected %"
 					PRIu64 " (0x%" PRIx64 ")", i, d9_event_name(ev->type), k, ev->f[k],
@@ -2768,6 +2771,44 @@ TEST(cpu_sample_unwind_follows_flags)
 	T_ASSERT(!strcmp(d9_unwinder_name(D9_UNWIND_FP | D9_UNWIND_TRUNCATED), "fp"));
 	T_ASSERT(!strcmp(d9_unwinder_name(D9_UNWIND_DWARF), "dwarf"));
 	T_ASSERT(!strcmp(d9_unwinder_name(7), "unknown"));
+}
+
+/* CpuSample's weight_ns+1 follows D9_SCHEMA_CPU_WEIGHT (with D9_SCHEMA_CPU_UNWIND): written as
+ * the value plus one, 0 for unknown; decoded back, and unknown (never 0) without the flag. */
+TEST(cpu_sample_weight_follows_flags)
+{
+	static const unsigned fl[3] = { 0, D9_SCHEMA_CPU_UNWIND,
+		D9_SCHEMA_CPU_UNWIND | D9_SCHEMA_CPU_WEIGHT };
+
+	for (int i = 0; i < 3; i++) {
+		unsigned flags = fl[i];
+		struct seg s;
+		struct d9_enc e;
+		struct dec d;
+		uint64_t counts[D9_EV_KNOWN_MAX + 1] = { 0 };
+
+		seg_std(&s, 4096, flags);
+		seg_enc_begin(&s, &e, 1, 1, 0, 0, (uint8_t)flags, 4096);
+		uint8_t *before = e.p;
+		T_EQ(d9_enc_cpu_sample_w(&e, 3, 5, D9_CPU_OFF, 7, D9_UNWIND_DWARF, 300000000), 0);
+		/* head, coroutine, source, stack (4), unwind (1), weight 300000001 (5 bytes) */
+		T_EQ(e.p - before, i == 0 ? 4 : i == 1 ? 5 : 10);
+		T_EQ(d9_enc_cpu_sample_w(&e, 4, 5, D9_CPU_OFF, 8, D9_UNWIND_FP, D9_UNKNOWN), 0);
+		T_EQ(d9_enc_cpu_sample_w(&e, 5, 5, D9_CPU_ON, 8, D9_UNWIND_FP, 0), 0);
+		size_t at = seg_len(&s);
+		seg_enc_end(&s, &e);
+		d9_chunk_count_types(s.buf + at, flags, counts);
+		T_EQU(counts[D9_EV_CPU_SAMPLE], 3);
+		T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
+		expect_clean(&d);
+		T_EQ(d.nev, 3);
+		T_EQU(d.ev[0].ev.f[D9_F_CPU_WEIGHT_NS], i == 2 ? 300000000 : D9_UNKNOWN);
+		T_EQU(d.ev[1].ev.f[D9_F_CPU_WEIGHT_NS], D9_UNKNOWN);
+		T_EQU(d.ev[2].ev.f[D9_F_CPU_WEIGHT_NS], i == 2 ? 0 : D9_UNKNOWN);
+		T_EQU(d.ev[2].ev.f[D9_F_CPU_STACK], 8);
+		dec_free(&d);
+		seg_free(&s);
+	}
 }
 
 int main(int argc, char **argv)
