@@ -1,8 +1,10 @@
 /* cmd-flame.c: `d9-analyze flame`: folded stacks ("root;...;leaf N", outermost frame first), the
- * input of flamegraph.pl, inferno and speedscope. Sources: CpuSample events (weight 1 each) or,
- * with --blocking, BlockingCall stacks weighted by duration in us. Streaming: counts are kept per
- * distinct (stack, location, call), never per event; only --long-polls holds the samples of each
- * thread's open poll until its length is known. Documented in README.md, "flame". */
+ * input of flamegraph.pl, inferno and speedscope. Sources: CpuSample events weighted by the time
+ * each stands for (on-CPU: the sampling period; off-CPU: the time off CPU) in us, or by count in
+ * traces whose samples carry no time (or with --samples); with --blocking, BlockingCall stacks
+ * weighted by duration in us. Streaming: weights are kept per distinct (stack, location, call),
+ * never per event; only --long-polls holds the samples of each thread's open poll (or loop turn,
+ * in generic mode) until its length is known. Documented in README.md, "flame". */
 #include "analyze.h"
 #include "d9-format.h"
 #include "trace.h"
@@ -14,21 +16,26 @@
 
 enum { CPU_ON = 1, CPU_OFF = 2 }; /* bits of flame.cpu */
 
-static const char NO_POLL[] = "(no poll)", NO_LOC[] = "(unknown)";
+static const char NO_POLL[] = "(no poll)", NO_LOC[] = "(unknown)", TURN[] = "(loop turn)";
+
+/* What one event adds: ns of time (0 when unknown), samples, samples of unknown time. */
+struct weight {
+	uint64_t ns, n, unknown;
+};
 
 /* One distinct (stack, prefix, call) and its weight: CPU samples, or ns of blocking calls. */
 struct agg {
 	const struct d9__stack *stack; /* NULL: no stack */
 	const char *prefix; /* --by-location: the poll's location name, NO_LOC or NO_POLL */
 	const char *call; /* --blocking: the call's name (the leaf frame) */
-	uint64_t weight;
+	struct weight w;
 	struct agg *next; /* hash chain */
 };
 
 struct pending {
 	const struct d9__stack *stack;
 	const char *call;
-	uint64_t weight;
+	struct weight w;
 };
 
 /* The open poll of a thread. */
@@ -46,6 +53,8 @@ struct flame {
 	struct d9__trace *t;
 	int cpu; /* CPU_ON | CPU_OFF */
 	int blocking, by_location;
+	int generic; /* loop turns (Unpark to the next Park) stand for polls */
+	int samples; /* --samples: count samples even when they carry their time */
 	int64_t long_ns; /* 0: no --long-polls */
 	const char *location;
 	long worker, pid; /* -1: any */
@@ -63,14 +72,16 @@ static uint64_t agg_hash(const struct d9__stack *s, const char *prefix, const ch
 }
 
 static void add(struct flame *fl, const struct d9__stack *s, const char *prefix, const char *call,
-	uint64_t w)
+	struct weight w)
 {
 	uint64_t h = agg_hash(s, prefix, call);
 	struct agg *head = d9__map_get(&fl->aggs, h);
 
 	for (struct agg *a = head; a; a = a->next)
 		if (a->stack == s && a->prefix == prefix && a->call == call) {
-			a->weight += w;
+			a->w.ns += w.ns;
+			a->w.n += w.n;
+			a->w.unknown += w.unknown;
 			return;
 		}
 	struct agg *a = malloc(sizeof(*a));
@@ -81,7 +92,7 @@ static void add(struct flame *fl, const struct d9__stack *s, const char *prefix,
 	a->stack = s;
 	a->prefix = prefix;
 	a->call = call;
-	a->weight = w;
+	a->w = w;
 	a->next = head;
 	if (d9__map_put(&fl->aggs, h, a)) {
 		free(a);
@@ -91,12 +102,18 @@ static void add(struct flame *fl, const struct d9__stack *s, const char *prefix,
 	fl->naggs++;
 }
 
+/* The location name of p's poll: its spawn location, "(unknown)", or "(loop turn)". */
+static const char *loc_name(const struct flame *fl, const struct tpoll *p)
+{
+	return fl->generic ? TURN : p->loc ? p->loc->name : NO_LOC;
+}
+
 static void flush(struct flame *fl, struct tpoll *p)
 {
-	const char *prefix = !fl->by_location ? NULL : p->loc ? p->loc->name : NO_LOC;
+	const char *prefix = !fl->by_location ? NULL : loc_name(fl, p);
 
 	for (size_t i = 0; i < p->nbuf; i++)
-		add(fl, p->buf[i].stack, prefix, p->buf[i].call, p->buf[i].weight);
+		add(fl, p->buf[i].stack, prefix, p->buf[i].call, p->buf[i].w);
 	p->nbuf = 0;
 }
 
@@ -136,7 +153,7 @@ static void poll_end(struct flame *fl, struct tpoll *p, const struct d9__ev *ev)
 }
 
 static void sample(struct flame *fl, struct tpoll *p, const struct d9__ev *ev, const char *call,
-	uint64_t w)
+	struct weight w)
 {
 	if (p->o.open && p->o.mark != d9__gap_mark(ev->th)) {
 		/* a gap since the PollStart: this sample may belong to a later poll whose start
@@ -171,7 +188,16 @@ static void sample(struct flame *fl, struct tpoll *p, const struct d9__ev *ev, c
 		flush(fl, p);
 		p->known_long = 1;
 	}
-	add(fl, ev->stack, !fl->by_location ? NULL : p->loc ? p->loc->name : NO_LOC, call, w);
+	add(fl, ev->stack, !fl->by_location ? NULL : loc_name(fl, p), call, w);
+}
+
+/* A poll (a loop turn in generic mode) starts at ev. */
+static void poll_start(struct flame *fl, struct tpoll *p, const struct d9__ev *ev)
+{
+	poll_end(fl, p, ev); /* a start without an end ends the open poll */
+	d9__pair_open(&p->o, ev);
+	p->loc = fl->generic ? NULL : ev->loc;
+	p->skip = fl->location && !strstr(loc_name(fl, p), fl->location);
 }
 
 static void flame_on_event(void *ctx, const struct d9__ev *ev)
@@ -194,15 +220,13 @@ static void flame_on_event(void *ctx, const struct d9__ev *ev)
 		return;
 	switch (ev->type) {
 	case D9_EV_POLL_START:
-		if (!(p = tpoll_of(fl, ev->th)))
-			return;
-		poll_end(fl, p, ev); /* a PollStart without PollEnd ends the poll */
-		d9__pair_open(&p->o, ev);
-		p->loc = ev->loc;
-		p->skip = fl->location && (!ev->loc || !strstr(ev->loc->name, fl->location));
+	case D9_EV_UNPARK:
+		if ((ev->type == D9_EV_UNPARK) == fl->generic && (p = tpoll_of(fl, ev->th)))
+			poll_start(fl, p, ev);
 		break;
 	case D9_EV_POLL_END:
-		if ((p = tpoll_of(fl, ev->th)))
+	case D9_EV_PARK:
+		if ((ev->type == D9_EV_PARK) == fl->generic && (p = tpoll_of(fl, ev->th)))
 			poll_end(fl, p, ev);
 		break;
 	case D9_EV_CPU_SAMPLE: {
@@ -211,13 +235,14 @@ static void flame_on_event(void *ctx, const struct d9__ev *ev)
 			CPU_ON | CPU_OFF;
 		if (fl->blocking || (fl->cpu & want) != want)
 			return;
+		int known = ev->weight_ns != D9_UNKNOWN;
 		if ((p = tpoll_of(fl, ev->th)))
-			sample(fl, p, ev, NULL, 1);
+			sample(fl, p, ev, NULL, (struct weight){ known ? ev->weight_ns : 0, 1, !known });
 		break;
 	}
 	case D9_EV_BLOCKING_CALL:
 		if (fl->blocking && (p = tpoll_of(fl, ev->th)))
-			sample(fl, p, ev, ev->call, ev->count);
+			sample(fl, p, ev, ev->call, (struct weight){ ev->count, 1, 0 });
 		break;
 	default:
 		break;
@@ -229,6 +254,19 @@ struct line {
 	char *s;
 	uint64_t weight;
 };
+
+/* What N of each output line counts: us of time (blocking calls; samples that carry their time)
+ * or samples (--samples; traces whose samples carry no time). */
+static int by_time(const struct flame *fl, uint64_t *unknown, uint64_t *known)
+{
+	*unknown = *known = 0;
+	for (size_t i = 0; i < fl->aggs.cap; i++)
+		for (struct agg *a = fl->aggs.vals ? fl->aggs.vals[i] : NULL; a; a = a->next) {
+			*unknown += a->w.unknown;
+			*known += a->w.n - a->w.unknown;
+		}
+	return fl->blocking || (!fl->samples && *known);
+}
 
 struct sbuf {
 	char *p;
@@ -303,15 +341,23 @@ static long print_folded(struct flame *fl)
 	struct line *l = calloc(fl->naggs ? fl->naggs : 1, sizeof(*l));
 	size_t n = 0;
 	long printed = 0;
+	uint64_t unknown, known;
+	int time = by_time(fl, &unknown, &known);
 
 	if (!l)
 		return -1;
+	if (!fl->blocking && time && unknown)
+		fprintf(stderr, "d9-analyze: flame: %" PRIu64 " sample(s) of unknown duration left out "
+			"(N is time in us)\n", unknown);
+	else if (!fl->blocking && !time && unknown && !fl->samples)
+		fprintf(stderr, "d9-analyze: flame: the samples carry no duration (written by an "
+			"older d9): N counts samples, not time\n");
 	for (size_t i = 0; i < fl->aggs.cap; i++)
 		for (struct agg *a = fl->aggs.vals ? fl->aggs.vals[i] : NULL; a && n < fl->naggs;
 		     a = a->next) {
 			if (!(l[n].s = fold(fl, a)))
 				goto oom;
-			l[n++].weight = a->weight;
+			l[n++].weight = time ? a->w.ns : a->w.n;
 		}
 	qsort(l, n, sizeof(*l), cmp_line);
 	for (size_t i = 0; i < n;) {
@@ -319,7 +365,7 @@ static long print_folded(struct flame *fl)
 		size_t j = i;
 		for (; j < n && !strcmp(l[j].s, l[i].s); j++)
 			w += l[j].weight;
-		if (fl->blocking)
+		if (time)
 			w = (w + 500) / 1000; /* ns to us, rounded */
 		if (w) {
 			printf("%s %" PRIu64 "\n", l[i].s, w);
@@ -358,15 +404,21 @@ static void flame_help(FILE *f)
 {
 	fprintf(f, "usage: d9-analyze flame [OPTIONS] TRACE...\n\n"
 		"Prints folded stacks, one 'root;...;leaf N' line per distinct stack, outermost frame\n"
-		"first (input of flamegraph.pl, inferno, speedscope). N counts CPU samples, or with\n"
-		"--blocking the microseconds spent in blocking calls (the call is the leaf frame).\n\n"
+		"first (input of flamegraph.pl, inferno, speedscope). N is the time in microseconds the\n"
+		"CPU samples stand for (on-CPU: the sampling period each; off-CPU: the time until the\n"
+		"thread ran again), or with --blocking the microseconds spent in blocking calls (the\n"
+		"call is the leaf frame). Samples of traces that do not record their time (older d9)\n"
+		"are counted instead, and stderr says so; with time, samples of unknown time are left\n"
+		"out and counted on stderr.\n\n"
 		"options:\n"
 		"  --cpu on|off|both      which CPU samples: on-CPU (default), off-CPU or both\n"
 		"  --blocking             BlockingCall stacks weighted by duration instead of samples\n"
+		"  --samples              N counts samples instead of their time\n"
 		"  --by-location          first frame: the location of the poll the sample is in,\n"
 		"                         '(unknown)' or '(no poll)'\n"
 		"  --location TEXT        only samples in polls whose location name contains TEXT\n"
-		"  --long-polls DURATION  only samples in polls at least this long\n"
+		"  --long-polls DURATION  only samples in polls at least this long (loop turns in\n"
+		"                         generic mode, as in 'd9-analyze polls')\n"
 		"  --worker N             only samples on worker N\n"
 		"  --pid N                only samples of process N\n"
 		"  --from WHEN            ignore events before WHEN\n"
@@ -401,6 +453,8 @@ int d9__cmd_flame(int argc, char **argv)
 			return D9_EXIT_OK;
 		} else if (!strcmp(argv[i], "--blocking")) {
 			fl.blocking = 1;
+		} else if (!strcmp(argv[i], "--samples")) {
+			fl.samples = 1;
 		} else if (!strcmp(argv[i], "--by-location")) {
 			fl.by_location = 1;
 		} else if ((r = d9__opt(argc, argv, &i, "--cpu", &v)) == 1) {
@@ -433,6 +487,10 @@ int d9__cmd_flame(int argc, char **argv)
 		if (r < 0)
 			goto usage;
 	}
+	if (fl.blocking && fl.samples) {
+		fprintf(stderr, "d9-analyze: flame: --blocking weighs calls by time: no --samples\n");
+		goto usage;
+	}
 	if (fl.blocking && cpu_set) {
 		/* samples and microseconds do not add up: one source per graph */
 		fprintf(stderr, "d9-analyze: flame: --blocking and --cpu do not mix\n");
@@ -443,6 +501,8 @@ int d9__cmd_flame(int argc, char **argv)
 	if ((rc = d9__trace_start(&t, args, nargs)) != 0)
 		return rc;
 	long lines = 0;
+	if ((fl.location || fl.long_ns || fl.by_location) && (fl.generic = d9__trace_generic(&t)) < 0)
+		fl.oom = 1;
 	if (d9__trace_run(&t, flame_on_event, &fl) || fl.oom)
 		fprintf(stderr, "d9-analyze: out of memory: the output is incomplete\n");
 	else if ((lines = print_folded(&fl)) < 0)

@@ -25,16 +25,26 @@
 struct hot_stack {
 	const struct d9__stack *stack; /* NULL: samples without a stack */
 	uint64_t samples;
+	uint64_t ns; /* the time they stand for (CpuSample weight_ns), of those that carry it */
 	uint8_t off; /* 1: off-CPU samples (source 1), 0: on-CPU (source 0) */
 };
 
-/* The CPU samples of a thread's open poll (or loop turn), by (stack, source). Emptied when the
- * poll ends, so it holds at most the distinct stacks of one poll. */
+/* The blocking calls of a poll: how many, their time, and the longest with its stack. */
+struct pollblock {
+	uint64_t n, ns, max;
+	const char *call;
+	const struct d9__stack *stack;
+	uint64_t fd_kind;
+};
+
+/* The CPU samples of a thread's open poll (or loop turn), by (stack, source), and its blocking
+ * calls. Emptied when the poll ends, so it holds at most the distinct stacks of one poll. */
 struct pollcpu {
-	uint64_t on, off;
+	uint64_t on, off, on_ns, off_ns, unweighed; /* unweighed: samples without their time */
 	struct d9__map idx; /* key: (stack idx + 1) * 2 + off (0 for no stack) -> entry index + 1 */
 	struct hot_stack *e;
 	size_t n, cap;
+	struct pollblock b;
 };
 
 /* Per thread (worker or not). */
@@ -73,8 +83,11 @@ struct long_poll {
 	struct d9__thread *th;
 	uint64_t co;
 	uint64_t cpu_on, cpu_off; /* CpuSamples taken on its thread while it ran */
+	uint64_t on_ns, off_ns; /* the time they stand for (of those that carry it) */
+	int weighed; /* every sample carries its time: hot stacks are ordered by time */
 	struct hot_stack hot[POLL_STACKS]; /* the most frequent (stack, source), most first */
 	uint8_t nhot;
+	struct pollblock b; /* its blocking calls */
 };
 
 struct bgroup {
@@ -130,6 +143,8 @@ struct sum {
 	uint64_t spawned, exited, alive;
 	int64_t first_real, last_real;
 	uint64_t *stack_on, *stack_off; /* CpuSamples by stack idx + 1 ([0]: no stack) */
+	uint64_t *stack_on_ns, *stack_off_ns; /* the time they stand for, by stack idx + 1 */
+	uint64_t on_unweighed, off_unweighed; /* samples that carry no time */
 	size_t nstack_cnt;
 	uint64_t cpu_on, cpu_off, cpu_other; /* other: a source this version does not know */
 	uint64_t co_mismatch; /* samples naming a coroutine other than their poll's */
@@ -283,6 +298,19 @@ static void add_sched_delay(struct sum *s, const struct d9__ev *ev)
 		g->wait += (uint64_t)ev->value;
 }
 
+/* A blocking call inside the open poll or loop turn pc (the call's time is its end). */
+static void pollblock_add(struct pollcpu *pc, const struct d9__ev *ev)
+{
+	pc->b.n++;
+	pc->b.ns += ev->count;
+	if (pc->b.n == 1 || ev->count > pc->b.max) {
+		pc->b.max = ev->count;
+		pc->b.call = ev->call;
+		pc->b.stack = ev->stack;
+		pc->b.fd_kind = ev->kind;
+	}
+}
+
 static void add_blocking(struct sum *s, const struct d9__ev *ev)
 {
 	uint64_t h = d9__hash64((uint64_t)(uintptr_t)ev->call ^
@@ -313,17 +341,24 @@ static void add_blocking(struct sum *s, const struct d9__ev *ev)
 }
 
 /* ---- CPU samples ----------------------------------------------------------------------------- */
-static void pollcpu_add(struct sum *s, struct pollcpu *pc, const struct d9__stack *st, int off)
+static void pollcpu_add(struct sum *s, struct pollcpu *pc, const struct d9__stack *st, int off,
+	uint64_t weight_ns)
 {
 	uint64_t key = (st ? (uint64_t)st->idx + 1 : 0) * 2 + (uint64_t)off;
 	uintptr_t i = (uintptr_t)d9__map_get(&pc->idx, key);
+	uint64_t ns = weight_ns == D9_UNKNOWN ? 0 : weight_ns;
 
-	if (off)
+	pc->unweighed += weight_ns == D9_UNKNOWN;
+	if (off) {
 		pc->off++;
-	else
+		pc->off_ns += ns;
+	} else {
 		pc->on++;
+		pc->on_ns += ns;
+	}
 	if (i) {
 		pc->e[i - 1].samples++;
+		pc->e[i - 1].ns += ns;
 		return;
 	}
 	if (pc->n == pc->cap) {
@@ -340,13 +375,16 @@ static void pollcpu_add(struct sum *s, struct pollcpu *pc, const struct d9__stac
 		s->oom = 1;
 		return;
 	}
-	pc->e[pc->n++] = (struct hot_stack){ st, 1, (uint8_t)off };
+	pc->e[pc->n++] = (struct hot_stack){ st, 1, ns, (uint8_t)off };
 }
 
-/* Order of a poll's hot stacks: most samples first, then on-CPU first, then by stack (input
- * order), so the output does not depend on hashing. */
-static int hot_before(const struct hot_stack *x, const struct hot_stack *y)
+/* Order of a poll's hot stacks: most time first when every sample carries its time (else most
+ * samples), then on-CPU first, then by stack (input order), so the output does not depend on
+ * hashing. */
+static int hot_before(const struct hot_stack *x, const struct hot_stack *y, int weighed)
 {
+	if (weighed && x->ns != y->ns)
+		return x->ns > y->ns;
 	if (x->samples != y->samples)
 		return x->samples > y->samples;
 	if (x->off != y->off)
@@ -357,16 +395,22 @@ static int hot_before(const struct hot_stack *x, const struct hot_stack *y)
 /* Copies the samples and hottest stacks of pc into lp. */
 static void pollcpu_top(const struct pollcpu *pc, struct long_poll *lp)
 {
+	int weighed = pc->on + pc->off > 0 && !pc->unweighed;
+
 	lp->cpu_on = pc->on;
 	lp->cpu_off = pc->off;
+	lp->on_ns = pc->on_ns;
+	lp->off_ns = pc->off_ns;
+	lp->weighed = weighed;
+	lp->b = pc->b;
 	lp->nhot = 0;
 	for (size_t i = 0; i < pc->n; i++) {
 		size_t j = lp->nhot < POLL_STACKS ? lp->nhot++ : POLL_STACKS;
-		if (j == POLL_STACKS && !hot_before(&pc->e[i], &lp->hot[POLL_STACKS - 1]))
+		if (j == POLL_STACKS && !hot_before(&pc->e[i], &lp->hot[POLL_STACKS - 1], weighed))
 			continue;
 		if (j == POLL_STACKS)
 			j--;
-		for (; j > 0 && hot_before(&pc->e[i], &lp->hot[j - 1]); j--)
+		for (; j > 0 && hot_before(&pc->e[i], &lp->hot[j - 1], weighed); j--)
 			lp->hot[j] = lp->hot[j - 1];
 		lp->hot[j] = pc->e[i];
 	}
@@ -379,7 +423,8 @@ static void pollcpu_clear(struct pollcpu *pc)
 		d9__map_del(&pc->idx, (pc->e[i].stack ? (uint64_t)pc->e[i].stack->idx + 1 : 0) * 2 +
 			pc->e[i].off);
 	pc->n = 0;
-	pc->on = pc->off = 0;
+	pc->on = pc->off = pc->on_ns = pc->off_ns = pc->unweighed = 0;
+	memset(&pc->b, 0, sizeof(pc->b));
 }
 
 static void pollcpu_free(struct pollcpu *pc)
@@ -451,35 +496,39 @@ static void cpu_sample(struct sum *s, struct wstat *w, const struct d9__ev *ev)
 	stack_quality(s, ev);
 	if (i >= s->nstack_cnt) {
 		size_t n = i + 1 > s->nstack_cnt * 2 ? i + 1 : s->nstack_cnt * 2;
-		uint64_t *on = realloc(s->stack_on, n * sizeof(*on));
-		if (on)
-			s->stack_on = on;
-		uint64_t *offc = on ? realloc(s->stack_off, n * sizeof(*offc)) : NULL;
-		if (!offc) {
-			s->oom = 1;
-			return;
+		uint64_t **arr[4] = { &s->stack_on, &s->stack_off, &s->stack_on_ns, &s->stack_off_ns };
+		for (int k = 0; k < 4; k++) {
+			uint64_t *a = realloc(*arr[k], n * sizeof(*a));
+			if (!a) {
+				s->oom = 1;
+				return;
+			}
+			memset(a + s->nstack_cnt, 0, (n - s->nstack_cnt) * sizeof(*a));
+			*arr[k] = a;
 		}
-		s->stack_off = offc;
-		memset(s->stack_on + s->nstack_cnt, 0, (n - s->nstack_cnt) * sizeof(*on));
-		memset(s->stack_off + s->nstack_cnt, 0, (n - s->nstack_cnt) * sizeof(*offc));
 		s->nstack_cnt = n;
 	}
+	int known = ev->weight_ns != D9_UNKNOWN;
 	if (off) {
 		s->stack_off[i]++;
+		s->stack_off_ns[i] += known ? ev->weight_ns : 0;
+		s->off_unweighed += !known;
 		s->cpu_off++;
 		w->cpu_off++;
 	} else {
 		s->stack_on[i]++;
+		s->stack_on_ns[i] += known ? ev->weight_ns : 0;
+		s->on_unweighed += !known;
 		s->cpu_on++;
 		w->cpu_on++;
 	}
 	if (w->poll.open) {
 		if (ev->co && ev->co != w->poll_co)
 			s->co_mismatch++; /* still the poll's by time */
-		pollcpu_add(s, &w->poll_cpu, ev->stack, off);
+		pollcpu_add(s, &w->poll_cpu, ev->stack, off, ev->weight_ns);
 	}
 	if (w->turn.open)
-		pollcpu_add(s, &w->turn_cpu, ev->stack, off);
+		pollcpu_add(s, &w->turn_cpu, ev->stack, off, ev->weight_ns);
 }
 
 /* 1 when a poll of d ns would enter the list of the longest (heap h of n entries). */
@@ -582,8 +631,8 @@ static void end_poll(struct sum *s, struct wstat *w, const struct d9__ev *ev)
 	if (ls)
 		d9__hist_add(&ls->polls, d);
 	if (would_list(s, s->lp, s->nlp, d)) {
-		struct long_poll v = { d, w->poll.real_ns, w->poll_loc, w->th, w->poll_co, 0, 0,
-			{ { NULL, 0, 0 } }, 0 };
+		struct long_poll v = { .dur = d, .start_real = w->poll.real_ns, .loc = w->poll_loc,
+			.th = w->th, .co = w->poll_co };
 		pollcpu_top(&w->poll_cpu, &v);
 		heap_push(s->lp, &s->nlp, (size_t)s->top, v);
 	}
@@ -671,8 +720,8 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 			d9__hist_add(&s->turns, d);
 			w->turn_ns += d;
 			if (would_list(s, s->lt, s->nlt, d)) {
-				struct long_poll v = { d, w->turn.real_ns, NULL, w->th, 0, 0, 0,
-					{ { NULL, 0, 0 } }, 0 };
+				struct long_poll v = { .dur = d, .start_real = w->turn.real_ns,
+					.th = w->th };
 				pollcpu_top(&w->turn_cpu, &v);
 				heap_push(s->lt, &s->nlt, (size_t)s->top, v);
 			}
@@ -746,6 +795,10 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 		break;
 	case D9_EV_BLOCKING_CALL:
 		add_blocking(s, ev);
+		if (w->poll.open)
+			pollblock_add(&w->poll_cpu, ev);
+		if (w->turn.open)
+			pollblock_add(&w->turn_cpu, ev);
 		break;
 	case D9_EV_SCHED_DELAY:
 		add_sched_delay(s, ev);
@@ -827,6 +880,20 @@ static void sum_free(struct sum *s)
 	free(s->stack_on);
 	free(s->stack_bad);
 	free(s->stack_off);
+	free(s->stack_on_ns);
+	free(s->stack_off_ns);
+}
+
+/* The hot spots of a source are by time when some of its samples carry their time (the others,
+ * counted in *_unweighed, are then left out of that table); by samples in older traces. */
+static int on_by_time(const struct sum *s)
+{
+	return s->cpu_on > s->on_unweighed;
+}
+
+static int off_by_time(const struct sum *s)
+{
+	return s->cpu_off > s->off_unweighed;
 }
 
 /* Generic mode: no poll anywhere but loop turns: turns take the place of polls. */
@@ -906,7 +973,9 @@ static size_t worker_list(struct sum *s, struct wstat ***out)
 /* A function's samples of one source. */
 struct fnstat {
 	const char *name; /* interned */
-	uint64_t self, total;
+	uint64_t self, total; /* samples */
+	uint64_t self_ns, total_ns; /* the time they stand for (of those that carry it) */
+	int by_ns; /* order by time */
 	size_t mark; /* the last stack (idx + 1) that counted it: once per stack in total */
 	struct fnstat *next; /* hash chain */
 };
@@ -938,6 +1007,10 @@ static int cmp_fnstat(const void *a, const void *b)
 {
 	const struct fnstat *x = *(struct fnstat *const *)a, *y = *(struct fnstat *const *)b;
 
+	if (x->by_ns && x->self_ns != y->self_ns)
+		return x->self_ns > y->self_ns ? -1 : 1;
+	if (x->by_ns && x->total_ns != y->total_ns)
+		return x->total_ns > y->total_ns ? -1 : 1;
 	if (x->self != y->self)
 		return x->self > y->self ? -1 : 1;
 	if (x->total != y->total)
@@ -953,7 +1026,8 @@ static const char NO_STACK[] = "(no stack)";
  * on the stack, once per sample even when it appears several times (recursion). Samples without
  * a stack count for "(no stack)". Returns how many in *out (freed by the caller, each entry and
  * the array), 0 when none or out of memory (s->oom set). */
-static size_t hot_functions(struct sum *s, const uint64_t *cnt, struct fnstat ***out)
+static size_t hot_functions(struct sum *s, const uint64_t *cnt, const uint64_t *ns, int by_ns,
+	struct fnstat ***out)
 {
 	struct d9__trace *t = s->t;
 	struct d9__map m = { 0 };
@@ -992,6 +1066,7 @@ static size_t hot_functions(struct sum *s, const uint64_t *cnt, struct fnstat **
 					if (!(e = calloc(1, sizeof(*e))))
 						goto oom;
 					e->name = fn;
+					e->by_ns = by_ns;
 					e->next = head;
 					if (d9__map_put(&m, h, e)) {
 						free(e);
@@ -1002,9 +1077,12 @@ static size_t hot_functions(struct sum *s, const uint64_t *cnt, struct fnstat **
 				if (e->mark != i + 1) {
 					e->mark = i + 1;
 					e->total += cnt[i];
+					e->total_ns += ns[i];
 				}
-				if (f == 0 && j == 0)
+				if (f == 0 && j == 0) {
 					e->self += cnt[i];
+					e->self_ns += ns[i];
+				}
 			}
 		}
 	}
@@ -1057,8 +1135,12 @@ static void json_functions(FILE *f, struct fnstat **a, size_t n)
 	for (size_t i = 0; i < n && i < HOT_TOP; i++) {
 		fprintf(f, "%s{\"function\":", i ? "," : "");
 		d9__json_cstr(f, a[i]->name);
-		fprintf(f, ",\"self_samples\":%" PRIu64 ",\"total_samples\":%" PRIu64 "}", a[i]->self,
+		fprintf(f, ",\"self_samples\":%" PRIu64 ",\"total_samples\":%" PRIu64, a[i]->self,
 			a[i]->total);
+		if (a[i]->by_ns)
+			fprintf(f, ",\"self_ns\":%" PRIu64 ",\"total_ns\":%" PRIu64, a[i]->self_ns,
+				a[i]->total_ns);
+		fputc('}', f);
 	}
 }
 
@@ -1202,11 +1284,28 @@ static void print_json(FILE *f, struct sum *s)
 			lp[i].th->proc->pid, lp[i].th->tid, lp[i].co, lp[i].start_real,
 			lp[i].start_real - t->start_real);
 		d9__json_stack(f, t, lp[i].nhot ? lp[i].hot[0].stack : NULL);
-		fprintf(f, ",\"cpu_samples\":%" PRIu64 ",\"offcpu_samples\":%" PRIu64
-			",\"hot_stacks\":[", lp[i].cpu_on, lp[i].cpu_off);
+		fprintf(f, ",\"cpu_samples\":%" PRIu64 ",\"offcpu_samples\":%" PRIu64, lp[i].cpu_on,
+			lp[i].cpu_off);
+		if (lp[i].weighed)
+			fprintf(f, ",\"cpu_ns\":%" PRIu64 ",\"offcpu_ns\":%" PRIu64, lp[i].on_ns,
+				lp[i].off_ns);
+		if (lp[i].b.n) {
+			/* its blocking calls, the longest first: the main item of the poll */
+			fprintf(f, ",\"blocking\":{\"calls\":%" PRIu64 ",\"total_ns\":%" PRIu64
+				",\"longest\":{\"call\":", lp[i].b.n, lp[i].b.ns);
+			d9__json_cstr(f, lp[i].b.call);
+			fprintf(f, ",\"fd_kind\":\"%s\",\"duration_ns\":%" PRIu64 ",\"stack\":",
+				d9_fd_kind_name(lp[i].b.fd_kind), lp[i].b.max);
+			d9__json_stack(f, t, lp[i].b.stack);
+			fputs("}}", f);
+		}
+		fputs(",\"hot_stacks\":[", f);
 		for (size_t j = 0; j < lp[i].nhot; j++) {
-			fprintf(f, "%s{\"samples\":%" PRIu64 ",\"source\":\"%s\",\"stack\":", j ? "," : "",
+			fprintf(f, "%s{\"samples\":%" PRIu64 ",\"source\":\"%s\"", j ? "," : "",
 				lp[i].hot[j].samples, lp[i].hot[j].off ? "off" : "on");
+			if (lp[i].weighed)
+				fprintf(f, ",\"time_ns\":%" PRIu64, lp[i].hot[j].ns);
+			fputs(",\"stack\":", f);
 			d9__json_stack(f, t, lp[i].hot[j].stack);
 			fputc('}', f);
 		}
@@ -1280,14 +1379,16 @@ static void print_json(FILE *f, struct sum *s)
 		}
 	fputs("}},\"cpu_hotspots\":[", f);
 	struct fnstat **fa;
-	size_t nfa = hot_functions(s, s->stack_on, &fa);
+	size_t nfa = hot_functions(s, s->stack_on, s->stack_on_ns, on_by_time(s), &fa);
 	json_functions(f, fa, nfa);
 	free_functions(fa, nfa);
 	fputs("],\"offcpu_hotspots\":[", f);
-	nfa = hot_functions(s, s->stack_off, &fa);
+	nfa = hot_functions(s, s->stack_off, s->stack_off_ns, off_by_time(s), &fa);
 	json_functions(f, fa, nfa);
 	free_functions(fa, nfa);
-	fputc(']', f);
+	fprintf(f, "],\"hotspots_by\":{\"on\":\"%s\",\"off\":\"%s\"},\"samples_without_time\":{"
+		"\"on\":%" PRIu64 ",\"off\":%" PRIu64 "}", on_by_time(s) ? "time" : "samples",
+		off_by_time(s) ? "time" : "samples", s->on_unweighed, s->off_unweighed);
 	fprintf(f, ",\"drops\":{\"events\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"by_reason\":{",
 		s->drops_events, s->drops_samples);
 	first = 1;
@@ -1368,16 +1469,25 @@ static void text_stack(FILE *f, struct d9__trace *t, const struct d9__stack *st,
 		fprintf(f, "%s%s", first, NO_STACK);
 }
 
+/* all: the source's samples, or its time in ns when the functions are by time */
 static void text_functions(FILE *f, const char *what, struct fnstat **a, size_t n, uint64_t all)
 {
+	char x[32], y[32];
+
 	if (!n)
 		return;
 	fprintf(f, "  %-8s %9s %7s %9s %7s  %s\n", what, "self", "self%", "total", "total%",
 		"function");
-	for (size_t i = 0; i < n && i < HOT_TOP; i++)
-		fprintf(f, "  %-8s %9" PRIu64 " %6.1f%% %9" PRIu64 " %6.1f%%  %s\n", "", a[i]->self,
-			pct(a[i]->self, (int64_t)all), a[i]->total, pct(a[i]->total, (int64_t)all),
-			a[i]->name);
+	for (size_t i = 0; i < n && i < HOT_TOP; i++) {
+		if (a[i]->by_ns)
+			fprintf(f, "  %-8s %9s %6.1f%% %9s %6.1f%%  %s\n", "",
+				D(x, (int64_t)a[i]->self_ns), pct(a[i]->self_ns, (int64_t)all),
+				D(y, (int64_t)a[i]->total_ns), pct(a[i]->total_ns, (int64_t)all), a[i]->name);
+		else
+			fprintf(f, "  %-8s %9" PRIu64 " %6.1f%% %9" PRIu64 " %6.1f%%  %s\n", "", a[i]->self,
+				pct(a[i]->self, (int64_t)all), a[i]->total, pct(a[i]->total, (int64_t)all),
+				a[i]->name);
+	}
 }
 
 static void print_text(FILE *f, struct sum *s)
@@ -1446,26 +1556,59 @@ static void print_text(FILE *f, struct sum *s)
 			D(a, lp[i].dur), D(b, lp[i].start_real - t->start_real), lp[i].th->proc->pid,
 			lp[i].th->worker, lp[i].co, lp[i].loc ? lp[i].loc->name :
 			gen ? "(loop turn)" : "(unknown)");
+		if (lp[i].b.n) {
+			/* the blocking calls first: the main item of the poll when there is one */
+			const char *k = d9_fd_kind_name(lp[i].b.fd_kind);
+			fprintf(f, "  %-9s blocked %s in %" PRIu64 " call(s); longest: %s%s%s%s %s", "",
+				D(a, lp[i].b.ns), lp[i].b.n, lp[i].b.call, lp[i].b.fd_kind ? " (" : "",
+				lp[i].b.fd_kind ? k : "", lp[i].b.fd_kind ? ")" : "", D(b, lp[i].b.max));
+			text_stack(f, t, lp[i].b.stack, 4, ": ");
+			fputc('\n', f);
+		}
 		if (!lp[i].nhot)
 			continue;
-		fprintf(f, "  %-9s cpu samples: %" PRIu64 " on, %" PRIu64 " off; hottest stack (%" PRIu64
-			" %s-CPU)", "", lp[i].cpu_on, lp[i].cpu_off, lp[i].hot[0].samples,
-			lp[i].hot[0].off ? "off" : "on");
+		if (lp[i].weighed) {
+			fprintf(f, "  %-9s cpu samples: %" PRIu64 " on, %" PRIu64 " off (%s on CPU, %s off "
+				"CPU); hottest stack (%s %s-CPU)", "", lp[i].cpu_on, lp[i].cpu_off,
+				D(a, lp[i].on_ns), D(b, lp[i].off_ns), D(c, lp[i].hot[0].ns),
+				lp[i].hot[0].off ? "off" : "on");
+		} else {
+			fprintf(f, "  %-9s cpu samples: %" PRIu64 " on, %" PRIu64 " off; hottest stack (%"
+				PRIu64 " %s-CPU)", "", lp[i].cpu_on, lp[i].cpu_off, lp[i].hot[0].samples,
+				lp[i].hot[0].off ? "off" : "on");
+		}
 		text_stack(f, t, lp[i].hot[0].stack, 4, ": ");
 		fputc('\n', f);
 	}
 	if (!nlp)
 		fprintf(f, "  none\n");
-	fprintf(f, "\nCPU hot spots: %" PRIu64 " on-CPU and %" PRIu64 " off-CPU samples (top %d "
-		"functions by self samples; self: innermost frame, total: anywhere on the stack)\n",
-		s->cpu_on, s->cpu_off, HOT_TOP);
+	int on_t = on_by_time(s), off_t = off_by_time(s);
+	uint64_t on_ns = 0, off_ns = 0;
+	for (size_t i = 0; i < s->nstack_cnt; i++) {
+		on_ns += s->stack_on_ns[i];
+		off_ns += s->stack_off_ns[i];
+	}
+	if (on_t || off_t)
+		fprintf(f, "\nCPU hot spots: %" PRIu64 " on-CPU and %" PRIu64 " off-CPU samples, by "
+			"time: %s on CPU (the sampling period each), %s off CPU (each sample's time until "
+			"its thread ran again) (top %d functions by self time; self: innermost frame, "
+			"total: anywhere on the stack)\n", s->cpu_on, s->cpu_off, D(a, on_ns), D(b, off_ns),
+			HOT_TOP);
+	else
+		fprintf(f, "\nCPU hot spots: %" PRIu64 " on-CPU and %" PRIu64 " off-CPU samples (top %d "
+			"functions by self samples; self: innermost frame, total: anywhere on the stack)\n",
+			s->cpu_on, s->cpu_off, HOT_TOP);
 	struct fnstat **fa;
-	size_t nfa = hot_functions(s, s->stack_on, &fa);
-	text_functions(f, "on-CPU", fa, nfa, s->cpu_on);
+	size_t nfa = hot_functions(s, s->stack_on, s->stack_on_ns, on_t, &fa);
+	text_functions(f, "on-CPU", fa, nfa, on_t ? on_ns : s->cpu_on);
 	free_functions(fa, nfa);
-	nfa = hot_functions(s, s->stack_off, &fa);
-	text_functions(f, "off-CPU", fa, nfa, s->cpu_off);
+	nfa = hot_functions(s, s->stack_off, s->stack_off_ns, off_t, &fa);
+	text_functions(f, "off-CPU", fa, nfa, off_t ? off_ns : s->cpu_off);
 	free_functions(fa, nfa);
+	if ((on_t && s->on_unweighed) || (off_t && s->off_unweighed))
+		fprintf(f, "  left out: %" PRIu64 " on-CPU and %" PRIu64 " off-CPU samples of unknown "
+			"time (an off-CPU sample whose thread never ran again, or a lost switch record)\n",
+			on_t ? s->on_unweighed : 0, off_t ? s->off_unweighed : 0);
 	if (!s->cpu_on && !s->cpu_off)
 		fprintf(f, "  none\n");
 	else
@@ -1552,8 +1695,11 @@ static void summary_help(FILE *f)
 		"Summarises segment files (.bin, .bin.gz, .active, or directories of them): workers'\n"
 		"busy and parked time, poll durations per spawn location, the longest polls,\n"
 		"scheduling delay, timer lateness, blocking calls, run-queue depth, idle workers,\n"
-		"CPU hot spots (the top 20 functions by on- and off-CPU samples; each long poll with\n"
-		"its samples and hottest stacks) and data quality. Without a runtime (generic mode),\n"
+		"CPU hot spots (the top 20 functions by on- and off-CPU time: each sample weighs the\n"
+		"time it stands for, its sampling period on CPU, its time until the thread ran again\n"
+		"off CPU; by sample counts in traces that do not record it; each long poll with its\n"
+		"blocking calls, the longest first, its samples and hottest stacks) and data quality.\n"
+		"Without a runtime (generic mode),\n"
 		"loop turns take the place of polls. A poll, park, loop turn or scheduling delay with\n"
 		"a gap in the data between its two ends (dropped events, a damaged or missing part of\n"
 		"the trace) is counted as unknown and left out of every duration.\n\n"

@@ -953,3 +953,73 @@ void d9__json_stack(FILE *f, struct d9__trace *t, const struct d9__stack *st)
 	}
 	fputc(']', f);
 }
+
+/* ---- generic mode ------------------------------------------------------------------------------ */
+/* The first pass: finds whether the window holds a complete poll (coroutine mode; stops
+ * there) or else a complete loop turn (generic mode), by summary's rules. */
+struct mode_scan {
+	struct d9__trace *t;
+	struct d9__open *in_poll, *in_turn; /* by thread idx */
+	size_t n;
+	int polls, turns, oom;
+};
+
+static void mode_on_event(void *ctx, const struct d9__ev *ev)
+{
+	struct mode_scan *m = ctx;
+
+	if (!ev->th)
+		return;
+	if (ev->th->idx >= m->n) {
+		size_t n = ev->th->idx + 1 > m->n * 2 ? ev->th->idx + 1 : m->n * 2;
+		struct d9__open *a = realloc(m->in_poll, n * sizeof(*a));
+		struct d9__open *b = a ? realloc(m->in_turn, n * sizeof(*b)) : NULL;
+		if (a)
+			m->in_poll = a;
+		if (!b) {
+			m->oom = 1;
+			m->t->stop = 1;
+			return;
+		}
+		m->in_turn = b;
+		memset(a + m->n, 0, (n - m->n) * sizeof(*a));
+		memset(b + m->n, 0, (n - m->n) * sizeof(*b));
+		m->n = n;
+	}
+	uint32_t i = ev->th->idx;
+	uint64_t d;
+	switch (ev->type) {
+	case D9_EV_POLL_START:
+	case D9_EV_POLL_END:
+		if (d9__pair_close(&m->in_poll[i], ev, &d) == D9__PAIR_OK) {
+			m->polls = 1; /* a poll ended: coroutine mode, no need to read on */
+			m->t->stop = 1;
+		}
+		if (ev->type == D9_EV_POLL_START)
+			d9__pair_open(&m->in_poll[i], ev);
+		break;
+	case D9_EV_PARK:
+		if (d9__pair_close(&m->in_turn[i], ev, &d) == D9__PAIR_OK)
+			m->turns = 1;
+		break;
+	case D9_EV_UNPARK:
+		d9__pair_open(&m->in_turn[i], ev);
+		break;
+	default:
+		break;
+	}
+}
+
+int d9__trace_generic(struct d9__trace *t)
+{
+	struct mode_scan m;
+
+	memset(&m, 0, sizeof(m));
+	m.t = t;
+	int err = d9__trace_prescan(t, mode_on_event, &m);
+	free(m.in_poll);
+	free(m.in_turn);
+	if (err || m.oom)
+		return -1;
+	return !m.polls && m.turns;
+}

@@ -197,6 +197,10 @@ int d9__trace_run(struct d9__trace *t, d9__ev_fn *fn, void *ctx);
  * fn may set t->stop. The interned objects it met stay (the real pass finds the same ones).
  * Returns 0 or -ENOMEM. */
 int d9__trace_prescan(struct d9__trace *t, d9__ev_fn *fn, void *ctx);
+/* A first pass (d9__trace_prescan) telling the trace's mode by summary's rules: 1 when the window
+ * holds no complete poll but some complete loop turn (generic mode: loop turns, Unpark to the
+ * next Park, stand for polls), 0 when not, -1 when out of memory. Stops at the first poll. */
+int d9__trace_generic(struct d9__trace *t);
 void d9__trace_close(struct d9__trace *t);
 /* The exit status: D9_EXIT_NO_TRACE when no segment was readable, D9_EXIT_DAMAGED when some
  * input was missing, unreadable or damaged, else D9_EXIT_OK. */
