@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# test-real-redis.sh: time off CPU weighed by its duration, on Debian's redis-server (a generic
+# epoll loop nobody here wrote). redis runs under LD_PRELOAD=build/libd9agent.so with
+# D9_CPU_PROFILE=99 and D9_SCHED_EVENTS=1 (off-CPU samples), on 127.0.0.1 and a free port, with no
+# persistence; redis-cli injects two slow events, then redis gets SIGTERM:
+#   - redis-sleep: `DEBUG SLEEP 0.3` (nanosleep in the command): a loop turn of 300 ms +-10% in
+#     `summary --json`, whose main item is that blocking call (nanosleep, 300 ms +-10%, its stack
+#     through debugCommand); the flame graph of that turn (--long-polls 270ms, --cpu both, by
+#     time) has the sleep on top: its heaviest stack ends in nanosleep and weighs 300 ms +-10%.
+#   - redis-eval: an EVAL whose Lua loop runs 200 ms of wall time (it reads TIME): a loop turn
+#     of 200 ms +-10%; the flame graph of that turn (a window around it, on-CPU by time) has the
+#     Lua interpreter on top: its heaviest stack runs in Lua (under lua_pcall: Lua's internal
+#     functions have no names in a stripped redis) and Lua holds most of the turn's CPU time.
+#   - redis-hotspots: the hot spots are by time, and the sleep weighs its 300 ms off CPU (only
+#     the idle loop's epoll_wait may weigh more).
+# Skips (counted, with the reason) when redis-server or redis-cli is missing or perf is denied.
+set -u
+. "$(dirname "$0")/lib-preload.sh"
+
+NAME=redis
+for b in "$PL_LIB" "$PL_ANALYZE"; do
+	if [ ! -e "$b" ]; then
+		pl_fail "$NAME" "$b is not built (make all)"
+		exit 0
+	fi
+done
+for b in redis-server redis-cli python3; do
+	if ! command -v "$b" >/dev/null; then
+		pl_skip "$NAME" "$b is not installed (Debian package redis-server; make deps)"
+		exit 0
+	fi
+done
+for b in $(compgen -e | grep '^D9_'); do unset "$b"; done
+export D9_ROTATION_PERIOD=0
+unset LD_PRELOAD
+T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$NAME-XXXXXX")
+trap pl_cleanup EXIT
+[ -n "${KEEP:-}" ] && trap - EXIT
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p "$T/trace" "$T/data"
+env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/trace/trace.bin" D9_FLUSH_INTERVAL=50ms \
+	D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 \
+	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$T/data" \
+	--daemonize no --enable-debug-command yes --logfile "$T/redis.log" \
+	>"$T/stdout" 2>"$T/stderr" &
+SPID=$!
+PL_PIDS+=("$SPID")
+cli() { timeout 30 redis-cli -h 127.0.0.1 -p "$port" "$@"; }
+if ! d9_wait_for 30 eval '[ "$(cli ping 2>/dev/null)" = PONG ] || ! pl_alive $SPID' ||
+	! pl_alive "$SPID"; then
+	pl_fail "$NAME" "redis-server does not answer on port $port (stderr: $(tail -c 300 "$T/stderr"); log: $(tail -c 300 "$T/redis.log" 2>/dev/null))"
+	exit 0
+fi
+if grep -q 'perf_event_open' "$T/stderr"; then
+	pl_skip "$NAME" "perf_event_open is denied here: $(grep -m1 perf_event_open "$T/stderr")"
+	exit 0
+fi
+
+cli set k v >/dev/null
+cli debug sleep 0.3 >"$T/sleep.out" 2>&1
+# Lua: about 200 ms of wall time in the interpreter (TIME is wall clock: a busy machine makes the
+# loop run fewer iterations, not longer)
+LUA='local s = redis.call("TIME") local t0 = s[1] * 1000000 + s[2] local x = 0
+repeat for i = 1, 20000 do x = (x + i * 7) % 1000003 end
+local n = redis.call("TIME") until n[1] * 1000000 + n[2] - t0 >= 200000 return x'
+cli eval "$LUA" 0 >"$T/eval.out" 2>&1
+cli get k >/dev/null
+kill -TERM "$SPID" 2>/dev/null
+pl_wait_exit 30
+if [ "$SRC" = hung ]; then
+	pl_fail "$NAME" "redis-server did not exit within $((30 * D9_SLOW)) s of SIGTERM"
+	exit 0
+fi
+if ! grep -qx OK "$T/sleep.out" || ! grep -qE '^[0-9]+$' "$T/eval.out"; then
+	pl_fail "$NAME" "the slow commands failed: DEBUG SLEEP '$(head -c 200 "$T/sleep.out")', EVAL '$(head -c 200 "$T/eval.out")'"
+	exit 0
+fi
+d9_wait_settled "$T/trace" 30 >/dev/null 2>&1 || true
+
+"$PL_ANALYZE" summary --json "$T/trace" >"$T/summary.json" 2>"$T/summary.err"
+if ! python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/summary.json" 2>/dev/null; then
+	pl_fail "$NAME" "no summary: $(head -c 300 "$T/summary.err")"
+	exit 0
+fi
+
+# pick NAME LO_MS HI_MS: the offset_ns and duration_ns of the longest loop turn in [LO, HI] ms.
+pick() {
+	python3 - "$T/summary.json" "$2" "$3" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+lo, hi = float(sys.argv[2]) * 1e6, float(sys.argv[3]) * 1e6
+t = [p for p in s.get("long_polls", []) if lo <= p["duration_ns"] <= hi]
+if t:
+    p = max(t, key=lambda p: p["duration_ns"])
+    print(p["offset_ns"], p["duration_ns"])
+EOF
+}
+
+# top_line FILE: the heaviest folded line of a flame output, as "WEIGHT<tab>FRAMES".
+top_line() { awk '{ w = $NF; $NF = ""; sub(/ $/, ""); print w "\t" $0 }' "$1" | sort -n -k1,1 | tail -1; }
+
+# ---- DEBUG SLEEP 0.3 -----------------------------------------------------------------------------
+read -r off dur <<<"$(pick sleep 270 330)"
+if [ -z "${dur:-}" ]; then
+	pl_fail redis-sleep "no loop turn of 300 ms +-10%: $(python3 -c 'import json,sys; print([p["duration_ns"] for p in json.load(open(sys.argv[1]))["long_polls"]][:10])' "$T/summary.json")"
+else
+	why=$(python3 - "$T/summary.json" "$dur" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+p = [p for p in s["long_polls"] if p["duration_ns"] == int(sys.argv[2])][0]
+b = p.get("blocking")
+if not b:
+    print("the turn lists no blocking call"); sys.exit()
+l = b["longest"]
+st = " < ".join(l["stack"] or [])
+if "sleep" not in l["call"]:
+    print("its longest blocking call is %s, not the sleep" % l["call"])
+elif not 270e6 <= l["duration_ns"] <= 330e6:
+    print("the sleep took %d ns, not 300 ms +-10%%" % l["duration_ns"])
+elif "debugCommand" not in st:
+    print("the sleep's stack does not reach debugCommand: %s" % st[:300])
+EOF
+)
+	"$PL_ANALYZE" flame --cpu both --long-polls 270ms "$T/trace" >"$T/sleep.flame" 2>"$T/sleep.flame.err"
+	IFS=$'\t' read -r w frames <<<"$(top_line "$T/sleep.flame")"
+	if [ -n "$why" ]; then
+		pl_fail redis-sleep "$why"
+	elif [ -z "${w:-}" ]; then
+		pl_fail redis-sleep "the turn's flame graph is empty: $(head -c 300 "$T/sleep.flame.err")"
+	elif [[ "${frames##*;}" != *sleep* ]] || [ "$w" -lt 270000 ] || [ "$w" -gt 330000 ]; then
+		pl_fail redis-sleep "the top of the turn's flame graph is not the 300 ms sleep: $w us in ${frames: -200}"
+	else
+		pl_pass redis-sleep "loop turn of $((dur / 1000000)) ms; its main item the blocking nanosleep; flame top ${frames##*;} $((w / 1000)) ms"
+	fi
+fi
+
+# ---- EVAL: 200 ms in Lua -------------------------------------------------------------------------
+read -r off dur <<<"$(pick eval 180 220)"
+if [ -z "${dur:-}" ]; then
+	pl_fail redis-eval "no loop turn of 200 ms +-10%: $(python3 -c 'import json,sys; print([p["duration_ns"] for p in json.load(open(sys.argv[1]))["long_polls"]][:10])' "$T/summary.json")"
+else
+	from=$((off / 1000))us to=$(((off + dur) / 1000 + 1))us
+	"$PL_ANALYZE" flame --long-polls 180ms --from "$from" --to "$to" "$T/trace" >"$T/eval.flame" 2>"$T/eval.flame.err"
+	res=$(python3 - "$T/eval.flame" "$dur" <<'EOF'
+import sys
+lines = [l.rstrip("\n").rsplit(" ", 1) for l in open(sys.argv[1]) if l.strip()]
+lines = [(f.split(";"), int(w)) for f, w in lines]
+total = sum(w for _, w in lines)
+if not total:
+    print("FAIL empty"); sys.exit()
+# Lua's interpreter is the code lua_pcall (Lua's API, exported) runs: its internal functions are
+# unnamed in a stripped redis, so the stack passing through lua_pcall tells it
+def in_lua(fr):
+    return any(f.split(" (")[0] == "lua_pcall" for f in fr[:-1])
+top_fr, top_w = max(lines, key=lambda l: l[1])
+lua_w = sum(w for fr, w in lines if in_lua(fr))
+if not in_lua(top_fr):
+    print("FAIL the heaviest stack does not run in Lua (%d of %d us): %s" % (top_w, total, ";".join(top_fr)[-300:]))
+elif lua_w * 2 < total:
+    print("FAIL Lua holds only %d of %d us of the turn's CPU time" % (lua_w, total))
+else:
+    print("OK Lua (under lua_pcall) holds %d of %d us on CPU; heaviest stack %d us ending in %s" % (lua_w, total, top_w, top_fr[-1]))
+EOF
+)
+	if [[ "$res" == OK* ]]; then
+		pl_pass redis-eval "loop turn of $((dur / 1000000)) ms; ${res#OK }"
+	else
+		pl_fail redis-eval "${res#FAIL } ($(head -c 200 "$T/eval.flame.err"))"
+	fi
+fi
+
+# ---- hot spots by time ---------------------------------------------------------------------------
+res=$(python3 - "$T/summary.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+off = s.get("offcpu_hotspots", [])
+by = s.get("hotspots_by", {})
+if by.get("off") != "time" or by.get("on") != "time":
+    print("FAIL hot spots not by time: %s" % by)
+elif not off or "self_ns" not in off[0]:
+    print("FAIL no off-CPU hot spot with its time")
+else:
+    sl = [f for f in off if "nanosleep" in f["function"]]
+    if not sl or sl[0]["self_ns"] < 270e6 and sl[0]["total_ns"] < 270e6:
+        print("FAIL the sleep does not weigh 300 ms off CPU: %s" % off[:3])
+    elif off[0]["self_ns"] > max(sl[0]["self_ns"], sl[0]["total_ns"]) and "epoll" not in off[0]["function"]:
+        print("FAIL %s leads the off-CPU hot spots ahead of the sleep" % off[0]["function"])
+    else:
+        print("OK the sleep weighs %d ms off CPU (%d off-CPU samples in all)" % (max(sl[0]["self_ns"], sl[0]["total_ns"]) // 1000000, s["cpu_samples"]["off"]))
+EOF
+)
+if [[ "$res" == OK* ]]; then
+	pl_pass redis-hotspots "${res#OK }"
+else
+	pl_fail redis-hotspots "${res#FAIL }"
+fi
