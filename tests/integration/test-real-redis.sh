@@ -13,6 +13,8 @@
 #     functions have no names in a stripped redis) and Lua holds most of the turn's CPU time.
 #   - redis-hotspots: the hot spots are by time, and the sleep weighs its 300 ms off CPU (only
 #     the idle loop's epoll_wait may weigh more).
+#   - redis-stacks: at most 1% of the samples hold an invalid stack (default D9_STACKS=auto on a
+#     binary built without frame pointers).
 # Skips (counted, with the reason) when redis-server or redis-cli is missing or perf is denied.
 set -u
 . "$(dirname "$0")/lib-preload.sh"
@@ -194,4 +196,25 @@ if [[ "$res" == OK* ]]; then
 	pl_pass redis-hotspots "${res#OK }"
 else
 	pl_fail redis-hotspots "${res#FAIL }"
+fi
+
+# ---- stacks --------------------------------------------------------------------------------------
+# redis-server is built without frame pointers: with the default D9_STACKS=auto at most 1% of the
+# samples may hold an invalid stack (a frame in no module, or a repeated frame)
+res=$(python3 - "$T/summary.json" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1])).get("stacks", {})
+n, bad = s.get("samples", 0), s.get("invalid", 0)
+if n < 20:
+    print("FAIL only %d samples" % n)
+elif bad * 100 > n:
+    print("FAIL %d of %d samples hold an invalid stack" % (bad, n))
+else:
+    print("OK %d of %d samples invalid, %d truncated" % (bad, n, s.get("truncated", 0)))
+PYEOF
+)
+if [[ "$res" == OK* ]]; then
+	pl_pass redis-stacks "${res#OK }"
+else
+	pl_fail redis-stacks "${res#FAIL }"
 fi
