@@ -10,6 +10,7 @@
 #include "dwsym.h"
 
 #include <dlfcn.h>
+#include <inttypes.h>
 #include <dwarf.h>
 #include <fcntl.h>
 #include <libiberty/demangle.h>
@@ -190,6 +191,7 @@ int d9__dwsym_load(const char **why)
 	SYM(elf_end, "elf_end");
 	SYM(elf_build_id, "dwelf_elf_gnu_build_id");
 #undef SYM
+	*(void **)&d9__dw.getdata_rawchunk = dlsym(h, "elf_getdata_rawchunk");
 	host_cb.find_elf = host_find_elf;
 	host_cb.find_debuginfo = host_find_debuginfo;
 	host_cb.section_address = d9__dw.offline_section_address;
@@ -330,7 +332,88 @@ static int is_agent(Dwfl_Module *dm)
 	return name && !strncmp(d9__dwsym_base_name(name), "libd9agent.so", 13);
 }
 
-int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, int max)
+/* The bytes of the file at [off, off + n) of the module's ELF, or NULL. */
+static const uint8_t *raw(Elf *e, uint64_t off, size_t n)
+{
+	Elf_Data *d = d9__dw.getdata_rawchunk(e, (int64_t)off, n, ELF_T_BYTE);
+
+	return d && d->d_buf && d->d_size >= n ? d->d_buf : NULL;
+}
+
+static int32_t le32(const uint8_t *p)
+{
+	return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+		(uint32_t)p[3] << 24);
+}
+
+/* The file offset of ELF address va in a PT_LOAD of e, or -1. */
+static int64_t file_off(Elf *e, size_t nph, uint64_t va)
+{
+	GElf_Phdr ph;
+
+	for (size_t i = 0; i < nph; i++)
+		if (d9__dw.getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && va >= ph.p_vaddr &&
+			va - ph.p_vaddr < ph.p_filesz)
+			return (int64_t)(va - ph.p_vaddr + ph.p_offset);
+	return -1;
+}
+
+/* No symbol holds a (a static function of a stripped binary), but its .eh_frame entry still
+ * says which function it is in: the entry's start, from the binary search table of
+ * .eh_frame_hdr (PT_GNU_EH_FRAME) in the usual encoding (datarel sdata4 entries; others are
+ * not read), checked against the entry's own range. Names the frame "<module>@0x<start>" (the
+ * start as an ELF address, as objdump shows it) so the samples of one unnamed function add up.
+ * Returns 1, or 0 when not known. */
+static int fde_name(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f)
+{
+	GElf_Addr bias;
+	GElf_Phdr ph;
+	size_t nph, i;
+	Elf *e = d9__dw.getdata_rawchunk ? d9__dw.getelf(dm, &bias) : NULL;
+
+	if (!e || d9__dw.getphdrnum(e, &nph))
+		return 0;
+	for (i = 0; i < nph; i++)
+		if (d9__dw.getphdr(e, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME)
+			break;
+	if (i == nph || ph.p_filesz < 12)
+		return 0;
+	const uint8_t *h = raw(e, ph.p_offset, ph.p_filesz);
+	/* version 1; eh_frame_ptr sdata4 (pcrel or not); count udata4; table datarel|sdata4 */
+	if (!h || h[0] != 1 || (h[1] & 0x0f) != 0x0b || h[2] != 0x03 || h[3] != 0x3b)
+		return 0;
+	uint64_t n = (uint32_t)le32(h + 8), va = a - bias;
+	if (n == 0 || n > (ph.p_filesz - 12) / 8)
+		return 0;
+	uint64_t lo = 0, hi = n; /* the first entry whose start is above va */
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (ph.p_vaddr + (uint64_t)(int64_t)le32(h + 12 + mid * 8) <= va)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return 0;
+	uint64_t start = ph.p_vaddr + (uint64_t)(int64_t)le32(h + 12 + (lo - 1) * 8);
+	uint64_t fde = ph.p_vaddr + (uint64_t)(int64_t)le32(h + 12 + (lo - 1) * 8 + 4);
+	int64_t off = file_off(e, nph, fde);
+	const uint8_t *r = off >= 0 ? raw(e, (uint64_t)off, 16) : NULL;
+	/* length (not 64-bit), CIE pointer, pc_begin pcrel sdata4 (it must decode to start: the
+	 * encoding is the one assumed), pc_range */
+	if (!r || (uint32_t)le32(r) == 0xffffffffu ||
+		fde + 8 + (uint64_t)(int64_t)le32(r + 8) != start || va - start >= (uint32_t)le32(r + 12))
+		return 0;
+	const char *path = d9__dw.module_info(dm, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+	snprintf(f->dem, sizeof(f->dem), "%s@0x%" PRIx64, path ? d9__dwsym_base_name(path) : "?",
+		start);
+	f->fn = f->dem;
+	f->file = NULL;
+	f->line = 0;
+	return 1;
+}
+
+int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, int max, int by_fde)
 {
 	GElf_Off symoff;
 	GElf_Sym sym;
@@ -338,8 +421,10 @@ int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, in
 
 	/* libdw falls back to the closest symbol before the address when none holds it (a static
 	 * function of a stripped library): that name would be wrong */
-	if (!name || !*name || sym.st_size == 0 || symoff >= sym.st_size || max < 1)
+	if (max < 1)
 		return 0;
+	if (!name || !*name || sym.st_size == 0 || symoff >= sym.st_size)
+		return by_fde ? fde_name(dm, a, f) : 0;
 	if (is_agent(dm)) {
 		/* the interposer's symbol is the call's name; the agent's own source lines and
 		 * inlined helpers would read as the program's code */

@@ -50,6 +50,8 @@ struct d9__dw {
 	Elf *(*elf_begin)(int, Elf_Cmd, Elf *);
 	int (*elf_end)(Elf *);
 	ssize_t (*elf_build_id)(Elf *, const void **);
+	/* optional (NULL when missing): naming functions without a symbol by .eh_frame_hdr */
+	Elf_Data *(*getdata_rawchunk)(Elf *, int64_t, size_t, Elf_Type);
 };
 extern struct d9__dw d9__dw; /* valid once d9__dwsym_load returned 1 */
 
@@ -104,8 +106,12 @@ int d9__dwsym_placed_right(Dwfl_Module *dm, uint64_t start, uint64_t offset);
  * a: libdw's nearest preceding symbol would be wrong). C++ names are demangled (a name that
  * does not demangle stays as it is). In d9's own agent (a module named libd9agent.so*) a frame is
  * the interposer a program called: it gets the ELF symbol alone, the name of the interposed call
- * (`read`, `pthread_mutex_lock`), without the agent's file:line or inlined helpers. */
-int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, int max);
+ * (`read`, `pthread_mutex_lock`), without the agent's file:line or inlined helpers. With by_fde,
+ * an address no symbol holds is named after the start of its function's .eh_frame entry,
+ * "<module>@0x<start>" (1 level), when the module has the usual .eh_frame_hdr table. The agent
+ * does not: a segment's Symbol records would then win over the names the analyzer finds in
+ * debug files on its machine. */
+int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, int max, int by_fde);
 
 /* The demangled form of C++ name `name` (Itanium ABI, `_Z...`) in buf[0..cap), or name itself
  * when it is not mangled, longer than 2048 bytes, or its demangled form does not fit. Allocates

@@ -381,7 +381,7 @@ static int resolve(struct seg *s, uint64_t a, struct d9__dwsym_frame *f)
 			m = &s->mods[i];
 	if (!m || !m->dm)
 		return 0;
-	return d9__dwsym_resolve(m->dm, a, f, MAX_INLINE);
+	return d9__dwsym_resolve(m->dm, a, f, MAX_INLINE, 0);
 }
 
 /* Appends String records for new strings and the Symbol records of one address to str/sym.

@@ -267,7 +267,7 @@ static const struct frames *lookup(struct d9__trace *t, struct d9__proc *p, uint
 		Dwfl_Module *dm = st->dwfl && mi < st->nreported && st->usable[mi] ?
 			d9__dw.addrmodule(st->dwfl, addr) : NULL;
 		if (dm)
-			n = d9__dwsym_resolve(dm, a, fr, D9__MAX_INLINE);
+			n = d9__dwsym_resolve(dm, a, fr, D9__MAX_INLINE, 1);
 	}
 	for (int i = 0; i < n; i++)
 		f->names[i] = fmt_name(t, fr[i].fn, fr[i].file, fr[i].line);

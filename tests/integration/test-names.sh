@@ -17,6 +17,9 @@
 #     of the server (cxx-http+0x...). Then on the same trace the analyzer finds the debug file
 #     it is given afterwards by debuglink (names-analyzer-debuglink) and by build id under
 #     D9_DEBUG_DIR (names-analyzer-build-id).
+#   - names-fde: there, each unnamed function is named after its .eh_frame entry's start
+#     (cxx-http@0xSTART): every such start is a function's in the unstripped binary, and the
+#     heaviest stack ends in Burner<Spin>::run.
 #   - names-wrong-debug: a debug file of another program under the debuglink's name is refused
 #     (build id): no name of that program shows, nothing of the server is named.
 #   - names-agent-frames: st-http's /file (64 blocking read() calls) 20 times with
@@ -131,15 +134,16 @@ PYEOF
 }
 
 # unnamed NAME DIR WHY: nothing of the server is named in DIR's flame (its frames read
-# cxx-http+0x...), and no name of st-http shows (a wrong debug file would give those).
+# cxx-http+0x..., or cxx-http@0x... for an unnamed function found by its .eh_frame entry), and
+# no name of st-http shows (a wrong debug file would give those).
 unnamed() {
 	local name=$1 dir=$2
 	if grep -qE 'd9test::|handle_block|handle_burn|serve_conn|burn_cpu' "$dir/flame"; then
 		pl_fail "$name" "$3, yet the flame names it: $(grep -ohE '[^;]*(d9test::|handle_|serve_conn|burn_cpu)[^;]*' "$dir/flame" | head -n 1)"
-	elif ! grep -q 'cxx-http+0x' "$dir/flame"; then
-		pl_fail "$name" "no cxx-http+0x frame in the flame: $(tail -n 1 "$dir/flame" | head -c 300)"
+	elif ! grep -qE 'cxx-http[+@]0x' "$dir/flame"; then
+		pl_fail "$name" "no cxx-http+0x or cxx-http@0x frame in the flame: $(tail -n 1 "$dir/flame" | head -c 300)"
 	else
-		pl_pass "$name" "$3: cxx-http+0x... frames"
+		pl_pass "$name" "$3: $(grep -oE 'cxx-http[+@]0x' "$dir/flame" | sort -u | paste -sd' ')... frames"
 	fi
 }
 
@@ -222,12 +226,34 @@ if [ -n "$build_id" ] && stripped "$d/bin" && mkdir -p "$d/root/.build-id/${buil
 	fi
 fi
 
+# fde_named NAME DIR FULL: the unnamed functions of DIR's flame (cxx-http@0xSTART, named by their
+# .eh_frame entry) each start where a function of the unstripped binary FULL starts, and the
+# heaviest stack ends in the burner's loop (Burner<Spin>::run, Spin::step inlined into it).
+fde_named() {
+	local name=$1 dir=$2 full=$3 a bad=() top
+	for a in $(grep -oE 'cxx-http@0x[0-9a-f]+' "$dir/flame" | sort -u | sed 's/.*@0x//'); do
+		nm -C "$full" | grep -qiE "^0*$a [tTwW] " || bad+=("0x$a")
+	done
+	top=$(sort -t' ' -k2 -n "$dir/flame" | awk '{ print $NF " " $0 }' | sort -n | tail -n 1)
+	top=${top% *}
+	a=${top##*;}
+	a=${a#cxx-http@0x}
+	if [ ${#bad[@]} -gt 0 ]; then
+		pl_fail "$name" "no function of the binary starts at ${bad[*]}"
+	elif ! nm -C "$full" | grep -iE "^0*$a [tTwW] " | grep -q 'Burner<d9test::Spin>::run'; then
+		pl_fail "$name" "the heaviest stack ends in 0x$a: $(nm -C "$full" | grep -iE "^0*$a " | head -n 1), not Burner<Spin>::run"
+	else
+		pl_pass "$name" "$(grep -oE 'cxx-http@0x[0-9a-f]+' "$dir/flame" | sort -u | wc -l) unnamed functions, each at a function start; the heaviest is Burner<Spin>::run"
+	fi
+}
+
 # no debug file while it runs; the analyzer then finds the one it is given
 d=$T/none
 if stripped "$d/bin" debuglink && mv "$d/bin/cxx-http.debug" "$d/cxx-http.debug.kept"; then
 	if burn names-no-debug "$d" "$d/bin/cxx-http"; then
 		analyze "$d"
 		unnamed names-no-debug "$d" "no debug file"
+		fde_named names-fde "$d" "$CXX_HTTP"
 		cp "$d/cxx-http.debug.kept" "$d/bin/cxx-http.debug"
 		analyze "$d"
 		demangled names-analyzer-debuglink "$d"

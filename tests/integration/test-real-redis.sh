@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-real-redis.sh: time off CPU weighed by its duration, on Debian's redis-server (a generic
 # epoll loop nobody here wrote). redis runs under LD_PRELOAD=build/libd9agent.so with
-# D9_CPU_PROFILE=99 and D9_SCHED_EVENTS=1 (off-CPU samples), on 127.0.0.1 and a free port, with no
+# D9_CPU_PROFILE=999 and D9_SCHED_EVENTS=1 (off-CPU samples), on 127.0.0.1 and a free port, with no
 # persistence; redis-cli injects two slow events, then redis gets SIGTERM:
 #   - redis-sleep: `DEBUG SLEEP 0.3` (nanosleep in the command): a loop turn of 300 ms +-10% in
 #     `summary --json`, whose main item is that blocking call (nanosleep, 300 ms +-10%, its stack
@@ -42,7 +42,7 @@ trap pl_cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 mkdir -p "$T/trace" "$T/data"
 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/trace/trace.bin" D9_FLUSH_INTERVAL=50ms \
-	D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 \
+	D9_CPU_PROFILE=999 D9_SCHED_EVENTS=1 \
 	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$T/data" \
 	--daemonize no --enable-debug-command yes --logfile "$T/redis.log" \
 	>"$T/stdout" 2>"$T/stderr" &

@@ -87,7 +87,7 @@ int main(void)
 	Dwfl_Module *m = d9__dwsym_report(dwfl, exe_path, e.start, e.offset, NULL, 0);
 	d9__dw.report_end(dwfl, NULL, NULL);
 	struct d9__dwsym_frame f[16];
-	int k = m ? d9__dwsym_resolve(m, probe_ret - 1, f, 16) : 0;
+	int k = m ? d9__dwsym_resolve(m, probe_ret - 1, f, 16, 0) : 0;
 	char got[512] = "";
 	size_t used = 0;
 	for (int i = 0; i < k; i++)
