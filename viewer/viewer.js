@@ -623,6 +623,7 @@
 	}
 	function hover(e) {
 		const tip = $('tip');
+		if (e.target === $('flame')) return; /* the flame graph's own tooltip */
 		if (!M || e.target !== tl) { tip.style.display = 'none'; return; }
 		const lane = laneAt(e.offsetY);
 		if (lane < 0 || e.offsetX < GUTTER) { tip.style.display = 'none'; return; }
@@ -922,7 +923,8 @@
 			}
 		})(root, new Set());
 		const names = new Set(flameRects.map((r) => r.name));
-		T.flame = { title, unit: byTime ? 'ns' : 'samples', total: root.v, samples: root.n, unknown, names: [...names], functions: fns, self, functionSamples: cnt };
+		T.flame = { title, unit: byTime ? 'ns' : 'samples', total: root.v, samples: root.n, unknown, names: [...names], functions: fns, self, functionSamples: cnt,
+			rects: flameRects.slice(0, 500).map((r) => ({ name: r.name, x: r.x, y: r.y, w: r.w, h: r.h, v: r.v })) };
 	}
 	let flameTree = null;
 	/* draws the flame graph with node `top` as its full width (a clicked frame zooms in) */
