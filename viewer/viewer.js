@@ -1,6 +1,8 @@
 /* viewer.js: the page side of the viewer: file input, the timeline canvas (lanes of polls, parks,
- * blocking calls, CPU samples), zoom/pan/range selection, poll details with the coroutine's life
- * and wake chain, flame graphs, the location table and points of interest. Drawing is on canvas,
+ * blocking and preempted calls, CPU samples), zoom/pan/range selection, poll and park details
+ * (the coroutine's life and wake chain, the thread's CPU time and scheduling wait), flame graphs
+ * (by time when the samples carry their duration), the location table and points of interest.
+ * Never shows an unknown value as 0 (README.md, "Viewer"). Drawing is on canvas,
  * bounded by pixels, not events: polls narrower than a pixel are merged into pixel columns.
  * Tests read window.__d9test (what was last drawn, the flame graph, the messages). */
 (function () {
