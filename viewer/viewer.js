@@ -691,7 +691,7 @@
 		if (!x) return 'unknown (no Unpark carried them after it)';
 		let s = 'cpu ' + durOrUnknown(x.cpu) + ', sched wait ' + durOrUnknown(x.sw);
 		s += x.from === x.from ? ' over ' + fmtDur(x.t - x.from) + ' (+' + fmtDur(x.from - M.tMin) + ' to +' + fmtDur(x.t - M.tMin) + ')' :
-			' up to +' + fmtDur(x.t - M.tMin) + ' (since the thread\'s previous reading, not in this trace)';
+			' up to +' + fmtDur(x.t - M.tMin) + ' (from an earlier reading that carried no values or is not in the trace)';
 		if (x.from === x.from && x.from > a) s += '; it covers only the part after +' + fmtDur(x.from - M.tMin);
 		return s;
 	}
@@ -835,16 +835,37 @@
 	T.timeX = (t) => tl.getBoundingClientRect().left + xOf(t, tl.clientWidth);
 	T.model = () => M;
 
-	/* samples of the given lanes in [a, b): [{lane, i}] */
+	/* samples of the given lanes for [a, b): [lane, i, lane, i, ...], those taken in it and the
+	 * off-CPU ones taken before whose time off CPU reaches into it; .win = [a, b] (renderFlame
+	 * weighs only the part inside) */
 	function samplesIn(laneIdx, a, b) {
 		const out = [];
 		for (const li of laneIdx) {
-			const s = M.lanes[li].samples;
-			for (let i = lowerBound(s.t, s.n, a); i < s.n && s.t[i] < b; i++)
+			const l = M.lanes[li], s = l.samples;
+			const first = lowerBound(s.t, s.n, a);
+			/* off-CPU samples taken before a whose time off CPU reaches into [a, b) */
+			if (flameSrc !== 0) {
+				const back = a - maxOffWeight(l);
+				for (let i = first - 1; i >= 0 && s.t[i] >= back; i--)
+					if (s.source[i] === 1 && s.t[i] + s.w[i] > a) out.push(li, i);
+			}
+			for (let i = first; i < s.n && s.t[i] < b; i++)
 				if (flameSrc === 2 || s.source[i] === flameSrc) out.push(li, i);
 		}
+		out.win = [a, b];
 		return out;
 	}
+	/* the longest time off CPU of a lane's samples (how far back samplesIn looks) */
+	function maxOffWeight(l) {
+		if (l.maxOff === undefined) {
+			let m = 0;
+			const s = l.samples;
+			for (let i = 0; i < s.n; i++) if (s.source[i] === 1 && s.w[i] > m) m = s.w[i];
+			l.maxOff = m;
+		}
+		return l.maxOff;
+	}
+
 
 	/* ---- flame graph (icicle: callers on top) ----
 	 * Weighted by time when the trace's samples carry their duration (CpuSample weight_ns: an
@@ -872,11 +893,19 @@
 		const byTime = !!M && traceWeighted();
 		const root = { name: -2, v: 0, n: 0, self: 0, kids: new Map() };
 		const nsamp = samples.length / 2;
+		const win = samples.win;
 		let unknown = 0;
 		for (let k = 0; k < samples.length; k += 2) {
 			const l = M.lanes[samples[k]], i = samples[k + 1];
-			const w = byTime ? l.samples.w[i] : 1;
+			let w = byTime ? l.samples.w[i] : 1;
 			if (w !== w) { unknown++; continue; } /* NaN: duration unknown */
+			/* an off-CPU sample stands for the time from its switch-out on: only the part
+			 * inside the window counts (a 50 ms range does not hold 300 ms of a sleep) */
+			if (byTime && win && l.samples.source[i] === 1) {
+				const t = l.samples.t[i];
+				w = Math.min(t + w, win[1]) - Math.max(t, win[0]);
+				if (!(w > 0)) w = 0;
+			}
 			const st = l.samples.stack[i];
 			let node = root;
 			node.v += w;

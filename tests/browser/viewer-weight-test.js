@@ -55,7 +55,7 @@ async function sleepTurn(page) {
 				if (!/nanosleep/.test(M.names[b.call[j]])) continue;
 				for (let i = 0; i < l.polls.n; i++)
 					if (l.polls.start[i] <= b.start[j] && l.polls.end[i] >= b.end[j])
-						return { li, i, generic: M.generic, start: l.polls.start[i], end: l.polls.end[i] };
+						return { li, i, generic: M.generic, start: l.polls.start[i], end: l.polls.end[i], sleepStart: b.start[j] };
 			}
 		}
 		return null;
@@ -70,7 +70,7 @@ async function sleepTurn(page) {
 	await page.mouse.click(xy.x, xy.y);
 	await page.waitForFunction((a) => window.__d9test.detail && window.__d9test.detail.index === a.i && window.__d9test.flame, at, { timeout: WAIT_MS }).catch(() => {});
 	const r = await page.evaluate(() => ({ flame: window.__d9test.flame, detail: window.__d9test.detail }));
-	const f = r.flame, errs = [];
+	const f = r.flame, errs = [], errs2 = [];
 	let top = null, sleep = null;
 	for (const [n, v] of Object.entries(f.self)) {
 		if (!top || v > top[1]) top = [n, v];
@@ -117,6 +117,18 @@ async function sleepTurn(page) {
 	else pass('weight-sleep', 'loop turn of ' + ms(d) + ', by time: ' + sleep[0] + ' ' + ms(sleep[1]) + ' in ' + f.functionSamples[sleep[0]] + ' sample(s) (the call: ' +
 		ms(cfg.nanosleep_ns) + ')' + (stretched ? ', the widest after burn_200ms stretched by preemption to ' + ms(top[1]) + ' (' + ms(burnOn) + ' on CPU)' : ', the widest leaf') + ', ' +
 		f.samples + ' samples, ' + ms(f.total) + '; tooltip ' + JSON.stringify(tip.split('\n')[1]) + '; reading cpu ' + ms(rd.cpu_ns));
+	/* a range holds only its part of the sleep: 50 ms from 100 ms into it (the sample was taken
+	 * at its start, before the range), and its first 100 ms */
+	const rs = [];
+	for (const [from, to] of [[100e6, 150e6], [-10e6, 100e6]]) {
+		const g = await page.evaluate(([a, b]) => { window.__d9test.showRange(a, b); return window.__d9test.flame; }, [at.sleepStart + from, at.sleepStart + to]);
+		const v = Object.entries(g.self).filter(([n]) => /nanosleep/.test(n)).reduce((x, [, y]) => x + y, 0);
+		const want = Math.min(to, cfg.nanosleep_ns) - Math.max(from, 0);
+		rs.push(ms(v) + ' of [' + ms(from) + ', ' + ms(to) + ']');
+		if (!(Math.abs(v - want) < 5e6) || g.unit !== 'ns') errs2.push('range [' + ms(from) + ', ' + ms(to) + '] of the sleep: nanosleep ' + ms(v) + ', want ' + ms(want) + ' (' + g.title + ')');
+	}
+	if (errs2.length) fail('weight-range', errs2.join('; '));
+	else pass('weight-range', 'the sleep clipped to the range: ' + rs.join(', '));
 	return at;
 }
 
