@@ -3,8 +3,9 @@
  * browser (Debian's chromium through playwright-core, no network). Run by
  * tests/integration/test-viewer.sh with one JSON argument:
  *   sleeper: the segment files of a generic-mode worker recorded with D9_CPU_PROFILE=99
- *     D9_SCHED_EVENTS=1: one loop turn that sleeps 300 ms in nanosleep and burns 200 ms of CPU,
- *     another that writes 32 MiB into a memfd (on CPU past the blocking threshold: a SchedDelay);
+ *     D9_SCHED_EVENTS=1 D9_BLOCKING_THRESHOLD=50us: one loop turn that sleeps 300 ms in nanosleep
+ *     and burns 200 ms of CPU, another that writes 1 MiB at a time into a non-blocking pipe (on
+ *     CPU past the threshold: SchedDelays);
  *   nanosleep_ns: the nanosleep BlockingCall's duration in that trace (d9-analyze jsonl); perf:
  *     whether its off-CPU samples carry their time (perf_event_open was allowed);
  *   old: a trace whose samples carry no duration (a golden segment); artifacts: screenshots.
@@ -96,7 +97,7 @@ async function sleepTurn(page) {
 	 * least outweigh the burn's CPU time. Counted in samples, the sleep would be 1 or 2
 	 * samples against about 20 on CPU. */
 	const stretched = top && top[0] === 'burn_200ms' && top[1] > sleep[1];
-	if (sleep && top !== sleep && !(stretched && sleep[1] > burnOn)) errs.push('widest leaf ' + JSON.stringify(top) + ', nanosleep ' + JSON.stringify(sleep) + ', burn on CPU ' + ms(burnOn));
+	if (sleep && top[0] !== sleep[0] && !(stretched && sleep[1] > burnOn)) errs.push('widest leaf ' + JSON.stringify(top) + ', nanosleep ' + JSON.stringify(sleep) + ', burn on CPU ' + ms(burnOn));
 	if (sleep && !(f.functionSamples[sleep[0]] * 4 < f.samples)) errs.push('the sleep is ' + f.functionSamples[sleep[0]] + ' of ' + f.samples + ' samples: not a test of weighting');
 	if (!(f.functions.sleep_300ms >= 0.8 * cfg.nanosleep_ns)) errs.push('sleep_300ms ' + f.functions.sleep_300ms);
 	if (f.total > d * 1.05 + 20e6) errs.push('total ' + ms(f.total) + ' > the turn ' + ms(d));
@@ -132,7 +133,7 @@ async function sleepTurn(page) {
 	return at;
 }
 
-/* The memfd write: a SchedDelay, drawn, hovered, in its turn's detail and the points of interest */
+/* The pipe writes: SchedDelays, drawn, hovered, in their turn's detail and the points of interest */
 async function preempted(page) {
 	const at = await page.evaluate(() => {
 		const M = window.__d9test.model();
@@ -154,24 +155,24 @@ async function preempted(page) {
 		return;
 	}
 	const errs = [];
-	await page.evaluate((a) => window.__d9test.setView(a.ps - (a.pe - a.ps), a.pe + (a.pe - a.ps)), at);
+	await page.evaluate((a) => window.__d9test.setView(a.start - (a.end - a.start), a.end + (a.end - a.start)), at);
 	const draws = await page.evaluate(() => window.__d9test.draws);
 	if (!(draws.preempted >= 1)) errs.push('drawn ' + JSON.stringify(draws));
 	const xy = await page.evaluate((a) => window.__d9test.pollXY(a.li, a.i), at);
 	const x = await page.evaluate((a) => window.__d9test.timeX((a.start + a.end) / 2), at);
 	const tip = await tipAt(page, x, xy.y + 11);
-	if (!/preempted write on file \(sched delay\): \d+\.\d+ ms, sched wait (\d|unknown)/.test(tip)) errs.push('tooltip ' + JSON.stringify(tip));
+	if (!/preempted write on pipe \(sched delay\): \d+(\.\d+)? [nµm]?s, sched wait (\d|unknown)/.test(tip)) errs.push('tooltip ' + JSON.stringify(tip));
 	await page.mouse.click(xy.x, xy.y);
 	await page.waitForFunction((a) => window.__d9test.detail && window.__d9test.detail.index === a.i, at, { timeout: WAIT_MS }).catch(() => {});
 	const d = await page.evaluate(() => window.__d9test.detail);
 	const pr = d && d.preempted && d.preempted.find((q) => q.call === 'write');
-	if (!pr || pr.fd_kind !== 'file' || Math.abs(pr.duration_ns - (at.end - at.start)) > 1 || !/preempted \(sched delay\)\s+write on file \d/.test(d.text))
+	if (!pr || pr.fd_kind !== 'pipe' || Math.abs(pr.duration_ns - (at.end - at.start)) > 1 || !/preempted \(sched delay\)\s+(\w+ on pipe [^;]*; )*write on pipe \d/.test(d.text))
 		errs.push('detail ' + JSON.stringify(d && { preempted: d.preempted, text: d.text.slice(0, 400) }));
 	const pois = await page.evaluate(() => window.__d9test.pois.map((p) => p.kind));
 	if (!pois.includes('preempted write (sched delay)')) errs.push('points of interest ' + JSON.stringify(pois.slice(0, 8)));
 	await shot(page, 'preempted');
 	if (errs.length) fail('preempted', errs.join('; '));
-	else pass('preempted', 'write ' + ms(pr.duration_ns) + ' on a file, sched wait ' + (pr.sched_wait_ns === null ? 'unknown' : ms(pr.sched_wait_ns)) + ': drawn, tooltip, detail, points of interest');
+	else pass('preempted', 'write ' + ms(pr.duration_ns) + ' on a pipe, sched wait ' + (pr.sched_wait_ns === null ? 'unknown' : ms(pr.sched_wait_ns)) + ': drawn, tooltip, detail, points of interest');
 }
 
 /* Parks: a click shows its Unpark's cpu_ns / sched_wait_ns, or "unknown" (never 0) */

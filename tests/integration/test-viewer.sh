@@ -215,15 +215,17 @@ viewer_gaps_real
 # ---- flame graphs by time, preempted calls, Unpark statistics (issue 12) --------------------------------
 # A generic-mode worker (tests/browser/viewer-weight-test.js says what it checks): two epoll_waits
 # with a timeout, then one loop turn that sleeps 300 ms in nanosleep and burns 200 ms of CPU,
-# one that writes 32 MiB into a memfd (on CPU past the blocking threshold: a SchedDelay), then
-# epoll_waits until told to quit, once the segments holding all that are sealed and named.
+# one that writes 1 MiB at a time into a non-blocking pipe (on CPU past the blocking threshold of
+# 50 us: SchedDelays; a regular file would do on bare metal, but on a busy VM steal time looks
+# like waiting off CPU and makes some of them BlockingCalls), then epoll_waits until told to
+# quit, once the segments holding all that are sealed and named.
 cat >"$T/sleeper.c" <<'CEOF'
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/mman.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -250,18 +252,29 @@ __attribute__((noinline)) static unsigned long burn_200ms(void)
 	return x;
 }
 
-__attribute__((noinline)) static void write_32mib(void)
+/* 8 x 1 MiB through a non-blocking pipe with room for it: each write copies on CPU for longer
+ * than the 50 us blocking threshold, and a call on a non-blocking pipe is never a BlockingCall
+ * (it cannot wait): SchedDelays */
+__attribute__((noinline)) static void write_pipe(void)
 {
-	size_t n = 32u << 20;
+	size_t n = 1u << 20;
 	char *buf = malloc(n);
-	int fd = memfd_create("d9-viewer-test", 0);
-	if (buf && fd >= 0) {
-		memset(buf, 1, n);
-		if (write(fd, buf, n) < 0)
-			perror("write");
+	int p[2];
+	if (!buf || pipe2(p, O_NONBLOCK) != 0) {
+		free(buf);
+		return;
 	}
-	if (fd >= 0)
-		close(fd);
+	if (fcntl(p[1], F_SETPIPE_SZ, (int)n) < (int)n)
+		n = 65536;
+	memset(buf, 1, n);
+	for (int i = 0; i < 8; i++) {
+		if (write(p[1], buf, n) < 0)
+			perror("write");
+		while (read(p[0], buf, n) > 0)
+			;
+	}
+	close(p[0]);
+	close(p[1]);
 	free(buf);
 }
 
@@ -276,7 +289,7 @@ int main(int argc, char **argv)
 	sleep_300ms();
 	burn_200ms();
 	epoll_wait(ep, &ev, 1, 20);
-	write_32mib();
+	write_pipe();
 	epoll_wait(ep, &ev, 1, 20);
 	printf("done\n");
 	fflush(stdout);
@@ -293,7 +306,7 @@ viewer_weight() {
 		return
 	fi
 	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$S/trace/trace.bin" D9_FLUSH_INTERVAL=50ms D9_ROTATION_PERIOD=1s \
-		D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 "$T/sleeper" "$S/quit" >"$S/stdout" 2>"$S/stderr" &
+		D9_BLOCKING_THRESHOLD=50us D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 "$T/sleeper" "$S/quit" >"$S/stdout" 2>"$S/stderr" &
 	spid=$!
 	PL_PIDS+=("$spid")
 	# the events up to the SchedDelay are in sealed, symbolized segments (.bin.gz), or never
