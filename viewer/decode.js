@@ -12,6 +12,8 @@ function d9_decode_module(root) {
 	const SLOT_KIND_OBJECT = 100; /* Wake's packed field */
 	/* Unpark's `cpu_ns+1` / `sched_wait_ns+1`: value plus one, 0 = unknown (null in f[1], f[2]) */
 	const SLOT_CPU_P1 = 101, SLOT_SCHED_P1 = 102;
+	/* CpuSample's `weight_ns+1`: value plus one, 0 = unknown (null in f[4]; also when not listed) */
+	const SLOT_WEIGHT_P1 = 103;
 	const SAFE = 9007199254740991;
 	const MAGIC = [0x89, 0x44, 0x39, 0x54, 0x0d, 0x0a, 0x1a, 0x0a];
 
@@ -222,6 +224,8 @@ function d9_decode_module(root) {
 			return SLOT_SCHED_P1;
 		if (code === 10 && name === 'unwind')
 			return 3; /* CpuSample's unwind (schema-listed; 0 when a writer does not list it) */
+		if (code === 10 && name === 'weight_ns+1')
+			return SLOT_WEIGHT_P1;
 		const b = BUILTIN[code];
 		for (let i = 0; i < b.length; i++)
 			if (b[i][1] === name)
@@ -411,6 +415,8 @@ function d9_decode_module(root) {
 			}
 			if (type === 4)
 				f[1] = f[2] = null; /* Unpark statistics not listed or not recorded: unknown */
+			else if (type === 10)
+				f[4] = null; /* CpuSample's weight not listed or not recorded: unknown, never 0 */
 			time = add64(time, delta);
 			const known = type <= 13;
 			const fields = s.fields;
@@ -455,8 +461,8 @@ function d9_decode_module(root) {
 						f[2] = Number(bv & 7n);
 						f[3] = unzigzag(norm(bv >> 3n));
 					}
-				} else if (slot === SLOT_CPU_P1 || slot === SLOT_SCHED_P1) {
-					f[slot === SLOT_CPU_P1 ? 1 : 2] = v === 0 ? null : typeof v === 'number' ? v - 1 : norm(v - 1n);
+				} else if (slot === SLOT_CPU_P1 || slot === SLOT_SCHED_P1 || slot === SLOT_WEIGHT_P1) {
+					f[slot === SLOT_CPU_P1 ? 1 : slot === SLOT_SCHED_P1 ? 2 : 4] = v === 0 ? null : typeof v === 'number' ? v - 1 : norm(v - 1n);
 				} else if (slot >= 0 && slot < MAX_FIELDS) {
 					f[slot] = v;
 					if (data)
@@ -751,6 +757,10 @@ function d9_decode_module(root) {
 					if (slot === SLOT_CPU_P1 || slot === SLOT_SCHED_P1) {
 						const v = ev.f[slot === SLOT_CPU_P1 ? 1 : 2];
 						line += (slot === SLOT_CPU_P1 ? ',"cpu_ns":' : ',"sched_wait_ns":') + (v === null ? 'null' : u64str(v));
+						continue;
+					}
+					if (slot === SLOT_WEIGHT_P1) {
+						line += ',"weight_ns":' + (ev.f[4] === null ? 'null' : u64str(ev.f[4]));
 						continue;
 					}
 					if (slot < 0 || slot >= MAX_FIELDS)

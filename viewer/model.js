@@ -4,6 +4,9 @@
  * names of locations and stack frames. Runs in the Web Worker; needs d9_decode_module. Names
  * come only from the trace itself: SpawnLocation name strings and Symbol records, else
  * `module+0xoffset` from the Module definitions, else the address (no symbol files here).
+ * CpuSamples keep their weight (the time each stands for, NaN: unknown in older traces), Unparks
+ * their cpu_ns / sched_wait_ns (NaN: unknown, never 0), SchedDelays (code 14, when the schema
+ * names it so: a call that was slow without waiting off CPU) go to their own column.
  * Never pairs two events across a gap in the data (README.md, "Gaps"; the same rule as
  * analyze/trace.h, "Pairing across gaps"): such polls, parks, loop turns and scheduling delays
  * are counted as unknown, not drawn. */
@@ -20,6 +23,10 @@ function d9_model_module(root) {
 	const NO_GAP_PROBLEMS = new Set(['unknown_chunk', 'unknown_event', 'unknown_def']);
 	/* the wake of a poll whose scheduling delay is unknown (a gap since the wake): kind -2 */
 	const UNKNOWN_WAKE = { t: NaN, kind: -2, waker: 0 };
+	const SCHED_DELAY = 14; /* SchedDelay: schema-described (FORMAT.md, "SchedDelay") */
+	const SD_NAME = 'SchedDelay';
+	/* an unsigned value that may be unknown (null: a `+1` field holding 0; 2^64-1): NaN */
+	const orNaN = (v) => (v === null || v === undefined || typeof v === 'bigint' ? NaN : v);
 
 	/* a growable column of numbers */
 	class Col {
@@ -126,15 +133,23 @@ function d9_model_module(root) {
 					proc: p, tid, worker: 0, name: '',
 					polls: table({ start: Float64Array, end: Float64Array, co: Float64Array, loc: Int32Array,
 						wakeT: Float64Array, wakeKind: Int8Array, waker: Float64Array, open: Uint8Array }),
-					parks: table({ start: Float64Array, end: Float64Array, call: Uint8Array, ready: Float64Array }),
+					/* cpu, sw: the cpu_ns / sched_wait_ns of the Unpark that ended it (NaN: unknown) */
+					parks: table({ start: Float64Array, end: Float64Array, call: Uint8Array, ready: Float64Array, cpu: Float64Array, sw: Float64Array }),
 					blocks: table({ start: Float64Array, end: Float64Array, call: Int32Array, stack: Int32Array, co: Float64Array, fd: Uint8Array }),
-					samples: table({ t: Float64Array, stack: Int32Array, source: Uint8Array, co: Float64Array }),
+					/* SchedDelay: a slow call that did not wait off CPU (preempted); wait: its
+					 * sched_wait_ns, NaN unknown */
+					preempted: table({ start: Float64Array, end: Float64Array, call: Int32Array, co: Float64Array, fd: Uint8Array, wait: Float64Array }),
+					/* w: the time the sample stands for, ns (NaN: unknown, an older trace) */
+					samples: table({ t: Float64Array, stack: Int32Array, source: Uint8Array, co: Float64Array, w: Float64Array }),
 					wakes: table({ t: Float64Array, woken: Float64Array, waker: Float64Array, kind: Uint8Array }),
 					drops: table({ t: Float64Array, count: Float64Array, reason: Uint8Array }),
 					queue: table({ t: Float64Array, runnable: Float64Array }),
 					openPoll: null, openPark: null, last: 0, first: Infinity,
 					turnStart: NaN, turnMark: 0, /* the open loop turn (Unpark -> Park), NaN: none */
 					turns: table({ start: Float64Array, end: Float64Array }),
+					/* the Unparks that carried statistics: each covers the time since the
+					 * previous one (FORMAT.md, "Unpark statistics"); NaN: that one unknown */
+					readings: table({ t: Float64Array, cpu: Float64Array, sw: Float64Array }),
 					gaps: 0, /* this thread's own gaps: its Dropped events */
 					endT: -Infinity, endMark: -1, /* its last event that is not a Dropped, and the gap mark there */
 				});
@@ -199,6 +214,15 @@ function d9_model_module(root) {
 			const strings = new Map(), locs = new Map(), stacks = new Map(), coLocs = new Map(), mods = new Map();
 			const segLocs = [], segStacks = [];
 			const chunkLane = { lane: -1, L: null };
+			const sdSchema = new WeakMap(); /* schema entry of code 14 -> it describes a SchedDelay */
+			const isSchedDelay = (sc) => {
+				let v = sdSchema.get(sc);
+				if (v === undefined) {
+					v = text(sc.name) === SD_NAME && sc.fields.length >= 4;
+					sdSchema.set(sc, v);
+				}
+				return v;
+			};
 			let nev = 0;
 			const sink = {
 				problem(kind, offset, message) {
@@ -290,20 +314,28 @@ function d9_model_module(root) {
 						}
 						L.openPark = { start: t, call: num(fv[0]), mark };
 						break;
-					case 4: /* Unpark */
+					case 4: { /* Unpark */
+						const cpu = orNaN(fv[1]), sw = orNaN(fv[2]);
 						if (L.openPark) {
 							if (L.openPark.mark === mark) {
 								const k = L.parks.cols;
 								k.start.push(L.openPark.start); k.end.push(t); k.call.push(L.openPark.call); k.ready.push(num(fv[0]));
+								k.cpu.push(cpu); k.sw.push(sw);
 								L.parks.n++;
 							} else {
 								B.noteUnknown('parks', chunkLane.lane, L.openPark.start);
 							}
 							L.openPark = null;
 						}
+						if (cpu === cpu || sw === sw) {
+							const k = L.readings.cols;
+							k.t.push(t); k.cpu.push(cpu); k.sw.push(sw);
+							L.readings.n++;
+						}
 						L.turnStart = t;
 						L.turnMark = mark;
 						break;
+					}
 					case 5: { /* Wake */
 						const woken = num(fv[0]), kind = num(fv[2]);
 						const k = L.wakes.cols;
@@ -351,7 +383,19 @@ function d9_model_module(root) {
 						const k = L.samples.cols;
 						const st = fv[2] ? stacks.get(num(fv[2])) : undefined;
 						k.t.push(t); k.stack.push(st === undefined ? -1 : st); k.source.push(num(fv[1])); k.co.push(num(fv[0]));
+						k.w.push(orNaN(fv[4]));
 						L.samples.n++;
+						break;
+					}
+					case SCHED_DELAY: { /* SchedDelay: the event time is when the call returned */
+						if (!isSchedDelay(ev.schema))
+							break;
+						const k = L.preempted.cols;
+						const dur = num(fv[3]);
+						const cs = strings.get(num(fv[1]));
+						k.start.push(t - dur); k.end.push(t); k.call.push(B.name(cs ? text(cs) : '?'));
+						k.co.push(num(fv[0])); k.fd.push(num(fv[2])); k.wait.push(orNaN(fv[4]));
+						L.preempted.n++;
 						break;
 					}
 					case 11: {
@@ -497,7 +541,7 @@ function d9_model_module(root) {
 				if (L.first < tMin) tMin = L.first;
 				if (L.last > tMax) tMax = L.last;
 				const out = { src: li, proc: L.proc, tid: L.tid, worker: L.worker, name: L.name || '', first: L.first, last: L.last };
-				for (const kind of ['polls', 'parks', 'blocks', 'samples', 'wakes', 'drops', 'queue', 'turns']) {
+				for (const kind of ['polls', 'parks', 'blocks', 'preempted', 'samples', 'wakes', 'drops', 'queue', 'turns', 'readings']) {
 					const t = L[kind], o = { n: 0 };
 					for (const c in t.cols) o[c] = t.cols[c].done();
 					o.n = t.cols[Object.keys(t.cols)[0]].n;
@@ -506,6 +550,8 @@ function d9_model_module(root) {
 				sortBy(out.samples, 't');
 				sortBy(out.polls, 'start');
 				sortBy(out.blocks, 'start');
+				sortBy(out.preempted, 'start');
+				sortBy(out.readings, 't');
 				sortBy(out.turns, 'start');
 				lanes.push(out);
 			});
@@ -529,7 +575,7 @@ function d9_model_module(root) {
 				delete l.turns;
 			lanes.sort((a, b) => a.proc - b.proc || (b.worker ? 1 : 0) - (a.worker ? 1 : 0) || (a.worker - b.worker) || a.tid - b.tid);
 			/* drop threads with nothing to draw (agent threads) */
-			const kept = lanes.filter((l) => l.polls.n || l.parks.n || l.blocks.n || l.samples.n || l.drops.n || l.worker);
+			const kept = lanes.filter((l) => l.polls.n || l.parks.n || l.blocks.n || l.preempted.n || l.samples.n || l.drops.n || l.worker);
 			const procs = this.procs.map((P) => {
 				return { pid: P.pid, process: P.process, hostname: P.hostname, cmdline: P.cmdline, segments: P.segments, cos: null, _cos: P.cos };
 			});
@@ -610,7 +656,7 @@ function d9_model_module(root) {
 	function transferables(m) {
 		const out = [m.stackOff.buffer, m.frames.buffer, m.locName.buffer];
 		for (const l of m.lanes)
-			for (const k of ['polls', 'parks', 'blocks', 'samples', 'wakes', 'drops', 'queue'])
+			for (const k of ['polls', 'parks', 'blocks', 'preempted', 'samples', 'wakes', 'drops', 'queue', 'readings'])
 				for (const c in l[k]) if (c !== 'n') out.push(l[k][c].buffer);
 		for (const p of m.procs)
 			for (const c in p.cos) out.push(p.cos[c].buffer);

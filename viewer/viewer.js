@@ -1,6 +1,8 @@
 /* viewer.js: the page side of the viewer: file input, the timeline canvas (lanes of polls, parks,
- * blocking calls, CPU samples), zoom/pan/range selection, poll details with the coroutine's life
- * and wake chain, flame graphs, the location table and points of interest. Drawing is on canvas,
+ * blocking and preempted calls, CPU samples), zoom/pan/range selection, poll and park details
+ * (the coroutine's life and wake chain, the thread's CPU time and scheduling wait), flame graphs
+ * (by time when the samples carry their duration), the location table and points of interest.
+ * Never shows an unknown value as 0 (README.md, "Viewer"). Drawing is on canvas,
  * bounded by pixels, not events: polls narrower than a pixel are merged into pixel columns.
  * Tests read window.__d9test (what was last drawn, the flame graph, the messages). */
 (function () {
@@ -127,7 +129,7 @@
 		sel = null; range = null; locFilter = -1; selArrows = [];
 		status(m.events + ' events, ' + npolls + ' polls, ' + nsamples + ' samples, ' + m.procs.length + ' process(es), decoded in ' + Math.round(ms) + ' ms');
 		showTab(curTab);
-		renderFlame([], 'flame graph: click a poll or shift+drag a range');
+		renderFlame([], 'flame graph: click a poll or shift+drag a range', true);
 		T.ready = true;
 	}
 	/* "2 polls and 1 scheduling delay of unknown length", or '' (README.md, "Gaps") */
@@ -263,7 +265,7 @@
 		const wrap = $('tlwrap');
 		const yTop = wrap.scrollTop, yBot = yTop + wrap.clientHeight;
 		const span = view.v1 - view.v0;
-		const counts = { polls: 0, pollColumns: 0, parks: 0, blocks: 0, samples: 0, drops: 0, gapMarks: 0 };
+		const counts = { polls: 0, pollColumns: 0, parks: 0, blocks: 0, preempted: 0, samples: 0, drops: 0, gapMarks: 0 };
 		/* gaps of every thread of a process in view: damage, a segment's end without a trailer,
 		 * missing segments (the thread's own gaps are its drops, drawn as triangles) */
 		const gapsInView = M.gapMarks.filter((g) => g.t >= view.v0 && g.t <= view.v1);
@@ -355,6 +357,21 @@
 					c.fillStyle = '#d22';
 					c.fillRect(x0, y + LANE_H - 4, Math.max(1, x1 - x0), 3);
 					counts.blocks++;
+				}
+			}
+			/* preempted calls (SchedDelay: slow, but not waiting off CPU): orange and striped,
+			 * where a blocking call would be red, so the two never read as one */
+			{
+				const b = l.preempted;
+				let i = lowerBound(b.start, b.n, view.v0 - span * 4);
+				for (; i < b.n && b.start[i] < view.v1; i++) {
+					if (b.end[i] < view.v0) continue;
+					const x0 = Math.max(GUTTER, xOf(b.start[i], W)), x1 = Math.min(W, xOf(b.end[i], W));
+					c.fillStyle = '#f0a020';
+					c.fillRect(x0, y + LANE_H - 5, Math.max(1, x1 - x0), 5);
+					c.fillStyle = '#7a4a00';
+					for (let x = Math.ceil(x0 / 4) * 4; x < x1; x += 4) c.fillRect(x, y + LANE_H - 5, 1, 5);
+					counts.preempted++;
 				}
 			}
 			/* CPU samples: ticks at the top edge (dark: on-CPU, blue: off-CPU) */
@@ -533,7 +550,7 @@
 	$('zin').onclick = () => M && zoom(0.5);
 	$('zout').onclick = () => M && zoom(2);
 	$('tlwrap').addEventListener('scroll', redraw);
-	window.addEventListener('resize', () => { ovCache = null; redraw(); renderFlame(flameLast.samples, flameLast.title); });
+	window.addEventListener('resize', () => { ovCache = null; redraw(); renderFlame(flameLast.samples, flameLast.what, flameLast.prompt); });
 
 	/* ---- mouse on the timeline ---- */
 	let drag = null;
@@ -589,23 +606,41 @@
 		}
 		return best;
 	}
+	function parkAt(lane, x, W) {
+		const p = M.lanes[lane].parks;
+		const t = tOf(x, W), tol = 3 / (W - GUTTER) * (view.v1 - view.v0);
+		const i = firstEndingAfter(p.end, p.n, t - tol);
+		return i < p.n && p.start[i] <= t + tol ? i : -1;
+	}
 	function clickAt(x, y) {
 		if (x < GUTTER) return;
 		const lane = laneAt(y);
 		if (lane < 0) return;
 		const i = pollAt(lane, x, tl.clientWidth);
-		if (i < 0) { sel = null; redraw(); return; }
-		selectPoll(lane, i);
+		if (i >= 0) { selectPoll(lane, i); return; }
+		const j = parkAt(lane, x, tl.clientWidth);
+		if (j >= 0) { selectPark(lane, j); return; }
+		sel = null;
+		redraw();
 	}
 	function hover(e) {
 		const tip = $('tip');
+		if (e.target === $('flame')) return; /* the flame graph's own tooltip */
 		if (!M || e.target !== tl) { tip.style.display = 'none'; return; }
 		const lane = laneAt(e.offsetY);
 		if (lane < 0 || e.offsetX < GUTTER) { tip.style.display = 'none'; return; }
 		const W = tl.clientWidth, l = M.lanes[lane];
 		const i = pollAt(lane, e.offsetX, W);
 		let s = laneLabel(l) + '\n' + wall(tOf(e.offsetX, W));
-		if (i >= 0) s += '\npoll of coroutine ' + l.polls.co[i] + ': ' + locName(l.polls.loc[i]) + ', ' + fmtDur(l.polls.end[i] - l.polls.start[i]);
+		if (i >= 0) s += '\n' + (M.generic ? 'loop turn' : 'poll of coroutine ' + l.polls.co[i] + ': ' + locName(l.polls.loc[i])) + ', ' + fmtDur(l.polls.end[i] - l.polls.start[i]);
+		const t = tOf(e.offsetX, W), tol = 3 / (W - GUTTER) * (view.v1 - view.v0);
+		for (const [k, txt] of [['blocks', blockText], ['preempted', preemptText]]) {
+			const b = l[k];
+			for (let j = lowerBound(b.start, b.n, t - tol - (view.v1 - view.v0)); j < b.n && b.start[j] <= t + tol; j++)
+				if (b.end[j] >= t - tol) { s += '\n' + txt(l, j); break; }
+		}
+		const pk = parkAt(lane, e.offsetX, W);
+		if (i < 0 && pk >= 0) s += '\n' + parkText(l, pk);
 		tip.textContent = s;
 		tip.style.display = 'block';
 		tip.style.left = (e.clientX + 12) + 'px';
@@ -630,6 +665,48 @@
 
 	/* ---- details of a poll ---- */
 	function esc(s) { return String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]); }
+	const fdKind = (k) => M.enums.FD_KINDS[k] || 'fd kind ' + k;
+	/* a value that may be unknown (NaN): never shown as 0 */
+	const durOrUnknown = (v) => (v === v ? fmtDur(v) : 'unknown');
+	function blockText(l, j) {
+		return 'blocking ' + nm(l.blocks.call[j]) + ' on ' + fdKind(l.blocks.fd[j]) + ', ' + fmtDur(l.blocks.end[j] - l.blocks.start[j]) + ' off CPU';
+	}
+	function preemptText(l, j) {
+		const b = l.preempted;
+		return 'preempted ' + nm(b.call[j]) + ' on ' + fdKind(b.fd[j]) + ' (sched delay): ' + fmtDur(b.end[j] - b.start[j]) +
+			', sched wait ' + (b.wait[j] === b.wait[j] ? fmtDur(b.wait[j]) : 'unknown');
+	}
+	/* The thread's CPU time and scheduling wait (Unpark's cpu_ns / sched_wait_ns): each Unpark
+	 * that carries them covers the time since the thread's previous one that did (FORMAT.md,
+	 * "Unpark statistics"; the agent reads them at most every 30 ms, so most carry none). For
+	 * [a, b) (a park: its own Unpark at b; a poll or loop turn: the first reading at or after its
+	 * end), the reading that covers b, with where its interval starts (NaN: the thread's first
+	 * reading in the trace, start unknown). null: no reading at or after b. */
+	function readingFor(l, b) {
+		const r = l.readings, k = lowerBound(r.t, r.n, b);
+		if (k >= r.n) return null;
+		return { t: r.t[k], from: k > 0 ? r.t[k - 1] : NaN, cpu: r.cpu[k], sw: r.sw[k] };
+	}
+	function readingText(x, a) {
+		if (!x) return 'unknown (no Unpark carried them after it)';
+		let s = 'cpu ' + durOrUnknown(x.cpu) + ', sched wait ' + durOrUnknown(x.sw);
+		s += x.from === x.from ? ' over ' + fmtDur(x.t - x.from) + ' (+' + fmtDur(x.from - M.tMin) + ' to +' + fmtDur(x.t - M.tMin) + ')' :
+			' up to +' + fmtDur(x.t - M.tMin) + ' (from an earlier reading that carried no values or is not in the trace)';
+		if (x.from === x.from && x.from > a) s += '; it covers only the part after +' + fmtDur(x.from - M.tMin);
+		return s;
+	}
+	const readingJson = (x) => (x ? { cpu_ns: x.cpu === x.cpu ? x.cpu : null, sched_wait_ns: x.sw === x.sw ? x.sw : null, from: x.from === x.from ? x.from : null, to: x.t } : null);
+	function parkStatsText(l, j) {
+		const p = l.parks;
+		if (p.cpu[j] !== p.cpu[j] && p.sw[j] !== p.sw[j])
+			return 'unknown (its Unpark carried none: the agent reads them at most every 30 ms)';
+		return readingText(readingFor(l, p.end[j]), p.start[j]);
+	}
+	function parkText(l, j) {
+		const p = l.parks;
+		return 'park in ' + (M.enums.CALLS[p.call[j]] || 'call ' + p.call[j]) + ', ' + fmtDur(p.end[j] - p.start[j]) + ', ready ' + p.ready[j] +
+			'\nthread at its Unpark: ' + parkStatsText(l, j);
+	}
 	function findPollAt(proc, co, t) { /* the poll of coroutine co (process proc) open at time t */
 		for (let li = 0; li < M.lanes.length; li++) {
 			const l = M.lanes[li];
@@ -697,13 +774,27 @@
 		for (let j = lowerBound(b.start, b.n, start); j < b.n && b.start[j] < end; j++)
 			blk.push(esc(nm(b.call[j])) + ' ' + fmtDur(b.end[j] - b.start[j]));
 		if (blk.length) rows2.push(['blocking calls', blk.slice(0, 10).join(', ') + (blk.length > 10 ? ' …' : '')]);
+		/* preempted calls inside (SchedDelay): slow without waiting off CPU */
+		const pr = l.preempted, pre = [];
+		for (let j = lowerBound(pr.start, pr.n, start - 1); j < pr.n && pr.start[j] < end; j++) {
+			if (pr.end[j] <= start) continue;
+			pre.push({ call: nm(pr.call[j]), fd_kind: fdKind(pr.fd[j]), duration_ns: pr.end[j] - pr.start[j], sched_wait_ns: pr.wait[j] === pr.wait[j] ? pr.wait[j] : null });
+		}
+		if (pre.length) {
+			rows2.push(['preempted (sched delay)', pre.slice(0, 10).map((q) => esc(q.call) + ' on ' + q.fd_kind + ' ' + fmtDur(q.duration_ns) +
+				', sched wait ' + (q.sched_wait_ns === null ? 'unknown' : fmtDur(q.sched_wait_ns))).join('; ') + (pre.length > 10 ? ' …' : '')]);
+		}
+		/* the thread's CPU time and scheduling wait over an interval that holds its end */
+		const rd = readingFor(l, end);
+		rows2.push(['thread CPU, sched wait', esc(readingText(rd, start))]);
 		const samples = samplesIn([lane], start, end);
 		rows2.push(['CPU samples', String(samples.length / 2)]);
 		$('detail').innerHTML = '<h3>' + (M.generic ? 'Loop turn' : 'Poll') + '</h3><dl>' + rows2.map((r) => '<dt>' + r[0] + '</dt><dd>' + r[1] + '</dd>').join('') + '</dl>';
 		const fc = $('fitco');
 		if (fc) fc.onclick = (e) => { e.preventDefault(); const pad = (last - first) * 0.05 + 1000; setView(first - pad, last + pad); };
-		T.detail = { coroutine: co, location: locName(p.loc[i]), duration_ns: end - start, start, end, lane, index: i, samples: samples.length / 2, polls_of_coroutine: np, text: $('detail').innerText };
-		renderFlame(samples, 'poll of coroutine ' + co + ' (' + fmtDur(end - start) + '): ' + samples.length / 2 + ' samples');
+		T.detail = { coroutine: co, location: locName(p.loc[i]), duration_ns: end - start, start, end, lane, index: i, samples: samples.length / 2, polls_of_coroutine: np,
+			preempted: pre, reading: readingJson(rd), text: $('detail').innerText };
+		renderFlame(samples, (M.generic ? 'loop turn' : 'poll of coroutine ' + co) + ' (' + fmtDur(end - start) + ')');
 		if (!keepView && (start < view.v0 || end > view.v1)) {
 			const pad = (end - start) * 2 + 10000;
 			setView(start - pad, end + pad);
@@ -711,6 +802,31 @@
 		redraw();
 	}
 	T.selectPoll = (lane, i) => selectPoll(lane, i);
+
+	/* ---- details of a park (the thread waiting in epoll/select) ---- */
+	function selectPark(lane, j) {
+		sel = null;
+		selArrows = [];
+		const l = M.lanes[lane], p = l.parks, P = M.procs[l.proc];
+		const start = p.start[j], end = p.end[j];
+		const rows2 = [
+			['call', esc(M.enums.CALLS[p.call[j]] || 'call ' + p.call[j])],
+			['duration', fmtDur(end - start)],
+			['start', wall(start) + ' (+' + fmtDur(start - M.tMin) + ')'],
+			['worker', esc(laneLabel(l)) + ', pid ' + P.pid],
+			['ready', String(p.ready[j])],
+			['thread CPU, sched wait at its Unpark', esc(parkStatsText(l, j))],
+		];
+		const samples = samplesIn([lane], start, end);
+		rows2.push(['CPU samples', String(samples.length / 2)]);
+		$('detail').innerHTML = '<h3>Park</h3><dl>' + rows2.map((r) => '<dt>' + r[0] + '</dt><dd>' + r[1] + '</dd>').join('') + '</dl>';
+		T.detail = { park: true, lane, index: j, duration_ns: end - start, start, end, cpu_ns: p.cpu[j] === p.cpu[j] ? p.cpu[j] : null,
+			sched_wait_ns: p.sw[j] === p.sw[j] ? p.sw[j] : null, reading: p.cpu[j] === p.cpu[j] || p.sw[j] === p.sw[j] ? readingJson(readingFor(l, end)) : null,
+			samples: samples.length / 2, text: $('detail').innerText };
+		renderFlame(samples, 'park (' + fmtDur(end - start) + ')');
+		redraw();
+	}
+	T.selectPark = (lane, j) => selectPark(lane, j);
 	T.pollXY = (lane, i) => { /* page coordinates of a poll's middle, for tests that click */
 		const r = tl.getBoundingClientRect(), l = M.lanes[lane], W = tl.clientWidth;
 		const x = (Math.max(GUTTER, xOf(l.polls.start[i], W)) + Math.min(W, xOf(l.polls.end[i], W))) / 2;
@@ -719,30 +835,81 @@
 	T.timeX = (t) => tl.getBoundingClientRect().left + xOf(t, tl.clientWidth);
 	T.model = () => M;
 
-	/* samples of the given lanes in [a, b): [{lane, i}] */
+	/* samples of the given lanes for [a, b): [lane, i, lane, i, ...], those taken in it and the
+	 * off-CPU ones taken before whose time off CPU reaches into it; .win = [a, b] (renderFlame
+	 * weighs only the part inside) */
 	function samplesIn(laneIdx, a, b) {
 		const out = [];
 		for (const li of laneIdx) {
-			const s = M.lanes[li].samples;
-			for (let i = lowerBound(s.t, s.n, a); i < s.n && s.t[i] < b; i++)
+			const l = M.lanes[li], s = l.samples;
+			const first = lowerBound(s.t, s.n, a);
+			/* off-CPU samples taken before a whose time off CPU reaches into [a, b) */
+			if (flameSrc !== 0) {
+				const back = a - maxOffWeight(l);
+				for (let i = first - 1; i >= 0 && s.t[i] >= back; i--)
+					if (s.source[i] === 1 && s.t[i] + s.w[i] > a) out.push(li, i);
+			}
+			for (let i = first; i < s.n && s.t[i] < b; i++)
 				if (flameSrc === 2 || s.source[i] === flameSrc) out.push(li, i);
 		}
+		out.win = [a, b];
 		return out;
 	}
+	/* the longest time off CPU of a lane's samples (how far back samplesIn looks) */
+	function maxOffWeight(l) {
+		if (l.maxOff === undefined) {
+			let m = 0;
+			const s = l.samples;
+			for (let i = 0; i < s.n; i++) if (s.source[i] === 1 && s.w[i] > m) m = s.w[i];
+			l.maxOff = m;
+		}
+		return l.maxOff;
+	}
 
-	/* ---- flame graph (icicle: callers on top) ---- */
-	let flameLast = { samples: [], title: '' };
+
+	/* ---- flame graph (icicle: callers on top) ----
+	 * Weighted by time when the trace's samples carry their duration (CpuSample weight_ns: an
+	 * on-CPU sample its sampling period, an off-CPU one its time off CPU, so a 300 ms sleep is
+	 * 300 ms wide, not one sample): samples of unknown duration are then left out, and the title
+	 * says how many. A trace with no duration on any sample (older agents) is counted in samples,
+	 * and the title says that too. The choice is per trace, so two graphs of one trace compare. */
+	let flameLast = { samples: [], what: '', prompt: true };
 	let flameRects = [];
-	function renderFlame(samples, title) {
-		flameLast = { samples, title };
-		$('flametitle').textContent = title;
-		const root = { name: -2, v: 0, kids: new Map() };
+	function traceWeighted() {
+		if (M.weighted === undefined) {
+			M.weighted = false;
+			for (const l of M.lanes) {
+				const w = l.samples.w;
+				for (let i = 0; i < l.samples.n && !M.weighted; i++) if (w[i] === w[i]) M.weighted = true;
+				if (M.weighted) break;
+			}
+		}
+		return M.weighted;
+	}
+	/* a flame graph value in its unit: a duration, or a number of samples */
+	const flameVal = (v, byTime) => (byTime ? fmtDur(v) : v + ' sample' + (v === 1 ? '' : 's'));
+	function renderFlame(samples, what, prompt) {
+		flameLast = { samples, what, prompt };
+		const byTime = !!M && traceWeighted();
+		const root = { name: -2, v: 0, n: 0, self: 0, kids: new Map() };
 		const nsamp = samples.length / 2;
+		const win = samples.win;
+		let unknown = 0;
 		for (let k = 0; k < samples.length; k += 2) {
 			const l = M.lanes[samples[k]], i = samples[k + 1];
+			let w = byTime ? l.samples.w[i] : 1;
+			if (w !== w) { unknown++; continue; } /* NaN: duration unknown */
+			/* an off-CPU sample stands for the time from its switch-out on: only the part
+			 * inside the window counts (a 50 ms range does not hold 300 ms of a sleep) */
+			if (byTime && win && l.samples.source[i] === 1) {
+				const t = l.samples.t[i];
+				w = Math.min(t + w, win[1]) - Math.max(t, win[0]);
+				if (!(w > 0)) w = 0;
+			}
 			const st = l.samples.stack[i];
 			let node = root;
-			node.v++;
+			node.v += w;
+			node.n++;
 			const path = [];
 			if (st < 0) path.push(-3);
 			else {
@@ -752,24 +919,48 @@
 			}
 			for (const f of path) {
 				let n = node.kids.get(f);
-				if (!n) { n = { name: f, v: 0, kids: new Map() }; node.kids.set(f, n); }
-				n.v++;
+				if (!n) { n = { name: f, v: 0, n: 0, self: 0, kids: new Map() }; node.kids.set(f, n); }
+				n.v += w;
+				n.n++;
 				node = n;
 			}
+			node.self += w;
 		}
-		const fname = (id) => (id === -2 ? 'all (' + nsamp + ' samples)' : id === -3 ? '(no stack)' : nm(id));
-		flameTree = { root, nsamp, fname };
+		let title = what;
+		if (!prompt) {
+			if (!nsamp) title += ': no CPU samples';
+			else if (byTime) {
+				title += ': ' + fmtDur(root.v) + ' in ' + root.n + ' sample' + (root.n === 1 ? '' : 's') + ', by time';
+				if (unknown) title += '; ' + unknown + ' sample' + (unknown === 1 ? '' : 's') + ' of unknown duration left out';
+			} else {
+				title += ': ' + nsamp + ' sample' + (nsamp === 1 ? '' : 's') + ', by samples: this trace\'s samples carry no duration';
+			}
+		}
+		$('flametitle').textContent = title;
+		const fname = (id) => (id === -2 ? 'all (' + flameVal(root.v, byTime) + ')' : id === -3 ? '(no stack)' : nm(id));
+		flameTree = { root, nsamp, byTime, fname, unknown };
 		layoutFlame(root);
-		/* what tests read: the total and every function, with its samples (inclusive) */
-		const fns = {};
-		(function acc(n) { for (const k of n.kids.values()) { const s = fname(k.name); fns[s] = (fns[s] || 0) + k.v; acc(k); } })(root);
+		/* what tests read: the total and every function with its value (inclusive, counted once
+		 * per stack even when it recurses) and its self value, in `unit`, and its samples */
+		const fns = {}, self = {}, cnt = {};
+		(function acc(n, seen) {
+			for (const k of n.kids.values()) {
+				const s = fname(k.name);
+				self[s] = (self[s] || 0) + k.self;
+				if (!seen.has(s)) { fns[s] = (fns[s] || 0) + k.v; cnt[s] = (cnt[s] || 0) + k.n; }
+				const inner = new Set(seen);
+				inner.add(s);
+				acc(k, inner);
+			}
+		})(root, new Set());
 		const names = new Set(flameRects.map((r) => r.name));
-		T.flame = { title, total: nsamp, names: [...names], functions: fns };
+		T.flame = { title, unit: byTime ? 'ns' : 'samples', total: root.v, samples: root.n, unknown, names: [...names], functions: fns, self, functionSamples: cnt,
+			rects: flameRects.slice(0, 500).map((r) => ({ name: r.name, x: r.x, y: r.y, w: r.w, h: r.h, v: r.v })) };
 	}
 	let flameTree = null;
 	/* draws the flame graph with node `top` as its full width (a clicked frame zooms in) */
 	function layoutFlame(top) {
-		const { root, nsamp, fname } = flameTree;
+		const { root, byTime, fname } = flameTree;
 		const c = $('flame'), FH = 16;
 		let depth = 0;
 		(function d(n, k) { depth = Math.max(depth, k); for (const x of n.kids.values()) d(x, k + 1); })(root, 1);
@@ -780,10 +971,10 @@
 		ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
 		ctx.clearRect(0, 0, W, H);
 		flameRects = [];
-		if (!nsamp) {
+		if (!root.n) {
 			ctx.fillStyle = '#777';
 			ctx.font = '12px system-ui';
-			ctx.fillText(M && M.events ? 'no CPU samples here' : '', 6, 20);
+			ctx.fillText(!M || !M.events ? '' : flameTree.unknown ? 'no CPU sample of known duration here' : 'no CPU samples here', 6, 20);
 		} else {
 			(function lay(n, x, w, lvl) {
 				if (w < 0.3) return;
@@ -797,7 +988,7 @@
 					ctx.fillStyle = '#000';
 					ctx.font = '11px system-ui';
 					ctx.save(); ctx.beginPath(); ctx.rect(x, y, w, FH); ctx.clip();
-					ctx.fillText(nmS, x + 3, y + 12);
+					ctx.fillText(n.name === -2 ? nmS : nmS + '  ' + flameVal(n.v, byTime), x + 3, y + 12);
 					ctx.restore();
 				}
 				flameRects.push({ x, y, w, h: FH, name: nmS, v: n.v, node: n });
@@ -816,7 +1007,9 @@
 		const tip = $('tip');
 		const r = flameRects.find((q) => e.offsetX >= q.x && e.offsetX < q.x + q.w && e.offsetY >= q.y && e.offsetY < q.y + q.h);
 		if (!r) { tip.style.display = 'none'; return; }
-		tip.textContent = r.name + '\n' + r.v + ' samples (' + (100 * r.v / Math.max(1, T.flame.total)).toFixed(1) + '%)';
+		const ft = flameTree;
+		tip.textContent = r.name + '\n' + flameVal(r.v, ft.byTime) + ' (' + (100 * r.v / Math.max(1, ft.root.v)).toFixed(1) + '%)' +
+			(ft.byTime ? ', ' + r.node.n + ' sample' + (r.node.n === 1 ? '' : 's') : '');
 		tip.style.display = 'block';
 		tip.style.left = (e.clientX + 12) + 'px';
 		tip.style.top = (e.clientY + 12) + 'px';
@@ -839,13 +1032,15 @@
 		const [a, b] = range;
 		const all = M.lanes.map((_, i) => i);
 		const samples = samplesIn(all, a, b);
-		renderFlame(samples, 'range ' + fmtDur(b - a) + ' from +' + fmtDur(a - M.tMin) + ': ' + samples.length / 2 + ' samples');
+		renderFlame(samples, 'range ' + fmtDur(b - a) + ' from +' + fmtDur(a - M.tMin));
 		const st = statsFor(a, b);
 		T.rangeStats = st.map((r) => ({ location: nm(r.id), polls: r.n, total_ns: r.total, p99_ns: r.p99, max_ns: r.max }));
 		let blk = 0;
+		let pre = 0;
 		for (const l of M.lanes) for (let j = lowerBound(l.blocks.start, l.blocks.n, a); j < l.blocks.n && l.blocks.start[j] < b; j++) blk++;
+		for (const l of M.lanes) for (let j = lowerBound(l.preempted.start, l.preempted.n, a); j < l.preempted.n && l.preempted.start[j] < b; j++) pre++;
 		$('detail').innerHTML = '<h3>Range ' + fmtDur(b - a) + '</h3><dl><dt>from</dt><dd>' + wall(a) + '</dd><dt>to</dt><dd>' + wall(b) +
-			'</dd><dt>CPU samples</dt><dd>' + samples.length / 2 + '</dd><dt>blocking calls</dt><dd>' + blk + '</dd></dl>' +
+			'</dd><dt>CPU samples</dt><dd>' + samples.length / 2 + '</dd><dt>blocking calls</dt><dd>' + blk + '</dd><dt>preempted calls</dt><dd>' + pre + '</dd></dl>' +
 			'<h3 style="margin-top:8px">Locations in range</h3>' + locTableHtml(st, 'rloc');
 		T.detail = { range: [a, b], samples: samples.length / 2, text: $('detail').innerText };
 		redraw();
@@ -899,6 +1094,8 @@
 			}
 			const b = l.blocks;
 			for (let i = 0; i < b.n; i++) top(blocks, { kind: 'blocking ' + nm(b.call[i]), v: b.end[i] - b.start[i], lane: li, t: b.start[i], t1: b.end[i] }, 25);
+			const q = l.preempted;
+			for (let i = 0; i < q.n; i++) top(blocks, { kind: 'preempted ' + nm(q.call[i]) + ' (sched delay)', v: q.end[i] - q.start[i], lane: li, t: q.start[i], t1: q.end[i] }, 25);
 			const d = l.drops;
 			for (let i = 0; i < d.n; i++) data.push({ kind: 'dropped ' + d.count[i] + ' (' + (M.enums.DROP_REASONS[d.reason[i]] || d.reason[i]) + ')', v: Infinity, lane: li, t: d.t[i], t1: d.t[i] });
 		});

@@ -87,6 +87,8 @@ function ours(files) {
 						o.unwinder = ['none', 'fp', 'dwarf', 'libunwind', 'ip'][u & 7] || 'unknown';
 						o.truncated = (u & 8) !== 0; o.fp_rejected = (u & 16) !== 0;
 					}
+					/* weight_ns (schema-listed as weight_ns+1): printed only when known */
+					if (f[4] !== null) o.weight_ns = D.u64str(f[4]);
 					break;
 				}
 				case 11: o.count = S(f[0]); o.reason = en(DROP, f[1]); break;

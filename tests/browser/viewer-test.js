@@ -180,11 +180,14 @@ async function real(browser) {
 		if (!/serve_conn/.test(d.detail.location)) errs.push('location ' + d.detail.location);
 		if (!/woken\s+\w+/.test(d.detail.text)) errs.push('no wake line');
 	}
-	const burnN = d.flame && d.flame.functions.burn_cpu || 0;
+	/* burnN: burn_cpu's width in the graph's unit (ns: the trace's samples carry their time) */
+	const burnN = d.flame && d.flame.functions.burn_cpu || 0, burnS = d.flame && d.flame.functionSamples.burn_cpu || 0;
 	/* 999 Hz gives about 20; ctimer mode (perf denied) at most CONFIG_HZ, about 5 */
-	if (burnN < 3 || burnN * 2 < d.flame.total) errs.push('flame graph: burn_cpu has ' + burnN + ' samples: ' + JSON.stringify(d.flame && d.flame.functions).slice(0, 300));
+	if (burnS < 3 || burnN * 2 < d.flame.total || d.flame.unit !== 'ns' || !/by time/.test(d.flame.title))
+		errs.push('flame graph: burn_cpu has ' + burnS + ' samples, ' + burnN + ' of ' + d.flame.total + ' ' + d.flame.unit + ': ' + JSON.stringify(d.flame && d.flame.functions).slice(0, 300));
 	if (errs.length) fail('real-burn-click', errs.join('; '));
-	else pass('real-burn-click', 'poll of ' + (d.detail.duration_ns / 1e6).toFixed(1) + ' ms at ' + d.detail.location + ', flame graph: burn_cpu in ' + burnN + ' of ' + d.flame.total + ' samples');
+	else pass('real-burn-click', 'poll of ' + (d.detail.duration_ns / 1e6).toFixed(1) + ' ms at ' + d.detail.location + ', flame graph by time: burn_cpu ' +
+		(burnN / 1e6).toFixed(1) + ' of ' + (d.flame.total / 1e6).toFixed(1) + ' ms, in ' + burnS + ' samples');
 	await shot(page, 'real-burn-poll');
 	/* shift+drag a range around it: the aggregated flame graph and the location table */
 	const x0 = await page.evaluate((t) => window.__d9test.timeX(t), burn.start - (burn.end - burn.start) * 0.3);
@@ -201,11 +204,11 @@ async function real(browser) {
 	const rerr = [];
 	if (!r.flame || !/^range /.test(r.flame.title)) rerr.push('flame title ' + JSON.stringify(r.flame && r.flame.title));
 	const rb = r.flame && r.flame.functions.burn_cpu || 0;
-	if (rb < burnN) rerr.push('burn_cpu ' + rb + ' samples in the range, ' + burnN + ' in the poll');
+	if (rb < burnN) rerr.push('burn_cpu ' + rb + ' ' + r.flame.unit + ' in the range, ' + burnN + ' in the poll');
 	const sc = (r.stats || []).find((x) => /serve_conn/.test(x.location));
 	if (!sc || sc.polls < 1 || sc.max_ns < 19e6) rerr.push('location table ' + JSON.stringify(r.stats));
 	if (rerr.length) fail('real-range', rerr.join('; '));
-	else pass('real-range', 'range flame graph: ' + r.flame.total + ' samples, burn_cpu ' + rb + '; serve_conn ' + sc.polls + ' polls, max ' + (sc.max_ns / 1e6).toFixed(1) + ' ms');
+	else pass('real-range', 'range flame graph: ' + r.flame.samples + ' samples, ' + (r.flame.total / 1e6).toFixed(1) + ' ms, burn_cpu ' + (rb / 1e6).toFixed(1) + ' ms; serve_conn ' + sc.polls + ' polls, max ' + (sc.max_ns / 1e6).toFixed(1) + ' ms');
 	await shot(page, 'real-range');
 	/* the /block?ms=30 poll: its usleep is off the CPU; an off-CPU flame graph names it */
 	const blk = await page.evaluate(() => {
@@ -232,8 +235,8 @@ async function real(browser) {
 		const fo = await page.evaluate(() => window.__d9test.flame);
 		await page.selectOption('#flamesrc', '2');
 		const hit = Object.keys(fo.functions).filter((n) => /usleep|nanosleep/.test(n));
-		if (fo.total >= 1 && hit.length)
-			pass('real-offcpu', 'the /block poll: ' + fo.total + ' off-CPU sample(s), flame graph names ' + hit.join(', '));
+		if (fo.samples >= 1 && hit.length)
+			pass('real-offcpu', 'the /block poll: ' + fo.samples + ' off-CPU sample(s), ' + (fo.total / 1e6).toFixed(1) + ' ms, flame graph names ' + hit.join(', '));
 		else
 			fail('real-offcpu', JSON.stringify(fo).slice(0, 300));
 		await shot(page, 'real-offcpu');

@@ -211,3 +211,139 @@ viewer_gaps_real() {
 	esac
 }
 viewer_gaps_real
+
+# ---- flame graphs by time, preempted calls, Unpark statistics (issue 12) --------------------------------
+# A generic-mode worker (tests/browser/viewer-weight-test.js says what it checks): two epoll_waits
+# with a timeout, then one loop turn that sleeps 300 ms in nanosleep and burns 200 ms of CPU,
+# one that writes 1 MiB at a time into a non-blocking pipe (on CPU past the blocking threshold of
+# 50 us: SchedDelays; a regular file would do on bare metal, but on a busy VM steal time looks
+# like waiting off CPU and makes some of them BlockingCalls), then epoll_waits until told to
+# quit, once the segments holding all that are sealed and named.
+cat >"$T/sleeper.c" <<'CEOF'
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_cpu(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) static void sleep_300ms(void)
+{
+	struct timespec ts = { 0, 300000000 };
+	nanosleep(&ts, NULL);
+}
+
+__attribute__((noinline)) static unsigned long burn_200ms(void)
+{
+	volatile unsigned long x = 0;
+	double t0 = now_cpu();
+	while (now_cpu() - t0 < 0.2)
+		for (int i = 0; i < 10000; i++)
+			x += i;
+	return x;
+}
+
+/* 8 x 1 MiB through a non-blocking pipe with room for it: each write copies on CPU for longer
+ * than the 50 us blocking threshold, and a call on a non-blocking pipe is never a BlockingCall
+ * (it cannot wait): SchedDelays */
+__attribute__((noinline)) static void write_pipe(void)
+{
+	size_t n = 1u << 20;
+	char *buf = malloc(n);
+	int p[2];
+	if (!buf || pipe2(p, O_NONBLOCK) != 0) {
+		free(buf);
+		return;
+	}
+	if (fcntl(p[1], F_SETPIPE_SZ, (int)n) < (int)n)
+		n = 65536;
+	memset(buf, 1, n);
+	for (int i = 0; i < 8; i++) {
+		if (write(p[1], buf, n) < 0)
+			perror("write");
+		while (read(p[0], buf, n) > 0)
+			;
+	}
+	close(p[0]);
+	close(p[1]);
+	free(buf);
+}
+
+int main(int argc, char **argv)
+{
+	struct epoll_event ev;
+	int ep = epoll_create1(0);
+	if (ep < 0 || argc < 2)
+		return 2;
+	for (int i = 0; i < 2; i++)
+		epoll_wait(ep, &ev, 1, 20);
+	sleep_300ms();
+	burn_200ms();
+	epoll_wait(ep, &ev, 1, 20);
+	write_pipe();
+	epoll_wait(ep, &ev, 1, 20);
+	printf("done\n");
+	fflush(stdout);
+	while (access(argv[1], F_OK) != 0)
+		epoll_wait(ep, &ev, 1, 50);
+	return 0;
+}
+CEOF
+viewer_weight() {
+	local S=$T/sleeper-run spid
+	mkdir -p "$S/trace"
+	if ! cc -O1 -g -fno-omit-frame-pointer -o "$T/sleeper" "$T/sleeper.c" 2>"$T/sleeper.cc"; then
+		pl_fail viewer-weight "the test program does not build: $(head -c 300 "$T/sleeper.cc")"
+		return
+	fi
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$S/trace/trace.bin" D9_FLUSH_INTERVAL=50ms D9_ROTATION_PERIOD=1s \
+		D9_BLOCKING_THRESHOLD=50us D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 "$T/sleeper" "$S/quit" >"$S/stdout" 2>"$S/stderr" &
+	spid=$!
+	PL_PIDS+=("$spid")
+	# the events up to the SchedDelay are in sealed, symbolized segments (.bin.gz), or never
+	gz_has() {
+		local f
+		for f in "$S"/trace/*.bin.gz; do
+			[ -e "$f" ] && "$PL_ANALYZE" jsonl "$f" 2>/dev/null | grep -q "$1" && return 0
+		done
+		return 1
+	}
+	if ! d9_wait_for 60 grep -q done "$S/stdout"; then
+		pl_fail viewer-weight "the test program did not finish its work within $((60 * D9_SLOW)) s: $(head -c 300 "$S/stderr")"
+		return
+	fi
+	if ! d9_wait_for 120 gz_has '"type":"BlockingCall".*nanosleep' || ! d9_wait_for 120 gz_has '"type":"SchedDelay"\|"call":"write"' ||
+		! d9_wait_settled "$S/trace" gz; then
+		pl_fail viewer-weight "its segments were not sealed and compressed within $((120 * D9_SLOW)) s: $(ls "$S/trace" | tr '\n' ' ') ${D9_SETTLE_ERR:-}"
+	fi
+	touch "$S/quit"
+	d9_wait_pid "$spid" 60
+	[ "$D9_RC" = 0 ] || pl_fail viewer-weight-exit "the test program exited with $D9_RC: $(head -c 300 "$S/stderr")"
+	"$PL_ANALYZE" jsonl "$S/trace" >"$S/events.jsonl" 2>/dev/null
+	mapfile -t sleeper < <(pl_trace_files "$S/trace" | sed "s|^|$S/trace/|")
+	parity sleeper "${sleeper[@]}"
+	local cfg
+	cfg=$(python3 - "$S/events.jsonl" "$PL_ROOT/tests/golden/basic.bin" "$ART" "${sleeper[@]}" <<'PYEOF'
+import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1])]
+sleep = [e["duration_ns"] for e in evs if e["type"] == "BlockingCall" and "nanosleep" in e["call"]]
+# off-CPU samples with their time off CPU: perf_event_open with context switches worked
+perf = any(e["type"] == "CpuSample" and e["source"] == "off_cpu" and e.get("weight_ns") for e in evs)
+print(json.dumps({"sleeper": sys.argv[4:], "nanosleep_ns": max(sleep, default=0), "perf": perf,
+                  "old": [sys.argv[2]], "artifacts": sys.argv[3]}))
+PYEOF
+)
+	timeout -s KILL 300 node "$BR/viewer-weight-test.js" "$cfg" 2>"$T/weight.err"
+	local rc=$?
+	[ "$rc" = 0 ] || pl_fail viewer-weight-browser "viewer-weight-test.js exited with $rc: $(tail -c 400 "$T/weight.err")"
+}
+viewer_weight
