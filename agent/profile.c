@@ -1460,7 +1460,7 @@ static void drain_ct(struct out *o)
  * descriptor, no lock, no allocation but the pool's one mapping; a full pool records the call
  * without a stack (counted, said once). */
 
-#define BS_SLOTS 16u /* slots of the pool: calls past the threshold between two writer passes */
+#define BS_SLOTS 32u /* slots of the pool: calls past the threshold between two writer passes */
 #define BS_STACK 32768u /* bytes of stack copied per call, at most */
 #define BS_ID_MAX (1ull << 28) /* Stack ids the 4-byte field holds */
 
@@ -1594,8 +1594,8 @@ void d9_rec_blocking_call_regs(uint64_t start, uint64_t coroutine, uint64_t call
 	s->blk = t->blk;
 	s->off = (uint32_t)(t->enc.p - 4 - t->blk->data);
 	__atomic_store_n(&s->state, BS_READY, __ATOMIC_RELEASE);
-	if (__atomic_add_fetch(&bs_ready, 1, __ATOMIC_RELAXED) == BS_SLOTS / 2) {
-		/* half the pool waits: wake the writer rather than lose stacks (rare: a call
+	if (__atomic_add_fetch(&bs_ready, 1, __ATOMIC_RELAXED) == BS_SLOTS / 4) {
+		/* a quarter of the pool waits: wake the writer rather than lose stacks (rare: a call
 		 * past the threshold is) */
 		t->busy = 1;
 		d9__lock(&d9__g.pool_lock);

@@ -16,6 +16,12 @@
 #   - blockstack-thread: epoll-http built here without frame pointers, 2 worker threads (-T 2):
 #     the stack is handle_block (innermost), ..., serve_loop (the thread's start function), then
 #     only libc frames (start_thread, clone3), at most 3: the unwind ended at the thread's start.
+#   - blockstack-burst: blockstack-burst.c, 24 worker threads that each make a 3 ms usleep at the
+#     same instant, 5 times: often more slow calls at once than the agent's 32 slots hold while
+#     the writer is slow (the first burst also waits for its first unwind: libdw loads). The
+#     program exits 0; every usleep is a BlockingCall (120); each one with a stack has
+#     burst_sleep innermost and sleeper below it; if some have none, stderr says so exactly once
+#     (those calls are the count of the loss). Passes either way, saying how many had no stack.
 set -u
 # shellcheck source=lib-preload.sh
 . "$(dirname "$0")/lib-preload.sh"
@@ -148,4 +154,42 @@ with case('$p') as c:
 	fi
 else
 	pl_fail "$p" "$PL_ERR"
+fi
+
+# ---- a burst: more slow calls at once than slots -----------------------------------------------------
+p=blockstack-burst
+BURST=$T/blockstack-burst
+if ! command -v "${CC:-gcc}" >/dev/null; then
+	pl_skip "$p" "no C compiler (${CC:-gcc}) to build blockstack-burst.c"
+elif ! "${CC:-gcc}" -std=gnu11 -O2 -g -fomit-frame-pointer -o "$BURST" \
+	"$PL_ROOT/tests/integration/blockstack-burst.c" -lpthread 2>"$T/cc.err"; then
+	pl_fail "$p" "cannot build blockstack-burst.c: $(head -c 300 "$T/cc.err")"
+else
+	mkdir -p "$T/burst"
+	timeout -s KILL $((60 * D9_SLOW)) env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/burst/trace/trace.bin" \
+		"$BURST" >"$T/burst/stdout" 2>"$T/burst/stderr"
+	rc=$?
+	if [ "$rc" -ne 0 ] || [ "$(cat "$T/burst/stdout")" != ok ]; then
+		pl_fail "$p" "blockstack-burst exited $rc: $(head -c 300 "$T/burst/stdout") $(head -c 300 "$T/burst/stderr")"
+	else
+		"$PL_ANALYZE" jsonl "$T/burst/trace" >"$T/burst/jsonl" 2>"$T/burst/jsonl.err"
+		d9_py "$p" '
+evs = [json.loads(l) for l in open(f[0]) if l.strip()]
+err = open(f[1]).read()
+us = [e for e in evs if e.get("type") == "BlockingCall" and e.get("call") == "usleep"]
+if len(us) != 120:
+    fail("%d usleep BlockingCalls, want 120 (24 threads x 5): %s" % (len(us), open(f[2]).read()[:200]))
+none = [e for e in us if not e["stack"]]
+said = err.count("recorded without a stack")
+if none and said != 1:
+    fail("%d calls without a stack, and stderr says so %d times, want once: %s" % (len(none), said, err[:300]))
+if not none and said:
+    fail("stderr says calls had no stack, but all have one: %s" % err[:300])
+bad = [e["stack"][:3] for e in us if e["stack"] and
+       [n.split(" ")[0] for n in e["stack"][:2]] != ["burst_sleep", "sleeper"]]
+if bad:
+    fail("%d of %d stacks do not start burst_sleep < sleeper: %s" % (len(bad), len(us) - len(none), bad[:3]))
+info = "%d usleep BlockingCalls, %d without a stack (slots full)" % (len(us), len(none))
+' "$T/burst/jsonl" "$T/burst/stderr" "$T/burst/jsonl.err"
+	fi
 fi
