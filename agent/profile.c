@@ -1537,21 +1537,26 @@ static uint32_t bs_copy(uint8_t *to, uint64_t sp)
 	return r > 0 ? (uint32_t)r & ~7u : 0;
 }
 
-/* BlockingCall with a 4-byte stack field (0 for now), which the writer fills (bs_drain). A
- * reader accepts the non-minimal varint (FORMAT.md, "varint"); the three more bytes fit in the
- * encoder's slack (D9_ENC_EVENT_MAX), which is sized for a 10-byte stack field. */
+/* BlockingCall with a 4-byte stack field (0 for now) at *field, which the writer fills
+ * (bs_drain). A reader accepts the non-minimal varint (FORMAT.md, "varint"); the event is
+ * shorter than the encoder's slack (D9_ENC_EVENT_MAX), sized for a 10-byte stack field. Written
+ * like every d9_enc_*: the position moves once, past the whole event. */
 static int bs_enc(struct d9_enc *e, uint64_t now, uint64_t start, uint64_t coroutine,
-	uint64_t call, uint32_t fd_kind)
+	uint64_t call, uint32_t fd_kind, uint8_t **field)
 {
-	int rc = d9_enc_blocking_call(e, now, coroutine, call, fd_kind,
-		d9_agent_ticks_to_ns(now - start), 0);
-	if (rc)
-		return rc;
-	e->p[-1] = 0x80;
-	e->p[0] = 0x80;
-	e->p[1] = 0x80;
-	e->p[2] = 0x00;
-	e->p += 3;
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_BLOCKING_CALL, now);
+	p = d9__enc_coroutine(e, p, coroutine);
+	p = d9_put_varint(p, call);
+	p = d9_put_varint(p, fd_kind);
+	p = d9_put_varint(p, d9_agent_ticks_to_ns(now - start));
+	*field = p;
+	p[0] = 0x80;
+	p[1] = 0x80;
+	p[2] = 0x80;
+	p[3] = 0x00;
+	e->p = p + 4;
 	return 0;
 }
 
@@ -1580,10 +1585,11 @@ void d9_rec_blocking_call_regs(uint64_t start, uint64_t coroutine, uint64_t call
 	 * block may be taken by the writer (d9__collect); a running one hands it off itself */
 	d9__unpark(t);
 	uint64_t now = d9__now();
-	int rc = d9__enabled ? bs_enc(&t->enc, now, start, coroutine, call, fd_kind) : -1;
+	uint8_t *field = NULL;
+	int rc = d9__enabled ? bs_enc(&t->enc, now, start, coroutine, call, fd_kind, &field) : -1;
 	for (unsigned r = 0; rc != 0 && d9__slow(t, r); r++) {
 		now = d9__now();
-		rc = bs_enc(&t->enc, now, start, coroutine, call, fd_kind);
+		rc = bs_enc(&t->enc, now, start, coroutine, call, fd_kind, &field);
 	}
 	if (rc != 0 || !t->blk) {
 		/* not recorded (dropped and counted, or recording off): nothing to fill */
@@ -1592,7 +1598,7 @@ void d9_rec_blocking_call_regs(uint64_t start, uint64_t coroutine, uint64_t call
 		return;
 	}
 	s->blk = t->blk;
-	s->off = (uint32_t)(t->enc.p - 4 - t->blk->data);
+	s->off = (uint32_t)(field - t->blk->data);
 	__atomic_store_n(&s->state, BS_READY, __ATOMIC_RELEASE);
 	if (__atomic_add_fetch(&bs_ready, 1, __ATOMIC_RELAXED) == BS_SLOTS / 4) {
 		/* a quarter of the pool waits: wake the writer rather than lose stacks (rare: a call
