@@ -109,7 +109,7 @@ static int waited(uint64_t t0, uint64_t t1, int fd, uint32_t kind, uint64_t *wai
 
 /* The registers the unwinder needs at this point of the calling function, in the PERF_REG order
  * of d9_rec_blocking_call_regs: IP (this very instruction), SP, BP and the callee-saved BX,
- * R12-R15; the others are left 0 (no frame's CFI restores them). Inlined: the registers are
+ * R12-R15; the others are left 0 (no frame's CFI restores them). A macro: the registers are
  * those of the function it is written in, whose frame the writer's unwind starts from. */
 #define CAPTURE_REGS(r)                                                          \
 	__asm__ volatile("lea 0(%%rip), %%rax\n\t"                               \
@@ -131,7 +131,7 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 {
 	uint64_t regs[17] = { 0 };
 
-	d9__self.busy = 1; /* what we call here (locks, fstat, the unwinder) is not the host's */
+	d9__self.busy = 1; /* what we call here (locks, fstat, schedstat) is not the host's */
 	uint32_t kind = fd_kind(fd);
 	uint64_t wait_ns = D9_UNKNOWN;
 	int blocked = waited(t0, t1, fd, kind, &wait_ns);
