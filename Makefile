@@ -53,7 +53,7 @@ $(B):
 # ---- products -----------------------------------------------------------------------------------
 $(B)/libd9agent.so: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(AGENT_SRC))
 	$(CC) $(ALL_CFLAGS) -shared -fvisibility=hidden -Wl,-z,defs -Wl,--exclude-libs,libiberty.a -o $@ $^ \
-		$(LDLIBS_FMT) $(LDLIBS_DEM) -lunwind -ldl -lpthread
+		$(LDLIBS_FMT) $(LDLIBS_DEM) -ldl -lpthread
 
 $(B)/d9-analyze: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm
@@ -78,14 +78,14 @@ $(B)/libd9core.a: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(wildcard agent/*.c
 # helper programs for tests and benchmarks (plain build)
 $(B)/tests/%: tests/tools/%.c tests/tools/gen-common.h $(B)/libd9core.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libd9core.a $(LDLIBS_FMT) $(LDLIBS_DEM) -lunwind -lpthread -lm -ldl
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libd9core.a $(LDLIBS_FMT) $(LDLIBS_DEM) -lpthread -lm -ldl
 
 # unwind-check: its call chain must have no frame pointers (what DWARF unwinding is for), and
 # -rdynamic exports its function names to dladdr
 $(B)/tests/unwind-check: tests/tools/unwind-check.c $(B)/libd9core.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fomit-frame-pointer -rdynamic -Itests/unit -o $@ $< $(B)/libd9core.a \
-		$(LDLIBS_FMT) $(LDLIBS_DEM) -lunwind -lpthread -lm -ldl
+		$(LDLIBS_FMT) $(LDLIBS_DEM) -lpthread -lm -ldl
 
 # ---- test servers (tests/servers/): ordinary programs that know nothing of d9 ----------------------
 # Own flags: never sanitized (sanitizers and LD_PRELOAD do not mix), frame pointers chosen per

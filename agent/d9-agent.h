@@ -175,6 +175,15 @@ static inline void d9_rec_blocking_call(uint64_t start, uint64_t coroutine, uint
 		d9_agent_ticks_to_ns(d9__now() - start), stack));
 }
 
+/* The same for a call whose stack the writer unwinds (profile.c, "blocking-call stacks"): regs
+ * are the caller's registers captured on the slow path (the 17 of D9__UNWIND_REGS_MASK, in
+ * PERF_REG_X86 order: AX BX CX DX SI DI BP SP IP R8-R15), with the stack above SP still as it was
+ * then; skip: how many innermost frames of that unwind are the agent's. Copies the registers and
+ * the top of the stack, never unwinds, opens nothing; without a free slot the call is recorded
+ * without a stack. */
+void d9_rec_blocking_call_regs(uint64_t start, uint64_t coroutine, uint64_t call,
+	uint32_t fd_kind, const uint64_t *regs, uint32_t skip);
+
 /* A call past the threshold that was preempted, not blocked: start and end are d9__now() around
  * it; sched_wait_ns the run delay inside it (at most). */
 static inline void d9_rec_sched_delay(uint64_t start, uint64_t end, uint64_t coroutine,

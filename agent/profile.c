@@ -702,6 +702,8 @@ void d9__profile_thread_exit(struct d9__thr *t)
 	__atomic_store_n(&p->dead, 1, __ATOMIC_RELEASE); /* the thread's last touch of p */
 }
 
+static void bs_child(void);
+
 /* In a forked child: the parent's workers are gone; their inherited descriptors are closed. */
 void d9__profile_child(void)
 {
@@ -726,6 +728,7 @@ void d9__profile_child(void)
 	P.draining = 0;
 	P.unw = NULL; /* the parent's unwinder: its state belongs to the writer thread */
 	P.unw_tried = 0;
+	bs_child();
 }
 
 /* ---- draining (writer thread) ------------------------------------------------------------------ */
@@ -1341,17 +1344,20 @@ done:
 	return 0;
 }
 
-/* The stack of a ctimer sample: its frame-pointer chain walked over the copy (validated as in
- * fp_check) and its DWARF unwind, picked as for perf samples. */
-static uint32_t ct_stack(const struct ct_slot *s, uint64_t *ips, uint32_t *how)
+/* The stack of a copy taken in the process itself (a ctimer sample, a blocking call): regs in
+ * the PERF_REG order of D9__UNWIND_REGS_MASK, stack[0..len) copied from regs' SP up. Its
+ * frame-pointer chain walked over the copy (validated as in fp_check) and its DWARF unwind,
+ * picked as for perf samples. */
+static uint32_t copy_stack(const uint64_t *regs, const uint8_t *stack, uint32_t len,
+	uint64_t *ips, uint32_t *how)
 {
-	struct copy c = { .ok = s->len > 0, .ip = s->regs[8], .sp = s->regs[7], .bp = s->regs[6],
-		.stack = s->stack, .len = s->len };
+	struct copy c = { .ok = len > 0, .ip = regs[8], .sp = regs[7], .bp = regs[6],
+		.stack = stack, .len = len };
 	uint64_t fp[MAX_FRAMES], dw[MAX_FRAMES];
 	uint32_t nfp = 1, ndw = 0;
 	int complete = 0, bad = 0, end = 0;
 
-	memcpy(c.regs, s->regs, sizeof(s->regs));
+	memcpy(c.regs, regs, CT_NREGS * sizeof(*regs));
 	fp[0] = c.ip;
 	*how = D9_UNWIND_IP | D9_UNWIND_TRUNCATED;
 	if (!c.ok) {
@@ -1497,11 +1503,222 @@ static void drain_ct(struct out *o)
 		struct ct_slot *s = &r->s[i % CT_SLOTS];
 		uint64_t ips[MAX_FRAMES];
 		uint32_t how;
-		uint32_t n = ct_stack(s, ips, &how);
+		uint32_t n = copy_stack(s->regs, s->stack, s->len, ips, &how);
 		emit(o, s->t, s->co, D9_CPU_ON, ips, n, how, 1000000000u / d9__g.cfg.cpu_hz);
 	}
 	__atomic_store_n(&r->tail, head, __ATOMIC_RELEASE);
 	o->p->lost += __atomic_exchange_n(&r->lost, 0, __ATOMIC_RELAXED);
+}
+
+/* ---- blocking-call stacks ------------------------------------------------------------------------
+ * A BlockingCall's stack is taken without unwinding in the host's thread (DESIGN.md, "Blocking-call
+ * stacks"): on the slow path (the call took at least D9_BLOCKING_THRESHOLD) the thread copies its
+ * registers and the top of its stack into a free slot of one process-wide pool and records the
+ * BlockingCall with its stack field as a 4-byte varint 0. The writer, before it writes any chunk
+ * it took, unwinds every filled slot like a ctimer sample, interns the Stack and writes its id
+ * into those four bytes. A slot is filled before its thread can hand off the block holding the
+ * event (the thread itself does that, later), so its block is never written unpatched. No
+ * descriptor, no lock, no allocation but the pool's one mapping; a full pool records the call
+ * without a stack (counted, said once). */
+
+#define BS_SLOTS 32u /* slots of the pool: calls past the threshold between two writer passes */
+#define BS_STACK 32768u /* bytes of stack copied per call, at most */
+#define BS_ID_MAX (1ull << 28) /* Stack ids the 4-byte field holds */
+
+enum { BS_FREE, BS_FILLING, BS_READY };
+
+struct bs_slot {
+	uint32_t state; /* atomic: BS_FREE -> BS_FILLING (the host thread) -> BS_READY -> BS_FREE */
+	uint32_t skip; /* innermost frames that are the agent's (the capture, the interposer) */
+	uint32_t len; /* bytes of stack copied */
+	uint32_t off; /* offset of the 4-byte stack field in blk->data */
+	struct d9__block *blk; /* the block holding the BlockingCall (still unwritten: see above) */
+	uint64_t regs[CT_NREGS]; /* in PERF_REG order of D9__UNWIND_REGS_MASK */
+	uint8_t stack[BS_STACK];
+};
+
+static struct bs_slot *bs_pool; /* atomic: mapped at the first call past the threshold */
+static int bs_nopool; /* the mapping failed: no blocking-call stacks in this process */
+static uint32_t bs_ready; /* atomic: slots in BS_READY */
+static uint64_t bs_lost; /* atomic: BlockingCalls recorded without a stack for want of a slot */
+
+/* A free slot of the pool, now BS_FILLING, or NULL (pool full, or none). */
+static struct bs_slot *bs_claim(void)
+{
+	struct bs_slot *pool = __atomic_load_n(&bs_pool, __ATOMIC_ACQUIRE);
+
+	if (!pool && !__atomic_load_n(&bs_nopool, __ATOMIC_RELAXED)) {
+		/* address space only: a slot's pages become resident when a call fills them */
+		void *m = mmap(NULL, BS_SLOTS * sizeof(struct bs_slot), PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED) {
+			__atomic_store_n(&bs_nopool, 1, __ATOMIC_RELAXED); /* said by the writer */
+			return NULL;
+		}
+		struct bs_slot *none = NULL;
+		if (!__atomic_compare_exchange_n(&bs_pool, &none, (struct bs_slot *)m, 0,
+			__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			munmap(m, BS_SLOTS * sizeof(struct bs_slot)); /* another thread's came first */
+		pool = __atomic_load_n(&bs_pool, __ATOMIC_ACQUIRE);
+	}
+	for (uint32_t i = 0; pool && i < BS_SLOTS; i++) {
+		uint32_t free_ = BS_FREE;
+		if (__atomic_load_n(&pool[i].state, __ATOMIC_RELAXED) == BS_FREE &&
+			__atomic_compare_exchange_n(&pool[i].state, &free_, BS_FILLING, 0,
+				__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			return &pool[i];
+	}
+	return NULL;
+}
+
+/* Copies the stack from sp up, as far as it is readable (at most BS_STACK bytes), without ever
+ * faulting: one iovec per page, so that process_vm_readv stops at the first unreadable one (the
+ * top of a coroutine stack, a guard page). Returns the bytes copied. */
+static uint32_t bs_copy(uint8_t *to, uint64_t sp)
+{
+	struct iovec local[BS_STACK / 4096 + 1], remote[BS_STACK / 4096 + 1];
+	uint64_t at = sp, end = sp + BS_STACK;
+	unsigned long n = 0;
+
+	if (__atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED) || !sp)
+		return 0;
+	while (at < end) {
+		uint64_t next = (at | 4095) + 1 < end ? (at | 4095) + 1 : end;
+		local[n] = (struct iovec){ to + (at - sp), (size_t)(next - at) };
+		remote[n] = (struct iovec){ (void *)(uintptr_t)at, (size_t)(next - at) };
+		n++;
+		at = next;
+	}
+	/* getpid() every time: a forked child must read its own memory, not its parent's */
+	ssize_t r = syscall(SYS_process_vm_readv, getpid(), local, n, remote, n, 0UL);
+	if (r < 0 && (errno == ENOSYS || errno == EPERM || errno == EACCES)) {
+		__atomic_store_n(&ct_nocopy, 1, __ATOMIC_RELAXED); /* said by the writer */
+		return 0;
+	}
+	return r > 0 ? (uint32_t)r & ~7u : 0;
+}
+
+/* BlockingCall with a 4-byte stack field (0 for now) at *field, which the writer fills
+ * (bs_drain). A reader accepts the non-minimal varint (FORMAT.md, "varint"); the event is
+ * shorter than the encoder's slack (D9_ENC_EVENT_MAX), sized for a 10-byte stack field. Written
+ * like every d9_enc_*: the position moves once, past the whole event. */
+static int bs_enc(struct d9_enc *e, uint64_t now, uint64_t start, uint64_t coroutine,
+	uint64_t call, uint32_t fd_kind, uint8_t **field)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_BLOCKING_CALL, now);
+	p = d9__enc_coroutine(e, p, coroutine);
+	p = d9_put_varint(p, call);
+	p = d9_put_varint(p, fd_kind);
+	p = d9_put_varint(p, d9_agent_ticks_to_ns(now - start));
+	*field = p;
+	p[0] = 0x80;
+	p[1] = 0x80;
+	p[2] = 0x80;
+	p[3] = 0x00;
+	e->p = p + 4;
+	return 0;
+}
+
+void d9_rec_blocking_call_regs(uint64_t start, uint64_t coroutine, uint64_t call,
+	uint32_t fd_kind, const uint64_t *regs, uint32_t skip)
+{
+	struct d9__thr *t = &d9__self;
+	int saved = errno;
+
+	t->busy = 1; /* the calls below are the agent's */
+	struct bs_slot *s = bs_claim();
+	if (s) {
+		memcpy(s->regs, regs, sizeof(s->regs));
+		s->skip = skip;
+		s->len = bs_copy(s->stack, regs[7]);
+	} else {
+		__atomic_add_fetch(&bs_lost, 1, __ATOMIC_RELAXED);
+	}
+	t->busy = 0;
+	if (!s) {
+		errno = saved;
+		d9_rec_blocking_call(start, coroutine, call, fd_kind, 0);
+		return;
+	}
+	/* the thread must own its block from the event to the slot's release: a parked thread's
+	 * block may be taken by the writer (d9__collect); a running one hands it off itself */
+	d9__unpark(t);
+	uint64_t now = d9__now();
+	uint8_t *field = NULL;
+	int rc = d9__enabled ? bs_enc(&t->enc, now, start, coroutine, call, fd_kind, &field) : -1;
+	for (unsigned r = 0; rc != 0 && d9__slow(t, r); r++) {
+		now = d9__now();
+		rc = bs_enc(&t->enc, now, start, coroutine, call, fd_kind, &field);
+	}
+	if (rc != 0 || !t->blk) {
+		/* not recorded (dropped and counted, or recording off): nothing to fill */
+		__atomic_store_n(&s->state, BS_FREE, __ATOMIC_RELEASE);
+		errno = saved;
+		return;
+	}
+	s->blk = t->blk;
+	s->off = (uint32_t)(field - t->blk->data);
+	__atomic_store_n(&s->state, BS_READY, __ATOMIC_RELEASE);
+	if (__atomic_add_fetch(&bs_ready, 1, __ATOMIC_RELAXED) == BS_SLOTS / 4) {
+		/* a quarter of the pool waits: wake the writer rather than lose stacks (rare: a call
+		 * past the threshold is) */
+		t->busy = 1;
+		d9__lock(&d9__g.pool_lock);
+		pthread_cond_signal(&d9__g.writer_cond);
+		d9__unlock(&d9__g.pool_lock);
+		t->busy = 0;
+	}
+	errno = saved;
+}
+
+/* Writer: unwinds every filled slot, interns its Stack and writes the id into its BlockingCall.
+ * Runs before the writer writes the chunks it has taken (d9__profile_drain). */
+static void bs_drain(void)
+{
+	struct bs_slot *pool = __atomic_load_n(&bs_pool, __ATOMIC_ACQUIRE);
+
+	if (__atomic_load_n(&bs_nopool, __ATOMIC_RELAXED))
+		d9__log_once(D9_LOG_WARN, "blocking-call stacks are off: cannot map their buffer (%zu "
+			"KiB)", BS_SLOTS * sizeof(struct bs_slot) >> 10);
+	if (__atomic_load_n(&bs_lost, __ATOMIC_RELAXED))
+		d9__log_once(D9_LOG_WARN, "more than %u calls past D9_BLOCKING_THRESHOLD between two "
+			"writer passes: some BlockingCalls are recorded without a stack", BS_SLOTS);
+	for (uint32_t i = 0; pool && i < BS_SLOTS; i++) {
+		struct bs_slot *s = &pool[i];
+		if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != BS_READY)
+			continue;
+		if (!s->len && __atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED))
+			d9__log_once(D9_LOG_WARN, "blocking-call stacks cannot copy the stack "
+				"(process_vm_readv is refused here): BlockingCalls have no stack");
+		uint64_t ips[MAX_FRAMES], id = 0;
+		uint32_t how, n = copy_stack(s->regs, s->stack, s->len, ips, &how);
+		if (n > s->skip) {
+			n = cut_at_root(ips + s->skip, n - s->skip, &how);
+			id = d9_agent_stack(ips + s->skip, n);
+		}
+		if (id >= BS_ID_MAX)
+			id = 0;
+		uint8_t *f = s->blk->data + s->off; /* the 4-byte varint bs_enc wrote */
+		f[0] = (uint8_t)(id | 0x80);
+		f[1] = (uint8_t)(id >> 7 | 0x80);
+		f[2] = (uint8_t)(id >> 14 | 0x80);
+		f[3] = (uint8_t)(id >> 21 & 0x7f);
+		__atomic_store_n(&s->state, BS_FREE, __ATOMIC_RELEASE);
+		__atomic_sub_fetch(&bs_ready, 1, __ATOMIC_RELAXED);
+	}
+}
+
+/* In a forked child: the slots name the parent's blocks, and threads that were filling one are
+ * gone. The mapping is kept, every slot freed. */
+static void bs_child(void)
+{
+	struct bs_slot *pool = bs_pool;
+
+	for (uint32_t i = 0; pool && i < BS_SLOTS; i++)
+		pool[i].state = BS_FREE;
+	bs_ready = 0;
 }
 
 /* ctimer: the program set its own disposition for our signal after we installed the handler (a
@@ -1529,6 +1746,7 @@ struct d9__block *d9__profile_drain(void)
 	struct d9__block *list = NULL;
 	struct d9__anchor a;
 
+	bs_drain(); /* blocking-call stacks: also without profiling */
 	if (!P.on)
 		return NULL;
 	ct_check_signal();

@@ -1,5 +1,7 @@
-/* unwind.c: DWARF (CFI) unwinding of perf_event user-stack samples, in the traced process, with
- * elfutils libdw loaded by dlopen (a host that never profiles never loads it). One Dwfl session
+/* unwind.c: DWARF (CFI) unwinding of perf_event user-stack samples (and of the copies ctimer
+ * samples and blocking calls take the same way), in the traced process, with elfutils libdw
+ * loaded by dlopen (a host that never profiles and never makes a call past
+ * D9_BLOCKING_THRESHOLD never loads it). One Dwfl session
  * describes this process's modules and stays attached across samples, so each module's ELF and
  * .eh_frame index are read once. It must never read memory outside the sample's stack copy, load
  * DWARF (.debug_frame, debug files) or ask debuginfod inside the host, leave descriptors open, or

@@ -2,8 +2,10 @@
  * turn) makes them: sleeps, file I/O, fsync, connect, DNS, pthread locks and condition waits,
  * semaphores, waitpid, file locks. On a worker inside a coroutine each call costs two timestamps;
  * one that took at least D9_BLOCKING_THRESHOLD becomes a BlockingCall with the call's name, the
- * descriptor's kind, its duration, the coroutine and the caller's stack (libunwind). Anywhere
- * else, and with D9_BLOCKING=0, the wrappers are plain pass-throughs. */
+ * descriptor's kind, its duration, the coroutine and the caller's stack. The stack is never
+ * unwound here: the slow path hands the registers and a copy of the top of the stack to the
+ * writer, which unwinds them (agent/DESIGN.md, "Blocking-call stacks"). Anywhere else, and with
+ * D9_BLOCKING=0, the wrappers are plain pass-throughs. */
 #include "preload.h"
 
 #include <fcntl.h>
@@ -20,9 +22,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 
 /* 1 when a call made now would be timed. */
 static inline int timed(void)
@@ -108,14 +107,31 @@ static int waited(uint64_t t0, uint64_t t1, int fd, uint32_t kind, uint64_t *wai
 	return !nonblocking_stream(fd, kind);
 }
 
+/* The registers the unwinder needs at this point of the calling function, in the PERF_REG order
+ * of d9_rec_blocking_call_regs: IP (this very instruction), SP, BP and the callee-saved BX,
+ * R12-R15; the others are left 0 (no frame's CFI restores them). A macro: the registers are
+ * those of the function it is written in, whose frame the writer's unwind starts from. */
+#define CAPTURE_REGS(r)                                                          \
+	__asm__ volatile("lea 0(%%rip), %%rax\n\t"                               \
+			 "mov %%rax, 64(%0)\n\t"                                  \
+			 "mov %%rsp, 56(%0)\n\t"                                  \
+			 "mov %%rbp, 48(%0)\n\t"                                  \
+			 "mov %%rbx, 8(%0)\n\t"                                   \
+			 "mov %%r12, 104(%0)\n\t"                                 \
+			 "mov %%r13, 112(%0)\n\t"                                 \
+			 "mov %%r14, 120(%0)\n\t"                                 \
+			 "mov %%r15, 128(%0)\n\t"                                 \
+			 :                                                        \
+			 : "r"(r)                                                 \
+			 : "rax", "memory")
+
 /* The slow part, for calls past the threshold only. */
 static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const char *name,
 	uint64_t *name_id, int fd, int saved_errno)
 {
-	void *ips[64];
-	uint64_t frames[64];
+	uint64_t regs[17] = { 0 };
 
-	d9__self.busy = 1; /* what we call here (locks, fstat, the unwinder) is not the host's */
+	d9__self.busy = 1; /* what we call here (locks, fstat, schedstat) is not the host's */
 	uint32_t kind = fd_kind(fd);
 	uint64_t wait_ns = D9_UNKNOWN;
 	int blocked = waited(t0, t1, fd, kind, &wait_ns);
@@ -129,14 +145,11 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 		errno = saved_errno;
 		return;
 	}
-	int n = unw_backtrace(ips, 64);
-	/* drop this function and the wrapper: the stack starts at the caller of the blocking call */
-	int skip = n > 2 ? 2 : 0;
-	for (int i = skip; i < n; i++)
-		frames[i - skip] = (uintptr_t)ips[i];
-	uint64_t stack = n > skip ? d9_agent_stack(frames, (uint32_t)(n - skip)) : 0;
 	d9__self.busy = 0;
-	d9_rec_blocking_call(t0, d9__pl.coroutine, *name_id, kind, stack);
+	CAPTURE_REGS(regs);
+	/* frames 0 and 1 of the unwind are this function and the wrapper: the stack starts at the
+	 * caller of the blocking call */
+	d9_rec_blocking_call_regs(t0, d9__pl.coroutine, *name_id, kind, regs, 2);
 	errno = saved_errno;
 }
 

@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(
 	build-essential pkg-config clang libclang-rt-14-dev   # toolchain, libFuzzer + sanitizers
-	zlib1g-dev libunwind-dev libdw-dev libelf-dev libcurl4-openssl-dev
+	zlib1g-dev libdw-dev libelf-dev libcurl4-openssl-dev
 	libiberty-dev                                         # C++ demangler (static, linked in)
 	libst-dev                                             # State Threads, the first runtime
 	wrk curl valgrind python3                             # test load, tests' helpers

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test-preload-st-blocking.sh: blocking calls made inside State Threads coroutines.
 #   - /block?ms=30 (a libc usleep that stalls the scheduler), on both builds of the server (frame
-#     pointers, and -fomit-frame-pointer: the agent unwinds with libunwind): exactly one
+#     pointers, and -fomit-frame-pointer: the agent's writer unwinds a copy of the stack with
+#     libdw; test-preload-blockstack.sh checks the whole stack): exactly one
 #     BlockingCall, call "usleep" (String id resolved), no descriptor, 29 ms <= duration < 200 ms,
 #     made by the /block connection's coroutine inside its poll, with a Stack whose frames include
 #     a return address inside handle_block (module base from /proc/PID/maps + nm); the innermost
