@@ -1086,7 +1086,7 @@ TEST(hotspots_inlined_frames)
 	T_EQ(s.cpu_on, 5);
 	T_EQ(s.cpu_off, 0);
 	struct fnstat **fa;
-	size_t nfa = hot_functions(&s, s.stack_on, &fa);
+	size_t nfa = hot_functions(&s, s.stack_on, s.stack_on_ns, 0, &fa);
 	const char *want[] = { "handle_block (st-http.c)", "dispatch (st-http.c)",
 		"serve_conn (st-http.c)" };
 	const uint64_t self[] = { 3, 2, 0 }, total[] = { 3, 5, 5 };
