@@ -208,6 +208,8 @@ int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns);
 uint32_t d9_agent_become_worker(void);
 /* The calling thread changed its name: its definition is written again. */
 void d9_agent_thread_renamed(void);
+/* Another thread was renamed (pthread_setname_np on it): the writer reads the names again. */
+void d9_agent_thread_renamed_other(void);
 /* Marks the calling thread as the agent's own: it never records. */
 void d9__agent_thread(void);
 

@@ -248,6 +248,9 @@ void d9__defs_module(const char *path, uint64_t start, uint64_t end, uint64_t of
 void d9__modules_refresh(void);
 /* Appends a Thread definition to the log. */
 void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role);
+/* Writer: defines again every thread whose name (/proc/self/task/TID/comm) changed since its
+ * last definition; only after d9_agent_thread_renamed_other() unless always. */
+void d9__defs_names_refresh(int always);
 
 /* coroutines.c: Coroutine definition records for the writer (a buffer to free, its length) */
 size_t d9__coroutines_all(uint8_t **out);
