@@ -344,6 +344,18 @@ void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t r
 	d9__unlock(&d9__g.def_lock);
 }
 
+void d9__defs_privileges(uint32_t from_uid, uint32_t to_uid, uint32_t flags)
+{
+	struct d9_wbuf w;
+
+	d9__lock(&d9__g.def_lock);
+	log_begin(&w, 32);
+	if (!w.err)
+		d9_def_privileges(&w, from_uid, to_uid, flags);
+	log_commit(&w);
+	d9__unlock(&d9__g.def_lock);
+}
+
 void d9_agent_thread_renamed_other(void)
 {
 	__atomic_store_n(&names_stale, 1, __ATOMIC_RELAXED);

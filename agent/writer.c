@@ -228,7 +228,15 @@ static int seg_open(void)
 	d9__modules_refresh(); /* the module map goes in with the other definitions */
 	d9__defs_names_refresh(1); /* thread names as they are now (renamed by another thread) */
 	d9__clock_calibrate();
-	int err = -EEXIST;
+	int err = d9__trace_dir_check(&g->cfg);
+	if (err) {
+		/* after a privilege drop the directory is named by a descriptor of the agent's: when
+		 * the program took that number, no file is made through it */
+		d9__log_once(D9_LOG_WARN, "the program closed d9's descriptor of the trace directory; "
+			"events are dropped (counted)");
+		return err;
+	}
+	err = -EEXIST;
 	for (int tries = 0; tries < 1000 && err == -EEXIST; tries++) {
 		s->seq = (uint32_t)g->next_seq++;
 		/* created as .active.tmp and renamed once its head is written, so a kill never
@@ -596,6 +604,12 @@ void *d9__writer_main(void *arg)
 		d9__unlock(&g->pool_lock);
 
 		write_list(q);
+		if (__atomic_load_n(&g->dir_switch, __ATOMIC_ACQUIRE)) {
+			/* a privilege drop waits: seal here while still privileged, go on there */
+			seg_seal();
+			d9__trace_dir_use(&g->cfg);
+			__atomic_store_n(&g->dir_switch, 0, __ATOMIC_RELEASE);
+		}
 		now = d9__mono_ns();
 		if (now >= next_collect || flush) {
 			d9__modules_refresh(); /* libraries loaded since (dlopen): defined before use */
