@@ -292,6 +292,46 @@ static int dir_switched(void *arg)
 	return !d9__g.dir_switch || d9__g.state == D9__STOPPED;
 }
 
+/* Whether a sealed segment still waits for the compressor (disk lock held): after the drop it
+ * could no longer make its temporary file in the old directory. */
+static int compress_pending(void)
+{
+	struct d9__agent *g = &d9__g;
+	uint64_t now = d9__mono_ns();
+
+	for (size_t i = 0; i < g->nsealed; i++) {
+		struct d9__sealed *s = &g->sealed[i];
+		size_t n = strlen(s->path);
+		if (s->compressing || (g->cfg.compress && !s->foreign && n > 4 &&
+			    !strcmp(s->path + n - 4, ".bin") && s->retry_at_ns <= now))
+			return 1;
+	}
+	return 0;
+}
+
+/* Gives the compressor up to 2 s to finish the segments sealed before a drop, while it still
+ * may write there; what is left stays .bin (readable) and is not tried again by this process. */
+static void compress_before_drop(void)
+{
+	struct d9__agent *g = &d9__g;
+
+	for (int ms = 0; ms < 2000; ms++) {
+		d9__lock(&g->disk_lock);
+		int pending = compress_pending();
+		pthread_cond_signal(&g->disk_cond);
+		d9__unlock(&g->disk_lock);
+		if (!pending)
+			return;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	d9__lock(&g->disk_lock);
+	for (size_t i = 0; i < g->nsealed; i++)
+		if (!g->sealed[i].compressing)
+			g->sealed[i].retry_at_ns = UINT64_MAX;
+	d9__unlock(&g->disk_lock);
+}
+
 /* Makes the agent write where euid can: prepared now (still privileged); before the agent runs
  * it simply uses it, once it runs the writer seals the open segment here and goes on there.
  * Returns 1 when the directory changed. Busy thread (its calls are the agent's). */
@@ -329,6 +369,8 @@ static int dir_for(uid_t euid)
 		d9__log_once(D9_LOG_WARN, "the writer did not move to the new trace directory within %d "
 			"ms; the open segment may stay .active", EXIT_WAIT_MS);
 	d9__unlock(&g->pool_lock);
+	if (g->compressor_started)
+		compress_before_drop();
 out:
 	d9__unlock(&start_lock);
 	return changed;
@@ -366,15 +408,20 @@ static uint32_t perf_narrowed(void)
 	return flags;
 }
 
+/* perf_narrowed() of the moment before the drop: what was denied already is no loss of it */
+static uint32_t perf_before;
+
 int d9_agent_creds_before(unsigned euid)
 {
 	struct d9__thr *t = &d9__self;
 
+	/* root writes wherever the agent writes: becoming root again needs nothing */
 	if (!d9_agent_active() || t->busy || t->role == D9_ROLE_AGENT || euid == (unsigned)-1 ||
-		euid == (unsigned)geteuid())
+		euid == (unsigned)geteuid() || euid == 0)
 		return 0;
 	int saved = errno;
 	t->busy = 1;
+	perf_before = perf_narrowed();
 	int token = dir_for((uid_t)euid);
 	t->busy = 0;
 	errno = saved;
@@ -401,7 +448,9 @@ void d9_agent_creds_after(int token, unsigned from_euid, int ok)
 				"not writable: events are dropped (counted)", d9__trace_dir_shown(&d9__g.cfg));
 		goto out;
 	}
-	uint32_t flags = perf_narrowed();
+	if (now == 0)
+		goto out; /* root again (a saved uid): nothing is narrowed */
+	uint32_t flags = perf_narrowed() & ~perf_before;
 	d9__defs_privileges(from_euid, (uint32_t)now, flags);
 	if (flags & D9_PRIV_PERF_DENIED)
 		d9__log_once(D9_LOG_WARN, "privileges dropped (uid %u -> %u): perf_event_open is denied "
