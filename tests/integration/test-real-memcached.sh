@@ -9,6 +9,7 @@
 #     recorded its drop to nobody.
 # Skips (counted, with the reason) without memcached, when not root, or without user nobody.
 set -u
+# shellcheck source=lib-preload.sh
 . "$(dirname "$0")/lib-preload.sh"
 
 NAME=memcached
@@ -64,7 +65,8 @@ print("ok")
 PY
 crc=$?
 kill -TERM "$MPID"
-if ! d9_wait_for 60 eval '! pl_alive "$MPID"'; then
+gone() { ! pl_alive "$MPID"; }
+if ! d9_wait_for 60 gone; then
 	pl_fail "$NAME" "memcached did not stop within 60 s of SIGTERM"
 	exit 0
 fi

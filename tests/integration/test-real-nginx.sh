@@ -18,6 +18,7 @@
 #     d9-uid-<www-data> (www-data's, 0700), each file its writer's and 0600.
 # Skips (counted, with the reason) without nginx or wrk, when not root, or without www-data.
 set -u
+# shellcheck source=lib-preload.sh
 . "$(dirname "$0")/lib-preload.sh"
 
 NAME=nginx
@@ -89,7 +90,8 @@ fi
 mapfile -t WPIDS < <(workers)
 timeout -s KILL 60 wrk -t 2 -c 16 -d 3s "http://127.0.0.1:$PORT/" >"$T/wrk.out" 2>&1
 kill -QUIT "$MPID"
-if ! d9_wait_for 60 eval '! pl_alive "$MPID"'; then
+gone() { ! pl_alive "$MPID"; }
+if ! d9_wait_for 60 gone; then
 	pl_fail "$NAME" "nginx did not stop within 60 s of SIGQUIT"
 	exit 0
 fi

@@ -14,6 +14,7 @@
 #     temporary file is left.
 # Skips (counted, with the reason) when not run as root or the machine has no user nobody.
 set -u
+# shellcheck source=lib-preload.sh
 . "$(dirname "$0")/lib-preload.sh"
 
 NAME=privdrop
