@@ -2,8 +2,10 @@
  * setgroups, setgid, then setuid to an unprivileged user. Both wait in epoll_wait (1 ms timeouts:
  * loop turns in generic mode) before and after. "early": the child drops before its first wait
  * (nginx's workers); "late": the child waits until its own segment file is in the trace
- * directory (the agent runs and writes as root), then drops. Prints "child PID turns N" and
- * "parent PID turns N" (waits made); exits 0 when everything the program itself checks held.
+ * directory (the agent runs and writes as root), then drops. The parent, once its own segment is
+ * in the directory, renames itself with prctl(PR_SET_NAME, "pd-renamed") and waits some more.
+ * Prints "child PID turns N" and "parent PID turns N" (waits made); exits 0 when everything the
+ * program itself checks held.
  * Built and run by test-real-privdrop.sh; usage: priv-drop early|late TRACE_DIR UID GID. */
 #include <dirent.h>
 #include <grp.h>
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,6 +87,9 @@ int main(int argc, char **argv)
 	int status;
 	if (waitpid(pid, &status, 0) != pid)
 		return 7;
+	for (int i = 0; i < 30000 && !have_segment(argv[2]); i++)
+		turns += waits(ep, 1);
+	prctl(PR_SET_NAME, "pd-renamed");
 	turns += waits(ep, 50);
 	printf("parent %d turns %d\n", (int)getpid(), turns);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 8;

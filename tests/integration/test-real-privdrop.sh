@@ -8,7 +8,9 @@
 #     d9-uid-<nobody> (late: its first segment in the directory, later ones in the subdirectory),
 #     read by `d9-analyze summary` given the directory alone; the child's loop turns are all
 #     there (one fewer than its waits, or as many); the parent's series is untouched, in the
-#     directory; the child (only) carries the drop: from uid 0 to nobody's uid.
+#     directory; the child (only) carries the drop: from uid 0 to nobody's uid; the parent's
+#     thread is named pd-renamed (it renamed itself with prctl(PR_SET_NAME) after its segment
+#     was open, so only the rename itself can have told the agent).
 #   - privdrop-MODE-access: nothing is opened to others: the directory stays root's and 0700, the
 #     subdirectory is nobody's and 0700, every segment file is its writer's and 0600, and no
 #     temporary file is left.
@@ -98,6 +100,9 @@ def check():
     pv = procs[cpid].get("privileges")
     if not pv or pv["from_uid"] != 0 or pv["to_uid"] != nuid:
         return "the child's drop is not in the summary: %s" % pv
+    pnames = [w["name"] for w in s["workers"] if w["pid"] == ppid]
+    if pnames != ["pd-renamed"]:
+        return "the parent's thread is named %s, expected pd-renamed (prctl)" % pnames
     if procs[ppid].get("privileges"):
         return "the parent, which kept root, is said to have dropped: %s" % procs[ppid]["privileges"]
     bad = [l for l in open(err).read().splitlines() if l.startswith("d9") and "privileges dropped" not in l]
