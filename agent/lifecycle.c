@@ -509,6 +509,7 @@ static void fork_child(void)
 	g->tmp_live = 0; /* the parent's compressor's file, not ours to remove */
 	g->write_failing = 0;
 	g->exit_done = 0;
+	g->dir_switch = 0; /* a drop in progress in the parent is the parent's (the child has no writer) */
 	disk_init();
 	g->nsealed = 0; /* the parent's list; the child's series is its own */
 	g->pid = getpid();
