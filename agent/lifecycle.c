@@ -314,8 +314,9 @@ static int compress_pending(void)
 static void compress_before_drop(void)
 {
 	struct d9__agent *g = &d9__g;
+	uint64_t until = d9__mono_ns() + 2000000000u;
 
-	for (int ms = 0; ms < 2000; ms++) {
+	while (d9__mono_ns() < until) {
 		d9__lock(&g->disk_lock);
 		int pending = compress_pending();
 		pthread_cond_signal(&g->disk_cond);
