@@ -34,10 +34,12 @@ if [ ! -x "$NGINX" ]; then
 	pl_skip "$NAME" "nginx is not installed (Debian package nginx; make deps)"
 	exit 0
 fi
-if ! command -v wrk >/dev/null; then
-	pl_skip "$NAME" "wrk is not installed (make deps)"
-	exit 0
-fi
+for b in wrk curl ps; do
+	if ! command -v "$b" >/dev/null; then
+		pl_skip "$NAME" "$b is not installed (make deps; ps: Debian package procps)"
+		exit 0
+	fi
+done
 if [ "$(id -u)" != 0 ]; then
 	pl_skip "$NAME" "needs root (nginx's master runs as root and its workers drop to www-data)"
 	exit 0
