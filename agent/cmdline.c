@@ -146,6 +146,10 @@ size_t d9__cmdline_read(char *buf, size_t cap, int mode)
 		n += (size_t)r;
 	}
 	close(fd);
+	/* a process that rewrote its title (nginx: "nginx: worker process") leaves the rest of the
+	 * old arguments' memory as NULs: empty arguments at the end are that padding */
+	while (n >= 2 && !raw[n - 1] && !raw[n - 2])
+		n--;
 	raw[n] = 0;
 	struct out o = { buf, 0, cap - 1 };
 	if (mode == D9_CMDLINE_FULL)

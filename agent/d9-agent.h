@@ -218,6 +218,15 @@ int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns);
 uint32_t d9_agent_become_worker(void);
 /* The calling thread changed its name: its definition is written again. */
 void d9_agent_thread_renamed(void);
+/* Another thread was renamed (pthread_setname_np on it): the writer reads the names again. */
+void d9_agent_thread_renamed_other(void);
+/* Privilege drops (preload/libc-priv.c). Before a call that may set the effective uid to euid
+ * ((uid_t)-1: a group change, euid unchanged), still privileged: prepares the trace directory
+ * that user can write to. Returns a token for d9_agent_creds_after. */
+int d9_agent_creds_before(unsigned euid);
+/* After the call (ok: it succeeded), with the effective uid from before it: records the drop and
+ * what it takes away from the recording, or undoes the preparation of a call that failed. */
+void d9_agent_creds_after(int token, unsigned from_euid, int ok);
 /* Marks the calling thread as the agent's own: it never records. */
 void d9__agent_thread(void);
 

@@ -7,8 +7,11 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DEFLOG_LIMIT (16u << 20) /* log bytes + index bytes */
 
@@ -293,16 +296,112 @@ void d9__defs_module(const char *path, uint64_t start, uint64_t end, uint64_t of
 	d9__unlock(&d9__g.def_lock);
 }
 
+/* The last Thread definition of each thread (def lock), so that the writer can see a name that
+ * changed without the thread telling: pthread_setname_np on another thread, a write to
+ * /proc/self/task/TID/comm. Bounded: threads beyond NAMES_MAX keep the name they were defined
+ * with. An entry whose tid is 0 is free; a dead thread's entry is freed when its comm is gone. */
+#define NAMES_MAX 1024u
+static struct thread_name {
+	uint32_t tid, worker, role;
+	uint64_t sid; /* String id of the name last defined */
+} names[NAMES_MAX];
+static int names_stale; /* atomic: a rename of another thread was seen */
+
+/* The entry of tid, or a free one to take, or NULL (full). Def lock held. */
+static struct thread_name *name_slot(uint32_t tid)
+{
+	struct thread_name *free_slot = NULL;
+
+	for (uint32_t i = 0, h = tid * 2654435761u; i < NAMES_MAX; i++) {
+		struct thread_name *e = &names[(h + i) % NAMES_MAX];
+		if (e->tid == tid)
+			return e;
+		if (!e->tid && !free_slot)
+			free_slot = e;
+		if (!e->tid && !e->sid)
+			break; /* never used: tid is not further on */
+	}
+	return free_slot;
+}
+
+/* Appends a Thread definition (def lock held) and remembers it. */
+static void thread_locked(uint32_t tid, uint64_t sid, uint32_t worker, uint32_t role)
+{
+	struct d9_wbuf w;
+	struct thread_name *e = name_slot(tid);
+
+	log_begin(&w, 64);
+	if (!w.err)
+		d9_def_thread(&w, tid, sid, worker, role);
+	if (log_commit(&w) == 0 && e)
+		*e = (struct thread_name){ tid, worker, role, sid };
+}
+
 void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role)
+{
+	d9__lock(&d9__g.def_lock);
+	thread_locked(tid, string_locked(name, strlen(name)), worker, role);
+	d9__unlock(&d9__g.def_lock);
+}
+
+void d9__defs_privileges(uint32_t from_uid, uint32_t to_uid, uint32_t flags)
 {
 	struct d9_wbuf w;
 
 	d9__lock(&d9__g.def_lock);
-	uint64_t sid = string_locked(name, strlen(name));
-	log_begin(&w, 64);
+	log_begin(&w, 32);
 	if (!w.err)
-		d9_def_thread(&w, tid, sid, worker, role);
+		d9_def_privileges(&w, from_uid, to_uid, flags);
 	log_commit(&w);
+	d9__unlock(&d9__g.def_lock);
+}
+
+void d9_agent_thread_renamed_other(void)
+{
+	__atomic_store_n(&names_stale, 1, __ATOMIC_RELAXED);
+}
+
+/* Reads /proc/self/task/TID/comm into name[16]. Returns its length, or -1 (the thread is gone). */
+static int task_comm(uint32_t tid, char name[16])
+{
+	char path[48];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%u/comm", tid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	ssize_t n = read(fd, name, 15);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	if (name[n - 1] == '\n')
+		n--;
+	name[n] = 0;
+	return (int)n;
+}
+
+void d9__defs_names_refresh(int always)
+{
+	char name[16];
+
+	if (!__atomic_exchange_n(&names_stale, 0, __ATOMIC_RELAXED) && !always)
+		return;
+	/* under the def lock: a thread's own rename (d9_agent_thread_renamed) that races with this
+	 * read is defined after it, and the last definition wins */
+	d9__lock(&d9__g.def_lock);
+	for (uint32_t i = 0; i < NAMES_MAX; i++) {
+		struct thread_name *e = &names[i];
+		if (!e->tid || e->role == D9_ROLE_AGENT)
+			continue;
+		int n = task_comm(e->tid, name);
+		if (n < 0) {
+			e->tid = 0; /* exited: the slot is free (sid stays set: probes go on past it) */
+			continue;
+		}
+		uint64_t sid = string_locked(name, (size_t)n);
+		if (sid && sid != e->sid)
+			thread_locked(e->tid, sid, e->worker, e->role);
+	}
 	d9__unlock(&d9__g.def_lock);
 }
 

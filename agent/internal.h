@@ -53,6 +53,17 @@ const char *d9__path_check(struct d9__config *c);
  * nobody else can write to (unless c->allow_shared_dir), and writable. Logs the one line about a
  * refusal itself. Returns 0 or a negative errno. */
 int d9__trace_dir_prepare(const struct d9__config *c, int quiet);
+/* Privilege drops (paths.c). Still privileged, before the effective uid becomes uid: prepares
+ * the directory that user will write to (the trace directory for its owner, else the
+ * subdirectory d9-uid-<uid>, made 0700 for that user and held open). Returns 0 (call
+ * d9__trace_dir_use to switch), 1 (nothing to change) or a negative errno. */
+int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid);
+/* Makes c->dir the directory prepared last (the writer, or before the agent starts). */
+void d9__trace_dir_use(struct d9__config *c);
+/* 0, or -ESTALE/-EBADF when c->dir is a subdirectory whose descriptor the program took. */
+int d9__trace_dir_check(const struct d9__config *c);
+/* c->dir for messages: the subdirectory's real path rather than /proc/self/fd/<n>. */
+const char *d9__trace_dir_shown(const struct d9__config *c);
 
 /* ---- command line (cmdline.c) ----------------------------------------------------------------- */
 /* Reads /proc/self/cmdline into buf (NUL-separated arguments, at most cap bytes) as mode
@@ -219,6 +230,7 @@ struct d9__agent {
 	int tmp_live;
 
 	int exit_done;
+	int dir_switch; /* privilege drop: the writer seals and moves to the prepared directory */
 };
 
 extern struct d9__agent d9__g;
@@ -246,8 +258,13 @@ void d9__defs_module(const char *path, uint64_t start, uint64_t end, uint64_t of
 	const uint8_t *build_id, size_t build_id_len);
 /* modules.c: defines the modules loaded since the last call (writer thread). */
 void d9__modules_refresh(void);
+/* Appends a Privileges definition (the process gave up privileges) to the log. */
+void d9__defs_privileges(uint32_t from_uid, uint32_t to_uid, uint32_t flags);
 /* Appends a Thread definition to the log. */
 void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role);
+/* Writer: defines again every thread whose name (/proc/self/task/TID/comm) changed since its
+ * last definition; only after d9_agent_thread_renamed_other() unless always. */
+void d9__defs_names_refresh(int always);
 
 /* coroutines.c: Coroutine definition records for the writer (a buffer to free, its length) */
 size_t d9__coroutines_all(uint8_t **out);

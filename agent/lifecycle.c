@@ -6,8 +6,11 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 int d9__arena_init(void);
@@ -154,7 +157,8 @@ int d9__start(void)
 		g->compressor_started = 1;
 	install_term_handlers();
 	__atomic_store_n(&g->state, D9__RUNNING_, __ATOMIC_RELEASE);
-	d9__log(D9_LOG_INFO, "tracing to %s/%s.%d.*", g->cfg.dir, g->cfg.stem, (int)g->pid);
+	d9__log(D9_LOG_INFO, "tracing to %s/%s.%d.*", d9__trace_dir_shown(&g->cfg), g->cfg.stem,
+		(int)g->pid);
 	goto out;
 fail:
 	g->state = D9__FAILED;
@@ -280,6 +284,188 @@ static void on_exit_flush(void)
 	errno = saved;
 }
 
+/* ---- privilege drops (agent/DESIGN.md, "Privilege drops") ------------------------------------ */
+
+static int dir_switched(void *arg)
+{
+	(void)arg;
+	return !d9__g.dir_switch || d9__g.state == D9__STOPPED;
+}
+
+/* Whether a sealed segment still waits for the compressor (disk lock held): after the drop it
+ * could no longer make its temporary file in the old directory. */
+static int compress_pending(void)
+{
+	struct d9__agent *g = &d9__g;
+	uint64_t now = d9__mono_ns();
+
+	for (size_t i = 0; i < g->nsealed; i++) {
+		struct d9__sealed *s = &g->sealed[i];
+		size_t n = strlen(s->path);
+		if (s->compressing || (g->cfg.compress && !s->foreign && n > 4 &&
+			    !strcmp(s->path + n - 4, ".bin") && s->retry_at_ns <= now))
+			return 1;
+	}
+	return 0;
+}
+
+/* Gives the compressor up to 2 s to finish the segments sealed before a drop, while it still
+ * may write there; what is left stays .bin (readable) and is not tried again by this process. */
+static void compress_before_drop(void)
+{
+	struct d9__agent *g = &d9__g;
+	uint64_t until = d9__mono_ns() + 2000000000u;
+
+	while (d9__mono_ns() < until) {
+		d9__lock(&g->disk_lock);
+		int pending = compress_pending();
+		pthread_cond_signal(&g->disk_cond);
+		d9__unlock(&g->disk_lock);
+		if (!pending)
+			return;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	d9__lock(&g->disk_lock);
+	for (size_t i = 0; i < g->nsealed; i++)
+		if (!g->sealed[i].compressing)
+			g->sealed[i].retry_at_ns = UINT64_MAX;
+	d9__unlock(&g->disk_lock);
+}
+
+/* Makes the agent write where euid can: prepared now (still privileged); before the agent runs
+ * it simply uses it, once it runs the writer seals the open segment here and goes on there.
+ * Returns 1 when the directory changed. Busy thread (its calls are the agent's). */
+static int dir_for(uid_t euid)
+{
+	struct d9__agent *g = &d9__g;
+	int changed = 0;
+
+	d9__lock(&start_lock);
+	int st = g->state;
+	if (st != D9__CONFIGURED && st != D9__RUNNING_)
+		goto out;
+	/* not started yet: the directory is made (0700, ours) now, with the start's checks */
+	if (st == D9__CONFIGURED && d9__trace_dir_prepare(&g->cfg, 1) != 0)
+		goto out; /* the start says why */
+	int err = d9__trace_dir_for_uid(&g->cfg, euid);
+	if (err < 0) {
+		d9__log_once(D9_LOG_WARN, "cannot prepare a trace directory for uid %u in %s (%s): what "
+			"the process records after it changes user is lost", (unsigned)euid,
+			d9__trace_dir_shown(&g->cfg), strerror(-err));
+		goto out;
+	}
+	if (err > 0)
+		goto out;
+	changed = 1;
+	if (st == D9__CONFIGURED) {
+		d9__trace_dir_use(&g->cfg);
+		goto out;
+	}
+	d9__lock(&g->pool_lock);
+	__atomic_store_n(&g->dir_switch, 1, __ATOMIC_RELEASE);
+	g->flush_req = 1;
+	pthread_cond_signal(&g->writer_cond);
+	if (wait_writer(dir_switched, NULL, EXIT_WAIT_MS) != 0)
+		d9__log_once(D9_LOG_WARN, "the writer did not move to the new trace directory within %d "
+			"ms; the open segment may stay .active", EXIT_WAIT_MS);
+	d9__unlock(&g->pool_lock);
+	if (g->compressor_started)
+		compress_before_drop();
+out:
+	d9__unlock(&start_lock);
+	return changed;
+}
+
+/* After the drop: whether a thread profiled from now on still gets perf samples, and kernel
+ * ones (threads profiled before keep the events they opened while privileged). Only asked when
+ * perf profiling is on; the probe is one perf_event_open of this thread, closed at once. */
+static uint32_t perf_narrowed(void)
+{
+	const struct d9__config *c = &d9__g.cfg;
+	struct perf_event_attr a;
+	uint32_t flags = 0;
+
+	if ((!c->cpu_hz || c->profile_mode == D9_PROF_CTIMER) && !c->sched_events)
+		return 0;
+	for (int user_only = 0; user_only < 2; user_only++) {
+		memset(&a, 0, sizeof(a));
+		a.size = sizeof(a);
+		a.type = PERF_TYPE_SOFTWARE;
+		a.config = PERF_COUNT_SW_CPU_CLOCK;
+		a.sample_period = 1000000;
+		a.disabled = 1;
+		a.exclude_kernel = (unsigned)user_only;
+		a.exclude_hv = 1;
+		int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd >= 0) {
+			close(fd);
+			return flags;
+		}
+		if (errno != EACCES && errno != EPERM)
+			return flags; /* not a matter of privileges (ENOSYS, ENOENT): as before the drop */
+		flags |= user_only ? D9_PRIV_PERF_DENIED : D9_PRIV_KERNEL_SAMPLES_LOST;
+	}
+	return flags;
+}
+
+/* perf_narrowed() of the moment before the drop: what was denied already is no loss of it */
+static uint32_t perf_before;
+
+int d9_agent_creds_before(unsigned euid)
+{
+	struct d9__thr *t = &d9__self;
+
+	/* root writes wherever the agent writes: becoming root again needs nothing */
+	if (!d9_agent_active() || t->busy || t->role == D9_ROLE_AGENT || euid == (unsigned)-1 ||
+		euid == (unsigned)geteuid() || euid == 0)
+		return 0;
+	int saved = errno;
+	t->busy = 1;
+	perf_before = perf_narrowed();
+	int token = dir_for((uid_t)euid);
+	t->busy = 0;
+	errno = saved;
+	return token;
+}
+
+void d9_agent_creds_after(int token, unsigned from_euid, int ok)
+{
+	struct d9__thr *t = &d9__self;
+	uid_t now = geteuid();
+
+	if (!d9_agent_active() || t->busy || t->role == D9_ROLE_AGENT)
+		return;
+	int saved = errno;
+	t->busy = 1;
+	if (!ok || now == (uid_t)from_euid) {
+		if (token)
+			dir_for(now); /* the call failed: back to where this user writes */
+		else if (ok && d9__g.state == D9__RUNNING_ && faccessat(AT_FDCWD, d9__g.cfg.dir,
+				 W_OK | X_OK, AT_EACCESS) != 0)
+			/* a group change: only a group-writable directory (D9_ALLOW_SHARED_DIR) can be
+			 * lost this way */
+			d9__log_once(D9_LOG_WARN, "after a change of groups the trace directory %s is "
+				"not writable: events are dropped (counted)", d9__trace_dir_shown(&d9__g.cfg));
+		goto out;
+	}
+	if (now == 0)
+		goto out; /* root again (a saved uid): nothing is narrowed */
+	uint32_t flags = perf_narrowed() & ~perf_before;
+	d9__defs_privileges(from_euid, (uint32_t)now, flags);
+	if (flags & D9_PRIV_PERF_DENIED)
+		d9__log_once(D9_LOG_WARN, "privileges dropped (uid %u -> %u): perf_event_open is denied "
+			"from now on; threads profiled from now on get no perf samples (the trace says so)",
+			from_euid, (unsigned)now);
+	else if (flags & D9_PRIV_KERNEL_SAMPLES_LOST)
+		d9__log_once(D9_LOG_WARN, "privileges dropped (uid %u -> %u): CPU samples of threads "
+			"profiled from now on have no kernel frames (perf_event_paranoid); the trace says so",
+			from_euid, (unsigned)now);
+out:
+	t->busy = 0;
+	errno = saved;
+}
+
 static void fork_prepare(void)
 {
 	d9__lock(&d9__g.def_lock);
@@ -324,6 +510,7 @@ static void fork_child(void)
 	g->tmp_live = 0; /* the parent's compressor's file, not ours to remove */
 	g->write_failing = 0;
 	g->exit_done = 0;
+	g->dir_switch = 0; /* a drop in progress in the parent is the parent's (the child has no writer) */
 	disk_init();
 	g->nsealed = 0; /* the parent's list; the child's series is its own */
 	g->pid = getpid();

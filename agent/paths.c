@@ -204,14 +204,157 @@ static const char *open_parent(const char *dir, char *buf, size_t cap, mode_t *m
 			d9__log(D9_LOG_ERROR, __VA_ARGS__);                                \
 	} while (0)
 
+/* ---- privilege drops (agent/DESIGN.md, "Privilege drops") -------------------------------------
+ * A process that gives up root (nginx workers become www-data) can no longer enter the trace
+ * directory, which is root's and 0700. Before the drop, still privileged, the agent makes
+ * <dir>/d9-uid-<uid> (0700, owned by the target user: nobody else gains any access, and the
+ * target user cannot reach it by path through the 0700 parent) and keeps a descriptor of it.
+ * From then on the directory is named "/proc/self/fd/<n>": the kernel lets a process follow its
+ * own descriptors there whatever its credentials, so every path-based operation of the writer,
+ * the compressor and recovery works unchanged. d9-analyze given <dir> reads the d9-uid-*
+ * subdirectories too. The descriptor is the agent's own: checked (device, inode) before use. */
+static struct d9__file sub_cur = { .fd = -1 }, sub_next = { .fd = -1 };
+static char orig_dir[sizeof(((struct d9__config *)0)->dir)], sub_cur_name[sizeof(orig_dir)];
+static char next_dir[sizeof(orig_dir)];
+
+/* Whether c->dir is the subdirectory descriptor's name. */
+static int in_subdir(const struct d9__config *c)
+{
+	return sub_cur.fd >= 0 && !strcmp(c->dir, sub_cur_name);
+}
+
+/* The checks of d9__trace_dir_prepare for the subdirectory: still the descriptor we opened, a
+ * directory of the effective user that nobody else can write to. Returns 0 or a negative errno. */
+static int subdir_ready(const struct d9__config *c, int quiet)
+{
+	struct stat st;
+	int err = d9__file_check(&sub_cur);
+
+	if (!err && fstat(sub_cur.fd, &st) != 0)
+		err = -errno;
+	if (!err && (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))))
+		err = -EPERM;
+	if (!err && faccessat(AT_FDCWD, c->dir, W_OK | X_OK, AT_EACCESS) != 0)
+		err = -errno;
+	if (err && !quiet)
+		d9__log(D9_LOG_ERROR, "cannot write traces to %s/d9-uid-%u: %s; tracing is off",
+			orig_dir, (unsigned)geteuid(), err == -ESTALE || err == -EBADF ?
+			"the program closed d9's descriptor of it" : strerror(-err));
+	return err;
+}
+
+int d9__trace_dir_check(const struct d9__config *c)
+{
+	return in_subdir(c) ? d9__file_check(&sub_cur) : 0;
+}
+
+int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
+{
+	char name[32];
+	struct stat st;
+	int err;
+
+	if (!orig_dir[0])
+		snprintf(orig_dir, sizeof(orig_dir), "%s", c->dir);
+	d9__file_close(&sub_next);
+	/* the directory's own user (root) goes back to the directory itself */
+	int dfd = open(orig_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return -errno;
+	if (fstat(dfd, &st) != 0) {
+		err = -errno;
+		goto err_dir;
+	}
+	if (st.st_uid == uid) {
+		close(dfd);
+		snprintf(next_dir, sizeof(next_dir), "%s", orig_dir);
+		return in_subdir(c) ? 0 : 1;
+	}
+	if (in_subdir(c) && sub_cur.fd >= 0 && fstat(sub_cur.fd, &st) == 0 && st.st_uid == uid) {
+		close(dfd);
+		return 1; /* already there (setgid, then setuid to the same user) */
+	}
+	snprintf(name, sizeof(name), "d9-uid-%u", (unsigned)uid);
+	int made = mkdirat(dfd, name, 0700) == 0;
+	if (!made && errno != EEXIST) {
+		err = -errno;
+		goto err_dir;
+	}
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		goto err_made;
+	}
+	/* one left by an earlier run is taken only when it is that user's alone, or ours to give */
+	if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 077) ||
+		(st.st_uid != uid && st.st_uid != geteuid())) {
+		err = -EPERM;
+		goto err_fd;
+	}
+	if (st.st_uid != uid && fchown(fd, uid, (gid_t)-1) != 0) {
+		err = -errno;
+		goto err_fd;
+	}
+	sub_next.fd = fd;
+	sub_next.dev = st.st_dev;
+	sub_next.ino = st.st_ino;
+	int hi = d9__file_dup(&sub_next); /* a high number, close-on-exec, like every agent fd */
+	close(fd);
+	sub_next.fd = hi;
+	if (hi < 0) {
+		err = -EMFILE;
+		goto err_made;
+	}
+	close(dfd);
+	snprintf(next_dir, sizeof(next_dir), "/proc/self/fd/%d", hi);
+	return 0;
+
+err_fd:
+	close(fd);
+err_made:
+	if (made)
+		unlinkat(dfd, name, AT_REMOVEDIR);
+err_dir:
+	close(dfd);
+	return err;
+}
+
+void d9__trace_dir_use(struct d9__config *c)
+{
+	if (!next_dir[0])
+		return;
+	if (sub_next.fd >= 0) {
+		d9__file_close(&sub_cur);
+		sub_cur = sub_next;
+		sub_next.fd = -1;
+		snprintf(sub_cur_name, sizeof(sub_cur_name), "%s", next_dir);
+	}
+	snprintf(c->dir, sizeof(c->dir), "%s", next_dir);
+	next_dir[0] = 0;
+	if (strcmp(c->dir, sub_cur_name))
+		d9__file_close(&sub_cur); /* back in the directory itself */
+}
+
+const char *d9__trace_dir_shown(const struct d9__config *c)
+{
+	static char shown[sizeof(orig_dir) + 32];
+
+	if (!in_subdir(c))
+		return c->dir;
+	snprintf(shown, sizeof(shown), "%s/d9-uid-%u", orig_dir, (unsigned)geteuid());
+	return shown;
+}
+
 int d9__trace_dir_prepare(const struct d9__config *c, int quiet)
 {
 	char parent[PATH_MAX];
 	mode_t pmode = 0;
-	const char *why = system_dir(c->dir); /* again: the path may have changed since load */
 	struct stat st;
 	int err;
 
+	if (in_subdir(c))
+		return subdir_ready(c, quiet);
+	const char *why = system_dir(c->dir); /* again: the path may have changed since load */
 	if (why) {
 		DIR_ERROR("cannot write traces to %s: %s; tracing is off", c->dir, why);
 		return -EPERM;

@@ -67,12 +67,22 @@ static size_t read_small(const char *path, char *buf, size_t cap)
 	return (size_t)n;
 }
 
-static void process_info(void)
+/* The process's name and command line as they are now: read again for every segment, because a
+ * forked worker renames itself (nginx writes "nginx: worker process" over its argv) after the
+ * agent started, and a child must not record its parent's identity. */
+static void process_identity(void)
 {
 	size_t n = read_small("/proc/self/comm", proc_comm, sizeof(proc_comm));
 	if (n && proc_comm[n - 1] == '\n')
 		proc_comm[n - 1] = 0;
 	proc_cmdline_len = d9__cmdline_read(proc_cmdline, sizeof(proc_cmdline), d9__g.cfg.cmdline);
+}
+
+static void process_info(void)
+{
+	size_t n;
+
+	process_identity();
 	if (gethostname(hostname, sizeof(hostname)) != 0)
 		hostname[0] = 0;
 	hostname[sizeof(hostname) - 1] = 0;
@@ -216,8 +226,17 @@ static int seg_open(void)
 	uint8_t head[8192];
 
 	d9__modules_refresh(); /* the module map goes in with the other definitions */
+	d9__defs_names_refresh(1); /* thread names as they are now (renamed by another thread) */
 	d9__clock_calibrate();
-	int err = -EEXIST;
+	int err = d9__trace_dir_check(&g->cfg);
+	if (err) {
+		/* after a privilege drop the directory is named by a descriptor of the agent's: when
+		 * the program took that number, no file is made through it */
+		d9__log_once(D9_LOG_WARN, "the program closed d9's descriptor of the trace directory; "
+			"events are dropped (counted)");
+		return err;
+	}
+	err = -EEXIST;
 	for (int tries = 0; tries < 1000 && err == -EEXIST; tries++) {
 		s->seq = (uint32_t)g->next_seq++;
 		/* created as .active.tmp and renamed once its head is written, so a kill never
@@ -243,6 +262,7 @@ static int seg_open(void)
 		return err;
 	}
 	d9__budget_enforce(g->cfg.max_file_size);
+	process_identity();
 	d9__clock_anchor(&a);
 	struct d9_header h = {
 		.pid = (uint32_t)g->pid,
@@ -584,9 +604,16 @@ void *d9__writer_main(void *arg)
 		d9__unlock(&g->pool_lock);
 
 		write_list(q);
+		if (__atomic_load_n(&g->dir_switch, __ATOMIC_ACQUIRE)) {
+			/* a privilege drop waits: seal here while still privileged, go on there */
+			seg_seal();
+			d9__trace_dir_use(&g->cfg);
+			__atomic_store_n(&g->dir_switch, 0, __ATOMIC_RELEASE);
+		}
 		now = d9__mono_ns();
 		if (now >= next_collect || flush) {
 			d9__modules_refresh(); /* libraries loaded since (dlopen): defined before use */
+			d9__defs_names_refresh(0);
 			d9__coroutines_prune(20 * g->cfg.flush_interval_ns + 1000000000u);
 			d9__collect(now - g->cfg.flush_interval_ns, flush);
 			d9__lock(&g->pool_lock);

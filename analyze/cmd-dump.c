@@ -123,6 +123,10 @@ static void dump_def(FILE *f, const struct d9_def *d, uint64_t chunk_off)
 			",\"flags\":%" PRIu64, d->id, d->u.coroutine.parent, d->u.coroutine.location,
 			d->u.coroutine.flags);
 		break;
+	case D9_DEF_PRIVILEGES:
+		fprintf(f, ",\"from_uid\":%" PRIu64 ",\"to_uid\":%" PRIu64 ",\"flags\":%" PRIu64,
+			d->u.privileges.from_uid, d->u.privileges.to_uid, d->u.privileges.flags);
+		break;
 	case D9_DEF_CUSTOM_SCHEMA:
 		fprintf(f, ",\"id\":%" PRIu64 ",\"name\":%" PRIu64 ",\"fields\":", d->id,
 			d->u.custom_schema.name);

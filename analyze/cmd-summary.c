@@ -1208,9 +1208,15 @@ static void print_json(FILE *f, struct sum *s)
 		fputs(",\"hostname\":", f);
 		d9__json_cstr(f, p->hostname);
 		fprintf(f, ",\"segments\":%u,\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64
-			",\"workers\":%zu,\"spawned\":%" PRIu64 ",\"exited\":%" PRIu64 ",\"alive\":%" PRIu64 "}",
+			",\"workers\":%zu,\"spawned\":%" PRIu64 ",\"exited\":%" PRIu64 ",\"alive\":%" PRIu64,
 			p->nsegs, ps && ps->seen ? ps->first_real : 0, ps && ps->seen ? ps->last_real : 0,
 			workers_of(p), ps ? ps->spawned : 0, ps ? ps->exited : 0, ps ? ps->alive : 0);
+		if (p->priv_dropped)
+			fprintf(f, ",\"privileges\":{\"from_uid\":%u,\"to_uid\":%u,"
+				"\"kernel_samples_lost\":%s,\"perf_denied\":%s}", p->priv_from_uid,
+				p->priv_to_uid, p->priv_flags & D9_PRIV_KERNEL_SAMPLES_LOST ? "true" : "false",
+				p->priv_flags & D9_PRIV_PERF_DENIED ? "true" : "false");
+		fputc('}', f);
 	}
 	fputs("],\"workers\":[", f);
 	struct wstat **wl;
@@ -1509,6 +1515,13 @@ static void print_text(FILE *f, struct sum *s)
 		fprintf(f, "process %u (%s) on %s: %u segment(s), %zu worker(s), %" PRIu64
 			" coroutines spawned; %s\n", p->pid, p->process, p->hostname, p->nsegs,
 			workers_of(p), ps ? ps->spawned : 0, p->cmdline);
+		if (p->priv_dropped)
+			fprintf(f, "  privileges dropped: uid %u -> %u%s%s\n", p->priv_from_uid,
+				p->priv_to_uid, p->priv_flags & D9_PRIV_PERF_DENIED ? "; perf denied after "
+				"it: threads profiled later have no perf samples" : "",
+				(p->priv_flags & (D9_PRIV_PERF_DENIED | D9_PRIV_KERNEL_SAMPLES_LOST)) ==
+				D9_PRIV_KERNEL_SAMPLES_LOST ? "; CPU samples of threads profiled after it "
+				"have no kernel frames" : "");
 	}
 	fprintf(f, "\nworkers:\n  %-8s %-8s %-16s %9s %7s %7s %-8s %-8s %-8s %7s %-8s  %s\n",
 		"pid", "worker", "name", unit, "busy%", "parked%", "p50", "p99", "max", "parks", "cpu",

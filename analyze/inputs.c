@@ -1,6 +1,8 @@
 /* inputs.c: expands TRACE arguments into segment files. A directory contributes its segment
- * files (regular files only) sorted by name, which for one process series is the order they
- * were written. */
+ * files (regular files only) and those of its d9-uid-<uid> subdirectories (where processes that
+ * gave up root write: agent/DESIGN.md, "Privilege drops"), sorted by file name, which for one
+ * process series is the order they were written, also when the series moved into a
+ * subdirectory. */
 #include "inputs.h"
 
 #include <dirent.h>
@@ -36,9 +38,62 @@ static int add(struct d9__inputs *in, const char *path)
 	return 0;
 }
 
+/* By file name, then by the whole path. */
 static int cmp_str(const void *a, const void *b)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	const char *x = *(char *const *)a, *y = *(char *const *)b;
+	const char *bx = strrchr(x, '/'), *by = strrchr(y, '/');
+	int c = strcmp(bx ? bx + 1 : x, by ? by + 1 : y);
+
+	return c ? c : strcmp(x, y);
+}
+
+/* Adds the segment files of directory dir (not its subdirectories but d9-uid-*, one level). */
+static int add_dir(struct d9__inputs *in, const char *dir, int top, int *bad)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d) {
+		if (top || errno != ENOENT) {
+			fprintf(stderr, "d9-analyze: %s: %s\n", dir, strerror(errno));
+			(*bad)++;
+		}
+		return 0;
+	}
+	while ((e = readdir(d))) {
+		char path[4096];
+		struct stat es;
+		if (top && !strncmp(e->d_name, "d9-uid-", 7)) {
+			snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+			/* a directory, not a link to one: the agent makes them itself */
+			if (lstat(path, &es) == 0 && S_ISDIR(es.st_mode) && add_dir(in, path, 0, bad)) {
+				closedir(d);
+				return -ENOMEM;
+			}
+			continue;
+		}
+		if (!is_segment_name(e->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		/* a FIFO or device named like a segment would block or never end the read
+		 * (anyone can plant one in a shared directory); named files are taken as
+		 * given, so `d9-analyze <(zcat ...)` still works */
+		int st_err = stat(path, &es) != 0 ? errno : 0;
+		if (st_err || !S_ISREG(es.st_mode)) {
+			fprintf(stderr, "d9-analyze: %s: skipped: %s\n", path, st_err ?
+				strerror(st_err) : S_ISDIR(es.st_mode) ? "a directory" :
+				"not a regular file");
+			(*bad)++; /* input that could not be read: exit status 4 */
+			continue;
+		}
+		if (add(in, path)) {
+			closedir(d);
+			return -ENOMEM;
+		}
+	}
+	closedir(d);
+	return 0;
 }
 
 /* X.bin next to X.bin.gz: the process was killed between the compressor's rename of the
@@ -79,37 +134,9 @@ int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
 				return -ENOMEM;
 			continue;
 		}
-		DIR *d = opendir(args[i]);
-		if (!d) {
-			fprintf(stderr, "d9-analyze: %s: %s\n", args[i], strerror(errno));
-			(*bad)++;
-			continue;
-		}
 		size_t first = in->n;
-		struct dirent *e;
-		while ((e = readdir(d))) {
-			if (!is_segment_name(e->d_name))
-				continue;
-			char path[4096];
-			snprintf(path, sizeof(path), "%s/%s", args[i], e->d_name);
-			/* a FIFO or device named like a segment would block or never end the read
-			 * (anyone can plant one in a shared directory); named files are taken as
-			 * given, so `d9-analyze <(zcat ...)` still works */
-			struct stat es;
-			int st_err = stat(path, &es) != 0 ? errno : 0;
-			if (st_err || !S_ISREG(es.st_mode)) {
-				fprintf(stderr, "d9-analyze: %s: skipped: %s\n", path, st_err ?
-					strerror(st_err) : S_ISDIR(es.st_mode) ? "a directory" :
-					"not a regular file");
-				(*bad)++; /* input that could not be read: exit status 4 */
-				continue;
-			}
-			if (add(in, path)) {
-				closedir(d);
-				return -ENOMEM;
-			}
-		}
-		closedir(d);
+		if (add_dir(in, args[i], 1, bad))
+			return -ENOMEM;
 		if (in->n > first) {
 			qsort(in->paths + first, in->n - first, sizeof(char *), cmp_str);
 			if (!in->every_file)

@@ -522,6 +522,14 @@ static void do_def(struct segstate *ss, const struct d9_def *d)
 			set_worker(th, (uint32_t)d->u.thread.worker);
 		break;
 	}
+	case D9_DEF_PRIVILEGES:
+		/* repeated in every later segment (and again when a flag is added) */
+		if (!p->priv_dropped)
+			p->priv_from_uid = (uint32_t)d->u.privileges.from_uid;
+		p->priv_dropped = 1;
+		p->priv_to_uid = (uint32_t)d->u.privileges.to_uid;
+		p->priv_flags |= (uint32_t)d->u.privileges.flags;
+		break;
 	case D9_DEF_COROUTINE: {
 		struct d9__loc *l = d->u.coroutine.location ?
 			d9__map_get(&ss->locs, d->u.coroutine.location) : NULL;

@@ -58,6 +58,10 @@ struct d9__proc {
 	int64_t last_ns; /* the latest event time decoded so far */
 	uint32_t last_seq; /* segment_seq of the process's previous segment in this pass */
 	int seq_seen; /* last_seq is set */
+	/* Privileges definitions: the process gave up privileges while recording */
+	int priv_dropped;
+	uint32_t priv_from_uid, priv_to_uid; /* the first drop's uid before, the last one's after */
+	uint32_t priv_flags; /* D9_PRIV_* of every drop */
 };
 
 struct d9__thread {

@@ -20,7 +20,7 @@
 #define D9_MAGIC "\x89" "D9T\r\n\x1a\n" /* 8 bytes, PNG-style: catches text-mode mangling */
 #define D9_MAGIC_LEN 8
 #define D9_FORMAT_MAJOR 1
-#define D9_FORMAT_MINOR 0
+#define D9_FORMAT_MINOR 1 /* 1.1: the Privileges definition */
 #define D9_PREFIX_LEN 16 /* magic, u16 major, u16 minor, u32 flags */
 #define D9_CHUNK_HDR_LEN 8 /* "D9" sync, u8 type, u8 head check, u32 payload length */
 #define D9_CHUNK_CRC_LEN 4
@@ -160,6 +160,9 @@ enum d9_thread_role { D9_ROLE_THREAD = 0, D9_ROLE_WORKER = 1, D9_ROLE_AGENT = 2,
 enum d9_clock_source { D9_CLOCK_MONOTONIC = 0, D9_CLOCK_TSC = 1 };
 #define D9_COROUTINE_SCHEDULER 1u /* Coroutine def flag: the runtime's idle/scheduler coroutine */
 #define D9_TRAILER_RECOVERED 1u /* trailer flag: sealed by recovery after a crash */
+/* Privileges def flags: what the drop took away from the recording */
+#define D9_PRIV_KERNEL_SAMPLES_LOST 1u /* perf samples of threads profiled after it: user space only */
+#define D9_PRIV_PERF_DENIED 2u /* perf_event_open denied after it: no perf samples for new threads */
 
 /* ---- Definition record kinds (on-disk) ---------------------------------------------------- */
 enum d9_def_kind {
@@ -172,7 +175,8 @@ enum d9_def_kind {
 	D9_DEF_CLOCK_SYNC = 7,
 	D9_DEF_COROUTINE = 8,
 	D9_DEF_CUSTOM_SCHEMA = 9, /* reserved for custom events */
-	D9_DEF_KNOWN_MAX = 9,
+	D9_DEF_PRIVILEGES = 10, /* the process gave up privileges (format 1.1) */
+	D9_DEF_KNOWN_MAX = 10,
 };
 #define D9_STACK_MAX_FRAMES 128
 
@@ -207,6 +211,7 @@ struct d9_def {
 		struct { uint64_t ticks, mono_ns, realtime_ns; } clock;
 		struct { uint64_t parent, location, flags; } coroutine;
 		struct { uint64_t name; const uint8_t *fields; size_t fields_len; } custom_schema;
+		struct { uint64_t from_uid, to_uid, flags; } privileges; /* flags: D9_PRIV_* */
 	} u;
 };
 
@@ -403,6 +408,8 @@ D9_EXPORT void d9_def_symbol(struct d9_wbuf *w, uint64_t start, uint64_t len, ui
 	uint64_t file, uint64_t line, uint64_t inline_depth);
 D9_EXPORT void d9_def_thread(struct d9_wbuf *w, uint64_t tid, uint64_t name, uint64_t worker,
 	uint64_t role);
+D9_EXPORT void d9_def_privileges(struct d9_wbuf *w, uint64_t from_uid, uint64_t to_uid,
+	uint64_t flags);
 D9_EXPORT void d9_def_clock_sync(struct d9_wbuf *w, uint64_t ticks, uint64_t mono_ns,
 	uint64_t realtime_ns);
 D9_EXPORT void d9_def_coroutine(struct d9_wbuf *w, uint64_t id, uint64_t parent, uint64_t location,

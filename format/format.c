@@ -33,7 +33,7 @@ static const char *const event_names[D9_EV_KNOWN_MAX + 1] = {
 };
 static const char *const def_names[D9_DEF_KNOWN_MAX + 1] = {
 	NULL, "String", "SpawnLocation", "Stack", "Module", "Symbol", "Thread", "ClockSync",
-	"Coroutine", "CustomSchema",
+	"Coroutine", "CustomSchema", "Privileges",
 };
 static const char *const wake_names[D9_WAKE_MAX + 1] = {
 	"other", "fd", "timer", "cond", "mutex", "join", "interrupt", "spawn",
@@ -484,6 +484,18 @@ void d9_def_thread(struct d9_wbuf *w, uint64_t tid, uint64_t name, uint64_t work
 	d9_wbuf_u(&b, worker);
 	d9_wbuf_u(&b, role);
 	def_emit(w, D9_DEF_THREAD, &b);
+}
+
+void d9_def_privileges(struct d9_wbuf *w, uint64_t from_uid, uint64_t to_uid, uint64_t flags)
+{
+	uint8_t buf[32];
+	struct d9_wbuf b;
+
+	d9_wbuf_init(&b, buf, sizeof(buf));
+	d9_wbuf_u(&b, from_uid);
+	d9_wbuf_u(&b, to_uid);
+	d9_wbuf_u(&b, flags);
+	def_emit(w, D9_DEF_PRIVILEGES, &b);
 }
 
 void d9_def_clock_sync(struct d9_wbuf *w, uint64_t ticks, uint64_t mono_ns, uint64_t realtime_ns)
@@ -1316,6 +1328,12 @@ static int def_body(struct d9_def *d, struct cur *k)
 		d->u.coroutine.parent = cur_u(k);
 		d->u.coroutine.location = cur_u(k);
 		d->u.coroutine.flags = cur_u(k);
+		break;
+	case D9_DEF_PRIVILEGES:
+		d->id = 0;
+		d->u.privileges.from_uid = cur_u(k);
+		d->u.privileges.to_uid = cur_u(k);
+		d->u.privileges.flags = cur_u(k);
 		break;
 	case D9_DEF_CUSTOM_SCHEMA:
 		d->id = cur_u(k);

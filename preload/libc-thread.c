@@ -1,11 +1,15 @@
 /* libc-thread.c: thread names. A thread is defined in the trace (tid, name, worker id) when it
- * first records; a name set later with pthread_setname_np is written as a new definition, which
- * supersedes the earlier one (FORMAT.md, definitions: the last one wins). Thread creation itself
- * needs no wrapper: the agent registers threads lazily, and fork is handled by the agent's
- * pthread_atfork handlers. */
+ * first records; a name set later is written as a new definition, which supersedes the earlier
+ * one (FORMAT.md, definitions: the last one wins). A thread renaming itself (pthread_setname_np
+ * on itself, prctl(PR_SET_NAME)) is defined again at once; a rename of another thread (memcached
+ * names its mc-worker threads from the main thread) only marks the names stale, and the writer
+ * reads /proc/self/task/TID/comm (defs.c). Thread creation itself needs no wrapper: the agent
+ * registers threads lazily, and fork is handled by the agent's pthread_atfork handlers. */
 #include "preload.h"
 
 #include <pthread.h>
+#include <stdarg.h>
+#include <sys/prctl.h>
 
 D9_INTERPOSE int pthread_setname_np(pthread_t th, const char *name)
 {
@@ -13,7 +17,34 @@ D9_INTERPOSE int pthread_setname_np(pthread_t th, const char *name)
 	if (!real_pthread_setname_np)
 		return ENOSYS;
 	int r = real_pthread_setname_np(th, name);
-	if (r == 0 && pthread_equal(th, pthread_self()) && d9__pl_active()) {
+	if (r == 0 && d9__pl_active()) {
+		int saved = errno;
+		if (pthread_equal(th, pthread_self()))
+			d9_agent_thread_renamed();
+		else
+			d9_agent_thread_renamed_other();
+		errno = saved;
+	}
+	return r;
+}
+
+/* prctl is variadic; every option takes at most four more arguments of register size, which
+ * glibc itself passes on as unsigned long. */
+D9_INTERPOSE int prctl(int option, ...)
+{
+	D9_REAL(int, prctl, (int, unsigned long, unsigned long, unsigned long, unsigned long));
+	va_list ap;
+
+	va_start(ap, option);
+	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
+	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (!real_prctl) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int r = real_prctl(option, a2, a3, a4, a5);
+	if (r == 0 && option == PR_SET_NAME && d9__pl_active()) {
 		int saved = errno;
 		d9_agent_thread_renamed();
 		errno = saved;

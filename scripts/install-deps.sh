@@ -12,6 +12,7 @@ pkgs=(
 	wrk curl valgrind python3                             # test load, tests' helpers
 	knot-resolver bind9 dnsperf                           # real DNS servers + load (test-stacks.sh)
 	redis-server                                          # a real epoll server (test-real-redis.sh)
+	nginx memcached                                       # real servers: privilege drops, names (test-real-*.sh)
 	chromium                                              # viewer tests (tests/browser)
 )
 command -v npm >/dev/null || pkgs+=(npm)                      # Debian's npm brings nodejs

@@ -21,7 +21,7 @@ function d9_decode_module(root) {
 		'CoroutineExit', 'QueueSample', 'BlockingCall', 'CpuSample', 'Dropped', 'CustomEvent',
 		'ZeroTimeoutWaits'];
 	const DEF_NAMES = ['?', 'String', 'SpawnLocation', 'Stack', 'Module', 'Symbol', 'Thread',
-		'ClockSync', 'Coroutine', 'CustomSchema'];
+		'ClockSync', 'Coroutine', 'CustomSchema', 'Privileges'];
 	/* built-in v1 schema: field order is d9's writer's order and the slot order */
 	const BUILTIN = [null,
 		[['c', 'coroutine'], ['u', 'location']],
@@ -329,6 +329,9 @@ function d9_decode_module(root) {
 		case 9:
 			d.id = k.u(); d.name = k.u();
 			d.fields = k.err ? new Uint8Array(0) : k.u8.subarray(k.p, k.end);
+			break;
+		case 10: /* Privileges (1.1) */
+			d.from_uid = k.u(); d.to_uid = k.u(); d.flags = k.u();
 			break;
 		default:
 			return 1;
@@ -738,6 +741,7 @@ function d9_decode_module(root) {
 				case 7: s += ',"ticks":' + U(d.ticks) + ',"mono_ns":' + U(d.mono_ns) + ',"realtime_ns":' + U(d.realtime_ns); break;
 				case 8: s += ',"id":' + U(d.id) + ',"parent":' + U(d.parent) + ',"location":' + U(d.location) + ',"flags":' + U(d.flags); break;
 				case 9: s += ',"id":' + U(d.id) + ',"name":' + U(d.name) + ',"fields":' + hex(d.fields); break;
+				case 10: s += ',"from_uid":' + U(d.from_uid) + ',"to_uid":' + U(d.to_uid) + ',"flags":' + U(d.flags); break;
 				}
 				out.push(s + '}');
 			},

@@ -1035,10 +1035,11 @@ TEST(roundtrip_every_def_kind)
 	memcpy(q, cs_fields, sizeof(cs_fields));
 	q += sizeof(cs_fields);
 	d9_def_raw(&s.w, D9_DEF_CUSTOM_SCHEMA, body, (size_t)(q - body));
+	d9_def_privileges(&s.w, 0, 65534, D9_PRIV_KERNEL_SAMPLES_LOST | D9_PRIV_PERF_DENIED);
 	seg_close(&s);
 	T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
 	expect_clean(&d);
-	T_EQ(d.ndef, 18);
+	T_EQ(d.ndef, 19);
 	const struct d9_def *v = d.def;
 
 	T_EQ(v[0].kind, D9_DEF_STRING);
@@ -1123,8 +1124,13 @@ TEST(roundtrip_every_def_kind)
 	T_EQ(v[17].u.custom_schema.fields_len, sizeof(cs_fields));
 	T_ASSERT(!memcmp(v[17].u.custom_schema.fields, cs_fields, sizeof(cs_fields)));
 
+	T_EQ(v[18].kind, D9_DEF_PRIVILEGES);
+	T_EQ(v[18].u.privileges.from_uid, 0);
+	T_EQ(v[18].u.privileges.to_uid, 65534);
+	T_EQ(v[18].u.privileges.flags, D9_PRIV_KERNEL_SAMPLES_LOST | D9_PRIV_PERF_DENIED);
+
 	static const char *const names[] = { NULL, "String", "SpawnLocation", "Stack", "Module",
-		"Symbol", "Thread", "ClockSync", "Coroutine", "CustomSchema" };
+		"Symbol", "Thread", "ClockSync", "Coroutine", "CustomSchema", "Privileges" };
 	for (uint32_t k = 1; k <= D9_DEF_KNOWN_MAX; k++)
 		T_ASSERT(d9_def_name(k) && !strcmp(d9_def_name(k), names[k]));
 	T_ASSERT(d9_def_name(D9_DEF_KNOWN_MAX + 1) == NULL);

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# test-real-nginx.sh: Debian's nginx as Debian runs it: the master as root, `user www-data;`,
+# 2 workers, master_process on, daemon off, a private configuration in $T listening on
+# 127.0.0.1 and a free port, LD_PRELOAD=build/libd9agent.so with CPU profiling, and a trace
+# directory made by root with mode 0700. wrk loads it for 3 s, then the master gets SIGQUIT
+# (graceful stop) and the test waits for it to end.
+#   - nginx-workers: each of the two workers (their pids, as ps listed them under the master)
+#     has its own series, read by `d9-analyze summary` given the trace directory alone (the
+#     sanitizer build reads it the same way, without complaint), with its loop turns (at least
+#     10 each: wrk sends tens of thousands of requests, which the kernel shares between the
+#     workers, not necessarily evenly) and its parent the master.
+#   - nginx-title: each worker's segments record "nginx: worker process" (the title nginx
+#     writes over its argv after the fork), not the master's command line.
+#   - nginx-privileges: each worker records its drop (uid 0 -> www-data) in the summary, and when
+#     the kernel only lets unprivileged users profile user space (perf_event_paranoid >= 2) that
+#     its later-profiled threads have no kernel frames; the agent said so once per worker (on
+#     the worker's stderr, which nginx points at its error log).
+#   - nginx-access: the trace directory stays root's and 0700, the workers' files are in
+#     d9-uid-<www-data> (www-data's, 0700), each file its writer's and 0600.
+# Skips (counted, with the reason) without nginx or wrk, when not root, or without www-data.
+set -u
+# shellcheck source=lib-preload.sh
+. "$(dirname "$0")/lib-preload.sh"
+
+NAME=nginx
+for b in "$PL_LIB" "$PL_ANALYZE"; do
+	if [ ! -e "$b" ]; then
+		pl_fail "$NAME" "$b is not built (make all)"
+		exit 0
+	fi
+done
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+if [ ! -x "$NGINX" ]; then
+	pl_skip "$NAME" "nginx is not installed (Debian package nginx; make deps)"
+	exit 0
+fi
+for b in wrk curl ps; do
+	if ! command -v "$b" >/dev/null; then
+		pl_skip "$NAME" "$b is not installed (make deps; ps: Debian package procps)"
+		exit 0
+	fi
+done
+if [ "$(id -u)" != 0 ]; then
+	pl_skip "$NAME" "needs root (nginx's master runs as root and its workers drop to www-data)"
+	exit 0
+fi
+if ! WUID=$(id -u www-data 2>/dev/null); then
+	pl_skip "$NAME" "no user www-data"
+	exit 0
+fi
+for b in $(compgen -e | grep '^D9_'); do unset "$b"; done
+export D9_ROTATION_PERIOD=0
+unset LD_PRELOAD
+T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$NAME-XXXXXX")
+trap pl_cleanup EXIT
+pl_san_setup "$NAME-san" || exit 0
+
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -m 0700 "$T/trace"
+cat >"$T/nginx.conf" <<CONF
+user www-data;
+worker_processes 2;
+master_process on;
+daemon off;
+pid $T/nginx.pid;
+error_log $T/error.log;
+events { worker_connections 256; }
+http {
+	access_log off;
+	client_body_temp_path $T/body;
+	proxy_temp_path $T/proxy;
+	fastcgi_temp_path $T/fastcgi;
+	uwsgi_temp_path $T/uwsgi;
+	scgi_temp_path $T/scgi;
+	server {
+		listen 127.0.0.1:$PORT;
+		location / { return 200 "hello\n"; }
+	}
+}
+CONF
+env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/trace" D9_FLUSH_INTERVAL=50ms D9_CPU_PROFILE=99 \
+	"$NGINX" -c "$T/nginx.conf" -p "$T" >"$T/stdout" 2>"$T/stderr" &
+MPID=$!
+PL_PIDS+=("$MPID")
+workers() { ps -o pid= --ppid "$MPID" | tr -d ' ' | sort -n; }
+two_workers_serving() {
+	[ "$(workers | wc -l)" = 2 ] && curl -s -o /dev/null "http://127.0.0.1:$PORT/"
+}
+if ! d9_wait_for 30 two_workers_serving; then
+	pl_fail "$NAME" "nginx did not start serving: $(head -c 300 "$T/error.log" "$T/stderr" 2>&1)"
+	exit 0
+fi
+mapfile -t WPIDS < <(workers)
+timeout -s KILL 60 wrk -t 2 -c 16 -d 3s "http://127.0.0.1:$PORT/" >"$T/wrk.out" 2>&1
+kill -QUIT "$MPID"
+gone() { ! pl_alive "$MPID"; }
+if ! d9_wait_for 60 gone; then
+	pl_fail "$NAME" "nginx did not stop within 60 s of SIGQUIT"
+	exit 0
+fi
+wait "$MPID" 2>/dev/null
+d9_wait_settled "$T/trace/d9-uid-$WUID" gz || true
+"$PL_ANALYZE" summary --json "$T/trace" >"$T/summary.json" 2>"$T/analyze.err"
+arc=$?
+"$SAN" summary --json "$T/trace" >"$T/san.json" 2>"$T/san.err"
+src=$?
+python3 - "$NAME" "$T" "$WUID" "$arc" "$src" "$MPID" "${WPIDS[@]}" <<'PY'
+import json, os, stat, sys
+name, T, wuid, arc, src, mpid = sys.argv[1:7]
+wuid, mpid = int(wuid), int(mpid)
+wpids = [int(p) for p in sys.argv[7:]]
+def result(case, why, info=""):
+    print("FAIL %s: %s" % (case, why) if why else "PASS %s%s" % (case, ": " + info if info else ""))
+try:
+    s = json.load(open(os.path.join(T, "summary.json")))
+except Exception as e:
+    s = None
+    err = "d9-analyze summary exited %s (%s): %s" % (arc, e, open(os.path.join(T, "analyze.err")).read()[:300])
+procs = dict((p["pid"], p) for p in s["processes"]) if s else {}
+
+def workers():
+    if not s:
+        return err
+    if src != "0" or open(os.path.join(T, "san.err")).read().strip():
+        return "the sanitizer build of d9-analyze exited %s: %s" % (src, open(os.path.join(T, "san.err")).read()[:300])
+    if len(wpids) != 2:
+        return "ps listed %d workers: %s" % (len(wpids), wpids)
+    for pid in wpids:
+        p = procs.get(pid)
+        if not p:
+            return "no series of worker %d (processes %s)" % (pid, sorted(procs))
+        if p["ppid"] != mpid:
+            return "worker %d: parent %d, not the master %d" % (pid, p["ppid"], mpid)
+        turns = sum(w["polls"] for w in s["workers"] if w["pid"] == pid)
+        if turns < 10:
+            return "worker %d: %d loop turns" % (pid, turns)
+    return None
+result(name + "-workers", workers(), "2 workers, %s loop turns" % (
+    [sum(w["polls"] for w in s["workers"] if w["pid"] == pid) for pid in wpids] if s else []))
+
+def title():
+    if not s:
+        return err
+    for pid in wpids:
+        c = procs.get(pid, {}).get("cmdline")
+        if c is None or c.strip() != "nginx: worker process":
+            return "worker %d records the command line %r" % (pid, c)
+    return None
+result(name + "-title", title())
+
+def privileges():
+    if not s:
+        return err
+    paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read())
+    for pid in wpids:
+        pv = procs.get(pid, {}).get("privileges")
+        if not pv or pv["from_uid"] != 0 or pv["to_uid"] != wuid:
+            return "worker %d: drop not in the summary: %s" % (pid, pv)
+        if paranoid >= 2 and not (pv["kernel_samples_lost"] or pv["perf_denied"]):
+            return "worker %d: perf_event_paranoid %d, but no loss recorded: %s" % (pid, paranoid, pv)
+    if procs.get(mpid, {}).get("privileges"):
+        return "the master, which keeps root, is said to have dropped"
+    # nginx makes its error log the workers' stderr
+    text = open(os.path.join(T, "stderr")).read() + open(os.path.join(T, "error.log")).read()
+    lines = [l[l.index("d9["):] for l in text.splitlines() if "d9[" in l]
+    said = [l for l in lines if "privileges dropped" in l]
+    if paranoid >= 2 and sorted(set(int(l[3:l.index("]")]) for l in said)) != sorted(wpids):
+        return "the agent's lines: %s" % lines[:4]
+    if len(said) > 2 or len(lines) != len(said):
+        return "the agent said more than once per worker: %s" % lines[:4]
+    return None
+result(name + "-privileges", privileges())
+
+def access():
+    d = os.path.join(T, "trace")
+    sub = os.path.join(d, "d9-uid-%d" % wuid)
+    st = os.lstat(d)
+    if st.st_uid != 0 or stat.S_IMODE(st.st_mode) != 0o700:
+        return "%s is uid %d mode %o" % (d, st.st_uid, stat.S_IMODE(st.st_mode))
+    if not os.path.isdir(sub):
+        return "no %s" % sub
+    st = os.lstat(sub)
+    if st.st_uid != wuid or stat.S_IMODE(st.st_mode) != 0o700:
+        return "%s is uid %d mode %o" % (sub, st.st_uid, stat.S_IMODE(st.st_mode))
+    for f in os.listdir(sub):
+        st = os.lstat(os.path.join(sub, f))
+        if st.st_uid != wuid or stat.S_IMODE(st.st_mode) != 0o600 or not f.startswith("trace."):
+            return "%s/%s is uid %d mode %o" % (sub, f, st.st_uid, stat.S_IMODE(st.st_mode))
+        if int(f.split(".")[1]) not in wpids:
+            return "%s/%s is not a worker's" % (sub, f)
+    return None
+result(name + "-access", access())
+PY

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# test-real-privdrop.sh: a root process forks a child that gives up root (setgroups, setgid,
+# setuid to nobody), the way daemons do; the trace directory is root's, mode 0700. The program
+# (priv-drop.c, built here) waits in epoll_wait before and after; run as "early" (the child drops
+# before it records anything, like nginx's workers) and "late" (the child's agent already wrote a
+# segment as root when it drops).
+#   - privdrop-MODE: the program exits 0; the child's series is in the directory and in
+#     d9-uid-<nobody> (late: its first segment in the directory, later ones in the subdirectory),
+#     read by `d9-analyze summary` given the directory alone; the child's loop turns are all
+#     there (one fewer than its waits, or as many); the parent's series is untouched, in the
+#     directory; the child (only) carries the drop: from uid 0 to nobody's uid; the parent's
+#     thread is named pd-renamed (it renamed itself with prctl(PR_SET_NAME) after its segment
+#     was open, so only the rename itself can have told the agent).
+#   - privdrop-MODE-access: nothing is opened to others: the directory stays root's and 0700, the
+#     subdirectory is nobody's and 0700, every segment file is its writer's and 0600, and no
+#     temporary file is left.
+# Skips (counted, with the reason) when not run as root or the machine has no user nobody.
+set -u
+# shellcheck source=lib-preload.sh
+. "$(dirname "$0")/lib-preload.sh"
+
+NAME=privdrop
+for b in "$PL_LIB" "$PL_ANALYZE"; do
+	if [ ! -e "$b" ]; then
+		pl_fail "$NAME" "$b is not built (make all)"
+		exit 0
+	fi
+done
+if [ "$(id -u)" != 0 ]; then
+	pl_skip "$NAME" "needs root (a process that gives up root)"
+	exit 0
+fi
+if ! NUID=$(id -u nobody 2>/dev/null) || ! NGID=$(id -g nobody 2>/dev/null); then
+	pl_skip "$NAME" "no user nobody"
+	exit 0
+fi
+for b in $(compgen -e | grep '^D9_'); do unset "$b"; done
+export D9_ROTATION_PERIOD=0
+unset LD_PRELOAD
+T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$NAME-XXXXXX")
+trap pl_cleanup EXIT
+
+if ! cc -O1 -o "$T/priv-drop" "$PL_ROOT/tests/integration/priv-drop.c" 2>"$T/cc.err"; then
+	pl_fail "$NAME" "cannot build priv-drop.c: $(head -c 300 "$T/cc.err")"
+	exit 0
+fi
+
+for mode in early late; do
+	d=$T/$mode
+	mkdir -m 0700 "$d"
+	timeout -s KILL 120 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" D9_FLUSH_INTERVAL=50ms \
+		"$T/priv-drop" "$mode" "$d" "$NUID" "$NGID" >"$T/$mode.out" 2>"$T/$mode.err"
+	rc=$?
+	if [ "$rc" != 0 ]; then
+		pl_fail "$NAME-$mode" "exit status $rc: $(head -c 300 "$T/$mode.err")"
+		continue
+	fi
+	# the compressor of each process finished (or the process had none left to do)
+	d9_wait_settled "$d" gz || true
+	d9_wait_settled "$d/d9-uid-$NUID" gz || true
+	"$PL_ANALYZE" summary --json "$d" >"$T/$mode.json" 2>"$T/$mode.aerr"
+	arc=$?
+	python3 - "$NAME-$mode" "$mode" "$d" "$NUID" "$T/$mode.json" "$arc" "$T/$mode.out" \
+		"$T/$mode.err" "$T/$mode.aerr" <<'PY'
+import json, os, re, stat, sys
+name, mode, d, nuid, js, arc, out, err, aerr = sys.argv[1:]
+nuid = int(nuid)
+def result(case, why, info=""):
+    print("FAIL %s: %s" % (case, why) if why else "PASS %s%s" % (case, ": " + info if info else ""))
+def check():
+    if arc != "0":
+        return "d9-analyze summary exited %s: %s" % (arc, open(aerr).read()[:300])
+    runs = dict((m.group(1), (int(m.group(2)), int(m.group(3))))
+                for m in re.finditer(r"^(child|parent) (\d+) turns (\d+)$", open(out).read(), re.M))
+    if set(runs) != {"child", "parent"}:
+        return "the program printed %r" % open(out).read()[:200]
+    s = json.load(open(js))
+    procs = dict((p["pid"], p) for p in s["processes"])
+    sub = os.path.join(d, "d9-uid-%d" % nuid)
+    top = [f for f in os.listdir(d) if f.startswith("trace.")]
+    low = os.listdir(sub) if os.path.isdir(sub) else []
+    cpid, cturns = runs["child"]
+    ppid, pturns = runs["parent"]
+    for pid in (cpid, ppid):
+        if pid not in procs:
+            return "no process %d in the summary (processes %s)" % (pid, sorted(procs))
+    mine = lambda names, pid: [f for f in names if f.startswith("trace.%d." % pid)]
+    if not mine(low, cpid):
+        return "no segment of the child in %s (%s)" % (sub, low)
+    if mode == "late" and not mine(top, cpid):
+        return "the child's first segment (written as root) is not in %s (%s)" % (d, top)
+    if mode == "early" and mine(top, cpid):
+        return "the child wrote into %s before it recorded anything: %s" % (d, mine(top, cpid))
+    if not mine(top, ppid) or mine(low, ppid):
+        return "the parent's series is not (only) in %s: %s / %s" % (d, top, low)
+    for pid, waits in ((cpid, cturns), (ppid, pturns)):
+        turns = sum(w["polls"] for w in s["workers"] if w["pid"] == pid)
+        if not waits - 1 <= turns <= waits:
+            return "process %d: %d loop turns in the trace, %d waits made" % (pid, turns, waits)
+    pv = procs[cpid].get("privileges")
+    if not pv or pv["from_uid"] != 0 or pv["to_uid"] != nuid:
+        return "the child's drop is not in the summary: %s" % pv
+    pnames = [w["name"] for w in s["workers"] if w["pid"] == ppid]
+    if pnames != ["pd-renamed"]:
+        return "the parent's thread is named %s, expected pd-renamed (prctl)" % pnames
+    if procs[ppid].get("privileges"):
+        return "the parent, which kept root, is said to have dropped: %s" % procs[ppid]["privileges"]
+    bad = [l for l in open(err).read().splitlines() if l.startswith("d9") and "privileges dropped" not in l]
+    if bad:
+        return "the agent said: %s" % bad[:2]
+    return None
+why = check()
+result(name, why, "" if why else "child and parent series read from one directory")
+
+def access():
+    st = os.lstat(d)
+    if st.st_uid != 0 or stat.S_IMODE(st.st_mode) != 0o700:
+        return "%s is uid %d mode %o" % (d, st.st_uid, stat.S_IMODE(st.st_mode))
+    sub = os.path.join(d, "d9-uid-%d" % nuid)
+    st = os.lstat(sub)
+    if st.st_uid != nuid or stat.S_IMODE(st.st_mode) != 0o700 or not stat.S_ISDIR(st.st_mode):
+        return "%s is uid %d mode %o" % (sub, st.st_uid, stat.S_IMODE(st.st_mode))
+    for dd, owner_of in ((d, 0), (sub, nuid)):
+        for f in os.listdir(dd):
+            p = os.path.join(dd, f)
+            st = os.lstat(p)
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            if ".tmp" in f or ".recovering" in f:
+                return "left behind: %s" % p
+            if st.st_uid != owner_of or stat.S_IMODE(st.st_mode) != 0o600:
+                return "%s is uid %d mode %o, expected uid %d 0600" % (p, st.st_uid, stat.S_IMODE(st.st_mode), owner_of)
+    return None
+why = access()
+result(name + "-access", why)
+PY
+done
