@@ -3,12 +3,13 @@
 # epoll loop nobody here wrote). redis runs under LD_PRELOAD=build/libd9agent.so with
 # D9_CPU_PROFILE=999 and D9_SCHED_EVENTS=1 (off-CPU samples), on 127.0.0.1 and a free port, with no
 # persistence; redis-cli injects two slow events, then redis gets SIGTERM:
-#   - redis-sleep: `DEBUG SLEEP 0.3` (nanosleep in the command): a loop turn of 300 ms +-10% in
-#     `summary --json`, whose main item is that blocking call (nanosleep, 300 ms +-10%, its stack
-#     through debugCommand); the flame graph of that turn (--long-polls 270ms, --cpu both, by
-#     time) has the sleep on top: its heaviest stack ends in nanosleep and weighs 300 ms +-10%.
+#   - redis-sleep: `DEBUG SLEEP 0.3` (nanosleep in the command): a loop turn in `summary --json`
+#     as long as the client saw the command take (+-10%, and at least 300 ms), whose main item is
+#     that blocking call (nanosleep, 300 ms to the client's time +10%, its stack through
+#     debugCommand); the flame graph of that turn (a window around it, --cpu both, by time) has
+#     the sleep on top: its heaviest stack ends in nanosleep and weighs as much.
 #   - redis-eval: an EVAL whose Lua loop runs 200 ms of wall time (it reads TIME): a loop turn
-#     of 200 ms +-10%; the flame graph of that turn (a window around it, on-CPU by time) has the
+#     as long as the client saw it take (+-10%); the flame graph of that turn (a window around it, on-CPU by time) has the
 #     Lua interpreter on top: its heaviest stack runs in Lua (under lua_pcall: Lua's internal
 #     functions have no names in a stripped redis) and Lua holds most of the turn's CPU time.
 #   - redis-hotspots: the hot spots are by time, and the sleep weighs its 300 ms off CPU (only
@@ -39,9 +40,14 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$NAME-XXXXXX")
 trap pl_cleanup EXIT
 [ -n "${KEEP:-}" ] && trap - EXIT
 
+# redis and the client that times its commands run at nice -10 when we may (root): on a machine
+# busy with other work a preempted server or client would stretch what the test compares (the
+# loop turn and the time the client saw) by whole scheduler slices
+NICE=()
+[ "$(id -u)" -eq 0 ] && NICE=(nice -n -10)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 mkdir -p "$T/trace" "$T/data"
-env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/trace/trace.bin" D9_FLUSH_INTERVAL=50ms \
+"${NICE[@]}" env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/trace/trace.bin" D9_FLUSH_INTERVAL=50ms \
 	D9_CPU_PROFILE=999 D9_SCHED_EVENTS=1 \
 	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$T/data" \
 	--daemonize no --enable-debug-command yes --logfile "$T/redis.log" \
@@ -60,13 +66,31 @@ if grep -q 'perf_event_open' "$T/stderr"; then
 fi
 
 cli set k v >/dev/null
-cli debug sleep 0.3 >"$T/sleep.out" 2>&1
+# timed CMD ARGS...: sends one command on a fresh connection, prints its reply and the time from
+# the send to the whole reply in ns (what the client saw: the server's loop turn plus loopback)
+timed() {
+	"${NICE[@]}" python3 - "$port" "$@" <<'PYEOF'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=60)
+args = [a.encode() for a in sys.argv[2:]]
+s.sendall(b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+t0 = time.monotonic_ns()
+d = b""
+while not d.endswith(b"\r\n"):
+    c = s.recv(4096)
+    if not c:
+        break
+    d += c
+print(d.decode(errors="replace").strip().lstrip("+:"), time.monotonic_ns() - t0)
+PYEOF
+}
+read -r sleep_reply sleep_ns <<<"$(timed DEBUG SLEEP 0.3 2>&1)"
 # Lua: about 200 ms of wall time in the interpreter (TIME is wall clock: a busy machine makes the
 # loop run fewer iterations, not longer)
 LUA='local s = redis.call("TIME") local t0 = s[1] * 1000000 + s[2] local x = 0
 repeat for i = 1, 20000 do x = (x + i * 7) % 1000003 end
 local n = redis.call("TIME") until n[1] * 1000000 + n[2] - t0 >= 200000 return x'
-cli eval "$LUA" 0 >"$T/eval.out" 2>&1
+read -r eval_reply eval_ns <<<"$(timed EVAL "$LUA" 0 2>&1)"
 cli get k >/dev/null
 kill -TERM "$SPID" 2>/dev/null
 pl_wait_exit 30
@@ -74,8 +98,8 @@ if [ "$SRC" = hung ]; then
 	pl_fail "$NAME" "redis-server did not exit within $((30 * D9_SLOW)) s of SIGTERM"
 	exit 0
 fi
-if ! grep -qx OK "$T/sleep.out" || ! grep -qE '^[0-9]+$' "$T/eval.out"; then
-	pl_fail "$NAME" "the slow commands failed: DEBUG SLEEP '$(head -c 200 "$T/sleep.out")', EVAL '$(head -c 200 "$T/eval.out")'"
+if [ "${sleep_reply:-}" != OK ] || [[ ! "${eval_reply:-}" =~ ^[0-9]+$ ]] || [ -z "${eval_ns:-}" ]; then
+	pl_fail "$NAME" "the slow commands failed: DEBUG SLEEP '${sleep_reply:-}', EVAL '${eval_reply:-}'"
 	exit 0
 fi
 d9_wait_settled "$T/trace" 30 >/dev/null 2>&1 || true
@@ -103,14 +127,17 @@ EOF
 top_line() { awk '{ w = $NF; $NF = ""; sub(/ $/, ""); print w "\t" $0 }' "$1" | sort -n -k1,1 | tail -1; }
 
 # ---- DEBUG SLEEP 0.3 -----------------------------------------------------------------------------
-read -r off dur <<<"$(pick sleep 270 330)"
+# the turn is as long as the client saw the command take (+-10%; loopback adds microseconds),
+# and at least the 300 ms the sleep asked for
+read -r off dur <<<"$(pick sleep "$((sleep_ns * 9 / 10 > 300000000 ? sleep_ns * 9 / 10000000 : 300))" "$((sleep_ns * 11 / 10000000))")"
 if [ -z "${dur:-}" ]; then
-	pl_fail redis-sleep "no loop turn of 300 ms +-10%: $(python3 -c 'import json,sys; print([p["duration_ns"] for p in json.load(open(sys.argv[1]))["long_polls"]][:10])' "$T/summary.json")"
+	pl_fail redis-sleep "no loop turn of $((sleep_ns / 1000000)) ms +-10% (what the client saw): $(python3 -c 'import json,sys; print([p["duration_ns"] for p in json.load(open(sys.argv[1]))["long_polls"]][:10])' "$T/summary.json")"
 else
-	why=$(python3 - "$T/summary.json" "$dur" <<'EOF'
+	why=$(python3 - "$T/summary.json" "$dur" "$sleep_ns" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
 p = [p for p in s["long_polls"] if p["duration_ns"] == int(sys.argv[2])][0]
+hi = int(sys.argv[3]) * 1.1
 b = p.get("blocking")
 if not b:
     print("the turn lists no blocking call"); sys.exit()
@@ -118,19 +145,20 @@ l = b["longest"]
 st = " < ".join(l["stack"] or [])
 if "sleep" not in l["call"]:
     print("its longest blocking call is %s, not the sleep" % l["call"])
-elif not 270e6 <= l["duration_ns"] <= 330e6:
-    print("the sleep took %d ns, not 300 ms +-10%%" % l["duration_ns"])
+elif not 300e6 <= l["duration_ns"] <= hi:
+    print("the sleep took %d ns, not 300 ms to %d ns" % (l["duration_ns"], hi))
 elif "debugCommand" not in st:
     print("the sleep's stack does not reach debugCommand: %s" % st[:300])
 EOF
 )
-	"$PL_ANALYZE" flame --cpu both --long-polls 270ms "$T/trace" >"$T/sleep.flame" 2>"$T/sleep.flame.err"
+	"$PL_ANALYZE" flame --cpu both --long-polls 300ms --from "$((off / 1000))us" \
+		--to "$(((off + dur) / 1000 + 1))us" "$T/trace" >"$T/sleep.flame" 2>"$T/sleep.flame.err"
 	IFS=$'\t' read -r w frames <<<"$(top_line "$T/sleep.flame")"
 	if [ -n "$why" ]; then
 		pl_fail redis-sleep "$why"
 	elif [ -z "${w:-}" ]; then
 		pl_fail redis-sleep "the turn's flame graph is empty: $(head -c 300 "$T/sleep.flame.err")"
-	elif [[ "${frames##*;}" != *sleep* ]] || [ "$w" -lt 270000 ] || [ "$w" -gt 330000 ]; then
+	elif [[ "${frames##*;}" != *sleep* ]] || [ "$w" -lt 300000 ] || [ "$w" -gt "$((sleep_ns * 11 / 10000))" ]; then
 		pl_fail redis-sleep "the top of the turn's flame graph is not the 300 ms sleep: $w us in ${frames: -200}"
 	else
 		pl_pass redis-sleep "loop turn of $((dur / 1000000)) ms; its main item the blocking nanosleep; flame top ${frames##*;} $((w / 1000)) ms"
@@ -138,9 +166,9 @@ EOF
 fi
 
 # ---- EVAL: 200 ms in Lua -------------------------------------------------------------------------
-read -r off dur <<<"$(pick eval 180 220)"
+read -r off dur <<<"$(pick eval "$((eval_ns * 9 / 10000000))" "$((eval_ns * 11 / 10000000))")"
 if [ -z "${dur:-}" ]; then
-	pl_fail redis-eval "no loop turn of 200 ms +-10%: $(python3 -c 'import json,sys; print([p["duration_ns"] for p in json.load(open(sys.argv[1]))["long_polls"]][:10])' "$T/summary.json")"
+	pl_fail redis-eval "no loop turn of $((eval_ns / 1000000)) ms +-10% (what the client saw): $(python3 -c 'import json,sys; print([p["duration_ns"] for p in json.load(open(sys.argv[1]))["long_polls"]][:10])' "$T/summary.json")"
 else
 	from=$((off / 1000))us to=$(((off + dur) / 1000 + 1))us
 	"$PL_ANALYZE" flame --long-polls 180ms --from "$from" --to "$to" "$T/trace" >"$T/eval.flame" 2>"$T/eval.flame.err"
@@ -184,7 +212,7 @@ elif not off or "self_ns" not in off[0]:
     print("FAIL no off-CPU hot spot with its time")
 else:
     sl = [f for f in off if "nanosleep" in f["function"]]
-    if not sl or sl[0]["self_ns"] < 270e6 and sl[0]["total_ns"] < 270e6:
+    if not sl or sl[0]["self_ns"] < 300e6 and sl[0]["total_ns"] < 300e6:
         print("FAIL the sleep does not weigh 300 ms off CPU: %s" % off[:3])
     elif off[0]["self_ns"] > max(sl[0]["self_ns"], sl[0]["total_ns"]) and "epoll" not in off[0]["function"]:
         print("FAIL %s leads the off-CPU hot spots ahead of the sleep" % off[0]["function"])
