@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -181,7 +182,7 @@ static void ledger_write(uint64_t segs, uint64_t bytes)
 
 struct cand {
 	char name[256];
-	uint64_t size;
+	uint64_t size, charge; /* bytes on disk; bytes counted in the total */
 	struct timespec mtime;
 	long pid, seq;
 };
@@ -217,7 +218,25 @@ const char *d9__seg_parse(const char *name, long *pid, long *seq)
 	return end;
 }
 
-int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
+/* Whether pid's compressor will still compress its .bin files: it lives (and is not us exiting). */
+static int alive(long pid, int flags)
+{
+	static long last_pid, last_alive; /* the scan meets a process's files one after another */
+
+	if (flags < 0) {
+		last_pid = 0;
+		return 0;
+	}
+	if (pid == (long)d9__g.pid)
+		return !(flags & D9__BUDGET_EXITING);
+	if (pid != last_pid) {
+		last_pid = pid;
+		last_alive = kill((pid_t)pid, 0) == 0 || errno != ESRCH;
+	}
+	return (int)last_alive;
+}
+
+int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve, int flags)
 {
 	struct d9__agent *g = &d9__g;
 	const uint64_t budget = g->cfg.max_total_size;
@@ -225,8 +244,10 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 	size_t nc = 0, ccap = 0, nfiles = 0;
 	uint64_t total = 0, segs = 0, bytes = 0, del_segs = 0, del_bytes = 0;
 	int saved = errno;
+	const uint32_t ratio = d9__gzip_ratio();
 
 	int taken = d9__dirlock_take(wait_ns);
+	alive(0, -1); /* processes seen alive by an earlier scan may have ended */
 	if (taken < 0) {
 		d9__log(D9_LOG_DEBUG, "budget lock of %s busy: the budget is kept at the next segment",
 			g->cfg.dir);
@@ -255,7 +276,10 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 			total += pid == (long)g->pid && size < own_reserve ? own_reserve : size;
 			continue;
 		}
-		total += size;
+		uint64_t charge = size;
+		if (!strcmp(suffix, ".bin") && g->cfg.compress && alive(pid, flags))
+			charge = size * ratio / 1024; /* its writer compresses it, then counts again */
+		total += charge;
 		if (strcmp(suffix, ".bin") && strcmp(suffix, ".bin.gz"))
 			continue; /* temporary or set-aside files: counted, never deleted here */
 		if (strlen(e->d_name) >= sizeof(c->name))
@@ -271,6 +295,7 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		struct cand *k = &c[nc++];
 		snprintf(k->name, sizeof(k->name), "%s", e->d_name);
 		k->size = size;
+		k->charge = charge;
 		k->mtime = st.st_mtim;
 		k->pid = pid;
 		k->seq = seq;
@@ -285,7 +310,7 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 					strerror(errno));
 			continue;
 		}
-		total -= c[i].size;
+		total -= c[i].charge;
 		nfiles--;
 		del_segs++;
 		del_bytes += c[i].size;
