@@ -103,7 +103,9 @@ int d9__dirlock_take(uint64_t wait_ns)
 			errno = saved;
 			return 1;
 		}
-		if (d9__mono_ns() >= deadline) {
+		/* the process is exiting and the exit cannot wait for the compressor */
+		if (d9__mono_ns() >= deadline ||
+			__atomic_load_n(&d9__g.compress_abort, __ATOMIC_RELAXED)) {
 			d9__unlock(&bud.mu);
 			errno = saved;
 			return -ETIMEDOUT;

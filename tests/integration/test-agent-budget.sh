@@ -12,6 +12,8 @@
 #     and exits, 4 alive at once) with D9_MAX_TOTAL_SIZE=2M and the default D9_MAX_FILES (256):
 #     at most 256 segment files and 2M remain, every process's segment is either kept or counted
 #     as deleted, and the analyzer's count is the number deleted.
+#   - a link planted as <stem>.lock is never followed: the agent keeps the budget alone, says
+#     so once, and the link's target is untouched.
 set -u
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -149,4 +151,35 @@ info = "%d files (%d bytes) kept, %d deleted (analyzer %d)" % (len(names), total
     dq["budget_deleted_segments"])
 ' "$T/storm.out" "$d" "$T/storm.json" "$T/storm.deleted"
 	fi
+fi
+
+# ---- a link planted as the lock file --------------------------------------------------------------
+# The agent never follows it (O_NOFOLLOW): the file it points to stays as it was, the agent says
+# once that it keeps the budget alone, and the process's own budget still holds.
+d=$T/planted
+mkdir -p "$d"
+chmod 700 "$d"
+printf 'not d9s\n' >"$T/victim"
+ln -s "$T/victim" "$d/trace.lock"
+d9_run "$T/planted.out" "$T/planted.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_TOTAL_SIZE=2M \
+	D9_MAX_FILE_SIZE=1M D9_COMPRESS=0 -- -t 2 -n 600000 --park-every 2000 --sleep-us 100
+rc=$?
+if [ "$rc" -ne 0 ]; then
+	d9_fail budget-planted-lock "driver exited $rc: $(head -c 300 "$T/planted.err")"
+elif ! d9_wait_settled "$d"; then
+	d9_fail budget-planted-lock "$D9_SETTLE_ERR"
+else
+	d9_py budget-planted-lock '
+d = f[0]; err = open(f[1]).read()
+if open(f[2]).read() != "not d9s\n" or not os.path.islink(os.path.join(d, "trace.lock")):
+    fail("the planted link or its target changed")
+said = [l for l in err.splitlines() if "budget lock file" in l]
+if len(said) != 1:
+    fail("%d lines about the lock file, expected 1: %s" % (len(said), said[:2]))
+names = [n for n in files(d) if n.endswith(".bin")]
+total = sum(os.path.getsize(os.path.join(d, n)) for n in names)
+if len(names) < 2 or total > 2 * 1048576:
+    fail("%d segments, %d bytes with D9_MAX_TOTAL_SIZE=2M" % (len(names), total))
+info = said[0]
+' "$d" "$T/planted.err" "$T/victim"
 fi
