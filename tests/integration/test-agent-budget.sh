@@ -12,6 +12,9 @@
 #     and exits, 4 alive at once) with D9_MAX_TOTAL_SIZE=2M and the default D9_MAX_FILES (256):
 #     at most 256 segment files and 2M remain, every process's segment is either kept or counted
 #     as deleted, and the analyzer's count is the number deleted.
+#   - a pre-forked server under LD_PRELOAD (fork-storm.c -w: 4 workers, each parks in epoll_wait as
+#     fast as it can for 3 s) with D9_MAX_TOTAL_SIZE=4M, D9_MAX_FILE_SIZE=1M and the defaults
+#     (compression, symbols): the same bounds and counts.
 #   - a link planted as <stem>.lock is never followed: the agent keeps the budget alone, says
 #     so once, and the link's target is untouched.
 set -u
@@ -150,6 +153,51 @@ if dq["budget_deleted_segments"] != len(deleted):
 info = "%d files (%d bytes) kept, %d deleted (analyzer %d)" % (len(names), total, len(deleted),
     dq["budget_deleted_segments"])
 ' "$T/storm.out" "$d" "$T/storm.json" "$T/storm.deleted"
+	fi
+fi
+
+# ---- a pre-forked server under LD_PRELOAD ----------------------------------------------------------
+if [ -x "$storm" ]; then
+	d=$T/workers
+	mkdir -p "$d"
+	{ env LD_PRELOAD="$D9_ROOT/build/libd9agent.so" D9_TRACE_PATH="$d/trace.bin" \
+		D9_MAX_TOTAL_SIZE=4M D9_MAX_FILE_SIZE=1M D9_LOG=debug \
+		timeout -s KILL $((120 * D9_SLOW)) "$storm" -w 4 3 >"$T/workers.out" 2>"$T/workers.err"; } 2>/dev/null
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		d9_fail budget-workers "fork-storm -w exited $rc: $(grep -v '^d9\[[0-9]*\]: \(deleted\|segment\|tracing\)' "$T/workers.err" | head -c 300)"
+	elif ! d9_wait_settled "$d"; then
+		d9_fail budget-workers "$D9_SETTLE_ERR"
+	else
+		deleted_names "$T/workers.err" >"$T/workers.deleted"
+		summary_json "$d" "$T/workers.json"
+		d9_py budget-workers '
+import re
+lines = open(f[0]).read().split("\n")
+kids = set(int(l.split()[1]) for l in lines if l.startswith("child "))
+d = f[1]; summ = one(f[2]); deleted = open(f[3]).read().split()
+names = [n for n in files(d) if n.endswith(".bin") or n.endswith(".bin.gz")]
+if not deleted:
+    fail("nothing was deleted: the workers did not exceed the budget (%s)" % names)
+total = sum(os.path.getsize(os.path.join(d, n)) for n in names)
+if total > 4 * 1048576 * 1.01:
+    fail("%d bytes left, over D9_MAX_TOTAL_SIZE=4M" % total)
+big = [n for n in names if os.path.getsize(os.path.join(d, n)) > 1048576]
+if big:
+    fail("segments larger than D9_MAX_FILE_SIZE=1M: %s" % big)
+dq = summ["data_quality"]
+if dq["budget_deleted_segments"] != len(deleted):
+    fail("d9-analyze counts %d deleted segments, the agents deleted %d"
+         % (dq["budget_deleted_segments"], len(deleted)))
+writers = set(int(re.match(r"trace\.(\d+)\.", n).group(1)) for n in names + deleted)
+if writers != kids:
+    fail("segments of pids %s, the workers were %s" % (sorted(writers), sorted(kids)))
+parks = [w["parks"] for w in summ["workers"] if w["pid"] in kids]
+if not parks or not all(parks):
+    fail("workers in the summary: %s" % [(w["pid"], w["parks"]) for w in summ["workers"]])
+info = "%d bytes in %d segments kept, %d deleted (analyzer %d)" % (total, len(names), len(deleted),
+    dq["budget_deleted_segments"])
+' "$T/workers.out" "$d" "$T/workers.json" "$T/workers.deleted"
 	fi
 fi
 
