@@ -401,7 +401,8 @@ void *d9__compressor_main(void *arg)
 			 * compression in the directory leaves it within the budget); this process's
 			 * segment being written keeps its room */
 			d9__unlock(&g->disk_lock);
-			d9__budget_enforce(1000000000u, g->cfg.max_file_size, 0);
+			d9__budget_enforce(1000000000u, g->cfg.max_file_size,
+				__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE) ? D9__BUDGET_EXITING : 0);
 			d9__lock(&g->disk_lock);
 		}
 		if (err) {
