@@ -10,7 +10,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,7 +25,10 @@ static struct {
 	uint64_t deleted_segments, deleted_bytes; /* the directory's totals, as of our last look */
 } bud = { PTHREAD_MUTEX_INITIALIZER, { -1, 0, 0 }, 0, 0 };
 
-#define LEDGER_MAGIC "d9 budget 1\n\0\0\0\0" /* 16 bytes, then u64 segments, u64 bytes (LE) */
+/* 16 bytes, then u64 LE: segments deleted, their bytes */
+#define LEDGER_MAGIC "d9 budget 1\n\0\0\0\0"
+
+struct ledger { uint64_t segs, bytes; };
 
 void d9__budget_child(void)
 {
@@ -147,29 +149,29 @@ static void put_le64(uint8_t *p, uint64_t v)
 }
 
 /* Reads the totals (lock held); a new or foreign-looking file counts from 0. */
-static void ledger_read(uint64_t *segs, uint64_t *bytes)
+static void ledger_read(struct ledger *l)
 {
 	uint8_t buf[32];
 	ssize_t n;
 
-	*segs = *bytes = 0;
+	memset(l, 0, sizeof(*l));
 	do
 		n = pread(bud.lock.fd, buf, sizeof(buf), 0);
 	while (n < 0 && errno == EINTR);
-	if (n == (ssize_t)sizeof(buf) && !memcmp(buf, LEDGER_MAGIC, 16) && !d9__file_check(&bud.lock)) {
-		*segs = le64(buf + 16);
-		*bytes = le64(buf + 24);
-	}
+	if (n != (ssize_t)sizeof(buf) || memcmp(buf, LEDGER_MAGIC, 16) || d9__file_check(&bud.lock))
+		return;
+	l->segs = le64(buf + 16);
+	l->bytes = le64(buf + 24);
 }
 
-static void ledger_write(uint64_t segs, uint64_t bytes)
+static void ledger_write(const struct ledger *l)
 {
 	uint8_t buf[32];
 	ssize_t n;
 
 	memcpy(buf, LEDGER_MAGIC, 16);
-	put_le64(buf + 16, segs);
-	put_le64(buf + 24, bytes);
+	put_le64(buf + 16, l->segs);
+	put_le64(buf + 24, l->bytes);
 	if (d9__file_check(&bud.lock))
 		return;
 	do
@@ -184,7 +186,7 @@ static void ledger_write(uint64_t segs, uint64_t bytes)
 
 struct cand {
 	char name[256];
-	uint64_t size, charge; /* bytes on disk; bytes counted in the total */
+	uint64_t size;
 	struct timespec mtime;
 	long pid, seq;
 };
@@ -220,25 +222,7 @@ const char *d9__seg_parse(const char *name, long *pid, long *seq)
 	return end;
 }
 
-/* Whether pid's compressor will still compress its .bin files: it lives (and is not us exiting). */
-static int alive(long pid, int flags)
-{
-	static long last_pid, last_alive; /* the scan meets a process's files one after another */
-
-	if (flags < 0) {
-		last_pid = 0;
-		return 0;
-	}
-	if (pid == (long)d9__g.pid)
-		return !(flags & D9__BUDGET_EXITING);
-	if (pid != last_pid) {
-		last_pid = pid;
-		last_alive = kill((pid_t)pid, 0) == 0 || errno != ESRCH;
-	}
-	return (int)last_alive;
-}
-
-int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve, int flags)
+int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 {
 	struct d9__agent *g = &d9__g;
 	const uint64_t budget = g->cfg.max_total_size;
@@ -246,10 +230,9 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve, int flags)
 	size_t nc = 0, ccap = 0, nfiles = 0;
 	uint64_t total = 0, segs = 0, bytes = 0, del_segs = 0, del_bytes = 0;
 	int saved = errno;
-	const uint32_t ratio = d9__gzip_ratio();
+	struct ledger l = { 0 };
 
 	int taken = d9__dirlock_take(wait_ns);
-	alive(0, -1); /* processes seen alive by an earlier scan may have ended */
 	if (taken < 0) {
 		d9__log(D9_LOG_DEBUG, "budget lock of %s busy: the budget is kept at the next segment",
 			g->cfg.dir);
@@ -278,10 +261,9 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve, int flags)
 			total += pid == (long)g->pid && size < own_reserve ? own_reserve : size;
 			continue;
 		}
-		uint64_t charge = size;
-		if (!strcmp(suffix, ".bin") && g->cfg.compress && alive(pid, flags))
-			charge = size * ratio / 1024; /* its writer compresses it, then counts again */
-		total += charge;
+		/* a .bin counts at its full size until it is compressed: the budget bounds the
+		 * disk space the directory takes now, not what it will take */
+		total += size;
 		if (strcmp(suffix, ".bin") && strcmp(suffix, ".bin.gz"))
 			continue; /* temporary or set-aside files: counted, never deleted here */
 		if (strlen(e->d_name) >= sizeof(c->name))
@@ -297,7 +279,6 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve, int flags)
 		struct cand *k = &c[nc++];
 		snprintf(k->name, sizeof(k->name), "%s", e->d_name);
 		k->size = size;
-		k->charge = charge;
 		k->mtime = st.st_mtim;
 		k->pid = pid;
 		k->seq = seq;
@@ -312,7 +293,7 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve, int flags)
 					strerror(errno));
 			continue;
 		}
-		total -= c[i].charge;
+		total -= c[i].size;
 		nfiles--;
 		del_segs++;
 		del_bytes += c[i].size;
@@ -328,11 +309,13 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve, int flags)
 	closedir(d);
 out:
 	if (taken == 0) {
-		ledger_read(&segs, &bytes);
+		ledger_read(&l);
+		l.segs += del_segs;
+		l.bytes += del_bytes;
 		if (del_segs)
-			ledger_write(segs + del_segs, bytes + del_bytes);
-		segs += del_segs;
-		bytes += del_bytes;
+			ledger_write(&l);
+		segs = l.segs;
+		bytes = l.bytes;
 	} else {
 		segs = bud.deleted_segments + del_segs; /* alone: this process's own count */
 		bytes = bud.deleted_bytes + del_bytes;

@@ -97,22 +97,6 @@ static int deflate_file(struct d9__file *in, struct d9__file *out)
 	return err;
 }
 
-/* Bytes in and out of this process's compressions (a fork inherits them): the directory budget
- * counts a live writer's .bin, still to be compressed, at this ratio. */
-static uint64_t gz_in, gz_out;
-
-uint32_t d9__gzip_ratio(void)
-{
-	uint64_t in = __atomic_load_n(&gz_in, __ATOMIC_RELAXED);
-	uint64_t out = __atomic_load_n(&gz_out, __ATOMIC_RELAXED);
-
-	if (!in || out >= in)
-		return 1024; /* nothing compressed yet: counted at its full size */
-	/* a little more than seen, never less than 1/64 */
-	uint64_t r = out * 1024 / in + 16;
-	return r < 16 ? 16 : r > 1024 ? 1024 : (uint32_t)r;
-}
-
 int d9__gzip_file(const char *src, uint64_t *out_size)
 {
 	char tmp[4300], dst[4300];
@@ -175,10 +159,6 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	}
 	unlink(src);
 	d9__dirlock_give(taken);
-	if (fstat(in.fd, &st) == 0 && out_size) {
-		__atomic_add_fetch(&gz_in, (uint64_t)st.st_size, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&gz_out, *out_size, __ATOMIC_RELAXED);
-	}
 	d9__file_close(&in);
 	return 0;
 err_tmp:
@@ -396,15 +376,6 @@ void *d9__compressor_main(void *arg)
 		}
 		if (err == -ECANCELED)
 			break;
-		if (!err && g->cfg.compress) {
-			/* a segment shrank: the budget is kept again with its real size (the last
-			 * compression in the directory leaves it within the budget); this process's
-			 * segment being written keeps its room */
-			d9__unlock(&g->disk_lock);
-			d9__budget_enforce(1000000000u, g->cfg.max_file_size,
-				__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE) ? D9__BUDGET_EXITING : 0);
-			d9__lock(&g->disk_lock);
-		}
 		if (err) {
 			/* e.g. a full disk: this segment stays .bin for now; later ones are still
 			 * compressed and symbolized */

@@ -272,13 +272,10 @@ void d9__sealed_forget(const char *path);
 /* budget.c: the directory budget shared by every process writing the stem there (DESIGN.md,
  * "The directory budget"). Only agent threads call these. */
 /* Deletes the oldest sealed segments of the directory (any process of ours) until its files fit
- * D9_MAX_TOTAL_SIZE and D9_MAX_FILES, this process's segment being written counted at
- * own_reserve at least (the room it may grow into), other writers' as they are now, and a live
- * process's .bin (compressed later) at the compression ratio seen; with D9__BUDGET_EXITING this
- * process's own .bin files count at their full size (its compressor may not get to them). Waits
- * at most wait_ns for the lock. Returns 0, or -ETIMEDOUT (nothing done). */
-int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve, int flags);
-#define D9__BUDGET_EXITING 1
+ * D9_MAX_TOTAL_SIZE and D9_MAX_FILES, every file at its size now, except this process's segment
+ * being written: at least own_reserve (the room it may grow into). Waits at most wait_ns for the
+ * lock. Returns 0, or -ETIMEDOUT (nothing done). */
+int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve);
 /* The directory's running totals of segments (and bytes) the budget deleted, as last seen. */
 void d9__budget_deleted(uint64_t *segments, uint64_t *bytes);
 /* Takes the directory lock (this process's mutex, then the lock file's record lock, tried up to
@@ -293,8 +290,6 @@ const char *d9__seg_parse(const char *name, long *pid, long *seq);
 void *d9__compressor_main(void *arg);
 /* gzip src into src.gz (via a .tmp and rename), then removes src. Returns 0 or -errno. */
 int d9__gzip_file(const char *src, uint64_t *out_size);
-/* Compressed size per 1024 bytes of segment seen so far (1024 before any compression). */
-uint32_t d9__gzip_ratio(void);
 
 /* The D9_SCHEMA_* flags of every segment's schema: CpuSample events carry their unwinder. */
 #define D9__SCHEMA_FLAGS D9_AGENT_SCHEMA /* the one schema of every segment the agent writes */

@@ -260,7 +260,7 @@ static int seg_open(void)
 	}
 	/* the directory budget, with room for this segment to grow to D9_MAX_FILE_SIZE (its
 	 * .active.tmp); a busy lock leaves it to the next seal or segment */
-	if (d9__budget_enforce(200000000u, g->cfg.max_file_size, 0) == 0)
+	if (d9__budget_enforce(200000000u, g->cfg.max_file_size) == 0)
 		budget_due = 0;
 	d9__clock_anchor(&a);
 	struct d9_header h = {
@@ -630,15 +630,17 @@ void *d9__writer_main(void *arg)
 		if (g->seg.f.fd >= 0 && g->seg.rotate_at_real_ns &&
 			d9__realtime_ns() >= g->seg.rotate_at_real_ns)
 			seg_seal();
-		if (budget_due && !stopping && d9__budget_enforce(200000000u, 0, 0) == 0)
+		if (budget_due && !stopping && d9__budget_enforce(200000000u, 0) == 0)
 			budget_due = 0;
 		if (stopping) {
 			if (nwdrops || wdrop_overflow)
 				write_drop_records();
+			/* the budget is kept before the last seal (the segment counts as it is; its
+			 * trailer adds a few hundred bytes), so that the trailer carries the deletions;
+			 * a short wait: the process is exiting */
+			if (budget_due || g->seg.f.fd >= 0)
+				d9__budget_enforce(20000000u, 0);
 			seg_seal();
-			/* the last seal keeps the budget too; a short wait: the process is exiting */
-			if (budget_due)
-				d9__budget_enforce(20000000u, 0, D9__BUDGET_EXITING);
 			/* our own data is safe; what is left of the recovery fits in the exit's wait */
 			while (recovering)
 				recovering = d9__recover_next();
