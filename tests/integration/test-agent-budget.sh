@@ -22,8 +22,6 @@ set -u
 . "$(dirname "$0")/lib.sh"
 d9_setup agent-budget
 
-MiB=1048576
-
 # deleted_names ERR...: the segment names the agents' debug lines say they deleted, one a line
 deleted_names() { cat "$@" | sed -n 's|^d9\[[0-9]*\]: deleted .*/\([^/ ]*\) (directory budget)$|\1|p'; }
 
@@ -92,6 +90,9 @@ for pid, seqs in series.items():
     for q in range(max(seqs)):
         if q not in seqs and "trace.%d.%06d" % (pid, q) not in gone:
             fail("trace.%d.%06d is missing and no agent deleted it" % (pid, q))
+    # oldest first: what is kept of a process is the newest part of its series
+    if sorted(seqs) != list(range(min(seqs), max(seqs) + 1)):
+        fail("pid %d: kept segments %s are not the newest of its series" % (pid, sorted(seqs)))
 writers = set(int(re.match(r"trace\.(\d+)\.", n).group(1)) for n in deleted + names)
 if not writers <= set(pids) or len(writers) < 4:
     fail("segments of pids %s, the processes were %s" % (sorted(writers), pids))
