@@ -272,7 +272,7 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 			size_t ncap = ccap ? ccap * 2 : 64;
 			struct cand *m = realloc(c, ncap * sizeof(*c));
 			if (!m)
-				break; /* the oldest found so far still go */
+				continue; /* counted, not deletable: older ones may still go */
 			c = m;
 			ccap = ncap;
 		}
