@@ -1,7 +1,9 @@
-/* compress.c: the sealed segments of this process series: the total-size budget (delete the
- * oldest) and background gzip compression (a low-priority thread; .bin -> .bin.gz through a
- * .tmp file and rename, so a crash never leaves a half-written .gz under a final name). The same
- * thread first writes symbol records into each sealed segment (symbolize.c, D9_SYMBOLIZE). */
+/* compress.c: the sealed segments of this process series and background gzip compression (a
+ * low-priority thread; .bin -> .bin.gz through a .tmp file and rename, so a crash never leaves a
+ * half-written .gz under a final name). The same thread first writes symbol records into each
+ * sealed segment (symbolize.c, D9_SYMBOLIZE). The size budget is the directory's (budget.c):
+ * the renames that publish a segment happen under its lock, after checking that the budget has
+ * not deleted the segment meanwhile. */
 #include "internal.h"
 #include "symbolize.h"
 
@@ -122,6 +124,11 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	struct stat st;
 	if (!err && out_size)
 		*out_size = fstat(out.fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+	/* the .gz keeps the seal time: the directory budget deletes the oldest segments first */
+	if (!err && fstat(in.fd, &st) == 0) {
+		struct timespec times[2] = { st.st_atim, st.st_mtim };
+		futimens(out.fd, times);
+	}
 	int cerr = d9__file_close(&out);
 	if (!err)
 		err = cerr;
@@ -134,12 +141,25 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 		err = -ECANCELED;
 		goto err_in;
 	}
-	if (rename(tmp, dst) != 0) {
-		err = -errno;
+	/* under the directory lock: a .bin the budget deleted (any process) stays deleted */
+	int taken = d9__dirlock_take(5000000000ull);
+	if (taken < 0) {
+		err = -EAGAIN;
 		goto err_tmp;
 	}
-	d9__file_close(&in);
+	if (lstat(src, &st) != 0 || st.st_dev != in.dev || st.st_ino != in.ino) {
+		d9__dirlock_give(taken);
+		err = -ENOENT; /* deleted by the budget: nothing to publish */
+		goto err_tmp;
+	}
+	if (rename(tmp, dst) != 0) {
+		err = -errno;
+		d9__dirlock_give(taken);
+		goto err_tmp;
+	}
 	unlink(src);
+	d9__dirlock_give(taken);
+	d9__file_close(&in);
 	return 0;
 err_tmp:
 	d9__tmp_done();
@@ -148,17 +168,6 @@ err_in:
 	d9__tmp_done();
 	d9__file_close(&in);
 	return err;
-}
-
-/* disk lock held */
-static uint64_t sealed_total(void)
-{
-	uint64_t sum = 0;
-
-	for (size_t i = 0; i < d9__g.nsealed; i++)
-		if (!d9__g.sealed[i].foreign)
-			sum += d9__g.sealed[i].size;
-	return sum;
 }
 
 /* With D9_COMPRESS=0 a job stays .bin: the segments already symbolized are those of our
@@ -197,12 +206,32 @@ static int symbolize_job(const char *path, uint32_t seq)
 	}
 	if (r <= 0)
 		return r == -ECANCELED ? r : 0;
+	if (size > g->cfg.max_file_size) {
+		/* no segment is larger than D9_MAX_FILE_SIZE: this one stays without symbols (the
+		 * analyzer names its addresses from the module map) */
+		d9__log_once(D9_LOG_INFO, "%s stays without symbol records: with them it would "
+			"exceed D9_MAX_FILE_SIZE (said once)", path);
+		unlink(tmp);
+		return 0;
+	}
+	/* keeps the seal time (the budget's age), and renames under the directory lock only
+	 * while the segment is still there: another process's budget may have deleted it */
+	struct stat st;
+	if (lstat(path, &st) == 0) {
+		struct timespec times[2] = { st.st_atim, st.st_mtim };
+		utimensat(AT_FDCWD, tmp, times, AT_SYMLINK_NOFOLLOW);
+	}
+	int taken = d9__dirlock_take(5000000000ull);
+	if (taken < 0) {
+		unlink(tmp); /* symbols are skipped for this one rather than waiting longer */
+		return 0;
+	}
 	d9__lock(&g->disk_lock);
 	struct d9__sealed *job = NULL;
 	for (size_t i = 0; i < g->nsealed && !job; i++)
 		if (g->sealed[i].seq == seq && g->sealed[i].compressing)
 			job = &g->sealed[i];
-	if (!job || job->doomed) {
+	if (!job || job->doomed || lstat(path, &st) != 0) {
 		unlink(tmp);
 	} else if (rename(tmp, path) != 0) {
 		d9__log_once(D9_LOG_WARN, "cannot rename %s: %s", tmp, strerror(errno));
@@ -211,6 +240,7 @@ static int symbolize_job(const char *path, uint32_t seq)
 		job->size = size;
 	}
 	d9__unlock(&g->disk_lock);
+	d9__dirlock_give(taken);
 	return 0;
 }
 
@@ -251,33 +281,25 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 		g->compressor_started = 1;
 }
 
-void d9__budget_enforce(uint64_t reserve)
+void d9__sealed_forget(const char *path)
 {
 	struct d9__agent *g = &d9__g;
-	uint64_t budget = g->cfg.max_total_size;
 
 	d9__lock(&g->disk_lock);
-	size_t i = 0;
-	while (i < g->nsealed && sealed_total() + reserve > budget) {
+	for (size_t i = 0; i < g->nsealed; i++) {
 		struct d9__sealed *s = &g->sealed[i];
-		if (s->foreign)
-			break; /* only foreign entries are left: not ours to delete */
+		if (strcmp(s->path, path))
+			continue;
 		if (s->compressing) {
-			/* oldest first, even while compressing: delete the .bin now (the compressor
-			 * keeps reading its open fd) and let the compressor remove its .gz */
-			if (!s->doomed && unlink(s->path) != 0 && errno != ENOENT)
-				d9__log_once(D9_LOG_WARN, "cannot delete %s: %s", s->path, strerror(errno));
+			/* the compressor keeps reading its open descriptor; its rename finds the
+			 * segment gone and publishes nothing */
 			s->doomed = 1;
 			s->size = 0;
-			i++;
-			continue;
+		} else {
+			memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));
+			g->nsealed--;
 		}
-		if (unlink(s->path) != 0 && errno != ENOENT)
-			d9__log_once(D9_LOG_WARN, "cannot delete %s: %s", s->path, strerror(errno));
-		else
-			d9__log(D9_LOG_DEBUG, "deleted %s (total size budget)", s->path);
-		memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));
-		g->nsealed--;
+		break;
 	}
 	d9__unlock(&g->disk_lock);
 }
@@ -330,22 +352,23 @@ void *d9__compressor_main(void *arg)
 				continue;
 			s->compressing = 0;
 			size_t n = strlen(path);
-			if (s->foreign && !err) {
-				memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));
-				g->nsealed--;
-			} else if (s->doomed) {
+			if (err == -ENOENT)
+				s->doomed = 1; /* deleted by a budget (ours or another process's) */
+			if (s->doomed) {
+				/* published in a race with a process that had no lock file: removed */
 				char gz[sizeof(s->path) + 4];
 				memcpy(gz, path, n);
 				memcpy(gz + n, ".gz", 4);
-				unlink(gz);
+				if (g->cfg.compress && !err)
+					unlink(gz);
+				err = 0;
+			}
+			if (!err) {
+				/* done: the list is the compressor's queue, the budget reads the
+				 * directory */
 				memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));
 				g->nsealed--;
-				err = 0;
-			} else if (!err && g->cfg.compress && n + 4 <= sizeof(s->path)) {
-				memcpy(s->path, path, n);
-				memcpy(s->path + n, ".gz", 4);
-				s->size = size;
-			} else if (err && err != -ECANCELED) {
+			} else if (err != -ECANCELED) {
 				/* stays a readable .bin; tried again later, after the next ones */
 				s->retry_at_ns = d9__mono_ns() + RETRY_NS;
 			}

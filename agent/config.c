@@ -215,6 +215,7 @@ int d9__config_load(struct d9__config *c)
 	memset(c, 0, sizeof(*c));
 	c->max_file_size = 64ull << 20;
 	c->max_total_size = 1ull << 30;
+	c->max_files = 256;
 	c->max_memory = 64ull << 20;
 	c->rotation_period_ns = 600ull * 1000000000ull;
 	c->flush_interval_ns = 100ull * 1000000ull;
@@ -259,6 +260,9 @@ int d9__config_load(struct d9__config *c)
 	if ((v = getenv("D9_MAX_TOTAL_SIZE")) && *v &&
 		(why = in_range(parse_size(v, &c->max_total_size), &c->max_total_size, 2u << 20, UINT64_MAX)))
 		return bad("D9_MAX_TOTAL_SIZE", v, why, "a size of at least 2M, like 1G (suffixes K, M, G)");
+	if ((v = getenv("D9_MAX_FILES")) && *v &&
+		(why = in_range(parse_uint(v, &c->max_files), &c->max_files, 4, 1000000)))
+		return bad("D9_MAX_FILES", v, why, "a number of files from 4 to 1000000, like 256");
 	if ((v = getenv("D9_MAX_MEMORY")) && *v &&
 		(why = in_range(parse_size(v, &c->max_memory), &c->max_memory, 1u << 20, 64ull << 30)))
 		return bad("D9_MAX_MEMORY", v, why, "a size from 1M to 64G, like 64M (suffixes K, M, G)");

@@ -20,6 +20,7 @@ struct d9__config {
 	char trace_path[2048]; /* D9_TRACE_PATH: base path; files are <dir>/<stem>.<pid>.<seq>.bin */
 	char dir[2048], stem[256];
 	uint64_t max_file_size, max_total_size, max_memory;
+	uint64_t max_files; /* D9_MAX_FILES: segment files of the stem in the directory (budget.c) */
 	uint64_t rotation_period_ns; /* 0: no time-based rotation */
 	uint64_t flush_interval_ns;
 	int compress, enabled, toggle_signal; /* toggle_signal 0: none */
@@ -282,7 +283,27 @@ int d9__mkdirs(const char *dir);
 
 /* compress.c */
 void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign);
-void d9__budget_enforce(uint64_t reserve);
+/* The budget deleted path: dropped from the list (a job being worked on is marked doomed). */
+void d9__sealed_forget(const char *path);
+
+/* budget.c: the directory budget shared by every process writing the stem there (DESIGN.md,
+ * "The directory budget"). Only agent threads call these. */
+/* Deletes the oldest sealed segments of the directory (any process of ours) until its files fit
+ * D9_MAX_TOTAL_SIZE and D9_MAX_FILES, every file at its size now, except this process's segment
+ * being written: at least own_reserve (the room it may grow into). Waits at most wait_ns for the
+ * lock. Returns 0, or -ETIMEDOUT (nothing done). */
+int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve);
+/* The directory's running totals of segments (and bytes) the budget deleted, as last seen. */
+void d9__budget_deleted(uint64_t *segments, uint64_t *bytes);
+/* Takes the directory lock (this process's mutex, then the lock file's record lock, tried up to
+ * wait_ns). Returns 0 (held), 1 (mutex only: no usable lock file) or -ETIMEDOUT (nothing held).
+ * d9__dirlock_give takes what d9__dirlock_take returned. Renames that publish a segment (gzip,
+ * symbols) happen under it, so a segment the budget deleted is never brought back. */
+int d9__dirlock_take(uint64_t wait_ns);
+void d9__dirlock_give(int taken);
+void d9__budget_child(void);
+/* Parses "<stem>.<pid>.<seq><suffix>"; returns the suffix or NULL. */
+const char *d9__seg_parse(const char *name, long *pid, long *seq);
 void *d9__compressor_main(void *arg);
 /* gzip src into src.gz (via a .tmp and rename), then removes src. Returns 0 or -errno. */
 int d9__gzip_file(const char *src, uint64_t *out_size);

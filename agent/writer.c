@@ -34,7 +34,12 @@ void d9__writer_child(void)
 	wdrop_overflow = 0;
 	nreports = 0;
 	logged_failure = logged_recovery = 0;
+	d9__budget_child();
 }
+
+/* A segment was sealed since the directory budget was last kept: the writer keeps it (with the
+ * sealed segment's real size) after the seal, outside seg_seal (writer thread only). */
+static int budget_due;
 
 static char proc_comm[64], hostname[256], boot_id[64];
 static char proc_cmdline[4096];
@@ -163,6 +168,17 @@ static void cut_back(struct d9__segment *s)
 #define RESERVE (16u << 10)
 static int no_fallocate;
 
+/* The size a segment's chunks may reach: D9_MAX_FILE_SIZE less the reserve (Dropped records
+ * after a write error, the trailer) and, when symbols are written into sealed segments, a
+ * thirty-second for them (symbolize_job keeps a segment without symbols rather than let them
+ * take it past the limit). No segment is larger than D9_MAX_FILE_SIZE. */
+static uint64_t seg_limit(void)
+{
+	const struct d9__config *c = &d9__g.cfg;
+
+	return c->max_file_size - RESERVE - (c->symbolize ? c->max_file_size / 32 : 0);
+}
+
 /* 0 when size more bytes (and the reserve) fit; -ENOSPC (or -EDQUOT) otherwise. */
 static int room_for(struct d9__segment *s, size_t size)
 {
@@ -261,7 +277,10 @@ static int seg_open(void)
 		}
 		return err;
 	}
-	d9__budget_enforce(g->cfg.max_file_size);
+	/* the directory budget, with room for this segment to grow to D9_MAX_FILE_SIZE (its
+	 * .active.tmp); a busy lock leaves it to the next seal or segment */
+	if (d9__budget_enforce(200000000u, g->cfg.max_file_size) == 0)
+		budget_due = 0;
 	process_identity();
 	d9__clock_anchor(&a);
 	struct d9_header h = {
@@ -359,6 +378,8 @@ static void seg_seal(void)
 	if (s->tr.first_time == UINT64_MAX)
 		s->tr.first_time = 0;
 	s->tr.chunks += 1; /* the trailer itself */
+	/* the directory's deletions as this process last saw them (FORMAT.md section 11) */
+	d9__budget_deleted(&s->tr.budget_deleted_segments, &s->tr.budget_deleted_bytes);
 	d9_wbuf_init(&w, buf, sizeof(buf));
 	d9_trailer_write(&w, &s->tr);
 	int sealed_ok = !w.err && d9__file_write(&s->f, buf, (size_t)(w.p - buf)) == 0;
@@ -381,6 +402,7 @@ static void seg_seal(void)
 	}
 	d9__log(D9_LOG_DEBUG, "segment %s sealed (%llu bytes)", sealed, (unsigned long long)s->size);
 	d9__sealed_add(sealed, s->size, s->seq, 0);
+	budget_due = 1;
 }
 
 /* ---- chunks ----------------------------------------------------------------------------------- */
@@ -421,6 +443,8 @@ static int write_chunk(struct d9__segment *s, uint8_t *chunk, size_t size, uint3
 
 	if (err && reserve)
 		err = 0; /* a Dropped record goes in without them: its thread is named later */
+	if (!err && !reserve && s->size + size > seg_limit() && s->tr.events > 0)
+		return -E2BIG; /* the definitions took the room: the caller rotates and tries again */
 	if (!err && !reserve)
 		err = room_for(s, size);
 	if (!err) {
@@ -453,7 +477,7 @@ static int seg_ready(size_t size)
 
 	if (s->f.fd >= 0)
 		seg_owned(s); /* a segment whose descriptor the host took is left for a new one */
-	if (s->f.fd >= 0 && s->size + size > g->cfg.max_file_size && s->tr.events > 0)
+	if (s->f.fd >= 0 && s->size + size > seg_limit() && s->tr.events > 0)
 		seg_seal();
 	if (s->f.fd < 0)
 		return seg_open();
@@ -474,8 +498,8 @@ static void write_drop_records(void)
 		d9_enc_begin(&e, buf, sizeof(buf), d.tid, d.worker, now, d9__shift, 0);
 		d9_enc_dropped(&e, now, d.count, d.reason);
 		size_t size = d9_enc_end(&e, 0);
-		if (seg_ready(size) || write_chunk(s, buf, size, 1, now >> d9__shift, now >> d9__shift,
-			    d.count, 0, 1)) {
+		if (seg_ready(size + D9_CHUNK_OVERHEAD) ||
+			write_chunk(s, buf, size, 1, now >> d9__shift, now >> d9__shift, d.count, 0, 1)) {
 			/* still failing: keep what is left for the next attempt */
 			memmove(wdrops, wdrops + i, (nwdrops - (i < nwdrops ? i : nwdrops)) * sizeof(*wdrops));
 			nwdrops -= i < nwdrops ? i : nwdrops;
@@ -504,6 +528,14 @@ static void write_block(struct d9__block *b)
 	if (!err)
 		err = write_chunk(s, b->data, b->size, b->count, b->first_time, b->last_time, b->dropped,
 			b->lost_samples, 0);
+	if (err == -E2BIG) {
+		/* sealed with what it holds; the new segment starts with every definition */
+		seg_seal();
+		err = seg_ready(b->size);
+		if (!err)
+			err = write_chunk(s, b->data, b->size, b->count, b->first_time, b->last_time,
+				b->dropped, b->lost_samples, 0);
+	}
 	if (!err && g->write_failing) {
 		g->write_failing = 0;
 		if (!logged_recovery)
@@ -625,9 +657,16 @@ void *d9__writer_main(void *arg)
 		if (g->seg.f.fd >= 0 && g->seg.rotate_at_real_ns &&
 			d9__realtime_ns() >= g->seg.rotate_at_real_ns)
 			seg_seal();
+		if (budget_due && !stopping && d9__budget_enforce(200000000u, 0) == 0)
+			budget_due = 0;
 		if (stopping) {
 			if (nwdrops || wdrop_overflow)
 				write_drop_records();
+			/* the budget is kept before the last seal (the segment counts as it is; its
+			 * trailer adds a few hundred bytes), so that the trailer carries the deletions;
+			 * a short wait: the process is exiting */
+			if (budget_due || g->seg.f.fd >= 0)
+				d9__budget_enforce(20000000u, 0);
 			seg_seal();
 			/* our own data is safe; what is left of the recovery fits in the exit's wait */
 			while (recovering)
@@ -649,26 +688,8 @@ void *d9__writer_main(void *arg)
 
 /* ---- the series on disk: numbering and crash recovery ------------------------------------------ */
 
-/* Parses "<stem>.<pid>.<seq><suffix>"; returns the suffix or NULL. */
-static const char *parse_name(const char *name, long *pid, long *seq)
-{
-	const char *stem = d9__g.cfg.stem;
-	size_t n = strlen(stem);
-	char *end;
-
-	if (strncmp(name, stem, n) || name[n] != '.')
-		return NULL;
-	*pid = strtol(name + n + 1, &end, 10);
-	if (*end != '.' || *pid <= 0)
-		return NULL;
-	*seq = strtol(end + 1, &end, 10);
-	if (*seq < 0 || *end != '.')
-		return NULL;
-	return end;
-}
-
-/* Our own series may already have files (pid reuse): number after them and count them in the
- * budget. */
+/* Our own series may already have files (pid reuse): number after them, and give the
+ * compressor the ones it has not done (the directory budget counts them all). */
 static void scan_series(void)
 {
 	struct d9__agent *g = &d9__g;
@@ -679,12 +700,12 @@ static void scan_series(void)
 		return;
 	while ((e = readdir(d))) {
 		long pid, seq;
-		const char *suffix = parse_name(e->d_name, &pid, &seq);
+		const char *suffix = d9__seg_parse(e->d_name, &pid, &seq);
 		if (!suffix || pid != g->pid)
 			continue;
 		if ((uint64_t)seq >= g->next_seq)
 			g->next_seq = (uint64_t)seq + 1;
-		if (!strcmp(suffix, ".bin") || !strcmp(suffix, ".bin.gz")) {
+		if (!strcmp(suffix, ".bin")) {
 			char path[4096];
 			struct stat st;
 			if (join_path(path, sizeof(path), g->cfg.dir, e->d_name) == 0 &&
@@ -751,6 +772,7 @@ static int recover_one(const char *path, char *sealed, size_t cap)
 		tr.first_time = 0;
 	tr.flags = D9_TRAILER_RECOVERED;
 	tr.chunks++;
+	d9__budget_deleted(&tr.budget_deleted_segments, &tr.budget_deleted_bytes);
 
 	uint8_t buf[512];
 	struct d9_wbuf w;
@@ -796,7 +818,7 @@ int d9__recover_next(void)
 		return 0;
 	while (!did && (e = readdir(d))) {
 		long pid, seq;
-		const char *suffix = parse_name(e->d_name, &pid, &seq);
+		const char *suffix = d9__seg_parse(e->d_name, &pid, &seq);
 		/* files being worked on name their worker: .recovering-<pid>, .bin.gz.tmp-<pid> */
 		long claimer = 0, tmp_owner = 0;
 		if (suffix && !strncmp(suffix, ".recovering-", 12))

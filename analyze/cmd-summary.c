@@ -1412,10 +1412,14 @@ static void print_json(FILE *f, struct sum *s)
 		",\"unknown_records\":%" PRIu64 ",\"live_segments\":%" PRIu64 ",\"seq_gaps\":%" PRIu64
 		",\"polls_unknown\":%"
 		PRIu64 ",\"loop_turns_unknown\":%" PRIu64 ",\"parks_unknown\":%" PRIu64
-		",\"sched_delay_unknown\":%" PRIu64 "}", t->files, t->readable, t->unreadable,
+		",\"sched_delay_unknown\":%" PRIu64, t->files, t->readable, t->unreadable,
 		t->bad_args, t->damaged_files, t->truncated_segments, t->corrupt_segments,
 		t->corrupt_chunks, t->bad_events, t->bad_defs, t->unknown_records, t->live_segments,
 		t->seq_gaps, s->polls_unknown, s->turns_unknown, s->parks_unknown, s->sched_unknown);
+	uint64_t bseg, bbytes;
+	d9__trace_budget(t, &bseg, &bbytes);
+	fprintf(f, ",\"budget_deleted_segments\":%" PRIu64 ",\"budget_deleted_bytes\":%" PRIu64 "}",
+		bseg, bbytes);
 	fputs(",\"warnings\":[", f);
 	for (size_t i = 0; i < t->nwarnings; i++) {
 		if (i)
@@ -1686,6 +1690,11 @@ static void print_text(FILE *f, struct sum *s)
 	if (t->seq_gaps)
 		fprintf(f, "  %" PRIu64 " gap(s) in a process's segment_seq: segments missing from "
 			"the input\n", t->seq_gaps);
+	uint64_t bseg, bbytes;
+	d9__trace_budget(t, &bseg, &bbytes);
+	if (bseg)
+		fprintf(f, "  %" PRIu64 " segment(s) (%" PRIu64 " bytes) deleted by the directory "
+			"budget (D9_MAX_TOTAL_SIZE, D9_MAX_FILES), oldest first\n", bseg, bbytes);
 	if (t->live_segments)
 		fprintf(f, "  %" PRIu64 " segment(s) still being written (.active of a live process): "
 			"read up to their last complete chunk\n", t->live_segments);

@@ -732,6 +732,32 @@ static void seg_free(struct segstate *ss)
 	d9__map_free(&ss->co_locs);
 }
 
+/* A trailer's count of the directory budget's deletions: the directory's running total when
+ * the segment was sealed, so the largest one of a directory is its count. */
+static void budget_note(struct d9__trace *t, const char *path, const struct d9_trailer *tr)
+{
+	const char *slash = strrchr(path, '/');
+	const char *dir = d9__trace_intern(t, path, slash ? (size_t)(slash - path) : 0);
+	size_t i;
+
+	for (i = 0; i < t->nbudget_dirs && t->budget_dirs[i].dir != dir; i++)
+		;
+	if (i == t->nbudget_dirs) {
+		struct d9__budget_dir *m = realloc(t->budget_dirs, (i + 1) * sizeof(*m));
+		if (!m)
+			return;
+		t->budget_dirs = m;
+		m[i] = (struct d9__budget_dir){ dir, 0, 0 };
+		t->nbudget_dirs++;
+	}
+	struct d9__budget_dir *b = &t->budget_dirs[i];
+	if (tr->budget_deleted_segments > b->segments ||
+	    (tr->budget_deleted_segments == b->segments && tr->budget_deleted_bytes > b->bytes)) {
+		b->segments = tr->budget_deleted_segments;
+		b->bytes = tr->budget_deleted_bytes;
+	}
+}
+
 static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void *ctx)
 {
 	struct segstate ss;
@@ -776,6 +802,8 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 			struct d9_trailer tr;
 			if (d9_trailer_decode(&c, &tr) != 0)
 				on_problem(&ss, D9_PROB_CORRUPT, c.offset, "trailer does not parse");
+			else if (tr.budget_deleted_segments || tr.budget_deleted_bytes)
+				budget_note(t, seg->path, &tr);
 		}
 	}
 	const struct d9_reader_stats *st = d9_reader_stats(r);
@@ -900,8 +928,18 @@ int d9__trace_exit_code(const struct d9__trace *t)
 	return D9_EXIT_OK;
 }
 
+void d9__trace_budget(const struct d9__trace *t, uint64_t *segments, uint64_t *bytes)
+{
+	*segments = *bytes = 0;
+	for (size_t i = 0; i < t->nbudget_dirs; i++) {
+		*segments += t->budget_dirs[i].segments;
+		*bytes += t->budget_dirs[i].bytes;
+	}
+}
+
 void d9__trace_close(struct d9__trace *t)
 {
+	free(t->budget_dirs);
 	for (size_t i = 0; i < t->nsegs; i++)
 		free(t->segs[i].path);
 	free(t->segs);

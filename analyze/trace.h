@@ -172,6 +172,10 @@ struct d9__trace {
 	uint64_t unknown_records; /* unknown chunk, event or definition kinds (newer writer) */
 	uint64_t events; /* events delivered (inside the window) */
 	uint64_t bytes; /* total size of the readable segment files */
+	/* segments deleted by the directory budget: per directory, the largest count a trailer
+	 * carries (FORMAT.md section 11); d9__trace_budget sums them */
+	struct d9__budget_dir { const char *dir; uint64_t segments, bytes; } *budget_dirs;
+	size_t nbudget_dirs;
 
 	/* progress line on stderr (d9__trace_run), only for large input on a terminal */
 	int progress; /* 1: on; set by d9__trace_open */
@@ -206,6 +210,8 @@ int d9__trace_prescan(struct d9__trace *t, d9__ev_fn *fn, void *ctx);
  * next Park, stand for polls), 0 when not, -1 when out of memory. Stops at the first poll. */
 int d9__trace_generic(struct d9__trace *t);
 void d9__trace_close(struct d9__trace *t);
+/* Segments (and bytes) the directory budget deleted, summed over the input's directories. */
+void d9__trace_budget(const struct d9__trace *t, uint64_t *segments, uint64_t *bytes);
 /* The exit status: D9_EXIT_NO_TRACE when no segment was readable, D9_EXIT_DAMAGED when some
  * input was missing, unreadable or damaged, else D9_EXIT_OK. */
 int d9__trace_exit_code(const struct d9__trace *t);

@@ -249,6 +249,9 @@ struct d9_trailer {
 	uint32_t flags;
 	uint32_t ntypes;
 	uint64_t type_counts[D9_EV_KNOWN_MAX + 1]; /* indexed by type code */
+	/* optional, after the pairs: the trace directory's running count of segments (and their
+	 * bytes) deleted by the directory budget, as the writer last saw it; 0 when absent */
+	uint64_t budget_deleted_segments, budget_deleted_bytes;
 };
 
 /* Problems the reader met and stepped over; the reader continues after each. */

@@ -372,6 +372,11 @@ int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t)
 		d9_wbuf_u(w, i);
 		d9_wbuf_u(w, t->type_counts[i]);
 	}
+	if (t->budget_deleted_segments || t->budget_deleted_bytes) {
+		/* appended fields (FORMAT.md section 11): only when not 0 */
+		d9_wbuf_u(w, t->budget_deleted_segments);
+		d9_wbuf_u(w, t->budget_deleted_bytes);
+	}
 	return d9_chunk_close(w, c);
 }
 
@@ -1256,6 +1261,10 @@ int d9_trailer_decode(const struct d9_chunk *c, struct d9_trailer *t)
 			t->type_counts[type] = count;
 			t->ntypes++;
 		}
+	}
+	if (!k.err && k.p < k.end) {
+		t->budget_deleted_segments = cur_u(&k);
+		t->budget_deleted_bytes = cur_u(&k);
 	}
 	return k.err ? D9_ECORRUPT : 0;
 }

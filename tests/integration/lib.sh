@@ -282,7 +282,8 @@ def accounting(c, drv, expect_drops=None):
     return events, dropped
 
 def files(d):
-    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+    # the segment files: <stem>.lock is the directory budget's lock file (agent/budget.c)
+    return sorted(n for n in os.listdir(d) if not n.endswith(".lock")) if os.path.isdir(d) else []
 
 info = ""
 try:

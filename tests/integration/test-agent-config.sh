@@ -48,6 +48,7 @@ bad_value D9_TRACE_PATH "$T/badpath/"
 bad_value D9_TRACE_PATH "$T/badpath/$long/trace.bin"
 for v in 512K 0 abc 10X -5M 1.5M 64MBB; do bad_value D9_MAX_FILE_SIZE "$v"; done
 for v in 1M lots 99999999999999999999G; do bad_value D9_MAX_TOTAL_SIZE "$v"; done
+for v in 0 3 1000001 1K many -5; do bad_value D9_MAX_FILES "$v"; done
 for v in 500ms 10 1d -1s 2x; do bad_value D9_ROTATION_PERIOD "$v"; done
 for v in 2 maybe -1; do bad_value D9_COMPRESS "$v"; done
 for v in 2 "yes please" enabled; do bad_value D9_ENABLED "$v"; done
@@ -116,6 +117,7 @@ good_value() {
 }
 for v in 1M 1048576 64MB 2MiB 1g; do good_value D9_MAX_FILE_SIZE "$v"; done
 for v in 2M 4MiB 10G; do good_value D9_MAX_TOTAL_SIZE "$v"; done
+for v in 4 256 1000000; do good_value D9_MAX_FILES "$v"; done
 for v in 0 1s 1500ms 10m 1h; do good_value D9_ROTATION_PERIOD "$v"; done
 for v in 0 1 true off; do good_value D9_COMPRESS "$v"; done
 for v in 1 yes ON; do good_value D9_ENABLED "$v"; done

@@ -181,7 +181,8 @@ copy_bin() {
 no_tmp() {
 	local left last
 	last=$(ls "$2" | grep -E '\.(bin|bin\.gz)$' | tail -n 1)
-	left=$(ls "$2" | grep -v -E '\.(bin|bin\.gz)$' | grep -v -F "${last%.gz}.gz.tmp-")
+	# <stem>.lock is the directory budget's lock file (agent/budget.c), not a leftover
+	left=$(ls "$2" | grep -v -E '\.(bin|bin\.gz|lock)$' | grep -v -F "${last%.gz}.gz.tmp-")
 	if [ -n "$left" ]; then pl_fail "$1" "files left: $left"; else pl_pass "$1"; fi
 }
 

@@ -1138,6 +1138,50 @@ TEST(roundtrip_every_def_kind)
 	seg_free(&s);
 }
 
+/* The directory budget's appended trailer fields: written only when not 0 (a trailer without
+ * them has exactly the v1 bytes), decoded when present, read as 0 when absent. */
+TEST(trailer_budget_fields)
+{
+	struct d9_trailer t = { .events = 5, .chunks = 3, .budget_deleted_segments = 437,
+		.budget_deleted_bytes = 454992 };
+	struct d9_trailer plain = { .events = 5, .chunks = 3 };
+	uint8_t a[256], b[256];
+	struct d9_wbuf wa, wb;
+
+	d9_wbuf_init(&wa, a, sizeof(a));
+	d9_wbuf_init(&wb, b, sizeof(b));
+	T_EQ(d9_trailer_write(&wa, &t), 0);
+	T_EQ(d9_trailer_write(&wb, &plain), 0);
+	/* 437 and 454992 take 2 and 3 varint bytes */
+	T_EQ((int)(wa.p - a), (int)(wb.p - b) + 5);
+
+	struct seg s;
+	struct dec d;
+	struct d9_header h = std_header();
+	seg_init(&s, 4096);
+	seg_header(&s, &h);
+	seg_trailer(&s, &t);
+	T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
+	expect_clean(&d);
+	T_EQ(d.trailer_err, 0);
+	T_EQ(d.trailer.events, 5);
+	T_EQU(d.trailer.budget_deleted_segments, 437);
+	T_EQU(d.trailer.budget_deleted_bytes, 454992);
+	dec_free(&d);
+	seg_free(&s);
+
+	seg_init(&s, 4096);
+	seg_header(&s, &h);
+	seg_trailer(&s, &plain);
+	T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
+	expect_clean(&d);
+	T_EQ(d.trailer_err, 0);
+	T_EQU(d.trailer.budget_deleted_segments, 0);
+	T_EQU(d.trailer.budget_deleted_bytes, 0);
+	dec_free(&d);
+	seg_free(&s);
+}
+
 /* Header strings (cmdline with its NUL separators) and every numeric field; trailer totals. */
 TEST(roundtrip_header_and_trailer)
 {

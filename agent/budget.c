@@ -1,0 +1,329 @@
+/* budget.c: one size and file-count budget for a trace directory, shared by every process that
+ * writes segments of the same stem into it (D9_MAX_TOTAL_SIZE, D9_MAX_FILES). Processes agree
+ * through <dir>/<stem>.lock, the agent's own file (O_EXCL|O_NOFOLLOW, a high descriptor), locked
+ * with fcntl record locks only by agent threads and only with non-blocking tries up to a deadline:
+ * never a host thread, never an unbounded wait. The lock file also holds the directory's running
+ * count of deleted segments, which every trailer carries (FORMAT.md section 11). Design:
+ * agent/DESIGN.md, "The directory budget". */
+#include "internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* fcntl (POSIX) record locks, not flock: they belong to the process, so a forked child that
+ * inherits the descriptor excludes its parent like any other process, and takes no lock the
+ * parent's writer held at the fork. The threads of one process are kept apart by mu. */
+static struct {
+	pthread_mutex_t mu;
+	struct d9__file lock; /* <dir>/<stem>.lock opened O_RDWR; fd -1: none */
+	uint64_t deleted_segments, deleted_bytes; /* the directory's totals, as of our last look */
+} bud = { PTHREAD_MUTEX_INITIALIZER, { -1, 0, 0 }, 0, 0 };
+
+/* 16 bytes, then u64 LE: segments deleted, their bytes */
+#define LEDGER_MAGIC "d9 budget 1\n\0\0\0\0"
+
+struct ledger { uint64_t segs, bytes; };
+
+void d9__budget_child(void)
+{
+	/* a parent thread may have held it at the fork; the descriptor stays ours (it is the same
+	 * file, and the parent's record locks are not inherited) */
+	pthread_mutex_init(&bud.mu, NULL);
+}
+
+void d9__budget_deleted(uint64_t *segments, uint64_t *bytes)
+{
+	*segments = __atomic_load_n(&bud.deleted_segments, __ATOMIC_RELAXED);
+	*bytes = __atomic_load_n(&bud.deleted_bytes, __ATOMIC_RELAXED);
+}
+
+static void lock_path(char *out, size_t cap)
+{
+	snprintf(out, cap, "%s/%s.lock", d9__g.cfg.dir, d9__g.cfg.stem);
+}
+
+/* Makes bud.lock the file now at <dir>/<stem>.lock, creating it when missing (mu held): a
+ * directory removed and made again gets a new lock file, and every process must use that one.
+ * Returns 0 or -errno (then the process keeps the budget alone, said once). */
+static int lock_file(void)
+{
+	char path[4200];
+	struct stat st;
+
+	lock_path(path, sizeof(path));
+	if (bud.lock.fd >= 0 && d9__file_check(&bud.lock) == 0 && lstat(path, &st) == 0 &&
+		st.st_dev == bud.lock.dev && st.st_ino == bud.lock.ino)
+		return 0;
+	d9__file_close(&bud.lock);
+	int err = d9__file_open(&bud.lock, path, O_RDWR);
+	if (err == -ENOENT) {
+		err = d9__file_create(&bud.lock, path, O_RDWR);
+		if (err == -EEXIST) /* another process made it first */
+			err = d9__file_open(&bud.lock, path, O_RDWR);
+	}
+	if (err)
+		d9__log_once(D9_LOG_WARN, "cannot use the budget lock file %s (%s): this process keeps "
+			"D9_MAX_TOTAL_SIZE without the other processes writing to the directory",
+			path, strerror(-err));
+	return err;
+}
+
+static int record_lock(int type)
+{
+	struct flock l = { .l_type = (short)type, .l_whence = SEEK_SET };
+
+	if (d9__file_check(&bud.lock))
+		return -EBADF;
+	return fcntl(bud.lock.fd, F_SETLK, &l) == 0 ? 0 : -errno;
+}
+
+int d9__dirlock_take(uint64_t wait_ns)
+{
+	int saved = errno;
+	uint64_t deadline = d9__mono_ns() + wait_ns;
+	long pause_ns = 1000000;
+
+	d9__lock(&bud.mu);
+	if (lock_file() != 0) {
+		errno = saved;
+		return 1; /* alone: the mutex still orders this process's threads */
+	}
+	for (;;) {
+		int err = record_lock(F_WRLCK);
+		if (!err)
+			break;
+		if (err != -EAGAIN && err != -EACCES && err != -EINTR) {
+			/* no record locks here (some network file systems): alone, said once */
+			d9__log_once(D9_LOG_WARN, "cannot lock the budget lock file of %s: %s; this "
+				"process keeps D9_MAX_TOTAL_SIZE alone", d9__g.cfg.dir, strerror(-err));
+			errno = saved;
+			return 1;
+		}
+		/* the process is exiting and the exit cannot wait for the compressor */
+		if (d9__mono_ns() >= deadline ||
+			__atomic_load_n(&d9__g.compress_abort, __ATOMIC_RELAXED)) {
+			d9__unlock(&bud.mu);
+			errno = saved;
+			return -ETIMEDOUT;
+		}
+		struct timespec ts = { 0, pause_ns };
+		nanosleep(&ts, NULL);
+		if (pause_ns < 8000000)
+			pause_ns *= 2;
+	}
+	errno = saved;
+	return 0;
+}
+
+void d9__dirlock_give(int taken)
+{
+	int saved = errno;
+
+	if (taken == 0)
+		record_lock(F_UNLCK);
+	d9__unlock(&bud.mu);
+	errno = saved;
+}
+
+/* ---- the ledger: the directory's count of deleted segments ---------------------------------- */
+
+static uint64_t le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+/* Reads the totals (lock held); a new or foreign-looking file counts from 0. */
+static void ledger_read(struct ledger *l)
+{
+	uint8_t buf[32];
+	ssize_t n;
+
+	memset(l, 0, sizeof(*l));
+	do
+		n = pread(bud.lock.fd, buf, sizeof(buf), 0);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(buf) || memcmp(buf, LEDGER_MAGIC, 16) || d9__file_check(&bud.lock))
+		return;
+	l->segs = le64(buf + 16);
+	l->bytes = le64(buf + 24);
+}
+
+static void ledger_write(const struct ledger *l)
+{
+	uint8_t buf[32];
+	ssize_t n;
+
+	memcpy(buf, LEDGER_MAGIC, 16);
+	put_le64(buf + 16, l->segs);
+	put_le64(buf + 24, l->bytes);
+	if (d9__file_check(&bud.lock))
+		return;
+	do
+		n = pwrite(bud.lock.fd, buf, sizeof(buf), 0);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(buf))
+		d9__log_once(D9_LOG_WARN, "cannot update the budget lock file of %s: deletions by "
+			"the budget may be undercounted", d9__g.cfg.dir);
+}
+
+/* ---- the scan ---------------------------------------------------------------------------------- */
+
+struct cand {
+	char name[256];
+	uint64_t size;
+	struct timespec mtime;
+	long pid, seq;
+};
+
+static int cand_cmp(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Parses "<stem>.<pid>.<seq><suffix>"; returns the suffix or NULL. */
+const char *d9__seg_parse(const char *name, long *pid, long *seq)
+{
+	const char *stem = d9__g.cfg.stem;
+	size_t n = strlen(stem);
+	char *end;
+
+	if (strncmp(name, stem, n) || name[n] != '.')
+		return NULL;
+	*pid = strtol(name + n + 1, &end, 10);
+	if (*end != '.' || *pid <= 0)
+		return NULL;
+	*seq = strtol(end + 1, &end, 10);
+	if (*seq < 0 || *end != '.')
+		return NULL;
+	return end;
+}
+
+int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
+{
+	struct d9__agent *g = &d9__g;
+	const uint64_t budget = g->cfg.max_total_size;
+	struct cand *c = NULL;
+	size_t nc = 0, ccap = 0, nfiles = 0;
+	uint64_t total = 0, segs = 0, bytes = 0, del_segs = 0, del_bytes = 0;
+	int saved = errno;
+	struct ledger l = { 0 };
+
+	int taken = d9__dirlock_take(wait_ns);
+	if (taken < 0) {
+		d9__log(D9_LOG_DEBUG, "budget lock of %s busy: the budget is kept at the next segment",
+			g->cfg.dir);
+		errno = saved;
+		return taken;
+	}
+	DIR *d = opendir(g->cfg.dir);
+	if (!d)
+		goto out;
+	int dfd = dirfd(d);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		long pid, seq;
+		const char *suffix = d9__seg_parse(e->d_name, &pid, &seq);
+		struct stat st;
+		if (!suffix || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+			!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+			continue; /* not a file of ours: neither counted nor touched */
+		uint64_t size = (uint64_t)st.st_size;
+		nfiles++;
+		if (!strcmp(suffix, ".active") || !strcmp(suffix, ".active.tmp")) {
+			/* the segment this process is opening gets its room; another writer's counts
+			 * as it is now, and is counted again when it is sealed (its writer keeps
+			 * the budget then): reserving D9_MAX_FILE_SIZE for every live writer would
+			 * leave a fork-per-request server no sealed segment at all */
+			total += pid == (long)g->pid && size < own_reserve ? own_reserve : size;
+			continue;
+		}
+		/* a .bin counts at its full size until it is compressed: the budget bounds the
+		 * disk space the directory takes now, not what it will take */
+		total += size;
+		if (strcmp(suffix, ".bin") && strcmp(suffix, ".bin.gz"))
+			continue; /* temporary or set-aside files: counted, never deleted here */
+		if (strlen(e->d_name) >= sizeof(c->name))
+			continue;
+		if (nc == ccap) {
+			size_t ncap = ccap ? ccap * 2 : 64;
+			struct cand *m = realloc(c, ncap * sizeof(*c));
+			if (!m)
+				continue; /* counted, not deletable: older ones may still go */
+			c = m;
+			ccap = ncap;
+		}
+		struct cand *k = &c[nc++];
+		snprintf(k->name, sizeof(k->name), "%s", e->d_name);
+		k->size = size;
+		k->mtime = st.st_mtim;
+		k->pid = pid;
+		k->seq = seq;
+	}
+	if (c)
+		qsort(c, nc, sizeof(*c), cand_cmp);
+	/* oldest sealed first, whoever wrote them */
+	for (size_t i = 0; i < nc && (total > budget || nfiles > g->cfg.max_files); i++) {
+		if (unlinkat(dfd, c[i].name, 0) != 0) {
+			if (errno != ENOENT)
+				d9__log_once(D9_LOG_WARN, "cannot delete %s/%s: %s", g->cfg.dir, c[i].name,
+					strerror(errno));
+			continue;
+		}
+		total -= c[i].size;
+		nfiles--;
+		del_segs++;
+		del_bytes += c[i].size;
+		d9__log(D9_LOG_DEBUG, "deleted %s/%s (directory budget)", g->cfg.dir, c[i].name);
+		char path[4400];
+		snprintf(path, sizeof(path), "%.2047s/%.255s", g->cfg.dir, c[i].name);
+		d9__sealed_forget(path);
+	}
+	if (total > budget || nfiles > g->cfg.max_files)
+		d9__log_once(D9_LOG_INFO, "the directory budget of %s cannot be kept now: the segments "
+			"being written take %llu bytes in %zu files (said once)", g->cfg.dir,
+			(unsigned long long)total, nfiles);
+	closedir(d);
+out:
+	if (taken == 0) {
+		ledger_read(&l);
+		l.segs += del_segs;
+		l.bytes += del_bytes;
+		if (del_segs)
+			ledger_write(&l);
+		segs = l.segs;
+		bytes = l.bytes;
+	} else {
+		segs = bud.deleted_segments + del_segs; /* alone: this process's own count */
+		bytes = bud.deleted_bytes + del_bytes;
+	}
+	__atomic_store_n(&bud.deleted_segments, segs, __ATOMIC_RELAXED);
+	__atomic_store_n(&bud.deleted_bytes, bytes, __ATOMIC_RELAXED);
+	d9__dirlock_give(taken);
+	free(c);
+	errno = saved;
+	return 0;
+}

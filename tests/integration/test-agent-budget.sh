@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# test-agent-budget.sh: one budget for a trace directory, shared by every process writing to it
+# (agent/budget.c; agent/DESIGN.md, "The directory budget").
+#   - several processes (the driver and three forked children, each writing ~MBs) with
+#     D9_MAX_TOTAL_SIZE=4M, D9_MAX_FILE_SIZE=1M, compression off (sizes are the real ones) and
+#     on: once everything has settled, the directory holds at most the budget (1% slack); no
+#     file is larger than D9_MAX_FILE_SIZE; the oldest segments went first whoever wrote them;
+#     the deletions d9-analyze summary counts (the trailers' running count) equal the files the
+#     agents deleted (their D9_LOG=debug lines, one per file), and every segment missing from a
+#     kept series is one of them.
+#   - a fork storm under LD_PRELOAD (fork-storm.c: 500 children, each waits in epoll_wait twice
+#     and exits, 4 alive at once) with D9_MAX_TOTAL_SIZE=2M and the default D9_MAX_FILES (256):
+#     at most 256 segment files and 2M remain, every process's segment is either kept or counted
+#     as deleted, and the analyzer's count is the number deleted.
+#   - a pre-forked server under LD_PRELOAD (fork-storm.c -w: 4 workers, each parks in epoll_wait as
+#     fast as it can for 3 s) with D9_MAX_TOTAL_SIZE=4M, D9_MAX_FILE_SIZE=1M and the defaults
+#     (compression, symbols): the same bounds and counts.
+#   - a link planted as <stem>.lock is never followed: the agent keeps the budget alone, says
+#     so once, and the link's target is untouched.
+set -u
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+d9_setup agent-budget
+
+# deleted_names ERR...: the segment names the agents' debug lines say they deleted, one a line
+deleted_names() { cat "$@" | sed -n 's|^d9\[[0-9]*\]: deleted .*/\([^/ ]*\) (directory budget)$|\1|p'; }
+
+# summary_json DIR OUT: d9-analyze summary --json of DIR into OUT
+summary_json() { timeout -s KILL 120 "$ANALYZE" summary --json "$1" >"$2" 2>"$2.err"; }
+
+# ---- several processes, one directory --------------------------------------------------------------
+# multi NAME COMPRESS: the driver with 2 recording threads forks 3 children while it records
+# (each child records on its own thread); 4 processes write ~25 MB into one directory.
+multi() {
+	local name=$1 compress=$2 d=$T/$1
+	mkdir -p "$d"
+	d9_run "$T/$name.out" "$T/$name.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_TOTAL_SIZE=4M \
+		D9_MAX_FILE_SIZE=1M D9_COMPRESS="$compress" D9_LOG=debug -- \
+		-t 2 -n 1500000 --park-every 2000 --sleep-us 100 --forks 3
+	local rc=$?
+	if [ "$rc" -ne 0 ]; then
+		d9_fail "$name" "driver exited $rc: $(grep -v '^d9\[[0-9]*\]: \(deleted\|segment\)' "$T/$name.err" | head -c 300)"
+		return
+	fi
+	# every process has ended (the driver waits for its children); an exiting process leaves
+	# the compression it has not done (its last .bin files), so only temporary files are waited
+	# for
+	if ! d9_wait_settled "$d"; then
+		d9_fail "$name" "$D9_SETTLE_ERR"
+		return
+	fi
+	deleted_names "$T/$name.err" >"$T/$name.deleted"
+	summary_json "$d" "$T/$name.json"
+	d9_py "$name" '
+import re
+drv = parent(f[0]); kids = children(f[0]); d = f[1]; summ = one(f[2])
+deleted = open(f[3]).read().split()
+limit = 4 * 1048576
+names = [n for n in files(d) if n.endswith(".bin") or n.endswith(".bin.gz")]
+other = [n for n in files(d) if n not in names]
+if other:
+    fail("files left beside the segments: %s" % other)
+pids = [drv["pid"]] + [k["pid"] for k in kids]
+if len(kids) != 3:
+    fail("%d children reported, expected 3" % len(kids))
+# preconditions: the test means something only if the processes wrote well over the budget
+if not deleted:
+    fail("nothing was deleted: the processes did not exceed the budget (%s)" % names)
+total = sum(os.path.getsize(os.path.join(d, n)) for n in names)
+if total > limit * 1.01:
+    fail("%d bytes of segments in the directory, over D9_MAX_TOTAL_SIZE=4M (+1%%): %s" % (total, names))
+big = [(n, os.path.getsize(os.path.join(d, n))) for n in names if os.path.getsize(os.path.join(d, n)) > 1048576]
+if big:
+    fail("segments larger than D9_MAX_FILE_SIZE=1M: %s" % big)
+# the count the trace carries (trailers) is the number of files the agents deleted
+dq = summ["data_quality"]
+if dq["budget_deleted_segments"] != len(deleted) or len(set(deleted)) != len(deleted):
+    fail("d9-analyze counts %d deleted segments, the agents deleted %d (%d distinct)"
+         % (dq["budget_deleted_segments"], len(deleted), len(set(deleted))))
+back = [n for n in deleted if n in names or n + ".gz" in names or (n.endswith(".gz") and n[:-3] in names)]
+if back:
+    fail("deleted segments are back in the directory: %s" % back[:3])
+# every segment missing from a kept series was deleted by a budget (no file lost uncounted)
+gone = set(re.sub(r"\.bin(\.gz)?$", "", n) for n in deleted)
+series = {}
+for n in names:
+    m = re.match(r"trace\.(\d+)\.(\d+)\.bin", n)
+    series.setdefault(int(m.group(1)), []).append(int(m.group(2)))
+for pid, seqs in series.items():
+    for q in range(max(seqs)):
+        if q not in seqs and "trace.%d.%06d" % (pid, q) not in gone:
+            fail("trace.%d.%06d is missing and no agent deleted it" % (pid, q))
+    # oldest first: what is kept of a process is the newest part of its series
+    if sorted(seqs) != list(range(min(seqs), max(seqs) + 1)):
+        fail("pid %d: kept segments %s are not the newest of its series" % (pid, sorted(seqs)))
+writers = set(int(re.match(r"trace\.(\d+)\.", n).group(1)) for n in deleted + names)
+if not writers <= set(pids) or len(writers) < 4:
+    fail("segments of pids %s, the processes were %s" % (sorted(writers), pids))
+# oldest first, whoever wrote them: some process deleted another one'"'"'s segments
+err = open(f[4]).read()
+cross = re.findall(r"^d9\[(\d+)\]: deleted .*/trace\.(\d+)\.", err, re.M)
+if not any(a != b for a, b in cross):
+    fail("every process deleted only its own segments")
+info = "%d bytes in %d segments kept, %d deleted (analyzer %d)" % (total, len(names), len(deleted),
+    dq["budget_deleted_segments"])
+' "$T/$name.out" "$d" "$T/$name.json" "$T/$name.deleted" "$T/$name.err"
+}
+multi budget-shared 0
+multi budget-shared-gz 1
+
+# ---- a fork storm -----------------------------------------------------------------------------------
+storm=$T/fork-storm
+if [ ! -e "$D9_ROOT/build/libd9agent.so" ]; then
+	d9_fail budget-fork-storm "build/libd9agent.so is not built (make all)"
+elif ! ${CC:-cc} -O2 -o "$storm" "$D9_ROOT/tests/integration/fork-storm.c" 2>"$T/cc.err"; then
+	d9_skip budget-fork-storm "cannot build fork-storm.c: $(head -c 200 "$T/cc.err")"
+else
+	d=$T/storm
+	mkdir -p "$d"
+	{ env LD_PRELOAD="$D9_ROOT/build/libd9agent.so" D9_TRACE_PATH="$d/trace.bin" \
+		D9_MAX_TOTAL_SIZE=2M D9_LOG=debug timeout -s KILL $((300 * D9_SLOW)) "$storm" 500 4 \
+		>"$T/storm.out" 2>"$T/storm.err"; } 2>/dev/null
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		d9_fail budget-fork-storm "fork-storm exited $rc: $(grep -v '^d9\[[0-9]*\]: \(deleted\|segment\|tracing\)' "$T/storm.err" | head -c 300)"
+	elif ! d9_wait_settled "$d"; then
+		d9_fail budget-fork-storm "$D9_SETTLE_ERR"
+	else
+		deleted_names "$T/storm.err" >"$T/storm.deleted"
+		summary_json "$d" "$T/storm.json"
+		d9_py budget-fork-storm '
+import re
+lines = open(f[0]).read().split("\n")
+pids = set(int(l.split()[1]) for l in lines if l.startswith("child ") or l.startswith("parent "))
+d = f[1]; summ = one(f[2]); deleted = open(f[3]).read().split()
+names = [n for n in files(d) if n.endswith(".bin") or n.endswith(".bin.gz")]
+if len(pids) != 501:
+    fail("%d processes reported, expected 501" % len(pids))
+if len(names) > 256:
+    fail("%d segment files left, over the default D9_MAX_FILES=256" % len(names))
+total = sum(os.path.getsize(os.path.join(d, n)) for n in names)
+if total > 2 * 1048576 * 1.01:
+    fail("%d bytes left, over D9_MAX_TOTAL_SIZE=2M" % total)
+def pid_of(n):
+    return int(re.match(r"trace\.(\d+)\.", n).group(1))
+kept = [pid_of(n) for n in names]; gone = [pid_of(n) for n in deleted]
+if sorted(kept + gone) != sorted(pids):
+    fail("kept + deleted segments are not one per process: %d kept, %d deleted, %d processes, "
+         "missing %s" % (len(kept), len(gone), len(pids), sorted(pids - set(kept + gone))[:5]))
+dq = summ["data_quality"]
+if dq["budget_deleted_segments"] != len(deleted):
+    fail("d9-analyze counts %d deleted segments, the agents deleted %d"
+         % (dq["budget_deleted_segments"], len(deleted)))
+info = "%d files (%d bytes) kept, %d deleted (analyzer %d)" % (len(names), total, len(deleted),
+    dq["budget_deleted_segments"])
+' "$T/storm.out" "$d" "$T/storm.json" "$T/storm.deleted"
+	fi
+fi
+
+# ---- a pre-forked server under LD_PRELOAD ----------------------------------------------------------
+if [ -x "$storm" ]; then
+	d=$T/workers
+	mkdir -p "$d"
+	{ env LD_PRELOAD="$D9_ROOT/build/libd9agent.so" D9_TRACE_PATH="$d/trace.bin" \
+		D9_MAX_TOTAL_SIZE=4M D9_MAX_FILE_SIZE=1M D9_LOG=debug \
+		timeout -s KILL $((120 * D9_SLOW)) "$storm" -w 4 3 >"$T/workers.out" 2>"$T/workers.err"; } 2>/dev/null
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		d9_fail budget-workers "fork-storm -w exited $rc: $(grep -v '^d9\[[0-9]*\]: \(deleted\|segment\|tracing\)' "$T/workers.err" | head -c 300)"
+	elif ! d9_wait_settled "$d"; then
+		d9_fail budget-workers "$D9_SETTLE_ERR"
+	else
+		deleted_names "$T/workers.err" >"$T/workers.deleted"
+		summary_json "$d" "$T/workers.json"
+		d9_py budget-workers '
+import re
+lines = open(f[0]).read().split("\n")
+kids = set(int(l.split()[1]) for l in lines if l.startswith("child "))
+d = f[1]; summ = one(f[2]); deleted = open(f[3]).read().split()
+names = [n for n in files(d) if n.endswith(".bin") or n.endswith(".bin.gz")]
+if not deleted:
+    fail("nothing was deleted: the workers did not exceed the budget (%s)" % names)
+total = sum(os.path.getsize(os.path.join(d, n)) for n in names)
+if total > 4 * 1048576 * 1.01:
+    fail("%d bytes left, over D9_MAX_TOTAL_SIZE=4M" % total)
+big = [n for n in names if os.path.getsize(os.path.join(d, n)) > 1048576]
+if big:
+    fail("segments larger than D9_MAX_FILE_SIZE=1M: %s" % big)
+dq = summ["data_quality"]
+if dq["budget_deleted_segments"] != len(deleted):
+    fail("d9-analyze counts %d deleted segments, the agents deleted %d"
+         % (dq["budget_deleted_segments"], len(deleted)))
+writers = set(int(re.match(r"trace\.(\d+)\.", n).group(1)) for n in names + deleted)
+if writers != kids:
+    fail("segments of pids %s, the workers were %s" % (sorted(writers), sorted(kids)))
+parks = [w["parks"] for w in summ["workers"] if w["pid"] in kids]
+if not parks or not all(parks):
+    fail("workers in the summary: %s" % [(w["pid"], w["parks"]) for w in summ["workers"]])
+info = "%d bytes in %d segments kept, %d deleted (analyzer %d)" % (total, len(names), len(deleted),
+    dq["budget_deleted_segments"])
+' "$T/workers.out" "$d" "$T/workers.json" "$T/workers.deleted"
+	fi
+fi
+
+# ---- a link planted as the lock file --------------------------------------------------------------
+# The agent never follows it (O_NOFOLLOW): the file it points to stays as it was, the agent says
+# once that it keeps the budget alone, and the process's own budget still holds.
+d=$T/planted
+mkdir -p "$d"
+chmod 700 "$d"
+printf 'not d9s\n' >"$T/victim"
+ln -s "$T/victim" "$d/trace.lock"
+d9_run "$T/planted.out" "$T/planted.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_TOTAL_SIZE=2M \
+	D9_MAX_FILE_SIZE=1M D9_COMPRESS=0 -- -t 2 -n 600000 --park-every 2000 --sleep-us 100
+rc=$?
+if [ "$rc" -ne 0 ]; then
+	d9_fail budget-planted-lock "driver exited $rc: $(head -c 300 "$T/planted.err")"
+elif ! d9_wait_settled "$d"; then
+	d9_fail budget-planted-lock "$D9_SETTLE_ERR"
+else
+	d9_py budget-planted-lock '
+d = f[0]; err = open(f[1]).read()
+if open(f[2]).read() != "not d9s\n" or not os.path.islink(os.path.join(d, "trace.lock")):
+    fail("the planted link or its target changed")
+said = [l for l in err.splitlines() if "budget lock file" in l]
+if len(said) != 1:
+    fail("%d lines about the lock file, expected 1: %s" % (len(said), said[:2]))
+names = [n for n in files(d) if n.endswith(".bin")]
+total = sum(os.path.getsize(os.path.join(d, n)) for n in names)
+if len(names) < 2 or total > 2 * 1048576:
+    fail("%d segments, %d bytes with D9_MAX_TOTAL_SIZE=2M" % (len(names), total))
+info = said[0]
+' "$d" "$T/planted.err" "$T/victim"
+fi
