@@ -66,6 +66,12 @@ static int lock_file(void)
 		err = d9__file_create(&bud.lock, path, O_RDWR);
 		if (err == -EEXIST) /* another process made it first */
 			err = d9__file_open(&bud.lock, path, O_RDWR);
+		else if (!err && stat(d9__g.cfg.dir, &st) == 0 && st.st_uid != geteuid() &&
+			geteuid() == 0)
+			/* root about to drop privileges made it in the target user's directory
+			 * (d9-uid-N, paths.c): it is that user's, as the segments there are, so the
+			 * processes that run as that user afterwards can use it */
+			(void)fchown(bud.lock.fd, st.st_uid, st.st_gid);
 	}
 	if (err)
 		d9__log_once(D9_LOG_WARN, "cannot use the budget lock file %s (%s): this process keeps "
