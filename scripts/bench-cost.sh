@@ -295,6 +295,11 @@ else:
                                "role": "agent" if name.startswith("d9-") else "server",
                                "by_syscall": by})
 raw = gz = 0
+# segments left uncompressed although D9_COMPRESS is on: the exit path waits at most 2 s for
+# the compressor (README), under valgrind often too short for symbolizing a large binary, and
+# then the compressor's count holds only part of its work
+run["uncompressed_segments"] = 0 if mode in ("base", "nocompress") else len(
+    [f for f in glob.glob(os.path.join(d, "trace", "*")) if f.endswith((".bin", ".active"))])
 for f in glob.glob(os.path.join(d, "trace", "*")):
     if f.endswith(".gz"):
         raw += len(gzip.open(f).read())
@@ -370,9 +375,11 @@ def matching(tool, srv, mode, n, idle):
             and (r["idle_s"] > 0) == idle]
 
 def find(tool, srv, mode, n, idle):
-    """the repetition with the smallest count in all threads: chance work kept out"""
+    """the repetition with the smallest count in all threads (chance work kept out), among
+    those whose compressor finished before the exit path gave up on it if there are any"""
     rs = matching(tool, srv, mode, n, idle)
-    return min(rs, key=lambda r: sum(t[KEY[tool]] or 0 for t in r["threads"])) if rs else None
+    return min(rs, key=lambda r: (r.get("uncompressed_segments", 0) > 0,
+                                  sum(t[KEY[tool]] or 0 for t in r["threads"]))) if rs else None
 
 def by_role(r, key):
     out = {"server": 0, "agent": 0}
@@ -421,6 +428,8 @@ def model(srv, tool, mode, key):
         for k in spread:
             spread[k] = max(spread[k], (max(r[k] for r in rs) - min(r[k] for r in rs)) / dn)
     out["repeat_spread_per_request"] = spread
+    # the chosen runs of N1 and N2 where the exit path cut the compressor short
+    out["exit_cut"] = [r["n"] for r in (a, b) if r.get("uncompressed_segments", 0) > 0]
     out["reps"] = len(matching(tool, srv, mode, n2, False))
     if z:
         rz, tz = by_role(z, key), z["idle_s"]
@@ -542,6 +551,8 @@ for srv, r in d["servers"].items():
                 verdict += f" ({vu['server']}, {vu['all']})"
         if m.get("unsteady"):
             verdict += " less work in the larger run: " + ", ".join(m["unsteady"])
+        if m.get("exit_cut"):
+            verdict += " compression cut short at exit in run N=" + ", ".join(map(str, m["exit_cut"]))
         print(f"  {srv:10} {mode:10} {ip['server']:7.0f} {ip['agent']:7.0f}"
               f" {f(add and add['server']):>7} {f(add and add['all']):>7} {f(tds):>6} {f(sp):>6}"
               f" {f(m.get('events_per_request'), 2):>6} {f(m.get('raw_bytes_per_request'), 1):>6}"

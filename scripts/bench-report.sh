@@ -375,6 +375,9 @@ if cost:
             if m.get("unsteady"):
                 verdict += (" (less work in the larger run, so no per-request figure: " +
                             ", ".join(f"`{u}`" for u in m["unsteady"]) + ")")
+            if m.get("exit_cut"):
+                verdict += (" (the exit path cut d9-compress short in the run of N=" +
+                            ", ".join(map(str, m["exit_cut"])) + ")")
             agent_ok = not any(u.startswith("agent:") for u in m.get("unsteady", []))
             W(f"| {sname} | {MODES.get(mode, mode)} | {f0(ip['server'])} | "
               f"{f0(ip['agent']) if agent_ok else 'unsteady'} | {f0(a and a['server'])} | "
@@ -447,6 +450,12 @@ if cost:
         W(f"| {sname} | {b['per_request']['all']:.3f} | {d_['per_request']['server']:.3f} | "
           f"{d_['per_request']['agent']:.3f} | {sc['added']['all']:+.3f} | {sc['verdict']} | "
           + (f"{au['all']:+.3f} ({sc['verdict_untimed']})" if au else "-") + f" | {diff} |")
+    W("")
+    W("Every agent run here seals its one segment at exit, and the exit path waits at most 2 s "
+      "for d9-compress (README, Configuration): under valgrind, symbolizing a large binary (redis-server)"
+      " can take longer, and then the segment stays `.bin` and d9-compress's count holds only "
+      "part of its work. Of the repetitions, one where the compressor finished is used when "
+      "there is one; the verdict column says where there was none.")
     W("")
     W("`unsteady`: a thread did less work in the larger run than in the smaller one, so "
       "something other than the requests drives its count (with 99 Hz profiling: d9-compress "
