@@ -452,8 +452,9 @@ if cost:
           + (f"{au['all']:+.3f} ({sc['verdict_untimed']})" if au else "-") + f" | {diff} |")
     W("")
     W("Every agent run here seals its one segment at exit, and the exit path waits at most 2 s "
-      "for d9-compress (README, Configuration): under valgrind, symbolizing a large binary (redis-server)"
-      " can take longer, and then the segment stays `.bin` and d9-compress's count holds only "
+      "for d9-compress (README: What the agent does to the host): under valgrind, symbolizing a "
+      "large binary (redis-server) can take longer, and then the segment stays `.bin` and "
+      "d9-compress's count holds only "
       "part of its work. Of the repetitions, one where the compressor finished is used when "
       "there is one; the verdict column says where there was none.")
     W("")
