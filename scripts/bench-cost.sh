@@ -547,8 +547,10 @@ for srv, r in d["servers"].items():
         verdict = ""
         if v:
             verdict = f"server {v['server']}, all {v['all']}"
-            if vu:
+            if vu and abs(tds or 0) <= abs(ip["all"]):
                 verdict += f" ({vu['server']}, {vu['all']})"
+            elif vu:
+                verdict += " (time-driven part larger than the slope: no estimate)"
         if m.get("unsteady"):
             verdict += " less work in the larger run: " + ", ".join(m["unsteady"])
         if m.get("exit_cut"):
