@@ -18,7 +18,7 @@ def load(name):
     except (OSError, ValueError):
         return None
 
-fmt, ana, micro, srv, mach, cost = (load(f) for f in
+fmt, ana, micro, srv, mach, dcost = (load(f) for f in
                                     ("format.json", "analyze.json", "micro.json", "server.json",
                                      "machine.json", "cost.json"))
 rows = []  # (section, what, value, target, verdict)
@@ -106,11 +106,11 @@ if srv_rows:
           f" {r['rss']:8.0f}")
     P(f"  baseline medians: {srv_rows[0]['rps_base']:.0f} req/s, p50 {us(srv_rows[0]['p50b'])},"
       f" p99 {us(srv_rows[0]['p99b'])}, RSS {srv_rows[0]['rssb']:.0f} KiB")
-if cost:
-    n1, n2 = cost["requests"]
-    P(f"deterministic cost at {cost['commit']}: instructions per request (callgrind, slope "
+if dcost:
+    n1, n2 = dcost["requests"]
+    P(f"deterministic cost at {dcost['commit']}: instructions per request (callgrind, slope "
       f"{n1}->{n2} requests, one connection); +srv/+all = added to base (goal <= 150 / <= 300)")
-    for sname, sv in cost["servers"].items():
+    for sname, sv in dcost["servers"].items():
         for mode, m in sv["modes"].items():
             a, v = m.get("added"), m.get("verdict")
             P(f"  {sname:10} {mode:10} server {m['per_request']['server']:7.0f} agent "
@@ -168,9 +168,9 @@ def time_model_ok(m):
     share = td["server"]["share_per_request"] + td["agent"]["share_per_request"]
     return abs(share) <= abs(m["per_request"]["all"])
 
-if cost:
+if dcost:
     # issue 14's goals for default settings, from the deterministic counts (bench-cost.sh)
-    for sname, sv in cost["servers"].items():
+    for sname, sv in dcost["servers"].items():
         m = sv["modes"].get("default")
         if m and m.get("added"):
             a, v = m["added"], m["verdict"]
@@ -178,7 +178,7 @@ if cost:
             extra = f"; without the time-driven part {au['server']:,.0f} / {au['all']:,.0f}" if au else ""
             rows.append((f"instructions per request added by default settings, {sname} (callgrind;"
                          f" server's threads / all threads)",
-                         f"{a['server']:,.0f} / {a['all']:,.0f}{extra} (at `{cost['commit']}`)",
+                         f"{a['server']:,.0f} / {a['all']:,.0f}{extra} (at `{dcost['commit']}`)",
                          "<= 150 / <= 300", f"{v['server']} / {v['all']}"))
         sc = sv["syscalls"]
         if "added" in sc:
@@ -328,17 +328,17 @@ if srv_rows:
       " it had not compressed yet. For perf, bytes are `perf.data`. Events come from "
       "`d9-analyze summary --json`.")
     W("")
-if cost:
-    n1, n2 = cost["requests"]
+if dcost:
+    n1, n2 = dcost["requests"]
     f0 = lambda x, p=0: "-" if x is None else f"{(0.0 if abs(x) < 0.5 / 10 ** p else x):,.{p}f}"
     MODES = {"base": "base (no agent)", "default": "default", "noblock": "D9_BLOCKING=0",
              "nocompress": "D9_COMPRESS=0", "cpu99": "D9_CPU_PROFILE=99"}
     W("## Deterministic cost (instructions and syscalls per request)")
     W("")
-    W(f"Measured by `scripts/bench-cost.sh` at commit `{cost['commit']}` ({cost['tree']} tree), "
-      f"{cost.get('date', '?')}, {'QUICK=1' if cost['quick'] else 'full mode'}, "
-      f"{cost['seconds']} s; {cost['tools']['valgrind']}, {cost['tools']['strace']}"
-      + (f", {cost['tools']['redis'].split(' sha=')[0]}" if cost["tools"].get("redis") else "")
+    W(f"Measured by `scripts/bench-cost.sh` at commit `{dcost['commit']}` ({dcost['tree']} tree), "
+      f"{dcost.get('date', '?')}, {'QUICK=1' if dcost['quick'] else 'full mode'}, "
+      f"{dcost['seconds']} s; {dcost['tools']['valgrind']}, {dcost['tools']['strace']}"
+      + (f", {dcost['tools']['redis'].split(' sha=')[0]}" if dcost["tools"].get("redis") else "")
       + ".")
     W("")
     W(f"User-space instructions (`valgrind --tool=callgrind --separate-threads=yes`) per "
@@ -368,7 +368,7 @@ if cost:
       " added, all (<= 300) | of the slope, time-driven | verdict: server, all (without the "
       "time-driven part) |")
     W("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for sname, sv in cost["servers"].items():
+    for sname, sv in dcost["servers"].items():
         for mode, m in sv["modes"].items():
             ip, a, td = m["per_request"], m.get("added"), m.get("time_driven")
             v, vu = m.get("verdict"), m.get("verdict_untimed")
@@ -403,7 +403,7 @@ if cost:
       "instr/request | d9-writer instr/event | d9-compress instr/request | d9-compress "
       "instr/raw byte | other agent threads instr/request | CPU samples (runs N1, N2) |")
     W("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for sname, sv in cost["servers"].items():
+    for sname, sv in dcost["servers"].items():
         for mode, m in sv["modes"].items():
             if mode == "base":
                 continue
@@ -420,7 +420,7 @@ if cost:
     W("")
     W("Time-driven instructions per second of the run's wall time (c above), agent and server "
       "threads, at valgrind's pace; and the chance part: each run length ran "
-      f"{cost.get('reps', 1)} times, the figures above use the repetition with the fewest "
+      f"{dcost.get('reps', 1)} times, the figures above use the repetition with the fewest "
       "instructions, and the spread is how far the repetitions differed, per request of the "
       "slope:")
     W("")
@@ -428,7 +428,7 @@ if cost:
       f"(N={n1}, N={n2}) | idle run: agent threads instr in total | repeat spread per request "
       "(server threads, agent threads) |")
     W("| --- | --- | --- | --- | --- | --- | --- |")
-    for sname, sv in cost["servers"].items():
+    for sname, sv in dcost["servers"].items():
         for mode, m in sv["modes"].items():
             td = m.get("time_driven")
             if not td:
@@ -447,7 +447,7 @@ if cost:
       " added without the time-driven part | what the agent adds per request, by syscall "
       "(thread role: syscall) |")
     W("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for sname, sv in cost["servers"].items():
+    for sname, sv in dcost["servers"].items():
         sc = sv["syscalls"]
         if "added" not in sc:
             continue
@@ -474,7 +474,7 @@ if cost:
       "symbolizes the modules the samples happened to hit, and d9-writer's work follows the "
       "samples, that is CPU time under valgrind); its slope is no per-request cost.")
     W("")
-    ss = [sname for sname, sv in cost["servers"].items()
+    ss = [sname for sname, sv in dcost["servers"].items()
           if "server:openat" in sv["syscalls"].get("default", {}).get("by_syscall_per_request", {})]
     if ss:
         W("openat, pread64 and close on the server's threads (" + ", ".join(ss) + ") are the "
@@ -487,7 +487,7 @@ if cost:
           "writer's wake-ups. The time-driven column's idle run has no Unparks, so it does not "
           "remove these.")
         W("")
-    said = [(sname, mode, l) for sname, sv in cost["servers"].items()
+    said = [(sname, mode, l) for sname, sv in dcost["servers"].items()
             for mode, m in sv["modes"].items() for l in m.get("stderr", [])]
     if said:
         W("The servers printed on stderr under valgrind: " +
