@@ -581,7 +581,7 @@ W("Knobs: `BENCH_PAIRS`, `BENCH_DURATION` (whole seconds), `BENCH_WARMUP` (pairs
   "`BENCH_MODES` (`trace block lean cpu99 prof perf`), `BENCH_SERVER_CPU`, `BENCH_WRK_CPU`, `BENCH_NICE` "
   "(default -10 as root, else 0). Deterministic cost: `COST_SERVERS` (`st-http epoll-http redis`), "
   "`COST_MODES` (`base default noblock nocompress cpu99`), `COST_N1`, `COST_N2` (1000, 5000; "
-  "QUICK=1: 200, 1000).")
+  "QUICK=1: 200, 1000), `COST_REPS` (2; QUICK=1: 1).")
 open("BENCHMARKS.md", "w").write("\n".join(M) + "\n")
 if notes:
     print("notes (also in BENCHMARKS.md):")
