@@ -11,8 +11,9 @@ pkgs=(
 	libst-dev                                             # State Threads, the first runtime
 	wrk curl valgrind python3                             # test load, tests' helpers
 	knot-resolver bind9 dnsperf                           # real DNS servers + load (test-stacks.sh)
-	redis-server                                          # a real epoll server (test-real-redis.sh)
+	redis-server                                          # a real epoll server (test-real-redis.sh, make bench)
 	nginx memcached                                       # real servers: privilege drops, names (test-real-*.sh)
+	strace                                                # make bench: syscalls per request
 	chromium                                              # viewer tests (tests/browser)
 )
 command -v npm >/dev/null || pkgs+=(npm)                      # Debian's npm brings nodejs
