@@ -233,6 +233,14 @@ void d9_agent_coroutine_exit(uint64_t id);
  * Returns 0, or -ETIMEDOUT. The calling thread's chunk is flushed too. */
 int d9_agent_flush(int timeout_ms);
 
+/* The process ends without exit() (_exit, _Exit, exit_group: preload/libc-exit.c): the agent
+ * seals what it wrote, waiting at most 100 ms. Async-signal-safe enough for _exit in a handler. */
+void d9_agent_process_end(void);
+/* Before exec: sealed the same way (returns 1 when sealed). When the exec returns (it failed),
+ * d9_agent_exec_failed starts the agent again. */
+int d9_agent_exec_begin(void);
+void d9_agent_exec_failed(void);
+
 /* 1 when the agent is configured and running (or will start on the first event). */
 int d9_agent_active(void);
 

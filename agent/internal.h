@@ -82,6 +82,7 @@ void d9__clock_anchor(struct d9__anchor *a);
 void d9__clock_calibrate(void);
 void d9__clock_calibrate_start(void);
 uint64_t d9__clock_tps(void); /* ticks per second */
+uint64_t d9__clock_baseline_ns(void); /* the calibration baseline's length so far */
 uint64_t d9__mono_ns(void);
 uint64_t d9__realtime_ns(void);
 

@@ -558,9 +558,13 @@ void *d9__writer_main(void *arg)
 	prctl(PR_SET_NAME, "d9-writer");
 	process_info();
 	g->seg.f.fd = -1;
-	/* calibrate the TSC over at least 10 ms before the first header needs the frequency */
-	struct timespec ts = { 0, 10000000 };
-	nanosleep(&ts, NULL);
+	/* calibrate the TSC over at least 10 ms before the first header needs the frequency; a
+	 * forked child's baseline (its parent's) is long enough already: no wait at its exit */
+	uint64_t age = d9__clock_baseline_ns();
+	if (d9__clock_tsc && age < 10000000u) {
+		struct timespec ts = { 0, (long)(10000000u - age) };
+		nanosleep(&ts, NULL);
+	}
 	d9__clock_calibrate();
 	scan_series();
 	g->first_seq = g->next_seq;
@@ -602,8 +606,10 @@ void *d9__writer_main(void *arg)
 			if (nwdrops || wdrop_overflow)
 				write_drop_records();
 			seg_seal();
-			/* our own data is safe; what is left of the recovery fits in the exit's wait */
-			while (recovering)
+			/* our own data is safe; recovery goes on for what fits in half the exit's wait
+			 * (lifecycle.c, 100 ms); the rest is the next start's */
+			uint64_t until = d9__mono_ns() + 50000000u;
+			while (recovering && d9__mono_ns() < until)
 				recovering = d9__recover_next();
 		} else if (recovering) {
 			recovering = d9__recover_next();
