@@ -43,6 +43,8 @@ struct d9__thr {
 	uint8_t role; /* 0 unset, D9_ROLE_THREAD/WORKER: records; D9_ROLE_AGENT: never records */
 	uint8_t registered; /* in the writer's registry (and the thread-exit key is set) */
 	uint8_t busy; /* inside the agent's slow path: interposers pass straight through */
+	uint8_t traced; /* a forked child's thread outside any loop: profiled, its blocking calls
+			 * timed, without being a worker (lifecycle.c, fork_child) */
 	uint32_t park; /* atomic: D9__RUNNING, D9__PARKED, D9__STEALING, D9__STOLEN */
 	uint64_t dropped; /* events dropped since the last Dropped record */
 	uint64_t chunk_mono_ns; /* when the current chunk started (coarse; for flush requests) */

@@ -22,6 +22,7 @@ struct d9__config {
 	uint64_t max_file_size, max_total_size, max_memory;
 	uint64_t rotation_period_ns; /* 0: no time-based rotation */
 	uint64_t flush_interval_ns;
+	uint64_t exit_timeout_ns; /* D9_EXIT_TIMEOUT: the most an exit waits for the seal */
 	int compress, enabled, toggle_signal; /* toggle_signal 0: none */
 	int log_level; /* 0 error, 1 warn, 2 info, 3 debug */
 	int clock; /* 0 auto, 1 tsc, 2 monotonic */
@@ -249,6 +250,8 @@ void d9__defs_module(const char *path, uint64_t start, uint64_t end, uint64_t of
 void d9__modules_refresh(void);
 /* Appends a Thread definition to the log. */
 void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role);
+/* In a forked child: drops the parent's Thread definitions from the log. */
+void d9__defs_child(void);
 
 /* coroutines.c: Coroutine definition records for the writer (a buffer to free, its length) */
 size_t d9__coroutines_all(uint8_t **out);

@@ -3,7 +3,7 @@
  * process ends (exit, _exit and exit_group through preload/libc-exit.c, fatal signals the host
  * leaves at their default action) and before exec, the toggle signal, and fork (the child starts
  * a fresh agent; nothing it needs can be held by a vanished thread). Nothing here may exit, abort
- * or hang the host: every wait has a deadline, and an exit waits at most EXIT_WAIT_MS.
+ * or hang the host: every wait has a deadline, and an exit waits at most D9_EXIT_TIMEOUT.
  * Design: agent/DESIGN.md, "Exit, signals, fork". */
 #include "internal.h"
 
@@ -18,9 +18,6 @@ void d9__record_child(void);
 void d9__writer_child(void);
 int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *));
 
-/* The most any way of ending adds to the process's exit: the writer's seal. Compression and
- * symbolization still pending stay for the next start or the analyzer (DESIGN.md, "Exit"). */
-#define EXIT_WAIT_MS 100
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int forked; /* this process is a forked child: its compressor starts at its first seal */
@@ -58,7 +55,7 @@ void d9__preload_at_exit(void) __attribute__((weak));
 /* Seals what the process wrote because it ends (exit, _exit, exit_group, a fatal signal) or
  * replaces its image (exec): the calling thread's chunk is handed off, the writer collects the
  * parked threads' chunks, writes everything, seals the segment and stops; this waits for that
- * at most EXIT_WAIT_MS. Compression and symbolization are not waited for: the compressor drops
+ * at most D9_EXIT_TIMEOUT. Compression and symbolization are not waited for: the compressor drops
  * its job (its .bin stays, its temporary file goes) and the next start or the analyzer finishes
  * them. Safe in a signal handler that interrupted anything: a thread caught inside the agent
  * (busy) takes no lock and waits by polling. Only the first caller seals; another thread ending
@@ -67,7 +64,9 @@ static int seal_now(void)
 {
 	struct d9__agent *g = &d9__g;
 	struct d9__thr *t = &d9__self;
-	uint64_t deadline = d9__mono_ns() + EXIT_WAIT_MS * 1000000ull;
+	/* the most any way of ending adds to the process's exit (D9_EXIT_TIMEOUT, 100 ms): the
+	 * writer's seal; compression and symbolization still pending are the next start's */
+	uint64_t deadline = d9__mono_ns() + g->cfg.exit_timeout_ns;
 
 	/* a vfork child shares our memory (and this thread's TLS) but not our pid: nothing here
 	 * is its to touch */
@@ -105,9 +104,9 @@ static int seal_now(void)
 	if (!waited)
 		sealed = wait_flag(&g->state, D9__STOPPED, deadline);
 	if (!sealed)
-		d9__log_once(D9_LOG_WARN, "the writer did not seal within %d ms of the exit; the last "
-			"segment stays .active (d9-analyze reads it; the next start recovers it)",
-			EXIT_WAIT_MS);
+		d9__log_once(D9_LOG_WARN, "the writer did not seal within D9_EXIT_TIMEOUT (%llu ms) of "
+			"the exit; the last segment stays .active (d9-analyze reads it; the next start "
+			"recovers it)", (unsigned long long)(g->cfg.exit_timeout_ns / 1000000u));
 	if (g->compressor_started) {
 		__atomic_store_n(&g->compress_stop, 1, __ATOMIC_RELEASE);
 		__atomic_store_n(&g->compress_abort, 1, __ATOMIC_RELEASE);
@@ -363,9 +362,16 @@ static void disk_init(void)
 
 /* The child: one thread, the parent's memory. Start over with a new series and new threads; the
  * definitions (held consistent by fork_prepare) carry over so ids cached by preload/ stay valid. */
+void d9__child_trace(void);
+
 static void fork_child(void)
 {
 	struct d9__agent *g = &d9__g;
+	/* the forking thread recorded in a running agent: the child's work (a BGSAVE that never
+	 * enters a loop, a worker that will) is traced from here, when there is something to
+	 * trace (profiling or blocking calls); a child that execs at once writes nothing */
+	int trace = g->state == D9__RUNNING_ && d9__self.registered && d9__self.role != D9_ROLE_AGENT &&
+		(g->cfg.cpu_hz || g->cfg.sched_events || g->cfg.pre.blocking);
 
 	pthread_mutex_init(&g->def_lock, NULL);
 	if (g->state == D9__OFF || g->state == D9__FAILED)
@@ -385,6 +391,7 @@ static void fork_child(void)
 	g->nsealed = 0; /* the parent's list; the child's series is its own */
 	g->pid = getpid();
 	forked = 1;
+	d9__defs_child();
 	d9__record_child();
 	d9__writer_child();
 	d9__coroutines_child();
@@ -392,6 +399,8 @@ static void fork_child(void)
 	g->state = g->state == D9__STOPPED ? D9__STOPPED : D9__CONFIGURED;
 	if (g->state == D9__STOPPED)
 		d9__enabled = 0;
+	else if (trace && d9__enabled)
+		d9__child_trace();
 }
 
 __attribute__((constructor)) static void d9__init(void)

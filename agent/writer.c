@@ -607,8 +607,8 @@ void *d9__writer_main(void *arg)
 				write_drop_records();
 			seg_seal();
 			/* our own data is safe; recovery goes on for what fits in half the exit's wait
-			 * (lifecycle.c, 100 ms); the rest is the next start's */
-			uint64_t until = d9__mono_ns() + 50000000u;
+			 * (D9_EXIT_TIMEOUT); the rest is the next start's */
+			uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns / 2;
 			while (recovering && d9__mono_ns() < until)
 				recovering = d9__recover_next();
 		} else if (recovering) {
