@@ -244,7 +244,8 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 	s->seq = seq;
 	s->foreign = foreign;
 	g->nsealed++;
-	pthread_cond_signal(&g->disk_cond);
+	if (!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE))
+		pthread_cond_signal(&g->disk_cond); /* at exit it is left for the next start */
 	d9__unlock(&g->disk_lock);
 	/* D9_COMPRESS=0 starts no compressor, and a forked child none at its start; symbols or
 	 * gzip still need the thread: started here, on the writer thread, at the first seal (exit

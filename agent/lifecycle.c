@@ -84,6 +84,14 @@ static int seal_now(void)
 		d9__handoff(t);
 	}
 	__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
+	if (g->compressor_started) {
+		/* first, so it starts nothing (symbolizing loads libdw: CPU the exit would compete
+		 * with) and drops what it has (its .bin stays; a temporary file it opens after this
+		 * is a dead process's leftover for the next start) */
+		__atomic_store_n(&g->compress_stop, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&g->compress_abort, 1, __ATOMIC_RELEASE);
+		d9__tmp_abandon();
+	}
 	int sealed = 0, waited = 0;
 	if (!inside) {
 		/* under the pool lock, so the writer cannot miss the wake-up between its look at
@@ -107,12 +115,6 @@ static int seal_now(void)
 		d9__log_once(D9_LOG_WARN, "the writer did not seal within D9_EXIT_TIMEOUT (%llu ms) of "
 			"the exit; the last segment stays .active (d9-analyze reads it; the next start "
 			"recovers it)", (unsigned long long)(g->cfg.exit_timeout_ns / 1000000u));
-	if (g->compressor_started) {
-		__atomic_store_n(&g->compress_stop, 1, __ATOMIC_RELEASE);
-		__atomic_store_n(&g->compress_abort, 1, __ATOMIC_RELEASE);
-		d9__tmp_abandon(); /* its .bin stays; a temporary file it opens after this is a dead
-				    * process's leftover for the next start */
-	}
 	return sealed;
 }
 

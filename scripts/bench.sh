@@ -2,7 +2,8 @@
 # bench.sh: runs d9's benchmarks and leaves machine-readable results in build/bench/*.json, a
 # table on stdout and BENCHMARKS.md at the repository root. In order: format encode/decode
 # (bench-format), analyzer summary throughput, the hot path (bench-micro.sh), the agent's cost
-# on a real server under wrk (bench-server.sh), then the report (bench-report.sh).
+# on a real server under wrk (bench-server.sh), what it adds to redis's and nginx's exit
+# (bench-exit.sh), then the report (bench-report.sh).
 # Builds nothing: `make bench` builds everything first. QUICK=1 runs shorter repetitions
 # (a smoke run, under two minutes; its numbers are noisier). Timing claims live here, never in
 # tests.
@@ -73,6 +74,7 @@ JSON
 
 bash scripts/bench-micro.sh
 bash scripts/bench-server.sh
+bash scripts/bench-exit.sh
 
 # the machine, for BENCHMARKS.md
 python3 - "$load_before" "$(cut -d' ' -f1 /proc/loadavg)" "$(( $(date +%s) - t_start ))" \
