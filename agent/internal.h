@@ -221,6 +221,7 @@ struct d9__agent {
 	int tmp_live;
 
 	int exit_done;
+	int forked; /* a forked child: no recovery, no compressor before its first rotation */
 };
 
 extern struct d9__agent d9__g;

@@ -20,7 +20,7 @@ int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *));
 
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
-static int forked; /* this process is a forked child: its compressor starts at its first seal */
+static uid_t prepared_euid = (uid_t)-1; /* the trace directory was checked for this user */
 
 /* Creates an agent thread (fn(NULL)) with every signal blocked, so host signals never land on
  * it; the compressor (compress.c) is started the same way. Returns 0 or a negative errno. */
@@ -260,8 +260,11 @@ int d9__start(void)
 		err = -1;
 		goto out;
 	}
-	if ((err = d9__trace_dir_prepare(&g->cfg, 0)) != 0)
+	/* a forked child of a running agent, same user: its parent made and checked the directory
+	 * (a directory removed since is made again when a segment cannot be created) */
+	if (!(g->forked && prepared_euid == geteuid()) && (err = d9__trace_dir_prepare(&g->cfg, 0)) != 0)
 		goto fail; /* it said why */
+	prepared_euid = geteuid();
 	if ((err = d9__arena_init()) != 0) {
 		d9__log(D9_LOG_ERROR, "cannot reserve %llu bytes of buffers: %s; tracing is off",
 			(unsigned long long)g->cfg.max_memory, strerror(-err));
@@ -276,7 +279,7 @@ int d9__start(void)
 	g->writer_started = 1;
 	/* a forked child's compressor starts at its first seal (compress.c): a short-lived child
 	 * never needs one */
-	if (g->cfg.compress && !forked && d9__spawn_blocked(&g->compressor, d9__compressor_main) == 0)
+	if (g->cfg.compress && !g->forked && d9__spawn_blocked(&g->compressor, d9__compressor_main) == 0)
 		g->compressor_started = 1;
 	install_fatal_handlers();
 	__atomic_store_n(&g->state, D9__RUNNING_, __ATOMIC_RELEASE);
@@ -392,7 +395,7 @@ static void fork_child(void)
 	disk_init();
 	g->nsealed = 0; /* the parent's list; the child's series is its own */
 	g->pid = getpid();
-	forked = 1;
+	g->forked = 1;
 	d9__defs_child();
 	d9__record_child();
 	d9__writer_child();

@@ -568,7 +568,9 @@ void *d9__writer_main(void *arg)
 	d9__clock_calibrate();
 	scan_series();
 	g->first_seq = g->next_seq;
-	int recovering = 1; /* leftovers of crashed processes: one per pass, between our writes */
+	/* leftovers of crashed processes: one per pass, between our writes; a forked child leaves
+	 * them to its parent or the next start (its exit would pay for them) */
+	int recovering = !g->forked;
 
 	d9__lock(&g->pool_lock);
 	for (;;) {

@@ -4,6 +4,7 @@
  *   exit-progs sig-_exit         a SIGUSR1 handler calls _exit(3) while main is parked
  *   exit-progs _Exit             _Exit(4) from main
  *   exit-progs exec PROG ARGS    execv(PROG, ARGS) after recording (the old image's segment)
+ *   exit-progs exec-fail         execl of a path that does not exist, 50 more parks, exit(6)
  *   exit-progs thread-exit-group a secondary thread ends the process with syscall(SYS_exit_group, 5)
  *   exit-progs abort             abort() (SIGABRT, default action)
  *   exit-progs segv              a write through a null pointer (SIGSEGV, default action)
@@ -97,6 +98,13 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "exec") && argc > 2) {
 		execv(argv[2], argv + 2);
 		return 2;
+	}
+	if (!strcmp(mode, "exec-fail")) {
+		execl("/nonexistent/d9-exit-progs", "x", (char *)NULL);
+		if (errno != ENOENT)
+			return 2;
+		park(50, 1);
+		exit(6);
 	}
 	if (!strcmp(mode, "thread-exit-group")) {
 		pthread_t th;

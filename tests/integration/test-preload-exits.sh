@@ -2,8 +2,8 @@
 # test-preload-exits.sh: every way a process ends seals what it wrote (README, "What the agent does
 # to the host"; agent/DESIGN.md, "Exit, signals, fork"). exit-progs.c (compiled here) runs under
 # LD_PRELOAD, records parks, then ends: _exit from a signal handler, _Exit, execve (the old image's
-# segment sealed before the new image writes its own), exit_group from a secondary thread,
-# abort() and SIGSEGV (default actions), SIGTERM sent from outside. Each run must leave only
+# segment sealed before the new image writes its own), a failed exec (recording goes on), exit_group
+# from a secondary thread, abort() and SIGSEGV (default actions), SIGTERM sent from outside. Each run must leave only
 # sealed segments (no .active), all readable by d9-analyze (exit 0, no truncated segment) with
 # every park recorded. Then a fork storm: a fork-per-request parent and N children that each
 # wait in epoll_wait twice and exit must take at most twice as long as without the agent, every
@@ -104,6 +104,11 @@ if [ "$RC" = 4 ] && [ "$segs" -lt 2 ]; then
 elif [ "$RC" = 4 ]; then
 	pl_pass exit-execve-two-images "$segs segments of one pid"
 fi
+
+# a failed exec: the segment sealed before it, the agent started again after it (a new segment of
+# the same series), every park of both
+run exit-exec-fail 6 exec-fail
+sealed exit-exec-fail 6 100
 
 # SIGTERM sent while parked (no handler of the program's own)
 mkdir -p "$T/exit-sigterm"
