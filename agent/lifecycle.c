@@ -17,7 +17,7 @@ int d9__key_init(void);
 void d9__record_child(void);
 void d9__writer_child(void);
 int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *));
-
+void d9__child_trace(void);
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static uid_t prepared_euid = (uid_t)-1; /* the trace directory was checked for this user */
@@ -367,8 +367,6 @@ static void disk_init(void)
 
 /* The child: one thread, the parent's memory. Start over with a new series and new threads; the
  * definitions (held consistent by fork_prepare) carry over so ids cached by preload/ stay valid. */
-void d9__child_trace(void);
-
 static void fork_child(void)
 {
 	struct d9__agent *g = &d9__g;
