@@ -59,8 +59,10 @@ void d9__preload_at_exit(void) __attribute__((weak));
  * its job (its .bin stays, its temporary file goes) and the next start or the analyzer finishes
  * them. Safe in a signal handler that interrupted anything: a thread caught inside the agent
  * (busy) takes no lock and waits by polling. Only the first caller seals; another thread ending
- * at the same time waits for that seal. Returns 1 when the writer stopped (sealed). */
-static int seal_now(void)
+ * at the same time waits for that seal. ended: the running coroutine ends its poll here (exit,
+ * _exit, exec: the program's own call); a fatal signal cuts it, and the trace says so by ending
+ * with its open PollStart. Returns 1 when the writer stopped (sealed). */
+static int seal_now(int ended)
 {
 	struct d9__agent *g = &d9__g;
 	struct d9__thr *t = &d9__self;
@@ -76,7 +78,7 @@ static int seal_now(void)
 	if (__atomic_exchange_n(&g->exit_done, 1, __ATOMIC_ACQ_REL))
 		return wait_flag(&g->state, D9__STOPPED, deadline);
 	int inside = t->busy;
-	if (!inside && d9__preload_at_exit)
+	if (ended && !inside && d9__preload_at_exit)
 		d9__preload_at_exit();
 	t->busy = 1; /* from here on this thread records nothing */
 	if (!inside && t->blk) {
@@ -123,7 +125,7 @@ static void on_exit_flush(void)
 {
 	int saved = errno;
 
-	seal_now();
+	seal_now(1);
 	errno = saved;
 }
 
@@ -131,7 +133,7 @@ void d9_agent_process_end(void)
 {
 	int saved = errno;
 
-	seal_now();
+	seal_now(1);
 	errno = saved;
 }
 
@@ -139,7 +141,7 @@ void d9_agent_process_end(void)
 int d9_agent_exec_begin(void)
 {
 	int saved = errno;
-	int r = seal_now();
+	int r = seal_now(1);
 
 	errno = saved;
 	return r;
@@ -188,7 +190,7 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 	int saved = errno;
 
 	(void)uc;
-	seal_now();
+	seal_now(0);
 	/* SA_RESETHAND put the default action back on entry */
 	int fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGSYS;
 	if (!(fault && si && si->si_code > 0)) {
