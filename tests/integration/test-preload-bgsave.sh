@@ -67,7 +67,11 @@ if [ -s "$R/stderr" ]; then
 	pl_fail redis-bgsave-child-stderr "the agent printed: $(head -n 2 "$R/stderr")"
 fi
 left=$(ls "$R/trace" | grep -vE '\.bin(\.gz)?$' | tr '\n' ' ')
-[ -z "$left" ] && pl_pass redis-bgsave-sealed || pl_fail redis-bgsave-sealed "files other than sealed segments: $left"
+if [ -z "$left" ]; then
+	pl_pass redis-bgsave-sealed
+else
+	pl_fail redis-bgsave-sealed "files other than sealed segments: $left"
+fi
 
 "$PL_ANALYZE" summary --json "$R/trace" >"$R/summary.json" 2>"$R/analyze.err" ||
 	pl_fail redis-bgsave-child "d9-analyze summary failed: $(head -c 300 "$R/analyze.err")"

@@ -172,8 +172,11 @@ PY
 	cp "$T/storm/agent2.err" "$T/storm-last/stderr"
 	sealed storm-last 0 $((2 * N + N)) active
 	n=$(ls "$T/storm-last/trace" | grep -cE '\.(bin|bin\.gz|active)$')
-	[ "$n" -eq $((N + 1)) ] && pl_pass fork-storm-segments "$n segments: the parent's and one per child" ||
+	if [ "$n" -eq $((N + 1)) ]; then
+		pl_pass fork-storm-segments "$n segments: the parent's and one per child"
+	else
 		pl_fail fork-storm-segments "$n segments, expected $((N + 1))"
+	fi
 fi
 
 # ---- pending compression is finished by the next process of the series ------------------------
