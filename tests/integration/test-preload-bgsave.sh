@@ -51,6 +51,7 @@ bgsave_done() {
 	info=$(cli INFO persistence | tr -d '\r')
 	grep -q '^rdb_bgsave_in_progress:0' <<<"$info" && grep -q '^rdb_last_bgsave_status:ok' <<<"$info"
 }
+# shellcheck disable=SC2034 # read by the eval below
 before=$(cli LASTSAVE)
 cli BGSAVE >/dev/null
 if ! d9_wait_for 300 eval '[ "$(cli LASTSAVE)" != "$before" ] && bgsave_done'; then
