@@ -2,10 +2,10 @@
  * (common in signal handlers and forked children), quick_exit, exit_group through syscall(3),
  * and the exec family (the old image seals before the new one starts; a failed exec starts the
  * agent again). exit() and return from main are the agent's atexit handler (lifecycle.c).
- * Each wrapper seals through the agent (at most 100 ms), then calls the real function; nothing
- * here may keep the process from ending. A raw exit_group syscall (inline assembly, a static
- * runtime) cannot be seen: its .active segment is recovered by the next start, and the analyzer
- * reads it as it is. Design: agent/DESIGN.md, "Exit, signals, fork". */
+ * Each wrapper seals through the agent (waiting at most D9_EXIT_TIMEOUT, 100 ms), then calls the
+ * real function; nothing here may keep the process from ending. A raw exit_group syscall (inline
+ * assembly, a static runtime) cannot be seen: its .active segment is recovered by the next
+ * start, and the analyzer reads it as it is. Design: agent/DESIGN.md, "Exit, signals, fork". */
 #include "preload.h"
 
 #include <stdarg.h>
