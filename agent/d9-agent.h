@@ -242,6 +242,10 @@ void d9_agent_process_end(void);
  * d9_agent_exec_failed starts the agent again. */
 int d9_agent_exec_begin(void);
 void d9_agent_exec_failed(void);
+/* Around unshare/setns that need a single-threaded process: the agent seals and its threads
+ * end (1 when it paused); d9_agent_resume starts it again. */
+int d9_agent_pause(void);
+void d9_agent_resume(void);
 
 /* 1 when the agent is configured and running (or will start on the first event). */
 int d9_agent_active(void);

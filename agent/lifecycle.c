@@ -147,6 +147,40 @@ int d9_agent_exec_begin(void)
 	return r;
 }
 
+/* Before unshare/setns calls that a multi-threaded process may not make (a new user or mount
+ * namespace): the agent seals and its threads end, so the call sees the host's threads only.
+ * Returns 1 when it did (then d9_agent_resume after the call). */
+int d9_agent_pause(void)
+{
+	struct d9__agent *g = &d9__g;
+	int saved = errno, r = 0;
+
+	if (seal_now(0)) {
+		d9__lock(&start_lock);
+		if (g->writer_started)
+			pthread_join(g->writer, NULL); /* it returned when it stopped */
+		g->writer_started = 0;
+		if (g->compressor_started) {
+			/* told to stop by the seal: it drops its job, bounded by the exit timeout */
+			uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns;
+			struct timespec ts = { (time_t)(until / 1000000000u), (long)(until % 1000000000u) };
+			if (pthread_clockjoin_np(g->compressor, NULL, CLOCK_MONOTONIC, &ts) == 0) {
+				g->compressor_started = 0;
+				g->compress_stop = g->compress_abort = g->compressor_done = 0;
+			}
+		}
+		d9__unlock(&start_lock);
+		r = 1;
+	}
+	errno = saved;
+	return r;
+}
+
+void d9_agent_resume(void)
+{
+	d9_agent_exec_failed();
+}
+
 /* The exec failed: the agent starts again as at the first event (a new writer, a new segment). */
 void d9_agent_exec_failed(void)
 {
@@ -159,13 +193,23 @@ void d9_agent_exec_failed(void)
 	if (g->writer_started)
 		pthread_join(g->writer, NULL); /* it returned when it stopped */
 	g->writer_started = 0;
-	if (g->compressor_started && __atomic_load_n(&g->compressor_done, __ATOMIC_ACQUIRE)) {
-		pthread_join(g->compressor, NULL);
-		g->compressor_started = 0;
-		g->compress_stop = g->compress_abort = g->compressor_done = 0;
-	} /* else it is still leaving: no new one, its segments stay .bin for the next start */
+	if (g->compressor_started) {
+		/* told to stop by the seal: it drops its job, bounded by the exit timeout; if it
+		 * is still leaving after that, no new one (two would race), and the segments stay
+		 * .bin for the next start */
+		uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns;
+		struct timespec ts = { (time_t)(until / 1000000000u), (long)(until % 1000000000u) };
+		if (pthread_clockjoin_np(g->compressor, NULL, CLOCK_MONOTONIC, &ts) == 0) {
+			g->compressor_started = 0;
+			g->compress_stop = g->compress_abort = g->compressor_done = 0;
+		}
+	}
 	g->stop = 0;
 	g->exit_done = 0;
+	/* the new writer lists the series again (scan_series), sealed segments included */
+	d9__lock(&g->disk_lock);
+	g->nsealed = 0;
+	d9__unlock(&g->disk_lock);
 	memset(&g->seg, 0, sizeof(g->seg));
 	g->seg.f.fd = -1;
 	__atomic_store_n(&g->state, D9__CONFIGURED, __ATOMIC_RELEASE);
@@ -281,7 +325,8 @@ int d9__start(void)
 	g->writer_started = 1;
 	/* a forked child's compressor starts at its first seal (compress.c): a short-lived child
 	 * never needs one */
-	if (g->cfg.compress && !g->forked && d9__spawn_blocked(&g->compressor, d9__compressor_main) == 0)
+	if (g->cfg.compress && !g->forked && !g->compressor_started &&
+		d9__spawn_blocked(&g->compressor, d9__compressor_main) == 0)
 		g->compressor_started = 1;
 	install_fatal_handlers();
 	__atomic_store_n(&g->state, D9__RUNNING_, __ATOMIC_RELEASE);
@@ -373,10 +418,8 @@ static void fork_child(void)
 {
 	struct d9__agent *g = &d9__g;
 	/* the forking thread recorded in a running agent: the child's work (a BGSAVE that never
-	 * enters a loop, a worker that will) is traced from here, when there is something to
-	 * trace (profiling or blocking calls); a child that execs at once writes nothing */
-	int trace = g->state == D9__RUNNING_ && d9__self.registered && d9__self.role != D9_ROLE_AGENT &&
-		(g->cfg.cpu_hz || g->cfg.sched_events || g->cfg.pre.blocking);
+	 * enters a loop, a worker that will) is traced from here */
+	int trace = g->state == D9__RUNNING_ && d9__self.registered && d9__self.role != D9_ROLE_AGENT;
 
 	pthread_mutex_init(&g->def_lock, NULL);
 	if (g->state == D9__OFF || g->state == D9__FAILED)
@@ -404,8 +447,10 @@ static void fork_child(void)
 	g->state = g->state == D9__STOPPED ? D9__STOPPED : D9__CONFIGURED;
 	if (g->state == D9__STOPPED)
 		d9__enabled = 0;
-	else if (trace && d9__enabled)
-		d9__child_trace();
+	else if (trace && d9__enabled && (g->cfg.cpu_hz || g->cfg.sched_events))
+		d9__child_trace(); /* samples need the writer from the start */
+	else if (trace && d9__enabled && g->cfg.pre.blocking)
+		d9__self.traced = 1; /* its first BlockingCall starts the agent; an exec, nothing */
 }
 
 __attribute__((constructor)) static void d9__init(void)

@@ -1,13 +1,14 @@
 /* libc-exit.c: the ways a process ends or replaces its image without exit(): _exit and _Exit
  * (common in signal handlers and forked children), quick_exit, exit_group through syscall(3),
  * and the exec family (the old image seals before the new one starts; a failed exec starts the
- * agent again). exit() and return from main are the agent's atexit handler (lifecycle.c).
+ * agent again); around unshare/setns the agent's threads step aside. exit() and return from main are the agent's atexit handler (lifecycle.c).
  * Each wrapper seals through the agent (waiting at most D9_EXIT_TIMEOUT, 100 ms), then calls the
  * real function; nothing here may keep the process from ending. A raw exit_group syscall (inline
  * assembly, a static runtime) cannot be seen: its .active segment is recovered by the next
  * start, and the analyzer reads it as it is. Design: agent/DESIGN.md, "Exit, signals, fork". */
 #include "preload.h"
 
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -25,6 +26,8 @@ static int (*real_execv)(const char *, char *const[]);
 static int (*real_execvp)(const char *, char *const[]);
 static int (*real_fexecve)(int, char *const[], char *const[]);
 static int (*real_execveat)(int, const char *, char *const[], char *const[], int);
+static int (*real_unshare)(int);
+static int (*real_setns)(int, int);
 
 __attribute__((constructor)) static void exit_resolve(void)
 {
@@ -41,6 +44,8 @@ __attribute__((constructor)) static void exit_resolve(void)
 	real_fexecve = (int (*)(int, char *const[], char *const[]))d9__real("fexecve", NULL);
 	real_execveat = (int (*)(int, const char *, char *const[], char *const[], int))
 		d9__real("execveat", NULL);
+	real_unshare = (int (*)(int))d9__real("unshare", NULL);
+	real_setns = (int (*)(int, int))d9__real("setns", NULL);
 	errno = saved;
 }
 
@@ -112,6 +117,40 @@ D9_INTERPOSE long syscall(long number, ...)
 	}
 	if (exec)
 		d9_agent_exec_failed();
+	return r;
+}
+
+/* ---- namespaces ---------------------------------------------------------------------------------
+ * A multi-threaded process may not unshare a new user namespace (nor CLONE_THREAD, CLONE_SIGHAND,
+ * CLONE_VM) nor setns into a user or mount namespace (EINVAL). A child forked by a recording
+ * thread with profiling on has the agent's writer from the fork on (lifecycle.c), so around these
+ * calls the agent seals and its threads end, and it starts again afterwards. */
+#define SOLO_FLAGS (CLONE_NEWUSER | CLONE_SIGHAND | CLONE_VM | CLONE_THREAD)
+
+D9_INTERPOSE int unshare(int flags)
+{
+	if (!real_unshare) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int paused = (flags & SOLO_FLAGS) && d9_agent_pause();
+	int r = real_unshare(flags);
+	if (paused)
+		d9_agent_resume();
+	return r;
+}
+
+D9_INTERPOSE int setns(int fd, int nstype)
+{
+	if (!real_setns) {
+		errno = ENOSYS;
+		return -1;
+	}
+	/* 0: any type, which may be a user or mount namespace */
+	int paused = (nstype == 0 || (nstype & (CLONE_NEWUSER | CLONE_NEWNS))) && d9_agent_pause();
+	int r = real_setns(fd, nstype);
+	if (paused)
+		d9_agent_resume();
 	return r;
 }
 

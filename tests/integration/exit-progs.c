@@ -9,11 +9,15 @@
  *   exit-progs abort             abort() (SIGABRT, default action)
  *   exit-progs segv              a write through a null pointer (SIGSEGV, default action)
  *   exit-progs wait-term         parks until a SIGTERM (default action) ends it
+ *   exit-progs fork-unshare      forks a child that enters a new user namespace (unshare, which
+ *                                a multi-threaded process may not do), parks 20 times and exits;
+ *                                exits with the child's status (8: unshare not permitted here)
  *   exit-progs storm N           a fork-per-request server: waits in epoll_wait (1 ms), forks a
  *                                child that waits in epoll_wait twice (1 ms) and exits, waits
  *                                for it; N times; prints the wall time in ns */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +116,19 @@ int main(int argc, char **argv)
 			return 2;
 		for (;;)
 			park(1, 1000);
+	}
+	if (!strcmp(mode, "fork-unshare")) {
+		pid_t p = fork();
+		if (p == 0) {
+			if (unshare(CLONE_NEWUSER) != 0)
+				_exit(errno == EPERM || errno == ENOSPC ? 8 : 7);
+			park(20, 1);
+			exit(0);
+		}
+		int st;
+		if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st))
+			return 2;
+		return WEXITSTATUS(st);
 	}
 	if (!strcmp(mode, "wait-term"))
 		for (;;)
