@@ -251,8 +251,10 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 	 * gzip still need the thread: started here, on the writer thread, at the first seal (exit
 	 * and fork treat it as the compressor); not for the seal at exit, which leaves the work to
 	 * the next start (a short-lived child never starts one) */
-	if ((g->cfg.compress || g->cfg.symbolize) && !g->compressor_started &&
-		!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE) &&
+	/* only where the start spawns none: otherwise the writer may get here first, before the
+	 * start marks its compressor started, and two would run */
+	if ((g->cfg.compress || g->cfg.symbolize) && (!g->cfg.compress || g->forked) &&
+		!g->compressor_started && !__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE) &&
 		d9__spawn_blocked(&g->compressor, d9__compressor_main) == 0)
 		g->compressor_started = 1;
 }
