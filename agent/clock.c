@@ -142,6 +142,12 @@ void d9__clock_calibrate_start(void)
 	update_ticks();
 }
 
+/* How long the calibration baseline is now (ns): from load, or the parent's load in a child. */
+uint64_t d9__clock_baseline_ns(void)
+{
+	return d9__mono_ns() - first.mono_ns;
+}
+
 uint64_t d9__clock_tps(void)
 {
 	return tps;

@@ -7,7 +7,9 @@
 #include "internal.h"
 #include "symbolize.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,11 +274,17 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 	s->seq = seq;
 	s->foreign = foreign;
 	g->nsealed++;
-	pthread_cond_signal(&g->disk_cond);
+	if (!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE))
+		pthread_cond_signal(&g->disk_cond); /* at exit it is left for the next start */
 	d9__unlock(&g->disk_lock);
-	/* D9_COMPRESS=0 starts no compressor; symbols still need the thread: started here, on the
-	 * writer thread, at the first seal (exit and fork treat it as the compressor) */
-	if (!g->cfg.compress && g->cfg.symbolize && !g->compressor_started &&
+	/* D9_COMPRESS=0 starts no compressor, and a forked child none at its start; symbols or
+	 * gzip still need the thread: started here, on the writer thread, at the first seal (exit
+	 * and fork treat it as the compressor); not for the seal at exit, which leaves the work to
+	 * the next start (a short-lived child never starts one) */
+	/* only where the start spawns none: otherwise the writer may get here first, before the
+	 * start marks its compressor started, and two would run */
+	if ((g->cfg.compress || g->cfg.symbolize) && (!g->cfg.compress || g->forked) &&
+		!g->compressor_started && !__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE) &&
 		d9__spawn_blocked(&g->compressor, d9__compressor_main) == 0)
 		g->compressor_started = 1;
 }
@@ -304,6 +312,80 @@ void d9__sealed_forget(const char *path)
 	d9__unlock(&g->disk_lock);
 }
 
+/* ---- work left by processes that ended ----------------------------------------------------------
+ * A process that ends seals its last segment and leaves it .bin (an exit waits for no
+ * compression or symbolization), and so does a short-lived child, which never starts a
+ * compressor. A live process of the same series takes that work over: every ADOPT_NS its idle
+ * compressor lists the directory for <stem>.<pid>.<seq>.bin files of dead processes (owned by
+ * us, regular) and queues them as foreign (never counted in our budget, never deleted by us). A
+ * .bin next to its .bin.gz (killed between the rename of the complete .gz and the unlink) is the
+ * same segment twice: the .bin goes. Two live processes may adopt the same file; the second finds
+ * it gone (ENOENT) and drops it. */
+#define ADOPT_NS (5 * 1000000000ull)
+#define ADOPT_MAX 64 /* foreign segments queued at once */
+
+static int own_file(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+}
+
+/* Called by the compressor without the disk lock. */
+static void adopt_pending(void)
+{
+	struct d9__agent *g = &d9__g;
+	const char *stem = g->cfg.stem;
+	size_t ns = strlen(stem);
+	DIR *d = opendir(g->cfg.dir);
+	struct dirent *e;
+	char path[4200], gz[4200];
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		const char *n = e->d_name;
+		char *end;
+		if (strncmp(n, stem, ns) || n[ns] != '.')
+			continue;
+		long pid = strtol(n + ns + 1, &end, 10);
+		if (*end != '.' || pid <= 0 || pid == g->pid)
+			continue;
+		long seq = strtol(end + 1, &end, 10);
+		if (seq < 0 || strcmp(end, ".bin"))
+			continue;
+		if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue; /* alive (or not ours to ask): its own compressor's work */
+		size_t nd = strlen(g->cfg.dir), nn = strlen(n);
+		if (nd + 1 + nn + 4 > sizeof(path))
+			continue;
+		memcpy(path, g->cfg.dir, nd);
+		path[nd] = '/';
+		memcpy(path + nd + 1, n, nn + 1);
+		memcpy(gz, path, nd + 1 + nn);
+		memcpy(gz + nd + 1 + nn, ".gz", 4);
+		if (!own_file(path))
+			continue;
+		if (own_file(gz)) {
+			unlink(path);
+			continue;
+		}
+		d9__lock(&g->disk_lock);
+		size_t foreign = 0;
+		int known = 0;
+		for (size_t i = 0; i < g->nsealed; i++) {
+			foreign += g->sealed[i].foreign;
+			known |= !strcmp(g->sealed[i].path, path);
+		}
+		d9__unlock(&g->disk_lock);
+		if (foreign >= ADOPT_MAX)
+			break; /* the rest at a later pass */
+		if (!known)
+			d9__sealed_add(path, 0, (uint32_t)seq, 1);
+	}
+	closedir(d);
+}
+
 void *d9__compressor_main(void *arg)
 {
 	struct d9__agent *g = &d9__g;
@@ -312,6 +394,7 @@ void *d9__compressor_main(void *arg)
 	d9__agent_thread();
 	prctl(PR_SET_NAME, "d9-compress");
 	setpriority(PRIO_PROCESS, (id_t)gettid(), 19); /* this thread only: the host comes first */
+	uint64_t adopt_at = 0; /* the first look right away: the work of earlier runs */
 	d9__lock(&g->disk_lock);
 	for (;;) {
 		struct d9__sealed *job = NULL;
@@ -325,6 +408,13 @@ void *d9__compressor_main(void *arg)
 		if (!job) {
 			if (__atomic_load_n(&g->compress_stop, __ATOMIC_ACQUIRE))
 				break;
+			if (g->cfg.compress && d9__mono_ns() >= adopt_at) {
+				d9__unlock(&g->disk_lock);
+				adopt_pending();
+				adopt_at = d9__mono_ns() + ADOPT_NS;
+				d9__lock(&g->disk_lock);
+				continue;
+			}
 			/* timed: a signal handler cannot signal the condition, it only sets compress_stop */
 			uint64_t t = d9__mono_ns() + 100000000u;
 			struct timespec until = { (time_t)(t / 1000000000u), (long)(t % 1000000000u) };
@@ -352,6 +442,13 @@ void *d9__compressor_main(void *arg)
 				continue;
 			s->compressing = 0;
 			size_t n = strlen(path);
+			if (s->foreign && (!err || err == -ENOENT)) {
+				/* a dead process's segment: done, or another process took it first */
+				memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));
+				g->nsealed--;
+				err = 0;
+				break;
+			}
 			if (err == -ENOENT)
 				s->doomed = 1; /* deleted by a budget (ours or another process's) */
 			if (s->doomed) {

@@ -44,6 +44,8 @@ struct d9__thr {
 	uint8_t role; /* 0 unset, D9_ROLE_THREAD/WORKER: records; D9_ROLE_AGENT: never records */
 	uint8_t registered; /* in the writer's registry (and the thread-exit key is set) */
 	uint8_t busy; /* inside the agent's slow path: interposers pass straight through */
+	uint8_t traced; /* a forked child's thread outside any loop: profiled, its blocking calls
+			 * timed, without being a worker (lifecycle.c, fork_child) */
 	uint32_t park; /* atomic: D9__RUNNING, D9__PARKED, D9__STEALING, D9__STOLEN */
 	uint64_t dropped; /* events dropped since the last Dropped record */
 	uint64_t chunk_mono_ns; /* when the current chunk started (coarse; for flush requests) */
@@ -251,6 +253,18 @@ void d9_agent_coroutine_exit(uint64_t id);
 /* Flushes every thread's data to the file now and waits up to timeout_ms for it to be written.
  * Returns 0, or -ETIMEDOUT. The calling thread's chunk is flushed too. */
 int d9_agent_flush(int timeout_ms);
+
+/* The process ends without exit() (_exit, _Exit, exit_group: preload/libc-exit.c): the agent
+ * seals what it wrote, waiting at most 100 ms. Async-signal-safe enough for _exit in a handler. */
+void d9_agent_process_end(void);
+/* Before exec: sealed the same way (returns 1 when sealed). When the exec returns (it failed),
+ * d9_agent_exec_failed starts the agent again. */
+int d9_agent_exec_begin(void);
+void d9_agent_exec_failed(void);
+/* Around unshare/setns that need a single-threaded process: the agent seals and its threads
+ * end (1 when it paused); d9_agent_resume starts it again. */
+int d9_agent_pause(void);
+void d9_agent_resume(void);
 
 /* 1 when the agent is configured and running (or will start on the first event). */
 int d9_agent_active(void);

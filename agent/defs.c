@@ -405,6 +405,39 @@ void d9__defs_names_refresh(int always)
 	d9__unlock(&d9__g.def_lock);
 }
 
+/* In a forked child (def lock re-made, one thread): the parent's Thread definitions leave the
+ * log, or every segment of the child would define the parent's threads (and workers) as its
+ * own; the child's threads define themselves when they record. Thread records are not interned,
+ * so no cached id refers to them. Records only move forward; a malformed tail is kept as is. */
+void d9__defs_child(void)
+{
+	struct d9__deflog *l = &d9__g.log;
+	size_t r = 0, w = 0;
+
+	while (r < l->len) {
+		/* record: u8 kind, varint length, body */
+		size_t q = r + 1;
+		uint64_t len = 0;
+		int shift = 0;
+		while (q < l->len && shift < 64) {
+			len |= (uint64_t)(l->buf[q] & 0x7f) << shift;
+			shift += 7;
+			if (!(l->buf[q++] & 0x80))
+				break;
+		}
+		if (q > l->len || len > l->len - q)
+			break;
+		size_t rec = q - r + (size_t)len;
+		if (l->buf[r] != D9_DEF_THREAD) {
+			memmove(l->buf + w, l->buf + r, rec);
+			w += rec;
+		}
+		r += rec;
+	}
+	memmove(l->buf + w, l->buf + r, l->len - r);
+	l->len = w + (l->len - r);
+}
+
 size_t d9__defs_snapshot(size_t from, uint8_t **out)
 {
 	struct d9__deflog *l = &d9__g.log;

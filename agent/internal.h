@@ -23,6 +23,7 @@ struct d9__config {
 	uint64_t max_files; /* D9_MAX_FILES: segment files of the stem in the directory (budget.c) */
 	uint64_t rotation_period_ns; /* 0: no time-based rotation */
 	uint64_t flush_interval_ns;
+	uint64_t exit_timeout_ns; /* D9_EXIT_TIMEOUT: the most an exit waits for the seal */
 	int compress, enabled, toggle_signal; /* toggle_signal 0: none */
 	int log_level; /* 0 error, 1 warn, 2 info, 3 debug */
 	int clock; /* 0 auto, 1 tsc, 2 monotonic */
@@ -94,6 +95,7 @@ void d9__clock_anchor(struct d9__anchor *a);
 void d9__clock_calibrate(void);
 void d9__clock_calibrate_start(void);
 uint64_t d9__clock_tps(void); /* ticks per second */
+uint64_t d9__clock_baseline_ns(void); /* the calibration baseline's length so far */
 uint64_t d9__mono_ns(void);
 uint64_t d9__realtime_ns(void);
 
@@ -232,6 +234,7 @@ struct d9__agent {
 
 	int exit_done;
 	int dir_switch; /* privilege drop: the writer seals and moves to the prepared directory */
+	int forked; /* a forked child: no recovery, no compressor before its first rotation */
 };
 
 extern struct d9__agent d9__g;
@@ -266,6 +269,8 @@ void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t r
 /* Writer: defines again every thread whose name (/proc/self/task/TID/comm) changed since its
  * last definition; only after d9_agent_thread_renamed_other() unless always. */
 void d9__defs_names_refresh(int always);
+/* In a forked child: drops the parent's Thread definitions from the log. */
+void d9__defs_child(void);
 
 /* coroutines.c: Coroutine definition records for the writer (a buffer to free, its length) */
 size_t d9__coroutines_all(uint8_t **out);

@@ -1,8 +1,10 @@
 /* lifecycle.c: the agent's life inside the host: configuration at load, a lazy start on the
- * first event (so programs that never record anything are left alone), the final flush and seal
- * at exit and on SIGTERM/SIGINT (only when the host has no handler of its own), the toggle signal,
- * and fork (the child starts a fresh agent; nothing it needs can be held by a vanished thread).
- * Nothing here may exit, abort or hang the host: every wait has a deadline. */
+ * first event (so programs that never record anything are left alone), the seal at every way the
+ * process ends (exit, _exit and exit_group through preload/libc-exit.c, fatal signals the host
+ * leaves at their default action) and before exec, the toggle signal, and fork (the child starts
+ * a fresh agent; nothing it needs can be held by a vanished thread). Nothing here may exit, abort
+ * or hang the host: every wait has a deadline, and an exit waits at most D9_EXIT_TIMEOUT.
+ * Design: agent/DESIGN.md, "Exit, signals, fork". */
 #include "internal.h"
 
 #include <errno.h>
@@ -18,10 +20,10 @@ int d9__key_init(void);
 void d9__record_child(void);
 void d9__writer_child(void);
 int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *));
-
-#define EXIT_WAIT_MS 5000
+void d9__child_trace(void);
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static uid_t prepared_euid = (uid_t)-1; /* the trace directory was checked for this user */
 
 /* Creates an agent thread (fn(NULL)) with every signal blocked, so host signals never land on
  * it; the compressor (compress.c) is started the same way. Returns 0 or a negative errno. */
@@ -36,65 +38,233 @@ int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *))
 	return -err;
 }
 
-/* Sleeps in 1 ms steps until *flag is set or ms have passed (async-signal-safe). */
-static void wait_flag(const int *flag, int value, int ms)
+/* Sleeps in 1 ms steps until *flag is value or the monotonic deadline (async-signal-safe).
+ * Returns 1 when the flag got there. */
+static int wait_flag(const int *flag, int value, uint64_t deadline_ns)
 {
-	for (int i = 0; i < ms && __atomic_load_n(flag, __ATOMIC_ACQUIRE) != value; i++) {
+	while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != value) {
+		if (d9__mono_ns() >= deadline_ns)
+			return 0;
 		struct timespec ts = { 0, 1000000 };
 		nanosleep(&ts, NULL);
 	}
+	return 1;
 }
 
-static void on_term(int sig)
+/* preload/ closes what is open on the exiting thread (the running coroutine's poll); absent in
+ * programs that link the recording core without preload/ (the test driver). */
+void d9__preload_at_exit(void) __attribute__((weak));
+
+/* Seals what the process wrote because it ends (exit, _exit, exit_group, a fatal signal) or
+ * replaces its image (exec): the calling thread's chunk is handed off, the writer collects the
+ * parked threads' chunks, writes everything, seals the segment and stops; this waits for that
+ * at most D9_EXIT_TIMEOUT. Compression and symbolization are not waited for: the compressor drops
+ * its job (its .bin stays, its temporary file goes) and the next start or the analyzer finishes
+ * them. Safe in a signal handler that interrupted anything: a thread caught inside the agent
+ * (busy) takes no lock and waits by polling. Only the first caller seals; another thread ending
+ * at the same time waits for that seal. ended: the running coroutine ends its poll here (exit,
+ * _exit, exec: the program's own call); a fatal signal cuts it, and the trace says so by ending
+ * with its open PollStart. Returns 1 when the writer stopped (sealed). */
+static int seal_now(int ended)
+{
+	struct d9__agent *g = &d9__g;
+	struct d9__thr *t = &d9__self;
+	/* the most any way of ending adds to the process's exit (D9_EXIT_TIMEOUT, 100 ms): the
+	 * writer's seal; compression and symbolization still pending are the next start's */
+	uint64_t deadline = d9__mono_ns() + g->cfg.exit_timeout_ns;
+
+	/* a vfork child shares our memory (and this thread's TLS) but not our pid: nothing here
+	 * is its to touch */
+	if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != D9__RUNNING_ || g->pid != getpid() ||
+		t->role == D9_ROLE_AGENT)
+		return 0;
+	if (__atomic_exchange_n(&g->exit_done, 1, __ATOMIC_ACQ_REL))
+		return wait_flag(&g->state, D9__STOPPED, deadline);
+	int inside = t->busy;
+	if (ended && !inside && d9__preload_at_exit)
+		d9__preload_at_exit();
+	t->busy = 1; /* from here on this thread records nothing */
+	if (!inside && t->blk) {
+		d9__unpark(t); /* e.g. _exit from a handler that interrupted a wait */
+		d9__handoff(t);
+	}
+	__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
+	if (g->compressor_started) {
+		/* first, so it starts nothing (symbolizing loads libdw: CPU the exit would compete
+		 * with) and drops what it has (its .bin stays; a temporary file it opens after this
+		 * is a dead process's leftover for the next start) */
+		__atomic_store_n(&g->compress_stop, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&g->compress_abort, 1, __ATOMIC_RELEASE);
+		d9__tmp_abandon();
+	}
+	int sealed = 0, waited = 0;
+	if (!inside) {
+		/* under the pool lock, so the writer cannot miss the wake-up between its look at
+		 * `stop` and its wait (it would sleep up to 50 ms), and woken by its last broadcast
+		 * (no polling delay at every child's exit); a thread inside the agent may hold that
+		 * lock: then it polls, and the writer finds `stop` at its next timed wake-up */
+		struct timespec until = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
+		if (pthread_mutex_clocklock(&g->pool_lock, CLOCK_MONOTONIC, &until) == 0) {
+			pthread_cond_signal(&g->writer_cond);
+			while (g->state != D9__STOPPED &&
+				pthread_cond_timedwait(&g->done_cond, &g->pool_lock, &until) != ETIMEDOUT)
+				;
+			sealed = g->state == D9__STOPPED;
+			waited = 1;
+			d9__unlock(&g->pool_lock);
+		}
+	}
+	if (!waited)
+		sealed = wait_flag(&g->state, D9__STOPPED, deadline);
+	if (!sealed)
+		d9__log_once(D9_LOG_WARN, "the writer did not seal within D9_EXIT_TIMEOUT (%llu ms) of "
+			"the exit; the last segment stays .active (d9-analyze reads it; the next start "
+			"recovers it)", (unsigned long long)(g->cfg.exit_timeout_ns / 1000000u));
+	return sealed;
+}
+
+/* atexit: return from main, exit(), the runtime's own exit. */
+static void on_exit_flush(void)
+{
+	int saved = errno;
+
+	seal_now(1);
+	errno = saved;
+}
+
+void d9_agent_process_end(void)
+{
+	int saved = errno;
+
+	seal_now(1);
+	errno = saved;
+}
+
+/* Before exec: sealed like an exit, since the new image starts a new agent (or none). */
+int d9_agent_exec_begin(void)
+{
+	int saved = errno;
+	int r = seal_now(1);
+
+	errno = saved;
+	return r;
+}
+
+/* Before unshare/setns calls that a multi-threaded process may not make (a new user or mount
+ * namespace): the agent seals and its threads end, so the call sees the host's threads only.
+ * Returns 1 when it did (then d9_agent_resume after the call). */
+int d9_agent_pause(void)
+{
+	struct d9__agent *g = &d9__g;
+	int saved = errno, r = 0;
+
+	if (seal_now(0)) {
+		d9__lock(&start_lock);
+		if (g->writer_started)
+			pthread_join(g->writer, NULL); /* it returned when it stopped */
+		g->writer_started = 0;
+		if (g->compressor_started) {
+			/* told to stop by the seal: it drops its job, bounded by the exit timeout */
+			uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns;
+			struct timespec ts = { (time_t)(until / 1000000000u), (long)(until % 1000000000u) };
+			if (pthread_clockjoin_np(g->compressor, NULL, CLOCK_MONOTONIC, &ts) == 0) {
+				g->compressor_started = 0;
+				g->compress_stop = g->compress_abort = g->compressor_done = 0;
+			}
+		}
+		d9__unlock(&start_lock);
+		r = 1;
+	}
+	errno = saved;
+	return r;
+}
+
+void d9_agent_resume(void)
+{
+	d9_agent_exec_failed();
+}
+
+/* The exec failed: the agent starts again as at the first event (a new writer, a new segment). */
+void d9_agent_exec_failed(void)
 {
 	struct d9__agent *g = &d9__g;
 	int saved = errno;
 
-	/* Async-signal context: ask the writer to seal (it polls `stop` at least every flush
-	 * interval) and the compressor to finish, wait for both with deadlines, then let the signal
-	 * take its default effect. A compression cut short leaves the .bin, and a .tmp file that the
-	 * next process with this trace path removes. */
-	if (g->state == D9__RUNNING_ && g->writer_started) {
-		/* The thread the signal landed on may be running (a long poll) with its chunk in
-		 * hand, which the writer cannot take. Outside the agent's slow path it holds no agent
-		 * lock, and its chunk is whole up to the last complete event: hand it off here. */
-		struct d9__thr *t = &d9__self;
-		int inside = t->busy;
-		t->busy = 1; /* nothing below is the host's: no recording from this handler */
-		if (!inside && t->blk && t->role != D9_ROLE_AGENT &&
-			__atomic_load_n(&t->park, __ATOMIC_RELAXED) == D9__RUNNING)
-			d9__handoff(t);
-		__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
-		wait_flag(&g->state, D9__STOPPED, EXIT_WAIT_MS);
-		if (g->compressor_started) {
-			__atomic_store_n(&g->compress_stop, 1, __ATOMIC_RELEASE);
-			wait_flag(&g->compressor_done, 1, 2000);
-			__atomic_store_n(&g->compress_abort, 1, __ATOMIC_RELEASE);
-			wait_flag(&g->compressor_done, 1, 300);
-			if (!__atomic_load_n(&g->compressor_done, __ATOMIC_ACQUIRE))
-				d9__tmp_abandon();
+	if (g->pid != getpid() || g->state != D9__STOPPED || d9__self.role == D9_ROLE_AGENT)
+		goto out;
+	d9__lock(&start_lock);
+	if (g->writer_started)
+		pthread_join(g->writer, NULL); /* it returned when it stopped */
+	g->writer_started = 0;
+	if (g->compressor_started) {
+		/* told to stop by the seal: it drops its job, bounded by the exit timeout; if it
+		 * is still leaving after that, no new one (two would race), and the segments stay
+		 * .bin for the next start */
+		uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns;
+		struct timespec ts = { (time_t)(until / 1000000000u), (long)(until % 1000000000u) };
+		if (pthread_clockjoin_np(g->compressor, NULL, CLOCK_MONOTONIC, &ts) == 0) {
+			g->compressor_started = 0;
+			g->compress_stop = g->compress_abort = g->compressor_done = 0;
 		}
 	}
-	signal(sig, SIG_DFL);
+	g->stop = 0;
+	g->exit_done = 0;
+	/* the new writer lists the series again (scan_series), sealed segments included */
+	d9__lock(&g->disk_lock);
+	g->nsealed = 0;
+	d9__unlock(&g->disk_lock);
+	memset(&g->seg, 0, sizeof(g->seg));
+	g->seg.f.fd = -1;
+	__atomic_store_n(&g->state, D9__CONFIGURED, __ATOMIC_RELEASE);
+	d9__unlock(&start_lock);
+	d9__self.busy = 0;
+out:
 	errno = saved;
-	raise(sig); /* blocked until this handler returns, then the default action */
 }
 
-/* Installs the SIGTERM/SIGINT flush handler where the host has none. */
-static void install_term_handlers(void)
-{
-	static const int sigs[] = { SIGTERM, SIGINT };
+/* The signals whose default action ends the process and that a handler can catch. A fault
+ * (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGSYS raised by the kernel) is sealed, then the handler
+ * returns with the default action back: the faulting instruction runs again and the process
+ * dies by it as it would have, core dump included. SIGTRAP is left to debuggers, SIGPROF and the
+ * agent's own signals to their owners, real-time signals alone. */
+static const int fatal_sigs[] = {
+	SIGHUP, SIGINT, SIGQUIT, SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGUSR1, SIGSEGV, SIGUSR2,
+	SIGPIPE, SIGALRM, SIGTERM, SIGSTKFLT, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGSYS, SIGPWR,
+};
 
-	for (size_t i = 0; i < 2; i++) {
+static void on_fatal(int sig, siginfo_t *si, void *uc)
+{
+	int saved = errno;
+
+	(void)uc;
+	seal_now(0);
+	/* SA_RESETHAND put the default action back on entry */
+	int fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGSYS;
+	if (!(fault && si && si->si_code > 0)) {
+		signal(sig, SIG_DFL);
+		raise(sig); /* blocked until this handler returns, then the default action */
+	}
+	errno = saved;
+}
+
+/* Installs the sealing handler for every fatal signal the host leaves at its default action
+ * (a handler the host installs later replaces it; one it installed earlier is never touched). */
+static void install_fatal_handlers(void)
+{
+	const struct d9__config *c = &d9__g.cfg;
+
+	for (size_t i = 0; i < sizeof(fatal_sigs) / sizeof(fatal_sigs[0]); i++) {
+		int sig = fatal_sigs[i];
 		struct sigaction old, sa;
-		if (sigaction(sigs[i], NULL, &old) != 0)
+		if (sig == c->toggle_signal || sig == c->profile_signal || sigaction(sig, NULL, &old) != 0)
 			continue;
 		if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
 			continue; /* the host's own handler (or SIG_IGN) stays */
 		memset(&sa, 0, sizeof(sa));
-		sa.sa_handler = on_term;
+		sa.sa_sigaction = on_fatal;
+		sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
 		sigemptyset(&sa.sa_mask);
-		sigaction(sigs[i], &sa, NULL);
+		sigaction(sig, &sa, NULL);
 	}
 }
 
@@ -139,8 +309,11 @@ int d9__start(void)
 		err = -1;
 		goto out;
 	}
-	if ((err = d9__trace_dir_prepare(&g->cfg, 0)) != 0)
+	/* a forked child of a running agent, same user: its parent made and checked the directory
+	 * (a directory removed since is made again when a segment cannot be created) */
+	if (!(g->forked && prepared_euid == geteuid()) && (err = d9__trace_dir_prepare(&g->cfg, 0)) != 0)
 		goto fail; /* it said why */
+	prepared_euid = geteuid();
 	if ((err = d9__arena_init()) != 0) {
 		d9__log(D9_LOG_ERROR, "cannot reserve %llu bytes of buffers: %s; tracing is off",
 			(unsigned long long)g->cfg.max_memory, strerror(-err));
@@ -153,9 +326,12 @@ int d9__start(void)
 		goto fail;
 	}
 	g->writer_started = 1;
-	if (g->cfg.compress && d9__spawn_blocked(&g->compressor, d9__compressor_main) == 0)
+	/* a forked child's compressor starts at its first seal (compress.c): a short-lived child
+	 * never needs one */
+	if (g->cfg.compress && !g->forked && !g->compressor_started &&
+		d9__spawn_blocked(&g->compressor, d9__compressor_main) == 0)
 		g->compressor_started = 1;
-	install_term_handlers();
+	install_fatal_handlers();
 	__atomic_store_n(&g->state, D9__RUNNING_, __ATOMIC_RELEASE);
 	d9__log(D9_LOG_INFO, "tracing to %s/%s.%d.*", d9__trace_dir_shown(&g->cfg), g->cfg.stem,
 		(int)g->pid);
@@ -188,12 +364,6 @@ static int passes_reached(void *arg)
 	return d9__g.passes >= *(uint64_t *)arg || d9__g.state == D9__STOPPED;
 }
 
-static int writer_stopped(void *arg)
-{
-	(void)arg;
-	return d9__g.state == D9__STOPPED;
-}
-
 int d9_agent_flush(int timeout_ms)
 {
 	struct d9__agent *g = &d9__g;
@@ -222,69 +392,11 @@ int d9_agent_active(void)
 	return s == D9__CONFIGURED || s == D9__RUNNING_;
 }
 
-/* preload/ closes what is open on the exiting thread (the running coroutine's poll); absent in
- * programs that link the recording core without preload/ (the test driver). */
-void d9__preload_at_exit(void) __attribute__((weak));
-
-/* atexit: return from main, exit(), the runtime's own exit. */
-static void on_exit_flush(void)
-{
-	struct d9__agent *g = &d9__g;
-	int saved = errno;
-
-	if (g->state != D9__RUNNING_ || g->pid != getpid())
-		return;
-	/* exit() from a signal handler may have interrupted this thread inside the agent, holding
-	 * an agent lock: then its chunk is left alone and every lock below has a deadline */
-	int inside = d9__self.busy;
-	if (!inside && d9__preload_at_exit)
-		d9__preload_at_exit();
-	d9__self.busy = 1; /* from here on this thread records nothing */
-	if (!inside) {
-		d9__unpark(&d9__self); /* e.g. exit() from a handler that interrupted a wait */
-		d9__handoff(&d9__self);
-	}
-	struct timespec lock_until;
-	clock_gettime(CLOCK_REALTIME, &lock_until);
-	lock_until.tv_sec += EXIT_WAIT_MS / 1000;
-	if (pthread_mutex_timedlock(&g->pool_lock, &lock_until) != 0) {
-		d9__log(D9_LOG_WARN, "exit: the agent is busy; the last segment stays .active");
-		errno = saved;
-		return;
-	}
-	__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
-	pthread_cond_signal(&g->writer_cond);
-	if (wait_writer(writer_stopped, NULL, EXIT_WAIT_MS) != 0)
-		d9__log(D9_LOG_WARN, "the writer did not finish within %d ms; the last segment stays .active",
-			EXIT_WAIT_MS);
-	d9__unlock(&g->pool_lock);
-	if (g->compressor_started) {
-		/* compress what is sealed if it is quick; otherwise it stays .bin (still readable) */
-		d9__lock(&g->disk_lock);
-		g->compress_stop = 1;
-		pthread_cond_signal(&g->disk_cond);
-		d9__unlock(&g->disk_lock);
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += 2;
-		if (pthread_timedjoin_np(g->compressor, NULL, &until) != 0) {
-			/* out of time: the job in progress is dropped (its .bin stays, its .tmp goes) */
-			__atomic_store_n(&g->compress_abort, 1, __ATOMIC_RELEASE);
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_nsec += 300000000;
-			if (until.tv_nsec >= 1000000000) {
-				until.tv_sec++;
-				until.tv_nsec -= 1000000000;
-			}
-			if (pthread_timedjoin_np(g->compressor, NULL, &until) != 0)
-				d9__tmp_abandon(); /* still running: its .bin stays, its .tmp goes now */
-		}
-		g->compressor_started = 0;
-	}
-	errno = saved;
-}
-
 /* ---- privilege drops (agent/DESIGN.md, "Privilege drops") ------------------------------------ */
+
+/* How long a privilege drop waits for the writer to seal the open segment and move to the
+ * prepared directory (the host's setuid waits that long at most, once). */
+#define DIR_SWITCH_WAIT_MS 5000
 
 static int dir_switched(void *arg)
 {
@@ -366,9 +478,9 @@ static int dir_for(uid_t euid)
 	__atomic_store_n(&g->dir_switch, 1, __ATOMIC_RELEASE);
 	g->flush_req = 1;
 	pthread_cond_signal(&g->writer_cond);
-	if (wait_writer(dir_switched, NULL, EXIT_WAIT_MS) != 0)
+	if (wait_writer(dir_switched, NULL, DIR_SWITCH_WAIT_MS) != 0)
 		d9__log_once(D9_LOG_WARN, "the writer did not move to the new trace directory within %d "
-			"ms; the open segment may stay .active", EXIT_WAIT_MS);
+			"ms; the open segment may stay .active", DIR_SWITCH_WAIT_MS);
 	d9__unlock(&g->pool_lock);
 	if (g->compressor_started)
 		compress_before_drop();
@@ -495,6 +607,9 @@ static void disk_init(void)
 static void fork_child(void)
 {
 	struct d9__agent *g = &d9__g;
+	/* the forking thread recorded in a running agent: the child's work (a BGSAVE that never
+	 * enters a loop, a worker that will) is traced from here */
+	int trace = g->state == D9__RUNNING_ && d9__self.registered && d9__self.role != D9_ROLE_AGENT;
 
 	pthread_mutex_init(&g->def_lock, NULL);
 	if (g->state == D9__OFF || g->state == D9__FAILED)
@@ -514,6 +629,8 @@ static void fork_child(void)
 	disk_init();
 	g->nsealed = 0; /* the parent's list; the child's series is its own */
 	g->pid = getpid();
+	g->forked = 1;
+	d9__defs_child();
 	d9__record_child();
 	d9__writer_child();
 	d9__coroutines_child();
@@ -521,6 +638,10 @@ static void fork_child(void)
 	g->state = g->state == D9__STOPPED ? D9__STOPPED : D9__CONFIGURED;
 	if (g->state == D9__STOPPED)
 		d9__enabled = 0;
+	else if (trace && d9__enabled && (g->cfg.cpu_hz || g->cfg.sched_events))
+		d9__child_trace(); /* samples need the writer from the start */
+	else if (trace && d9__enabled && g->cfg.pre.blocking)
+		d9__self.traced = 1; /* its first BlockingCall starts the agent; an exec, nothing */
 }
 
 __attribute__((constructor)) static void d9__init(void)

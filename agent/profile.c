@@ -489,11 +489,14 @@ static int fds_short(int err)
 	return 1;
 }
 
-/* The calling thread became a worker (d9_agent_become_worker, t->busy set). */
+/* The calling thread became a worker (d9_agent_become_worker), or a forked child's thread is
+ * traced (d9__child_trace); t->busy set. */
 void d9__profile_thread_start(struct d9__thr *t)
 {
 	struct d9__config *c = &d9__g.cfg;
 
+	if (t->prof)
+		t->prof->worker = t->worker; /* profiled since its fork (d9__child_trace), a worker now */
 	if (!P.on || t->prof)
 		return;
 	struct d9__prof *p = calloc(1, sizeof(*p));

@@ -402,6 +402,28 @@ uint32_t d9_agent_become_worker(void)
 	return t->worker;
 }
 
+/* A forked child's only thread, which recorded in its parent: traced from the start, without
+ * waiting for an event loop that may never come (a BGSAVE child): registered (its Thread
+ * definition, role thread), profiled when profiling is on, its blocking calls timed
+ * (t->traced). It becomes a worker if it enters a loop after all. */
+void d9__child_trace(void);
+void d9__child_trace(void)
+{
+	struct d9__thr *t = &d9__self;
+	int saved = errno;
+
+	if (d9__start() != 0)
+		goto out;
+	t->busy = 1;
+	t->traced = 1;
+	if (!t->registered)
+		thread_register(t);
+	d9__profile_thread_start(t);
+	t->busy = 0;
+out:
+	errno = saved;
+}
+
 void d9_agent_thread_renamed(void)
 {
 	struct d9__thr *t = &d9__self;

@@ -610,13 +610,19 @@ void *d9__writer_main(void *arg)
 	prctl(PR_SET_NAME, "d9-writer");
 	process_info();
 	g->seg.f.fd = -1;
-	/* calibrate the TSC over at least 10 ms before the first header needs the frequency */
-	struct timespec ts = { 0, 10000000 };
-	nanosleep(&ts, NULL);
+	/* calibrate the TSC over at least 10 ms before the first header needs the frequency; a
+	 * forked child's baseline (its parent's) is long enough already: no wait at its exit */
+	uint64_t age = d9__clock_baseline_ns();
+	if (d9__clock_tsc && age < 10000000u) {
+		struct timespec ts = { 0, (long)(10000000u - age) };
+		nanosleep(&ts, NULL);
+	}
 	d9__clock_calibrate();
 	scan_series();
 	g->first_seq = g->next_seq;
-	int recovering = 1; /* leftovers of crashed processes: one per pass, between our writes */
+	/* leftovers of crashed processes: one per pass, between our writes; a forked child leaves
+	 * them to its parent or the next start (its exit would pay for them) */
+	int recovering = !g->forked;
 
 	d9__lock(&g->pool_lock);
 	for (;;) {
@@ -668,8 +674,10 @@ void *d9__writer_main(void *arg)
 			if (budget_due || g->seg.f.fd >= 0)
 				d9__budget_enforce(20000000u, 0);
 			seg_seal();
-			/* our own data is safe; what is left of the recovery fits in the exit's wait */
-			while (recovering)
+			/* our own data is safe; recovery goes on for what fits in half the exit's wait
+			 * (D9_EXIT_TIMEOUT); the rest is the next start's */
+			uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns / 2;
+			while (recovering && d9__mono_ns() < until)
 				recovering = d9__recover_next();
 		} else if (recovering) {
 			recovering = d9__recover_next();

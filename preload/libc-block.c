@@ -26,8 +26,12 @@
 /* 1 when a call made now would be timed. */
 static inline int timed(void)
 {
-	if (D9_LIKELY(!d9__self.worker) || d9__self.busy || !d9__pcfg.blocking || !d9__enabled)
+	if (D9_LIKELY(!d9__self.worker) && D9_LIKELY(!d9__self.traced))
 		return 0;
+	if (d9__self.busy || !d9__pcfg.blocking || !d9__enabled)
+		return 0;
+	if (!d9__self.worker)
+		return 1; /* a forked child outside any loop (BGSAVE): every call is the work */
 	return d9__pl.st_scheduler ? d9__pl.coroutine != 0 : d9__pl.in_turn;
 }
 

@@ -3,8 +3,8 @@
 # table on stdout and BENCHMARKS.md at the repository root. In order: format encode/decode
 # (bench-format), analyzer summary throughput, the hot path (bench-micro.sh), the agent's cost
 # on a real server under wrk (bench-server.sh), its deterministic cost in instructions and
-# syscalls per request under callgrind and strace (bench-cost.sh), then the report
-# (bench-report.sh).
+# syscalls per request under callgrind and strace (bench-cost.sh), what it adds to redis's and
+# nginx's exit (bench-exit.sh), then the report (bench-report.sh).
 # Builds nothing: `make bench` builds everything first. QUICK=1 runs shorter repetitions
 # (a smoke run, about six minutes, most of it the deterministic section under valgrind; its
 # timings are noisier). Timing claims live here, never in tests.
@@ -78,6 +78,8 @@ bash scripts/bench-server.sh
 # deterministic cost: counted, not timed, so it is the figure to compare across commits
 echo "== deterministic cost (callgrind and strace, per request)"
 bash scripts/bench-cost.sh
+
+bash scripts/bench-exit.sh
 
 # the machine, for BENCHMARKS.md
 python3 - "$load_before" "$(cut -d' ' -f1 /proc/loadavg)" "$(( $(date +%s) - t_start ))" \

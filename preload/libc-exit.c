@@ -1,0 +1,269 @@
+/* libc-exit.c: the ways a process ends or replaces its image without exit(): _exit and _Exit
+ * (common in signal handlers and forked children), quick_exit, exit_group through syscall(3),
+ * and the exec family (the old image seals before the new one starts; a failed exec starts the
+ * agent again); around unshare/setns the agent's threads step aside. exit() and return from main are the agent's atexit handler (lifecycle.c).
+ * Each wrapper seals through the agent (waiting at most D9_EXIT_TIMEOUT, 100 ms), then calls the
+ * real function; nothing here may keep the process from ending. A raw exit_group syscall (inline
+ * assembly, a static runtime) cannot be seen: its .active segment is recovered by the next
+ * start, and the analyzer reads it as it is. Design: agent/DESIGN.md, "Exit, signals, fork". */
+#include "preload.h"
+
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Resolved at load: _exit may be called from a signal handler and exec from a vfork child, where
+ * dlsym (locks, malloc) must not run. */
+typedef int exec_fn(const char *, char *const[], char *const[]);
+static void (*real__exit)(int);
+static void (*real__Exit)(int);
+static void (*real_quick_exit)(int);
+static long (*real_syscall)(long, ...);
+static exec_fn *real_execve, *real_execvpe;
+static int (*real_execv)(const char *, char *const[]);
+static int (*real_execvp)(const char *, char *const[]);
+static int (*real_fexecve)(int, char *const[], char *const[]);
+static int (*real_execveat)(int, const char *, char *const[], char *const[], int);
+static int (*real_unshare)(int);
+static int (*real_setns)(int, int);
+
+__attribute__((constructor)) static void exit_resolve(void)
+{
+	int saved = errno;
+
+	real__exit = (void (*)(int))d9__real("_exit", NULL);
+	real__Exit = (void (*)(int))d9__real("_Exit", NULL);
+	real_quick_exit = (void (*)(int))d9__real("quick_exit", NULL);
+	real_syscall = (long (*)(long, ...))d9__real("syscall", NULL);
+	real_execve = (exec_fn *)d9__real("execve", NULL);
+	real_execvpe = (exec_fn *)d9__real("execvpe", NULL);
+	real_execv = (int (*)(const char *, char *const[]))d9__real("execv", NULL);
+	real_execvp = (int (*)(const char *, char *const[]))d9__real("execvp", NULL);
+	real_fexecve = (int (*)(int, char *const[], char *const[]))d9__real("fexecve", NULL);
+	real_execveat = (int (*)(int, const char *, char *const[], char *const[], int))
+		d9__real("execveat", NULL);
+	real_unshare = (int (*)(int))d9__real("unshare", NULL);
+	real_setns = (int (*)(int, int))d9__real("setns", NULL);
+	errno = saved;
+}
+
+/* The process ends here whatever happens: the real function, else the system call itself. */
+__attribute__((noreturn)) static void end_now(void (*real)(int), int status)
+{
+	if (real)
+		real(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+D9_INTERPOSE void _exit(int status)
+{
+	d9_agent_process_end();
+	end_now(real__exit, status);
+}
+
+D9_INTERPOSE void _Exit(int status)
+{
+	d9_agent_process_end();
+	end_now(real__Exit ? real__Exit : real__exit, status);
+}
+
+D9_INTERPOSE void quick_exit(int status)
+{
+	/* the at_quick_exit handlers run after the seal: what they record is not kept */
+	d9_agent_process_end();
+	if (real_quick_exit)
+		real_quick_exit(status);
+	end_now(real__exit, status);
+}
+
+/* syscall(3): exit_group ends the process from any thread, execve replaces it; every other
+ * number passes through with its six argument registers as they are. */
+D9_INTERPOSE long syscall(long number, ...)
+{
+	va_list ap;
+	long a[6];
+
+	va_start(ap, number);
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (number == SYS_exit_group)
+		d9_agent_process_end();
+	int exec = number == SYS_execve || number == SYS_execveat;
+	if (exec)
+		d9_agent_exec_begin();
+	long r;
+	if (real_syscall) {
+		r = real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	} else {
+		/* before the constructor ran (another library's constructor): the system call
+		 * directly, with glibc's convention (-1 and errno) */
+		long ret;
+		register long r10 __asm__("r10") = a[3];
+		register long r8 __asm__("r8") = a[4];
+		register long r9 __asm__("r9") = a[5];
+		__asm__ volatile("syscall"
+				 : "=a"(ret)
+				 : "a"(number), "D"(a[0]), "S"(a[1]), "d"(a[2]), "r"(r10), "r"(r8), "r"(r9)
+				 : "rcx", "r11", "memory");
+		if (ret < 0 && ret > -4096) {
+			errno = (int)-ret;
+			ret = -1;
+		}
+		r = ret;
+	}
+	if (exec)
+		d9_agent_exec_failed();
+	return r;
+}
+
+/* ---- namespaces ---------------------------------------------------------------------------------
+ * A multi-threaded process may not unshare a new user namespace (nor CLONE_THREAD, CLONE_SIGHAND,
+ * CLONE_VM) nor setns into a user or mount namespace (EINVAL). A child forked by a recording
+ * thread with profiling on has the agent's writer from the fork on (lifecycle.c), so around these
+ * calls the agent seals and its threads end, and it starts again afterwards. */
+#define SOLO_FLAGS (CLONE_NEWUSER | CLONE_SIGHAND | CLONE_VM | CLONE_THREAD)
+
+D9_INTERPOSE int unshare(int flags)
+{
+	if (!real_unshare) {
+		errno = ENOSYS;
+		return -1;
+	}
+	int paused = (flags & SOLO_FLAGS) && d9_agent_pause();
+	int r = real_unshare(flags);
+	if (paused)
+		d9_agent_resume();
+	return r;
+}
+
+D9_INTERPOSE int setns(int fd, int nstype)
+{
+	if (!real_setns) {
+		errno = ENOSYS;
+		return -1;
+	}
+	/* 0: any type, which may be a user or mount namespace */
+	int paused = (nstype == 0 || (nstype & (CLONE_NEWUSER | CLONE_NEWNS))) && d9_agent_pause();
+	int r = real_setns(fd, nstype);
+	if (paused)
+		d9_agent_resume();
+	return r;
+}
+
+/* ---- exec ------------------------------------------------------------------------------------ */
+
+D9_INTERPOSE int execve(const char *path, char *const argv[], char *const envp[])
+{
+	if (!real_execve) {
+		errno = ENOSYS;
+		return -1;
+	}
+	d9_agent_exec_begin();
+	int r = real_execve(path, argv, envp);
+	d9_agent_exec_failed();
+	return r;
+}
+
+D9_INTERPOSE int execv(const char *path, char *const argv[])
+{
+	if (!real_execv) {
+		errno = ENOSYS;
+		return -1;
+	}
+	d9_agent_exec_begin();
+	int r = real_execv(path, argv);
+	d9_agent_exec_failed();
+	return r;
+}
+
+D9_INTERPOSE int execvp(const char *file, char *const argv[])
+{
+	if (!real_execvp) {
+		errno = ENOSYS;
+		return -1;
+	}
+	d9_agent_exec_begin();
+	int r = real_execvp(file, argv);
+	d9_agent_exec_failed();
+	return r;
+}
+
+D9_INTERPOSE int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	if (!real_execvpe) {
+		errno = ENOSYS;
+		return -1;
+	}
+	d9_agent_exec_begin();
+	int r = real_execvpe(file, argv, envp);
+	d9_agent_exec_failed();
+	return r;
+}
+
+D9_INTERPOSE int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	if (!real_fexecve) {
+		errno = ENOSYS;
+		return -1;
+	}
+	d9_agent_exec_begin();
+	int r = real_fexecve(fd, argv, envp);
+	d9_agent_exec_failed();
+	return r;
+}
+
+D9_INTERPOSE int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+	int flags)
+{
+	if (!real_execveat) {
+		errno = ENOSYS;
+		return -1;
+	}
+	d9_agent_exec_begin();
+	int r = real_execveat(dirfd, path, argv, envp, flags);
+	d9_agent_exec_failed();
+	return r;
+}
+
+/* execl, execlp, execle: the arguments gathered into an array on the stack (as glibc does),
+ * then the array form, which seals. */
+#define ARGS_FROM_VA(first, ap, argv)                                           \
+	size_t n_ = 1;                                                          \
+	va_start(ap, first);                                                    \
+	while (va_arg(ap, char *))                                              \
+		n_++;                                                           \
+	va_end(ap);                                                             \
+	char **argv = __builtin_alloca((n_ + 1) * sizeof(char *));             \
+	argv[0] = (char *)(first);                                              \
+	va_start(ap, first);                                                    \
+	for (size_t i_ = 1; i_ <= n_; i_++)                                     \
+		argv[i_] = va_arg(ap, char *)
+
+D9_INTERPOSE int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	ARGS_FROM_VA(arg, ap, argv);
+	va_end(ap);
+	return execv(path, argv);
+}
+
+D9_INTERPOSE int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	ARGS_FROM_VA(arg, ap, argv);
+	va_end(ap);
+	return execvp(file, argv);
+}
+
+D9_INTERPOSE int execle(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	ARGS_FROM_VA(arg, ap, argv);
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, argv, envp);
+}
