@@ -75,7 +75,7 @@ if [ "$crc" != 0 ]; then
 	pl_fail "$NAME-thread-names" "the client failed: $(head -c 300 "$T/client.out")"
 	exit 0
 fi
-d9_wait_settled "$T/trace/d9-uid-$NUID" gz || true
+d9_wait_settled "$T/trace/d9-uid-$NUID" || true # sealed: a compression the exit left stays .bin
 "$PL_ANALYZE" summary --json "$T/trace" >"$T/summary.json" 2>"$T/analyze.err"
 arc=$?
 python3 - "$NAME-thread-names" "$T/summary.json" "$arc" "$MPID" "$NUID" "$T/analyze.err" <<'PY'

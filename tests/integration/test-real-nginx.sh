@@ -99,7 +99,7 @@ if ! d9_wait_for 60 gone; then
 	exit 0
 fi
 wait "$MPID" 2>/dev/null
-d9_wait_settled "$T/trace/d9-uid-$WUID" gz || true
+d9_wait_settled "$T/trace/d9-uid-$WUID" || true # sealed: a compression the exit left stays .bin
 "$PL_ANALYZE" summary --json "$T/trace" >"$T/summary.json" 2>"$T/analyze.err"
 arc=$?
 "$SAN" summary --json "$T/trace" >"$T/san.json" 2>"$T/san.err"

@@ -56,8 +56,8 @@ for mode in early late; do
 		continue
 	fi
 	# the compressor of each process finished (or the process had none left to do)
-	d9_wait_settled "$d" gz || true
-	d9_wait_settled "$d/d9-uid-$NUID" gz || true
+	d9_wait_settled "$d" || true # sealed: a compression the exit left stays .bin
+	d9_wait_settled "$d/d9-uid-$NUID" || true
 	"$PL_ANALYZE" summary --json "$d" >"$T/$mode.json" 2>"$T/$mode.aerr"
 	arc=$?
 	python3 - "$NAME-$mode" "$mode" "$d" "$NUID" "$T/$mode.json" "$arc" "$T/$mode.out" \
