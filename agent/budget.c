@@ -195,6 +195,21 @@ struct cand {
 	uint64_t size;
 	struct timespec mtime;
 	long pid, seq;
+	int dir; /* index in struct scan's dfd: 0 the trace directory, then d9-uid-N ones */
+};
+
+/* Root's view takes in the d9-uid-N directories it prepared for privilege drops (paths.c): their
+ * processes run as N, cannot see the trace directory and keep the budget among themselves; root,
+ * which may delete there, keeps it for the whole tree at its own segments, seals and exit. */
+#define SUBDIRS_MAX 8
+
+struct scan {
+	int dfd[1 + SUBDIRS_MAX];
+	uid_t uid[1 + SUBDIRS_MAX]; /* whose files count in each */
+	int ndirs;
+	struct cand *c;
+	size_t nc, ccap, nfiles;
+	uint64_t total;
 };
 
 static int cand_cmp(const void *a, const void *b)
@@ -228,13 +243,91 @@ const char *d9__seg_parse(const char *name, long *pid, long *seq)
 	return end;
 }
 
+/* Root only: takes d9-uid-N (N > 0) of the trace directory into the scan when it is a real
+ * directory of N that nobody else can write to (what paths.c made for a privilege drop). */
+static void scan_subdir(struct scan *sc, int dfd, const char *name)
+{
+	char *end;
+	unsigned long uid = strtoul(name + 7, &end, 10);
+	struct stat st;
+
+	if (sc->ndirs > SUBDIRS_MAX || !uid || *end || uid > 0xfffffffful)
+		return;
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != (uid_t)uid ||
+		(st.st_mode & 022)) {
+		close(fd); /* opened just now, by this thread */
+		return;
+	}
+	sc->dfd[sc->ndirs] = fd;
+	sc->uid[sc->ndirs] = (uid_t)uid;
+	sc->ndirs++;
+}
+
+/* Counts the segment files of directory d (index di of sc) owned by sc->uid[di] and makes the
+ * sealed ones candidates for deletion; in the trace directory of a root process, also finds the
+ * d9-uid-N directories. */
+static void scan_dir(struct scan *sc, DIR *d, int di, uint64_t own_reserve)
+{
+	struct d9__agent *g = &d9__g;
+	int dfd = sc->dfd[di];
+	struct dirent *e;
+
+	while ((e = readdir(d))) {
+		long pid, seq;
+		const char *suffix = d9__seg_parse(e->d_name, &pid, &seq);
+		struct stat st;
+		if (!suffix && di == 0 && sc->uid[0] == 0 && !strncmp(e->d_name, "d9-uid-", 7)) {
+			scan_subdir(sc, dfd, e->d_name);
+			continue;
+		}
+		if (!suffix || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+			!S_ISREG(st.st_mode) || st.st_uid != sc->uid[di])
+			continue; /* not a file of ours: neither counted nor touched */
+		uint64_t size = (uint64_t)st.st_size;
+		sc->nfiles++;
+		if (!strcmp(suffix, ".active") || !strcmp(suffix, ".active.tmp")) {
+			/* the segment this process is opening gets its room; another writer's counts
+			 * as it is now, and is counted again when it is sealed (its writer keeps
+			 * the budget then): reserving D9_MAX_FILE_SIZE for every live writer would
+			 * leave a fork-per-request server no sealed segment at all */
+			sc->total += di == 0 && pid == (long)g->pid && size < own_reserve ? own_reserve :
+				size;
+			continue;
+		}
+		/* a .bin counts at its full size until it is compressed: the budget bounds the
+		 * disk space the directory takes now, not what it will take */
+		sc->total += size;
+		if (strcmp(suffix, ".bin") && strcmp(suffix, ".bin.gz"))
+			continue; /* temporary or set-aside files: counted, never deleted here */
+		if (strlen(e->d_name) >= sizeof(sc->c->name))
+			continue;
+		if (sc->nc == sc->ccap) {
+			size_t ncap = sc->ccap ? sc->ccap * 2 : 64;
+			struct cand *m = realloc(sc->c, ncap * sizeof(*m));
+			if (!m)
+				continue; /* counted, not deletable: older ones may still go */
+			sc->c = m;
+			sc->ccap = ncap;
+		}
+		struct cand *k = &sc->c[sc->nc++];
+		snprintf(k->name, sizeof(k->name), "%s", e->d_name);
+		k->size = size;
+		k->mtime = st.st_mtim;
+		k->pid = pid;
+		k->seq = seq;
+		k->dir = di;
+	}
+}
+
 int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 {
 	struct d9__agent *g = &d9__g;
 	const uint64_t budget = g->cfg.max_total_size;
 	struct cand *c = NULL;
-	size_t nc = 0, ccap = 0, nfiles = 0;
-	uint64_t total = 0, segs = 0, bytes = 0, del_segs = 0, del_bytes = 0;
+	uint64_t segs = 0, bytes = 0, del_segs = 0, del_bytes = 0;
 	int saved = errno;
 	struct ledger l = { 0 };
 
@@ -245,55 +338,31 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		errno = saved;
 		return taken;
 	}
+	struct scan sc = { .ndirs = 0 };
 	DIR *d = opendir(g->cfg.dir);
 	if (!d)
 		goto out;
-	int dfd = dirfd(d);
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		long pid, seq;
-		const char *suffix = d9__seg_parse(e->d_name, &pid, &seq);
-		struct stat st;
-		if (!suffix || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-			!S_ISREG(st.st_mode) || st.st_uid != geteuid())
-			continue; /* not a file of ours: neither counted nor touched */
-		uint64_t size = (uint64_t)st.st_size;
-		nfiles++;
-		if (!strcmp(suffix, ".active") || !strcmp(suffix, ".active.tmp")) {
-			/* the segment this process is opening gets its room; another writer's counts
-			 * as it is now, and is counted again when it is sealed (its writer keeps
-			 * the budget then): reserving D9_MAX_FILE_SIZE for every live writer would
-			 * leave a fork-per-request server no sealed segment at all */
-			total += pid == (long)g->pid && size < own_reserve ? own_reserve : size;
+	sc.dfd[0] = dirfd(d);
+	sc.uid[0] = geteuid();
+	sc.ndirs = 1;
+	scan_dir(&sc, d, 0, own_reserve);
+	DIR *sub[1 + SUBDIRS_MAX] = { NULL };
+	for (int i = 1; i < sc.ndirs; i++) {
+		if (!(sub[i] = fdopendir(sc.dfd[i]))) {
+			close(sc.dfd[i]); /* opened by scan_dir just now */
+			sc.dfd[i] = -1;
 			continue;
 		}
-		/* a .bin counts at its full size until it is compressed: the budget bounds the
-		 * disk space the directory takes now, not what it will take */
-		total += size;
-		if (strcmp(suffix, ".bin") && strcmp(suffix, ".bin.gz"))
-			continue; /* temporary or set-aside files: counted, never deleted here */
-		if (strlen(e->d_name) >= sizeof(c->name))
-			continue;
-		if (nc == ccap) {
-			size_t ncap = ccap ? ccap * 2 : 64;
-			struct cand *m = realloc(c, ncap * sizeof(*c));
-			if (!m)
-				continue; /* counted, not deletable: older ones may still go */
-			c = m;
-			ccap = ncap;
-		}
-		struct cand *k = &c[nc++];
-		snprintf(k->name, sizeof(k->name), "%s", e->d_name);
-		k->size = size;
-		k->mtime = st.st_mtim;
-		k->pid = pid;
-		k->seq = seq;
+		scan_dir(&sc, sub[i], i, own_reserve);
 	}
+	c = sc.c;
+	size_t nc = sc.nc, nfiles = sc.nfiles;
+	uint64_t total = sc.total;
 	if (c)
 		qsort(c, nc, sizeof(*c), cand_cmp);
 	/* oldest sealed first, whoever wrote them */
 	for (size_t i = 0; i < nc && (total > budget || nfiles > g->cfg.max_files); i++) {
-		if (unlinkat(dfd, c[i].name, 0) != 0) {
+		if (sc.dfd[c[i].dir] < 0 || unlinkat(sc.dfd[c[i].dir], c[i].name, 0) != 0) {
 			if (errno != ENOENT)
 				d9__log_once(D9_LOG_WARN, "cannot delete %s/%s: %s", g->cfg.dir, c[i].name,
 					strerror(errno));
@@ -303,7 +372,10 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		nfiles--;
 		del_segs++;
 		del_bytes += c[i].size;
-		d9__log(D9_LOG_DEBUG, "deleted %s/%s (directory budget)", g->cfg.dir, c[i].name);
+		d9__log(D9_LOG_DEBUG, "deleted %s/%s%s (directory budget)", g->cfg.dir,
+			c[i].dir ? "d9-uid-N/" : "", c[i].name);
+		if (c[i].dir)
+			continue; /* another user's segment: not in this process's lists */
 		char path[4400];
 		snprintf(path, sizeof(path), "%.2047s/%.255s", g->cfg.dir, c[i].name);
 		d9__sealed_forget(path);
@@ -312,6 +384,9 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		d9__log_once(D9_LOG_INFO, "the directory budget of %s cannot be kept now: the segments "
 			"being written take %llu bytes in %zu files (said once)", g->cfg.dir,
 			(unsigned long long)total, nfiles);
+	for (int i = 1; i < sc.ndirs; i++)
+		if (sub[i])
+			closedir(sub[i]);
 	closedir(d);
 out:
 	if (taken == 0) {

@@ -6,7 +6,10 @@
  * in the directory, renames itself with prctl(PR_SET_NAME, "pd-renamed") and waits some more.
  * Prints "child PID turns N" and "parent PID turns N" (waits made); exits 0 when everything the
  * program itself checks held.
- * Built and run by test-real-privdrop.sh; usage: priv-drop early|late TRACE_DIR UID GID. */
+ * "busy": parent and child (which drops first) each sleep 20 us at a time for 6 s inside a loop
+ * turn (after one epoll_wait: blocking calls with a low D9_BLOCKING_THRESHOLD), the parent ending
+ * last.
+ * Built and run by test-real-privdrop.sh; usage: priv-drop early|late|busy TRACE_DIR UID GID. */
 #include <dirent.h>
 #include <grp.h>
 #include <stdio.h>
@@ -17,6 +20,18 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Sleeps 20 us at a time for `ms` milliseconds: a context switch each time. */
+static void spin(int ms)
+{
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do {
+		usleep(20);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+}
 
 static int waits(int ep, int n)
 {
@@ -46,14 +61,34 @@ static int have_segment(const char *dir)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5 || (strcmp(argv[1], "early") && strcmp(argv[1], "late"))) {
-		fprintf(stderr, "usage: priv-drop early|late TRACE_DIR UID GID\n");
+	if (argc != 5 || (strcmp(argv[1], "early") && strcmp(argv[1], "late") &&
+		strcmp(argv[1], "busy"))) {
+		fprintf(stderr, "usage: priv-drop early|late|busy TRACE_DIR UID GID\n");
 		return 2;
 	}
 	int late = !strcmp(argv[1], "late");
 	uid_t uid = (uid_t)atoi(argv[3]);
 	gid_t gid = (gid_t)atoi(argv[4]);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
+	if (!strcmp(argv[1], "busy")) {
+		int status;
+		prctl(PR_SET_TIMERSLACK, 1UL); /* 20 us sleeps, not 70 (the default 50 us slack) */
+		pid_t pid = fork();
+		if (pid < 0)
+			return 3;
+		if (pid == 0) {
+			if (setgroups(0, NULL) || setgid(gid) || setuid(uid))
+				_exit(5);
+			waits(ep, 1);
+			spin(6000);
+			exit(0);
+		}
+		waits(ep, 1);
+		spin(6000);
+		if (waitpid(pid, &status, 0) != pid)
+			return 7;
+		return WIFEXITED(status) ? WEXITSTATUS(status) : 8;
+	}
 	int turns = waits(ep, 50);
 
 	fflush(stdout);

@@ -17,6 +17,9 @@
 #     the worker's stderr, which nginx points at its error log).
 #   - nginx-access: the trace directory stays root's and 0700, the workers' files are in
 #     d9-uid-<www-data> (www-data's, 0700), each file its writer's and 0600.
+#   - nginx-budget: a second run with D9_MAX_TOTAL_SIZE=2M and off-CPU samples: once everything has
+#     ended, the whole tree (the master's directory and the workers' d9-uid one) holds at most 2M
+#     +1%, and segments were deleted (counted in the summary).
 # Skips (counted, with the reason) without nginx or wrk, when not root, or without www-data.
 set -u
 # shellcheck source=lib-preload.sh
@@ -192,4 +195,55 @@ def access():
             return "%s/%s is not a worker's" % (sub, f)
     return None
 result(name + "-access", access())
+PY
+
+# ---- one budget for the whole tree --------------------------------------------------------------
+# The same nginx with a small budget (D9_MAX_TOTAL_SIZE=2M, D9_MAX_FILE_SIZE=1M; segments sealed
+# every second, uncompressed) and off-CPU samples
+# (a stack per context switch: megabytes within seconds). The workers (www-data) keep the budget
+# in their d9-uid directory among themselves; the master (root) keeps it for the whole tree at its
+# seals and exit. Once everything has ended: at most 2M +1% in the tree, and some segment deleted
+# (else the run wrote too little to test anything: SKIP).
+B=$T/budget
+mkdir -p "$B" && mkdir -m 0700 "$B/trace"
+sed -e "s|pid $T/nginx.pid;|pid $B/nginx.pid;|" -e "s|error_log $T/error.log;|error_log $B/error.log;|" \
+	"$T/nginx.conf" >"$B/nginx.conf"
+env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$B/trace" D9_FLUSH_INTERVAL=50ms D9_CPU_PROFILE=999 \
+	D9_SCHED_EVENTS=1 D9_MAX_TOTAL_SIZE=2M D9_MAX_FILE_SIZE=1M D9_ROTATION_PERIOD=1s D9_COMPRESS=0 \
+	"$NGINX" -c "$B/nginx.conf" -p "$T" >"$B/stdout" 2>"$B/stderr" &
+MPID=$!
+PL_PIDS+=("$MPID")
+if ! d9_wait_for 30 two_workers_serving; then
+	pl_fail "$NAME-budget" "nginx did not start serving: $(head -c 300 "$B/error.log" "$B/stderr" 2>&1)"
+	exit 0
+fi
+timeout -s KILL 60 wrk -t 2 -c 16 -d 6s "http://127.0.0.1:$PORT/" >"$B/wrk.out" 2>&1
+kill -QUIT "$MPID"
+if ! d9_wait_for 60 gone; then
+	pl_fail "$NAME-budget" "nginx did not stop within 60 s of SIGQUIT"
+	exit 0
+fi
+wait "$MPID" 2>/dev/null
+"$PL_ANALYZE" summary --json "$B/trace" >"$B/summary.json" 2>"$B/analyze.err"
+python3 - "$NAME-budget" "$B/trace" "$B/summary.json" <<'PY'
+import json, os, sys
+name, d, js = sys.argv[1:]
+total = files = 0
+for root, dirs, names in os.walk(d):
+    for n in names:
+        if n.startswith("trace.") and not n.endswith(".lock"):
+            total += os.lstat(os.path.join(root, n)).st_size
+            files += 1
+try:
+    q = json.load(open(js)).get("data_quality", {})
+except Exception:
+    q = {}
+deleted = q.get("budget_deleted_segments", 0)
+limit = 2 * 1024 * 1024
+if total > limit * 1.01:
+    print("FAIL %s: %d bytes in %d files under the trace directory, budget %d (+1%%)" % (name, total, files, limit))
+elif not deleted:
+    print("SKIP %s: the run wrote %d bytes, too little to need the budget" % (name, total))
+else:
+    print("PASS %s: %d bytes in %d files after %d segment(s) deleted (budget %d)" % (name, total, files, deleted, limit))
 PY

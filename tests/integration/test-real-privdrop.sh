@@ -14,6 +14,9 @@
 #   - privdrop-MODE-access: nothing is opened to others: the directory stays root's and 0700, the
 #     subdirectory is nobody's and 0700, every segment file is its writer's and 0600, and no
 #     temporary file is left.
+#   - privdrop-budget: "busy" (root and its dropped child record blocking calls fast for 6 s) under
+#     D9_MAX_TOTAL_SIZE=2M: once both ended the whole tree (root's directory and the child's
+#     d9-uid one) holds at most 2M +1%, kept by root, which may delete in both; deletions counted.
 # Skips (counted, with the reason) when not run as root or the machine has no user nobody.
 set -u
 # shellcheck source=lib-preload.sh
@@ -135,3 +138,49 @@ why = access()
 result(name + "-access", why)
 PY
 done
+
+# ---- one budget for the tree ---------------------------------------------------------------------
+# busy: root and its child (dropped to nobody) each make tens of thousands of 20 us sleeps a second
+# for 6 s inside a loop turn, every one a BlockingCall (D9_BLOCKING_THRESHOLD=10us; no perf needed,
+# which the child no longer gets), segments sealed every second, uncompressed, under
+# D9_MAX_TOTAL_SIZE=2M. The child
+# keeps its d9-uid directory within the budget; root, which ends last, keeps the whole tree (both
+# directories) within it. Once both ended: at most 2M +1% in the tree, deletions counted; a run
+# that wrote too little to need the budget tests nothing (SKIP).
+d=$T/busy
+mkdir -m 0700 "$d"
+timeout -s KILL 120 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" D9_FLUSH_INTERVAL=50ms \
+	D9_BLOCKING_THRESHOLD=10us D9_MAX_TOTAL_SIZE=2M D9_MAX_FILE_SIZE=1M D9_ROTATION_PERIOD=1s \
+	D9_COMPRESS=0 \
+	"$T/priv-drop" busy "$d" "$NUID" "$NGID" >"$T/busy.out" 2>"$T/busy.err"
+rc=$?
+if [ "$rc" != 0 ]; then
+	pl_fail "$NAME-budget" "exit status $rc: $(head -c 300 "$T/busy.err")"
+else
+	"$PL_ANALYZE" summary --json "$d" >"$T/busy.json" 2>"$T/busy.aerr"
+	python3 - "$NAME-budget" "$d" "$T/busy.json" <<'PY'
+import json, os, sys
+name, d, js = sys.argv[1:]
+total = files = 0
+where = {}
+for root, dirs, names in os.walk(d):
+    for n in names:
+        if n.startswith("trace.") and not n.endswith(".lock"):
+            sz = os.lstat(os.path.join(root, n)).st_size
+            total += sz
+            files += 1
+            where[os.path.basename(root)] = where.get(os.path.basename(root), 0) + sz
+try:
+    q = json.load(open(js)).get("data_quality", {})
+except Exception:
+    q = {}
+deleted = q.get("budget_deleted_segments", 0)
+limit = 2 * 1024 * 1024
+if total > limit * 1.01:
+    print("FAIL %s: %d bytes in %d files in the tree (%s), budget %d (+1%%)" % (name, total, files, where, limit))
+elif not deleted:
+    print("SKIP %s: the run wrote %d bytes, too little to need the budget" % (name, total))
+else:
+    print("PASS %s: %d bytes in %d files (%s) after %d segment(s) deleted" % (name, total, files, where, deleted))
+PY
+fi
