@@ -321,8 +321,10 @@ viewer_weight() {
 		pl_fail viewer-weight "the test program did not finish its work within $((60 * D9_SLOW)) s: $(head -c 300 "$S/stderr")"
 		return
 	fi
+	# (no wait for every segment to be compressed: a new one is sealed every second while the
+	# program runs, and the nice-19 compressor of a busy machine may never catch up)
 	if ! d9_wait_for 120 gz_has '"type":"BlockingCall".*nanosleep' || ! d9_wait_for 120 gz_has '"type":"SchedDelay"\|"call":"write"' ||
-		! d9_wait_settled "$S/trace" gz; then
+		! d9_wait_settled "$S/trace"; then
 		pl_fail viewer-weight "its segments were not sealed and compressed within $((120 * D9_SLOW)) s: $(ls "$S/trace" | tr '\n' ' ') ${D9_SETTLE_ERR:-}"
 	fi
 	touch "$S/quit"
