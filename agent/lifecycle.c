@@ -150,28 +150,37 @@ int d9_agent_exec_begin(void)
 	return r;
 }
 
+/* After a seal that stopped them (start lock held): joins the writer, and the compressor within
+ * the exit timeout. The compressor, told to stop by the seal, drops its job; if it is still leaving
+ * after that, no new one is started (two would race), and the segments stay .bin for the next
+ * start. */
+static void join_threads(void)
+{
+	struct d9__agent *g = &d9__g;
+
+	if (g->writer_started)
+		pthread_join(g->writer, NULL); /* it returned when it stopped */
+	g->writer_started = 0;
+	if (g->compressor_started) {
+		uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns;
+		struct timespec ts = { (time_t)(until / 1000000000u), (long)(until % 1000000000u) };
+		if (pthread_clockjoin_np(g->compressor, NULL, CLOCK_MONOTONIC, &ts) == 0) {
+			g->compressor_started = 0;
+			g->compress_stop = g->compress_abort = g->compressor_done = 0;
+		}
+	}
+}
+
 /* Before unshare/setns calls that a multi-threaded process may not make (a new user or mount
  * namespace): the agent seals and its threads end, so the call sees the host's threads only.
  * Returns 1 when it did (then d9_agent_resume after the call). */
 int d9_agent_pause(void)
 {
-	struct d9__agent *g = &d9__g;
 	int saved = errno, r = 0;
 
 	if (seal_now(0)) {
 		d9__lock(&start_lock);
-		if (g->writer_started)
-			pthread_join(g->writer, NULL); /* it returned when it stopped */
-		g->writer_started = 0;
-		if (g->compressor_started) {
-			/* told to stop by the seal: it drops its job, bounded by the exit timeout */
-			uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns;
-			struct timespec ts = { (time_t)(until / 1000000000u), (long)(until % 1000000000u) };
-			if (pthread_clockjoin_np(g->compressor, NULL, CLOCK_MONOTONIC, &ts) == 0) {
-				g->compressor_started = 0;
-				g->compress_stop = g->compress_abort = g->compressor_done = 0;
-			}
-		}
+		join_threads();
 		d9__unlock(&start_lock);
 		r = 1;
 	}
@@ -193,20 +202,7 @@ void d9_agent_exec_failed(void)
 	if (g->pid != getpid() || g->state != D9__STOPPED || d9__self.role == D9_ROLE_AGENT)
 		goto out;
 	d9__lock(&start_lock);
-	if (g->writer_started)
-		pthread_join(g->writer, NULL); /* it returned when it stopped */
-	g->writer_started = 0;
-	if (g->compressor_started) {
-		/* told to stop by the seal: it drops its job, bounded by the exit timeout; if it
-		 * is still leaving after that, no new one (two would race), and the segments stay
-		 * .bin for the next start */
-		uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns;
-		struct timespec ts = { (time_t)(until / 1000000000u), (long)(until % 1000000000u) };
-		if (pthread_clockjoin_np(g->compressor, NULL, CLOCK_MONOTONIC, &ts) == 0) {
-			g->compressor_started = 0;
-			g->compress_stop = g->compress_abort = g->compressor_done = 0;
-		}
-	}
+	join_threads();
 	g->stop = 0;
 	g->exit_done = 0;
 	/* the new writer lists the series again (scan_series), sealed segments included */

@@ -25,6 +25,18 @@ pl_pass() { echo "PASS $1${2:+: $2}"; }
 pl_fail() { echo "FAIL $1: $2"; }
 pl_skip() { echo "SKIP $1: $2"; }
 
+# pl_need_built NAME: one FAIL line (and the script's end) when the agent or the analyzer is not
+# built; the tests of real servers check their own servers and tools after this.
+pl_need_built() {
+	local b
+	for b in "$PL_LIB" "$PL_ANALYZE"; do
+		if [ ! -e "$b" ]; then
+			pl_fail "$1" "$b is not built (make all)"
+			exit 0
+		fi
+	done
+}
+
 pl_cleanup() {
 	local p
 	for p in "${PL_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done

@@ -13,12 +13,7 @@ set -u
 . "$(dirname "$0")/lib-preload.sh"
 
 NAME=memcached
-for b in "$PL_LIB" "$PL_ANALYZE"; do
-	if [ ! -e "$b" ]; then
-		pl_fail "$NAME" "$b is not built (make all)"
-		exit 0
-	fi
-done
+pl_need_built "$NAME"
 MEMCACHED=$(command -v memcached || echo /usr/bin/memcached)
 if [ ! -x "$MEMCACHED" ]; then
 	pl_skip "$NAME" "memcached is not installed (Debian package memcached; make deps)"

@@ -26,12 +26,7 @@ set -u
 . "$(dirname "$0")/lib-preload.sh"
 
 NAME=nginx
-for b in "$PL_LIB" "$PL_ANALYZE"; do
-	if [ ! -e "$b" ]; then
-		pl_fail "$NAME" "$b is not built (make all)"
-		exit 0
-	fi
-done
+pl_need_built "$NAME"
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 if [ ! -x "$NGINX" ]; then
 	pl_skip "$NAME" "nginx is not installed (Debian package nginx; make deps)"

@@ -23,12 +23,7 @@ set -u
 . "$(dirname "$0")/lib-preload.sh"
 
 NAME=privdrop
-for b in "$PL_LIB" "$PL_ANALYZE"; do
-	if [ ! -e "$b" ]; then
-		pl_fail "$NAME" "$b is not built (make all)"
-		exit 0
-	fi
-done
+pl_need_built "$NAME"
 if [ "$(id -u)" != 0 ]; then
 	pl_skip "$NAME" "needs root (a process that gives up root)"
 	exit 0

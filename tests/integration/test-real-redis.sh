@@ -21,12 +21,7 @@ set -u
 . "$(dirname "$0")/lib-preload.sh"
 
 NAME=redis
-for b in "$PL_LIB" "$PL_ANALYZE"; do
-	if [ ! -e "$b" ]; then
-		pl_fail "$NAME" "$b is not built (make all)"
-		exit 0
-	fi
-done
+pl_need_built "$NAME"
 for b in redis-server redis-cli python3; do
 	if ! command -v "$b" >/dev/null; then
 		pl_skip "$NAME" "$b is not installed (Debian package redis-server; make deps)"
