@@ -109,6 +109,7 @@ struct d9__block {
 	uint64_t dropped; /* sum of Dropped counts recorded in this chunk */
 	uint64_t lost_samples; /* of which samples (reason samples_lost) */
 	uint32_t drop_records; /* Dropped records among the chunk's events */
+	uint32_t types[D9_EV_KNOWN_MAX + 1]; /* events of each built-in type (the encoder's) */
 	uint8_t pad[4];
 	uint8_t data[]; /* the chunk */
 };

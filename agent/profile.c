@@ -789,6 +789,7 @@ static void out_finish(struct out *o)
 	}
 	b->size = (uint32_t)d9_enc_end(&o->e, 0);
 	b->count = o->e.count;
+	memcpy(b->types, o->e.types, sizeof(b->types));
 	b->first_time = d9_enc_first_time(&o->e);
 	b->last_time = o->e.last;
 	b->next = NULL;

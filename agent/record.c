@@ -126,6 +126,7 @@ void d9__handoff(struct d9__thr *t)
 		return;
 	b->size = (uint32_t)d9_enc_end(&t->enc, 0); /* the writer fills the CRC */
 	b->count = t->enc.count;
+	memcpy(b->types, t->enc.types, sizeof(b->types));
 	b->tid = t->tid;
 	b->worker = t->worker;
 	b->first_time = d9_enc_first_time(&t->enc);

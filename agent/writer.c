@@ -436,8 +436,10 @@ static void write_failed(int err, const char *what)
 	g->write_failing = 1;
 }
 
+/* types: the chunk's events of each built-in type, as its encoder counted them. */
 static int write_chunk(struct d9__segment *s, uint8_t *chunk, size_t size, uint32_t count,
-	uint64_t first, uint64_t last, uint64_t dropped, uint64_t lost, int reserve)
+	const uint32_t *types, uint64_t first, uint64_t last, uint64_t dropped, uint64_t lost,
+	int reserve)
 {
 	int err = write_pending_defs(s);
 
@@ -459,7 +461,8 @@ static int write_chunk(struct d9__segment *s, uint8_t *chunk, size_t size, uint3
 	s->good = s->size;
 	s->tr.events += count;
 	s->tr.chunks++;
-	d9_chunk_count_types(chunk, D9_AGENT_SCHEMA, s->tr.type_counts);
+	for (int t = 0; t <= D9_EV_KNOWN_MAX; t++)
+		s->tr.type_counts[t] += types[t];
 	if (first < s->tr.first_time)
 		s->tr.first_time = first;
 	if (last > s->tr.last_time)
@@ -499,7 +502,8 @@ static void write_drop_records(void)
 		d9_enc_dropped(&e, now, d.count, d.reason);
 		size_t size = d9_enc_end(&e, 0);
 		if (seg_ready(size + D9_CHUNK_OVERHEAD) ||
-			write_chunk(s, buf, size, 1, now >> d9__shift, now >> d9__shift, d.count, 0, 1)) {
+			write_chunk(s, buf, size, 1, e.types, now >> d9__shift, now >> d9__shift, d.count,
+				0, 1)) {
 			/* still failing: keep what is left for the next attempt */
 			memmove(wdrops, wdrops + i, (nwdrops - (i < nwdrops ? i : nwdrops)) * sizeof(*wdrops));
 			nwdrops -= i < nwdrops ? i : nwdrops;
@@ -526,15 +530,15 @@ static void write_block(struct d9__block *b)
 		write_drop_records();
 	err = seg_ready(b->size);
 	if (!err)
-		err = write_chunk(s, b->data, b->size, b->count, b->first_time, b->last_time, b->dropped,
-			b->lost_samples, 0);
+		err = write_chunk(s, b->data, b->size, b->count, b->types, b->first_time, b->last_time,
+			b->dropped, b->lost_samples, 0);
 	if (err == -E2BIG) {
 		/* sealed with what it holds; the new segment starts with every definition */
 		seg_seal();
 		err = seg_ready(b->size);
 		if (!err)
-			err = write_chunk(s, b->data, b->size, b->count, b->first_time, b->last_time,
-				b->dropped, b->lost_samples, 0);
+			err = write_chunk(s, b->data, b->size, b->count, b->types, b->first_time,
+				b->last_time, b->dropped, b->lost_samples, 0);
 	}
 	if (!err && g->write_failing) {
 		g->write_failing = 0;

@@ -430,6 +430,8 @@ struct d9_enc {
 	uint64_t last; /* time of the previous event, in units */
 	uint64_t mru[D9_MRU]; /* most recent coroutine ids of the chunk, [0] newest (0: empty) */
 	uint32_t count;
+	uint32_t types[D9_EV_KNOWN_MAX + 1]; /* events of each built-in type (the trailer's counts):
+					       * counted here, one add, instead of decoding again */
 	uint8_t shift;
 	uint8_t flags; /* D9_SCHEMA_* flags the segment's schema was written with */
 };
@@ -468,6 +470,8 @@ static inline uint8_t *d9__enc_head(struct d9_enc *e, uint32_t type, uint64_t ti
 	if (t > e->last)
 		e->last = t;
 	e->count++;
+	if (type <= D9_EV_KNOWN_MAX) /* a constant at every call site: folded */
+		e->types[type]++;
 	/* the low three bits of the delta ride in the type byte: lossless; scheduler steps under
 	 * 8 units (~1 us) cost nothing more, and one varint byte covers up to 1023 units */
 	if (d < 8) {

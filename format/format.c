@@ -539,6 +539,7 @@ int d9_enc_begin(struct d9_enc *e, void *buf, size_t cap, uint32_t tid, uint32_t
 	if (cap > D9_CHUNK_MAX_PAYLOAD)
 		cap = D9_CHUNK_MAX_PAYLOAD;
 	e->chunk = p;
+	memset(e->types, 0, sizeof(e->types));
 	p[0] = D9_SYNC0;
 	p[1] = D9_SYNC1;
 	p[2] = D9_CHUNK_EVENTS;

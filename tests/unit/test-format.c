@@ -2823,6 +2823,39 @@ TEST(cpu_sample_unwind_follows_flags)
 	T_ASSERT(!strcmp(d9_unwinder_name(7), "unknown"));
 }
 
+/* The encoder counts each built-in type as it writes (the writer's trailer counts, without
+ * decoding the chunk again): the same counts as d9_chunk_count_types; SchedDelay (14) is not
+ * among them. */
+TEST(enc_counts_types)
+{
+	unsigned flags = D9_SCHEMA_CPU_UNWIND | D9_SCHEMA_CPU_WEIGHT | D9_SCHEMA_SCHED_DELAY |
+		D9_SCHEMA_UNPARK_INTERVAL;
+	struct seg s;
+	struct d9_enc e;
+	uint64_t counts[D9_EV_KNOWN_MAX + 1] = { 0 };
+
+	seg_std(&s, 4096, flags);
+	seg_enc_begin(&s, &e, 1, 1, 0, 0, (uint8_t)flags, 4096);
+	T_EQ(d9_enc_poll_start(&e, 1, 5, 0), 0);
+	T_EQ(d9_enc_poll_end(&e, 2, 5), 0);
+	T_EQ(d9_enc_poll_start(&e, 3, 6, 0), 0);
+	T_EQ(d9_enc_cpu_sample_w(&e, 4, 6, D9_CPU_OFF, 1, D9_UNWIND_DWARF, 1000), 0);
+	T_EQ(d9_enc_sched_delay(&e, 5, 6, 1, D9_FD_SOCKET, 2000000, 1000), 0);
+	T_EQ(d9_enc_dropped(&e, 6, 3, D9_DROP_SAMPLES_LOST), 0);
+	uint32_t got[D9_EV_KNOWN_MAX + 1];
+	memcpy(got, e.types, sizeof(got));
+	size_t at = seg_len(&s);
+	seg_enc_end(&s, &e);
+	d9_chunk_count_types(s.buf + at, flags, counts);
+	for (int t = 0; t <= D9_EV_KNOWN_MAX; t++)
+		if (got[t] != counts[t])
+			T_FAIL("type %d: the encoder counted %u, the chunk holds %" PRIu64, t, got[t],
+				counts[t]);
+	T_EQU(got[D9_EV_POLL_START], 2);
+	T_EQU(got[D9_EV_CPU_SAMPLE], 1);
+	seg_free(&s);
+}
+
 /* CpuSample's weight_ns+1 follows D9_SCHEMA_CPU_WEIGHT (with D9_SCHEMA_CPU_UNWIND): written as
  * the value plus one, 0 for unknown; decoded back, and unknown (never 0) without the flag. */
 TEST(cpu_sample_weight_follows_flags)
