@@ -11,7 +11,9 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Resolved at load: _exit may be called from a signal handler and exec from a vfork child, where
@@ -127,6 +129,22 @@ D9_INTERPOSE long syscall(long number, ...)
  * calls the agent seals and its threads end, and it starts again afterwards. */
 #define SOLO_FLAGS (CLONE_NEWUSER | CLONE_SIGHAND | CLONE_VM | CLONE_THREAD)
 
+/* After d9_agent_pause: its threads are joined, but a joined thread can still be leaving the
+ * kernel's thread group for a moment, and the kernel refuses these calls to a process with two
+ * threads (EINVAL). Waits until /proc/self/task holds one thread (its link count is 2 + the
+ * threads), 100 ms at most, 1 ms at a time; errno kept. */
+static void wait_single_thread(void)
+{
+	int saved = errno;
+	struct stat st;
+
+	for (int i = 0; i < 100 && stat("/proc/self/task", &st) == 0 && st.st_nlink > 3; i++) {
+		struct timespec ts = { 0, 1000000 };
+		syscall(SYS_nanosleep, &ts, NULL); /* not the wrapped nanosleep */
+	}
+	errno = saved;
+}
+
 D9_INTERPOSE int unshare(int flags)
 {
 	if (!real_unshare) {
@@ -134,6 +152,8 @@ D9_INTERPOSE int unshare(int flags)
 		return -1;
 	}
 	int paused = (flags & SOLO_FLAGS) && d9_agent_pause();
+	if (paused)
+		wait_single_thread();
 	int r = real_unshare(flags);
 	if (paused)
 		d9_agent_resume();
@@ -148,6 +168,8 @@ D9_INTERPOSE int setns(int fd, int nstype)
 	}
 	/* 0: any type, which may be a user or mount namespace */
 	int paused = (nstype == 0 || (nstype & (CLONE_NEWUSER | CLONE_NEWNS))) && d9_agent_pause();
+	if (paused)
+		wait_single_thread();
 	int r = real_setns(fd, nstype);
 	if (paused)
 		d9_agent_resume();
