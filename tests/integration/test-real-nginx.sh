@@ -17,7 +17,7 @@
 #     the worker's stderr, which nginx points at its error log).
 #   - nginx-access: the trace directory stays root's and 0700, the workers' files are in
 #     d9-uid-<www-data> (www-data's, 0700), each file its writer's and 0600.
-#   - nginx-budget: a second run with D9_MAX_TOTAL_SIZE=2M and off-CPU samples: once everything has
+#   - nginx-budget: a second run (wrk 10 s) with D9_MAX_TOTAL_SIZE=2M and off-CPU samples: once all has
 #     ended, the whole tree (the master's directory and the workers' d9-uid one) holds at most 2M
 #     +1%, and segments were deleted (counted in the summary).
 # Skips (counted, with the reason) without nginx or wrk, when not root, or without www-data.
@@ -212,7 +212,7 @@ if ! d9_wait_for 30 two_workers_serving; then
 	pl_fail "$NAME-budget" "nginx did not start serving: $(head -c 300 "$B/error.log" "$B/stderr" 2>&1)"
 	exit 0
 fi
-timeout -s KILL 60 wrk -t 2 -c 16 -d 6s "http://127.0.0.1:$PORT/" >"$B/wrk.out" 2>&1
+timeout -s KILL 60 wrk -t 2 -c 32 -d 10s "http://127.0.0.1:$PORT/" >"$B/wrk.out" 2>&1
 kill -QUIT "$MPID"
 if ! d9_wait_for 60 gone; then
 	pl_fail "$NAME-budget" "nginx did not stop within 60 s of SIGQUIT"
