@@ -17,9 +17,9 @@
 #     the worker's stderr, which nginx points at its error log).
 #   - nginx-access: the trace directory stays root's and 0700, the workers' files are in
 #     d9-uid-<www-data> (www-data's, 0700), each file its writer's and 0600.
-#   - nginx-budget: a second run (wrk 10 s) with D9_MAX_TOTAL_SIZE=2M and off-CPU samples: once all has
-#     ended, the whole tree (the master's directory and the workers' d9-uid one) holds at most 2M
-#     +1%, and segments were deleted (counted in the summary).
+#   - nginx-budget: a second run (wrk 10 s) with D9_MAX_TOTAL_SIZE=2M and off-CPU samples: once
+#     all has ended, the whole tree (the master's directory and the workers' d9-uid one) holds at
+#     most 2M +1%, and segments were deleted (counted in the summary).
 # Skips (counted, with the reason) without nginx or wrk, when not root, or without www-data.
 set -u
 # shellcheck source=lib-preload.sh
