@@ -60,6 +60,14 @@ pl_setup() {
 			exit 0
 		fi
 	done
+	pl_env "$1"
+}
+
+# pl_env NAME: clears D9_* and LD_PRELOAD from the environment but for the two settings every
+# test wants (below), makes $T and removes it, with every server started, at exit. pl_setup does
+# this after its checks; the tests of real servers call it after theirs.
+pl_env() {
+	local b
 	for b in $(compgen -e | grep '^D9_'); do unset "$b"; done
 	# The default 10m wall-clock rotation would seal a segment whenever a test happens to run
 	# across a boundary, and tests that look for the .active file would fail once in a while.
@@ -73,6 +81,17 @@ pl_setup() {
 	T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$1-XXXXXX")
 	trap pl_cleanup EXIT
 }
+
+# pl_free_port: a TCP port free on 127.0.0.1 now.
+pl_free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# PL_NICE: the prefix that runs a command at nice -10 when we may (root), for tests that compare
+# a server's timing with what a client saw, or two runs' times: on a machine busy with other work
+# a preempted process would stretch both by whole scheduler slices.
+PL_NICE=()
+[ "$(id -u)" -eq 0 ] && PL_NICE=(nice -n -10)
 
 # pl_start DIR BINARY [VAR=value ...] -- [SERVER_ARGS...]: starts the server under the agent with
 # D9_TRACE_PATH=DIR/trace/trace.bin and D9_FLUSH_INTERVAL=50ms (the VARs come after, so they can

@@ -21,7 +21,7 @@ KEYS=${BGSAVE_KEYS:-2000000} # 100-byte values: ~300 MB in the server (pl_setup 
 
 R=$T/redis
 mkdir -p "$R"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(pl_free_port)
 cli() { timeout 120 redis-cli -p "$port" "$@" 2>>"$R/cli.err"; }
 # the sealing waits for the children's exits: up to 10 s (D9_EXIT_TIMEOUT), see
 # test-preload-exits.sh

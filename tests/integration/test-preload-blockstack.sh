@@ -41,16 +41,18 @@ has_stack() {
 		grep '"type":"BlockingCall"' | grep -qv '"stack":0[,}]'
 }
 
+# fds_agree FILE: a new reading into FILE equals the one before it (FILE.prev, then replaced)
+fds_agree() {
+	fds >"$1"
+	cmp -s "$1" "$1.prev" && return 0
+	cp "$1" "$1.prev"
+	return 1
+}
+
 # stable_fds FILE: two readings in a row agree (10 s at most); the last one is in FILE
 stable_fds() {
-	local deadline=$(( $(date +%s%N) + 10 * D9_SLOW * 1000000000 ))
 	fds >"$1.prev"
-	while sleep 0.05; do
-		fds >"$1"
-		cmp -s "$1" "$1.prev" && return 0
-		[ "$(date +%s%N)" -gt "$deadline" ] && return 1
-		cp "$1" "$1.prev"
-	done
+	d9_wait_for 10 fds_agree "$1"
 }
 
 # block_fds NAME: before/after /block?ms=30 on the running server (SPID, SDIR)
@@ -81,15 +83,9 @@ block_fds() {
 	fi
 }
 
-# ---- State Threads: the stack ends at the coroutine's entry ---------------------------------------
-p=blockstack-st
-if pl_start "$T/st" "$ST_HTTP_NOFP" --; then
-	block_fds "$p-fds"
-	if pl_session_quit && [ "$SRC" = 0 ]; then
-		pl_check "$p" "
-syms = Symbols(args[0], args[1])
-proc = tr.the_proc()
-with case('$p') as c:
+# The check's start (python, trace_check.py): the stack of the one usleep BlockingCall, with names.
+read -r -d '' USLEEP_STACK <<'PYEOF'
+def usleep_stack(proc, syms):
     us = [e for e in proc.events(('BlockingCall',)) if e['_seg'].string(e['call']) == 'usleep']
     if len(us) != 1:
         fail('%d usleep BlockingCalls, want 1' % len(us))
@@ -97,7 +93,19 @@ with case('$p') as c:
     frames = e['_seg'].stacks.get(e['stack']) if e['stack'] else None
     if not frames:
         fail('the usleep BlockingCall has stack %d, no Stack definition with frames' % e['stack'])
-    names = describe_frames(frames, syms, args[1])
+    return frames, describe_frames(frames, syms, args[1])
+PYEOF
+
+# ---- State Threads: the stack ends at the coroutine's entry ---------------------------------------
+p=blockstack-st
+if pl_start "$T/st" "$ST_HTTP_NOFP" --; then
+	block_fds "$p-fds"
+	if pl_session_quit && [ "$SRC" = 0 ]; then
+		pl_check "$p" "$USLEEP_STACK
+syms = Symbols(args[0], args[1])
+proc = tr.the_proc()
+with case('$p') as c:
+    frames, names = usleep_stack(proc, syms)
     if len(frames) != 3:
         fail('%d frames, want 3 (handle_block < serve_conn < libst): %s' % (len(frames), names))
     if not syms.contains('handle_block', frames[0], return_address=True):
@@ -127,18 +135,11 @@ elif pl_start "$T/thread" "$NOFP" -- -T 2; then
 	block_fds "$p-fds"
 	pl_quit
 	if [ "$SRC" = 0 ]; then
-		pl_check "$p" "
+		pl_check "$p" "$USLEEP_STACK
 syms = Symbols(args[0], args[1])
 proc = tr.the_proc()
 with case('$p') as c:
-    us = [e for e in proc.events(('BlockingCall',)) if e['_seg'].string(e['call']) == 'usleep']
-    if len(us) != 1:
-        fail('%d usleep BlockingCalls, want 1' % len(us))
-    e = us[0]
-    frames = e['_seg'].stacks.get(e['stack']) if e['stack'] else None
-    if not frames:
-        fail('the usleep BlockingCall has stack %d, no Stack definition with frames' % e['stack'])
-    names = describe_frames(frames, syms, args[1])
+    frames, names = usleep_stack(proc, syms)
     if not syms.contains('handle_block', frames[0], return_address=True):
         fail('innermost frame is not in handle_block: %s' % names)
     loop = [i for i, a in enumerate(frames) if syms.contains('serve_loop', a, return_address=True)]

@@ -147,14 +147,12 @@ fi
 # nothing: SKIP. Otherwise the faster run with the agent must take at most twice the slower run
 # without it.
 N=${STORM_N:-500} # children per storm (pl_setup clears D9_*)
-# both storms run at nice -10 when we may (root): on a machine busy with other work the ratio
+# both storms run at nice -10 when root (PL_NICE): on a machine busy with other work the ratio
 # would measure that work's share of the CPUs, not the agent
-NICE=()
-[ "$(id -u)" -eq 0 ] && NICE=(nice -n -10)
 storm() { # OUT [VAR=value...]: one storm, its wall time (ns) in OUT
 	local out=$1
 	shift
-	{ "${NICE[@]}" env "$@" timeout -s KILL 300 "$PROG" storm "$N" >"$out" 2>"$out.err"; } 2>/dev/null
+	{ "${PL_NICE[@]}" env "$@" timeout -s KILL 300 "$PROG" storm "$N" >"$out" 2>"$out.err"; } 2>/dev/null
 }
 sd=$T/storm/trace
 mkdir -p "$T/storm"

@@ -23,13 +23,9 @@ if [ "$(id -u)" != 0 ] || ! NUID=$(id -u nobody 2>/dev/null); then
 	pl_skip "$NAME" "needs root and the user nobody (memcached -u nobody)"
 	exit 0
 fi
-for b in $(compgen -e | grep '^D9_'); do unset "$b"; done
-export D9_ROTATION_PERIOD=0
-unset LD_PRELOAD
-T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$NAME-XXXXXX")
-trap pl_cleanup EXIT
+pl_env "$NAME"
 
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(pl_free_port)
 mkdir -m 0700 "$T/trace"
 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/trace" D9_FLUSH_INTERVAL=50ms \
 	"$MEMCACHED" -t 4 -u nobody -l 127.0.0.1 -p "$PORT" -U 0 >"$T/stdout" 2>"$T/stderr" &

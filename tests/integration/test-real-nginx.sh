@@ -46,14 +46,10 @@ if ! WUID=$(id -u www-data 2>/dev/null); then
 	pl_skip "$NAME" "no user www-data"
 	exit 0
 fi
-for b in $(compgen -e | grep '^D9_'); do unset "$b"; done
-export D9_ROTATION_PERIOD=0
-unset LD_PRELOAD
-T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$NAME-XXXXXX")
-trap pl_cleanup EXIT
+pl_env "$NAME"
 pl_san_setup "$NAME-san" || exit 0
 
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(pl_free_port)
 mkdir -m 0700 "$T/trace"
 cat >"$T/nginx.conf" <<CONF
 user www-data;

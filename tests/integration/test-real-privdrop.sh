@@ -32,11 +32,7 @@ if ! NUID=$(id -u nobody 2>/dev/null) || ! NGID=$(id -g nobody 2>/dev/null); the
 	pl_skip "$NAME" "no user nobody"
 	exit 0
 fi
-for b in $(compgen -e | grep '^D9_'); do unset "$b"; done
-export D9_ROTATION_PERIOD=0
-unset LD_PRELOAD
-T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$NAME-XXXXXX")
-trap pl_cleanup EXIT
+pl_env "$NAME"
 
 if ! cc -O1 -o "$T/priv-drop" "$PL_ROOT/tests/integration/priv-drop.c" 2>"$T/cc.err"; then
 	pl_fail "$NAME" "cannot build priv-drop.c: $(head -c 300 "$T/cc.err")"

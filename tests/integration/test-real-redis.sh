@@ -28,21 +28,13 @@ for b in redis-server redis-cli python3; do
 		exit 0
 	fi
 done
-for b in $(compgen -e | grep '^D9_'); do unset "$b"; done
-export D9_ROTATION_PERIOD=0
-unset LD_PRELOAD
-T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$NAME-XXXXXX")
-trap pl_cleanup EXIT
-[ -n "${KEEP:-}" ] && trap - EXIT
+pl_env "$NAME"
 
-# redis and the client that times its commands run at nice -10 when we may (root): on a machine
-# busy with other work a preempted server or client would stretch what the test compares (the
-# loop turn and the time the client saw) by whole scheduler slices
-NICE=()
-[ "$(id -u)" -eq 0 ] && NICE=(nice -n -10)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# redis and the client that times its commands run at nice -10 when root (PL_NICE): the test
+# compares the loop turn with the time the client saw
+port=$(pl_free_port)
 mkdir -p "$T/trace" "$T/data"
-"${NICE[@]}" env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/trace/trace.bin" D9_FLUSH_INTERVAL=50ms \
+"${PL_NICE[@]}" env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/trace/trace.bin" D9_FLUSH_INTERVAL=50ms \
 	D9_CPU_PROFILE=999 D9_SCHED_EVENTS=1 \
 	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$T/data" \
 	--daemonize no --enable-debug-command yes --logfile "$T/redis.log" \
@@ -64,7 +56,7 @@ cli set k v >/dev/null
 # timed CMD ARGS...: sends one command on a fresh connection, prints its reply and the time from
 # the send to the whole reply in ns (what the client saw: the server's loop turn plus loopback)
 timed() {
-	"${NICE[@]}" python3 - "$port" "$@" <<'PYEOF'
+	"${PL_NICE[@]}" python3 - "$port" "$@" <<'PYEOF'
 import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=60)
 args = [a.encode() for a in sys.argv[2:]]
