@@ -2,6 +2,7 @@
  * headless and cut off from the network (no proxy reachable, no DNS, no background services),
  * and fails any request that is not file:, data: or blob:. */
 'use strict';
+const fs = require('fs');
 const path = require('path');
 const { chromium } = require('playwright-core');
 
@@ -38,4 +39,33 @@ async function newPage(browser, width, height) {
 }
 
 const viewerUrl = 'file://' + path.resolve(__dirname, '../../viewer/index.html');
-module.exports = { launch, newPage, viewerUrl };
+
+/* The waits: for a state of the page, never for a fixed time (a loaded machine is slow). frame()
+ * resolves after the page has drawn two more frames. */
+const WAIT_MS = 120000 * (Number(process.env.D9_TEST_SLOW) || 1);
+const frame = (page) => page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+
+/* Opens the viewer and loads files with its file picker; resolves once they are loaded (or the
+ * viewer said why not) and drawn. */
+async function loadFiles(page, files) {
+	await page.goto(viewerUrl);
+	const before = await page.evaluate(() => window.__d9test.loads);
+	await page.setInputFiles('#pick', files);
+	await page.waitForFunction((n) => window.__d9test.loads > n || (window.__d9test.ready && window.__d9test.messageKind === 'err'), before, { timeout: WAIT_MS });
+	await frame(page);
+}
+
+/* The result lines of a test program, "PASS <prefix><name>[: detail]" and "FAIL ...: why"
+ * (tests/run.sh counts them), and screenshots into the artifacts directory. */
+function results(prefix, artifacts) {
+	return {
+		pass: (n, d) => console.log('PASS ' + prefix + n + (d ? ': ' + d : '')),
+		fail: (n, d) => console.log('FAIL ' + prefix + n + ': ' + d),
+		shot: async (page, name) => {
+			fs.mkdirSync(artifacts, { recursive: true });
+			await page.screenshot({ path: path.join(artifacts, name + '.png') });
+		},
+	};
+}
+
+module.exports = { launch, newPage, viewerUrl, WAIT_MS, frame, loadFiles, results };

@@ -6,24 +6,11 @@
  * source says what each holds); report: `d9-analyze html` of the unsealed trace; artifacts:
  * where screenshots go. Prints PASS/FAIL lines (tests/run.sh counts them). */
 'use strict';
-const fs = require('fs');
-const path = require('path');
 const B = require('./browser.js');
 
 const cfg = JSON.parse(process.argv[2]);
-const pass = (n, d) => console.log('PASS viewer-gaps-' + n + (d ? ': ' + d : ''));
-const fail = (n, d) => console.log('FAIL viewer-gaps-' + n + ': ' + d);
-const shot = async (page, name) => {
-	fs.mkdirSync(cfg.artifacts, { recursive: true });
-	await page.screenshot({ path: path.join(cfg.artifacts, name + '.png') });
-};
-
-async function loadFiles(page, files) {
-	await page.goto(B.viewerUrl);
-	const before = await page.evaluate(() => window.__d9test.loads);
-	await page.setInputFiles('#pick', files);
-	await page.waitForFunction((n) => window.__d9test.loads > n || (window.__d9test.ready && window.__d9test.messageKind === 'err'), before, { timeout: 30000 });
-}
+const { pass, fail, shot } = B.results('viewer-gaps-', cfg.artifacts);
+const { loadFiles } = B;
 
 /* what the page holds and drew with everything in view */
 function state(page) {

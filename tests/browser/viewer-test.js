@@ -13,19 +13,13 @@ const path = require('path');
 const B = require('./browser.js');
 
 const cfg = JSON.parse(process.argv[2]);
-const pass = (n, d) => console.log('PASS viewer-' + n + (d ? ': ' + d : ''));
-const fail = (n, d) => console.log('FAIL viewer-' + n + ': ' + d);
-const shot = async (page, name) => {
-	fs.mkdirSync(cfg.artifacts, { recursive: true });
-	await page.screenshot({ path: path.join(cfg.artifacts, name + '.png') });
-};
+const { pass, fail, shot } = B.results('viewer-', cfg.artifacts);
 
 /* The waits: for a state of the page, never for a fixed time (a loaded machine is slow). until()
  * resolves true when fn(arg) holds within 120 s, false otherwise (the check that follows then
  * fails with what it sees); frame() resolves after the page has drawn two more frames. */
-const WAIT_MS = 120000 * (Number(process.env.D9_TEST_SLOW) || 1);
+const { WAIT_MS, frame, loadFiles } = B;
 const until = (page, fn, arg) => page.waitForFunction(fn, arg, { timeout: WAIT_MS }).then(() => true, () => false);
-const frame = (page) => page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
 
 function readJsonl(f) {
 	return fs.readFileSync(f, 'utf8').split('\n').filter((l) => l.trim())
@@ -44,14 +38,6 @@ function refPolls(ev) {
 		}
 	}
 	return out;
-}
-
-async function loadFiles(page, files) {
-	await page.goto(B.viewerUrl);
-	const before = await page.evaluate(() => window.__d9test.loads);
-	await page.setInputFiles('#pick', files);
-	await page.waitForFunction((n) => window.__d9test.loads > n || (window.__d9test.ready && window.__d9test.messageKind === 'err'), before, { timeout: WAIT_MS });
-	await frame(page);
 }
 
 async function golden(browser) {

@@ -11,28 +11,12 @@
  *   old: a trace whose samples carry no duration (a golden segment); artifacts: screenshots.
  * Prints PASS/FAIL lines (tests/run.sh counts them). */
 'use strict';
-const fs = require('fs');
-const path = require('path');
 const B = require('./browser.js');
 
 const cfg = JSON.parse(process.argv[2]);
-const pass = (n, d) => console.log('PASS viewer-' + n + (d ? ': ' + d : ''));
-const fail = (n, d) => console.log('FAIL viewer-' + n + ': ' + d);
-const shot = async (page, name) => {
-	fs.mkdirSync(cfg.artifacts, { recursive: true });
-	await page.screenshot({ path: path.join(cfg.artifacts, name + '.png') });
-};
-const WAIT_MS = 120000 * (Number(process.env.D9_TEST_SLOW) || 1);
-const frame = (page) => page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+const { pass, fail, shot } = B.results('viewer-', cfg.artifacts);
+const { WAIT_MS, frame, loadFiles } = B;
 const ms = (v) => (v / 1e6).toFixed(1) + ' ms';
-
-async function loadFiles(page, files) {
-	await page.goto(B.viewerUrl);
-	const before = await page.evaluate(() => window.__d9test.loads);
-	await page.setInputFiles('#pick', files);
-	await page.waitForFunction((n) => window.__d9test.loads > n || (window.__d9test.ready && window.__d9test.messageKind === 'err'), before, { timeout: WAIT_MS });
-	await frame(page);
-}
 
 /* the tooltip's text with the mouse at page coordinates (x, y) */
 async function tipAt(page, x, y) {
