@@ -11,20 +11,8 @@ const fs = require('fs');
 const path = require('path');
 const zlib = require('zlib');
 const D = require('../../viewer/decode.js');
+const { expandInputs } = require('./inputs.js');
 const Model = require('../../viewer/model.js');
-
-function expandInputs(args) {
-	const out = [];
-	for (const a of args) {
-		if (fs.statSync(a).isDirectory()) {
-			for (const f of fs.readdirSync(a).sort())
-				if (/\.(bin|bin\.gz|active)$/.test(f)) out.push(path.join(a, f));
-		} else {
-			out.push(a);
-		}
-	}
-	return out;
-}
 
 const [pollsFile, summaryFile, ...inputs] = process.argv.slice(2);
 const b = new Model.Builder();

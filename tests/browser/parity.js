@@ -7,9 +7,9 @@
  * into their thread by time). Prints one JSON line {"ok":bool,"events":N,"diffs":[...]}. */
 'use strict';
 const fs = require('fs');
-const path = require('path');
 const zlib = require('zlib');
 const D = require('../../viewer/decode.js');
+const { expandInputs } = require('./inputs.js');
 
 const WAKE = ['other', 'fd', 'timer', 'cond', 'mutex', 'join', 'interrupt', 'spawn'];
 const CALLS = ['other', 'epoll_wait', 'epoll_pwait', 'epoll_pwait2', 'poll', 'ppoll', 'select', 'pselect'];
@@ -17,19 +17,6 @@ const FDK = ['none', 'file', 'socket', 'pipe', 'char', 'other'];
 const DROP = ['other', 'buffers_full', 'write_error', 'samples_lost', 'segment_deleted'];
 const en = (t, v) => t[Number(v)] || 'unknown';
 const S = (v) => (typeof v === 'bigint' ? v.toString() : String(v));
-
-function expandInputs(args) {
-	const out = [];
-	for (const a of args) {
-		if (fs.statSync(a).isDirectory()) {
-			for (const f of fs.readdirSync(a).sort())
-				if (/\.(bin|bin\.gz|active)$/.test(f)) out.push(path.join(a, f));
-		} else {
-			out.push(a);
-		}
-	}
-	return out;
-}
 
 /* our events, as jsonl-like lines with the compared keys */
 function ours(files) {

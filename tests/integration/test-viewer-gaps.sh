@@ -77,7 +77,7 @@ sed 's/L\.gaps++;/;/; s/P\.wideGaps++;/;/; s/P\.gaps++;/;/' "$ROOT/viewer/model.
 mkdir -p "$tmp/neg/viewer" "$tmp/neg/tests/browser"
 cp "$tmp/model-nogaps.js" "$tmp/neg/viewer/model.js"
 cp "$ROOT/viewer/decode.js" "$tmp/neg/viewer/"
-cp "$BR/gaps.js" "$tmp/neg/tests/browser/"
+cp "$BR/gaps.js" "$BR/inputs.js" "$tmp/neg/tests/browser/"
 r=$(node "$tmp/neg/tests/browser/gaps.js" "$tmp/drop.polls" "$tmp/drop.sum" "$tmp/t/drop" 2>&1)
 case "$r" in
 *'"ok":false'*'does not list'*) echo "PASS viewer-gaps-model-negative: a model blind to gaps is caught" ;;
