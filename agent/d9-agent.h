@@ -23,7 +23,8 @@ struct d9__block;
 struct d9__prof;
 
 /* Options preload/ reads (set once by the agent's configuration, D9_* variables). */
-enum { D9_RUNTIME_AUTO = 0, D9_RUNTIME_ST = 1, D9_RUNTIME_GENERIC = 2 };
+/* runtime: D9_RUNTIME_AUTO, D9_RUNTIME_GENERIC, or i + 1 for preload/runtimes.c's d9__runtimes[i] */
+enum { D9_RUNTIME_AUTO = 0, D9_RUNTIME_GENERIC = -1 };
 struct d9_preload_config {
 	int runtime; /* D9_RUNTIME */
 	int blocking; /* D9_BLOCKING: wrap blocking calls */

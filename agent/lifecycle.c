@@ -54,6 +54,8 @@ static int wait_flag(const int *flag, int value, uint64_t deadline_ns)
 /* preload/ closes what is open on the exiting thread (the running coroutine's poll); absent in
  * programs that link the recording core without preload/ (the test driver). */
 void d9__preload_at_exit(void) __attribute__((weak));
+/* preload/runtimes.c: each runtime adapter looks for its runtime (runtime.h) */
+void d9__runtimes_attach(void) __attribute__((weak));
 
 /* Seals what the process wrote because it ends (exit, _exit, exit_group, a fatal signal) or
  * replaces its image (exec): the calling thread's chunk is handed off, the writer collects the
@@ -665,6 +667,8 @@ __attribute__((constructor)) static void d9__init(void)
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	if (g->cfg.toggle_signal)
 		install_toggle(g->cfg.toggle_signal);
+	if (d9__runtimes_attach)
+		d9__runtimes_attach();
 out:
 	errno = saved;
 }

@@ -4,6 +4,7 @@
  * are only counted: loops that spin on them would otherwise emit a pair per call. A State Threads
  * scheduler's idle wait also tells the adapter which descriptors woke which coroutines. */
 #include "preload.h"
+#include "runtime.h"
 
 #include <dlfcn.h>
 #include <poll.h>
@@ -133,6 +134,8 @@ D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 	int r = real_epoll_wait(epfd, events, maxevents, timeout);
 	int e = errno;
 	unpark(r, e);
+	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
+		d9__pl.rt->after_epoll(epfd, events, r);
 	errno = e;
 	return r;
 }
@@ -148,6 +151,8 @@ D9_INTERPOSE int epoll_pwait(int epfd, struct epoll_event *events, int maxevents
 	int r = real_epoll_pwait(epfd, events, maxevents, timeout, sigmask);
 	int e = errno;
 	unpark(r, e);
+	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
+		d9__pl.rt->after_epoll(epfd, events, r);
 	errno = e;
 	return r;
 }
@@ -166,6 +171,8 @@ D9_INTERPOSE int epoll_pwait2(int epfd, struct epoll_event *events, int maxevent
 	int r = real_epoll_pwait2(epfd, events, maxevents, timeout, sigmask);
 	int e = errno;
 	unpark(r, e);
+	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
+		d9__pl.rt->after_epoll(epfd, events, r);
 	errno = e;
 	return r;
 }
@@ -180,8 +187,8 @@ D9_INTERPOSE int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 	int e = errno;
 	if (parked)
 		unpark(r, e);
-	if (d9__pl.st_scheduler && r > 0)
-		d9__st_after_poll(fds, nfds, r);
+	if (d9__pl.rt && r > 0 && d9__pl.rt->after_poll)
+		d9__pl.rt->after_poll(fds, nfds, r);
 	errno = e;
 	return r;
 }
@@ -197,8 +204,8 @@ D9_INTERPOSE int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *t
 	int e = errno;
 	if (parked)
 		unpark(r, e);
-	if (d9__pl.st_scheduler && r > 0)
-		d9__st_after_poll(fds, nfds, r);
+	if (d9__pl.rt && r > 0 && d9__pl.rt->after_poll)
+		d9__pl.rt->after_poll(fds, nfds, r);
 	errno = e;
 	return r;
 }
@@ -213,8 +220,8 @@ D9_INTERPOSE int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct tim
 	int e = errno;
 	if (parked)
 		unpark(r, e);
-	if (d9__pl.st_scheduler && r > 0)
-		d9__st_after_select(nfds, rd, wr, ex, r);
+	if (d9__pl.rt && r > 0 && d9__pl.rt->after_select)
+		d9__pl.rt->after_select(nfds, rd, wr, ex, r);
 	errno = e;
 	return r;
 }
@@ -233,8 +240,8 @@ D9_INTERPOSE int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const str
 	int e = errno;
 	if (parked)
 		unpark(r, e);
-	if (d9__pl.st_scheduler && r > 0)
-		d9__st_after_select(nfds, rd, wr, ex, r);
+	if (d9__pl.rt && r > 0 && d9__pl.rt->after_select)
+		d9__pl.rt->after_select(nfds, rd, wr, ex, r);
 	errno = e;
 	return r;
 }

@@ -13,12 +13,13 @@
 #define D9_INTERPOSE __attribute__((visibility("default")))
 
 /* Per-thread interposition state (initial-exec TLS). */
+struct d9__runtime;
 struct d9__pl {
+	const struct d9__runtime *rt; /* the adapter whose scheduler this thread runs (runtime.h) */
 	uint64_t coroutine; /* the running coroutine (runtime adapter), 0: none */
 	uint64_t nowait; /* zero-timeout waits since the last park */
 	uint8_t in_turn; /* generic mode: the worker is between an Unpark and the next Park */
 	uint8_t resolving; /* inside dlsym: interposers must not recurse into it */
-	uint8_t st_scheduler; /* this thread runs a State Threads scheduler */
 	uint8_t ss_base; /* ss_ucpu/ss_udelay hold the reading of an earlier Unpark */
 	/* the thread's last schedstat reading (libc-wait.c, "Scheduler statistics") */
 	uint64_t ss_at; /* d9__now() when it was read, 0: never */
@@ -53,11 +54,7 @@ static inline int d9__pl_active(void)
 	return d9__enabled && !d9__self.busy && d9__self.role != D9_ROLE_AGENT;
 }
 
-/* libc-wait.c: the scheduler adapter's hook after an idle wait returned (fd readiness). */
-struct pollfd;
-void d9__st_after_poll(const struct pollfd *fds, unsigned long n, int ready);
-void d9__st_after_select(int nfds, const void *rd, const void *wr, const void *ex, int ready);
-/* rt-st.c: called by the agent at exit (see lifecycle.c). */
+/* runtimes.c: called by the agent at exit (see lifecycle.c). */
 void d9__preload_at_exit(void);
 
 #endif

@@ -14,6 +14,7 @@
  * is per thread and needs no locks. It never changes what ST does: every wrapper calls the real
  * function with the same arguments and returns its result and errno. */
 #include "preload.h"
+#include "runtime.h"
 
 #include <dlfcn.h>
 #include <poll.h>
@@ -149,10 +150,11 @@ static void pm_del(struct pmap *m, const void *k)
 
 /* ---- recording helpers ------------------------------------------------------------------------- */
 
+const struct d9__runtime d9__rt_st;
+
 static int adapter_wanted(void)
 {
-	return d9__pcfg.runtime != D9_RUNTIME_GENERIC && d9_agent_active() && !d9__self.busy &&
-		d9__self.role != D9_ROLE_AGENT;
+	return d9__rt_wanted(&d9__rt_st);
 }
 
 static uint64_t location_of(void *start, void *callsite)
@@ -262,7 +264,7 @@ static void on_switch_out(void)
 }
 
 /* Called by the agent at exit, on the exiting thread: the running coroutine's poll ends here. */
-void d9__preload_at_exit(void)
+static void at_exit(void)
 {
 	struct st_state *s = S;
 
@@ -306,7 +308,7 @@ D9_INTERPOSE int st_init(void)
 		return r;
 	}
 	d9_agent_become_worker();
-	d9__pl.st_scheduler = 1;
+	d9__pl.rt = &d9__rt_st;
 	/* st_init zeroed the scheduler, callbacks included: install ours now */
 	real_st_set_switch_in_cb(on_switch_in);
 	real_st_set_switch_out_cb(on_switch_out);
@@ -390,7 +392,7 @@ D9_INTERPOSE void st_thread_exit(void *retval)
 			free(s->dead);
 		s->dead = co;
 		/* a returning joinable coroutine gets no out-callback: it stops being current here,
-		 * so the idle loop's readiness is credited (d9__st_after_*), and it is still named as
+		 * so the idle loop's readiness is credited (after_poll, after_select), and it is still named as
 		 * the waker of its joiner, whom the real st_thread_exit signals */
 		s->cur = NULL;
 		s->exiting = co;
@@ -485,7 +487,7 @@ static void fd_ready(struct st_state *s, int fd, short revents)
 			wake(w->co, 0, D9_WAKE_FD, fd);
 }
 
-void d9__st_after_poll(const struct pollfd *fds, unsigned long n, int ready)
+static void after_poll(const struct pollfd *fds, unsigned long n, int ready)
 {
 	struct st_state *s = S;
 
@@ -499,7 +501,7 @@ void d9__st_after_poll(const struct pollfd *fds, unsigned long n, int ready)
 	sample_queue(s);
 }
 
-void d9__st_after_select(int nfds, const void *rd, const void *wr, const void *ex, int ready)
+static void after_select(int nfds, const void *rd, const void *wr, const void *ex, int ready)
 {
 	struct st_state *s = S;
 	const fd_set *r = rd, *w = wr, *x = ex;
@@ -787,3 +789,10 @@ D9_INTERPOSE st_switch_cb_t st_set_switch_out_cb(st_switch_cb_t cb)
 	}
 	return real_st_set_switch_out_cb ? real_st_set_switch_out_cb(cb) : NULL;
 }
+
+const struct d9__runtime d9__rt_st = {
+	.name = "st",
+	.after_poll = after_poll,
+	.after_select = after_select,
+	.at_exit = at_exit,
+};

@@ -1,0 +1,53 @@
+/* runtime.h: the runtime adapter interface. Each coroutine runtime d9 understands has one file,
+ * preload/rt-<name>.c, that defines one `struct d9__runtime` and the interposers or patches it
+ * needs; preload/runtimes.c lists them. A runtime the table does not know keeps generic mode
+ * (parks, loop turns and blocking calls from libc-wait.c and libc-block.c), which never needs an
+ * adapter and never produces coroutine events.
+ *
+ * The life of an adapter:
+ *   - attach(), once, from the agent's start (before main when the library is preloaded), when
+ *     D9_RUNTIME is auto or names this adapter: look for the runtime in the process (a shared
+ *     library's symbols, or the executable's symbol table for a static build) and prepare what
+ *     cannot wait (e.g. patch an entry point that has no hook). Returns 1 when the runtime is
+ *     there and the adapter took it, 0 when it is absent, -errno when it is there but refused
+ *     (then it has said why once, and the process stays in generic mode for it).
+ *   - interposers (D9_INTERPOSE functions named as the runtime's) or patched entry points call
+ *     d9__rt_wanted(&its_adapter) before doing anything, and pass straight through otherwise;
+ *   - the thread that runs the runtime's scheduler is marked with d9__pl.rt = the adapter (and
+ *     d9_agent_become_worker()); libc-wait.c then calls the adapter's after_* hook when that
+ *     thread's idle wait returns readiness, so the adapter can name the coroutines it wakes, and
+ *     libc-block.c counts a call as inside a unit of work only while d9__pl.coroutine != 0;
+ *   - at_exit(), when the agent ends: end the open poll.
+ * Everything an adapter records goes through d9-agent.h (d9_rec_poll_start, d9_rec_wake, ...). */
+#ifndef D9_RUNTIME_H
+#define D9_RUNTIME_H
+
+#include "preload.h"
+
+struct pollfd;
+struct epoll_event;
+
+struct d9__runtime {
+	const char *name; /* as D9_RUNTIME spells it */
+	int (*attach)(void); /* see above; NULL: nothing to do before the first interposed call */
+	/* the marked thread's idle wait returned ready > 0 (each optional) */
+	void (*after_poll)(const struct pollfd *fds, unsigned long n, int ready);
+	void (*after_select)(int nfds, const void *rd, const void *wr, const void *ex, int ready);
+	void (*after_epoll)(int epfd, const struct epoll_event *ev, int n);
+	void (*at_exit)(void); /* optional */
+};
+
+/* runtimes.c: the adapters, NULL-terminated, in the order auto mode tries them. */
+extern const struct d9__runtime *const d9__runtimes[];
+/* runtimes.c: "auto, generic, st, ..." for the D9_RUNTIME error message. */
+extern const char d9__runtime_choices[];
+
+/* D9_RUNTIME's value as d9__pcfg.runtime (d9-agent.h), -2 when no adapter has that name. */
+int d9__runtime_parse(const char *v);
+/* The agent's start: each adapter D9_RUNTIME allows looks for its runtime (attach). */
+void d9__runtimes_attach(void);
+
+/* 1 when D9_RUNTIME allows this adapter and this thread's calls may be recorded. */
+int d9__rt_wanted(const struct d9__runtime *rt);
+
+#endif

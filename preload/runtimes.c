@@ -1,0 +1,55 @@
+/* runtimes.c: the table of runtime adapters (runtime.h). Adding a runtime: write
+ * preload/rt-<name>.c with its `const struct d9__runtime d9__rt_<name>`, add it to the table and
+ * its name to d9__runtime_choices, and document it in README.md ("Runtimes"). */
+#include "runtime.h"
+
+#include <string.h>
+
+extern const struct d9__runtime d9__rt_st;
+
+const struct d9__runtime *const d9__runtimes[] = {
+	&d9__rt_st,
+	NULL,
+};
+
+const char d9__runtime_choices[] = "auto, generic, st";
+
+/* D9_RUNTIME's value as d9__pcfg.runtime: 0 auto, -1 generic, i + 1 for d9__runtimes[i], -2 unknown. */
+int d9__runtime_parse(const char *v)
+{
+	if (!strcmp(v, "auto"))
+		return D9_RUNTIME_AUTO;
+	if (!strcmp(v, "generic"))
+		return D9_RUNTIME_GENERIC;
+	for (int i = 0; d9__runtimes[i]; i++)
+		if (!strcmp(v, d9__runtimes[i]->name))
+			return i + 1;
+	return -2;
+}
+
+int d9__rt_wanted(const struct d9__runtime *rt)
+{
+	int r = d9__pcfg.runtime;
+
+	if (r == D9_RUNTIME_GENERIC || (r > 0 && d9__runtimes[r - 1] != rt))
+		return 0;
+	return d9_agent_active() && !d9__self.busy && d9__self.role != D9_ROLE_AGENT;
+}
+
+/* Called once by the agent's start (lifecycle.c): lets each allowed adapter look for its runtime. */
+void d9__runtimes_attach(void)
+{
+	for (int i = 0; d9__runtimes[i]; i++) {
+		const struct d9__runtime *rt = d9__runtimes[i];
+		if (rt->attach && (d9__pcfg.runtime == D9_RUNTIME_AUTO || d9__pcfg.runtime == i + 1))
+			rt->attach();
+	}
+}
+
+/* Called by the agent when it ends (lifecycle.c). */
+void d9__preload_at_exit(void)
+{
+	for (int i = 0; d9__runtimes[i]; i++)
+		if (d9__runtimes[i]->at_exit)
+			d9__runtimes[i]->at_exit();
+}
