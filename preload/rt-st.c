@@ -20,6 +20,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 
 #include <st.h>
@@ -538,6 +539,34 @@ static void after_select(int nfds, const void *rd, const void *wr, const void *e
 	sample_queue(s);
 }
 
+/* SRS's ST (ST_EVENTSYS_ALT): its idle coroutine's epoll_wait returns the ready descriptors as
+ * data.fd with epoll bits; like its _st_epoll_dispatch, an error or hang-up readies every waiter
+ * of the descriptor, whatever it waits for. */
+static void after_epoll(int epfd, const struct epoll_event *ev, int n)
+{
+	struct st_state *s = S;
+
+	(void)epfd;
+	if (!s || s->cur)
+		return;
+	for (int i = 0; i < n; i++) {
+		uint32_t e = ev[i].events;
+		short pe = 0;
+		if (e & EPOLLIN)
+			pe |= POLLIN;
+		if (e & EPOLLOUT)
+			pe |= POLLOUT;
+		if (e & EPOLLPRI)
+			pe |= POLLPRI;
+		if (e & EPOLLERR)
+			pe |= POLLERR;
+		if (e & EPOLLHUP)
+			pe |= POLLHUP;
+		fd_ready(s, ev[i].data.fd, pe);
+	}
+	sample_queue(s);
+}
+
 D9_INTERPOSE int st_usleep(st_utime_t usecs)
 {
 	D9_REAL(int, st_usleep, (st_utime_t));
@@ -794,5 +823,6 @@ const struct d9__runtime d9__rt_st = {
 	.name = "st",
 	.after_poll = after_poll,
 	.after_select = after_select,
+	.after_epoll = after_epoll,
 	.at_exit = at_exit,
 };
