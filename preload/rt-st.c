@@ -15,6 +15,7 @@
  * function with the same arguments and returns its result and errno. */
 #include "preload.h"
 #include "runtime.h"
+#include "rt-st.h"
 
 #include <dlfcn.h>
 #include <poll.h>
@@ -23,7 +24,6 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 
-#include <st.h>
 
 struct fdw { /* one descriptor a coroutine waits on in st_poll */
 	struct fdw *next;
@@ -65,8 +65,18 @@ struct st_state {
 static __thread struct st_state *S __attribute__((tls_model("initial-exec")));
 static uint64_t next_coroutine_id; /* process-wide: ids are never reused */
 
-static st_thread_t (*real_self)(void);
-static st_utime_t (*real_utime)(void), (*real_last_clock)(void);
+/* The runtime's functions as the adapter calls them: with libst.so, the next definition after the
+ * agent's (found on first use); with libst.a linked into the program, the executable's own, set
+ * before main by rt-st-static.c (a patched entry's relocated start, or the function itself). */
+#define X(ret, name, params) static ret(*real_##name) params;
+D9__ST_FUNCS(X)
+#undef X
+
+#define ST_REAL(name)                                                               \
+	do {                                                                        \
+		if (D9_UNLIKELY(!real_##name) && !d9__st_static)                    \
+			real_##name = (__typeof__(real_##name))d9__real(#name, NULL); \
+	} while (0)
 
 /* ---- pointer map ----------------------------------------------------------------------------- */
 
@@ -235,7 +245,7 @@ static void on_switch_in(void)
 	struct st_state *s = S;
 
 	if (s) {
-		struct co *co = pm_get(&s->threads, real_self());
+		struct co *co = pm_get(&s->threads, real_st_thread_self());
 		if (co && !co->exited) {
 			run(s, co);
 		} else {
@@ -280,20 +290,21 @@ static void at_exit(void)
 
 D9_INTERPOSE int st_init(void)
 {
-	D9_REAL(int, st_init, (void));
-	D9_REAL(st_switch_cb_t, st_set_switch_in_cb, (st_switch_cb_t));
-	D9_REAL(st_switch_cb_t, st_set_switch_out_cb, (st_switch_cb_t));
+	ST_REAL(st_init);
+	ST_REAL(st_set_switch_in_cb);
+	ST_REAL(st_set_switch_out_cb);
 	if (!real_st_init) {
 		errno = ENOSYS;
 		return -1;
 	}
-	if (S || !adapter_wanted() || !real_st_set_switch_in_cb || !real_st_set_switch_out_cb)
+	if (S || d9__st_off || !adapter_wanted() || !real_st_set_switch_in_cb ||
+		!real_st_set_switch_out_cb)
 		return real_st_init();
-	real_self = (st_thread_t(*)(void))d9__real("st_thread_self", NULL);
-	real_utime = (st_utime_t(*)(void))d9__real("st_utime", NULL);
-	real_last_clock = (st_utime_t(*)(void))d9__real("st_utime_last_clock", NULL);
+	ST_REAL(st_thread_self);
+	ST_REAL(st_utime);
+	ST_REAL(st_utime_last_clock);
 	struct st_state *s = calloc(1, sizeof(*s));
-	if (!real_self || !s) {
+	if (!real_st_thread_self || !s) {
 		free(s);
 		return real_st_init();
 	}
@@ -320,7 +331,7 @@ D9_INTERPOSE int st_init(void)
 		uint64_t name = d9_agent_string("main", 4);
 		co->location = d9_agent_location(0, (uintptr_t)__builtin_return_address(0), name);
 		co->woken = 1;
-		pm_put(&s->threads, real_self(), co);
+		pm_put(&s->threads, real_st_thread_self(), co);
 		d9_agent_coroutine(co->id, 0, co->location, 0);
 		d9_rec_spawn(co->id, 0, co->location);
 		run(s, co);
@@ -343,7 +354,7 @@ static void *trampoline(void *arg)
 D9_INTERPOSE st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, int joinable,
 	int stack_size)
 {
-	D9_REAL(st_thread_t, st_thread_create, (void *(*)(void *), void *, int, int));
+	ST_REAL(st_thread_create);
 	struct st_state *s = S;
 
 	if (!real_st_thread_create) {
@@ -378,17 +389,17 @@ D9_INTERPOSE st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, 
 
 D9_INTERPOSE void st_thread_exit(void *retval)
 {
-	D9_REAL(void, st_thread_exit, (void *));
+	ST_REAL(st_thread_exit);
 	struct st_state *s = S;
 
-	if (s && s->cur && real_self) {
+	if (s && s->cur && real_st_thread_self) {
 		struct co *co = s->cur;
 		/* a joinable coroutine becomes a zombie without an out-callback: end its poll here */
 		d9_rec_poll_end(co->id);
 		d9_rec_coroutine_exit(co->id);
 		d9_agent_coroutine_exit(co->id);
 		co->exited = 1;
-		pm_del(&s->threads, real_self());
+		pm_del(&s->threads, real_st_thread_self());
 		if (s->dead)
 			free(s->dead);
 		s->dead = co;
@@ -412,7 +423,7 @@ static uint64_t deadline_after_us(st_utime_t us)
 	if (us == ST_UTIME_NO_TIMEOUT)
 		return 0;
 	uint64_t now = d9__now();
-	st_utime_t behind = real_utime && real_last_clock ? real_utime() - real_last_clock() : 0;
+	st_utime_t behind = real_st_utime && real_st_utime_last_clock ? real_st_utime() - real_st_utime_last_clock() : 0;
 	if (behind > us)
 		return now;
 	us -= behind;
@@ -422,7 +433,7 @@ static uint64_t deadline_after_us(st_utime_t us)
 
 D9_INTERPOSE int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
 {
-	D9_REAL(int, st_poll, (struct pollfd *, int, st_utime_t));
+	ST_REAL(st_poll);
 	struct st_state *s = S;
 	struct fdw local[8], *w = local;
 
@@ -569,7 +580,7 @@ static void after_epoll(int epfd, const struct epoll_event *ev, int n)
 
 D9_INTERPOSE int st_usleep(st_utime_t usecs)
 {
-	D9_REAL(int, st_usleep, (st_utime_t));
+	ST_REAL(st_usleep);
 	struct st_state *s = S;
 
 	if (!real_st_usleep) {
@@ -673,7 +684,7 @@ static void queue_remove(struct waitq *q, struct co *co)
 
 D9_INTERPOSE int st_cond_timedwait(st_cond_t cvar, st_utime_t timeout)
 {
-	D9_REAL(int, st_cond_timedwait, (st_cond_t, st_utime_t));
+	ST_REAL(st_cond_timedwait);
 	struct st_state *s = S;
 
 	if (!real_st_cond_timedwait) {
@@ -712,7 +723,7 @@ static void signal_waiters(struct st_state *s, void *obj, int all, uint32_t kind
 
 D9_INTERPOSE int st_cond_signal(st_cond_t cvar)
 {
-	D9_REAL(int, st_cond_signal, (st_cond_t));
+	ST_REAL(st_cond_signal);
 	if (!real_st_cond_signal) {
 		errno = ENOSYS;
 		return -1;
@@ -724,7 +735,7 @@ D9_INTERPOSE int st_cond_signal(st_cond_t cvar)
 
 D9_INTERPOSE int st_cond_broadcast(st_cond_t cvar)
 {
-	D9_REAL(int, st_cond_broadcast, (st_cond_t));
+	ST_REAL(st_cond_broadcast);
 	if (!real_st_cond_broadcast) {
 		errno = ENOSYS;
 		return -1;
@@ -736,7 +747,7 @@ D9_INTERPOSE int st_cond_broadcast(st_cond_t cvar)
 
 D9_INTERPOSE int st_mutex_lock(st_mutex_t lock)
 {
-	D9_REAL(int, st_mutex_lock, (st_mutex_t));
+	ST_REAL(st_mutex_lock);
 	struct st_state *s = S;
 
 	if (!real_st_mutex_lock) {
@@ -750,7 +761,7 @@ D9_INTERPOSE int st_mutex_lock(st_mutex_t lock)
 
 D9_INTERPOSE int st_mutex_unlock(st_mutex_t lock)
 {
-	D9_REAL(int, st_mutex_unlock, (st_mutex_t));
+	ST_REAL(st_mutex_unlock);
 	if (!real_st_mutex_unlock) {
 		errno = ENOSYS;
 		return -1;
@@ -763,7 +774,7 @@ D9_INTERPOSE int st_mutex_unlock(st_mutex_t lock)
 
 D9_INTERPOSE int st_thread_join(st_thread_t thread, void **retvalp)
 {
-	D9_REAL(int, st_thread_join, (st_thread_t, void **));
+	ST_REAL(st_thread_join);
 	struct st_state *s = S;
 
 	if (!real_st_thread_join) {
@@ -783,7 +794,7 @@ D9_INTERPOSE int st_thread_join(st_thread_t thread, void **retvalp)
 
 D9_INTERPOSE void st_thread_interrupt(st_thread_t thread)
 {
-	D9_REAL(void, st_thread_interrupt, (st_thread_t));
+	ST_REAL(st_thread_interrupt);
 	struct st_state *s = S;
 
 	if (!real_st_thread_interrupt)
@@ -799,7 +810,7 @@ D9_INTERPOSE void st_thread_interrupt(st_thread_t thread)
 /* The application's own switch callbacks: after st_init they are kept here and called from ours. */
 D9_INTERPOSE st_switch_cb_t st_set_switch_in_cb(st_switch_cb_t cb)
 {
-	D9_REAL(st_switch_cb_t, st_set_switch_in_cb, (st_switch_cb_t));
+	ST_REAL(st_set_switch_in_cb);
 	if (S) {
 		st_switch_cb_t old = S->app_in;
 		S->app_in = cb;
@@ -810,7 +821,7 @@ D9_INTERPOSE st_switch_cb_t st_set_switch_in_cb(st_switch_cb_t cb)
 
 D9_INTERPOSE st_switch_cb_t st_set_switch_out_cb(st_switch_cb_t cb)
 {
-	D9_REAL(st_switch_cb_t, st_set_switch_out_cb, (st_switch_cb_t));
+	ST_REAL(st_set_switch_out_cb);
 	if (S) {
 		st_switch_cb_t old = S->app_out;
 		S->app_out = cb;
@@ -819,8 +830,38 @@ D9_INTERPOSE st_switch_cb_t st_set_switch_out_cb(st_switch_cb_t cb)
 	return real_st_set_switch_out_cb ? real_st_set_switch_out_cb(cb) : NULL;
 }
 
+/* The hooks under names that bind inside the agent: a program that exports its own st_* (linked
+ * with -rdynamic) must not be what the patch table's addresses resolve to. */
+#define X(ret, name, params) \
+	extern __typeof__(name) d9__st_hook_##name __attribute__((alias(#name), visibility("hidden")));
+D9__ST_HOOKED(X)
+#undef X
+
+const struct d9__st_entry d9__st_entries[] = {
+#define X(ret, name, params) { #name, (void *)d9__st_hook_##name, (void **)&real_##name },
+	D9__ST_HOOKED(X)
+#undef X
+#define X(ret, name, params) { #name, NULL, (void **)&real_##name },
+	D9__ST_CALLED(X)
+#undef X
+	{ NULL, NULL, NULL },
+};
+
+/* libst.so: its entry points are interposed (nothing to do before main). Else the program may
+ * contain the runtime itself (rt-st-static.c). */
+static int attach(void)
+{
+	int saved = errno, r = 1;
+
+	if (!d9__real("st_init", NULL))
+		r = d9__st_attach_static();
+	errno = saved;
+	return r;
+}
+
 const struct d9__runtime d9__rt_st = {
 	.name = "st",
+	.attach = attach,
 	.after_poll = after_poll,
 	.after_select = after_select,
 	.after_epoll = after_epoll,
