@@ -1,0 +1,327 @@
+#!/usr/bin/env bash
+# test-rt-srs.sh: State Threads as SRS builds it (epoll event system), linked as libst.so and as
+# libst.a, traced by the ST adapter (preload/rt-st.c, rt-st-static.c). The archive
+# ../shared/third_party/state-threads-srs-*.tar.gz (D9_THIRD_PARTY: another directory) is built
+# into build/third_party/srs-st/ (`make linux-debug STATIC_ONLY=no`), and st-http.c against each
+# library; without the archive every case is one SKIP with the reason.
+# Each build runs `-e alt` (st_set_eventsys(ST_EVENTSYS_ALT): epoll) at D9_CPU_PROFILE=999 with:
+# 20 /fast on their own connections, /join (a joinable coroutine: zombie, join), /fanout?k=4
+# (cond, timers), /burn?ms=20, wrk (or curl keep-alive loops) on /fast, then the control session.
+#   - the trace decodes cleanly and holds every State Threads invariant (trace_check);
+#   - one spawn at serve_conn per connection the server counted, one CoroutineExit each (the
+#     control connection excepted), joinable child included;
+#   - under keep-alive load, polls and fd Wakes per request about 1 (each request is one st_read
+#     wait ended by readiness): the epoll idle loop's readiness named (fd Wakes with their
+#     descriptor, never `other`), with a non-zero p50 delay; Debian's libst (select) run with
+#     the same load gives the reference figures;
+#   - QueueSamples, some of them with coroutines waiting;
+#   - /burn?ms=20: a poll of at least 19 ms by its coroutine, with CPU samples in it on burn_cpu
+#     under handle_burn;
+#   - every sampled coroutine stack ends at ST's _st_thread_main (the coroutine's entry), with
+#     the start routine (serve_conn) just above it;
+#   - static: the binary exports no st_* symbol, the agent says nothing on stderr, and the trace
+#     is in ST mode (spawns, coroutine polls), not generic.
+# Then a program whose st_init is there but whose runtime lacks switch callbacks: one refusal
+# line on stderr, generic mode (parks, no coroutine event), the program runs to its end.
+set -u
+. "$(dirname "$0")/lib-preload.sh"
+pl_setup rt-srs
+
+TP=${D9_THIRD_PARTY:-$PL_ROOT/../shared/third_party}
+ARCHIVE=$(ls "$TP"/state-threads-srs-*.tar.gz 2>/dev/null | head -n 1)
+SRS=$PL_ROOT/build/third_party/srs-st
+if [ -z "$ARCHIVE" ]; then
+	for c in rt-srs-shared rt-srs-static rt-srs-refuse; do
+		pl_skip "$c" "no state-threads-srs-*.tar.gz in $TP"
+	done
+	exit 0
+fi
+
+# srs_build: the archive built into $SRS/src (once per archive; a lock keeps two runs apart).
+srs_build() {
+	mkdir -p "$SRS"
+	(
+		flock 9
+		if [ ! -e "$SRS/stamp" ] || [ "$ARCHIVE" -nt "$SRS/stamp" ]; then
+			rm -rf "$SRS/src" && mkdir -p "$SRS/src" &&
+				tar -xzf "$ARCHIVE" -C "$SRS/src" --strip-components=1 &&
+				make -C "$SRS/src" linux-debug STATIC_ONLY=no >"$SRS/build.log" 2>&1 &&
+				touch "$SRS/stamp"
+		fi
+	) 9>"$SRS/lock"
+	[ -e "$SRS/stamp" ] && [ -e "$SRS/src/obj/libst.a" ] && [ -e "$SRS/src/obj/libst.so.1" ]
+}
+
+# srs_server OUT LINK...: st-http.c against SRS's st.h (which has no ST_EVENTSYS_POLL: -e poll
+# then fails with EINVAL, unused here).
+srs_server() {
+	local out=$1
+	shift
+	[ "$out" -nt "$PL_ROOT/tests/servers/st-http.c" ] && [ "$out" -nt "$SRS/stamp" ] && return 0
+	${CC:-cc} -std=gnu11 -D_GNU_SOURCE -O2 -g -fno-omit-frame-pointer -DST_EVENTSYS_POLL=2 \
+		-I"$SRS/src/obj" -o "$out.tmp" "$PL_ROOT/tests/servers/st-http.c" "$@" \
+		2>"$SRS/cc.log" && mv "$out.tmp" "$out"
+}
+
+if ! srs_build; then
+	pl_fail rt-srs-build "cannot build $ARCHIVE: $(tail -c 300 "$SRS/build.log" 2>/dev/null)"
+	exit 0
+fi
+SO_BIN=$SRS/st-http-so
+A_BIN=$SRS/st-http-a
+LIBST=$(readlink -f "$SRS/src/obj/libst.so.1")
+if ! srs_server "$SO_BIN" -L"$SRS/src/obj" -lst -Wl,-rpath,"$SRS/src/obj" ||
+	! srs_server "$A_BIN" "$SRS/src/obj/libst.a"; then
+	pl_fail rt-srs-build "cannot build st-http.c on SRS's ST: $(head -c 300 "$SRS/cc.log")"
+	exit 0
+fi
+if ! ldd "$SO_BIN" | grep -q "$SRS/src/obj/libst.so.1"; then
+	pl_fail rt-srs-build "$SO_BIN does not load SRS's libst.so: $(ldd "$SO_BIN" | grep libst)"
+	exit 0
+fi
+if nm -D "$A_BIN" | grep -q ' st_'; then
+	pl_fail rt-srs-build "$A_BIN exports st_* symbols: not the static case"
+	exit 0
+fi
+
+read -r -d '' CHECKS <<'PYEOF'
+import statistics
+binary, maps, stats_path, libst, mode, ref_path = args
+syms = Symbols(binary, maps)
+# where _st_thread_main is: the executable (static) or SRS's libst.so
+stsyms = syms if mode == "static" else Symbols(libst, maps) if mode == "shared" else None
+stats = load_json(stats_path)
+p = "rt-srs-" + mode
+
+with case(p + "-decode"):
+    require(check_decodes_clean(tr))
+
+with case(p + "-invariants") as c:
+    require(check_st_invariants(tr))
+    c.info = "%d polls, %d Wakes, %d Spawns, %d QueueSamples" % (tr.count("PollStart"),
+        tr.count("Wake"), tr.count("Spawn"), tr.count("QueueSample"))
+
+proc = tr.the_proc()
+cos = coroutines(proc)
+conns = serve_conn_coroutines(proc, syms)
+wakes = list(proc.events(("Wake",)))
+
+with case(p + "-epoll") as c:
+    want = "select" if mode == "select" else "epoll"
+    if stats["eventsys"] != want:
+        fail("the server runs %r, want %s" % (stats["eventsys"], want))
+    parks = [e for e in proc.events(("Park",))]
+    calls = set(e.get("call_name", e.get("call")) for e in parks)
+    c.info = "%d parks, calls %s" % (len(parks), sorted(str(x) for x in calls))
+
+with case(p + "-spawns-exits") as c:
+    errs = []
+    if len(conns) != stats["connections_total"]:
+        errs.append("%d coroutines spawned at serve_conn, the server accepted %d connections"
+                    % (len(conns), stats["connections_total"]))
+    for x in conns[:-1]:
+        if x.exits != 1:
+            errs.append("connection coroutine %d: %d CoroutineExits, want 1" % (x.id, x.exits))
+    joined = [x for x in cos.values() if x.spawn and location_is(x.seg, x.location, "join_child", syms)[0]]
+    if len(joined) != 1 or joined[0].exits != 1:
+        errs.append("join_child coroutines %s, want one that exits once" % [(x.id, x.exits) for x in joined])
+    if not any(w["kind"] == WAKE_JOIN for w in wakes):
+        errs.append("no join Wake")
+    kids = [x for x in cos.values() if x.spawn and location_is(x.seg, x.location, "fanout_child", syms)[0]]
+    if len(kids) != 4 or any(x.exits != 1 or [w["kind"] for w in x.wakes] != [WAKE_SPAWN, WAKE_TIMER] for x in kids):
+        errs.append("fanout children %s, want 4, each woken by spawn then timer, 1 exit"
+                    % [(x.id, [w["kind"] for w in x.wakes], x.exits) for x in kids])
+    require(errs)
+    c.info = "%d connection coroutines, %d exits in all" % (len(conns), tr.count("CoroutineExit"))
+
+def delay_ns(w):
+    nxt = next_in_thread(proc, w, lambda e: e["type"] == "PollStart" and e["coroutine"] == w["woken"])
+    return nxt["mono_ns"] - w["mono_ns"] if nxt else None
+
+kinds = collections.Counter(w["kind"] for w in wakes)
+fdw = [w for w in wakes if w["kind"] == WAKE_FD]
+fd_delays = [d for d in (delay_ns(w) for w in fdw) if d is not None]
+nreq = stats["requests"]["fast"]
+conn_fd = sum(1 for w in fdw if w["woken"] in set(x.id for x in conns))
+conn_polls = sum(len(x.polls) for x in conns)
+mine = {"fd_per_req": conn_fd / max(1, nreq), "polls_per_req": conn_polls / max(1, nreq),
+        "p50_fd_delay_ns": statistics.median(fd_delays) if fd_delays else 0, "fd_wakes": len(fdw),
+        "other": kinds.get(WAKE_OTHER, 0), "requests": nreq}
+
+with case(p + "-fd-wakes") as c:
+    errs = []
+    if kinds.get(WAKE_OTHER, 0):
+        errs.append("%d Wakes of kind other (readiness not named)" % kinds[WAKE_OTHER])
+    if len(fdw) < nreq:
+        errs.append("%d fd Wakes for %d /fast requests" % (len(fdw), nreq))
+    if not fd_delays or statistics.median(fd_delays) <= 0:
+        errs.append("p50 delay of fd Wakes is %s, want > 0" % (statistics.median(fd_delays) if fd_delays else None))
+    if not (0.8 <= mine["fd_per_req"] <= 1.5):
+        errs.append("%.2f fd Wakes of connection coroutines per /fast request, want about 1" % mine["fd_per_req"])
+    if not (0.8 <= mine["polls_per_req"] <= 1.5):
+        errs.append("%.2f polls of connection coroutines per /fast request, want about 1" % mine["polls_per_req"])
+    if ref_path:
+        ref = load_json(ref_path)
+        for k in ("fd_per_req", "polls_per_req"):
+            if abs(mine[k] - ref[k]) > 0.25:
+                errs.append("%s %.2f, Debian's select build %.2f" % (k, mine[k], ref[k]))
+        if ref["p50_fd_delay_ns"] <= 0:
+            errs.append("the reference run has p50 fd delay %s" % ref["p50_fd_delay_ns"])
+    require(errs)
+    c.info = ("%d fd Wakes (%.2f per request, %.2f polls per request) p50 delay %.1f us, kinds %s"
+              % (len(fdw), mine["fd_per_req"], mine["polls_per_req"], mine["p50_fd_delay_ns"] / 1e3,
+                 dict(sorted(kinds.items()))))
+    if ref_path:
+        c.info += "; select build: %.2f fd Wakes and %.2f polls per request, p50 delay %.1f us" % (
+            ref["fd_per_req"], ref["polls_per_req"], ref["p50_fd_delay_ns"] / 1e3)
+
+with case(p + "-queue") as c:
+    qs = [e["runnable"] for e in proc.events(("QueueSample",))]
+    if not qs or max(qs) < 1:
+        fail("%d QueueSamples, max runnable %s: want samples, some with a coroutine waiting to run"
+             % (len(qs), max(qs) if qs else None))
+    c.info = "%d samples, max %d runnable" % (len(qs), max(qs))
+
+samples = [e for e in proc.events(("CpuSample",)) if e["coroutine"]]
+
+def frames_of(e):
+    return e["_seg"].stacks.get(e["stack"], []) if e["stack"] else []
+
+def at(name, frames, s=syms):
+    for i, a in enumerate(frames):
+        if s.contains(name, a if i == 0 else a - 1):
+            return i
+    return -1
+
+with case(p + "-burn") as c:
+    burn = [x for x in conns if any(d is not None and d >= 19e6 for d in x.poll_ns())]
+    if len(burn) != 1:
+        fail("%d connection coroutines with a poll >= 19 ms, want 1 (the /burn?ms=20)" % len(burn))
+    b = burn[0]
+    i = max(range(len(b.polls)), key=lambda k: b.poll_ns()[k] or 0)
+    ps, pe = b.polls[i]
+    if pe["mono_ns"] - ps["mono_ns"] > 1e9:
+        fail("the burn's poll lasted %s" % ms(pe["mono_ns"] - ps["mono_ns"]))
+    ins = [e for e in samples if e["coroutine"] == b.id and ps["mono_ns"] <= e["mono_ns"] <= pe["mono_ns"]]
+    good = [e for e in ins if 0 <= at("burn_cpu", frames_of(e)) < at("handle_burn", frames_of(e))]
+    if len(good) < 5 or len(good) < 0.8 * len(ins):
+        fail("%d CPU samples of the burn coroutine in its poll, %d with burn_cpu under handle_burn"
+             " (e.g. %s)" % (len(ins), len(good), [describe_frames(frames_of(e), syms, maps) for e in ins[:2]]))
+    c.info = "a poll of %s, %d of %d samples in it on burn_cpu < handle_burn" % (
+        ms(pe["mono_ns"] - ps["mono_ns"]), len(good), len(ins))
+
+# Debian's libst (the select reference) has no symbol table: no _st_thread_main to find there
+if mode != "select":
+    with case(p + "-stack-root") as c:
+        conn_ids = set(x.id for x in conns)
+        mine_s = [e for e in samples if e["coroutine"] in conn_ids and frames_of(e)]
+        def in_entry(a):
+            return stsyms.contains("_st_thread_main", a - 1)
+        bad, cut, below = [], 0, 0
+        for e in mine_s:
+            f = frames_of(e)
+            if e.get("unwind", 0) & 8:  # truncated by the unwinder: short, never past the entry
+                cut += 1
+                if any(in_entry(a) for a in f[1:-1]):
+                    bad.append(describe_frames(f, syms, maps)[-4:])
+            elif not in_entry(f[-1]):
+                bad.append(describe_frames(f, syms, maps)[-4:])
+            elif at("serve_conn", f) == len(f) - 2:
+                below += 1
+        # a frame-pointer unwind from a libc leaf loses that leaf's caller (serve_conn itself, when
+        # it made the call): most samples, not all, have serve_conn right above the entry
+        if not mine_s or bad or cut > 0.2 * len(mine_s) or below < 0.8 * len(mine_s):
+            fail("%d samples of connection coroutines: %d truncated, %d not ending at _st_thread_main "
+                 "(%s), %d with serve_conn just above it" % (len(mine_s), cut, len(bad), bad[:3], below))
+        c.info = "%d of %d samples end with serve_conn < _st_thread_main (%s), none past it, %d truncated" % (
+            below, len(mine_s), os.path.basename(stsyms.binary), cut)
+
+with open(os.path.join(os.path.dirname(stats_path), "figures.json"), "w") as fh:
+    json.dump(mine, fh)
+PYEOF
+
+# run_srs NAME BINARY MODE REF: one run of BINARY -e alt (MODE: shared, static or select for the
+# Debian reference, which runs its default select), checked with CHECKS.
+run_srs() {
+	local name=$1 bin=$2 mode=$3 ref=$4 ok=1 ev=(-e alt) i
+	[ "$mode" = select ] && ev=()
+	if ! pl_start "$T/$name" "$bin" D9_CPU_PROFILE=999 -- "${ev[@]}"; then
+		pl_fail "$name" "$PL_ERR"
+		return 1
+	fi
+	pl_gets 20 /fast ok || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
+	pl_gets 1 /join "join ok" || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
+	pl_gets 1 "/fanout?k=4" "fanout k=4 done=4" || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
+	pl_get "/burn?ms=20"
+	case "$BODY" in "burn ms=20 cpu_ns="*) ;; *) pl_fail "$name-replies" "/burn: $CODE '$BODY'"; ok=0 ;; esac
+	# keep-alive load: 4 connections of 100 requests each
+	for i in 1 2 3 4; do
+		curl -sS --max-time 30 $(printf "http://127.0.0.1:$SPORT/fast %.0s" $(seq 100)) \
+			>/dev/null 2>"$SDIR/curl$i.err" &
+	done
+	wait $(jobs -p | grep -v "^$SPID$") 2>/dev/null
+	if ! pl_session_quit || [ "$SRC" != 0 ]; then
+		pl_fail "$name-exit" "${PL_ERR:-exit status $SRC}"
+		return 1
+	fi
+	if [ -s "$SDIR/stderr" ]; then
+		pl_fail "$name-stderr" "the agent or the server said: $(head -c 300 "$SDIR/stderr")"
+	else
+		pl_pass "$name-stderr" "nothing on stderr"
+	fi
+	[ "$ok" = 1 ] && pl_pass "$name-replies" "20 /fast, /join, /fanout?k=4, /burn?ms=20, 400 /fast on 4 keep-alive connections"
+	pl_check "$name" "$CHECKS" "$bin" "$SDIR/maps" "$SDIR/stats.json" "$LIBST" "$mode" "$ref"
+}
+
+run_srs rt-srs-select "$ST_HTTP" select ""
+REF=$T/rt-srs-select/figures.json
+[ -s "$REF" ] || REF=""
+run_srs rt-srs-shared "$SO_BIN" shared "$REF"
+run_srs rt-srs-static "$A_BIN" static "$REF"
+
+# ---- refusal: an st_init in the executable, but not the runtime the adapter knows ----------------
+# (State Threads built without ST_SWITCH_CB has no st_set_switch_in_cb: nothing to hook switches
+# with.) The agent must say so once and stay in generic mode; the program runs unchanged.
+cat >"$T/fake-st.c" <<'CEOF'
+#include <poll.h>
+#include <stdio.h>
+int st_init(void) __attribute__((noinline));
+int st_init(void) { return 0; }
+void *st_thread_create(void *(*f)(void *), void *a, int j, int s) __attribute__((noinline));
+void *st_thread_create(void *(*f)(void *), void *a, int j, int s) { (void)j; (void)s; return f(a); }
+static void *body(void *a) { for (int i = 0; i < 5; i++) poll(NULL, 0, 2); return a; }
+int main(void)
+{
+	if (st_init() != 0 || st_thread_create(body, "x", 0, 0) == NULL)
+		return 1;
+	puts("done");
+	return 0;
+}
+CEOF
+read -r -d '' REFUSE <<'PYEOF'
+with case("rt-srs-refuse-generic") as c:
+    require(check_decodes_clean(tr))
+    proc = tr.the_proc()
+    n = collections.Counter(e["type"] for e in proc.events())
+    if n["Park"] < 5 or n["Spawn"] or n["Wake"] or n["PollStart"] or n["CoroutineExit"]:
+        fail("events %s: want >= 5 Parks (generic mode) and no coroutine event" % dict(n))
+    c.info = "%d parks, no coroutine event" % n["Park"]
+PYEOF
+SDIR=$T/refuse
+mkdir -p "$SDIR"
+if ! ${CC:-cc} -O1 -o "$T/fake-st" "$T/fake-st.c" 2>"$T/cc.err"; then
+	pl_fail rt-srs-refuse "cannot build the fake runtime: $(head -c 300 "$T/cc.err")"
+else
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$SDIR/trace/trace.bin" \
+		timeout -s KILL 20 "$T/fake-st" >"$SDIR/stdout" 2>"$SDIR/stderr"
+	rc=$?
+	nmsg=$(grep -c "State Threads in the executable: no st_set_switch_in_cb" "$SDIR/stderr")
+	if [ "$rc" != 0 ] || [ "$(cat "$SDIR/stdout")" != done ]; then
+		pl_fail rt-srs-refuse "exit status $rc, stdout '$(cat "$SDIR/stdout")'"
+	elif [ "$nmsg" != 1 ] || [ "$(wc -l <"$SDIR/stderr")" != 1 ]; then
+		pl_fail rt-srs-refuse "want one refusal line on stderr, got: '$(head -c 300 "$SDIR/stderr")'"
+	else
+		pl_pass rt-srs-refuse "$(cat "$SDIR/stderr")"
+		pl_check rt-srs-refuse "$REFUSE"
+	fi
+fi
