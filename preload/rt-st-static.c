@@ -12,8 +12,6 @@
 
 #include "internal.h"
 
-#include <string.h>
-
 #if __has_include("patch.h")
 #include "patch.h"
 #define HAVE_PATCH 1
@@ -24,11 +22,16 @@
 int d9__st_static, d9__st_off;
 
 #if HAVE_PATCH
-static int refuse(const char *why, const char *name, int err)
+/* The one message of a refusal (d9__patch has said why it refused a patch, if it did). */
+static int refuse(const char *name, int err, int missing)
 {
 	d9__st_off = 1;
-	d9__log(D9_LOG_WARN, "State Threads in the executable: %s %s (%s); this process stays in "
-		"generic mode", why, name, strerror(err));
+	if (missing)
+		d9__log(D9_LOG_WARN, "State Threads in the executable has no %s (d9 needs a build with "
+			"switch callbacks); this process stays in generic mode", name);
+	else
+		d9__log(D9_LOG_WARN, "State Threads in the executable: %s cannot be patched; this "
+			"process stays in generic mode", name);
 	return -err;
 }
 #endif
@@ -48,10 +51,10 @@ int d9__st_attach_static(void)
 	for (n = 0; n < 64 && d9__st_entries[n].name; n++) {
 		addr[n] = d9__exe_symbol(d9__st_entries[n].name);
 		if (!addr[n] && n < D9__ST_REQUIRED)
-			return refuse("no", d9__st_entries[n].name, ENOENT);
+			return refuse(d9__st_entries[n].name, ENOENT, 1);
 	}
 	if (!d9__exe_symbol("st_thread_self"))
-		return refuse("no", "st_thread_self", ENOENT);
+		return refuse("st_thread_self", ENOENT, 1);
 	for (int i = 0; i < n; i++) {
 		const struct d9__st_entry *e = &d9__st_entries[i];
 		if (!addr[i]) {
@@ -61,7 +64,7 @@ int d9__st_attach_static(void)
 		} else {
 			int r = d9__patch(addr[i], e->hook, e->real, NULL, 0);
 			if (r < 0)
-				return refuse("cannot patch", e->name, -r);
+				return refuse(e->name, -r, 0);
 		}
 	}
 	d9__st_static = 1;
