@@ -40,6 +40,7 @@ struct co {
 	struct co *qnext; /* FIFO of a condition variable or mutex */
 	uint32_t wait_kind; /* D9_WAKE_* it expects while blocked, 0: not blocked in a wrapper */
 	uint8_t woken, exited, join;
+	uint8_t yielding; /* inside st_thread_yield (SRS): switching out puts it on the run queue */
 };
 
 struct waitq { void *obj; struct co *head, *tail; };
@@ -269,6 +270,8 @@ static void on_switch_out(void)
 	if (co && !co->exited) {
 		d9_rec_poll_end(co->id);
 		co->woken = 0;
+		if (co->yielding) /* runnable at once, by its own doing */
+			wake(co, co->id, D9_WAKE_OTHER, 0);
 	}
 	s->cur = NULL;
 	d9__pl.coroutine = 0;
@@ -598,6 +601,25 @@ D9_INTERPOSE int st_usleep(st_utime_t usecs)
 	co->wait_kind = 0;
 	errno = e;
 	return r;
+}
+
+/* SRS's ST only: the coroutine goes to the back of the run queue when another one is runnable
+ * (then it switches out: a Wake of itself by itself), and returns at once otherwise. */
+D9_INTERPOSE void st_thread_yield(void)
+{
+	ST_REAL(st_thread_yield);
+	struct st_state *s = S;
+
+	if (!real_st_thread_yield)
+		return;
+	if (!s || !s->cur) {
+		real_st_thread_yield();
+		return;
+	}
+	struct co *co = s->cur;
+	co->yielding = 1;
+	real_st_thread_yield();
+	co->yielding = 0;
 }
 
 /* ---- condition variables, mutexes, join, interrupt -------------------------------------------- */

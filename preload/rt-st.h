@@ -7,6 +7,9 @@
 
 #include <st.h>
 
+/* SRS's ST has it, Debian's st.h does not declare it */
+void st_thread_yield(void);
+
 /* The entry points the adapter hooks (interposed, or patched in the executable) ... */
 #define D9__ST_HOOKED(X)                                                            \
 	X(int, st_init, (void))                                                     \
@@ -22,7 +25,8 @@
 	X(int, st_mutex_lock, (st_mutex_t))                                         \
 	X(int, st_mutex_unlock, (st_mutex_t))                                       \
 	X(int, st_thread_join, (st_thread_t, void **))                              \
-	X(void, st_thread_interrupt, (st_thread_t))
+	X(void, st_thread_interrupt, (st_thread_t))                                 \
+	X(void, st_thread_yield, (void))
 /* ... and the ones it only calls. */
 #define D9__ST_CALLED(X)                                                            \
 	X(st_thread_t, st_thread_self, (void))                                      \

@@ -152,8 +152,6 @@ with case(p + "-fd-wakes") as c:
     errs = []
     if kinds.get(WAKE_OTHER, 0):
         errs.append("%d Wakes of kind other (readiness not named)" % kinds[WAKE_OTHER])
-    if len(fdw) < nreq:
-        errs.append("%d fd Wakes for %d /fast requests" % (len(fdw), nreq))
     if not fd_delays or statistics.median(fd_delays) <= 0:
         errs.append("p50 delay of fd Wakes is %s, want > 0" % (statistics.median(fd_delays) if fd_delays else None))
     if not (0.8 <= mine["fd_per_req"] <= 1.5):
@@ -217,24 +215,23 @@ if mode != "select":
         mine_s = [e for e in samples if e["coroutine"] in conn_ids and frames_of(e)]
         def in_entry(a):
             return stsyms.contains("_st_thread_main", a - 1)
-        bad, cut, below = [], 0, 0
+        past, ended, below, cut = [], 0, 0, 0
         for e in mine_s:
             f = frames_of(e)
-            if e.get("unwind", 0) & 8:  # truncated by the unwinder: short, never past the entry
-                cut += 1
-                if any(in_entry(a) for a in f[1:-1]):
-                    bad.append(describe_frames(f, syms, maps)[-4:])
-            elif not in_entry(f[-1]):
-                bad.append(describe_frames(f, syms, maps)[-4:])
-            elif at("serve_conn", f) == len(f) - 2:
-                below += 1
-        # a frame-pointer unwind from a libc leaf loses that leaf's caller (serve_conn itself, when
-        # it made the call): most samples, not all, have serve_conn right above the entry
-        if not mine_s or bad or cut > 0.2 * len(mine_s) or below < 0.8 * len(mine_s):
-            fail("%d samples of connection coroutines: %d truncated, %d not ending at _st_thread_main "
-                 "(%s), %d with serve_conn just above it" % (len(mine_s), cut, len(bad), bad[:3], below))
-        c.info = "%d of %d samples end with serve_conn < _st_thread_main (%s), none past it, %d truncated" % (
-            below, len(mine_s), os.path.basename(stsyms.binary), cut)
+            cut += 1 if e.get("unwind", 0) & 8 else 0
+            if any(in_entry(a) for a in f[:-1]):
+                past.append(describe_frames(f, syms, maps)[-4:])
+            elif in_entry(f[-1]):
+                ended += 1
+                below += at("serve_conn", f) == len(f) - 2
+        # some unwinds stop short (a frame-pointer unwind from a libc or ld.so leaf loses that
+        # leaf's caller, or stops there): most samples, not all, reach the entry
+        if not mine_s or past or ended < 0.8 * len(mine_s) or below < 0.8 * len(mine_s):
+            fail("%d samples of connection coroutines: %d with frames past _st_thread_main (%s), "
+                 "%d ending there, %d of them with serve_conn just above it"
+                 % (len(mine_s), len(past), past[:3], ended, below))
+        c.info = ("%d of %d samples end with serve_conn < _st_thread_main (%s), %d at it, none past "
+                  "it, %d truncated" % (below, len(mine_s), os.path.basename(stsyms.binary), ended, cut))
 
 with open(os.path.join(os.path.dirname(stats_path), "figures.json"), "w") as fh:
     json.dump(mine, fh)
@@ -378,3 +375,74 @@ else
 		pl_check rt-srs-refuse-patch "${REFUSE//rt-srs-refuse-generic/rt-srs-refuse-patch-generic}"
 	fi
 fi
+
+# ---- st_thread_yield (SRS only), both builds ----------------------------------------------------
+# Two joinable coroutines yield 10 times each; while the other one is runnable a yield switches,
+# and the yielder is runnable again at once by its own doing: a Wake of kind other with itself as
+# the waker, then its next poll. Neither gets any other kind of Wake but its spawn.
+cat >"$T/yield.c" <<'CEOF'
+#include <stdio.h>
+#include <st.h>
+static int turns;
+void *yielder(void *a) __attribute__((noinline));
+void *yielder(void *a)
+{
+	for (int i = 0; i < 10; i++) {
+		turns++;
+		st_thread_yield();
+	}
+	return a;
+}
+int main(void)
+{
+	if (st_set_eventsys(ST_EVENTSYS_ALT) != 0 || st_init() != 0)
+		return 1;
+	st_thread_t a = st_thread_create(yielder, NULL, 1, 0), b = st_thread_create(yielder, NULL, 1, 0);
+	if (!a || !b || st_thread_join(a, NULL) != 0 || st_thread_join(b, NULL) != 0)
+		return 1;
+	printf("turns=%d yielder=%p\n", turns, (void *)yielder);
+	return 0;
+}
+CEOF
+read -r -d '' YIELD <<'PYEOF'
+name, addr = args[0], int(args[1], 16)
+with case(name) as c:
+    require(check_decodes_clean(tr) + check_st_invariants(tr))
+    proc = tr.the_proc()
+    cos = coroutines(proc)
+    ys = [x for x in cos.values() if x.spawn and x.location_def()["function_addr"] == addr]
+    if len(ys) != 2:
+        fail("%d coroutines at yielder, want 2" % len(ys))
+    errs = []
+    for x in ys:
+        kinds = [(w["kind"], w["waker"] == x.id) for w in x.wakes]
+        own = kinds.count((WAKE_OTHER, True))
+        if kinds[0][0] != WAKE_SPAWN or own + 1 != len(kinds) or own < 9 or len(x.polls) != own + 1 or x.exits != 1:
+            errs.append("yielder %d: Wakes (kind, by itself) %s, %d polls, %d exits: want spawn, then "
+                        ">= 9 of (0, True), one poll more than those, 1 exit" % (x.id, kinds, len(x.polls), x.exits))
+    require(errs)
+    c.info = "self Wakes per yielder: %s" % [sum(1 for w in x.wakes if w["kind"] == WAKE_OTHER) for x in ys]
+PYEOF
+for kind in shared static; do
+	name=rt-srs-$kind-yield
+	SDIR=$T/$name
+	mkdir -p "$SDIR"
+	if [ $kind = shared ]; then
+		link=(-L"$SRS/src/obj" -lst -Wl,-rpath,"$SRS/src/obj")
+	else
+		link=("$SRS/src/obj/libst.a")
+	fi
+	if ! ${CC:-cc} -O2 -g -I"$SRS/src/obj" -o "$SDIR/yield" "$T/yield.c" "${link[@]}" 2>"$T/cc.err"; then
+		pl_fail "$name" "cannot build yield.c: $(head -c 300 "$T/cc.err")"
+		continue
+	fi
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$SDIR/trace/trace.bin" \
+		timeout -s KILL 20 "$SDIR/yield" >"$SDIR/stdout" 2>"$SDIR/stderr"
+	rc=$?
+	addr=$(sed -n 's/^turns=20 yielder=//p' "$SDIR/stdout")
+	if [ "$rc" != 0 ] || [ -z "$addr" ] || [ -s "$SDIR/stderr" ]; then
+		pl_fail "$name" "exit status $rc, stdout '$(cat "$SDIR/stdout")', stderr '$(head -c 300 "$SDIR/stderr")'"
+	else
+		pl_check "$name" "$YIELD" "$name" "$addr"
+	fi
+done
