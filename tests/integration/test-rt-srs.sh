@@ -28,7 +28,7 @@ set -u
 pl_setup rt-srs
 
 TP=${D9_THIRD_PARTY:-$PL_ROOT/../shared/third_party}
-ARCHIVE=$(ls "$TP"/state-threads-srs-*.tar.gz 2>/dev/null | head -n 1)
+ARCHIVE=$(find "$TP" -maxdepth 1 -name 'state-threads-srs-*.tar.gz' 2>/dev/null | sort | head -n 1)
 SRS=$PL_ROOT/build/third_party/srs-st
 if [ -z "$ARCHIVE" ]; then
 	for c in rt-srs-shared rt-srs-static rt-srs-refuse; do
@@ -252,11 +252,13 @@ run_srs() {
 	pl_get "/burn?ms=20"
 	case "$BODY" in "burn ms=20 cpu_ns="*) ;; *) pl_fail "$name-replies" "/burn: $CODE '$BODY'"; ok=0 ;; esac
 	# keep-alive load: 4 connections of 100 requests each
+	local urls=() pids=()
+	for i in $(seq 100); do urls+=("http://127.0.0.1:$SPORT/fast"); done
 	for i in 1 2 3 4; do
-		curl -sS --max-time 30 $(printf "http://127.0.0.1:$SPORT/fast %.0s" $(seq 100)) \
-			>/dev/null 2>"$SDIR/curl$i.err" &
+		curl -sS --max-time 30 "${urls[@]}" >/dev/null 2>"$SDIR/curl$i.err" &
+		pids+=($!)
 	done
-	wait $(jobs -p | grep -v "^$SPID$") 2>/dev/null
+	wait "${pids[@]}" 2>/dev/null
 	if ! pl_session_quit || [ "$SRC" != 0 ]; then
 		pl_fail "$name-exit" "${PL_ERR:-exit status $SRC}"
 		return 1
@@ -316,7 +318,7 @@ else
 		timeout -s KILL 20 "$T/fake-st" >"$SDIR/stdout" 2>"$SDIR/stderr"
 	rc=$?
 	nmsg=$(grep -c "State Threads in the executable has no st_set_switch_in_cb.*generic mode" "$SDIR/stderr")
-	if [ "$rc" != 0 ] || [ "$(cat "$SDIR/stdout")" != done ]; then
+	if [ "$rc" != 0 ] || [ "$(cat "$SDIR/stdout")" != "done" ]; then
 		pl_fail rt-srs-refuse "exit status $rc, stdout '$(cat "$SDIR/stdout")'"
 	elif [ "$nmsg" != 1 ] || [ "$(wc -l <"$SDIR/stderr")" != 1 ]; then
 		pl_fail rt-srs-refuse "want one refusal line on stderr, got: '$(head -c 300 "$SDIR/stderr")'"
@@ -366,7 +368,7 @@ else
 		timeout -s KILL 20 "$T/fake-st2" >"$SDIR/stdout" 2>"$SDIR/stderr"
 	rc=$?
 	nmsg=$(grep -c "State Threads in the executable: st_init cannot be patched.*generic mode" "$SDIR/stderr")
-	if [ "$rc" != 0 ] || [ "$(cat "$SDIR/stdout")" != done ]; then
+	if [ "$rc" != 0 ] || [ "$(cat "$SDIR/stdout")" != "done" ]; then
 		pl_fail rt-srs-refuse-patch "exit status $rc, stdout '$(cat "$SDIR/stdout")'"
 	elif [ "$nmsg" != 1 ] || [ "$(wc -l <"$SDIR/stderr")" -gt 2 ]; then
 		pl_fail rt-srs-refuse-patch "want the patcher's reason and one refusal line, got: '$(head -c 400 "$SDIR/stderr")'"
@@ -428,6 +430,7 @@ for kind in shared static; do
 	SDIR=$T/$name
 	mkdir -p "$SDIR"
 	if [ $kind = shared ]; then
+		# shellcheck disable=SC2054 # -Wl,-rpath,DIR is one argument
 		link=(-L"$SRS/src/obj" -lst -Wl,-rpath,"$SRS/src/obj")
 	else
 		link=("$SRS/src/obj/libst.a")
