@@ -1,37 +1,139 @@
 #!/usr/bin/env bash
 # test-rt-srs.sh: State Threads as SRS builds it (epoll event system), linked as libst.so and as
-# libst.a, traced by the ST adapter (preload/rt-st.c, rt-st-static.c). The archive
-# ../shared/third_party/state-threads-srs-*.tar.gz (D9_THIRD_PARTY: another directory) is built
-# into build/third_party/srs-st/ (`make linux-debug STATIC_ONLY=no`), and st-http.c against each
-# library; without the archive every case is one SKIP with the reason.
-# Each build runs `-e alt` (st_set_eventsys(ST_EVENTSYS_ALT): epoll) at D9_CPU_PROFILE=999 with:
+# libst.a, traced by the ST adapter (preload/rt-st.c, rt-st-static.c).
+# First, two refusals (no archive needed): a program whose st_init is there but not the rest of
+# the runtime d9 knows (no st_set_switch_in_cb: ST built without switch callbacks), and one whose
+# st_init starts with a branch back into its first bytes (no trampoline can hold it): each gets
+# the refusal line on stderr, stays in generic mode (parks, no coroutine event), runs unchanged.
+# Then ../shared/third_party/state-threads-srs-*.tar.gz (D9_THIRD_PARTY: another directory) is
+# built into build/third_party/srs-st/ (`make linux-debug STATIC_ONLY=no`) and st-http.c against
+# each library; without the archive those cases are SKIPs with the reason. Each build runs `-e
+# alt` (epoll) at D9_CPU_PROFILE=999, and so does Debian's st-http (select) as the reference:
 # 20 /fast on their own connections, /join (a joinable coroutine: zombie, join), /fanout?k=4
-# (cond, timers), /burn?ms=20, wrk (or curl keep-alive loops) on /fast, then the control session.
+# (cond, timers), /burn?ms=20, 4 keep-alive connections of 100 /fast each, the control session.
 #   - the trace decodes cleanly and holds every State Threads invariant (trace_check);
 #   - one spawn at serve_conn per connection the server counted, one CoroutineExit each (the
-#     control connection excepted), joinable child included;
-#   - under keep-alive load, polls and fd Wakes per request about 1 (each request is one st_read
-#     wait ended by readiness): the epoll idle loop's readiness named (fd Wakes with their
-#     descriptor, never `other`), with a non-zero p50 delay; Debian's libst (select) run with
-#     the same load gives the reference figures;
-#   - QueueSamples, some of them with coroutines waiting;
-#   - /burn?ms=20: a poll of at least 19 ms by its coroutine, with CPU samples in it on burn_cpu
-#     under handle_burn;
-#   - every sampled coroutine stack ends at ST's _st_thread_main (the coroutine's entry), with
-#     the start routine (serve_conn) just above it;
-#   - static: the binary exports no st_* symbol, the agent says nothing on stderr, and the trace
-#     is in ST mode (spawns, coroutine polls), not generic.
-# Then a program whose st_init is there but whose runtime lacks switch callbacks: one refusal
-# line on stderr, generic mode (parks, no coroutine event), the program runs to its end.
+#     control connection excepted); the joinable child and the fanout children exit once;
+#   - polls and fd Wakes per /fast request about 1 (each request is one st_read wait ended by
+#     readiness) and within 0.25 of the select build's: the epoll idle loop's readiness is named
+#     (fd Wakes, none of kind other), with a non-zero p50 delay;
+#   - QueueSamples, some with coroutines waiting;
+#   - /burn?ms=20: one poll of at least 19 ms, with CPU samples in it on burn_cpu < handle_burn;
+#   - sampled connection stacks never run past ST's _st_thread_main (the coroutine's entry); most
+#     end there with the start routine (serve_conn) just above it;
+#   - static: the binary exports no st_* symbol and nothing is said on stderr: ST mode by patching.
+# Last, st_thread_yield (SRS only) in both builds: a yield that switches is a Wake of kind other
+# of the coroutine by itself.
 set -u
 . "$(dirname "$0")/lib-preload.sh"
+TP=${D9_THIRD_PARTY:-$PL_ROOT/../shared/third_party} # before pl_setup clears D9_*
 pl_setup rt-srs
 
-TP=${D9_THIRD_PARTY:-$PL_ROOT/../shared/third_party}
+# ---- refusal: an st_init in the executable, but not the runtime the adapter knows ----------------
+# (State Threads built without ST_SWITCH_CB has no st_set_switch_in_cb: nothing to hook switches
+# with.) The agent must say so once and stay in generic mode; the program runs unchanged.
+cat >"$T/fake-st.c" <<'CEOF'
+#include <poll.h>
+#include <stdio.h>
+#define NI __attribute__((noinline))
+NI int st_init(void) { return 0; }
+NI void *st_thread_create(void *(*f)(void *), void *a, int j, int s) { (void)j; (void)s; return f(a); }
+NI void st_thread_exit(void *r) { (void)r; }
+NI int st_poll(struct pollfd *p, int n, unsigned long long t) { return poll(p, n, (int)(t / 1000)); }
+NI void *st_thread_self(void) { return NULL; }
+static void *body(void *a) { for (int i = 0; i < 5; i++) st_poll(NULL, 0, 2000); return a; }
+int main(void)
+{
+	if (st_init() != 0 || st_thread_create(body, "x", 0, 0) == NULL)
+		return 1;
+	st_thread_exit(NULL);
+	puts("done");
+	return 0;
+}
+CEOF
+read -r -d '' REFUSE <<'PYEOF'
+with case("rt-srs-refuse-generic") as c:
+    require(check_decodes_clean(tr))
+    proc = tr.the_proc()
+    n = collections.Counter(e["type"] for e in proc.events())
+    if n["Park"] < 5 or n["Spawn"] or n["Wake"] or n["PollStart"] or n["CoroutineExit"]:
+        fail("events %s: want >= 5 Parks (generic mode) and no coroutine event" % dict(n))
+    c.info = "%d parks, no coroutine event" % n["Park"]
+PYEOF
+SDIR=$T/refuse
+mkdir -p "$SDIR"
+if ! ${CC:-cc} -O1 -o "$T/fake-st" "$T/fake-st.c" 2>"$T/cc.err"; then
+	pl_fail rt-srs-refuse "cannot build the fake runtime: $(head -c 300 "$T/cc.err")"
+else
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$SDIR/trace/trace.bin" \
+		timeout -s KILL 20 "$T/fake-st" >"$SDIR/stdout" 2>"$SDIR/stderr"
+	rc=$?
+	nmsg=$(grep -c "State Threads in the executable has no st_set_switch_in_cb.*generic mode" "$SDIR/stderr")
+	if [ "$rc" != 0 ] || [ "$(cat "$SDIR/stdout")" != "done" ]; then
+		pl_fail rt-srs-refuse "exit status $rc, stdout '$(cat "$SDIR/stdout")'"
+	elif [ "$nmsg" != 1 ] || [ "$(wc -l <"$SDIR/stderr")" != 1 ]; then
+		pl_fail rt-srs-refuse "want one refusal line on stderr, got: '$(head -c 300 "$SDIR/stderr")'"
+	else
+		pl_pass rt-srs-refuse "$(cat "$SDIR/stderr")"
+		pl_check rt-srs-refuse "$REFUSE"
+	fi
+fi
+
+# ---- refusal: the runtime is all there, but st_init's first instructions cannot be moved ----------
+# (its third instruction branches back to its first: no trampoline can hold that). d9__patch says
+# why, the adapter says the process stays in generic mode; nothing is patched, the program runs.
+cat >"$T/fake-st2.c" <<'CEOF'
+#include <poll.h>
+#include <stdio.h>
+#define NI __attribute__((noinline))
+/* returns 0; "jne st_init" is never taken, but it points into the bytes a patch would copy */
+__asm__(".text\n.globl st_init\n.type st_init, @function\nst_init:\n"
+	"\txorl %eax, %eax\n\ttestl %eax, %eax\n\tjne st_init\n"
+	"\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tret\n"
+	".size st_init, .-st_init\n");
+int st_init(void);
+typedef void (*cb_t)(void);
+static cb_t in_cb, out_cb;
+NI void *st_thread_create(void *(*f)(void *), void *a, int j, int s) { (void)j; (void)s; return f(a); }
+NI void st_thread_exit(void *r) { (void)r; }
+NI int st_poll(struct pollfd *p, int n, unsigned long long t) { return poll(p, n, (int)(t / 1000)); }
+NI void *st_thread_self(void) { return NULL; }
+NI cb_t st_set_switch_in_cb(cb_t cb) { cb_t o = in_cb; in_cb = cb; return o; }
+NI cb_t st_set_switch_out_cb(cb_t cb) { cb_t o = out_cb; out_cb = cb; return o; }
+static void *body(void *a) { for (int i = 0; i < 5; i++) st_poll(NULL, 0, 2000); return a; }
+int main(void)
+{
+	if (st_init() != 0 || st_thread_create(body, "x", 0, 0) == NULL || in_cb || out_cb)
+		return 1;
+	st_thread_exit(NULL);
+	puts("done");
+	return 0;
+}
+CEOF
+SDIR=$T/refuse2
+mkdir -p "$SDIR"
+if ! ${CC:-cc} -O1 -o "$T/fake-st2" "$T/fake-st2.c" 2>"$T/cc.err"; then
+	pl_fail rt-srs-refuse-patch "cannot build the fake runtime: $(head -c 300 "$T/cc.err")"
+else
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$SDIR/trace/trace.bin" \
+		timeout -s KILL 20 "$T/fake-st2" >"$SDIR/stdout" 2>"$SDIR/stderr"
+	rc=$?
+	nmsg=$(grep -c "State Threads in the executable: st_init cannot be patched.*generic mode" "$SDIR/stderr")
+	if [ "$rc" != 0 ] || [ "$(cat "$SDIR/stdout")" != "done" ]; then
+		pl_fail rt-srs-refuse-patch "exit status $rc, stdout '$(cat "$SDIR/stdout")'"
+	elif [ "$nmsg" != 1 ] || [ "$(wc -l <"$SDIR/stderr")" -gt 2 ]; then
+		pl_fail rt-srs-refuse-patch "want the patcher's reason and one refusal line, got: '$(head -c 400 "$SDIR/stderr")'"
+	else
+		pl_pass rt-srs-refuse-patch "$(tr '\n' ' ' <"$SDIR/stderr")"
+		pl_check rt-srs-refuse-patch "${REFUSE//rt-srs-refuse-generic/rt-srs-refuse-patch-generic}"
+	fi
+fi
+
+# ---- SRS's State Threads ---------------------------------------------------------------------
 ARCHIVE=$(find "$TP" -maxdepth 1 -name 'state-threads-srs-*.tar.gz' 2>/dev/null | sort | head -n 1)
 SRS=$PL_ROOT/build/third_party/srs-st
 if [ -z "$ARCHIVE" ]; then
-	for c in rt-srs-shared rt-srs-static rt-srs-refuse; do
+	for c in rt-srs-shared rt-srs-static rt-srs-yield; do
 		pl_skip "$c" "no state-threads-srs-*.tar.gz in $TP"
 	done
 	exit 0
@@ -277,106 +379,6 @@ REF=$T/rt-srs-select/figures.json
 [ -s "$REF" ] || REF=""
 run_srs rt-srs-shared "$SO_BIN" shared "$REF"
 run_srs rt-srs-static "$A_BIN" static "$REF"
-
-# ---- refusal: an st_init in the executable, but not the runtime the adapter knows ----------------
-# (State Threads built without ST_SWITCH_CB has no st_set_switch_in_cb: nothing to hook switches
-# with.) The agent must say so once and stay in generic mode; the program runs unchanged.
-cat >"$T/fake-st.c" <<'CEOF'
-#include <poll.h>
-#include <stdio.h>
-#define NI __attribute__((noinline))
-NI int st_init(void) { return 0; }
-NI void *st_thread_create(void *(*f)(void *), void *a, int j, int s) { (void)j; (void)s; return f(a); }
-NI void st_thread_exit(void *r) { (void)r; }
-NI int st_poll(struct pollfd *p, int n, unsigned long long t) { return poll(p, n, (int)(t / 1000)); }
-NI void *st_thread_self(void) { return NULL; }
-static void *body(void *a) { for (int i = 0; i < 5; i++) st_poll(NULL, 0, 2000); return a; }
-int main(void)
-{
-	if (st_init() != 0 || st_thread_create(body, "x", 0, 0) == NULL)
-		return 1;
-	st_thread_exit(NULL);
-	puts("done");
-	return 0;
-}
-CEOF
-read -r -d '' REFUSE <<'PYEOF'
-with case("rt-srs-refuse-generic") as c:
-    require(check_decodes_clean(tr))
-    proc = tr.the_proc()
-    n = collections.Counter(e["type"] for e in proc.events())
-    if n["Park"] < 5 or n["Spawn"] or n["Wake"] or n["PollStart"] or n["CoroutineExit"]:
-        fail("events %s: want >= 5 Parks (generic mode) and no coroutine event" % dict(n))
-    c.info = "%d parks, no coroutine event" % n["Park"]
-PYEOF
-SDIR=$T/refuse
-mkdir -p "$SDIR"
-if ! ${CC:-cc} -O1 -o "$T/fake-st" "$T/fake-st.c" 2>"$T/cc.err"; then
-	pl_fail rt-srs-refuse "cannot build the fake runtime: $(head -c 300 "$T/cc.err")"
-else
-	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$SDIR/trace/trace.bin" \
-		timeout -s KILL 20 "$T/fake-st" >"$SDIR/stdout" 2>"$SDIR/stderr"
-	rc=$?
-	nmsg=$(grep -c "State Threads in the executable has no st_set_switch_in_cb.*generic mode" "$SDIR/stderr")
-	if [ "$rc" != 0 ] || [ "$(cat "$SDIR/stdout")" != "done" ]; then
-		pl_fail rt-srs-refuse "exit status $rc, stdout '$(cat "$SDIR/stdout")'"
-	elif [ "$nmsg" != 1 ] || [ "$(wc -l <"$SDIR/stderr")" != 1 ]; then
-		pl_fail rt-srs-refuse "want one refusal line on stderr, got: '$(head -c 300 "$SDIR/stderr")'"
-	else
-		pl_pass rt-srs-refuse "$(cat "$SDIR/stderr")"
-		pl_check rt-srs-refuse "$REFUSE"
-	fi
-fi
-
-# ---- refusal: the runtime is all there, but st_init's first instructions cannot be moved ----------
-# (its third instruction branches back to its first: no trampoline can hold that). d9__patch says
-# why, the adapter says the process stays in generic mode; nothing is patched, the program runs.
-cat >"$T/fake-st2.c" <<'CEOF'
-#include <poll.h>
-#include <stdio.h>
-#define NI __attribute__((noinline))
-/* returns 0; "jne st_init" is never taken, but it points into the bytes a patch would copy */
-__asm__(".text\n.globl st_init\n.type st_init, @function\nst_init:\n"
-	"\txorl %eax, %eax\n\ttestl %eax, %eax\n\tjne st_init\n"
-	"\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tnop\n\tret\n"
-	".size st_init, .-st_init\n");
-int st_init(void);
-typedef void (*cb_t)(void);
-static cb_t in_cb, out_cb;
-NI void *st_thread_create(void *(*f)(void *), void *a, int j, int s) { (void)j; (void)s; return f(a); }
-NI void st_thread_exit(void *r) { (void)r; }
-NI int st_poll(struct pollfd *p, int n, unsigned long long t) { return poll(p, n, (int)(t / 1000)); }
-NI void *st_thread_self(void) { return NULL; }
-NI cb_t st_set_switch_in_cb(cb_t cb) { cb_t o = in_cb; in_cb = cb; return o; }
-NI cb_t st_set_switch_out_cb(cb_t cb) { cb_t o = out_cb; out_cb = cb; return o; }
-static void *body(void *a) { for (int i = 0; i < 5; i++) st_poll(NULL, 0, 2000); return a; }
-int main(void)
-{
-	if (st_init() != 0 || st_thread_create(body, "x", 0, 0) == NULL || in_cb || out_cb)
-		return 1;
-	st_thread_exit(NULL);
-	puts("done");
-	return 0;
-}
-CEOF
-SDIR=$T/refuse2
-mkdir -p "$SDIR"
-if ! ${CC:-cc} -O1 -o "$T/fake-st2" "$T/fake-st2.c" 2>"$T/cc.err"; then
-	pl_fail rt-srs-refuse-patch "cannot build the fake runtime: $(head -c 300 "$T/cc.err")"
-else
-	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$SDIR/trace/trace.bin" \
-		timeout -s KILL 20 "$T/fake-st2" >"$SDIR/stdout" 2>"$SDIR/stderr"
-	rc=$?
-	nmsg=$(grep -c "State Threads in the executable: st_init cannot be patched.*generic mode" "$SDIR/stderr")
-	if [ "$rc" != 0 ] || [ "$(cat "$SDIR/stdout")" != "done" ]; then
-		pl_fail rt-srs-refuse-patch "exit status $rc, stdout '$(cat "$SDIR/stdout")'"
-	elif [ "$nmsg" != 1 ] || [ "$(wc -l <"$SDIR/stderr")" -gt 2 ]; then
-		pl_fail rt-srs-refuse-patch "want the patcher's reason and one refusal line, got: '$(head -c 400 "$SDIR/stderr")'"
-	else
-		pl_pass rt-srs-refuse-patch "$(tr '\n' ' ' <"$SDIR/stderr")"
-		pl_check rt-srs-refuse-patch "${REFUSE//rt-srs-refuse-generic/rt-srs-refuse-patch-generic}"
-	fi
-fi
 
 # ---- st_thread_yield (SRS only), both builds ----------------------------------------------------
 # Two joinable coroutines yield 10 times each; while the other one is runnable a yield switches,
