@@ -130,7 +130,8 @@ $(B)/tests/patch-target-nopie: tests/integration/patch-target.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -fno-PIE -no-pie -o $@ $<
 
-$(B)/tests/patch-preload.so: tests/integration/patch-preload.c $(B)/obj/preload/patch.o $(B)/obj/agent/dwsym.o
+# dwsym.o first: its constructor (D9_DEBUG_DIR) must run before the test's, as in the agent
+$(B)/tests/patch-preload.so: $(B)/obj/agent/dwsym.o $(B)/obj/preload/patch.o tests/integration/patch-preload.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -Wl,-z,defs -Wl,--exclude-libs,libiberty.a -o $@ $^ \
 		$(LDLIBS_FMT) $(LDLIBS_DEM) -ldl -lpthread

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,30 +283,20 @@ static struct {
 	int (*hasattr)(Dwarf_Die *, unsigned int);
 } dwx;
 
-/* One libdw session on the executable, made on first need and kept: the adapters ask for
- * several names in a row while the program starts, and a debug file is costly to open. */
-static struct {
-	int tried;
-	Dwfl *dwfl;
-	Dwfl_Module *mod;
-	const char *why; /* why there is none */
-} dbg;
-
-static Dwfl_Module *dbg_module(const struct image *im)
+/* Loads the entry points above (once). Returns 1 when libdw is usable. */
+static int dwx_load(void)
 {
-	char path[PATH_MAX];
-	const uint8_t *bid = NULL;
+	static int tried, ok;
 
-	if (dbg.tried)
-		return dbg.mod;
-	dbg.tried = 1;
-	dbg.why = "libdw is not available";
+	if (tried)
+		return ok;
+	tried = 1;
 	if (!d9__dwsym_load(NULL))
-		return NULL;
+		return 0;
 	void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
 	if (!h)
-		return NULL;
-#define SYM(field, name) if (!(*(void **)&dwx.field = dlsym(h, name))) return NULL
+		return 0;
+#define SYM(field, name) if (!(*(void **)&dwx.field = dlsym(h, name))) return 0
 	SYM(getsymtab, "dwfl_module_getsymtab");
 	SYM(getsym_info, "dwfl_module_getsym_info");
 	SYM(nextcu, "dwfl_module_nextcu");
@@ -315,8 +306,21 @@ static Dwfl_Module *dbg_module(const struct image *im)
 	SYM(highpc, "dwarf_highpc");
 	SYM(hasattr, "dwarf_hasattr");
 #undef SYM
+	return ok = 1;
+}
+
+/* A libdw session on the running executable (*dwfl: end it with d9__dw.end), with its debug file
+ * found as the agent's symbolizer finds it (build id, .gnu_debuglink; never debuginfod). One per
+ * lookup: no descriptor or debug data stays in the host. Returns the module or NULL. */
+static Dwfl_Module *dbg_open(const struct image *im, Dwfl **dwfl)
+{
+	char path[PATH_MAX];
+	const uint8_t *bid = NULL;
+
+	*dwfl = NULL;
+	if (!dwx_load())
+		return NULL;
 	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-	dbg.why = "the executable's path is unknown";
 	if (n <= 0 || (size_t)n >= sizeof(path) - 1)
 		return NULL;
 	path[n] = 0;
@@ -325,20 +329,53 @@ static Dwfl_Module *dbg_module(const struct image *im)
 	for (int i = 0; i < im->phnum && !load; i++)
 		if (im->phdr[i].p_type == PT_LOAD)
 			load = &im->phdr[i];
-	if (!load)
-		return NULL;
-	dbg.dwfl = d9__dwsym_begin(D9__DWSYM_HOST);
-	if (!dbg.dwfl)
+	if (!load || !(*dwfl = d9__dwsym_begin(D9__DWSYM_HOST)))
 		return NULL;
 	size_t nbid = image_build_id(im, &bid);
 	uintptr_t off = load->p_offset & ~(uintptr_t)(PAGE_SIZE_ - 1);
 	uintptr_t start = im->bias + load->p_vaddr - (load->p_offset - off);
-	d9__dw.report_begin(dbg.dwfl);
+	d9__dw.report_begin(*dwfl);
 	/* the file must be the running build (its build id), else its names would be wrong */
-	dbg.mod = d9__dwsym_report(dbg.dwfl, path, start, off, bid, nbid);
-	d9__dw.report_end(dbg.dwfl, NULL, NULL);
-	dbg.why = dbg.mod ? NULL : "the executable's file is not the running build";
-	return dbg.mod;
+	Dwfl_Module *m = d9__dwsym_report(*dwfl, path, start, off, bid, nbid);
+	d9__dw.report_end(*dwfl, NULL, NULL);
+	return m;
+}
+
+/* 1 when a stripped executable may have more to say than its .dynsym: DWARF of its own, a
+ * .gnu_debuglink, or a debug file named by its build id in /usr/lib/debug (or D9_DEBUG_DIR).
+ * Checked first because libdw costs milliseconds and mappings: most stripped servers have
+ * none of these, and every program the agent is preloaded into asks at start. */
+static int worth_debug(const struct exe_file *f, const struct image *im)
+{
+	const ElfW(Ehdr) *eh = (const void *)f->map;
+	char path[PATH_MAX];
+
+	if (eh->e_shstrndx != SHN_UNDEF && eh->e_shstrndx < f->shnum) {
+		const ElfW(Shdr) *ss = &f->sh[eh->e_shstrndx];
+		if (ss->sh_offset <= f->len && ss->sh_size <= f->len - ss->sh_offset)
+			for (size_t i = 1; i < f->shnum; i++) {
+				size_t o = f->sh[i].sh_name;
+				const char *nm = (const char *)f->map + ss->sh_offset + o;
+				if (o >= ss->sh_size || !memchr(nm, 0, ss->sh_size - o))
+					continue;
+				if (!strcmp(nm, ".debug_info") || !strcmp(nm, ".gnu_debuglink"))
+					return 1;
+			}
+	}
+	const uint8_t *bid;
+	size_t n = image_build_id(im, &bid);
+	const char *root = getenv("D9_DEBUG_DIR");
+	if (!root || root[0] != '/')
+		root = "/usr/lib/debug";
+	if (n < 2 || n > 64)
+		return 0;
+	int k = snprintf(path, sizeof(path), "%s/.build-id/%02x/", root, bid[0]);
+	for (size_t i = 1; i < n && k > 0 && (size_t)k < sizeof(path) - 8; i++)
+		k += snprintf(path + k, sizeof(path) - (size_t)k, "%02x", bid[i]);
+	if (k <= 0 || (size_t)k >= sizeof(path) - 8)
+		return 0;
+	memcpy(path + k, ".debug", 7);
+	return access(path, R_OK) == 0;
 }
 
 struct die_query {
@@ -375,10 +412,12 @@ static int die_cb(Dwarf_Die *die, void *arg)
  * one code range). Returns 0 or -ENOENT. */
 static int dbg_find(const struct image *im, struct sym_query *q)
 {
-	Dwfl_Module *m = dbg_module(im);
+	Dwfl *dwfl;
+	Dwfl_Module *m = dbg_open(im, &dwfl);
+	int ret = -ENOENT;
 
 	if (!m)
-		return -ENOENT;
+		goto out;
 	int n = dwx.getsymtab(m);
 	for (int i = 1; i < n; i++) {
 		GElf_Sym s;
@@ -391,7 +430,7 @@ static int dbg_find(const struct image *im, struct sym_query *q)
 		sym_offer(q, name, (uintptr_t)a, s.st_size, GELF_ST_BIND(s.st_info) != STB_LOCAL);
 	}
 	if (q->found_global || q->found_local) {
-		if (q->out->ncold == 0 && q->out->size) /* its cold parts, from the same table */
+		if (q->out->size) /* its cold parts, from the same table */
 			for (int i = 1; i < n && q->out->ncold < COLD_MAX; i++) {
 				GElf_Sym s;
 				GElf_Addr a;
@@ -403,15 +442,19 @@ static int dbg_find(const struct image *im, struct sym_query *q)
 					q->out->cold[q->out->ncold++].size = s.st_size;
 				}
 			}
-		return 0;
+		ret = 0;
+		goto out;
 	}
 	struct die_query d = { q->name, q->addr, 0, 0, q->out };
 	Dwarf_Die *cu = NULL;
 	while ((cu = dwx.nextcu(m, cu, &d.bias)))
 		dwx.getfuncs(cu, die_cb, &d, 0);
-	if (d.found && !image_code(im, q->out->start, q->out->size ? q->out->size : 1))
-		return -ENOENT;
-	return d.found ? 0 : -ENOENT;
+	if (d.found && image_code(im, q->out->start, q->out->size ? q->out->size : 1))
+		ret = 0;
+out:
+	if (dwfl)
+		d9__dw.end(dwfl);
+	return ret;
 }
 
 /* Finds a function of the running program by name (name != NULL) or by its start address:
@@ -439,10 +482,11 @@ static int find_fn(const char *name, uintptr_t addr, struct fn_info *out)
 			sym_scan(&f, &im, symtab, &q, 1);
 		exe_close(&f);
 	} else {
+		/* a program with its .symtab has every function there: only a stripped one may
+		 * have more in a debug file */
+		int more = symtab <= 0 && worth_debug(&f, &im);
 		exe_close(&f);
-		/* a program with its .symtab has every function there: only a stripped one is
-		 * worth a debug file */
-		if (symtab > 0 || dbg_find(&im, &q) != 0)
+		if (!more || dbg_find(&im, &q) != 0)
 			return -ENOENT;
 	}
 	if (out->ambiguous && !q.found_global)
@@ -450,13 +494,21 @@ static int find_fn(const char *name, uintptr_t addr, struct fn_info *out)
 	return 0;
 }
 
+/* Lookups and patches are meant for the agent's start (one thread); the lock only keeps a
+ * later caller from running into another's libdw session or patch. */
+static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void *d9__exe_symbol(const char *name)
 {
 	struct fn_info fi;
 
 	if (!name || !*name)
 		return NULL;
+	int saved = errno;
+	pthread_mutex_lock(&patch_lock);
 	int err = find_fn(name, 0, &fi);
+	pthread_mutex_unlock(&patch_lock);
+	errno = saved;
 	if (err == -EINVAL)
 		d9__log(D9_LOG_DEBUG, "the executable defines several local functions named %s: "
 			"none is taken", name);
@@ -836,12 +888,23 @@ static uint8_t *near_page(uintptr_t fn)
 static uintptr_t patched[PATCHED_MAX]; /* functions patched so far: never twice */
 static int npatched;
 
+/* What the scan of a function's body gathers for its jump tables: an indirect jmp (a switch) may
+ * land anywhere its table says, and the table is found through a rip-relative lea (PIC: 32-bit
+ * offsets from the table) or the jmp's own absolute displacement (non-PIC: 64-bit addresses). */
+#define TABLES_MAX 32
+struct scan {
+	uintptr_t fn, end; /* [fn, end): the entry and the bytes the jump replaces */
+	int indirect; /* an indirect jmp through a register or a register-based operand */
+	int ntab, nabs, overflow;
+	uintptr_t tab[TABLES_MAX]; /* lea targets: candidate PIC tables */
+	uintptr_t abs[TABLES_MAX]; /* jmp [disp + index * 8]: absolute tables */
+};
+
 /* Checks every relative branch and rip-relative address in [a, a + n) (a part of the function):
  * none may land in [fn, end), the entry and the copied bytes, but a call of fn itself (recursion:
- * it goes through the hook like any call) and fn's own address taken (a pointer to it). Returns
- * NULL or why not; *at gets the culprit. */
-static const char *scan_range(uintptr_t a, size_t n, uintptr_t fn, uintptr_t end, cs_insn *in,
-	uintptr_t *at)
+ * it goes through the hook like any call) and fn's own address taken (a pointer to it). Notes
+ * what the jump-table check needs. Returns NULL or why not; *at gets the culprit. */
+static const char *scan_range(uintptr_t a, size_t n, struct scan *sc, cs_insn *in, uintptr_t *at)
 {
 	const uint8_t *code = (const uint8_t *)a;
 	uint64_t addr = a;
@@ -853,8 +916,8 @@ static const char *scan_range(uintptr_t a, size_t n, uintptr_t fn, uintptr_t end
 		if (!cs.disasm_iter(cs.h, &code, &left, &addr, in))
 			return "bytes in the function that do not decode: a branch back into the "
 			       "patched bytes cannot be ruled out";
+		const cs_x86 *d = &in->detail->x86;
 		if (ins_classify(in, &x)) {
-			const cs_x86 *d = &in->detail->x86;
 			if (cs.insn_group(cs.h, in, X86_GRP_BRANCH_RELATIVE) && d->op_count >= 1 &&
 				d->operands[0].type == X86_OP_IMM)
 				/* loop, jrcxz, xbegin: moved never, but their target counts */
@@ -864,13 +927,96 @@ static const char *scan_range(uintptr_t a, size_t n, uintptr_t fn, uintptr_t end
 			else
 				continue; /* int3 and the like: not a branch */
 		}
-		if (x.kind == INS_PLAIN || x.target < fn || x.target >= end)
+		if (in->id == X86_INS_LEA && x.kind == INS_RIP) {
+			if (sc->ntab < TABLES_MAX)
+				sc->tab[sc->ntab++] = x.target;
+			else
+				sc->overflow = 1;
+		} else if (in->id == X86_INS_JMP && d->op_count == 1) {
+			const cs_x86_op *o = &d->operands[0];
+			if (o->type == X86_OP_REG)
+				sc->indirect = 1;
+			else if (o->type == X86_OP_MEM && o->mem.base == X86_REG_INVALID &&
+				o->mem.index != X86_REG_INVALID && o->mem.scale == 8) {
+				if (sc->nabs < TABLES_MAX)
+					sc->abs[sc->nabs++] = (uintptr_t)o->mem.disp;
+				else
+					sc->overflow = 1;
+			} else if (o->type == X86_OP_MEM && o->mem.base != X86_REG_RIP)
+				sc->indirect = 1; /* jmp [reg + ...]: a table whose base is in a register */
+		}
+		if (x.kind == INS_PLAIN || x.target < sc->fn || x.target >= sc->end)
 			continue;
-		if (x.target == fn && (x.kind == INS_CALL || x.kind == INS_RIP))
+		if (x.target == sc->fn && (x.kind == INS_CALL || x.kind == INS_RIP))
 			continue;
 		if (x.kind == INS_RIP)
 			return "the function takes the address of an instruction inside the patched bytes";
 		return "a branch lands inside the bytes the jump replaces (a loop back to the start?)";
+	}
+	return NULL;
+}
+
+/* 1 when [a, a + n) lies in a readable PT_LOAD of the running program (a table we may read). */
+static int image_readable(const struct image *im, uintptr_t a, size_t n)
+{
+	for (int i = 0; i < im->phnum; i++) {
+		const ElfW(Phdr) *p = &im->phdr[i];
+		uintptr_t lo = im->bias + p->p_vaddr;
+		if (p->p_type == PT_LOAD && (p->p_flags & PF_R) && a >= lo && n <= p->p_filesz &&
+			a - lo <= p->p_filesz - n)
+			return 1;
+	}
+	return 0;
+}
+
+/* 1 when a lies in the function's body or one of its separated parts. */
+static int in_function(const struct fn_info *fi, uintptr_t a)
+{
+	if (a >= fi->start && a - fi->start < fi->size)
+		return 1;
+	for (int i = 0; i < fi->ncold; i++)
+		if (a >= fi->cold[i].start && a - fi->cold[i].start < fi->cold[i].size)
+			return 1;
+	return 0;
+}
+
+/* The jump tables of the function's indirect jumps: their entries are read from the first one
+ * on while they land in the function (the table's end is not recorded anywhere; what follows it
+ * lands elsewhere). Returns NULL, or why not when an entry lands in [fn, end). */
+static const char *scan_tables(const struct scan *sc, const struct fn_info *fi)
+{
+	struct image im;
+
+	if (!sc->indirect && !sc->nabs)
+		return NULL;
+	if (sc->overflow)
+		return "too many jump tables to check";
+	if (image_get(&im))
+		return "the program's headers are not available";
+	for (int t = 0; t < sc->ntab && sc->indirect; t++) {
+		/* PIC: int32 entries relative to the table */
+		for (uintptr_t p = sc->tab[t]; image_readable(&im, p, 4) && p - sc->tab[t] < 16384;
+			p += 4) {
+			int32_t v;
+			memcpy(&v, (const void *)p, 4);
+			uintptr_t target = sc->tab[t] + (uintptr_t)(intptr_t)v;
+			if (!in_function(fi, target))
+				break;
+			if (target >= sc->fn && target < sc->end)
+				return "a jump table entry lands inside the bytes the jump replaces";
+		}
+	}
+	for (int t = 0; t < sc->nabs; t++) {
+		/* non-PIC: absolute addresses */
+		for (uintptr_t p = sc->abs[t]; image_readable(&im, p, 8) && p - sc->abs[t] < 32768;
+			p += 8) {
+			uintptr_t target;
+			memcpy(&target, (const void *)p, 8);
+			if (!in_function(fi, target))
+				break;
+			if (target >= sc->fn && target < sc->end)
+				return "a jump table entry lands inside the bytes the jump replaces";
+		}
 	}
 	return NULL;
 }
@@ -883,7 +1029,8 @@ static void log_refusal(const struct fn_info *fi, void *fn, const char *why)
 
 static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
 
-int d9__patch(void *fn, void *hook, void **orig, const unsigned char *expect, size_t expect_len)
+static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *expect,
+	size_t expect_len)
 {
 	struct fn_info fi;
 	const char *why = NULL;
@@ -999,10 +1146,14 @@ int d9__patch(void *fn, void *hook, void **orig, const unsigned char *expect, si
 	/* the whole body (the copied bytes too) and its separated parts: nothing may branch into
 	 * [fn, e + copied) */
 	uintptr_t at = 0, part = f;
-	if ((why = scan_range(f, fi.size, f, e + copied, in, &at)) == NULL)
+	struct scan sc = { .fn = f, .end = e + copied };
+	if ((why = scan_range(f, fi.size, &sc, in, &at)) == NULL)
 		for (int i = 0; i < fi.ncold && !why; i++)
-			why = scan_range(part = fi.cold[i].start, fi.cold[i].size, f, e + copied, in,
-				&at);
+			why = scan_range(part = fi.cold[i].start, fi.cold[i].size, &sc, in, &at);
+	if (!why && (why = scan_tables(&sc, &fi)) != NULL) {
+		err = -EILSEQ;
+		goto refuse;
+	}
 	if (why) {
 		char msg[200];
 		snprintf(msg, sizeof(msg), "%s (at %s+0x%lx)", why, part == f ? "" : ".cold",
@@ -1099,5 +1250,16 @@ err:
 		munmap(page, PAGE_SIZE_);
 	if (in)
 		cs.free(in, 1);
+	return err;
+}
+
+int d9__patch(void *fn, void *hook, void **orig, const unsigned char *expect, size_t expect_len)
+{
+	int saved = errno;
+
+	pthread_mutex_lock(&patch_lock);
+	int err = patch_locked(fn, hook, orig, expect, expect_len);
+	pthread_mutex_unlock(&patch_lock);
+	errno = saved;
 	return err;
 }

@@ -6,12 +6,15 @@
  *   "patch-test: patch NAME rc=R" and, for a refusal, "patch-test: untouched NAME yes|no" (the
  *   first 64 bytes compared with a copy taken before the call),
  *   "patch-test: thread rc=R": a patch tried while a second thread exists (must be refused),
- *   "patch-test: again rc=R": fp_func patched a second time (must be refused).
+ *   "patch-test: again rc=R": fp_func patched a second time (must be refused),
+ *   "patch-test: libdw loaded|absent": whether the lookups loaded libdw (only a stripped program
+ *   with DWARF or a debug file is worth it).
  * PATCH_TEST_FAR=1 first fills every free gap within 2 GiB of the program with PROT_NONE
  * reservations (released after the patches), so d9__patch must use its 14-byte absolute jump. */
 #include "internal.h"
 #include "patch.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
@@ -55,6 +58,8 @@ HOOK(loop_func)
 HOOK(cold_func)
 HOOK(expect_func)
 HOOK(c_static)
+HOOK(jt_func)
+HOOK(c_switch)
 
 static const unsigned char fp_expect[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x55 }; /* endbr64; push rbp */
 static const unsigned char wrong_expect[] = { 0xf3, 0x0f, 0x1e, 0xfa }; /* expect_func has none */
@@ -78,6 +83,8 @@ static const struct {
 	P(cold_func, NULL, 0),
 	P(expect_func, wrong_expect, sizeof(wrong_expect)),
 	P(c_static, NULL, 0),
+	P(jt_func, NULL, 0),
+	P(c_switch, NULL, 0),
 #undef P
 };
 
@@ -169,6 +176,10 @@ __attribute__((constructor)) static void patch_test(void)
 	if (fp)
 		fprintf(stderr, "patch-test: again rc=%d\n",
 			d9__patch(fp, (void *)hook_fp_func, (void **)&orig_fp_func, NULL, 0));
+	void *dw = dlopen("libdw.so.1", RTLD_NOW | RTLD_NOLOAD);
+	fprintf(stderr, "patch-test: libdw %s\n", dw ? "loaded" : "absent");
+	if (dw)
+		dlclose(dw);
 	/* a second thread: code may be running, no patch */
 	void *helper = d9__exe_symbol("helper_func");
 	int fd[2];

@@ -20,6 +20,8 @@ long loop_func(long x);
 long cold_func(long x);
 long expect_func(long x);
 long helper_func(long x);
+long jt_func(long x);
+long c_switch(long x);
 long c_func(long x);
 
 __asm__(
@@ -127,6 +129,24 @@ __asm__(
 	"	pop %rbp\n"
 	"	ret\n"
 	".size expect_func, .-expect_func\n"
+	/* adds 1 until >= 5, looping through a jump table (PIC: offsets from the table) whose
+	 * entries land at +3, inside the first 5 bytes: no direct branch goes there */
+	".globl jt_func\n.type jt_func, @function\n.p2align 4\n"
+	"jt_func:\n"
+	"	mov %rdi, %rax\n"
+	"6:	add $1, %rax\n"
+	"	cmp $5, %rax\n"
+	"	jge 7f\n"
+	"	lea jt_table(%rip), %rdx\n"
+	"	mov %eax, %ecx\n"
+	"	and $1, %ecx\n"
+	"	movslq (%rdx,%rcx,4), %rcx\n"
+	"	add %rdx, %rcx\n"
+	"	jmp *%rcx\n"
+	"7:	ret\n"
+	".size jt_func, .-jt_func\n"
+	".section .rodata\n.p2align 2\n"
+	"jt_table: .long 6b - jt_table, 6b - jt_table\n"
 	".data\n.p2align 3\n"
 	"rip_data: .quad 7\n"
 	".text\n");
@@ -147,6 +167,27 @@ __attribute__((noipa)) long c_func(long x)
 	return c_static(x) + x;
 }
 
+/* a switch gcc compiles to a jump table (PIC or absolute): its cases land after the first
+ * bytes, so the table check must not refuse it */
+static volatile long g_zero; /* 0, read at run time: no case folds into a table of values */
+
+__attribute__((noipa)) long c_switch(long x)
+{
+	long y = x + g_zero;
+
+	switch (x) {
+	case 0: return y + 11;
+	case 1: return y * 7;
+	case 2: return y + 100;
+	case 3: return y << 4;
+	case 4: return y ^ 0x55;
+	case 5: return y - 3;
+	case 6: return y * y;
+	case 7: return 1000 - y;
+	default: return -y;
+	}
+}
+
 /* the calls go through volatile pointers: the compiler must not fold or inline them */
 static long call(long (*volatile f)(long), long x)
 {
@@ -162,7 +203,8 @@ int main(void)
 		{ "tail_func", tail_func, 5 }, { "short_func", short_func, 5 },
 		{ "loop_func", loop_func, 5 }, { "cold_func", cold_func, 1 },
 		{ "expect_func", expect_func, 5 }, { "c_func", c_func, 6 },
-		{ "c_static", c_static, 6 },
+		{ "c_static", c_static, 6 }, { "jt_func", jt_func, 1 },
+		{ "c_switch", c_switch, 4 }, { "c_switch", c_switch, 9 },
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)

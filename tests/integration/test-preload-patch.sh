@@ -10,13 +10,16 @@
 # program's output under the library with its output alone (the same binary, no preload):
 #   - patch-pie, patch-nopie: every shape the 5-byte jump allows is patched (endbr64 + push rbp +
 #     sub rsp, a rip-relative load, a jcc and a call among the first bytes, a tail jmp, gcc's C);
-#     too short, a loop back into the first bytes, a cold part jumping back, wrong expected
+#     too short, a loop back into the first bytes, a cold part jumping back, a jump table with an
+#     entry into the first bytes (gcc's own switch tables, PIC and absolute, pass), wrong expected
 #     bytes are refused and their code is byte for byte what it was; a second patch of the same
 #     function and a patch while a second thread runs are refused.
 #   - patch-far-pie, patch-far-nopie: with every page within 2 GiB taken (PROT_NONE reservations
 #     by the test library), the 14-byte absolute jump: a call and gcc's prologue are moved with
 #     absolute forms, a rip-relative load that cannot reach from far is refused.
-#   - patch-stripped: `strip --strip-all`: nothing found (NULL), nothing patched, same output.
+#   - patch-stripped: `strip --strip-all`: nothing found (NULL), nothing patched, same output,
+#     and libdw not even loaded (nothing in the file says a debug file exists).
+#   - patch-buildid: stripped, its debug file under D9_DEBUG_DIR/.build-id/xx/yyyy.debug: same.
 #   - patch-debuglink: stripped, with a separate debug file (.gnu_debuglink): found by the debug
 #     file's symbols at nm's addresses, patched as the unstripped program.
 #   - patch-dwarf-only: no .symtab, DWARF kept: the C functions found by their DWARF entries.
@@ -66,17 +69,18 @@ run_case() {
 	fi
 }
 
-# check NAME NM_BINARY 'fn=rc ...' 'fn ...': the results of run_case NAME. rc is the return code
+# check NAME NM_BINARY 'fn=rc ...' 'fn ...' loaded|absent: the results of run_case NAME. rc is the return code
 # d9__patch must give (nosym: d9__exe_symbol must find nothing, any: either way); the second list
 # names the functions d9__exe_symbol must find (at the address nm shows in NM_BINARY); the others
 # it is asked for must be "none". Then, for every function: a patched one's every call went
 # through the hook (original + 1000000) and a refused one's through the original (same value as
 # the program alone) with its bytes untouched; c_func calls c_static (hooked or not); the
-# second patch of fp_func and the patch with a second thread were refused.
+# second patch of fp_func and the patch with a second thread (when found) were refused; libdw
+# was loaded (stripped programs with DWARF or a debug file) or not (all others: it costs).
 check() {
-	python3 - "$T/$1" "$2" "$3" "$4" "$1" <<'EOF'
+	python3 - "$T/$1" "$2" "$3" "$4" "$1" "$5" <<'EOF'
 import re, subprocess, sys
-base, nm_bin, want_rc, want_sym, name = sys.argv[1:6]
+base, nm_bin, want_rc, want_sym, name, want_dw = sys.argv[1:7]
 out = open(base + ".out").read().splitlines()
 plain = open(base + ".plain").read().splitlines()
 err = open(base + ".err").read().splitlines()
@@ -140,6 +144,8 @@ if rc.get("fp_func") == 0 and "patch-test: again rc=-17" not in err:
 # helper_func (assembly) is found where fp_func is
 if rc.get("fp_func") not in (None, "nosym") and "patch-test: thread rc=-16" not in err:
     bad.append("a patch with a second thread running was not refused with -EBUSY")
+if "patch-test: libdw " + want_dw not in err:
+    bad.append("libdw not %s after the lookups" % want_dw)
 if bad:
     print("FAIL %s: %s" % (name, "; ".join(bad[:6])))
 else:
@@ -150,10 +156,11 @@ EOF
 
 ALL_SYMS="fp_func c_func c_static cold_func rip_func"
 NEAR_RC="fp_func=0 rip_func=0 rip_long_func=0 jcc_func=0 call_func=0 tail_func=0 short_func=-34
-	loop_func=-84 cold_func=-84 expect_func=-84 c_static=0"
+	loop_func=-84 cold_func=-84 expect_func=-84 c_static=0 jt_func=-84 c_switch=0"
 # far: only what is 14 bytes long, has no rip-relative operand among them and no branch into them
 FAR_RC="fp_func=0 rip_func=-34 rip_long_func=-34 jcc_func=-84 call_func=0 tail_func=-34
-	short_func=-34 loop_func=-34 cold_func=-84 expect_func=-84 c_static=any"
+	short_func=-34 loop_func=-34 cold_func=-84 expect_func=-84 c_static=any jt_func=-84
+	c_switch=-34"
 
 # capstone: without it every patch is refused (said once each); the cases below need it
 if ! run_case patch-pie "$TARGET"; then
@@ -163,12 +170,12 @@ if grep -q 'libcapstone.so.4 not found' "$T/patch-pie.err"; then
 	pl_skip patch-pie "libcapstone.so.4 is not installed (make deps): every patch is refused"
 	exit 0
 fi
-check patch-pie "$TARGET" "$NEAR_RC" "$ALL_SYMS"
-run_case patch-nopie "$TARGET_NOPIE" && check patch-nopie "$TARGET_NOPIE" "$NEAR_RC" "$ALL_SYMS"
+check patch-pie "$TARGET" "$NEAR_RC" "$ALL_SYMS" absent
+run_case patch-nopie "$TARGET_NOPIE" && check patch-nopie "$TARGET_NOPIE" "$NEAR_RC" "$ALL_SYMS" absent
 run_case patch-far-pie "$TARGET" PATCH_TEST_FAR=1 &&
-	check patch-far-pie "$TARGET" "$FAR_RC" "$ALL_SYMS"
+	check patch-far-pie "$TARGET" "$FAR_RC" "$ALL_SYMS" absent
 run_case patch-far-nopie "$TARGET_NOPIE" PATCH_TEST_FAR=1 &&
-	check patch-far-nopie "$TARGET_NOPIE" "$FAR_RC" "$ALL_SYMS"
+	check patch-far-nopie "$TARGET_NOPIE" "$FAR_RC" "$ALL_SYMS" absent
 
 # ---- stripped copies (binutils)
 if ! command -v strip >/dev/null || ! command -v objcopy >/dev/null || ! command -v nm >/dev/null; then
@@ -179,9 +186,9 @@ else
 	cp "$TARGET" "$S/full"
 	NOSYM_RC="fp_func=nosym rip_func=nosym rip_long_func=nosym jcc_func=nosym call_func=nosym
 		tail_func=nosym short_func=nosym loop_func=nosym cold_func=nosym expect_func=nosym
-		c_static=nosym"
+		c_static=nosym jt_func=nosym c_switch=nosym"
 	if strip --strip-all -o "$S/stripped" "$S/full" 2>"$T/strip.err"; then
-		run_case patch-stripped "$S/stripped" && check patch-stripped "$S/full" "$NOSYM_RC" ""
+		run_case patch-stripped "$S/stripped" && check patch-stripped "$S/full" "$NOSYM_RC" "" absent
 	else
 		pl_fail patch-stripped "strip: $(head -c 300 "$T/strip.err")"
 	fi
@@ -189,15 +196,28 @@ else
 	if objcopy --only-keep-debug "$S/full" "$S/withdbg.debug" 2>"$T/strip.err" &&
 		strip --strip-all -o "$S/withdbg" "$S/full" 2>>"$T/strip.err" &&
 		(cd "$S" && objcopy --add-gnu-debuglink=withdbg.debug withdbg) 2>>"$T/strip.err"; then
-		run_case patch-debuglink "$S/withdbg" && check patch-debuglink "$S/full" "$NEAR_RC" "$ALL_SYMS"
+		run_case patch-debuglink "$S/withdbg" && check patch-debuglink "$S/full" "$NEAR_RC" "$ALL_SYMS" loaded
 	else
 		pl_fail patch-debuglink "objcopy/strip: $(head -c 300 "$T/strip.err")"
+	fi
+	# the debug file where Debian's -dbgsym packages put it: named by the build id under
+	# /usr/lib/debug, here D9_DEBUG_DIR
+	bid=$(readelf -n "$S/full" | sed -n 's/.*Build ID: *\([0-9a-f]*\).*/\1/p')
+	if [ -z "$bid" ]; then
+		pl_skip patch-buildid "the test program has no build id (linker without --build-id)"
+	else
+		mkdir -p "$S/dbg/.build-id/${bid:0:2}"
+		cp "$S/withdbg.debug" "$S/dbg/.build-id/${bid:0:2}/${bid:2}.debug"
+		run_case patch-buildid "$S/stripped" D9_DEBUG_DIR="$S/dbg" &&
+			check patch-buildid "$S/full" "$NEAR_RC" "$ALL_SYMS" loaded
 	fi
 	# no symbol table, DWARF kept: only C functions have DWARF entries (not the assembly ones)
 	if strip --strip-all --keep-section='.debug_*' -o "$S/dwonly" "$S/full" 2>"$T/strip.err" &&
 		! readelf -S "$S/dwonly" | grep -q '\.symtab' && readelf -S "$S/dwonly" | grep -q '\.debug_info'; then
+		DWARF_RC=${NOSYM_RC/c_static=nosym/c_static=0}
+		DWARF_RC=${DWARF_RC/c_switch=nosym/c_switch=0}
 		run_case patch-dwarf-only "$S/dwonly" &&
-			check patch-dwarf-only "$S/full" "${NOSYM_RC/c_static=nosym/c_static=0}" "c_func c_static"
+			check patch-dwarf-only "$S/full" "$DWARF_RC" "c_func c_static" loaded
 	else
 		pl_skip patch-dwarf-only "this strip cannot keep DWARF without .symtab: $(head -c 200 "$T/strip.err")"
 	fi
@@ -214,6 +234,7 @@ want = {
                   r"not patching cold_func \(0x[0-9a-f]+\): a branch lands inside .*\(at \.cold\+0x4\)",
                   r"not patching expect_func \(0x[0-9a-f]+\): its first bytes are not the ones expected",
                   r"not patching fp_func \(0x[0-9a-f]+\): already patched",
+                  r"not patching jt_func \(0x[0-9a-f]+\): a jump table entry lands inside the bytes",
                   r"not patching helper_func \(0x[0-9a-f]+\): other threads run",
                   r"patched fp_func \(0x[0-9a-f]+\): its calls go to d9's hook, its first 12 bytes run relocated"],
     "patch-far-pie": [r"not patching rip_long_func \(0x[0-9a-f]+\): a rip-relative operand would not reach",
