@@ -58,13 +58,13 @@ run_case() {
 	timeout -s KILL 60 "$bin" >"$T/$name.plain" 2>"$T/$name.plain.err"
 	rc=$?
 	if [ "$rc" -ne 0 ]; then
-		pl_fail "$name" "$(basename "$bin") alone exited $rc: $(head -c 300 "$T/$name.plain.err")"
+		pl_fail "$name" "$(basename "$bin") alone exited $rc: $(head -c 300 "$T/$name.plain.err" | tr "\n" " ")"
 		return 1
 	fi
 	env "$@" LD_PRELOAD="$PRELOAD" timeout -s KILL 60 "$bin" >"$T/$name.out" 2>"$T/$name.err"
 	rc=$?
 	if [ "$rc" -ne 0 ]; then
-		pl_fail "$name" "$(basename "$bin") under the test library exited $rc: $(head -c 600 "$T/$name.err")"
+		pl_fail "$name" "$(basename "$bin") under the test library exited $rc: $(tail -c 600 "$T/$name.err" | tr "\n" " ")"
 		return 1
 	fi
 }
