@@ -93,10 +93,11 @@ static size_t image_build_id(const struct image *im, const uint8_t **id)
 		const ElfW(Phdr) *p = &im->phdr[i];
 		if (p->p_type != PT_NOTE)
 			continue;
-		const uint8_t *q = (const uint8_t *)(im->bias + p->p_vaddr), *end = q + p->p_memsz;
+		const uint8_t *q = (const uint8_t *)(im->bias + p->p_vaddr), *end = q + p->p_filesz;
+		size_t al = p->p_align == 8 ? 7 : 3; /* notes padded to the segment's alignment */
 		while (end - q >= (ptrdiff_t)sizeof(ElfW(Nhdr))) {
 			const ElfW(Nhdr) *nh = (const void *)q;
-			size_t nsz = (nh->n_namesz + 3u) & ~3u, dsz = (nh->n_descsz + 3u) & ~3u;
+			size_t nsz = (nh->n_namesz + al) & ~al, dsz = (nh->n_descsz + al) & ~al;
 			if ((size_t)(end - q) - sizeof(*nh) < nsz ||
 				(size_t)(end - q) - sizeof(*nh) - nsz < dsz)
 				break;
@@ -277,7 +278,6 @@ static struct {
 		Elf **, Dwarf_Addr *);
 	Dwarf_Die *(*nextcu)(Dwfl_Module *, Dwarf_Die *, Dwarf_Addr *);
 	ptrdiff_t (*getfuncs)(Dwarf_Die *, int (*)(Dwarf_Die *, void *), void *, ptrdiff_t);
-	const char *(*diename)(Dwarf_Die *);
 	int (*lowpc)(Dwarf_Die *, Dwarf_Addr *);
 	int (*highpc)(Dwarf_Die *, Dwarf_Addr *);
 	int (*hasattr)(Dwarf_Die *, unsigned int);
@@ -301,7 +301,6 @@ static int dwx_load(void)
 	SYM(getsym_info, "dwfl_module_getsym_info");
 	SYM(nextcu, "dwfl_module_nextcu");
 	SYM(getfuncs, "dwarf_getfuncs");
-	SYM(diename, "dwarf_diename");
 	SYM(lowpc, "dwarf_lowpc");
 	SYM(highpc, "dwarf_highpc");
 	SYM(hasattr, "dwarf_hasattr");
@@ -390,7 +389,10 @@ static int die_cb(Dwarf_Die *die, void *arg)
 {
 	struct die_query *q = arg;
 	Dwarf_Addr lo, hi;
-	const char *name = dwx.diename(die);
+	Dwarf_Attribute at;
+	/* an out-of-line copy of an inlined function has its name through DW_AT_abstract_origin */
+	Dwarf_Attribute *na = d9__dw.attr_integrate(die, DW_AT_name, &at);
+	const char *name = na ? d9__dw.formstring(na) : NULL;
 
 	if (!name || dwx.hasattr(die, DW_AT_declaration) || dwx.lowpc(die, &lo) ||
 		dwx.highpc(die, &hi) || hi <= lo)
@@ -643,6 +645,11 @@ static const char *ins_classify(const cs_insn *in, struct ins *o)
 		o->disp_off = x->encoding.disp_offset;
 		o->target = o->addr + n + (uintptr_t)sext(b + o->disp_off, 4);
 	}
+	/* the ModRM byte itself: mod 00, r/m 101 is rip + disp32 in 64-bit mode, whatever the
+	 * decoder's operand list says (an operand it failed to report would be copied unmoved) */
+	unsigned mo = x->encoding.modrm_offset;
+	if (o->kind != INS_RIP && mo && mo < n && (b[mo] & 0xc7) == 0x05)
+		return "a rip-relative operand the decoder did not report";
 	return NULL;
 }
 

@@ -20,6 +20,8 @@ long loop_func(long x);
 long cold_func(long x);
 long expect_func(long x);
 long helper_func(long x);
+long pc_func(long x);
+long bp_func(long x);
 long jt_func(long x);
 long c_switch(long x);
 long c_func(long x);
@@ -147,6 +149,27 @@ __asm__(
 	".size jt_func, .-jt_func\n"
 	".section .rodata\n.p2align 2\n"
 	"jt_table: .long 6b - jt_table, 6b - jt_table\n"
+	/* x + (its own address, the 32-bit way: call the next instruction and pop the return
+	 * address) - (the same address by lea): x where it is, not x when run elsewhere */
+	".text\n"
+	".globl pc_func\n.type pc_func, @function\n.p2align 4\n"
+	"pc_func:\n"
+	"	call 8f\n"
+	"8:	pop %rax\n"
+	"	lea 8b(%rip), %rdx\n"
+	"	sub %rdx, %rax\n"
+	"	add %rdi, %rax\n"
+	"	ret\n"
+	".size pc_func, .-pc_func\n"
+	/* a debugger's breakpoint (int3) over the first byte: never called */
+	".globl bp_func\n.type bp_func, @function\n.p2align 4\n"
+	"bp_func:\n"
+	"	int3\n"
+	"	mov %rsp, %rbp\n"
+	"	lea 1(%rdi), %rax\n"
+	"	pop %rbp\n"
+	"	ret\n"
+	".size bp_func, .-bp_func\n"
 	".data\n.p2align 3\n"
 	"rip_data: .quad 7\n"
 	".text\n");
@@ -204,7 +227,7 @@ int main(void)
 		{ "loop_func", loop_func, 5 }, { "cold_func", cold_func, 1 },
 		{ "expect_func", expect_func, 5 }, { "c_func", c_func, 6 },
 		{ "c_static", c_static, 6 }, { "jt_func", jt_func, 1 },
-		{ "c_switch", c_switch, 4 }, { "c_switch", c_switch, 9 },
+		{ "c_switch", c_switch, 4 }, { "c_switch", c_switch, 9 }, { "pc_func", pc_func, 3 },
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
