@@ -6,22 +6,15 @@
  * callbacks are the runtime's own hooks: rt-st.c installs them by calling the setters found here.
  * It must never leave the program half-traced: anything unexpected refuses the whole runtime
  * (one message, generic mode) and every hook already patched passes straight through.
- * agent/DESIGN.md ("State Threads linked into the program") has the facts. */
+ * agent/DESIGN.md ("State Threads as SRS builds it") has the facts. */
+#include "patch.h"
 #include "preload.h"
 #include "rt-st.h"
 
 #include "internal.h"
 
-#if __has_include("patch.h")
-#include "patch.h"
-#define HAVE_PATCH 1
-#else
-#define HAVE_PATCH 0
-#endif
-
 int d9__st_static, d9__st_off;
 
-#if HAVE_PATCH
 /* The one message of a refusal (d9__patch has said why it refused a patch, if it did). */
 static int refuse(const char *name, int err, int missing)
 {
@@ -34,13 +27,9 @@ static int refuse(const char *name, int err, int missing)
 			"process stays in generic mode", name);
 	return -err;
 }
-#endif
 
 int d9__st_attach_static(void)
 {
-#if !HAVE_PATCH
-	return 0;
-#else
 	void *addr[64];
 	int n = 0;
 
@@ -69,5 +58,4 @@ int d9__st_attach_static(void)
 	}
 	d9__st_static = 1;
 	return 1;
-#endif
 }
