@@ -10,7 +10,8 @@
 # each library; without the archive those cases are SKIPs with the reason. Each build runs `-e
 # alt` (epoll) at D9_CPU_PROFILE=999, and so does Debian's st-http (select) as the reference:
 # 20 /fast on their own connections, /join (a joinable coroutine: zombie, join), /fanout?k=4
-# (cond, timers), /burn?ms=20, 4 keep-alive connections of 100 /fast each, the control session.
+# (cond, timers), /burn?ms=20, /sleep?ms=20, /block?ms=20, 4 keep-alive connections of 100 /fast
+# each, the control session.
 #   - the trace decodes cleanly and holds every State Threads invariant (trace_check);
 #   - one spawn at serve_conn per connection the server counted, one CoroutineExit each (the
 #     control connection excepted); the joinable child and the fanout children exit once;
@@ -19,6 +20,8 @@
 #     (fd Wakes, none of kind other), with a non-zero p50 delay;
 #   - QueueSamples, some with coroutines waiting;
 #   - /burn?ms=20: one poll of at least 19 ms, with CPU samples in it on burn_cpu < handle_burn;
+#     /sleep?ms=20: one timer Wake, >= 19 ms after the poll that slept; /block?ms=20: the trace's
+#     only BlockingCall (no false one), a usleep of >= 19 ms with handle_block on its stack;
 #   - sampled connection stacks never run past ST's _st_thread_main (the coroutine's entry); most
 #     end there with the start routine (serve_conn) just above it;
 #   - static: the binary exports no st_* symbol and nothing is said on stderr: ST mode by patching.
@@ -282,6 +285,34 @@ with case(p + "-queue") as c:
              % (len(qs), max(qs) if qs else None))
     c.info = "%d samples, max %d runnable" % (len(qs), max(qs))
 
+with case(p + "-sleep") as c:
+    # the coroutine parked in st_usleep(20 ms): its timer Wake comes >= 19 ms after its poll ended
+    gaps = []
+    for x in conns:
+        for w in x.wakes:
+            if w["kind"] != WAKE_TIMER:
+                continue
+            pe = prev_in_thread(proc, w, lambda e: e["type"] == "PollEnd" and e["coroutine"] == x.id)
+            if pe:
+                gaps.append(w["mono_ns"] - pe["mono_ns"])
+    if len(gaps) != 1 or not (19e6 <= gaps[0] < 1e9):
+        fail("timer Wakes of connection coroutines after %s, want one after about 20 ms" % [ms(g) for g in gaps])
+    c.info = "the /sleep?ms=20 coroutine woke by its timer %s after its poll ended" % ms(gaps[0])
+
+with case(p + "-blocking") as c:
+    # /block?ms=20 (a libc usleep): the one BlockingCall, on handle_block; nothing else blocks
+    bcs = list(proc.events(("BlockingCall",)))
+    names = [(e["_seg"].string(e["call"]), ms(e["duration_ns"])) for e in bcs]
+    if len(bcs) != 1 or names[0][0] != "usleep" or not (19e6 <= bcs[0]["duration_ns"] < 1e9):
+        fail("BlockingCalls %s, want exactly one usleep of about 20 ms" % names)
+    e = bcs[0]
+    frames = e["_seg"].stacks.get(e["stack"], []) if e["stack"] else []
+    if not any(syms.contains("handle_block", a, return_address=True) for a in frames):
+        fail("the usleep's stack has no frame in handle_block: %s" % describe_frames(frames, syms, maps))
+    if e["coroutine"] not in set(x.id for x in conns):
+        fail("the usleep was made by coroutine %d, not a connection's" % e["coroutine"])
+    c.info = "usleep %s on handle_block, no other BlockingCall" % names[0][1]
+
 samples = [e for e in proc.events(("CpuSample",)) if e["coroutine"]]
 
 def frames_of(e):
@@ -294,10 +325,10 @@ def at(name, frames, s=syms):
     return -1
 
 with case(p + "-burn") as c:
-    burn = [x for x in conns if any(d is not None and d >= 19e6 for d in x.poll_ns())]
-    if len(burn) != 1:
-        fail("%d connection coroutines with a poll >= 19 ms, want 1 (the /burn?ms=20)" % len(burn))
-    b = burn[0]
+    # connections in order: 20 /fast, /join, /fanout, /burn, /sleep, /block, 4 keep-alive, control
+    b = conns[22]
+    if not any(d is not None and d >= 19e6 for d in b.poll_ns()):
+        fail("the /burn connection %d has polls of %s, none >= 19 ms" % (b.id, [ms(d) for d in b.poll_ns() if d]))
     i = max(range(len(b.polls)), key=lambda k: b.poll_ns()[k] or 0)
     ps, pe = b.polls[i]
     if pe["mono_ns"] - ps["mono_ns"] > 1e9:
@@ -353,6 +384,8 @@ run_srs() {
 	pl_gets 1 "/fanout?k=4" "fanout k=4 done=4" || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
 	pl_get "/burn?ms=20"
 	case "$BODY" in "burn ms=20 cpu_ns="*) ;; *) pl_fail "$name-replies" "/burn: $CODE '$BODY'"; ok=0 ;; esac
+	pl_gets 1 "/sleep?ms=20" "sleep ms=20" || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
+	pl_gets 1 "/block?ms=20" "block ms=20" || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
 	# keep-alive load: 4 connections of 100 requests each
 	local urls=() pids=()
 	for i in $(seq 100); do urls+=("http://127.0.0.1:$SPORT/fast"); done
@@ -370,7 +403,7 @@ run_srs() {
 	else
 		pl_pass "$name-stderr" "nothing on stderr"
 	fi
-	[ "$ok" = 1 ] && pl_pass "$name-replies" "20 /fast, /join, /fanout?k=4, /burn?ms=20, 400 /fast on 4 keep-alive connections"
+	[ "$ok" = 1 ] && pl_pass "$name-replies" "20 /fast, /join, /fanout?k=4, /burn?ms=20, /sleep?ms=20, /block?ms=20, 400 /fast on 4 keep-alive connections"
 	pl_check "$name" "$CHECKS" "$bin" "$SDIR/maps" "$SDIR/stats.json" "$LIBST" "$mode" "$ref"
 }
 
