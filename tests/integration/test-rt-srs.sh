@@ -25,8 +25,8 @@
 #   - sampled connection stacks never run past ST's _st_thread_main (the coroutine's entry); most
 #     end there with the start routine (serve_conn) just above it;
 #   - static: the binary exports no st_* symbol and nothing is said on stderr: ST mode by patching.
-# Last, st_thread_yield (SRS only) in both builds: a yield that switches is a Wake of kind other
-# of the coroutine by itself.
+# Last, in both builds: st_thread_yield (SRS only), a yield that switches is a Wake of kind other
+# of the coroutine by itself; two pthreads with a scheduler each, traced each on its own.
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 TP=${D9_THIRD_PARTY:-$PL_ROOT/../shared/third_party} # before pl_setup clears D9_*
@@ -482,5 +482,100 @@ for kind in shared static; do
 		pl_fail "$name" "exit status $rc, stdout '$(cat "$SDIR/stdout")', stderr '$(head -c 300 "$SDIR/stderr")'"
 	else
 		pl_check "$name" "$YIELD" "$name" "$addr"
+	fi
+done
+
+# ---- one scheduler per pthread (SRS's ST keeps its scheduler in __thread variables) -------------
+# Two pthreads each run st_init and 3 coroutines that sleep 1 ms 5 times and return; the main
+# thread joins both. Per thread: one primordial coroutine, 3 children each woken by spawn then 5
+# timers, 6 polls and one exit, everything on that thread; the per-thread invariants hold (the
+# primordial coroutine's last poll stays open: its pthread ends inside it, and nothing ends it).
+cat >"$T/mt.c" <<'CEOF'
+#include <pthread.h>
+#include <stdio.h>
+#include <st.h>
+void *sleeper(void *a) __attribute__((noinline));
+void *sleeper(void *a)
+{
+	for (int i = 0; i < 5; i++)
+		st_usleep(1000);
+	return a;
+}
+static void *sched(void *a)
+{
+	st_thread_t t[3];
+	if (st_set_eventsys(ST_EVENTSYS_ALT) != 0 || st_init() != 0)
+		return NULL;
+	for (int i = 0; i < 3; i++)
+		if (!(t[i] = st_thread_create(sleeper, NULL, 1, 0)))
+			return NULL;
+	for (int i = 0; i < 3; i++)
+		if (st_thread_join(t[i], NULL) != 0)
+			return NULL;
+	return a;
+}
+int main(void)
+{
+	pthread_t p[2];
+	void *r[2];
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&p[i], NULL, sched, "ok") != 0)
+			return 1;
+	for (int i = 0; i < 2; i++)
+		if (pthread_join(p[i], &r[i]) != 0 || !r[i])
+			return 1;
+	printf("sleeper=%p\n", (void *)sleeper);
+	return 0;
+}
+CEOF
+read -r -d '' MT <<'PYEOF'
+name, addr = args[0], int(args[1], 16)
+with case(name) as c:
+    # a pthread that returns while its primordial coroutine runs leaves that poll open
+    require(check_decodes_clean(tr) + check_thread_order(tr) + check_polls_and_parks(tr, True) +
+            check_one_wake_per_poll(tr) + check_queue_samples(tr) + check_ids_defined(tr))
+    proc = tr.the_proc()
+    cos = coroutines(proc)
+    errs = []
+    per = collections.defaultdict(list)
+    for x in cos.values():
+        if x.spawn:
+            per[x.spawn["tid"]].append(x)
+    if len(per) != 2:
+        errs.append("coroutines spawned on %d threads, want 2" % len(per))
+    for tid, xs in per.items():
+        mains = [x for x in xs if x.parent == 0 and x.location_name() == "main"]
+        kids = [x for x in xs if x.location_def()["function_addr"] == addr]
+        if len(mains) != 1 or len(kids) != 3 or len(xs) != 4:
+            errs.append("thread %d: %d primordial, %d sleepers, %d in all; want 1, 3, 4" % (tid, len(mains), len(kids), len(xs)))
+        for x in kids:
+            kinds = [w["kind"] for w in x.wakes]
+            if kinds != [WAKE_SPAWN] + [WAKE_TIMER] * 5 or len(x.polls) != 6 or x.exits != 1 or x.tids != {tid}:
+                errs.append("thread %d sleeper %d: Wakes %s, %d polls, %d exits, threads %s" % (tid, x.id, kinds, len(x.polls), x.exits, sorted(x.tids)))
+    require(errs)
+    c.info = "2 schedulers, each with its primordial coroutine and 3 sleepers"
+PYEOF
+for kind in shared static; do
+	name=rt-srs-$kind-threads
+	SDIR=$T/$name
+	mkdir -p "$SDIR"
+	if [ $kind = shared ]; then
+		# shellcheck disable=SC2054 # -Wl,-rpath,DIR is one argument
+		link=(-L"$SRS/src/obj" -lst -Wl,-rpath,"$SRS/src/obj")
+	else
+		link=("$SRS/src/obj/libst.a")
+	fi
+	if ! ${CC:-cc} -O2 -g -I"$SRS/src/obj" -o "$SDIR/mt" "$T/mt.c" "${link[@]}" -lpthread 2>"$T/cc.err"; then
+		pl_fail "$name" "cannot build mt.c: $(head -c 300 "$T/cc.err")"
+		continue
+	fi
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$SDIR/trace/trace.bin" \
+		timeout -s KILL 20 "$SDIR/mt" >"$SDIR/stdout" 2>"$SDIR/stderr"
+	rc=$?
+	addr=$(sed -n 's/^sleeper=//p' "$SDIR/stdout")
+	if [ "$rc" != 0 ] || [ -z "$addr" ] || [ -s "$SDIR/stderr" ]; then
+		pl_fail "$name" "exit status $rc, stdout '$(cat "$SDIR/stdout")', stderr '$(head -c 300 "$SDIR/stderr")'"
+	else
+		pl_check "$name" "$MT" "$name" "$addr"
 	fi
 done
