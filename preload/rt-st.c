@@ -1,5 +1,5 @@
-/* rt-st.c: the State Threads adapter (Debian libst 1.9; ../shared/ST-NOTES.md lists the facts it
- * relies on). It turns ST's switch callbacks and scheduler entry points into polls, spawns,
+/* rt-st.c: the State Threads adapter (Debian libst 1.9, ../shared/ST-NOTES.md; SRS's fork with its
+ * epoll event system, agent/DESIGN.md "State Threads as SRS builds it"). It turns ST's switch callbacks and scheduler entry points into polls, spawns,
  * exits, wakes and run-queue samples:
  *   - st_init: installs the callbacks after the real st_init (which wipes them), excludes the idle
  *     coroutine it creates (the scheduler, not user work), starts the primordial coroutine's poll;
@@ -8,8 +8,11 @@
  *     out-callback) and records CoroutineExit;
  *   - st_poll / st_usleep / st_cond_timedwait / st_mutex_lock / st_thread_join note what a
  *     coroutine waits for; st_cond_signal/broadcast, st_mutex_unlock, st_thread_interrupt and the
- *     idle coroutine's select/poll (libc-wait.c) name who woke it; a timer or timeout wake is
- *     recorded when the coroutine runs again, with its deadline.
+ *     idle coroutine's select/poll/epoll_wait (libc-wait.c) name who woke it; a timer or timeout
+ *     wake is recorded when the coroutine runs again, with its deadline; a switching
+ *     st_thread_yield (SRS) is a wake of the coroutine by itself.
+ * The same hooks serve a runtime linked into the executable: rt-st-static.c patches its entry
+ * points to them before main, and sets the real functions they call (rt-st.h).
  * Everything runs on the scheduler's thread (ST's state is per scheduler), so the adapter's state
  * is per thread and needs no locks. It never changes what ST does: every wrapper calls the real
  * function with the same arguments and returns its result and errno. */
@@ -23,7 +26,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
-
 
 struct fdw { /* one descriptor a coroutine waits on in st_poll */
 	struct fdw *next;
@@ -426,7 +428,8 @@ static uint64_t deadline_after_us(st_utime_t us)
 	if (us == ST_UTIME_NO_TIMEOUT)
 		return 0;
 	uint64_t now = d9__now();
-	st_utime_t behind = real_st_utime && real_st_utime_last_clock ? real_st_utime() - real_st_utime_last_clock() : 0;
+	st_utime_t behind = real_st_utime && real_st_utime_last_clock ?
+		real_st_utime() - real_st_utime_last_clock() : 0;
 	if (behind > us)
 		return now;
 	us -= behind;
