@@ -16,7 +16,7 @@
 #   - one spawn at serve_conn per connection the server counted, one CoroutineExit each (the
 #     control connection excepted); the joinable child and the fanout children exit once;
 #   - polls and fd Wakes per /fast request about 1 (each request is one st_read wait ended by
-#     readiness) and within 0.25 of the select build's: the epoll idle loop's readiness is named
+#     readiness) and within 0.4 of the select build's: the epoll idle loop's readiness is named
 #     (fd Wakes, none of kind other), with a non-zero p50 delay;
 #   - QueueSamples, some with coroutines waiting;
 #   - /burn?ms=20: one poll of at least 19 ms, with CPU samples in it on burn_cpu < handle_burn;
@@ -24,7 +24,8 @@
 #     only BlockingCall (no false one), a usleep of >= 19 ms with handle_block on its stack;
 #   - sampled connection stacks never run past ST's _st_thread_main (the coroutine's entry); most
 #     end there with the start routine (serve_conn) just above it;
-#   - static: the binary exports no st_* symbol and nothing is said on stderr: ST mode by patching.
+#   - static: the binary exports no st_* symbol and nothing is said on stderr: ST mode by patching;
+#     the same checks pass on a static build linked with -rdynamic (it exports its st_*).
 # Last, in both builds: st_thread_yield (SRS only), a yield that switches is a Wake of kind other
 # of the coroutine by itself; two pthreads with a scheduler each, traced each on its own.
 set -u
@@ -175,8 +176,10 @@ fi
 SO_BIN=$SRS/st-http-so
 A_BIN=$SRS/st-http-a
 LIBST=$(readlink -f "$SRS/src/obj/libst.so.1")
+RD_BIN=$SRS/st-http-a-rdynamic
 if ! srs_server "$SO_BIN" -L"$SRS/src/obj" -lst -Wl,-rpath,"$SRS/src/obj" ||
-	! srs_server "$A_BIN" "$SRS/src/obj/libst.a"; then
+	! srs_server "$A_BIN" "$SRS/src/obj/libst.a" ||
+	! srs_server "$RD_BIN" -rdynamic "$SRS/src/obj/libst.a"; then
 	pl_fail rt-srs-build "cannot build st-http.c on SRS's ST: $(head -c 300 "$SRS/cc.log")"
 	exit 0
 fi
@@ -196,7 +199,7 @@ syms = Symbols(binary, maps)
 # where _st_thread_main is: the executable (static) or SRS's libst.so
 stsyms = syms if mode == "static" else Symbols(libst, maps) if mode == "shared" else None
 stats = load_json(stats_path)
-p = "rt-srs-" + mode
+p = "rt-srs-" + (mode if "rdynamic" not in binary else "rdynamic")
 
 with case(p + "-decode"):
     require(check_decodes_clean(tr))
@@ -266,7 +269,7 @@ with case(p + "-fd-wakes") as c:
     if ref_path:
         ref = load_json(ref_path)
         for k in ("fd_per_req", "polls_per_req"):
-            if abs(mine[k] - ref[k]) > 0.25:
+            if abs(mine[k] - ref[k]) > 0.4:
                 errs.append("%s %.2f, Debian's select build %.2f" % (k, mine[k], ref[k]))
         if ref["p50_fd_delay_ns"] <= 0:
             errs.append("the reference run has p50 fd delay %s" % ref["p50_fd_delay_ns"])
@@ -412,6 +415,9 @@ REF=$T/rt-srs-select/figures.json
 [ -s "$REF" ] || REF=""
 run_srs rt-srs-shared "$SO_BIN" shared "$REF"
 run_srs rt-srs-static "$A_BIN" static "$REF"
+# linked with -rdynamic, the program exports its own st_*: still patched, and the hooks patched
+# in are the agent's (hidden aliases), not the program's functions of the same name
+run_srs rt-srs-rdynamic "$RD_BIN" static "$REF"
 
 # ---- st_thread_yield (SRS only), both builds ----------------------------------------------------
 # Two joinable coroutines yield 10 times each; while the other one is runnable a yield switches,
