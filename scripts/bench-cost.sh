@@ -261,7 +261,8 @@ run_one() {
 	wait "$pid" || rc=$?
 	live=""
 	[ "$rc" = 0 ] || die "$tool $srv $mode: exit status $rc ($(head -c 300 "$d/stderr"))"
-	[ "$tool" = callgrind ] && adopt "$d" "$pid"
+	# with D9_COMPRESS=0 a .bin is the end product: nothing to adopt
+	[ "$tool" = callgrind ] && [ "$mode" != nocompress ] && adopt "$d" "$pid"
 	[ -d "$d/trace" ] && { "$ana" summary --json "$d/trace" >"$d/summary.json" 2>"$d/analyze.err" || true; }
 	python3 - "$tool" "$srv" "$mode" "$n" "$idle" "$secs" "$d" "$agent" "$rep" >>"$runs" <<'PY'
 import glob, gzip, json, os, re, sys
