@@ -137,22 +137,42 @@ static inline void d9__switched(struct d9__thr *t, uint64_t now, uint64_t corout
 }
 
 /* ---- Recording (hot path) ---------------------------------------------------------------------
- * Each records one event for the calling thread at the current time. */
+ * Each records one event for the calling thread at the current time.
+ * The most frequent ones (poll start and end, wake, park, unpark) try the encoder once inline and
+ * leave the retry loop to an out-of-line copy (record.c, d9__rec_*_slow): the loop in line made
+ * every caller save and restore registers around the common case (about 20 instructions an
+ * event, issue 14). */
+void d9__rec_poll_start_slow(uint64_t coroutine, uint64_t location);
+void d9__rec_poll_end_slow(uint64_t coroutine);
+void d9__rec_wake_slow(uint64_t woken, uint64_t waker, uint32_t kind, int64_t object);
+
 static inline void d9_rec_poll_start(uint64_t coroutine, uint64_t location)
 {
-	uint64_t co_ = coroutine;
-	D9__REC_AT(now_, d9_enc_poll_start(&t_->enc, now_, coroutine, location));
+	struct d9__thr *t = &d9__self;
+	uint64_t now = d9__now();
+
+	if (D9_UNLIKELY(!d9__enabled || d9_enc_poll_start(&t->enc, now, coroutine, location) != 0))
+		d9__rec_poll_start_slow(coroutine, location);
+	else
+		d9__switched(t, now, coroutine);
 }
 
 static inline void d9_rec_poll_end(uint64_t coroutine)
 {
-	uint64_t co_ = 0;
-	D9__REC_AT(now_, d9_enc_poll_end(&t_->enc, now_, coroutine));
+	struct d9__thr *t = &d9__self;
+	uint64_t now = d9__now();
+
+	if (D9_UNLIKELY(!d9__enabled || d9_enc_poll_end(&t->enc, now, coroutine) != 0))
+		d9__rec_poll_end_slow(coroutine);
+	else
+		d9__switched(t, now, 0);
 }
 
 static inline void d9_rec_wake(uint64_t woken, uint64_t waker, uint32_t kind, int64_t object)
 {
-	D9__REC(d9_enc_wake(&t_->enc, d9__now(), woken, waker, kind, object));
+	if (D9_UNLIKELY(!d9__enabled ||
+		    d9_enc_wake(&d9__self.enc, d9__now(), woken, waker, kind, object) != 0))
+		d9__rec_wake_slow(woken, waker, kind, object);
 }
 
 static inline void d9_rec_spawn(uint64_t coroutine, uint64_t parent, uint64_t location)
@@ -206,6 +226,8 @@ static inline void d9_rec_zero_timeout_waits(uint64_t count)
  * d9_rec_unpark takes the thread back (one compare-and-swap each). */
 void d9_rec_park(uint32_t call, int64_t timeout_us);
 void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns);
+/* The same at `now` (d9__now(), read by the caller just before). */
+void d9_rec_unpark_at(uint64_t now, int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns);
 
 /* The calling thread's scheduler statistics so far (/proc/thread-self/schedstat): CPU time and
  * time runnable but waiting for a CPU, ns. Costs two syscalls (the descriptor's check and a

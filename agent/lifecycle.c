@@ -6,6 +6,7 @@
  * or hang the host: every wait has a deadline, and an exit waits at most D9_EXIT_TIMEOUT.
  * Design: agent/DESIGN.md, "Exit, signals, fork". */
 #include "internal.h"
+#include "symbolize.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -632,6 +633,7 @@ static void fork_child(void)
 	d9__record_child();
 	d9__writer_child();
 	d9__coroutines_child();
+	d9__symbolize_child();
 	pthread_mutex_init(&start_lock, NULL);
 	g->state = g->state == D9__STOPPED ? D9__STOPPED : D9__CONFIGURED;
 	if (g->state == D9__STOPPED)

@@ -261,7 +261,26 @@ static int slow(struct d9__thr *t, unsigned retry)
 	return 1;
 }
 
-void d9_rec_park(uint32_t call, int64_t timeout_us)
+/* The retry loops of the inline recorders (d9-agent.h: one try in line, the rest here). */
+__attribute__((noinline, cold)) void d9__rec_poll_start_slow(uint64_t coroutine, uint64_t location)
+{
+	uint64_t co_ = coroutine;
+	D9__REC_AT(now_, d9_enc_poll_start(&t_->enc, now_, coroutine, location));
+}
+
+__attribute__((noinline, cold)) void d9__rec_poll_end_slow(uint64_t coroutine)
+{
+	uint64_t co_ = 0;
+	D9__REC_AT(now_, d9_enc_poll_end(&t_->enc, now_, coroutine));
+}
+
+__attribute__((noinline, cold)) void d9__rec_wake_slow(uint64_t woken, uint64_t waker,
+	uint32_t kind, int64_t object)
+{
+	D9__REC(d9_enc_wake(&t_->enc, d9__now(), woken, waker, kind, object));
+}
+
+__attribute__((noinline, cold)) static void park_slow(uint32_t call, int64_t timeout_us)
 {
 	struct d9__thr *self = &d9__self;
 
@@ -270,10 +289,38 @@ void d9_rec_park(uint32_t call, int64_t timeout_us)
 		__atomic_store_n(&self->park, D9__PARKED, __ATOMIC_RELEASE);
 }
 
+void d9_rec_park(uint32_t call, int64_t timeout_us)
+{
+	struct d9__thr *self = &d9__self;
+
+	if (D9_UNLIKELY(!d9__enabled || d9_enc_park(&self->enc, d9__now(), call, timeout_us) != 0)) {
+		park_slow(call, timeout_us);
+		return;
+	}
+	if (self->blk)
+		__atomic_store_n(&self->park, D9__PARKED, __ATOMIC_RELEASE);
+}
+
+__attribute__((noinline, cold)) static void unpark_slow(int64_t ready, uint64_t cpu_ns,
+	uint64_t sched_wait_ns)
+{
+	D9__REC(d9_enc_unpark(&t_->enc, d9__now(), ready, cpu_ns, sched_wait_ns));
+}
+
+void d9_rec_unpark_at(uint64_t now, int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
+{
+	struct d9__thr *self = &d9__self;
+
+	if (__atomic_load_n(&self->park, __ATOMIC_RELAXED) != D9__RUNNING)
+		d9__unpark(self);
+	if (D9_UNLIKELY(!d9__enabled ||
+		    d9_enc_unpark(&self->enc, now, ready, cpu_ns, sched_wait_ns) != 0))
+		unpark_slow(ready, cpu_ns, sched_wait_ns);
+}
+
 void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
 {
-	d9__unpark(&d9__self);
-	D9__REC(d9_enc_unpark(&t_->enc, d9__now(), ready, cpu_ns, sched_wait_ns));
+	d9_rec_unpark_at(d9__now(), ready, cpu_ns, sched_wait_ns);
 }
 
 /* ---- scheduler statistics -------------------------------------------------------------------

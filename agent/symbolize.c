@@ -338,36 +338,121 @@ static int read_segment(struct seg *s)
 
 /* ---- resolving ------------------------------------------------------------------------------- */
 
-/* Hands the segment's modules to libdw; a module is usable (m->dm set) only when its file was
- * found at its recorded path, its build id matches the recorded one and it lands where it was
- * mapped. */
-static void report_modules(Dwfl *dwfl, struct seg *s)
+/* ---- one libdw session across segments ------------------------------------------------------
+ * Reporting a module to libdw opens its file and reads its tables; with a new session per segment
+ * that was done again at every seal: most of the compressor's CPU with a short D9_ROTATION_PERIOD
+ * (nginx at 2 s: 170 ms of symbolizing in 6 s, 8 ms without). So the compressor thread keeps one
+ * session and the modules reported to it, keyed by what makes a name right (path, place, build
+ * id), and reports only modules it has not seen (dwfl_report_begin_add). A segment whose new
+ * module cannot be reported (e.g. another library now mapped where an old one was) starts a
+ * fresh session; so does every CACHE_SEGMENTS-th segment and a full table, which bounds memory. */
+#define CACHE_MODS 512
+#define CACHE_SEGMENTS 256
+
+struct cached_mod {
+	char *path;
+	uint64_t start, offset;
+	uint8_t build_id[64];
+	size_t build_id_len;
+	Dwfl_Module *dm; /* NULL: not usable (kept: not tried again for this session) */
+};
+
+static struct {
+	Dwfl *dwfl;
+	unsigned segments;
+	size_t n;
+	struct cached_mod m[CACHE_MODS];
+} cache; /* the compressor thread's */
+
+static void cache_reset(void)
 {
-	d9__dw.report_begin(dwfl);
+	if (cache.dwfl)
+		d9__dw.end(cache.dwfl);
+	for (size_t i = 0; i < cache.n; i++)
+		free(cache.m[i].path);
+	cache.dwfl = NULL;
+	cache.n = 0;
+	cache.segments = 0;
+}
+
+void d9__symbolize_child(void)
+{
+	memset(&cache, 0, sizeof(cache));
+}
+
+static struct cached_mod *cache_find(const struct mod *m)
+{
+	for (size_t i = 0; i < cache.n; i++) {
+		struct cached_mod *c = &cache.m[i];
+		if (c->start == m->start && c->offset == m->offset &&
+			c->build_id_len == m->build_id_len && !strcmp(c->path, m->path) &&
+			!memcmp(c->build_id, m->build_id, m->build_id_len))
+			return c;
+	}
+	return NULL;
+}
+
+/* Hands the segment's modules to libdw (those the session does not know yet); a module is usable
+ * (m->dm set) only when its file was found at its recorded path, its build id matches the
+ * recorded one and it lands where it was mapped. Returns 0, or -EAGAIN when a new module could
+ * not be reported while the session held others (the caller starts a fresh session). */
+static int report_modules(Dwfl *dwfl, struct seg *s)
+{
+	int reported = 0, failed = 0;
+
 	for (size_t i = 0; i < s->nmods; i++) {
 		struct mod *m = &s->mods[i];
+		m->dm = NULL;
 		for (size_t j = 0; j < s->npaths && !m->path; j++)
 			if (s->paths[j].id == m->path_id)
 				m->path = s->paths[j].s;
 		if (!m->path || m->start < m->offset || m->end <= m->start)
 			continue;
+		struct cached_mod *c = cache_find(m);
+		if (c) {
+			m->dm = c->dm;
+			continue;
+		}
+		if (!reported++)
+			d9__dw.report_begin_add(dwfl);
 		/* the same file at the same place twice (two executable segments): reported once */
-		for (size_t j = 0; j < i && !m->dm; j++) {
+		int same = 0;
+		for (size_t j = 0; j < i && !same; j++) {
 			struct mod *o = &s->mods[j];
 			if (o->dm && o->path && !strcmp(o->path, m->path) &&
-				o->start - o->offset == m->start - m->offset)
-				m->dm = d9__dwsym_placed_right(o->dm, m->start, m->offset) ?
-					o->dm : NULL;
+				o->start - o->offset == m->start - m->offset) {
+				same = 1;
+				m->dm = d9__dwsym_placed_right(o->dm, m->start, m->offset) ? o->dm : NULL;
+			}
 		}
-		if (!m->dm)
+		if (!same) {
 			m->dm = d9__dwsym_report(dwfl, m->path, m->start, m->offset, m->build_id,
 				m->build_id_len);
+			failed |= !m->dm;
+		}
 	}
-	d9__dw.report_end(dwfl, NULL, NULL);
+	if (reported)
+		d9__dw.report_end(dwfl, NULL, NULL);
+	if (failed && cache.n)
+		return -EAGAIN;
 	/* a module libdw dropped in the meantime (two reports it took for one) is freed: forget it */
-	for (size_t i = 0; i < s->nmods; i++)
-		if (s->mods[i].dm && d9__dw.addrmodule(dwfl, s->mods[i].start) != s->mods[i].dm)
-			s->mods[i].dm = NULL;
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct mod *m = &s->mods[i];
+		if (m->dm && d9__dw.addrmodule(dwfl, m->start) != m->dm)
+			m->dm = NULL;
+		if (!m->path || cache_find(m) || cache.n == CACHE_MODS)
+			continue;
+		struct cached_mod *c = &cache.m[cache.n];
+		if (!(c->path = strdup(m->path)))
+			continue;
+		c->start = m->start;
+		c->offset = m->offset;
+		c->build_id_len = m->build_id_len;
+		memcpy(c->build_id, m->build_id, m->build_id_len);
+		c->dm = m->dm;
+		cache.n++;
+	}
+	return 0;
 }
 
 /* The names of address a (innermost inlined function first, the real function last, each with
@@ -562,11 +647,19 @@ int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
 	}
 	if (s.has_symbols || !s.addrs.n || !s.nmods)
 		goto out; /* symbolized already (a recovered copy), or nothing to name */
-	if (!(dwfl = d9__dwsym_begin(D9__DWSYM_HOST))) {
-		s.why = "libdw session failed";
-		goto fail;
+	if (cache.n == CACHE_MODS || ++cache.segments > CACHE_SEGMENTS)
+		cache_reset();
+	for (int fresh = 0;; fresh++) {
+		if (!cache.dwfl && !(cache.dwfl = d9__dwsym_begin(D9__DWSYM_HOST))) {
+			s.why = "libdw session failed";
+			goto fail;
+		}
+		dwfl = cache.dwfl;
+		if (report_modules(dwfl, &s) == 0 || fresh)
+			break;
+		cache_reset(); /* a module the old session could not take: once more, fresh */
+		cache.segments = 1;
 	}
-	report_modules(dwfl, &s);
 	/* addresses in increasing order: neighbours share compile units and line tables */
 	if (!(addrs = malloc(s.addrs.n * sizeof(*addrs)))) {
 		s.why = strerror(ENOMEM);
@@ -643,8 +736,7 @@ fail:
 	d9__log_once(D9_LOG_WARN, "cannot symbolize %s: %s; it is left without symbols", path,
 		s.why ? s.why : "error");
 out:
-	if (dwfl)
-		d9__dw.end(dwfl);
+	(void)dwfl; /* the session stays for the next segment (cache) */
 	free(addrs);
 	free(chunk);
 	free(str.p);

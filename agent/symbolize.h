@@ -15,5 +15,9 @@
  * logged once; tmp does not exist), -ECANCELED when the process is exiting (compress_abort)
  * and tmp was removed. Never touches path itself. errno is preserved. */
 int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size);
+/* In a forked child: forgets the libdw session the parent's compressor kept (its state may have
+ * been mid-change in another thread at the fork); its memory and descriptors are left as they
+ * are, never used. */
+void d9__symbolize_child(void);
 
 #endif

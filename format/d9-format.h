@@ -434,6 +434,11 @@ struct d9_enc {
 					       * counted here, one add, instead of decoding again */
 	uint8_t shift;
 	uint8_t flags; /* D9_SCHEMA_* flags the segment's schema was written with */
+	/* Park's timeout as last encoded (a loop waits with the same timeout again and again: its
+	 * bytes are copied, not encoded again); kept across chunks, len 0: none yet */
+	uint8_t park_len;
+	int64_t park_timeout;
+	uint8_t park_bytes[16];
 };
 #define D9_ENC_EVENT_MAX 96 /* most bytes one fixed-field event can take */
 #define D9_ENC_MIN_BUF (D9_CHUNK_OVERHEAD + D9_EVENTS_HDR_LEN + D9_ENC_EVENT_MAX)
@@ -546,7 +551,14 @@ static inline int d9_enc_park(struct d9_enc *e, uint64_t ticks, uint32_t call, i
 		return -28;
 	uint8_t *p = d9__enc_head(e, D9_EV_PARK, ticks);
 	p = d9_put_varint(p, call);
-	e->p = d9_put_varint(p, d9_zigzag(timeout_us));
+	if (__builtin_expect(timeout_us != e->park_timeout || !e->park_len, 0)) {
+		e->park_timeout = timeout_us;
+		e->park_len = (uint8_t)(d9_put_varint(e->park_bytes, d9_zigzag(timeout_us)) -
+			e->park_bytes);
+	}
+	/* 16 bytes copied, park_len of them kept: the slack after end holds them */
+	memcpy(p, e->park_bytes, 16);
+	e->p = p + e->park_len;
 	return 0;
 }
 

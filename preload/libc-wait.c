@@ -120,7 +120,7 @@ static inline void unpark(int ret, int err)
 		d9__pl.ss_udelay = d9__pl.ss_delay;
 		d9__pl.ss_base = 1;
 	}
-	d9_rec_unpark(ret < 0 ? -err : ret, cpu, wait);
+	d9_rec_unpark_at(now, ret < 0 ? -err : ret, cpu, wait);
 	d9__pl.in_turn = 1;
 }
 

@@ -18,9 +18,9 @@ def load(name):
     except (OSError, ValueError):
         return None
 
-fmt, ana, micro, srv, mach, dcost = (load(f) for f in
-                                    ("format.json", "analyze.json", "micro.json", "server.json",
-                                     "machine.json", "cost.json"))
+fmt, ana, micro, srv, mach, dcost, real = (load(f) for f in
+                                          ("format.json", "analyze.json", "micro.json",
+                                           "server.json", "machine.json", "cost.json", "real.json"))
 rows = []  # (section, what, value, target, verdict)
 notes = []  # where a target is missed or something looks wrong: what it costs
 
@@ -188,6 +188,15 @@ if dcost:
                          f"{sc['default']['per_request']['all']:.3f})" +
                          (f"; without the time-driven part {au['all']:+.3f}" if au else ""),
                          "0 ± 0.01", sc["verdict"]))
+REAL_MODES = {"default": "default settings", "cpu99": "D9_CPU_PROFILE=99",
+              "sched": "D9_SCHED_EVENTS=1"}
+if real:
+    for sname, sv in real["servers"].items():
+        for mode, m in sv.items():
+            rows.append((f"CPU per request, {sname}, {REAL_MODES.get(mode, mode)} (bench-real.sh, "
+                         f"median of {len(m['ratios_pct'])} pairs)",
+                         f"{m['median_pct']:+.1f}% ({min(m['ratios_pct']):+.1f} .. "
+                         f"{max(m['ratios_pct']):+.1f})", f"<= {m['goal_pct']:g}%", m["verdict"]))
 for r in srv_rows:
     if r["mode"] in ("trace", "block", "lean") and r["bev"] is not None:
         ok = r["bev"] <= 4.0
@@ -328,6 +337,28 @@ if srv_rows:
       " it had not compressed yet. For perf, bytes are `perf.data`. Events come from "
       "`d9-analyze summary --json`.")
     W("")
+if real:
+    W("## CPU per request on Debian's servers")
+    W("")
+    W(f"Measured by `scripts/bench-real.sh`: per server and mode, {real['pairs']} alternating pairs "
+      "of fresh server processes without and with the agent (the order flips every pair), the "
+      f"server pinned to CPU 1 and its load tool to CPU 0, {real['duration_s']:g} s of load after a "
+      "3 s warm-up. CPU = every thread of the server's processes, the agent's included "
+      "(`/proc/PID/task/*/schedstat`), per request the server itself counted (redis "
+      "`total_commands_processed`, memcached `cmd_get + cmd_set`, nginx `stub_status`). With the "
+      f"agent, `D9_ROTATION_PERIOD={real['rotation']}` seals, symbolizes and compresses segments "
+      "while the run is measured. Loads: `redis-benchmark -c 8 -t get,set`, `memcaslap -c 8`, "
+      "`wrk -c 8` on a 600-byte static file with nginx's access log on (1 worker).")
+    W("")
+    W("| server | mode | CPU/request without | with | median | spread | d9 threads' share | goal |")
+    W("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for sname, sv in real["servers"].items():
+        for mode, m in sv.items():
+            W(f"| {sname} | {REAL_MODES.get(mode, mode)} | {m['base_ns_per_request']:,.0f} ns | "
+              f"{m['d9_ns_per_request']:,.0f} ns | {m['median_pct']:+.1f}% | "
+              f"{min(m['ratios_pct']):+.1f} .. {max(m['ratios_pct']):+.1f}% | "
+              f"{m['agent_threads_share_pct']:.1f}% | <= {m['goal_pct']:g}% {m['verdict']} |")
+    W("")
 if dcost:
     n1, n2 = dcost["requests"]
     f0 = lambda x, p=0: "-" if x is None else f"{(0.0 if abs(x) < 0.5 / 10 ** p else x):,.{p}f}"
@@ -352,8 +383,10 @@ if dcost:
       "routine is not in libd9agent.so; agent threads: the others (`d9__writer_main` = d9-writer, "
       "`d9__compressor_main` = d9-compress). Added = the mode's figure minus base. Goals (issue "
       "14): default settings add <= 150 instructions per request on the server's threads, <= 300 "
-      "in all, and no syscall. Every agent run ends by sealing its segment (gzip, symbols) at exit,"
-      " so the compressor's per-request work is in the slope.")
+      "in all, and no syscall. An exit waits for no compression, so each agent run's last "
+      "segment is compressed by the next process of the series, which adopts it at start: the "
+      "script runs that process (epoll-http with the agent, no requests) under callgrind until "
+      "the segment is compressed and adds its d9-compress thread to the run's agent threads.")
     W("")
     W("Time-driven work (the writer's flush every `D9_FLUSH_INTERVAL`, wake-ups, the server's own "
       "timers) does not cancel, because the larger run lasts longer. A third run per mode, with 0 "

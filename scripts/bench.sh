@@ -4,7 +4,8 @@
 # (bench-format), analyzer summary throughput, the hot path (bench-micro.sh), the agent's cost
 # on a real server under wrk (bench-server.sh), its deterministic cost in instructions and
 # syscalls per request under callgrind and strace (bench-cost.sh), what it adds to redis's and
-# nginx's exit (bench-exit.sh), then the report (bench-report.sh).
+# nginx's exit (bench-exit.sh), CPU per request of Debian's redis, memcached and nginx
+# (bench-real.sh), then the report (bench-report.sh).
 # Builds nothing: `make bench` builds everything first. QUICK=1 runs shorter repetitions
 # (a smoke run, about six minutes, most of it the deterministic section under valgrind; its
 # timings are noisier). Timing claims live here, never in tests.
@@ -80,6 +81,8 @@ echo "== deterministic cost (callgrind and strace, per request)"
 bash scripts/bench-cost.sh
 
 bash scripts/bench-exit.sh
+echo "== CPU per request on Debian's servers (redis, memcached, nginx)"
+bash scripts/bench-real.sh
 
 # the machine, for BENCHMARKS.md
 python3 - "$load_before" "$(cut -d' ' -f1 /proc/loadavg)" "$(( $(date +%s) - t_start ))" \

@@ -15,6 +15,7 @@ pkgs=(
 	redis-server                                          # a real epoll server (test-real-redis.sh, make bench)
 	nginx memcached                                       # real servers: privilege drops, names (test-real-*.sh)
 	strace                                                # make bench: syscalls per request
+	libmemcached-tools                                    # make bench: memcaslap (bench-real.sh)
 	chromium                                              # viewer tests (tests/browser)
 )
 command -v npm >/dev/null || pkgs+=(npm)                      # Debian's npm brings nodejs
