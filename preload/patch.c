@@ -203,7 +203,15 @@ static void sym_offer(struct sym_query *q, const char *name, uintptr_t a, size_t
 {
 	struct fn_info *o = q->out;
 
-	if (q->name ? strcmp(name, q->name) != 0 : (a != q->addr || n == 0))
+	if (!q->name) {
+		/* by address: the first symbol there with a size, else the first name (for the
+		 * message that says why its body cannot be checked) */
+		if (a != q->addr || (q->found_local && (o->size || !n)))
+			return;
+		q->found_local = 1;
+		goto take;
+	}
+	if (strcmp(name, q->name) != 0)
 		return;
 	if (global) {
 		if (q->found_global)
@@ -217,6 +225,7 @@ static void sym_offer(struct sym_query *q, const char *name, uintptr_t a, size_t
 			o->ambiguous = 1;
 		return;
 	}
+take:
 	o->start = a;
 	o->size = n;
 	snprintf(o->name, sizeof(o->name), "%s", name);
@@ -1057,9 +1066,13 @@ static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *
 		why = "bad arguments";
 		goto refuse;
 	}
-	if (find_fn(NULL, f, &fi) != 0 || !fi.size) {
-		why = "no symbol of the executable starts there with a size (its body could not be "
-		      "checked)";
+	if (find_fn(NULL, f, &fi) != 0) {
+		why = "no function symbol of the executable starts there";
+		err = -ENOENT;
+		goto refuse;
+	}
+	if (!fi.size) {
+		why = "its symbol has no size (assembly without .size?): its body cannot be checked";
 		err = -ENOENT;
 		goto refuse;
 	}

@@ -62,6 +62,7 @@ HOOK(jt_func)
 HOOK(c_switch)
 HOOK(pc_func)
 HOOK(bp_func)
+HOOK(nosize_func)
 
 static const unsigned char fp_expect[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x55 }; /* endbr64; push rbp */
 static const unsigned char wrong_expect[] = { 0xf3, 0x0f, 0x1e, 0xfa }; /* expect_func has none */
@@ -89,6 +90,7 @@ static const struct {
 	P(c_switch, NULL, 0),
 	P(pc_func, NULL, 0),
 	P(bp_func, NULL, 0),
+	P(nosize_func, NULL, 0),
 #undef P
 };
 

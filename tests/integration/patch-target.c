@@ -22,6 +22,7 @@ long expect_func(long x);
 long helper_func(long x);
 long pc_func(long x);
 long bp_func(long x);
+long nosize_func(long x);
 long jt_func(long x);
 long c_switch(long x);
 long c_func(long x);
@@ -170,6 +171,12 @@ __asm__(
 	"	pop %rbp\n"
 	"	ret\n"
 	".size bp_func, .-bp_func\n"
+	/* x + 3, typed as a function but without .size (as some hand-written assembly is) */
+	".globl nosize_func\n.type nosize_func, @function\n.p2align 4\n"
+	"nosize_func:\n"
+	"	lea 3(%rdi), %rax\n"
+	"	add $0, %rax\n"
+	"	ret\n"
 	".data\n.p2align 3\n"
 	"rip_data: .quad 7\n"
 	".text\n");
@@ -228,6 +235,7 @@ int main(void)
 		{ "expect_func", expect_func, 5 }, { "c_func", c_func, 6 },
 		{ "c_static", c_static, 6 }, { "jt_func", jt_func, 1 },
 		{ "c_switch", c_switch, 4 }, { "c_switch", c_switch, 9 }, { "pc_func", pc_func, 3 },
+		{ "nosize_func", nosize_func, 5 },
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)

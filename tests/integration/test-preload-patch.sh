@@ -12,7 +12,7 @@
 #     sub rsp, a rip-relative load, a jcc and a call among the first bytes, a tail jmp, gcc's C);
 #     too short, a loop back into the first bytes, a cold part jumping back, a jump table with an
 #     entry into the first bytes (gcc's own switch tables, PIC and absolute, pass), a call that
-#     reads its own address, a debugger's int3, wrong expected
+#     reads its own address, a debugger's int3, a symbol without size, wrong expected
 #     bytes are refused and their code is byte for byte what it was; a second patch of the same
 #     function and a patch while a second thread runs are refused.
 #   - patch-far-pie, patch-far-nopie: with every page within 2 GiB taken (PROT_NONE reservations
@@ -158,11 +158,11 @@ EOF
 ALL_SYMS="fp_func c_func c_static cold_func rip_func"
 NEAR_RC="fp_func=0 rip_func=0 rip_long_func=0 jcc_func=0 call_func=0 tail_func=0 short_func=-34
 	loop_func=-84 cold_func=-84 expect_func=-84 c_static=0 jt_func=-84 c_switch=0
-	pc_func=-84 bp_func=-84"
+	pc_func=-84 bp_func=-84 nosize_func=-2"
 # far: only what is 14 bytes long, has no rip-relative operand among them and no branch into them
 FAR_RC="fp_func=0 rip_func=-34 rip_long_func=-34 jcc_func=-84 call_func=0 tail_func=-34
 	short_func=-34 loop_func=-34 cold_func=-84 expect_func=-84 c_static=any jt_func=-84
-	c_switch=-34 pc_func=-84 bp_func=-34"
+	c_switch=-34 pc_func=-84 bp_func=-34 nosize_func=-2"
 
 # capstone: without it every patch is refused (said once each); the cases below need it
 if ! run_case patch-pie "$TARGET"; then
@@ -189,7 +189,7 @@ else
 	NOSYM_RC="fp_func=nosym rip_func=nosym rip_long_func=nosym jcc_func=nosym call_func=nosym
 		tail_func=nosym short_func=nosym loop_func=nosym cold_func=nosym expect_func=nosym
 		c_static=nosym jt_func=nosym c_switch=nosym
-		pc_func=nosym bp_func=nosym"
+		pc_func=nosym bp_func=nosym nosize_func=nosym"
 	if strip --strip-all -o "$S/stripped" "$S/full" 2>"$T/strip.err"; then
 		run_case patch-stripped "$S/stripped" && check patch-stripped "$S/full" "$NOSYM_RC" "" absent
 	else
@@ -240,6 +240,7 @@ want = {
                   r"not patching jt_func \(0x[0-9a-f]+\): a jump table entry lands inside the bytes",
                   r"not patching pc_func \(0x[0-9a-f]+\): a call that reads its own return address",
                   r"not patching bp_func \(0x[0-9a-f]+\): a breakpoint \(int3\)",
+                  r"not patching nosize_func \(0x[0-9a-f]+\): its symbol has no size",
                   r"not patching helper_func \(0x[0-9a-f]+\): other threads run",
                   r"patched fp_func \(0x[0-9a-f]+\): its calls go to d9's hook, its first 12 bytes run relocated"],
     "patch-far-pie": [r"not patching rip_long_func \(0x[0-9a-f]+\): a rip-relative operand would not reach",
