@@ -10,7 +10,10 @@
  *   "patch-test: libdw loaded|absent": whether the lookups loaded libdw (only a stripped program
  *   with DWARF or a debug file is worth it).
  * PATCH_TEST_FAR=1 first fills every free gap within 2 GiB of the program with PROT_NONE
- * reservations (released after the patches), so d9__patch must use its 14-byte absolute jump. */
+ * reservations (released after the patches), so d9__patch must use its 14-byte absolute jump.
+ * PATCH_TEST_ALL="name ..." (at most 30) patches those functions instead, each to a stub of its
+ * own that counts the call and jumps on to *orig with every register as it was (any signature):
+ * "patch-test: all N patched, M refused, K not found" and, at exit, "patch-test: hits NAME N". */
 #include "internal.h"
 #include "patch.h"
 
@@ -144,12 +147,67 @@ static void *idle_thread(void *arg)
 	return (void *)(intptr_t)read(fd[0], &c, 1); /* until the constructor writes */
 }
 
+/* PATCH_TEST_ALL: stub i is "lock incq all_hits[i]; jmp *all_orig[i]" */
+#define ALL_MAX 30
+__attribute__((visibility("hidden"))) void *all_orig[ALL_MAX];
+__attribute__((visibility("hidden"))) long all_hits[ALL_MAX];
+static char all_names[ALL_MAX][128];
+static int nall;
+
+#define STUB_(i) "all_stub" #i ": lock incq all_hits+8*" #i "(%rip); jmp *all_orig+8*" #i "(%rip)\n"
+#define STUBS5_(a, b, c, d, e) STUB_(a) STUB_(b) STUB_(c) STUB_(d) STUB_(e)
+__asm__(".text\n" STUBS5_(0, 1, 2, 3, 4) STUBS5_(5, 6, 7, 8, 9) STUBS5_(10, 11, 12, 13, 14)
+	STUBS5_(15, 16, 17, 18, 19) STUBS5_(20, 21, 22, 23, 24) STUBS5_(25, 26, 27, 28, 29));
+#define SD_(a, b, c, d, e) all_stub##a, all_stub##b, all_stub##c, all_stub##d, all_stub##e
+extern char SD_(0, 1, 2, 3, 4), SD_(5, 6, 7, 8, 9), SD_(10, 11, 12, 13, 14),
+	SD_(15, 16, 17, 18, 19), SD_(20, 21, 22, 23, 24), SD_(25, 26, 27, 28, 29);
+#define SA_(a, b, c, d, e) &all_stub##a, &all_stub##b, &all_stub##c, &all_stub##d, &all_stub##e
+static void *const all_stub[ALL_MAX] = { SA_(0, 1, 2, 3, 4), SA_(5, 6, 7, 8, 9),
+	SA_(10, 11, 12, 13, 14), SA_(15, 16, 17, 18, 19), SA_(20, 21, 22, 23, 24),
+	SA_(25, 26, 27, 28, 29) };
+
+static void patch_all(const char *list)
+{
+	int ok = 0, refused = 0, nosym = 0;
+	const char *p = list;
+
+	while (*p && nall < ALL_MAX) {
+		size_t n = strcspn(p, " \n");
+		if (n && n < sizeof(all_names[0])) {
+			char *name = all_names[nall];
+			memcpy(name, p, n);
+			name[n] = 0;
+			void *fn = d9__exe_symbol(name);
+			if (!fn)
+				nosym++;
+			else if (d9__patch(fn, all_stub[nall], &all_orig[nall], NULL, 0) == 0)
+				ok++, nall++;
+			else
+				refused++;
+		}
+		p += n;
+		p += strspn(p, " \n");
+	}
+	fprintf(stderr, "patch-test: all %d patched, %d refused, %d not found\n", ok, refused, nosym);
+}
+
+__attribute__((destructor)) static void all_hits_report(void)
+{
+	for (int i = 0; i < nall; i++)
+		fprintf(stderr, "patch-test: hits %s %ld\n", all_names[i], all_hits[i]);
+}
+
 __attribute__((constructor)) static void patch_test(void)
 {
 	static const char *names[] = { "fp_func", "c_func", "c_static", "cold_func", "rip_func",
 		"no_such_function" };
 	unsigned char before[64];
+	const char *all = getenv("PATCH_TEST_ALL");
 
+	if (all) {
+		patch_all(all);
+		return;
+	}
 	dl_iterate_phdr(bias_cb, NULL);
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		void *a = d9__exe_symbol(names[i]);

@@ -24,6 +24,11 @@
 #   - patch-debuglink: stripped, with a separate debug file (.gnu_debuglink): found by the debug
 #     file's symbols at nm's addresses, patched as the unstripped program.
 #   - patch-dwarf-only: no .symtab, DWARF kept: the C functions found by their DWARF entries.
+#   - patch-st-static, patch-libco-static: SRS's State Threads and libco (../shared/third_party/,
+#     built into build/patch-test/; skipped when the archive is absent), linked statically into a
+#     small program: every function of the runtime patched to a stub that counts calls and jumps
+#     on to *orig, 30 per run; same output as without, at least 75% patched, only too-short or
+#     unsized functions refused, the scheduler's entry points called through their stubs.
 #   - patch-messages: one "d9[pid]: ..." line per attempt, naming the function and the reason.
 #   - patch-agent-no-capstone: libd9agent.so does not link libcapstone (it is loaded by dlopen
 #     on the first patch only).
@@ -224,6 +229,127 @@ else
 	else
 		pl_skip patch-dwarf-only "this strip cannot keep DWARF without .symtab: $(head -c 200 "$T/strip.err")"
 	fi
+fi
+
+# ---- the real runtimes, linked statically: every one of their functions patched to a stub that
+# counts the call and jumps on to *orig (any signature); the program must compute the same
+TP=$PL_ROOT/../shared/third_party
+TPB=$PL_ROOT/build/patch-test
+
+# tp_build NAME ARCHIVE BUILD_CMD: extracts ARCHIVE into build/patch-test/NAME and runs BUILD_CMD
+# there, once per archive (a stamp names it). Sets TP_DIR; returns 1 with TP_ERR.
+tp_build() {
+	local name=$1 tgz=$2 cmd=$3 top
+	TP_DIR=$TPB/$name
+	if [ -f "$TP_DIR/.built" ] && [ "$(cat "$TP_DIR/.built")" = "$(basename "$tgz")" ]; then
+		return 0
+	fi
+	rm -rf "$TP_DIR"
+	mkdir -p "$TP_DIR"
+	if ! tar -xzf "$tgz" -C "$TP_DIR" 2>"$T/$name-build.log"; then
+		TP_ERR="cannot extract $(basename "$tgz"): $(head -c 200 "$T/$name-build.log")"
+		return 1
+	fi
+	top=$(find "$TP_DIR" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+	if ! (cd "$top" && eval "$cmd") >"$T/$name-build.log" 2>&1; then
+		TP_ERR="cannot build $(basename "$tgz"): $(tail -c 300 "$T/$name-build.log" | tr '\n' ' ')"
+		return 1
+	fi
+	mv "$top" "$TP_DIR/src"
+	basename "$tgz" >"$TP_DIR/.built"
+}
+
+# patch_all NAME BINARY FUNCTIONS_FILE MUST_HIT...: the binary alone, then under the library once
+# per 30 functions (d9 allows 32 patches per process); each run's output must be the binary's
+# own, at least 75% of the functions patched (C++ has many tiny ones), only short or unsized
+# functions refused, and each
+# MUST_HIT function patched and called through its stub.
+patch_all() {
+	local name=$1 bin=$2 list=$3 i=0 rc
+	shift 3
+	if ! timeout -s KILL 60 "$bin" >"$T/$name.plain" 2>"$T/$name.plain.err"; then
+		pl_fail "$name" "$(basename "$bin") alone failed: $(head -c 300 "$T/$name.plain.err" | tr '\n' ' ')"
+		return
+	fi
+	: >"$T/$name.err"
+	while read -r batch; do
+		i=$((i + 1))
+		PATCH_TEST_ALL="$batch" LD_PRELOAD="$PRELOAD" timeout -s KILL 60 "$bin" \
+			>"$T/$name.$i.out" 2>>"$T/$name.err"
+		rc=$?
+		if [ "$rc" -ne 0 ] || ! cmp -s "$T/$name.$i.out" "$T/$name.plain"; then
+			pl_fail "$name" "run $i (exit $rc) printed '$(head -c 200 "$T/$name.$i.out" | tr '\n' ' ')', alone '$(head -c 200 "$T/$name.plain" | tr '\n' ' ')'; patched: $batch"
+			return
+		fi
+	done < <(xargs -n 30 <"$list")
+	python3 - "$T/$name.err" "$name" "$(wc -w <"$list")" "$@" <<'PY'
+import re, sys
+err = open(sys.argv[1]).read().splitlines()
+name, total, must = sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+ok = refused = 0
+hits = {}
+bad = []
+for l in err:
+    m = re.match(r"patch-test: all (\d+) patched, (\d+) refused, (\d+) not found", l)
+    if m:
+        ok += int(m.group(1)); refused += int(m.group(2))
+    m = re.match(r"patch-test: hits (\S+) (\d+)", l)
+    if m:
+        hits[m.group(1)] = int(m.group(2))
+    m = re.match(r"d9\[\d+\]: not patching (\S+) \(0x[0-9a-f]+\): (.*); it is left as it was", l)
+    if m and not re.match(r"the function is shorter than|its symbol has no size", m.group(2)):
+        bad.append("%s refused: %s" % (m.group(1), m.group(2)))
+if ok < 0.75 * total:
+    bad.append("%d of %d functions patched" % (ok, total))
+for f in must:
+    if not hits.get(f):
+        bad.append("%s %s" % (f, "never called through its stub" if f in hits else "not patched"))
+refused_names = [re.sub(r".*not patching (\S+).*", r"\1", l) for l in err if "not patching" in l]
+if bad:
+    print("FAIL %s: %s" % (name, "; ".join(bad[:5])))
+else:
+    shown = " ".join(refused_names[:4]) + (" and %d more" % (len(refused_names) - 4) if len(refused_names) > 4 else "")
+    print("PASS %s: %d of %d functions patched (refused: %s), same output" % (name, ok, total,
+        shown or "none"))
+PY
+}
+
+ST_TGZ=$(ls "$TP"/state-threads-srs-*.tar.gz 2>/dev/null | head -n 1)
+if [ -z "$ST_TGZ" ]; then
+	pl_skip patch-st-static "no State Threads archive in $TP"
+elif ! tp_build st "$ST_TGZ" 'make linux-optimized && cp LINUX_*_OPT/libst.a LINUX_*_OPT/st.h .'; then
+	pl_fail patch-st-static "$TP_ERR"
+elif ! cc -std=gnu11 -O2 -g -Wall -I"$TP_DIR/src" -o "$T/st-prog" "$PL_ROOT/tests/integration/patch-st-prog.c" \
+	-Wl,--whole-archive "$TP_DIR/src/libst.a" -Wl,--no-whole-archive 2>"$T/st-cc.err"; then
+	pl_fail patch-st-static "cannot build patch-st-prog.c: $(head -c 300 "$T/st-cc.err")"
+else
+	# every State Threads function in the program (the whole archive is linked in), one name
+	# per address
+	nm "$T/st-prog" | awk '$2 ~ /^[Tt]$/ && $3 ~ /^_?st_/ { print $1, $3 }' | sort -u -k1,1 |
+		cut -d' ' -f2 >"$T/st-funcs"
+	patch_all patch-st-static "$T/st-prog" "$T/st-funcs" st_thread_create st_usleep st_thread_join \
+		_st_vp_schedule _st_epoll_dispatch
+fi
+
+CO_TGZ=$(ls "$TP"/libco-*.tar.gz 2>/dev/null | head -n 1)
+if [ -z "$CO_TGZ" ]; then
+	pl_skip patch-libco-static "no libco archive in $TP"
+elif ! command -v g++ >/dev/null; then
+	pl_skip patch-libco-static "no C++ compiler (g++) to build libco"
+elif ! tp_build libco "$CO_TGZ" 'make -j2 libcolib.a'; then
+	pl_fail patch-libco-static "$TP_ERR"
+elif ! g++ -O2 -g -Wall -I"$TP_DIR/src" -o "$T/co-prog" "$PL_ROOT/tests/integration/patch-libco-prog.cc" \
+	-Wl,--whole-archive "$TP_DIR/src/lib/libcolib.a" -Wl,--no-whole-archive -lpthread -ldl 2>"$T/co-cc.err"; then
+	pl_fail patch-libco-static "cannot build patch-libco-prog.cc: $(head -c 300 "$T/co-cc.err")"
+else
+	# every function libco defines (its hooks of read, write, poll... included)
+	nm --defined-only "$TP_DIR/src/lib/libcolib.a" 2>/dev/null | awk '$2 ~ /^[Tt]$/ { print $3 }' |
+		sort -u >"$T/co-defs"
+	# one name per address (C1/C2 constructors, .localalias share theirs)
+	nm "$T/co-prog" | awk '$2 ~ /^[Tt]$/ { print $3, $1 }' | sort -k1,1 | join - "$T/co-defs" |
+		sort -u -k2,2 | cut -d' ' -f1 >"$T/co-funcs"
+	patch_all patch-libco-static "$T/co-prog" "$T/co-funcs" \
+		_Z9co_createPP13stCoRoutine_tPK17stCoRoutineAttr_tPFPvS5_ES5_ _Z9co_resumeP13stCoRoutine_t poll
 fi
 
 # ---- messages: one line per attempt, naming the function and why
