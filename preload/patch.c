@@ -841,6 +841,39 @@ static int page_prot(uintptr_t a)
 	return maps_each(prot_cb, &q) == 1 ? q.prot : -1;
 }
 
+struct stack_q { uintptr_t sp, hi; };
+
+static int stack_cb(uintptr_t lo, uintptr_t hi, int prot, void *arg)
+{
+	struct stack_q *q = arg;
+
+	(void)prot;
+	if (q->sp >= lo && q->sp < hi) {
+		q->hi = hi;
+		return 1;
+	}
+	return 0;
+}
+
+/* 1 when this thread's stack, from sp (the frame of d9__patch: above the locals that hold the
+ * addresses being patched) to its top, holds a value in (lo, hi): a return address (of a call
+ * among the bytes to replace, or of a signal that interrupted them) that would come back into
+ * the middle of the jump. Meant for the start, where the stack is a few KiB; a value that merely
+ * looks like one refuses too (safe). Returns -1 when the stack cannot be found. */
+static int stack_returns_into(uintptr_t sp, uintptr_t lo, uintptr_t hi)
+{
+	struct stack_q q = { sp, 0 };
+
+	if (maps_each(stack_cb, &q) != 1)
+		return -1;
+	for (uintptr_t p = (q.sp + 7) & ~(uintptr_t)7; p + 8 <= q.hi; p += 8) {
+		uintptr_t v = *(const uintptr_t *)p;
+		if (v > lo && v < hi)
+			return 1;
+	}
+	return 0;
+}
+
 /* Looking for a free page within rel32 reach of the code: below it first (just under the
  * mapping above the gap: what grows, the heap after the program, grows up, away from it). */
 struct gap_q {
@@ -1046,7 +1079,7 @@ static void log_refusal(const struct fn_info *fi, void *fn, const char *why)
 static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
 
 static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *expect,
-	size_t expect_len)
+	size_t expect_len, uintptr_t sp)
 {
 	struct fn_info fi;
 	const char *why = NULL;
@@ -1057,7 +1090,7 @@ static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *
 
 	memset(&fi, 0, sizeof(fi));
 #if !defined(__x86_64__)
-	(void)h, (void)expect, (void)expect_len, (void)orig, (void)in, (void)endbr64;
+	(void)h, (void)expect, (void)expect_len, (void)orig, (void)in, (void)endbr64, (void)sp;
 	why = "patching is implemented for x86-64 only";
 	err = -ENOTSUP;
 	goto refuse;
@@ -1183,6 +1216,17 @@ static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *
 		goto err;
 	}
 
+	/* called from code of fn's own (a program that dlopen()s the agent, a handler): a return
+	 * address into the replaced bytes would land inside the jump */
+	int on_stack = stack_returns_into(sp, f, e + copied);
+	if (on_stack) {
+		why = on_stack < 0 ? "this thread's stack is not in /proc/self/maps"
+				   : "a return address into the bytes to replace is on the stack: the "
+				     "function is running";
+		err = -EBUSY;
+		goto refuse;
+	}
+
 	/* the page: [a thunk to the hook, when fn's jmp cannot reach it][the trampoline] */
 	uint8_t buf[PAGE_SIZE_ / 4];
 	uintptr_t base = (uintptr_t)page, jmp_to = h;
@@ -1276,9 +1320,11 @@ err:
 int d9__patch(void *fn, void *hook, void **orig, const unsigned char *expect, size_t expect_len)
 {
 	int saved = errno;
+	/* the callers' frames start here (frame pointers: the Makefile keeps them) */
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 
 	pthread_mutex_lock(&patch_lock);
-	int err = patch_locked(fn, hook, orig, expect, expect_len);
+	int err = patch_locked(fn, hook, orig, expect, expect_len, sp);
 	pthread_mutex_unlock(&patch_lock);
 	errno = saved;
 	return err;

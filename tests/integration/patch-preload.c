@@ -7,6 +7,7 @@
  *   first 64 bytes compared with a copy taken before the call),
  *   "patch-test: thread rc=R": a patch tried while a second thread exists (must be refused),
  *   "patch-test: again rc=R": fp_func patched a second time (must be refused),
+ *   "patch-test: running rc=R": cb_func patched from a callback it is running (must be refused),
  *   "patch-test: libdw loaded|absent": whether the lookups loaded libdw (only a stripped program
  *   with DWARF or a debug file is worth it).
  * PATCH_TEST_FAR=1 first fills every free gap within 2 GiB of the program with PROT_NONE
@@ -139,6 +140,16 @@ static void reserve_near(uintptr_t a)
 	fclose(f);
 }
 
+/* called by cb_func: patching cb_func now would put the jump under its return address */
+static void *running_fn;
+
+static long patch_running(void)
+{
+	void *o = NULL;
+
+	return d9__patch(running_fn, (void *)hook_fp_func, &o, NULL, 0);
+}
+
 static void *idle_thread(void *arg)
 {
 	int *fd = arg;
@@ -240,6 +251,14 @@ __attribute__((constructor)) static void patch_test(void)
 	if (fp)
 		fprintf(stderr, "patch-test: again rc=%d\n",
 			d9__patch(fp, (void *)hook_fp_func, (void **)&orig_fp_func, NULL, 0));
+	running_fn = d9__exe_symbol("cb_func");
+	if (running_fn) {
+		unsigned char was[16];
+		memcpy(was, running_fn, sizeof(was));
+		long rc = ((long (*)(long))running_fn)((long)(intptr_t)patch_running);
+		fprintf(stderr, "patch-test: running rc=%ld%s\n", rc,
+			memcmp(was, running_fn, sizeof(was)) ? " (changed)" : "");
+	}
 	void *dw = dlopen("libdw.so.1", RTLD_NOW | RTLD_NOLOAD);
 	fprintf(stderr, "patch-test: libdw %s\n", dw ? "loaded" : "absent");
 	if (dw)

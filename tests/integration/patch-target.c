@@ -23,6 +23,7 @@ long helper_func(long x);
 long pc_func(long x);
 long bp_func(long x);
 long nosize_func(long x);
+long cb_func(long x);
 long jt_func(long x);
 long c_switch(long x);
 long c_func(long x);
@@ -171,6 +172,16 @@ __asm__(
 	"	pop %rbp\n"
 	"	ret\n"
 	".size bp_func, .-bp_func\n"
+	/* calls the function x points to (a call among the first bytes): the test library calls it
+	 * with a callback that tries to patch cb_func while it runs. Not called by main */
+	".globl cb_func\n.type cb_func, @function\n.p2align 4\n"
+	"cb_func:\n"
+	"	push %rbx\n"
+	"	call *%rdi\n"
+	"	pop %rbx\n"
+	"	add $0, %rax\n"
+	"	ret\n"
+	".size cb_func, .-cb_func\n"
 	/* x + 3, typed as a function but without .size (as some hand-written assembly is) */
 	".globl nosize_func\n.type nosize_func, @function\n.p2align 4\n"
 	"nosize_func:\n"

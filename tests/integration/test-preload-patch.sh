@@ -14,7 +14,8 @@
 #     entry into the first bytes (gcc's own switch tables, PIC and absolute, pass), a call that
 #     reads its own address, a debugger's int3, a symbol without size, wrong expected
 #     bytes are refused and their code is byte for byte what it was; a second patch of the same
-#     function and a patch while a second thread runs are refused.
+#     function, a patch while a second thread runs and one from inside the function (its return
+#     address on the stack) are refused.
 #   - patch-far-pie, patch-far-nopie: with every page within 2 GiB taken (PROT_NONE reservations
 #     by the test library), the 14-byte absolute jump: a call and gcc's prologue are moved with
 #     absolute forms, a rip-relative load that cannot reach from far is refused.
@@ -145,6 +146,8 @@ for (fn, arg, v), (fn2, arg2, v0) in zip(got, ref):
 for fn, r in rc.items():
     if r not in (0, "nosym") and not untouched.get(fn):
         bad.append("%s refused (%s) but its code changed" % (fn, r))
+if rc.get("fp_func") not in (None, "nosym") and "patch-test: running rc=-16" not in err:
+    bad.append("cb_func patched from a callback it was running: not refused with -EBUSY")
 if rc.get("fp_func") == 0 and "patch-test: again rc=-17" not in err:
     bad.append("a second patch of fp_func was not refused with -EEXIST")
 # helper_func (assembly) is found where fp_func is
@@ -367,6 +370,7 @@ want = {
                   r"not patching pc_func \(0x[0-9a-f]+\): a call that reads its own return address",
                   r"not patching bp_func \(0x[0-9a-f]+\): a breakpoint \(int3\)",
                   r"not patching nosize_func \(0x[0-9a-f]+\): its symbol has no size",
+                  r"not patching cb_func \(0x[0-9a-f]+\): a return address into the bytes to replace is on the stack",
                   r"not patching helper_func \(0x[0-9a-f]+\): other threads run",
                   r"patched fp_func \(0x[0-9a-f]+\): its calls go to d9's hook, its first 12 bytes run relocated"],
     "patch-far-pie": [r"not patching rip_long_func \(0x[0-9a-f]+\): a rip-relative operand would not reach",
@@ -381,7 +385,7 @@ for case, pats in want.items():
     for p in pats:
         if not any(re.search(p, l) for l in d9):
             bad.append("%s: no line like '%s'" % (case, p))
-    tries = sum(1 for l in err if re.match(r"patch-test: (patch \S+ rc=|again rc=|thread rc=)", l))
+    tries = sum(1 for l in err if re.match(r"patch-test: (patch \S+ rc=|again rc=|thread rc=|running rc=)", l))
     if len(d9) != tries:
         bad.append("%s: %d d9 lines for %d attempts" % (case, len(d9), tries))
 print("FAIL patch-messages: " + "; ".join(bad[:5]) if bad else "PASS patch-messages")
