@@ -780,7 +780,7 @@ static int maps_each(int (*cb)(uintptr_t lo, uintptr_t hi, int prot, void *arg),
 {
 	char buf[4096], line[128];
 	size_t ll = 0;
-	int skip = 0, ret = 0;
+	int ret = 0;
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
@@ -795,13 +795,12 @@ static int maps_each(int (*cb)(uintptr_t lo, uintptr_t hi, int prot, void *arg),
 		}
 		for (ssize_t i = 0; i < n && !ret; i++) {
 			if (buf[i] != '\n') {
-				if (!skip && ll < sizeof(line) - 1)
+				if (ll < sizeof(line) - 1) /* the start is all we read */
 					line[ll++] = buf[i];
 				continue;
 			}
 			line[ll] = 0;
 			ll = 0;
-			skip = 0;
 			char *e;
 			uintptr_t lo = strtoul(line, &e, 16), hi;
 			if (*e != '-')
@@ -1143,6 +1142,16 @@ static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *
 		goto refuse;
 	}
 
+	/* an endbr64 stays where it is: fn remains a valid indirect-branch target (IBT), and the
+	 * jump goes after it */
+	size_t skip = fi.size >= 4 && !memcmp(fn, endbr64, 4) ? 4 : 0;
+	uintptr_t e = f + skip; /* where the jump is written */
+	if (fi.size < skip + 5) {
+		why = "the function is shorter than the 5-byte jump";
+		err = -ERANGE;
+		goto refuse;
+	}
+
 	/* where the trampoline goes: near (a 5-byte jmp at fn) or anywhere (a 14-byte one) */
 	page = near_page(f);
 	int near = page != NULL;
@@ -1155,15 +1164,10 @@ static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *
 			goto refuse;
 		}
 	}
-	/* an endbr64 stays where it is: fn remains a valid indirect-branch target (IBT), and the
-	 * jump goes after it */
-	size_t skip = fi.size >= 4 && !memcmp(fn, endbr64, 4) ? 4 : 0;
-	uintptr_t e = f + skip; /* where the jump is written */
 	unsigned need = near ? 5 : 14;
 	if (fi.size < skip + need) {
-		why = near ? "the function is shorter than the 5-byte jump"
-			   : "the function is shorter than the 14-byte jump (no page free within 2 GiB "
-			     "for a 5-byte one)";
+		why = "the function is shorter than the 14-byte jump (no page free within 2 GiB for a "
+		      "5-byte one)";
 		err = -ERANGE;
 		goto refuse;
 	}

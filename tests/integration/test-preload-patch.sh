@@ -374,7 +374,8 @@ want = {
                   r"not patching helper_func \(0x[0-9a-f]+\): other threads run",
                   r"patched fp_func \(0x[0-9a-f]+\): its calls go to d9's hook, its first 12 bytes run relocated"],
     "patch-far-pie": [r"not patching rip_long_func \(0x[0-9a-f]+\): a rip-relative operand would not reach",
-                      r"not patching short_func \(0x[0-9a-f]+\): the function is shorter than the 14-byte jump"],
+                      r"not patching rip_func \(0x[0-9a-f]+\): the function is shorter than the 14-byte jump",
+                      r"not patching short_func \(0x[0-9a-f]+\): the function is shorter than the 5-byte jump"],
 }
 for case, pats in want.items():
     try:
