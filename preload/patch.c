@@ -129,8 +129,10 @@ static void exe_close(struct exe_file *f)
 }
 
 /* Maps the running program's own file (/proc/self/exe names the inode that runs, even when the
- * path has since been replaced) and checks its section table. */
-static int exe_open(struct exe_file *f)
+ * path has since been replaced) and checks its section table, and that its program headers are
+ * the running program's (a program started as "ld.so ./prog" has ld.so as /proc/self/exe: its
+ * symbols with the program's load bias would be wrong addresses). */
+static int exe_open(struct exe_file *f, const struct image *im)
 {
 	struct stat st;
 	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
@@ -151,6 +153,10 @@ static int exe_open(struct exe_file *f)
 	const ElfW(Ehdr) *eh = m;
 	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
 		eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_shoff == 0 || eh->e_shoff >= f->len)
+		goto bad;
+	if (eh->e_phentsize != sizeof(ElfW(Phdr)) || eh->e_phnum != im->phnum ||
+		eh->e_phoff > f->len || (size_t)im->phnum * sizeof(ElfW(Phdr)) > f->len - eh->e_phoff ||
+		memcmp(f->map + eh->e_phoff, im->phdr, (size_t)im->phnum * sizeof(ElfW(Phdr))))
 		goto bad;
 	f->sh = (const ElfW(Shdr) *)(f->map + eh->e_shoff);
 	if ((f->len - eh->e_shoff) / sizeof(ElfW(Shdr)) < 1)
@@ -481,7 +487,7 @@ static int find_fn(const char *name, uintptr_t addr, struct fn_info *out)
 	memset(out, 0, sizeof(*out));
 	if ((err = image_get(&im)) != 0)
 		return err;
-	if ((err = exe_open(&f)) != 0)
+	if ((err = exe_open(&f, &im)) != 0)
 		return err;
 	int symtab = exe_section(&f, SHT_SYMTAB), dynsym = exe_section(&f, SHT_DYNSYM);
 	if (symtab > 0)

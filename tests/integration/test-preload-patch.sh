@@ -172,6 +172,10 @@ FAR_RC="fp_func=0 rip_func=-34 rip_long_func=-34 jcc_func=-84 call_func=0 tail_f
 	short_func=-34 loop_func=-34 cold_func=-84 expect_func=-84 c_static=any jt_func=-84
 	c_switch=-34 pc_func=-84 bp_func=-34 nosize_func=-2"
 
+NOSYM_RC="fp_func=nosym rip_func=nosym rip_long_func=nosym jcc_func=nosym call_func=nosym
+	tail_func=nosym short_func=nosym loop_func=nosym cold_func=nosym expect_func=nosym
+	c_static=nosym jt_func=nosym c_switch=nosym pc_func=nosym bp_func=nosym nosize_func=nosym"
+
 # capstone: without it every patch is refused (said once each); the cases below need it
 if ! run_case patch-pie "$TARGET"; then
 	exit 0
@@ -194,10 +198,6 @@ else
 	S=$T/stripped
 	mkdir -p "$S"
 	cp "$TARGET" "$S/full"
-	NOSYM_RC="fp_func=nosym rip_func=nosym rip_long_func=nosym jcc_func=nosym call_func=nosym
-		tail_func=nosym short_func=nosym loop_func=nosym cold_func=nosym expect_func=nosym
-		c_static=nosym jt_func=nosym c_switch=nosym
-		pc_func=nosym bp_func=nosym nosize_func=nosym"
 	if strip --strip-all -o "$S/stripped" "$S/full" 2>"$T/strip.err"; then
 		run_case patch-stripped "$S/stripped" && check patch-stripped "$S/full" "$NOSYM_RC" "" absent
 	else
