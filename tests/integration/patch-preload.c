@@ -67,6 +67,8 @@ HOOK(c_switch)
 HOOK(pc_func)
 HOOK(bp_func)
 HOOK(nosize_func)
+HOOK(jcc_long_func)
+HOOK(tail_long_func)
 
 static const unsigned char fp_expect[] = { 0xf3, 0x0f, 0x1e, 0xfa, 0x55 }; /* endbr64; push rbp */
 static const unsigned char wrong_expect[] = { 0xf3, 0x0f, 0x1e, 0xfa }; /* expect_func has none */
@@ -95,6 +97,8 @@ static const struct {
 	P(pc_func, NULL, 0),
 	P(bp_func, NULL, 0),
 	P(nosize_func, NULL, 0),
+	P(jcc_long_func, NULL, 0),
+	P(tail_long_func, NULL, 0),
 #undef P
 };
 

@@ -17,8 +17,8 @@
 #     function, a patch while a second thread runs and one from inside the function (its return
 #     address on the stack) are refused.
 #   - patch-far-pie, patch-far-nopie: with every page within 2 GiB taken (PROT_NONE reservations
-#     by the test library), the 14-byte absolute jump: a call and gcc's prologue are moved with
-#     absolute forms, a rip-relative load that cannot reach from far is refused.
+#     by the test library), the 14-byte absolute jump: a call, a jcc, a jmp and gcc's prologue
+#     are moved with absolute forms, a rip-relative load that cannot reach from far is refused.
 #   - patch-stripped: `strip --strip-all`: nothing found (NULL), nothing patched, same output,
 #     and libdw not even loaded (nothing in the file says a debug file exists).
 #   - patch-buildid: stripped, its debug file under D9_DEBUG_DIR/.build-id/xx/yyyy.debug: same.
@@ -166,15 +166,16 @@ EOF
 ALL_SYMS="fp_func c_func c_static cold_func rip_func"
 NEAR_RC="fp_func=0 rip_func=0 rip_long_func=0 jcc_func=0 call_func=0 tail_func=0 short_func=-34
 	loop_func=-84 cold_func=-84 expect_func=-84 c_static=0 jt_func=-84 c_switch=0
-	pc_func=-84 bp_func=-84 nosize_func=-2"
+	pc_func=-84 bp_func=-84 nosize_func=-2 jcc_long_func=0 tail_long_func=0"
 # far: only what is 14 bytes long, has no rip-relative operand among them and no branch into them
 FAR_RC="fp_func=0 rip_func=-34 rip_long_func=-34 jcc_func=-84 call_func=0 tail_func=-34
 	short_func=-34 loop_func=-34 cold_func=-84 expect_func=-84 c_static=any jt_func=-84
-	c_switch=-34 pc_func=-84 bp_func=-34 nosize_func=-2"
+	c_switch=-34 pc_func=-84 bp_func=-34 nosize_func=-2 jcc_long_func=0 tail_long_func=0"
 
 NOSYM_RC="fp_func=nosym rip_func=nosym rip_long_func=nosym jcc_func=nosym call_func=nosym
 	tail_func=nosym short_func=nosym loop_func=nosym cold_func=nosym expect_func=nosym
-	c_static=nosym jt_func=nosym c_switch=nosym pc_func=nosym bp_func=nosym nosize_func=nosym"
+	c_static=nosym jt_func=nosym c_switch=nosym pc_func=nosym bp_func=nosym nosize_func=nosym
+	jcc_long_func=nosym tail_long_func=nosym"
 
 # capstone: without it every patch is refused (said once each); the cases below need it
 if ! run_case patch-pie "$TARGET"; then
