@@ -12,7 +12,8 @@
  *   with DWARF or a debug file is worth it).
  * PATCH_TEST_FAR=1 first fills every free gap within 2 GiB of the program with PROT_NONE
  * reservations (released after the patches), so d9__patch must use its 14-byte absolute jump.
- * PATCH_TEST_ALL="name ..." (at most 30) patches those functions instead, each to a stub of its
+ * PATCH_TEST_ALL="name ..." (at most 30) patches those functions instead (PATCH_TEST_FAR too: the
+ * reservations around the first one found), each to a stub of its
  * own that counts the call and jumps on to *orig with every register as it was (any signature):
  * "patch-test: all N patched, M refused, K not found" and, at exit, "patch-test: hits NAME N". */
 #include "internal.h"
@@ -181,7 +182,8 @@ static void *const all_stub[ALL_MAX] = { SA_(0, 1, 2, 3, 4), SA_(5, 6, 7, 8, 9),
 	SA_(10, 11, 12, 13, 14), SA_(15, 16, 17, 18, 19), SA_(20, 21, 22, 23, 24),
 	SA_(25, 26, 27, 28, 29) };
 
-static void patch_all(const char *list)
+
+static void patch_all(const char *list, int far)
 {
 	int ok = 0, refused = 0, nosym = 0;
 	const char *p = list;
@@ -193,6 +195,8 @@ static void patch_all(const char *list)
 			memcpy(name, p, n);
 			name[n] = 0;
 			void *fn = d9__exe_symbol(name);
+			if (fn && far && !nresv)
+				reserve_near((uintptr_t)fn); /* the runtime's code is within 2 GiB of it */
 			if (!fn)
 				nosym++;
 			else if (d9__patch(fn, all_stub[nall], &all_orig[nall], NULL, 0) == 0)
@@ -203,6 +207,8 @@ static void patch_all(const char *list)
 		p += n;
 		p += strspn(p, " \n");
 	}
+	for (int i = 0; i < nresv; i++)
+		munmap(resv[i].p, resv[i].n);
 	fprintf(stderr, "patch-test: all %d patched, %d refused, %d not found\n", ok, refused, nosym);
 }
 
@@ -219,8 +225,9 @@ __attribute__((constructor)) static void patch_test(void)
 	unsigned char before[64];
 	const char *all = getenv("PATCH_TEST_ALL");
 
+	const char *far = getenv("PATCH_TEST_FAR");
 	if (all) {
-		patch_all(all);
+		patch_all(all, far && *far == '1');
 		return;
 	}
 	dl_iterate_phdr(bias_cb, NULL);
@@ -232,7 +239,6 @@ __attribute__((constructor)) static void patch_test(void)
 		else
 			fprintf(stderr, "patch-test: sym %s none\n", names[i]);
 	}
-	const char *far = getenv("PATCH_TEST_FAR");
 	void *fp = d9__exe_symbol("fp_func");
 	if (far && *far == '1' && fp)
 		reserve_near((uintptr_t)fp);
