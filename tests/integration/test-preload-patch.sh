@@ -70,7 +70,8 @@ run_case() {
 		pl_fail "$name" "$(basename "$bin") alone exited $rc: $(head -c 300 "$T/$name.plain.err" | tr "\n" " ")"
 		return 1
 	fi
-	env "$@" LD_PRELOAD="$PRELOAD" timeout -s KILL 60 "$bin" >"$T/$name.out" 2>"$T/$name.err"
+	# the library in the program only (not in timeout)
+	timeout -s KILL 60 env "$@" LD_PRELOAD="$PRELOAD" "$bin" >"$T/$name.out" 2>"$T/$name.err"
 	rc=$?
 	if [ "$rc" -ne 0 ]; then
 		pl_fail "$name" "$(basename "$bin") under the test library exited $rc: $(tail -c 600 "$T/$name.err" | tr "\n" " ")"
@@ -281,7 +282,7 @@ patch_all() {
 	: >"$T/$name.err"
 	while read -r batch; do
 		i=$((i + 1))
-		PATCH_TEST_FAR=$far PATCH_TEST_ALL="$batch" LD_PRELOAD="$PRELOAD" timeout -s KILL 60 "$bin" \
+		timeout -s KILL 60 env PATCH_TEST_FAR="$far" PATCH_TEST_ALL="$batch" LD_PRELOAD="$PRELOAD" "$bin" \
 			>"$T/$name.$i.out" 2>>"$T/$name.err"
 		rc=$?
 		if [ "$rc" -ne 0 ] || ! cmp -s "$T/$name.$i.out" "$T/$name.plain"; then
