@@ -129,8 +129,10 @@ static void exe_close(struct exe_file *f)
 }
 
 /* Maps the running program's own file (/proc/self/exe names the inode that runs, even when the
- * path has since been replaced) and checks its section table. */
-static int exe_open(struct exe_file *f)
+ * path has since been replaced) and checks its section table, and that its program headers are
+ * the running program's (a program started as "ld.so ./prog" has ld.so as /proc/self/exe: its
+ * symbols with the program's load bias would be wrong addresses). */
+static int exe_open(struct exe_file *f, const struct image *im)
 {
 	struct stat st;
 	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
@@ -151,6 +153,10 @@ static int exe_open(struct exe_file *f)
 	const ElfW(Ehdr) *eh = m;
 	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
 		eh->e_shentsize != sizeof(ElfW(Shdr)) || eh->e_shoff == 0 || eh->e_shoff >= f->len)
+		goto bad;
+	if (eh->e_phentsize != sizeof(ElfW(Phdr)) || eh->e_phnum != im->phnum ||
+		eh->e_phoff > f->len || (size_t)im->phnum * sizeof(ElfW(Phdr)) > f->len - eh->e_phoff ||
+		memcmp(f->map + eh->e_phoff, im->phdr, (size_t)im->phnum * sizeof(ElfW(Phdr))))
 		goto bad;
 	f->sh = (const ElfW(Shdr) *)(f->map + eh->e_shoff);
 	if ((f->len - eh->e_shoff) / sizeof(ElfW(Shdr)) < 1)
@@ -203,7 +209,15 @@ static void sym_offer(struct sym_query *q, const char *name, uintptr_t a, size_t
 {
 	struct fn_info *o = q->out;
 
-	if (q->name ? strcmp(name, q->name) != 0 : (a != q->addr || n == 0))
+	if (!q->name) {
+		/* by address: the first symbol there with a size, else the first name (for the
+		 * message that says why its body cannot be checked) */
+		if (a != q->addr || (q->found_local && (o->size || !n)))
+			return;
+		q->found_local = 1;
+		goto take;
+	}
+	if (strcmp(name, q->name) != 0)
 		return;
 	if (global) {
 		if (q->found_global)
@@ -217,6 +231,7 @@ static void sym_offer(struct sym_query *q, const char *name, uintptr_t a, size_t
 			o->ambiguous = 1;
 		return;
 	}
+take:
 	o->start = a;
 	o->size = n;
 	snprintf(o->name, sizeof(o->name), "%s", name);
@@ -472,7 +487,7 @@ static int find_fn(const char *name, uintptr_t addr, struct fn_info *out)
 	memset(out, 0, sizeof(*out));
 	if ((err = image_get(&im)) != 0)
 		return err;
-	if ((err = exe_open(&f)) != 0)
+	if ((err = exe_open(&f, &im)) != 0)
 		return err;
 	int symtab = exe_section(&f, SHT_SYMTAB), dynsym = exe_section(&f, SHT_DYNSYM);
 	if (symtab > 0)
@@ -771,7 +786,7 @@ static int maps_each(int (*cb)(uintptr_t lo, uintptr_t hi, int prot, void *arg),
 {
 	char buf[4096], line[128];
 	size_t ll = 0;
-	int skip = 0, ret = 0;
+	int ret = 0;
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
@@ -786,13 +801,12 @@ static int maps_each(int (*cb)(uintptr_t lo, uintptr_t hi, int prot, void *arg),
 		}
 		for (ssize_t i = 0; i < n && !ret; i++) {
 			if (buf[i] != '\n') {
-				if (!skip && ll < sizeof(line) - 1)
+				if (ll < sizeof(line) - 1) /* the start is all we read */
 					line[ll++] = buf[i];
 				continue;
 			}
 			line[ll] = 0;
 			ll = 0;
-			skip = 0;
 			char *e;
 			uintptr_t lo = strtoul(line, &e, 16), hi;
 			if (*e != '-')
@@ -830,6 +844,39 @@ static int page_prot(uintptr_t a)
 	struct prot_q q = { a, -1 };
 
 	return maps_each(prot_cb, &q) == 1 ? q.prot : -1;
+}
+
+struct stack_q { uintptr_t sp, hi; };
+
+static int stack_cb(uintptr_t lo, uintptr_t hi, int prot, void *arg)
+{
+	struct stack_q *q = arg;
+
+	(void)prot;
+	if (q->sp >= lo && q->sp < hi) {
+		q->hi = hi;
+		return 1;
+	}
+	return 0;
+}
+
+/* 1 when this thread's stack, from sp (the frame of d9__patch: above the locals that hold the
+ * addresses being patched) to its top, holds a value in (lo, hi): a return address (of a call
+ * among the bytes to replace, or of a signal that interrupted them) that would come back into
+ * the middle of the jump. Meant for the start, where the stack is a few KiB; a value that merely
+ * looks like one refuses too (safe). Returns -1 when the stack cannot be found. */
+static int stack_returns_into(uintptr_t sp, uintptr_t lo, uintptr_t hi)
+{
+	struct stack_q q = { sp, 0 };
+
+	if (maps_each(stack_cb, &q) != 1)
+		return -1;
+	for (uintptr_t p = (q.sp + 7) & ~(uintptr_t)7; p + 8 <= q.hi; p += 8) {
+		uintptr_t v = *(const uintptr_t *)p;
+		if (v > lo && v < hi)
+			return 1;
+	}
+	return 0;
 }
 
 /* Looking for a free page within rel32 reach of the code: below it first (just under the
@@ -1037,7 +1084,7 @@ static void log_refusal(const struct fn_info *fi, void *fn, const char *why)
 static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
 
 static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *expect,
-	size_t expect_len)
+	size_t expect_len, uintptr_t sp)
 {
 	struct fn_info fi;
 	const char *why = NULL;
@@ -1048,7 +1095,7 @@ static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *
 
 	memset(&fi, 0, sizeof(fi));
 #if !defined(__x86_64__)
-	(void)h, (void)expect, (void)expect_len, (void)orig, (void)in, (void)endbr64;
+	(void)h, (void)expect, (void)expect_len, (void)orig, (void)in, (void)endbr64, (void)sp;
 	why = "patching is implemented for x86-64 only";
 	err = -ENOTSUP;
 	goto refuse;
@@ -1057,9 +1104,13 @@ static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *
 		why = "bad arguments";
 		goto refuse;
 	}
-	if (find_fn(NULL, f, &fi) != 0 || !fi.size) {
-		why = "no symbol of the executable starts there with a size (its body could not be "
-		      "checked)";
+	if (find_fn(NULL, f, &fi) != 0) {
+		why = "no function symbol of the executable starts there";
+		err = -ENOENT;
+		goto refuse;
+	}
+	if (!fi.size) {
+		why = "its symbol has no size (assembly without .size?): its body cannot be checked";
 		err = -ENOENT;
 		goto refuse;
 	}
@@ -1097,6 +1148,16 @@ static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *
 		goto refuse;
 	}
 
+	/* an endbr64 stays where it is: fn remains a valid indirect-branch target (IBT), and the
+	 * jump goes after it */
+	size_t skip = fi.size >= 4 && !memcmp(fn, endbr64, 4) ? 4 : 0;
+	uintptr_t e = f + skip; /* where the jump is written */
+	if (fi.size < skip + 5) {
+		why = "the function is shorter than the 5-byte jump";
+		err = -ERANGE;
+		goto refuse;
+	}
+
 	/* where the trampoline goes: near (a 5-byte jmp at fn) or anywhere (a 14-byte one) */
 	page = near_page(f);
 	int near = page != NULL;
@@ -1109,15 +1170,10 @@ static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *
 			goto refuse;
 		}
 	}
-	/* an endbr64 stays where it is: fn remains a valid indirect-branch target (IBT), and the
-	 * jump goes after it */
-	size_t skip = fi.size >= 4 && !memcmp(fn, endbr64, 4) ? 4 : 0;
-	uintptr_t e = f + skip; /* where the jump is written */
 	unsigned need = near ? 5 : 14;
 	if (fi.size < skip + need) {
-		why = near ? "the function is shorter than the 5-byte jump"
-			   : "the function is shorter than the 14-byte jump (no page free within 2 GiB "
-			     "for a 5-byte one)";
+		why = "the function is shorter than the 14-byte jump (no page free within 2 GiB for a "
+		      "5-byte one)";
 		err = -ERANGE;
 		goto refuse;
 	}
@@ -1168,6 +1224,17 @@ static int patch_locked(void *fn, void *hook, void **orig, const unsigned char *
 		err = -EILSEQ;
 		log_refusal(&fi, fn, msg);
 		goto err;
+	}
+
+	/* called from code of fn's own (a program that dlopen()s the agent, a handler): a return
+	 * address into the replaced bytes would land inside the jump */
+	int on_stack = stack_returns_into(sp, f, e + copied);
+	if (on_stack) {
+		why = on_stack < 0 ? "this thread's stack is not in /proc/self/maps"
+				   : "a return address into the bytes to replace is on the stack: the "
+				     "function is running";
+		err = -EBUSY;
+		goto refuse;
 	}
 
 	/* the page: [a thunk to the hook, when fn's jmp cannot reach it][the trampoline] */
@@ -1263,9 +1330,11 @@ err:
 int d9__patch(void *fn, void *hook, void **orig, const unsigned char *expect, size_t expect_len)
 {
 	int saved = errno;
+	/* the callers' frames start here (frame pointers: the Makefile keeps them) */
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 
 	pthread_mutex_lock(&patch_lock);
-	int err = patch_locked(fn, hook, orig, expect, expect_len);
+	int err = patch_locked(fn, hook, orig, expect, expect_len, sp);
 	pthread_mutex_unlock(&patch_lock);
 	errno = saved;
 	return err;

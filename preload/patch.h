@@ -2,6 +2,8 @@
  * redirecting it to a d9 hook with an instruction-relocating trampoline, for runtimes linked
  * statically into the program (SRS's State Threads, libco). Patching is refused, with one message,
  * whenever it cannot be proved safe; it never happens once the program may run that code.
+ * Both are meant for an adapter's attach() (runtime.h: the agent's start, before main, one thread);
+ * they take a lock, keep errno, and cost a read of the executable's symbol table per call.
  * Design: agent/DESIGN.md, "Patching static runtimes". */
 #ifndef D9_PATCH_H
 #define D9_PATCH_H

@@ -22,6 +22,10 @@ long expect_func(long x);
 long helper_func(long x);
 long pc_func(long x);
 long bp_func(long x);
+long nosize_func(long x);
+long cb_func(long x);
+long jcc_long_func(long x);
+long tail_long_func(long x);
 long jt_func(long x);
 long c_switch(long x);
 long c_func(long x);
@@ -170,6 +174,45 @@ __asm__(
 	"	pop %rbp\n"
 	"	ret\n"
 	".size bp_func, .-bp_func\n"
+	/* calls the function x points to (a call among the first bytes): the test library calls it
+	 * with a callback that tries to patch cb_func while it runs. Not called by main */
+	".globl cb_func\n.type cb_func, @function\n.p2align 4\n"
+	"cb_func:\n"
+	"	push %rbx\n"
+	"	call *%rdi\n"
+	"	pop %rbx\n"
+	"	add $0, %rax\n"
+	"	ret\n"
+	".size cb_func, .-cb_func\n"
+	/* jcc_func's logic with the je among 14 bytes (moved by the 14-byte jump too: as an
+	 * absolute jump behind the opposite condition) and its target past them */
+	".globl jcc_long_func\n.type jcc_long_func, @function\n.p2align 4\n"
+	"jcc_long_func:\n"
+	"	test %rdi, %rdi\n"
+	"	je 1f\n"
+	"	nopl 0(%rax)\n"
+	"	nopl 0(%rax,%rax,1)\n"
+	"	lea -1(%rdi), %rax\n"
+	"	ret\n"
+	"1:	mov $42, %eax\n"
+	"	ret\n"
+	".size jcc_long_func, .-jcc_long_func\n"
+	/* helper(x) after 11 bytes of nothing: the tail jmp is among the 14 bytes */
+	".globl tail_long_func\n.type tail_long_func, @function\n.p2align 4\n"
+	"tail_long_func:\n"
+	"	mov %rdi, %rdi\n"
+	"	add $0, %rdi\n"
+	"	add $0, %rdi\n"
+	"	.byte 0xe9\n"
+	"	.long helper_func - . - 4\n"
+	"	int3\n"
+	".size tail_long_func, .-tail_long_func\n"
+	/* x + 3, typed as a function but without .size (as some hand-written assembly is) */
+	".globl nosize_func\n.type nosize_func, @function\n.p2align 4\n"
+	"nosize_func:\n"
+	"	lea 3(%rdi), %rax\n"
+	"	add $0, %rax\n"
+	"	ret\n"
 	".data\n.p2align 3\n"
 	"rip_data: .quad 7\n"
 	".text\n");
@@ -228,6 +271,8 @@ int main(void)
 		{ "expect_func", expect_func, 5 }, { "c_func", c_func, 6 },
 		{ "c_static", c_static, 6 }, { "jt_func", jt_func, 1 },
 		{ "c_switch", c_switch, 4 }, { "c_switch", c_switch, 9 }, { "pc_func", pc_func, 3 },
+		{ "nosize_func", nosize_func, 5 }, { "jcc_long_func", jcc_long_func, 0 },
+		{ "jcc_long_func", jcc_long_func, 9 }, { "tail_long_func", tail_long_func, 5 },
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)

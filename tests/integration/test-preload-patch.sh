@@ -12,18 +12,26 @@
 #     sub rsp, a rip-relative load, a jcc and a call among the first bytes, a tail jmp, gcc's C);
 #     too short, a loop back into the first bytes, a cold part jumping back, a jump table with an
 #     entry into the first bytes (gcc's own switch tables, PIC and absolute, pass), a call that
-#     reads its own address, a debugger's int3, wrong expected
+#     reads its own address, a debugger's int3, a symbol without size, wrong expected
 #     bytes are refused and their code is byte for byte what it was; a second patch of the same
-#     function and a patch while a second thread runs are refused.
+#     function, a patch while a second thread runs and one from inside the function (its return
+#     address on the stack) are refused.
 #   - patch-far-pie, patch-far-nopie: with every page within 2 GiB taken (PROT_NONE reservations
-#     by the test library), the 14-byte absolute jump: a call and gcc's prologue are moved with
-#     absolute forms, a rip-relative load that cannot reach from far is refused.
+#     by the test library), the 14-byte absolute jump: a call, a jcc, a jmp and gcc's prologue
+#     are moved with absolute forms, a rip-relative load that cannot reach from far is refused.
 #   - patch-stripped: `strip --strip-all`: nothing found (NULL), nothing patched, same output,
 #     and libdw not even loaded (nothing in the file says a debug file exists).
 #   - patch-buildid: stripped, its debug file under D9_DEBUG_DIR/.build-id/xx/yyyy.debug: same.
 #   - patch-debuglink: stripped, with a separate debug file (.gnu_debuglink): found by the debug
 #     file's symbols at nm's addresses, patched as the unstripped program.
 #   - patch-dwarf-only: no .symtab, DWARF kept: the C functions found by their DWARF entries.
+#   - patch-st-static, patch-libco-static: SRS's State Threads and libco (../shared/third_party/,
+#     built into build/patch-test/; skipped when the archive is absent), linked statically into a
+#     small program: every function of the runtime patched to a stub that counts calls and jumps
+#     on to *orig, 30 per run; same output as without, at least 75% patched, only too-short or
+#     unsized functions refused, the scheduler's entry points called through their stubs.
+#   - patch-st-static-far: the same with every page within 2 GiB taken: 14-byte jumps and absolute
+#     forms on real code; rip-relative operands that cannot reach refused too.
 #   - patch-messages: one "d9[pid]: ..." line per attempt, naming the function and the reason.
 #   - patch-agent-no-capstone: libd9agent.so does not link libcapstone (it is loaded by dlopen
 #     on the first patch only).
@@ -62,7 +70,8 @@ run_case() {
 		pl_fail "$name" "$(basename "$bin") alone exited $rc: $(head -c 300 "$T/$name.plain.err" | tr "\n" " ")"
 		return 1
 	fi
-	env "$@" LD_PRELOAD="$PRELOAD" timeout -s KILL 60 "$bin" >"$T/$name.out" 2>"$T/$name.err"
+	# the library in the program only (not in timeout)
+	timeout -s KILL 60 env "$@" LD_PRELOAD="$PRELOAD" "$bin" >"$T/$name.out" 2>"$T/$name.err"
 	rc=$?
 	if [ "$rc" -ne 0 ]; then
 		pl_fail "$name" "$(basename "$bin") under the test library exited $rc: $(tail -c 600 "$T/$name.err" | tr "\n" " ")"
@@ -140,6 +149,8 @@ for (fn, arg, v), (fn2, arg2, v0) in zip(got, ref):
 for fn, r in rc.items():
     if r not in (0, "nosym") and not untouched.get(fn):
         bad.append("%s refused (%s) but its code changed" % (fn, r))
+if rc.get("fp_func") not in (None, "nosym") and "patch-test: running rc=-16" not in err:
+    bad.append("cb_func patched from a callback it was running: not refused with -EBUSY")
 if rc.get("fp_func") == 0 and "patch-test: again rc=-17" not in err:
     bad.append("a second patch of fp_func was not refused with -EEXIST")
 # helper_func (assembly) is found where fp_func is
@@ -158,11 +169,16 @@ EOF
 ALL_SYMS="fp_func c_func c_static cold_func rip_func"
 NEAR_RC="fp_func=0 rip_func=0 rip_long_func=0 jcc_func=0 call_func=0 tail_func=0 short_func=-34
 	loop_func=-84 cold_func=-84 expect_func=-84 c_static=0 jt_func=-84 c_switch=0
-	pc_func=-84 bp_func=-84"
+	pc_func=-84 bp_func=-84 nosize_func=-2 jcc_long_func=0 tail_long_func=0"
 # far: only what is 14 bytes long, has no rip-relative operand among them and no branch into them
 FAR_RC="fp_func=0 rip_func=-34 rip_long_func=-34 jcc_func=-84 call_func=0 tail_func=-34
 	short_func=-34 loop_func=-34 cold_func=-84 expect_func=-84 c_static=any jt_func=-84
-	c_switch=-34 pc_func=-84 bp_func=-34"
+	c_switch=-34 pc_func=-84 bp_func=-34 nosize_func=-2 jcc_long_func=0 tail_long_func=0"
+
+NOSYM_RC="fp_func=nosym rip_func=nosym rip_long_func=nosym jcc_func=nosym call_func=nosym
+	tail_func=nosym short_func=nosym loop_func=nosym cold_func=nosym expect_func=nosym
+	c_static=nosym jt_func=nosym c_switch=nosym pc_func=nosym bp_func=nosym nosize_func=nosym
+	jcc_long_func=nosym tail_long_func=nosym"
 
 # capstone: without it every patch is refused (said once each); the cases below need it
 if ! run_case patch-pie "$TARGET"; then
@@ -186,10 +202,6 @@ else
 	S=$T/stripped
 	mkdir -p "$S"
 	cp "$TARGET" "$S/full"
-	NOSYM_RC="fp_func=nosym rip_func=nosym rip_long_func=nosym jcc_func=nosym call_func=nosym
-		tail_func=nosym short_func=nosym loop_func=nosym cold_func=nosym expect_func=nosym
-		c_static=nosym jt_func=nosym c_switch=nosym
-		pc_func=nosym bp_func=nosym"
 	if strip --strip-all -o "$S/stripped" "$S/full" 2>"$T/strip.err"; then
 		run_case patch-stripped "$S/stripped" && check patch-stripped "$S/full" "$NOSYM_RC" "" absent
 	else
@@ -226,6 +238,133 @@ else
 	fi
 fi
 
+# ---- the real runtimes, linked statically: every one of their functions patched to a stub that
+# counts the call and jumps on to *orig (any signature); the program must compute the same
+TP=$PL_ROOT/../shared/third_party
+TPB=$PL_ROOT/build/patch-test
+
+# tp_build NAME ARCHIVE BUILD_CMD: extracts ARCHIVE into build/patch-test/NAME and runs BUILD_CMD
+# there, once per archive (a stamp names it). Sets TP_DIR; returns 1 with TP_ERR.
+tp_build() {
+	local name=$1 tgz=$2 cmd=$3 top
+	TP_DIR=$TPB/$name
+	if [ -f "$TP_DIR/.built" ] && [ "$(cat "$TP_DIR/.built")" = "$(basename "$tgz")" ]; then
+		return 0
+	fi
+	rm -rf "$TP_DIR"
+	mkdir -p "$TP_DIR"
+	if ! tar -xzf "$tgz" -C "$TP_DIR" 2>"$T/$name-build.log"; then
+		TP_ERR="cannot extract $(basename "$tgz"): $(head -c 200 "$T/$name-build.log")"
+		return 1
+	fi
+	top=$(find "$TP_DIR" -mindepth 1 -maxdepth 1 -type d | head -n 1)
+	if ! (cd "$top" && eval "$cmd") >"$T/$name-build.log" 2>&1; then
+		TP_ERR="cannot build $(basename "$tgz"): $(tail -c 300 "$T/$name-build.log" | tr '\n' ' ')"
+		return 1
+	fi
+	mv "$top" "$TP_DIR/src"
+	basename "$tgz" >"$TP_DIR/.built"
+}
+
+# patch_all NAME BINARY FUNCTIONS_FILE MUST_HIT...: the binary alone, then under the library once
+# per 30 functions (d9 allows 32 patches per process); each run's output must be the binary's
+# own, at least 75% of the functions patched (C++ has many tiny ones), only short or unsized
+# functions refused, and each MUST_HIT function patched and called through its stub. With
+# PATCH_FAR=1: every page within 2 GiB of the runtime taken (14-byte jumps, absolute forms), 50%,
+# and rip-relative operands that cannot reach may refuse too.
+patch_all() {
+	local name=$1 bin=$2 list=$3 i=0 rc far=${PATCH_FAR:-0}
+	shift 3
+	if ! timeout -s KILL 60 "$bin" >"$T/$name.plain" 2>"$T/$name.plain.err"; then
+		pl_fail "$name" "$(basename "$bin") alone failed: $(head -c 300 "$T/$name.plain.err" | tr '\n' ' ')"
+		return
+	fi
+	: >"$T/$name.err"
+	while read -r batch; do
+		i=$((i + 1))
+		timeout -s KILL 60 env PATCH_TEST_FAR="$far" PATCH_TEST_ALL="$batch" LD_PRELOAD="$PRELOAD" "$bin" \
+			>"$T/$name.$i.out" 2>>"$T/$name.err"
+		rc=$?
+		if [ "$rc" -ne 0 ] || ! cmp -s "$T/$name.$i.out" "$T/$name.plain"; then
+			pl_fail "$name" "run $i (exit $rc) printed '$(head -c 200 "$T/$name.$i.out" | tr '\n' ' ')', alone '$(head -c 200 "$T/$name.plain" | tr '\n' ' ')'; patched: $batch"
+			return
+		fi
+	done < <(xargs -n 30 <"$list")
+	python3 - "$T/$name.err" "$name" "$(wc -w <"$list")" "$far" "$@" <<'PY'
+import re, sys
+err = open(sys.argv[1]).read().splitlines()
+name, total, far, must = sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5:]
+allowed = r"the function is shorter than|its symbol has no size"
+if far:
+    allowed += r"|a rip-relative operand would not reach"
+ok = refused = 0
+hits = {}
+bad = []
+for l in err:
+    m = re.match(r"patch-test: all (\d+) patched, (\d+) refused, (\d+) not found", l)
+    if m:
+        ok += int(m.group(1)); refused += int(m.group(2))
+    m = re.match(r"patch-test: hits (\S+) (\d+)", l)
+    if m:
+        hits[m.group(1)] = int(m.group(2))
+    m = re.match(r"d9\[\d+\]: not patching (\S+) \(0x[0-9a-f]+\): (.*); it is left as it was", l)
+    if m and not re.match(allowed, m.group(2)):
+        bad.append("%s refused: %s" % (m.group(1), m.group(2)))
+if ok < (0.5 if far else 0.75) * total:
+    bad.append("%d of %d functions patched" % (ok, total))
+for f in must:
+    if not hits.get(f):
+        bad.append("%s %s" % (f, "never called through its stub" if f in hits else "not patched"))
+refused_names = [re.sub(r".*not patching (\S+).*", r"\1", l) for l in err if "not patching" in l]
+if bad:
+    print("FAIL %s: %s" % (name, "; ".join(bad[:5])))
+else:
+    shown = " ".join(refused_names[:4]) + (" and %d more" % (len(refused_names) - 4) if len(refused_names) > 4 else "")
+    print("PASS %s: %d of %d functions patched (refused: %s), same output" % (name, ok, total,
+        shown or "none"))
+PY
+}
+
+ST_TGZ=$(ls "$TP"/state-threads-srs-*.tar.gz 2>/dev/null | head -n 1)
+if [ -z "$ST_TGZ" ]; then
+	pl_skip patch-st-static "no State Threads archive in $TP"
+elif ! tp_build st "$ST_TGZ" 'make linux-optimized && cp LINUX_*_OPT/libst.a LINUX_*_OPT/st.h .'; then
+	pl_fail patch-st-static "$TP_ERR"
+elif ! cc -std=gnu11 -O2 -g -Wall -I"$TP_DIR/src" -o "$T/st-prog" "$PL_ROOT/tests/integration/patch-st-prog.c" \
+	-Wl,--whole-archive "$TP_DIR/src/libst.a" -Wl,--no-whole-archive 2>"$T/st-cc.err"; then
+	pl_fail patch-st-static "cannot build patch-st-prog.c: $(head -c 300 "$T/st-cc.err")"
+else
+	# every State Threads function in the program (the whole archive is linked in), one name
+	# per address
+	nm "$T/st-prog" | awk '$2 ~ /^[Tt]$/ && $3 ~ /^_?st_/ { print $1, $3 }' | sort -u -k1,1 |
+		cut -d' ' -f2 >"$T/st-funcs"
+	patch_all patch-st-static "$T/st-prog" "$T/st-funcs" st_thread_create st_usleep st_thread_join \
+		_st_vp_schedule _st_epoll_dispatch
+	PATCH_FAR=1 patch_all patch-st-static-far "$T/st-prog" "$T/st-funcs" st_thread_create \
+		st_thread_join _st_vp_schedule
+fi
+
+CO_TGZ=$(ls "$TP"/libco-*.tar.gz 2>/dev/null | head -n 1)
+if [ -z "$CO_TGZ" ]; then
+	pl_skip patch-libco-static "no libco archive in $TP"
+elif ! command -v g++ >/dev/null; then
+	pl_skip patch-libco-static "no C++ compiler (g++) to build libco"
+elif ! tp_build libco "$CO_TGZ" 'make -j2 libcolib.a'; then
+	pl_fail patch-libco-static "$TP_ERR"
+elif ! g++ -O2 -g -Wall -I"$TP_DIR/src" -o "$T/co-prog" "$PL_ROOT/tests/integration/patch-libco-prog.cc" \
+	-Wl,--whole-archive "$TP_DIR/src/lib/libcolib.a" -Wl,--no-whole-archive -lpthread -ldl 2>"$T/co-cc.err"; then
+	pl_fail patch-libco-static "cannot build patch-libco-prog.cc: $(head -c 300 "$T/co-cc.err")"
+else
+	# every function libco defines (its hooks of read, write, poll... included)
+	nm --defined-only "$TP_DIR/src/lib/libcolib.a" 2>/dev/null | awk '$2 ~ /^[Tt]$/ { print $3 }' |
+		sort -u >"$T/co-defs"
+	# one name per address (C1/C2 constructors, .localalias share theirs)
+	nm "$T/co-prog" | awk '$2 ~ /^[Tt]$/ { print $3, $1 }' | sort -k1,1 | join - "$T/co-defs" |
+		sort -u -k2,2 | cut -d' ' -f1 >"$T/co-funcs"
+	patch_all patch-libco-static "$T/co-prog" "$T/co-funcs" \
+		_Z9co_createPP13stCoRoutine_tPK17stCoRoutineAttr_tPFPvS5_ES5_ _Z9co_resumeP13stCoRoutine_t poll
+fi
+
 # ---- messages: one line per attempt, naming the function and why
 python3 - "$T" <<'EOF'
 import re, sys
@@ -240,10 +379,13 @@ want = {
                   r"not patching jt_func \(0x[0-9a-f]+\): a jump table entry lands inside the bytes",
                   r"not patching pc_func \(0x[0-9a-f]+\): a call that reads its own return address",
                   r"not patching bp_func \(0x[0-9a-f]+\): a breakpoint \(int3\)",
+                  r"not patching nosize_func \(0x[0-9a-f]+\): its symbol has no size",
+                  r"not patching cb_func \(0x[0-9a-f]+\): a return address into the bytes to replace is on the stack",
                   r"not patching helper_func \(0x[0-9a-f]+\): other threads run",
                   r"patched fp_func \(0x[0-9a-f]+\): its calls go to d9's hook, its first 12 bytes run relocated"],
     "patch-far-pie": [r"not patching rip_long_func \(0x[0-9a-f]+\): a rip-relative operand would not reach",
-                      r"not patching short_func \(0x[0-9a-f]+\): the function is shorter than the 14-byte jump"],
+                      r"not patching rip_func \(0x[0-9a-f]+\): the function is shorter than the 14-byte jump",
+                      r"not patching short_func \(0x[0-9a-f]+\): the function is shorter than the 5-byte jump"],
 }
 for case, pats in want.items():
     try:
@@ -254,7 +396,7 @@ for case, pats in want.items():
     for p in pats:
         if not any(re.search(p, l) for l in d9):
             bad.append("%s: no line like '%s'" % (case, p))
-    tries = sum(1 for l in err if re.match(r"patch-test: (patch \S+ rc=|again rc=|thread rc=)", l))
+    tries = sum(1 for l in err if re.match(r"patch-test: (patch \S+ rc=|again rc=|thread rc=|running rc=)", l))
     if len(d9) != tries:
         bad.append("%s: %d d9 lines for %d attempts" % (case, len(d9), tries))
 print("FAIL patch-messages: " + "; ".join(bad[:5]) if bad else "PASS patch-messages")
