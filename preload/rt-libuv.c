@@ -36,6 +36,7 @@ struct uent {
 	void *cb; /* the program's callback, NULL: none (a unit made by a request or a close) */
 	uint64_t id; /* the unit (coroutine id) */
 	uint64_t loc; /* the location of cb's polls */
+	uint32_t what; /* enum what: the kind of cb (set by reg_begin) */
 };
 
 struct umap { struct uent *e; size_t cap, n; };
@@ -74,7 +75,7 @@ static int um_put(struct umap *m, uintptr_t k, void *cb, uint64_t id, uint64_t l
 	struct uent *old = um_get(m, k);
 
 	if (old) { /* in place: never fails */
-		*old = (struct uent){ k, cb, id, loc };
+		*old = (struct uent){ k, cb, id, loc, old->what };
 		return 0;
 	}
 	if ((m->n + 1) * 4 > m->cap * 3) {
@@ -93,7 +94,7 @@ static int um_put(struct umap *m, uintptr_t k, void *cb, uint64_t id, uint64_t l
 	struct uent *e = um_get_free(m, k);
 	if (!e->key)
 		m->n++;
-	*e = (struct uent){ k, cb, id, loc };
+	*e = (struct uent){ k, cb, id, loc, 0 };
 	return 0;
 }
 
@@ -126,12 +127,14 @@ static void um_del(struct umap *m, uintptr_t k)
  * Found by the loop's address: a table of every loop seen (a loop freed and allocated again at
  * the same address is a new loop of the same program and takes the same state; uv_loop_close
  * empties it), read without a lock (entries are published once and never move) and cached per
- * thread. D9__UV_LOOPS distinct loop addresses at most: a further loop is not traced (said once). */
+ * thread. D9__UV_LOOPS distinct loop addresses at most: a further loop is not traced (said
+ * once). */
 #define D9__UV_LOOPS 1024
 #define LOC_CACHE 64
 
 struct lstate {
 	struct umap m;
+	void *last_cb[32]; /* by enum what: the callback a wrapper ran last (see orig_behind) */
 	struct { uintptr_t cb, site; uint32_t what; uint64_t id; } loc_cache[LOC_CACHE];
 };
 
@@ -227,6 +230,10 @@ struct work {
 	uint64_t id, loc_work, loc_after;
 };
 static struct umap works; /* key: the uv_work_t, cb: its struct work */
+/* the callbacks of the work request whose after_work_cb runs on this thread: a program that
+ * queues the request again from there may pass back req->work_cb (our wrapper) */
+static __thread struct { uv_work_cb work_cb; uv_after_work_cb after_cb; } last_work;
+static __thread uint8_t pool_thread; /* a thread of libuv's pool: it has run a work_cb */
 static int works_lock;
 
 static void atfork_child(void)
@@ -234,7 +241,7 @@ static void atfork_child(void)
 	loops_lock = asyncs_lock = works_lock = 0;
 }
 
-/* ---- units and locations ----------------------------------------------------------------------- */
+/* ---- units and locations -------------------------------------------------------------------- */
 enum what {
 	W_READ, W_CONNECTION, W_WRITE, W_SHUTDOWN, W_CONNECT, W_CLOSE, W_TIMER, W_IDLE, W_PREPARE,
 	W_CHECK, W_POLL, W_RECV, W_SEND, W_ASYNC, W_SIGNAL, W_WORK, W_AFTER_WORK,
@@ -257,8 +264,10 @@ static const char *type_name(uv_handle_type t)
 }
 
 /* The location of cb's polls: function cb, call site of its registration, named "<handle type>
- * <callback kind>" plus the function's name when the dynamic symbol table has it exactly (static
- * functions: the analyzer has the address). Cached per loop: dladdr costs microseconds. */
+ * <callback kind> <function>": the function's name when the dynamic symbol table has it exactly,
+ * else (a static function) "<module>+0x<offset from its load base>" (the analyzer shows a
+ * location's name string rather than its symbolized address). Cached per loop: dladdr costs
+ * microseconds. */
 static uint64_t location_of(struct lstate *s, void *cb, void *site, enum what w, const char *type)
 {
 	uintptr_t c = (uintptr_t)cb, cs = (uintptr_t)site;
@@ -270,10 +279,14 @@ static uint64_t location_of(struct lstate *s, void *cb, void *site, enum what w,
 	char name[256];
 	Dl_info di;
 	int len;
-	if (cb && dladdr(cb, &di) && di.dli_sname && di.dli_saddr == cb)
-		len = snprintf(name, sizeof(name), "%s %s %s", type, what_names[w], di.dli_sname);
-	else
+	if (!cb || !dladdr(cb, &di))
 		len = snprintf(name, sizeof(name), "%s %s", type, what_names[w]);
+	else if (di.dli_sname && di.dli_saddr == cb)
+		len = snprintf(name, sizeof(name), "%s %s %s", type, what_names[w], di.dli_sname);
+	else /* a static function: its module and offset from the load base, as addr2line takes it */
+		len = snprintf(name, sizeof(name), "%s %s %s+%#lx", type, what_names[w],
+			di.dli_fname && strrchr(di.dli_fname, '/') ? strrchr(di.dli_fname, '/') + 1 :
+			di.dli_fname ? di.dli_fname : "?", (unsigned long)(c - (uintptr_t)di.dli_fbase));
 	if (len < 0)
 		len = 0;
 	if ((size_t)len >= sizeof(name))
@@ -362,6 +375,8 @@ static int entry(uv_loop_t *loop, const void *p, int slot, struct uent *out, int
 		return -ENOENT;
 	}
 	*out = *e;
+	if (e->what < 32)
+		s->last_cb[e->what] = e->cb;
 	if (take)
 		um_del(&s->m, (uintptr_t)p | (uintptr_t)slot);
 	return 0;
@@ -382,6 +397,24 @@ static int entry(uv_loop_t *loop, const void *p, int slot, struct uent *out, int
  * puts back what was there. A callback is wrapped only while the adapter is wanted, but a
  * handle that has a unit keeps being wrapped (its close must be seen): its entries stay right
  * whatever D9_ENABLED does meanwhile. */
+/* The program's callback behind wrapper kind w when the program passes the wrapper itself for
+ * a handle or request without an entry (it read the field of another one): the only original
+ * of that kind in the loop's map, else the one a wrapper of that kind ran last. NULL: none. */
+static void *orig_behind(struct lstate *s, enum what w)
+{
+	void *found = NULL;
+
+	for (size_t i = 0; i < s->m.cap; i++) {
+		const struct uent *e = &s->m.e[i];
+		if (!e->key || e->what != (uint32_t)w || !e->cb)
+			continue;
+		if (found && found != e->cb)
+			return s->last_cb[w];
+		found = e->cb;
+	}
+	return found ? found : s->last_cb[w];
+}
+
 struct reg {
 	struct lstate *s;
 	uintptr_t key, unit_key; /* (p, slot); the handle's unit entry (h, SLOT_CB) */
@@ -393,26 +426,38 @@ struct reg {
 
 /* Returns 1 when the wrapper must be passed (then call reg_end with the result). */
 static int reg_begin(struct reg *r, uv_loop_t *loop, uv_handle_t *h, uv_handle_type type,
-	const void *p, int slot, void *cb, enum what w, void *site)
+	const void *p, int slot, void **cbp, void *wrapper, enum what w, void *site)
 {
 	int wanted = !refused && d9__rt_wanted(&d9__rt_libuv);
+	struct lstate *s = loop && !internal(h, loop) ? state_of(loop, wanted) : NULL;
 
-	if (!loop || internal(h, loop))
-		return 0;
-	struct lstate *s = state_of(loop, wanted);
+	r->err = errno;
 	if (!s)
 		return 0;
 	r->s = s;
 	r->key = (uintptr_t)p | (uintptr_t)slot;
 	r->unit_key = (uintptr_t)h | SLOT_CB;
+	struct uent *e = um_get(&s->m, r->key);
+	int passed_back = *cbp == wrapper;
+	if (passed_back) {
+		/* the program passes back what it read from a handle (uv_timer_start(t, t->timer_cb,
+		 * ...), and libuv's own uv_timer_again does): the callback behind our wrapper */
+		*cbp = e && e->cb ? e->cb : orig_behind(s, w);
+		errno = r->err;
+		if (!*cbp) {
+			LOG_ONCE("a callback read back from a handle has no known original: not called");
+			return 0;
+		}
+	}
+	void *cb = *cbp;
 	struct uent *unit = um_get(&s->m, r->unit_key);
 	if (!unit && (!wanted || !cb))
 		return 0; /* e.g. a close without a callback of a handle that never had one */
-	struct uent *e = um_get(&s->m, r->key);
+	e = um_get(&s->m, r->key);
 	r->old = e ? *e : (struct uent){ 0 };
 	r->spawned = 0;
-	r->err = errno;
-	uint64_t loc = wanted && cb ? location_of(s, cb, site, w, type_name(type)) : 0;
+	uint64_t loc = passed_back && e ? e->loc :
+		wanted && cb ? location_of(s, cb, site, w, type_name(type)) : 0;
 	uint64_t id = unit ? unit->id : 0;
 	if (!id) {
 		r->spawned = id = unit_spawn(loc);
@@ -421,6 +466,7 @@ static int reg_begin(struct reg *r, uv_loop_t *loop, uv_handle_t *h, uv_handle_t
 	}
 	if (um_put(&s->m, r->key, cb, id, loc))
 		goto err_entry;
+	um_get(&s->m, r->key)->what = (uint32_t)w;
 	r->id = id;
 	errno = r->err;
 	return 1;
@@ -455,7 +501,7 @@ static void reg_end(struct reg *r, int result)
 
 #define SITE __builtin_return_address(0)
 
-/* ---- handle callbacks ------------------------------------------------------------------------- */
+/* ---- handle callbacks ----------------------------------------------------------------------- */
 static void w_read(uv_stream_t *h, ssize_t n, const uv_buf_t *buf)
 {
 	struct uent e;
@@ -550,7 +596,7 @@ static void w_close(uv_handle_t *h)
 	unit_exit(c.id);
 }
 
-/* ---- request callbacks: each runs once, as a poll of its handle's unit --------------------------- */
+/* ---- request callbacks: each runs once, as a poll of its handle's unit ---------------------- */
 static void w_write(uv_write_t *req, int status)
 {
 	struct uent e;
@@ -579,7 +625,7 @@ static void w_send(uv_udp_send_t *req, int status)
 		RUN(e, uv_udp_send_cb, req, status);
 }
 
-/* ---- registration interposers ---------------------------------------------------------------------
+/* ---- registration interposers ------------------------------------------------------------------
  * Each passes straight through when libuv has no such function (ENOSYS), when the adapter does
  * not want the call, or when it cannot keep an entry; otherwise it passes its wrapper. */
 #define REAL_OR_ENOSYS(ret, name, params)                                         \
@@ -588,11 +634,12 @@ static void w_send(uv_udp_send_t *req, int status)
 		return UV_ENOSYS
 
 /* The usual shape: a handle h starts calling cb (slot 0), via real(h, ..., wrapper, ...). */
-#define HANDLE_START(h, cb, what, call_orig, call_wrapped)                                      \
+#define HANDLE_START(h, cb, what, wrapper, call_orig, call_wrapped)                             \
 	do {                                                                               \
 		struct reg r_;                                                             \
-		if (!(cb) || !reg_begin(&r_, (h)->loop, (uv_handle_t *)(h), (h)->type, (h), \
-				SLOT_CB, (void *)(cb), (what), SITE))                      \
+		void *cb_ = (void *)(cb);                                                  \
+		if (!cb_ || !reg_begin(&r_, (h)->loop, (uv_handle_t *)(h), (h)->type, (h), \
+				SLOT_CB, &cb_, (void *)(wrapper), (what), SITE))           \
 			return (call_orig);                                                \
 		int rc_ = (call_wrapped);                                                  \
 		reg_end(&r_, rc_);                                                         \
@@ -602,77 +649,90 @@ static void w_send(uv_udp_send_t *req, int status)
 D9_INTERPOSE int uv_read_start(uv_stream_t *h, uv_alloc_cb alloc_cb, uv_read_cb read_cb)
 {
 	REAL_OR_ENOSYS(int, uv_read_start, (uv_stream_t *, uv_alloc_cb, uv_read_cb));
-	HANDLE_START(h, read_cb, W_READ, real_uv_read_start(h, alloc_cb, read_cb),
+	HANDLE_START(h, read_cb, W_READ, w_read,
+		real_uv_read_start(h, alloc_cb, (__typeof__(read_cb))cb_),
 		real_uv_read_start(h, alloc_cb, w_read));
 }
 
 D9_INTERPOSE int uv_listen(uv_stream_t *h, int backlog, uv_connection_cb cb)
 {
 	REAL_OR_ENOSYS(int, uv_listen, (uv_stream_t *, int, uv_connection_cb));
-	HANDLE_START(h, cb, W_CONNECTION, real_uv_listen(h, backlog, cb),
+	HANDLE_START(h, cb, W_CONNECTION, w_connection,
+		real_uv_listen(h, backlog, (__typeof__(cb))cb_),
 		real_uv_listen(h, backlog, w_connection));
 }
 
 D9_INTERPOSE int uv_timer_start(uv_timer_t *h, uv_timer_cb cb, uint64_t timeout, uint64_t repeat)
 {
 	REAL_OR_ENOSYS(int, uv_timer_start, (uv_timer_t *, uv_timer_cb, uint64_t, uint64_t));
-	HANDLE_START(h, cb, W_TIMER, real_uv_timer_start(h, cb, timeout, repeat),
+	HANDLE_START(h, cb, W_TIMER, w_timer,
+		real_uv_timer_start(h, (__typeof__(cb))cb_, timeout, repeat),
 		real_uv_timer_start(h, w_timer, timeout, repeat));
 }
 
 D9_INTERPOSE int uv_idle_start(uv_idle_t *h, uv_idle_cb cb)
 {
 	REAL_OR_ENOSYS(int, uv_idle_start, (uv_idle_t *, uv_idle_cb));
-	HANDLE_START(h, cb, W_IDLE, real_uv_idle_start(h, cb), real_uv_idle_start(h, w_idle));
+	HANDLE_START(h, cb, W_IDLE, w_idle,
+		real_uv_idle_start(h, (__typeof__(cb))cb_),
+		real_uv_idle_start(h, w_idle));
 }
 
 D9_INTERPOSE int uv_prepare_start(uv_prepare_t *h, uv_prepare_cb cb)
 {
 	REAL_OR_ENOSYS(int, uv_prepare_start, (uv_prepare_t *, uv_prepare_cb));
-	HANDLE_START(h, cb, W_PREPARE, real_uv_prepare_start(h, cb),
+	HANDLE_START(h, cb, W_PREPARE, w_prepare,
+		real_uv_prepare_start(h, (__typeof__(cb))cb_),
 		real_uv_prepare_start(h, w_prepare));
 }
 
 D9_INTERPOSE int uv_check_start(uv_check_t *h, uv_check_cb cb)
 {
 	REAL_OR_ENOSYS(int, uv_check_start, (uv_check_t *, uv_check_cb));
-	HANDLE_START(h, cb, W_CHECK, real_uv_check_start(h, cb), real_uv_check_start(h, w_check));
+	HANDLE_START(h, cb, W_CHECK, w_check,
+		real_uv_check_start(h, (__typeof__(cb))cb_),
+		real_uv_check_start(h, w_check));
 }
 
 D9_INTERPOSE int uv_poll_start(uv_poll_t *h, int events, uv_poll_cb cb)
 {
 	REAL_OR_ENOSYS(int, uv_poll_start, (uv_poll_t *, int, uv_poll_cb));
-	HANDLE_START(h, cb, W_POLL, real_uv_poll_start(h, events, cb),
+	HANDLE_START(h, cb, W_POLL, w_poll,
+		real_uv_poll_start(h, events, (__typeof__(cb))cb_),
 		real_uv_poll_start(h, events, w_poll));
 }
 
 D9_INTERPOSE int uv_udp_recv_start(uv_udp_t *h, uv_alloc_cb alloc_cb, uv_udp_recv_cb cb)
 {
 	REAL_OR_ENOSYS(int, uv_udp_recv_start, (uv_udp_t *, uv_alloc_cb, uv_udp_recv_cb));
-	HANDLE_START(h, cb, W_RECV, real_uv_udp_recv_start(h, alloc_cb, cb),
+	HANDLE_START(h, cb, W_RECV, w_recv,
+		real_uv_udp_recv_start(h, alloc_cb, (__typeof__(cb))cb_),
 		real_uv_udp_recv_start(h, alloc_cb, w_recv));
 }
 
 D9_INTERPOSE int uv_signal_start(uv_signal_t *h, uv_signal_cb cb, int signum)
 {
 	REAL_OR_ENOSYS(int, uv_signal_start, (uv_signal_t *, uv_signal_cb, int));
-	HANDLE_START(h, cb, W_SIGNAL, real_uv_signal_start(h, cb, signum),
+	HANDLE_START(h, cb, W_SIGNAL, w_signal,
+		real_uv_signal_start(h, (__typeof__(cb))cb_, signum),
 		real_uv_signal_start(h, w_signal, signum));
 }
 
 D9_INTERPOSE int uv_signal_start_oneshot(uv_signal_t *h, uv_signal_cb cb, int signum)
 {
 	REAL_OR_ENOSYS(int, uv_signal_start_oneshot, (uv_signal_t *, uv_signal_cb, int));
-	HANDLE_START(h, cb, W_SIGNAL, real_uv_signal_start_oneshot(h, cb, signum),
+	HANDLE_START(h, cb, W_SIGNAL, w_signal,
+		real_uv_signal_start_oneshot(h, (__typeof__(cb))cb_, signum),
 		real_uv_signal_start_oneshot(h, w_signal, signum));
 }
 
 /* A request on stream or UDP handle h runs cb once, as a poll of h's unit. */
-#define REQ_START(req, h, cb, what, call_orig, call_wrapped)                                    \
+#define REQ_START(req, h, cb, what, wrapper, call_orig, call_wrapped)                           \
 	do {                                                                               \
 		struct reg r_;                                                             \
-		if (!(cb) || !reg_begin(&r_, (h)->loop, (uv_handle_t *)(h), (h)->type, (req), \
-				SLOT_CB, (void *)(cb), (what), SITE))                      \
+		void *cb_ = (void *)(cb);                                                  \
+		if (!cb_ || !reg_begin(&r_, (h)->loop, (uv_handle_t *)(h), (h)->type, (req), \
+				SLOT_CB, &cb_, (void *)(wrapper), (what), SITE))           \
 			return (call_orig);                                                \
 		int rc_ = (call_wrapped);                                                  \
 		reg_end(&r_, rc_);                                                         \
@@ -684,14 +744,16 @@ D9_INTERPOSE int uv_write(uv_write_t *req, uv_stream_t *h, const uv_buf_t bufs[]
 {
 	REAL_OR_ENOSYS(int, uv_write, (uv_write_t *, uv_stream_t *, const uv_buf_t[], unsigned int,
 		uv_write_cb));
-	REQ_START(req, h, cb, W_WRITE, real_uv_write(req, h, bufs, n, cb),
+	REQ_START(req, h, cb, W_WRITE, w_write,
+		real_uv_write(req, h, bufs, n, (__typeof__(cb))cb_),
 		real_uv_write(req, h, bufs, n, w_write));
 }
 
 D9_INTERPOSE int uv_shutdown(uv_shutdown_t *req, uv_stream_t *h, uv_shutdown_cb cb)
 {
 	REAL_OR_ENOSYS(int, uv_shutdown, (uv_shutdown_t *, uv_stream_t *, uv_shutdown_cb));
-	REQ_START(req, h, cb, W_SHUTDOWN, real_uv_shutdown(req, h, cb),
+	REQ_START(req, h, cb, W_SHUTDOWN, w_shutdown,
+		real_uv_shutdown(req, h, (__typeof__(cb))cb_),
 		real_uv_shutdown(req, h, w_shutdown));
 }
 
@@ -700,7 +762,8 @@ D9_INTERPOSE int uv_tcp_connect(uv_connect_t *req, uv_tcp_t *h, const struct soc
 {
 	REAL_OR_ENOSYS(int, uv_tcp_connect, (uv_connect_t *, uv_tcp_t *, const struct sockaddr *,
 		uv_connect_cb));
-	REQ_START(req, h, cb, W_CONNECT, real_uv_tcp_connect(req, h, addr, cb),
+	REQ_START(req, h, cb, W_CONNECT, w_connect,
+		real_uv_tcp_connect(req, h, addr, (__typeof__(cb))cb_),
 		real_uv_tcp_connect(req, h, addr, w_connect));
 }
 
@@ -709,7 +772,8 @@ D9_INTERPOSE int uv_udp_send(uv_udp_send_t *req, uv_udp_t *h, const uv_buf_t buf
 {
 	REAL_OR_ENOSYS(int, uv_udp_send, (uv_udp_send_t *, uv_udp_t *, const uv_buf_t[], unsigned int,
 		const struct sockaddr *, uv_udp_send_cb));
-	REQ_START(req, h, cb, W_SEND, real_uv_udp_send(req, h, bufs, n, addr, cb),
+	REQ_START(req, h, cb, W_SEND, w_send,
+		real_uv_udp_send(req, h, bufs, n, addr, (__typeof__(cb))cb_),
 		real_uv_udp_send(req, h, bufs, n, addr, w_send));
 }
 
@@ -720,24 +784,27 @@ D9_INTERPOSE void uv_close(uv_handle_t *h, uv_close_cb cb)
 	D9_REAL(void, uv_close, (uv_handle_t *, uv_close_cb));
 	struct reg r;
 
+	void *cb_ = (void *)cb;
+
 	if (!real_uv_close)
 		return;
-	if (!reg_begin(&r, h->loop, h, h->type, h, SLOT_CLOSE, (void *)cb, W_CLOSE, SITE)) {
-		real_uv_close(h, cb);
+	if (!reg_begin(&r, h->loop, h, h->type, h, SLOT_CLOSE, &cb_, (void *)w_close, W_CLOSE, SITE)) {
+		real_uv_close(h, (uv_close_cb)cb_);
 		return;
 	}
 	real_uv_close(h, w_close);
 }
 
-/* ---- async handles: uv_async_send from any thread wakes the handle's unit ------------------------- */
+/* ---- async handles: uv_async_send from any thread wakes the handle's unit ------------------- */
 D9_INTERPOSE int uv_async_init(uv_loop_t *loop, uv_async_t *h, uv_async_cb cb)
 {
 	REAL_OR_ENOSYS(int, uv_async_init, (uv_loop_t *, uv_async_t *, uv_async_cb));
 	struct reg r;
+	void *cb_ = (void *)cb;
 
-	if (!cb || !reg_begin(&r, loop, (uv_handle_t *)h, UV_ASYNC, h, SLOT_CB, (void *)cb, W_ASYNC,
-			SITE))
-		return real_uv_async_init(loop, h, cb);
+	if (!cb || !reg_begin(&r, loop, (uv_handle_t *)h, UV_ASYNC, h, SLOT_CB, &cb_, (void *)w_async,
+			W_ASYNC, SITE))
+		return real_uv_async_init(loop, h, (uv_async_cb)cb_);
 	int e = errno;
 	spin_lock(&asyncs_lock);
 	int put = um_put(&asyncs, (uintptr_t)h, NULL, r.id, 0); /* failed: its sends are not seen */
@@ -801,7 +868,8 @@ static void w_work(uv_work_t *req)
 	/* a pool thread: its blocking calls inside work_cb count as the unit's */
 	if (D9_UNLIKELY(!d9__pl.rt) && d9__pl_active() && d9_agent_become_worker())
 		d9__pl.rt = &d9__rt_libuv;
-	struct uent e = { (uintptr_t)req, (void *)w->work_cb, w->id, w->loc_work };
+	pool_thread = 1;
+	struct uent e = { (uintptr_t)req, (void *)w->work_cb, w->id, w->loc_work, W_WORK };
 	errno = err;
 	RUN(e, uv_work_cb, req);
 	if (d9__pl_active()) {
@@ -821,8 +889,10 @@ static void w_after_work(uv_work_t *req, int status)
 	struct work c = *w;
 	free(w);
 	errno = err;
+	last_work.work_cb = c.work_cb;
+	last_work.after_cb = c.after_cb;
 	if (c.after_cb) {
-		struct uent e = { (uintptr_t)req, (void *)c.after_cb, c.id, c.loc_after };
+		struct uent e = { (uintptr_t)req, (void *)c.after_cb, c.id, c.loc_after, W_AFTER_WORK };
 		RUN(e, uv_after_work_cb, req, status);
 	}
 	err = errno;
@@ -834,6 +904,13 @@ D9_INTERPOSE int uv_queue_work(uv_loop_t *loop, uv_work_t *req, uv_work_cb work_
 	uv_after_work_cb after_cb)
 {
 	REAL_OR_ENOSYS(int, uv_queue_work, (uv_loop_t *, uv_work_t *, uv_work_cb, uv_after_work_cb));
+	if (work_cb == w_work || after_cb == w_after_work) {
+		/* passed back from the request (see last_work) */
+		work_cb = work_cb == w_work ? last_work.work_cb : work_cb;
+		after_cb = after_cb == w_after_work ? last_work.after_cb : after_cb;
+		if (!work_cb)
+			return UV_EINVAL; /* what libuv says to a work request without work_cb */
+	}
 	if (!work_cb || refused || !d9__rt_wanted(&d9__rt_libuv))
 		return real_uv_queue_work(loop, req, work_cb, after_cb);
 	int e = errno;
@@ -871,7 +948,32 @@ D9_INTERPOSE int uv_queue_work(uv_loop_t *loop, uv_work_t *req, uv_work_cb work_
 	return rc;
 }
 
-/* ---- the loop ---------------------------------------------------------------------------------- */
+/* A pool thread waits for work in uv_cond_wait: that wait is its park (as epoll_wait is the
+ * loop's), so the writer takes its chunk while it waits: without it, a pool thread's events
+ * would stay in its chunk until it records again. Any other uv_cond_wait passes through (inside
+ * a work_cb it is a blocking call, libc-block.c's pthread_cond_wait). */
+D9_INTERPOSE void uv_cond_wait(uv_cond_t *cond, uv_mutex_t *mutex)
+{
+	D9_REAL(void, uv_cond_wait, (uv_cond_t *, uv_mutex_t *));
+	int parked = pool_thread && !d9__pl.coroutine && d9__pl_active();
+
+	if (parked) {
+		int e = errno;
+		d9_rec_park(D9_CALL_OTHER, -1);
+		errno = e;
+	}
+	if (real_uv_cond_wait)
+		real_uv_cond_wait(cond, mutex);
+	else
+		pthread_cond_wait(cond, mutex); /* libuv's uv_cond_t on Unix */
+	if (parked) {
+		int e = errno;
+		d9_rec_unpark(0, D9_UNKNOWN, D9_UNKNOWN);
+		errno = e;
+	}
+}
+
+/* ---- the loop ------------------------------------------------------------------------------- */
 /* The thread that runs a loop is the scheduler: a worker whose callbacks are units of work
  * (libc-block.c times blocking calls only inside them). Its wait, epoll_wait inside uv_run, is
  * parked by libc-wait.c. */

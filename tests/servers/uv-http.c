@@ -7,7 +7,7 @@
  *   /timer?ms=N      a one-shot uv_timer per request; on_timer replies after N ms
  *   /work?ms=N       uv_queue_work: work_sleep sleeps N ms (usleep) on a pool thread,
  *                    after_work replies on the loop thread
- *   /async           the notifier thread (blocked in read on a pipe) gets a byte and calls
+ *   /async           the notifier thread (waiting in poll on a pipe) gets a byte and calls
  *                    uv_async_send; on_async (loop thread) replies to every waiting request
  *   /stats           counters as JSON (connections, requests per endpoint, callback runs)
  *   /quit            replies "bye" and exits 0 in the write callback
@@ -15,6 +15,7 @@
  * port is written there once listening), -t SECONDS (exit 2 after that long), -q (quiet).
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -169,12 +170,14 @@ static void on_check(uv_check_t *h)
 	stats.checks++;
 }
 
+/* waits in poll, as an event thread would, then reads the byte */
 static void *notifier(void *arg)
 {
+	struct pollfd pfd = { .fd = notify_pipe[0], .events = POLLIN };
 	char b;
 
 	(void)arg;
-	while (read(notify_pipe[0], &b, 1) == 1) {
+	while (poll(&pfd, 1, -1) >= 0 && read(notify_pipe[0], &b, 1) == 1) {
 		__atomic_add_fetch(&stats.async_sends, 1, __ATOMIC_RELAXED);
 		uv_async_send(&async);
 	}
