@@ -244,16 +244,19 @@ static void atfork_child(void)
 /* ---- units and locations -------------------------------------------------------------------- */
 enum what {
 	W_READ, W_CONNECTION, W_WRITE, W_SHUTDOWN, W_CONNECT, W_CLOSE, W_TIMER, W_IDLE, W_PREPARE,
-	W_CHECK, W_POLL, W_RECV, W_SEND, W_ASYNC, W_SIGNAL, W_WORK, W_AFTER_WORK,
+	W_CHECK, W_POLL, W_RECV, W_SEND, W_ASYNC, W_SIGNAL, W_WORK, W_AFTER_WORK, W_FS,
 };
 static const char *const what_names[] = {
 	"read_cb", "connection_cb", "write_cb", "shutdown_cb", "connect_cb", "close_cb", "timer_cb",
 	"idle_cb", "prepare_cb", "check_cb", "poll_cb", "recv_cb", "send_cb", "async_cb",
-	"signal_cb", "work_cb", "after_work_cb",
+	"signal_cb", "work_cb", "after_work_cb", "fs_cb",
 };
+#define TYPE_FS ((uv_handle_type)-1) /* a file-system request: named "fs" */
 
 static const char *type_name(uv_handle_type t)
 {
+	if (t == TYPE_FS)
+		return "fs";
 	switch (t) {
 #define XX(uc, lc) case UV_##uc: return #lc;
 	UV_HANDLE_TYPE_MAP(XX)
@@ -776,6 +779,70 @@ D9_INTERPOSE int uv_udp_send(uv_udp_send_t *req, uv_udp_t *h, const uv_buf_t buf
 		real_uv_udp_send(req, h, bufs, n, addr, (__typeof__(cb))cb_),
 		real_uv_udp_send(req, h, bufs, n, addr, w_send));
 }
+
+/* ---- file-system requests: each is a unit of its own ---------------------------------------------
+ * Spawned when submitted (parent: the running unit), its callback is its one poll, then it
+ * exits. libuv runs the operation on a pool thread inside its own machinery, which d9 does not
+ * see: no Wake, so no queue delay (uv_queue_work has one). Synchronous calls (no callback) pass
+ * straight through; the libc calls they make are the caller's. */
+static void w_fs(uv_fs_t *req)
+{
+	struct uent e;
+	if (!entry(req->loop, req, SLOT_CB, &e, 1)) {
+		RUN(e, uv_fs_cb, req);
+		int err = errno;
+		unit_exit(e.id);
+		errno = err;
+	}
+}
+
+#define FS_INTERPOSE(fn, params, args)                                                       \
+	D9_INTERPOSE int fn params                                                               \
+	{                                                                                        \
+		REAL_OR_ENOSYS(int, fn, params);                                                 \
+		struct reg r_;                                                                   \
+		void *cb_ = (void *)cb;                                                          \
+		if (!cb_ || !reg_begin(&r_, loop, (uv_handle_t *)req, TYPE_FS, req, SLOT_CB,     \
+				&cb_, (void *)w_fs, W_FS, SITE)) {                               \
+			cb = (uv_fs_cb)cb_;                                                      \
+			return real_##fn args;                                                   \
+		}                                                                                \
+		cb = w_fs;                                                                       \
+		int rc_ = real_##fn args;                                                        \
+		reg_end(&r_, rc_);                                                               \
+		return rc_;                                                                      \
+	}
+
+FS_INTERPOSE(uv_fs_open, (uv_loop_t *loop, uv_fs_t *req, const char *path, int flags, int mode,
+	uv_fs_cb cb), (loop, req, path, flags, mode, cb))
+FS_INTERPOSE(uv_fs_close, (uv_loop_t *loop, uv_fs_t *req, uv_file file, uv_fs_cb cb),
+	(loop, req, file, cb))
+FS_INTERPOSE(uv_fs_read, (uv_loop_t *loop, uv_fs_t *req, uv_file file, const uv_buf_t bufs[],
+	unsigned int nbufs, int64_t offset, uv_fs_cb cb), (loop, req, file, bufs, nbufs, offset, cb))
+FS_INTERPOSE(uv_fs_write, (uv_loop_t *loop, uv_fs_t *req, uv_file file, const uv_buf_t bufs[],
+	unsigned int nbufs, int64_t offset, uv_fs_cb cb), (loop, req, file, bufs, nbufs, offset, cb))
+FS_INTERPOSE(uv_fs_stat, (uv_loop_t *loop, uv_fs_t *req, const char *path, uv_fs_cb cb),
+	(loop, req, path, cb))
+FS_INTERPOSE(uv_fs_lstat, (uv_loop_t *loop, uv_fs_t *req, const char *path, uv_fs_cb cb),
+	(loop, req, path, cb))
+FS_INTERPOSE(uv_fs_fstat, (uv_loop_t *loop, uv_fs_t *req, uv_file file, uv_fs_cb cb),
+	(loop, req, file, cb))
+FS_INTERPOSE(uv_fs_unlink, (uv_loop_t *loop, uv_fs_t *req, const char *path, uv_fs_cb cb),
+	(loop, req, path, cb))
+FS_INTERPOSE(uv_fs_rename, (uv_loop_t *loop, uv_fs_t *req, const char *path, const char *new_path,
+	uv_fs_cb cb), (loop, req, path, new_path, cb))
+FS_INTERPOSE(uv_fs_fsync, (uv_loop_t *loop, uv_fs_t *req, uv_file file, uv_fs_cb cb),
+	(loop, req, file, cb))
+FS_INTERPOSE(uv_fs_fdatasync, (uv_loop_t *loop, uv_fs_t *req, uv_file file, uv_fs_cb cb),
+	(loop, req, file, cb))
+FS_INTERPOSE(uv_fs_ftruncate, (uv_loop_t *loop, uv_fs_t *req, uv_file file, int64_t offset,
+	uv_fs_cb cb), (loop, req, file, offset, cb))
+FS_INTERPOSE(uv_fs_mkdir, (uv_loop_t *loop, uv_fs_t *req, const char *path, int mode,
+	uv_fs_cb cb), (loop, req, path, mode, cb))
+FS_INTERPOSE(uv_fs_scandir, (uv_loop_t *loop, uv_fs_t *req, const char *path, int flags,
+	uv_fs_cb cb), (loop, req, path, flags, cb))
+FS_INTERPOSE(uv_fs_sendfile, (uv_loop_t *loop, uv_fs_t *req, uv_file out_fd, uv_file in_fd,
+	int64_t in_offset, size_t length, uv_fs_cb cb), (loop, req, out_fd, in_fd, in_offset, length, cb))
 
 /* uv_close: the close callback is always wrapped for a handle with a unit (also when the program
  * passes none), so its entries and unit end exactly when libuv is done with it. */

@@ -2,7 +2,7 @@
 # test-rt-libuv.sh: the libuv adapter (preload/rt-libuv.c) on real libuv programs.
 #   - uv-http (tests/servers/uv-http.c, Debian's libuv1) under the agent with a pool of one
 #     thread and CPU profiling: N /fast, /burn?ms=20 (20 ms of CPU in burn_cpu inside on_read),
-#     /timer?ms=50, 3 /async (uv_async_send from the notifier thread), /work?ms=800 and, while
+#     /timer?ms=50, 3 /async (uv_async_send from the notifier thread), /fs, /work?ms=800 and, while
 #     it runs, /work?ms=10 (uv_queue_work: the second waits in the pool's queue), /stats, /quit.
 #     Checked on the trace against the server's own counters: every callback run is a poll of
 #     its handle's unit, located at the callback and named "<type> <callback> uv-http+0x<offset
@@ -15,7 +15,9 @@
 #     the spawn Wake (queue delay: the second starts only after the first's work_cb ended, which
 #     was after it was queued), with its usleep as a BlockingCall of the unit, then a Wake from
 #     the pool thread and its after_work_cb poll on the loop thread before it exits; the loop
-#     thread parks in epoll_wait, the pool thread in its wait for work; `d9-analyze summary`
+#     thread parks in epoll_wait, the pool thread in its wait for work; /fs's uv_fs_open and
+#     uv_fs_close are units of their own (spawned by the connection, then by the open's callback),
+#     one poll each; `d9-analyze summary`
 #     names the callbacks.
 #   - the same server with D9_RUNTIME=generic and with D9_RUNTIME=st: answers every request, and
 #     the trace has parks but no coroutine event (generic mode).
@@ -60,6 +62,7 @@ case "$BODY" in "burn ms=20 cpu_ns="*) ;; *) pl_fail rt-libuv-requests "/burn: $
 pl_get "/timer?ms=50"
 [ "$BODY" = "timer ms=50" ] || { pl_fail rt-libuv-requests "/timer: $CODE '$BODY'"; ok=0; }
 pl_gets 3 /async "async" || { pl_fail rt-libuv-requests "$PL_ERR"; ok=0; }
+pl_gets 1 /fs "fs" || { pl_fail rt-libuv-requests "$PL_ERR"; ok=0; }
 curl -sS --max-time 30 -o "$T/work1" "http://127.0.0.1:$SPORT/work?ms=800" 2>/dev/null &
 w1=$!
 d9_wait_for 30 stats_work || { pl_fail rt-libuv-requests "the first /work was not counted within 30 s"; ok=0; }
@@ -76,7 +79,7 @@ if [ "$SRC" != 0 ] || [ -s "$SDIR/stderr" ]; then
 else
 	pl_pass rt-libuv-exit "status 0 after /quit, nothing on stderr"
 fi
-[ "$ok" = 1 ] && pl_pass rt-libuv-requests "$N /fast, /burn, /timer, 3 /async, 2 overlapping /work answered"
+[ "$ok" = 1 ] && pl_pass rt-libuv-requests "$N /fast, /burn, /timer, 3 /async, /fs, 2 overlapping /work answered"
 
 read -r -d '' CHECKS <<'PYEOF'
 binary, maps, stats_path, n = args[0], args[1], args[2], int(args[3])
@@ -130,7 +133,8 @@ with case("rt-libuv-names") as c:
             errs.append("location %r of %s, want '<type> <callback> %s'" % (name, fn, want))
         seen.add(" ".join(name.split()[:2]) if name else None)
     for want in ("tcp connection_cb", "tcp read_cb", "tcp write_cb", "tcp close_cb", "timer timer_cb",
-                 "timer close_cb", "async async_cb", "check check_cb", "work work_cb", "work after_work_cb"):
+                 "timer close_cb", "async async_cb", "check check_cb", "work work_cb", "work after_work_cb",
+                 "fs fs_cb"):
         if want not in seen:
             errs.append("no poll named %r (seen %s)" % (want, sorted(s for s in seen if s)))
     require(errs)
@@ -279,6 +283,22 @@ with case("rt-libuv-work") as c:
         fail("the second work_cb started before the first ended, with one pool thread")
     c.info = "; ".join(info) + " (the second queued %s before the first's work_cb ended)" % ms(
         first[1]["mono_ns"] - q2["mono_ns"])
+
+with case("rt-libuv-fs") as c:
+    op, cl = units_at("on_opened"), units_at("on_fs_closed")
+    if len(op) != 1 or len(cl) != 1:
+        fail("%d units at on_opened, %d at on_fs_closed, want 1 each (/fs)" % (len(op), len(cl)))
+    errs = []
+    for x in op + cl:
+        if len(x.polls) != 1 or x.exits != 1 or x.polls[0][0]["tid"] != loop_tid:
+            errs.append("fs unit %d: %d polls, %d exits" % (x.id, len(x.polls), x.exits))
+    conn = [u for u in cos.values() if u.id == op[0].parent and u.spawn and fn_of(u.spawn) == "on_read"]
+    if not conn:
+        errs.append("the open's unit %d has parent %d, not a connection" % (op[0].id, op[0].parent))
+    if cl[0].parent != op[0].id:
+        errs.append("the close's unit has parent %d, want the open's %d" % (cl[0].parent, op[0].id))
+    require(errs)
+    c.info = "open unit %d (parent: connection %d), close unit %d" % (op[0].id, op[0].parent, cl[0].id)
 
 with case("rt-libuv-check") as c:
     checks = all_polls("on_check")

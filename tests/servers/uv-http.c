@@ -9,12 +9,15 @@
  *                    after_work replies on the loop thread
  *   /async           the notifier thread (waiting in poll on a pipe) gets a byte and calls
  *                    uv_async_send; on_async (loop thread) replies to every waiting request
+ *   /fs              uv_fs_open of /proc/self/stat, then uv_fs_close, both with callbacks
+ *                    (on_opened, on_fs_closed), then replies "fs"
  *   /stats           counters as JSON (connections, requests per endpoint, callback runs)
  *   /quit            replies "bye" and exits 0 in the write callback
  * A uv_check handle (on_check) counts loop iterations. Options: -p PORT (0: any), -P FILE (the
  * port is written there once listening), -t SECONDS (exit 2 after that long), -q (quiet).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,15 +32,17 @@
 #define REQ_MAX 4096
 #define MS_MAX 60000
 
-enum endpoint { EP_FAST, EP_BURN, EP_TIMER, EP_WORK, EP_ASYNC, EP_STATS, EP_QUIT, EP_OTHER, EP_COUNT };
-static const char *const ep_names[EP_COUNT] = { "fast", "burn", "timer", "work", "async", "stats",
-	"quit", "other" };
+enum endpoint { EP_FAST, EP_BURN, EP_TIMER, EP_WORK, EP_ASYNC, EP_FS, EP_STATS, EP_QUIT, EP_OTHER,
+	EP_COUNT };
+static const char *const ep_names[EP_COUNT] = { "fast", "burn", "timer", "work", "async", "fs",
+	"stats", "quit", "other" };
 
 struct conn {
 	uv_tcp_t tcp;
 	uv_timer_t timer;
 	uv_work_t work;
 	uv_write_t wr;
+	uv_fs_t fs;
 	uv_buf_t out;
 	char buf[REQ_MAX];
 	size_t len;
@@ -164,6 +169,28 @@ static void on_async(uv_async_t *a)
 	}
 }
 
+static void on_fs_closed(uv_fs_t *req)
+{
+	struct conn *c = req->data;
+
+	uv_fs_req_cleanup(req);
+	reply(c, 200, "fs\n");
+}
+
+static void on_opened(uv_fs_t *req)
+{
+	struct conn *c = req->data;
+	uv_file fd = (uv_file)req->result;
+
+	uv_fs_req_cleanup(req);
+	if (fd < 0) {
+		reply(c, 404, "fs open failed\n");
+		return;
+	}
+	c->fs.data = c;
+	uv_fs_close(loop, &c->fs, fd, on_fs_closed);
+}
+
 static void on_check(uv_check_t *h)
 {
 	(void)h;
@@ -225,6 +252,11 @@ static void handle_request(struct conn *c)
 	case EP_WORK:
 		c->work.data = c;
 		uv_queue_work(loop, &c->work, work_sleep, after_work);
+		break;
+	case EP_FS:
+		c->fs.data = c;
+		if (uv_fs_open(loop, &c->fs, "/proc/self/stat", O_RDONLY, 0, on_opened))
+			reply(c, 404, "fs open failed\n");
 		break;
 	case EP_ASYNC: {
 		c->next_async = async_waiting;
