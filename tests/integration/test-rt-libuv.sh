@@ -23,10 +23,12 @@
 #     the trace has parks but no coroutine event (generic mode).
 #   - knot-resolver (kresd, Debian's package, on libuv) with the package's modules and its
 #     closest command line (`kresd -c CONFIG -n RUNDIR`, its own port, a hints entry so nothing
-#     leaves the machine) under dnsperf over UDP then TCP: the trace names its callbacks; UDP
-#     recv_cb polls >= the queries dnsperf saw answered over UDP, write_cb polls >= those over
-#     TCP (kresd answers TCP with uv_write). SKIP (counted, with the reason) without kresd or
-#     dnsperf.
+#     leaves the machine), and BIND 9.18 (`named -f -u bind` as Debian's unit runs it, a zone of
+#     our own), each under dnsperf over UDP then TCP, stopped with SIGTERM: a clean trace that
+#     names their callbacks; UDP recv_cb polls >= the queries dnsperf saw answered over UDP;
+#     kresd: write_cb polls >= those over TCP (it answers TCP with uv_write); named: polls on
+#     two or more loop threads and uv_async_send Wakes between them. SKIP (counted, with the
+#     reason) without the server or dnsperf.
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_need_built rt-libuv
@@ -363,36 +365,10 @@ for rt in generic st; do
 	pl_check "$name" "$GENERIC" "$name"
 done
 
-# ---- knot-resolver under dnsperf ------------------------------------------------------------------
-KRESD=/usr/sbin/kresd
-if [ ! -x "$KRESD" ] || ! ldd "$KRESD" 2>/dev/null | grep -q 'libuv\.so'; then
-	pl_skip rt-libuv-kresd "knot-resolver (kresd on libuv) is not installed"
-	exit 0
-fi
-if ! command -v dnsperf >/dev/null; then
-	pl_skip rt-libuv-kresd "dnsperf is not installed"
-	exit 0
-fi
-KDIR=$T/kresd
-mkdir -p "$KDIR/run"
-KPORT=$(pl_free_port)
-# the package's /etc/knot-resolver/kresd.conf (modules, a cache), on a port of our own, logging to
-# stderr, with a hints entry so that every query is answered without the network
-cat >"$KDIR/kresd.conf" <<EOF
-log_target('stderr')
-net.listen('127.0.0.1', $KPORT, { kind = 'dns' })
-modules = { 'hints > iterate', 'stats', 'predict' }
-hints.set('d9.test 127.0.0.2')
-cache.open(10 * MB, 'lmdb://$KDIR/run/cache')
-EOF
-printf 'd9.test A\nd9.test AAAA\n' >"$KDIR/queries"
-env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$KDIR/trace/trace.bin" D9_FLUSH_INTERVAL=50ms \
-	"$KRESD" -c "$KDIR/kresd.conf" -n "$KDIR/run" >"$KDIR/stdout" 2>"$KDIR/stderr" </dev/null &
-SPID=$!
-PL_PIDS+=("$SPID")
-# kresd_answers: one UDP query for d9.test is answered
-kresd_answers() {
-	python3 - "$KPORT" <<'PYEOF'
+# ---- real DNS servers on libuv under dnsperf -------------------------------------------------------
+# dns_answers PORT: one UDP query for d9.test is answered
+dns_answers() {
+	python3 - "$1" <<'PYEOF'
 import socket, struct, sys
 q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + b"\x02d9\x04test\x00" + struct.pack(">HH", 1, 1)
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -404,47 +380,138 @@ except OSError:
     sys.exit(1)
 PYEOF
 }
-if ! d9_wait_for 60 kresd_answers; then
-	pl_fail rt-libuv-kresd "kresd does not answer on port $KPORT (stderr: $(head -c 300 "$KDIR/stderr"))"
-	exit 0
-fi
-# completed PROTO SECONDS QPS: the queries dnsperf saw answered
+
+# completed DIR PORT PROTO SECONDS QPS: the queries dnsperf saw answered
 completed() {
 	local mode=() out
-	[ "$1" = tcp ] && mode=(-m tcp)
-	out=$(timeout 60 dnsperf "${mode[@]}" -s 127.0.0.1 -p "$KPORT" -d "$KDIR/queries" -l "$2" -Q "$3" 2>&1)
-	echo "$out" >"$KDIR/dnsperf-$1"
+	[ "$3" = tcp ] && mode=(-m tcp)
+	out=$(timeout 60 dnsperf "${mode[@]}" -s 127.0.0.1 -p "$2" -d "$1/queries" -l "$4" -Q "$5" 2>&1)
+	echo "$out" >"$1/dnsperf-$3"
 	echo "$out" | sed -n 's/^ *Queries completed: *\([0-9]*\).*/\1/p'
 }
-udp=$(completed udp 3 1000)
-tcp=$(completed tcp 2 500)
-kill -TERM "$SPID" 2>/dev/null
-pl_wait_exit 30
-if [ -z "$udp" ] || [ -z "$tcp" ] || [ "$udp" -eq 0 ] || [ "$tcp" -eq 0 ]; then
-	pl_fail rt-libuv-kresd "dnsperf: udp '$udp' tcp '$tcp' queries completed ($(tail -n 3 "$KDIR/dnsperf-udp" | tr '\n' ' '))"
-	exit 0
-fi
-pl_pass rt-libuv-kresd-load "$udp UDP and $tcp TCP queries answered; kresd exit status $SRC after SIGTERM"
-read -r -d '' KRESD_CHECKS <<'PYEOF'
-udp, tcp = int(args[0]), int(args[1])
-with case("rt-libuv-kresd") as c:
+
+# dns_load NAME DIR PORT -- COMMAND...: starts the server under the agent (trace in DIR/trace),
+# waits until it answers, runs dnsperf over UDP (3 s) then TCP (2 s), stops it with SIGTERM.
+# Sets UDP and TCP (queries answered) and SDIR; returns 1 after a FAIL line.
+dns_load() {
+	local name=$1 dir=$2 port=$3
+	shift 4
+	printf 'd9.test A\nd9.test AAAA\n' >"$dir/queries"
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$dir/trace/trace.bin" D9_FLUSH_INTERVAL=50ms \
+		"$@" >"$dir/stdout" 2>"$dir/stderr" </dev/null &
+	SPID=$!
+	PL_PIDS+=("$SPID")
+	if ! d9_wait_for 60 dns_answers "$port"; then
+		pl_fail "$name" "no answer on port $port (stderr: $(head -c 300 "$dir/stderr"))"
+		return 1
+	fi
+	UDP=$(completed "$dir" "$port" udp 3 1000)
+	TCP=$(completed "$dir" "$port" tcp 2 500)
+	kill -TERM "$SPID" 2>/dev/null
+	pl_wait_exit 30
+	if [ -z "$UDP" ] || [ -z "$TCP" ] || [ "$UDP" -eq 0 ] || [ "$TCP" -eq 0 ]; then
+		pl_fail "$name" "dnsperf: udp '$UDP' tcp '$TCP' queries answered ($(tail -n 3 "$dir/dnsperf-udp" | tr '\n' ' '))"
+		return 1
+	fi
+	pl_pass "$name-load" "$UDP UDP and $TCP TCP queries answered; exit status $SRC after SIGTERM"
+	SDIR=$dir
+}
+
+read -r -d '' DNS_CHECKS <<'PYEOF'
+name, udp, tcp = args[0], int(args[1]), int(args[2])
+with case(name) as c:
     require(check_decodes_clean(tr) + check_polls_and_parks(tr) + check_ids_defined(tr)
             + check_coroutine_defs(tr))
     proc = tr.the_proc()
     kinds = collections.Counter()
     for e in proc.events(("PollStart",)):
-        name = e["_seg"].location_name(e["location"]) or ""
-        kinds[" ".join(name.split()[:2])] += 1
+        n = e["_seg"].location_name(e["location"]) or ""
+        kinds[" ".join(n.split()[:2])] += 1
     errs = []
     if kinds["udp recv_cb"] < udp:
         errs.append("%d udp recv_cb polls for %d UDP queries answered" % (kinds["udp recv_cb"], udp))
-    if kinds["tcp write_cb"] < tcp:
-        errs.append("%d tcp write_cb polls for %d TCP queries answered" % (kinds["tcp write_cb"], tcp))
     for k in ("tcp connection_cb", "tcp read_cb", "timer timer_cb"):
         if not kinds[k]:
             errs.append("no %s poll" % k)
+    if name.endswith("kresd") and kinds["tcp write_cb"] < tcp:
+        # kresd answers each TCP query with a uv_write
+        errs.append("%d tcp write_cb polls for %d TCP queries answered" % (kinds["tcp write_cb"], tcp))
+    if name.endswith("named"):
+        # BIND 9.18: one loop per thread, handing work to each other with uv_async_send
+        loops = {e["tid"] for e in proc.events(("PollStart",))}
+        polled = collections.defaultdict(set)
+        for e in proc.events(("PollStart",)):
+            polled[e["coroutine"]].add(e["tid"])
+        cross = [w for w in proc.events(("Wake",)) if w["kind"] == WAKE_COND
+                 and polled[w["woken"]] and w["tid"] not in polled[w["woken"]]]
+        if len(loops) < 2 or not cross:
+            errs.append("polls on %d threads, %d cross-thread async Wakes" % (len(loops), len(cross)))
+        c.info = "%d loop threads, %d cross-thread async Wakes; " % (len(loops), len(cross))
     require(errs)
-    c.info = ", ".join("%s %d" % kv for kv in kinds.most_common(8))
+    c.info += ", ".join("%s %d" % kv for kv in kinds.most_common(8))
 PYEOF
-SDIR=$KDIR
-pl_check rt-libuv-kresd "$KRESD_CHECKS" "$udp" "$tcp"
+
+if ! command -v dnsperf >/dev/null; then
+	pl_skip rt-libuv-kresd "dnsperf is not installed"
+	pl_skip rt-libuv-named "dnsperf is not installed"
+	exit 0
+fi
+
+# knot-resolver: the package's /etc/knot-resolver/kresd.conf (its modules, a cache) on a port of
+# our own, logging to stderr, with a hints entry so that every query is answered without the
+# network; the unit runs `kresd -c ... -n` in its working directory
+KRESD=/usr/sbin/kresd
+if [ ! -x "$KRESD" ] || ! ldd "$KRESD" 2>/dev/null | grep -q 'libuv\.so'; then
+	pl_skip rt-libuv-kresd "knot-resolver (kresd on libuv) is not installed"
+else
+	KDIR=$T/kresd
+	mkdir -p "$KDIR/run"
+	KPORT=$(pl_free_port)
+	cat >"$KDIR/kresd.conf" <<EOF
+log_target('stderr')
+net.listen('127.0.0.1', $KPORT, { kind = 'dns' })
+modules = { 'hints > iterate', 'stats', 'predict' }
+hints.set('d9.test 127.0.0.2')
+cache.open(10 * MB, 'lmdb://$KDIR/run/cache')
+EOF
+	dns_load rt-libuv-kresd "$KDIR" "$KPORT" -- "$KRESD" -c "$KDIR/kresd.conf" -n "$KDIR/run" &&
+		pl_check rt-libuv-kresd "$DNS_CHECKS" rt-libuv-kresd "$UDP" "$TCP"
+fi
+
+# BIND 9.18: as Debian's unit starts it (`named -f -u bind`), with a config of our own: one
+# primary zone d9.test on a port of our own, no recursion, no control channel
+NAMED=/usr/sbin/named
+if [ ! -x "$NAMED" ] || ! ldd "$NAMED" 2>/dev/null | grep -q 'libuv\.so'; then
+	pl_skip rt-libuv-named "BIND (named on libuv) is not installed"
+elif ! id bind >/dev/null 2>&1 || [ "$(id -u)" -ne 0 ]; then
+	pl_skip rt-libuv-named "needs root and the bind user (named -u bind)"
+else
+	NDIR=$T/named
+	mkdir -p "$NDIR"
+	NPORT=$(pl_free_port)
+	cat >"$NDIR/named.conf" <<EOF
+options {
+	directory "$NDIR";
+	listen-on port $NPORT { 127.0.0.1; };
+	listen-on-v6 { none; };
+	recursion no;
+	pid-file none;
+	session-keyfile none;
+};
+controls { };
+zone "d9.test" { type primary; file "$NDIR/d9.test.zone"; };
+EOF
+	cat >"$NDIR/d9.test.zone" <<'EOF'
+$TTL 300
+@ IN SOA ns.d9.test. admin.d9.test. 1 3600 600 86400 300
+@ IN NS ns.d9.test.
+ns IN A 127.0.0.1
+@ IN A 127.0.0.2
+EOF
+	# named drops to the bind user: it must reach its directory (the trace directory is the
+	# agent's to prepare for that user)
+	chmod 755 "$T"
+	chown -R bind "$NDIR"
+	dns_load rt-libuv-named "$NDIR" "$NPORT" -- "$NAMED" -f -u bind -c "$NDIR/named.conf" &&
+		pl_check rt-libuv-named "$DNS_CHECKS" rt-libuv-named "$UDP" "$TCP"
+fi
