@@ -15,6 +15,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,8 +156,22 @@ static int refused; /* attach found a libuv whose structures this file does not 
 static void spin_lock(int *l)
 {
 	while (__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
-		while (__atomic_load_n(l, __ATOMIC_RELAXED))
-			__builtin_ia32_pause();
+		for (unsigned i = 0; __atomic_load_n(l, __ATOMIC_RELAXED); i++)
+			if (i < 1000)
+				__builtin_ia32_pause();
+			else
+				sched_yield(); /* the holder was preempted: let it run */
+}
+
+/* 1 when l is now held, 0 when it stayed taken for ~1000 pauses (a few microseconds). */
+static int spin_trylock(int *l)
+{
+	for (unsigned i = 0; i < 1000; i++) {
+		if (!__atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE))
+			return 1;
+		__builtin_ia32_pause();
+	}
+	return 0;
 }
 
 static void spin_unlock(int *l)
@@ -894,9 +909,12 @@ D9_INTERPOSE int uv_async_init(uv_loop_t *loop, uv_async_t *h, uv_async_cb cb)
 D9_INTERPOSE int uv_async_send(uv_async_t *h)
 {
 	REAL_OR_ENOSYS(int, uv_async_send, (uv_async_t *));
-	if (__atomic_load_n(&nasyncs, __ATOMIC_RELAXED) && d9__pl_active()) {
+	/* libuv allows uv_async_send in a signal handler, which may interrupt this thread while it
+	 * holds the lock (uv_async_init, uv_close): so the lock is waited for a few microseconds at
+	 * most, then the Wake is not recorded (said once) rather than the handler never returning */
+	if (__atomic_load_n(&nasyncs, __ATOMIC_RELAXED) && d9__pl_active() &&
+		spin_trylock(&asyncs_lock)) {
 		int e = errno;
-		spin_lock(&asyncs_lock);
 		struct uent *u = um_get(&asyncs, (uintptr_t)h);
 		uint64_t id = u ? u->id : 0;
 		spin_unlock(&asyncs_lock);
@@ -904,6 +922,8 @@ D9_INTERPOSE int uv_async_send(uv_async_t *h)
 		if (id)
 			d9_rec_wake(id, d9__pl.coroutine, D9_WAKE_COND, (int64_t)(uintptr_t)h);
 		errno = e;
+	} else if (__atomic_load_n(&nasyncs, __ATOMIC_RELAXED) && d9__pl_active()) {
+		LOG_ONCE("uv_async_send: a Wake was not recorded (its map stayed locked)");
 	}
 	return real_uv_async_send(h);
 }
