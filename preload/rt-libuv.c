@@ -446,7 +446,9 @@ struct reg {
 static int reg_begin(struct reg *r, uv_loop_t *loop, uv_handle_t *h, uv_handle_type type,
 	const void *p, int slot, void **cbp, void *wrapper, enum what w, void *site)
 {
-	int wanted = !refused && d9__rt_wanted(&d9__rt_libuv);
+	/* recording off (D9_ENABLED=0, the toggle signal): no new unit, since its Spawn and
+	 * definition would be missing from the trace once recording is back on */
+	int wanted = !refused && d9__enabled && d9__rt_wanted(&d9__rt_libuv);
 	struct lstate *s = loop && !internal(h, loop) ? state_of(loop, wanted) : NULL;
 
 	r->err = errno;
@@ -998,7 +1000,7 @@ D9_INTERPOSE int uv_queue_work(uv_loop_t *loop, uv_work_t *req, uv_work_cb work_
 		if (!work_cb)
 			return UV_EINVAL; /* what libuv says to a work request without work_cb */
 	}
-	if (!work_cb || refused || !d9__rt_wanted(&d9__rt_libuv))
+	if (!work_cb || refused || !d9__enabled || !d9__rt_wanted(&d9__rt_libuv))
 		return real_uv_queue_work(loop, req, work_cb, after_cb);
 	int e = errno;
 	struct lstate *s = state_of(loop, 1);

@@ -21,6 +21,9 @@
 #     names the callbacks.
 #   - the same server with D9_RUNTIME=generic and with D9_RUNTIME=st: answers every request, and
 #     the trace has parks but no coroutine event (generic mode).
+#   - the same server started with recording off (D9_ENABLED=0), toggled on, then off
+#     (D9_TOGGLE_SIGNAL): every request answered; the trace defines every unit it names (handles
+#     registered while off are not units) and has the connections made while it was on.
 #   - knot-resolver (kresd, Debian's package, on libuv) with the package's modules and its
 #     closest command line (`kresd -c CONFIG -n RUNDIR`, its own port, a hints entry so nothing
 #     leaves the machine), and BIND 9.18 (`named -f -u bind` as Debian's unit runs it, a zone of
@@ -364,6 +367,47 @@ for rt in generic st; do
 	[ "$ok" = 1 ] && pl_pass "$name-requests" "answered, exit 0"
 	pl_check "$name" "$GENERIC" "$name"
 done
+
+# ---- recording toggled: D9_ENABLED=0, then D9_TOGGLE_SIGNAL on, then off again ---------------------
+# Handles registered while recording is off are not units (their Spawn and definition would be
+# missing): the trace stays self-contained, and every request is answered in every phase.
+read -r -d '' TOGGLE <<'PYEOF'
+binary, maps = args
+syms = Symbols(binary, maps)
+with case("rt-libuv-toggle") as c:
+    require(check_decodes_clean(tr) + check_polls_and_parks(tr) + check_ids_defined(tr)
+            + check_coroutine_defs(tr))
+    proc = tr.the_proc()
+    cos = coroutines(proc)
+    conns = [x for x in cos.values() if x.spawn and
+             syms.name_of(x.seg.location(x.location)["function_addr"]) == "on_read"]
+    polled = [x for x in cos.values() if x.polls]
+    if any(not x.spawn for x in polled):
+        fail("units poll without a Spawn in the trace: %s" % [x.id for x in polled if not x.spawn])
+    # recording on: 2 /fast, /timer, /work (connections accepted by the listener, which was
+    # registered while recording was off: their connection_cb is no poll, their read_cb is)
+    if len(conns) < 4:
+        fail("%d connection units, want the 4 connections made while recording was on" % len(conns))
+    c.info = "%d units, %d connection units, %d polls" % (len(cos), len(conns), tr.count("PollStart"))
+PYEOF
+name=rt-libuv-toggle
+if pl_start "$T/toggle" "$UV_HTTP" D9_ENABLED=0 D9_TOGGLE_SIGNAL=USR2 --; then
+	ok=1
+	pl_gets 2 /fast ok && pl_gets 1 "/work?ms=5" "work ms=5 status=0" && pl_gets 1 /async async ||
+		{ pl_fail "$name-requests" "off: $PL_ERR"; ok=0; }
+	kill -USR2 "$SPID"
+	pl_gets 2 /fast ok && pl_gets 1 "/timer?ms=10" "timer ms=10" &&
+		pl_gets 1 "/work?ms=5" "work ms=5 status=0" && pl_gets 1 /async async ||
+		{ pl_fail "$name-requests" "on: $PL_ERR"; ok=0; }
+	kill -USR2 "$SPID"
+	pl_gets 1 /fast ok && pl_gets 1 /async async || { pl_fail "$name-requests" "off again: $PL_ERR"; ok=0; }
+	pl_quit
+	[ "$SRC" = 0 ] || { pl_fail "$name-requests" "exit status $SRC"; ok=0; }
+	[ "$ok" = 1 ] && pl_pass "$name-requests" "answered while off, on, off again; exit 0"
+	pl_check "$name" "$TOGGLE" "$UV_HTTP" "$SDIR/maps"
+else
+	pl_fail "$name" "$PL_ERR"
+fi
 
 # ---- real DNS servers on libuv under dnsperf -------------------------------------------------------
 # dns_answers PORT: one UDP query for d9.test is answered
