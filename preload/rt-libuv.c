@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <uv.h>
@@ -536,11 +537,32 @@ static void w_connection(uv_stream_t *h, int status)
 		RUN(e, uv_connection_cb, h, status);
 }
 
+/* A one-shot timer's run starts with a timer Wake whose object is its deadline: libuv's due
+ * time (h->timeout, in ms of the loop's CLOCK_MONOTONIC time, so its deadline is up to 1 ms
+ * earlier than the instant libuv computed it from). A repeating timer has already been
+ * rearmed (uv_timer_again) when its callback runs, its due time is gone: no Wake. */
+static void timer_wake(const uv_timer_t *h, uint64_t id)
+{
+	struct timespec ts;
+
+	if (h->repeat || !d9__pl_active() || clock_gettime(CLOCK_MONOTONIC, &ts))
+		return;
+	int64_t late_ns = (int64_t)((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) -
+		(int64_t)(h->timeout * 1000000u);
+	int64_t units = (int64_t)(d9_agent_ns_to_ticks((uint64_t)(late_ns < 0 ? -late_ns : late_ns)) >>
+		d9__shift);
+	d9_rec_wake(id, 0, D9_WAKE_TIMER, late_ns < 0 ? units : -units);
+}
+
 static void w_timer(uv_timer_t *h)
 {
 	struct uent e;
-	if (!entry(h->loop, h, SLOT_CB, &e, 0))
+	if (!entry(h->loop, h, SLOT_CB, &e, 0)) {
+		int err = errno;
+		timer_wake(h, e.id);
+		errno = err;
 		RUN(e, uv_timer_cb, h);
+	}
 }
 
 static void w_idle(uv_idle_t *h)
@@ -797,7 +819,7 @@ D9_INTERPOSE int uv_udp_send(uv_udp_send_t *req, uv_udp_t *h, const uv_buf_t buf
 		real_uv_udp_send(req, h, bufs, n, addr, w_send));
 }
 
-/* ---- file-system requests: each is a unit of its own ---------------------------------------------
+/* ---- file-system requests: each is a unit of its own --------------------------------------------
  * Spawned when submitted (parent: the running unit), its callback is its one poll, then it
  * exits. libuv runs the operation on a pool thread inside its own machinery, which d9 does not
  * see: no Wake, so no queue delay (uv_queue_work has one). Synchronous calls (no callback) pass
@@ -859,7 +881,8 @@ FS_INTERPOSE(uv_fs_mkdir, (uv_loop_t *loop, uv_fs_t *req, const char *path, int 
 FS_INTERPOSE(uv_fs_scandir, (uv_loop_t *loop, uv_fs_t *req, const char *path, int flags,
 	uv_fs_cb cb), (loop, req, path, flags, cb))
 FS_INTERPOSE(uv_fs_sendfile, (uv_loop_t *loop, uv_fs_t *req, uv_file out_fd, uv_file in_fd,
-	int64_t in_offset, size_t length, uv_fs_cb cb), (loop, req, out_fd, in_fd, in_offset, length, cb))
+	int64_t in_offset, size_t length, uv_fs_cb cb),
+	(loop, req, out_fd, in_fd, in_offset, length, cb))
 
 /* uv_close: the close callback is always wrapped for a handle with a unit (also when the program
  * passes none), so its entries and unit end exactly when libuv is done with it. */

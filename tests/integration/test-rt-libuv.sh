@@ -9,7 +9,8 @@
 #     of the function>"; one connection_cb poll and one unit per connection, each with read_cb,
 #     write_cb and close_cb polls and an exit (the /quit one exits the process inside its
 #     write_cb: no poll stays open); the 20 ms read_cb poll, with burn_cpu on its CPU samples'
-#     stacks; the timer's poll >= 45 ms after its unit was spawned; every uv_async_send a cond
+#     stacks; the timer's poll >= 45 ms after its unit was spawned, after a timer Wake whose
+#     deadline is libuv's (50 ms after the loop's time) and had passed; every uv_async_send a cond
 #     Wake from the notifier thread, followed by an async_cb poll on the loop thread; each work
 #     request a unit spawned by its connection, whose work_cb poll runs on the pool thread after
 #     the spawn Wake (queue delay: the second starts only after the first's work_cb ended, which
@@ -223,7 +224,24 @@ with case("rt-libuv-timer") as c:
     # libuv counts in whole ms of a possibly coarse clock: 50 ms less 5
     if after < 45e6:
         fail("timer_cb ran %s after uv_timer_start, want >= 45 ms" % ms(after))
-    c.info = "timer_cb %s after uv_timer_start" % ms(after)
+    # its timer Wake: the deadline is libuv's due time, 50 ms after the loop's time (whole ms of
+    # CLOCK_MONOTONIC, read when its wait returned: at or after the Unpark before the poll that
+    # started the timer), and it had passed when the timer ran
+    tw = [w for w in x.wakes if w["kind"] == WAKE_TIMER]
+    if len(tw) != 1 or tw[0]["waker"] != 0 or len(x.wakes) != 1:
+        fail("timer unit %d: Wakes %s, want one timer Wake with no waker" % (x.id, [(w["kind"], w["waker"]) for w in x.wakes]))
+    w = tw[0]
+    unit = w["_seg"].time_unit_ns()
+    deadline = w["mono_ns"] + w["object"] * unit
+    idle = prev_in_thread(proc, x.spawn, lambda e: e["type"] == "Unpark")
+    lo = (idle["mono_ns"] if idle else 0) + 50e6 - 1.1e6
+    hi = x.spawn["mono_ns"] + 50e6 + 0.1e6
+    if not lo <= deadline <= hi:
+        fail("deadline %s after the Unpark before uv_timer_start, %s after it: want within [49, 50] ms"
+             % (ms(deadline - lo + 50e6 - 1.1e6), ms(deadline - x.spawn["mono_ns"])))
+    if -w["object"] * unit < -0.1e6 or w["mono_ns"] > fired[0][0]["mono_ns"]:
+        fail("timer Wake at lateness %s, or after the timer's poll" % ms(-w["object"] * unit))
+    c.info = "timer_cb %s after uv_timer_start; timer Wake lateness %s" % (ms(after), ms(-w["object"] * unit))
 
 with case("rt-libuv-async") as c:
     xs = units_at("on_async")
