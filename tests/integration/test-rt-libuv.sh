@@ -2,8 +2,9 @@
 # test-rt-libuv.sh: the libuv adapter (preload/rt-libuv.c) on real libuv programs.
 #   - uv-http (tests/servers/uv-http.c, Debian's libuv1) under the agent with a pool of one
 #     thread and CPU profiling: N /fast, /burn?ms=20 (20 ms of CPU in burn_cpu inside on_read),
-#     /timer?ms=50, 3 /async (uv_async_send from the notifier thread), /fs, /work?ms=800 and, while
-#     it runs, /work?ms=10 (uv_queue_work: the second waits in the pool's queue), /stats, /quit.
+#     /timer?ms=50, 3 /async (uv_async_send from the notifier thread), /fs, /nested, /work?hold=1
+#     (uv_queue_work; its work_cb holds the pool's only thread until /release) and, queued
+#     behind it, /work?ms=10, then /release, /stats, /quit.
 #     Checked on the trace against the server's own counters: every callback run is a poll of
 #     its handle's unit, located at the callback and named "<type> <callback> uv-http+0x<offset
 #     of the function>"; one connection_cb poll and one unit per connection, each with read_cb,
@@ -18,7 +19,8 @@
 #     the pool thread and its after_work_cb poll on the loop thread before it exits; the loop
 #     thread parks in epoll_wait, the pool thread in its wait for work; /fs's uv_fs_open and
 #     uv_fs_close are units of their own (spawned by the connection, then by the open's callback),
-#     one poll each; `d9-analyze summary`
+#     one poll each; /nested runs uv_run from inside on_read, whose 0 ms timer's poll splits the
+#     read_cb poll in two (it ends where the timer's starts, and starts again after it); `d9-analyze summary`
 #     names the callbacks.
 #   - the same server with D9_RUNTIME=generic and with D9_RUNTIME=st: answers every request, and
 #     the trace has parks but no coroutine event (generic mode).
@@ -49,10 +51,14 @@ for b in curl python3 nm; do
 done
 pl_env rt-libuv
 
-# stats_work: the server has counted at least one /work request (queued the first).
-stats_work() {
-	curl -sS --max-time 5 "http://127.0.0.1:$SPORT/stats" 2>/dev/null |
-		python3 -c 'import json, sys; sys.exit(0 if json.load(sys.stdin)["requests"]["work"] >= 1 else 1)'
+# stats_is KEY VALUE: the server's /stats has KEY (a path: requests.work) at VALUE or more.
+stats_is() {
+	curl -sS --max-time 5 "http://127.0.0.1:$SPORT/stats" 2>/dev/null | python3 -c '
+import json, sys
+v = json.load(sys.stdin)
+for k in sys.argv[1].split("."):
+    v = v[k]
+sys.exit(0 if v >= int(sys.argv[2]) else 1)' "$1" "$2"
 }
 
 # ---- uv-http under the adapter --------------------------------------------------------------------
@@ -69,14 +75,19 @@ pl_get "/timer?ms=50"
 [ "$BODY" = "timer ms=50" ] || { pl_fail rt-libuv-requests "/timer: $CODE '$BODY'"; ok=0; }
 pl_gets 3 /async "async" || { pl_fail rt-libuv-requests "$PL_ERR"; ok=0; }
 pl_gets 1 /fs "fs" || { pl_fail rt-libuv-requests "$PL_ERR"; ok=0; }
-curl -sS --max-time 30 -o "$T/work1" "http://127.0.0.1:$SPORT/work?ms=800" 2>/dev/null &
+pl_gets 1 /nested "nested fired=1" || { pl_fail rt-libuv-requests "$PL_ERR"; ok=0; }
+# the pool's one thread is held by work_hold until /release, and /work?ms=10 waits behind it
+curl -sS --max-time 60 -o "$T/work1" "http://127.0.0.1:$SPORT/work?hold=1" 2>/dev/null &
 w1=$!
-d9_wait_for 30 stats_work || { pl_fail rt-libuv-requests "the first /work was not counted within 30 s"; ok=0; }
-pl_get "/work?ms=10"
-[ "$BODY" = "work ms=10 status=0" ] || { pl_fail rt-libuv-requests "/work?ms=10: $CODE '$BODY'"; ok=0; }
-wait "$w1"
-[ "$(cat "$T/work1" 2>/dev/null)" = "work ms=800 status=0" ] ||
-	{ pl_fail rt-libuv-requests "/work?ms=800: '$(head -c 100 "$T/work1" 2>/dev/null)'"; ok=0; }
+d9_wait_for 30 stats_is work_holding 1 || { pl_fail rt-libuv-requests "work_hold did not start within 30 s"; ok=0; }
+curl -sS --max-time 60 -o "$T/work2" "http://127.0.0.1:$SPORT/work?ms=10" 2>/dev/null &
+w2=$!
+d9_wait_for 30 stats_is requests.work 2 || { pl_fail rt-libuv-requests "the second /work was not queued within 30 s"; ok=0; }
+pl_get /release
+[ "$BODY" = "released" ] || { pl_fail rt-libuv-requests "/release: $CODE '$BODY'"; ok=0; }
+wait "$w1" "$w2"
+[ "$(cat "$T/work1" 2>/dev/null)" = "work ms=10 status=0" ] && [ "$(cat "$T/work2" 2>/dev/null)" = "work ms=10 status=0" ] ||
+	{ pl_fail rt-libuv-requests "/work: '$(head -c 100 "$T/work1" 2>/dev/null)' '$(head -c 100 "$T/work2" 2>/dev/null)'"; ok=0; }
 pl_get /stats
 echo "$BODY" >"$SDIR/stats.json"
 pl_quit
@@ -85,7 +96,7 @@ if [ "$SRC" != 0 ] || [ -s "$SDIR/stderr" ]; then
 else
 	pl_pass rt-libuv-exit "status 0 after /quit, nothing on stderr"
 fi
-[ "$ok" = 1 ] && pl_pass rt-libuv-requests "$N /fast, /burn, /timer, 3 /async, /fs, 2 overlapping /work answered"
+[ "$ok" = 1 ] && pl_pass rt-libuv-requests "$N /fast, /burn, /timer, 3 /async, /fs, /nested, 2 /work (one queued behind the other) answered"
 
 read -r -d '' CHECKS <<'PYEOF'
 binary, maps, stats_path, n = args[0], args[1], args[2], int(args[3])
@@ -266,16 +277,17 @@ with case("rt-libuv-async") as c:
         len(x.wakes), len(runs), ", ".join(ms(v) for v in d))
 
 with case("rt-libuv-work") as c:
-    ws = sorted(units_at("work_sleep"), key=lambda x: x.spawn["mono_ns"])
-    if len(ws) != 2 or stats["works_done"] != 2:
-        fail("%d work units, the server counted %d done; want 2" % (len(ws), stats["works_done"]))
+    hold, sleep = units_at("work_hold"), units_at("work_sleep")
+    if len(hold) != 1 or len(sleep) != 1 or stats["works_done"] != 2:
+        fail("%d work_hold and %d work_sleep units, the server counted %d done; want 1, 1, 2"
+             % (len(hold), len(sleep), stats["works_done"]))
     errs, info = [], []
     blocking = list(proc.events(("BlockingCall",)))
     pool = set()
-    for x, want_ms in zip(ws, (800, 10)):
+    for x, fn in ((hold[0], "work_hold"), (sleep[0], "work_sleep")):
         sw = [w for w in x.wakes if w["kind"] == WAKE_SPAWN]
         done = [w for w in x.wakes if w["kind"] == WAKE_OTHER]
-        work, after = polls_of(x, "work_sleep"), polls_of(x, "after_work")
+        work, after = polls_of(x, fn), polls_of(x, "after_work")
         if x.spawn["tid"] != loop_tid or len(sw) != 1 or sw[0]["tid"] != loop_tid or not sw[0]["waker"]:
             errs.append("work unit %d: Spawn/spawn Wake not on the loop thread by its connection" % x.id)
             continue
@@ -290,22 +302,22 @@ with case("rt-libuv-work") as c:
                         % (x.id, wp[0]["tid"], done[0]["tid"], ap[0]["tid"]))
         if not sw[0]["mono_ns"] <= wp[0]["mono_ns"] <= wp[1]["mono_ns"] <= done[0]["mono_ns"] <= ap[0]["mono_ns"] <= x.exit["mono_ns"]:
             errs.append("work unit %d: spawn Wake, work_cb poll, done Wake, after_work_cb, exit out of order" % x.id)
-        sleeps = [b for b in blocking if b["coroutine"] == x.id and b["tid"] == wp[0]["tid"]]
-        if not sleeps or max(b["duration_ns"] for b in sleeps) < (want_ms - 1) * 1e6:
-            errs.append("work unit %d: blocking calls %s, want its usleep of %d ms"
-                        % (x.id, [(b["duration_ns"]) for b in sleeps], want_ms))
-        info.append("queue delay %s" % ms(wp[0]["mono_ns"] - sw[0]["mono_ns"]))
+        # usleep(10 ms) and the held read on a pipe: BlockingCalls of the unit, on the pool thread
+        calls = [b for b in blocking if b["coroutine"] == x.id and b["tid"] == wp[0]["tid"]]
+        if not calls or (fn == "work_sleep" and max(b["duration_ns"] for b in calls) < 9e6):
+            errs.append("work unit %d: blocking calls of %s, want its usleep of 10 ms / its read"
+                        % (x.id, [ms(b["duration_ns"]) for b in calls]))
+        info.append("%s queue delay %s" % (fn, ms(wp[0]["mono_ns"] - sw[0]["mono_ns"])))
     if len(pool) != 1:
         errs.append("work_cb polls on threads %s, want the one pool thread" % sorted(pool))
     require(errs)
-    first, second = [polls_of(x, "work_sleep")[0] for x in ws]
-    q2 = [w for w in ws[1].wakes if w["kind"] == WAKE_SPAWN][0]
-    if first[1]["mono_ns"] <= q2["mono_ns"]:
-        fail("the second /work was queued after the first's work_cb ended: nothing waited")
-    if second[0]["mono_ns"] < first[1]["mono_ns"]:
-        fail("the second work_cb started before the first ended, with one pool thread")
-    c.info = "; ".join(info) + " (the second queued %s before the first's work_cb ended)" % ms(
-        first[1]["mono_ns"] - q2["mono_ns"])
+    first, second = polls_of(hold[0], "work_hold")[0], polls_of(sleep[0], "work_sleep")[0]
+    q2 = [w for w in sleep[0].wakes if w["kind"] == WAKE_SPAWN][0]
+    # by construction the second was queued while work_hold ran on the only pool thread
+    if not q2["mono_ns"] < first[1]["mono_ns"] <= second[0]["mono_ns"]:
+        fail("work_sleep queued at %d, work_hold's poll ended at %d, work_sleep's started at %d: "
+             "want queued before the end, started after it" % (q2["mono_ns"], first[1]["mono_ns"], second[0]["mono_ns"]))
+    c.info = "; ".join(info) + " (work_sleep waited behind work_hold)"
 
 with case("rt-libuv-fs") as c:
     op, cl = units_at("on_opened"), units_at("on_fs_closed")
@@ -322,6 +334,28 @@ with case("rt-libuv-fs") as c:
         errs.append("the close's unit has parent %d, want the open's %d" % (cl[0].parent, op[0].id))
     require(errs)
     c.info = "open unit %d (parent: connection %d), close unit %d" % (op[0].id, op[0].parent, cl[0].id)
+
+with case("rt-libuv-nested") as c:
+    # on_nested_timer ran inside on_read (uv_run from a callback): the read_cb poll ends where
+    # the timer's poll starts, and the connection's poll starts again right after it ends
+    ts = units_at("on_nested_timer")
+    if len(ts) != 1:
+        fail("%d units at on_nested_timer, want 1" % len(ts))
+    tp = polls_of(ts[0], "on_nested_timer")
+    if len(tp) != 1 or not tp[0][1]:
+        fail("nested timer unit: %d timer_cb polls" % len(tp))
+    start, end = tp[0]
+    before = prev_in_thread(proc, start, lambda e: e["type"] in ("PollStart", "PollEnd", "Park"))
+    after = next_in_thread(proc, end, lambda e: e["type"] in ("PollStart", "PollEnd", "Park"))
+    outer = before["coroutine"] if before and before["type"] == "PollEnd" else None
+    x = cos.get(outer)
+    if not x or not x.spawn or fn_of(x.spawn) != "on_read" or x.id != ts[0].parent:
+        fail("the event before the nested timer's poll is %s, want the PollEnd of the connection that started it"
+             % (before and before["type"]))
+    if not after or after["type"] != "PollStart" or after["coroutine"] != outer or fn_of(after) != "on_read":
+        fail("the event after the nested timer's poll is %s, want the connection's read_cb poll again"
+             % (after and (after["type"], after.get("coroutine"))))
+    c.info = "read_cb poll of unit %d split around the timer_cb poll of unit %d" % (outer, ts[0].id)
 
 with case("rt-libuv-check") as c:
     checks = all_polls("on_check")

@@ -7,8 +7,13 @@
  *   /timer?ms=N      a one-shot uv_timer per request; on_timer replies after N ms
  *   /work?ms=N       uv_queue_work: work_sleep sleeps N ms (usleep) on a pool thread,
  *                    after_work replies on the loop thread
+ *   /work?hold=1     the same with work_hold, which blocks in read on a pipe until /release
+ *                    (stats: work_holding is 1 once it runs); so a test can queue work behind it
  *   /async           the notifier thread (waiting in poll on a pipe) gets a byte and calls
  *                    uv_async_send; on_async (loop thread) replies to every waiting request
+ *   /nested          starts a 0 ms timer, then runs the loop once from inside on_read
+ *                    (uv_run UV_RUN_NOWAIT: libuv says not to, programs do), which runs
+ *                    on_nested_timer inside on_read; replies "nested fired=1"
  *   /fs              uv_fs_open of /proc/self/stat, then uv_fs_close, both with callbacks
  *                    (on_opened, on_fs_closed), then replies "fs"
  *   /stats           counters as JSON (connections, requests per endpoint, callback runs)
@@ -32,10 +37,10 @@
 #define REQ_MAX 4096
 #define MS_MAX 60000
 
-enum endpoint { EP_FAST, EP_BURN, EP_TIMER, EP_WORK, EP_ASYNC, EP_FS, EP_STATS, EP_QUIT, EP_OTHER,
-	EP_COUNT };
+enum endpoint { EP_FAST, EP_BURN, EP_TIMER, EP_WORK, EP_ASYNC, EP_FS, EP_NESTED, EP_RELEASE,
+	EP_STATS, EP_QUIT, EP_OTHER, EP_COUNT };
 static const char *const ep_names[EP_COUNT] = { "fast", "burn", "timer", "work", "async", "fs",
-	"stats", "quit", "other" };
+	"nested", "release", "stats", "quit", "other" };
 
 struct conn {
 	uv_tcp_t tcp;
@@ -46,7 +51,7 @@ struct conn {
 	uv_buf_t out;
 	char buf[REQ_MAX];
 	size_t len;
-	int ms, refs, answered, quit;
+	int ms, refs, answered, quit, fired;
 	struct conn *next_async; /* waiting for on_async */
 };
 
@@ -55,12 +60,13 @@ static uv_tcp_t server;
 static uv_async_t async;
 static uv_check_t check;
 static uv_timer_t deadline;
-static int notify_pipe[2];
+static int notify_pipe[2], hold_pipe[2];
 static struct conn *async_waiting;
 static int opt_quiet;
 static struct {
 	unsigned long connections, requests[EP_COUNT], async_runs, checks, timer_fires, works_done;
 	unsigned long async_sends; /* written by the notifier thread */
+	int work_holding; /* written by a pool thread */
 } stats;
 
 static void conn_unref(struct conn *c)
@@ -141,11 +147,29 @@ static void on_timer(uv_timer_t *t)
 	uv_close((uv_handle_t *)t, on_timer_closed);
 }
 
+static void on_nested_timer(uv_timer_t *t)
+{
+	struct conn *c = t->data;
+
+	c->fired = 1;
+	uv_close((uv_handle_t *)t, on_timer_closed);
+}
+
 static void work_sleep(uv_work_t *w)
 {
 	struct conn *c = w->data;
 
 	usleep((useconds_t)c->ms * 1000);
+}
+
+static void work_hold(uv_work_t *w)
+{
+	char b;
+
+	(void)w;
+	__atomic_store_n(&stats.work_holding, 1, __ATOMIC_RELAXED);
+	ssize_t r = read(hold_pipe[0], &b, 1);
+	(void)r;
 }
 
 static void after_work(uv_work_t *w, int status)
@@ -251,7 +275,21 @@ static void handle_request(struct conn *c)
 		break;
 	case EP_WORK:
 		c->work.data = c;
-		uv_queue_work(loop, &c->work, work_sleep, after_work);
+		uv_queue_work(loop, &c->work, strstr(path, "hold=1") ? work_hold : work_sleep, after_work);
+		break;
+	case EP_RELEASE: {
+		ssize_t w = write(hold_pipe[1], "r", 1);
+		reply(c, 200, w == 1 ? "released\n" : "release failed\n");
+		break;
+	}
+	case EP_NESTED:
+		uv_timer_init(loop, &c->timer);
+		c->timer.data = c;
+		c->refs++;
+		uv_timer_start(&c->timer, on_nested_timer, 0, 0);
+		uv_run(loop, UV_RUN_NOWAIT);
+		snprintf(body, sizeof(body), "nested fired=%d\n", c->fired);
+		reply(c, 200, body);
 		break;
 	case EP_FS:
 		c->fs.data = c;
@@ -272,9 +310,10 @@ static void handle_request(struct conn *c)
 			n += snprintf(body + n, sizeof(body) - (size_t)n, "%s\"%s\":%lu", i ? "," : "",
 				ep_names[i], stats.requests[i]);
 		snprintf(body + n, sizeof(body) - (size_t)n, "},\"async_runs\":%lu,\"async_sends\":%lu,"
-			"\"checks\":%lu,\"timer_fires\":%lu,\"works_done\":%lu}\n", stats.async_runs,
-			__atomic_load_n(&stats.async_sends, __ATOMIC_RELAXED), stats.checks,
-			stats.timer_fires, stats.works_done);
+			"\"checks\":%lu,\"timer_fires\":%lu,\"works_done\":%lu,\"work_holding\":%d}\n",
+			stats.async_runs, __atomic_load_n(&stats.async_sends, __ATOMIC_RELAXED), stats.checks,
+			stats.timer_fires, stats.works_done,
+			__atomic_load_n(&stats.work_holding, __ATOMIC_RELAXED));
 		reply(c, 200, body);
 		break;
 	}
@@ -358,7 +397,7 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	loop = uv_default_loop();
-	if (pipe(notify_pipe))
+	if (pipe(notify_pipe) || pipe(hold_pipe))
 		return 1;
 	if (uv_async_init(loop, &async, on_async))
 		return 1;
