@@ -1,15 +1,10 @@
-/* rt-libuv.c: the libuv adapter (Debian's libuv1 1.44; any 1.x, whose ABI is stable). libuv has
- * no coroutines: its unit of work is a callback. Each handle is a unit (a coroutine id, spawned
- * at its first registration, exited after its close callback), and each run of one of its
- * callbacks (read, connection, write, timer, idle, ...) is a poll of that unit, located at the
- * callback and named by handle type and callback kind ("tcp read_cb on_read"). uv_queue_work
- * spawns a unit onto the thread pool (its queue delay is the spawn Wake's delay to the work_cb's
- * poll on a pool thread; after_work_cb is its last poll, on the loop thread); uv_async_send is a
- * Wake of the async handle's unit from the sending thread. Design: agent/DESIGN.md, "libuv".
- * It never changes what libuv does: every registration passes a wrapper in place of the
- * callback (handle->data is the program's and is never touched), the wrapper finds the original
- * in a map kept per loop, calls it with the same arguments, and the map entry goes when libuv
- * can no longer call it (a request's callback ran, a handle's close callback ran). */
+/* rt-libuv.c: the libuv adapter (libuv 1.x, Debian's libuv1). libuv's unit of work is a
+ * callback: each handle is a unit (coroutine id), each run of one of its callbacks a poll of it;
+ * uv_queue_work spawns a unit onto the thread pool, uv_async_send wakes a unit from another thread.
+ * It must never change what libuv does: registrations pass a wrapper that finds the program's
+ * callback in a map kept per loop (handle->data is never touched) and calls it with the same
+ * arguments; an entry goes when libuv can no longer call it. Rules: README.md, "libuv"; design:
+ * agent/DESIGN.md, "The libuv adapter". */
 #include "preload.h"
 #include "runtime.h"
 
