@@ -31,6 +31,7 @@ TOOL_SRC    := $(wildcard tests/tools/*.c)
 TOOL_BIN    := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRC))
 SERVER_BIN  := $(B)/tests/st-http $(B)/tests/st-http-nofp $(B)/tests/epoll-http $(B)/tests/busy-workers \
 	$(B)/tests/cxx-http
+SERVER_BIN  += $(B)/tests/uv-http
 
 .PHONY: all deps test test-run demo bench fuzz clean golden servers
 all: $(B)/libd9agent.so $(B)/d9-analyze $(TOOL_BIN) $(SERVER_BIN)
@@ -109,6 +110,11 @@ $(B)/tests/epoll-http: tests/servers/epoll-http.c
 $(B)/tests/busy-workers: tests/servers/busy-workers.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -o $@ $< -lpthread
+
+# a libuv server (Debian's libuv1-dev): the libuv adapter's tests
+$(B)/tests/uv-http: tests/servers/uv-http.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $< -luv -lpthread
 
 # a C++ server (names to demangle: namespaces, classes, templates), built with g++
 CXX ?= g++

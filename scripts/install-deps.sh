@@ -10,6 +10,7 @@ pkgs=(
 	libiberty-dev                                         # C++ demangler (static, linked in)
 	libst-dev                                             # State Threads, the first runtime
 	libcapstone-dev                                       # decodes prologues to patch (preload/patch.c)
+	libuv1-dev                                            # libuv (preload/rt-libuv.c, tests/servers/uv-http.c)
 	wrk curl valgrind python3                             # test load, tests' helpers
 	knot-resolver bind9 dnsperf                           # real DNS servers + load (test-stacks.sh)
 	redis-server                                          # a real epoll server (test-real-redis.sh, make bench)
