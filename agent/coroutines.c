@@ -63,6 +63,13 @@ static struct cdef *find(uint64_t id)
 	return NULL;
 }
 
+static uint64_t next_id;
+
+uint64_t d9_agent_coroutine_new_id(void)
+{
+	return __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
+}
+
 void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_t flags)
 {
 	/* only while recording (the first event starts the writer, which prunes the table): with

@@ -271,6 +271,9 @@ void d9_agent_stack_root(uint64_t return_address);
 /* A coroutine exists (flags: D9_COROUTINE_*) / has exited: every segment its events may land in
  * defines it (agent/coroutines.c). */
 void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_t flags);
+/* A new coroutine id, process-wide and never reused: one counter for every runtime adapter, so
+ * the ids of two runtimes in one process (State Threads and libuv) never collide. */
+uint64_t d9_agent_coroutine_new_id(void);
 void d9_agent_coroutine_exit(uint64_t id);
 
 /* Flushes every thread's data to the file now and waits up to timeout_ms for it to be written.

@@ -143,7 +143,6 @@ static __thread uv_loop_t *cached_loop __attribute__((tls_model("initial-exec"))
 static __thread struct lstate *cached_state __attribute__((tls_model("initial-exec")));
 static __thread uint64_t cur_loc __attribute__((tls_model("initial-exec"))); /* the open poll's */
 
-static uint64_t next_unit_id; /* process-wide: ids are never reused */
 static int refused; /* attach found a libuv whose structures this file does not know */
 
 /* A spinlock for the maps shared across threads (async handles, work requests): held for a map
@@ -318,7 +317,7 @@ static uint64_t location_of(struct lstate *s, void *cb, void *site, enum what w,
 /* A new unit, spawned by the running one (0 outside any callback) at loc. */
 static uint64_t unit_spawn(uint64_t loc)
 {
-	uint64_t id = __atomic_add_fetch(&next_unit_id, 1, __ATOMIC_RELAXED);
+	uint64_t id = d9_agent_coroutine_new_id();
 
 	d9_agent_coroutine(id, d9__pl.coroutine, loc, 0);
 	d9_rec_spawn(id, d9__pl.coroutine, loc);

@@ -66,7 +66,6 @@ struct st_state {
 };
 
 static __thread struct st_state *S __attribute__((tls_model("initial-exec")));
-static uint64_t next_coroutine_id; /* process-wide: ids are never reused */
 
 /* The runtime's functions as the adapter calls them: with libst.so, the next definition after the
  * agent's (found on first use); with libst.a linked into the program, the executable's own, set
@@ -332,7 +331,7 @@ D9_INTERPOSE int st_init(void)
 	/* the primordial coroutine is already running */
 	struct co *co = calloc(1, sizeof(*co));
 	if (co) {
-		co->id = __atomic_add_fetch(&next_coroutine_id, 1, __ATOMIC_RELAXED);
+		co->id = d9_agent_coroutine_new_id();
 		uint64_t name = d9_agent_string("main", 4);
 		co->location = d9_agent_location(0, (uintptr_t)__builtin_return_address(0), name);
 		co->woken = 1;
@@ -372,7 +371,7 @@ D9_INTERPOSE st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, 
 	struct co *co = calloc(1, sizeof(*co));
 	if (!co)
 		return real_st_thread_create(start, arg, joinable, stack_size);
-	co->id = __atomic_add_fetch(&next_coroutine_id, 1, __ATOMIC_RELAXED);
+	co->id = d9_agent_coroutine_new_id();
 	co->start = start;
 	co->arg = arg;
 	co->location = location_of((void *)start, __builtin_return_address(0));
