@@ -420,6 +420,23 @@ void d9__collect(uint64_t older_than_mono_ns, int all)
 	d9__unlock(&g->reg_lock);
 }
 
+void d9__unflushed_report(void (*count)(uint32_t tid, uint32_t worker, uint64_t n))
+{
+	struct d9__agent *g = &d9__g;
+
+	d9__lock(&g->reg_lock);
+	for (struct d9__thr *t = g->threads; t; t = t->next) {
+		if (__atomic_load_n(&t->park, __ATOMIC_ACQUIRE) != D9__RUNNING ||
+			!__atomic_load_n(&t->blk, __ATOMIC_ACQUIRE))
+			continue;
+		/* the thread's own counter, read while it may still be appending: a lower bound */
+		uint32_t n = __atomic_load_n(&t->enc.count, __ATOMIC_RELAXED);
+		if (n)
+			count(t->tid, t->worker, n);
+	}
+	d9__unlock(&g->reg_lock);
+}
+
 uint32_t d9_agent_become_worker(void)
 {
 	struct d9__thr *t = &d9__self;

@@ -487,6 +487,12 @@ static int seg_ready(size_t size)
 	return 0;
 }
 
+/* Events still in a running thread's chunk when the last segment is sealed: lost, counted. */
+static void count_unflushed(uint32_t tid, uint32_t worker, uint64_t count)
+{
+	count_drop(tid, worker, count, D9_DROP_OTHER);
+}
+
 /* Records the write-error drop counts, one chunk per thread, once writing works again. */
 static void write_drop_records(void)
 {
@@ -670,6 +676,7 @@ void *d9__writer_main(void *arg)
 		if (budget_due && !stopping && d9__budget_enforce(200000000u, 0) == 0)
 			budget_due = 0;
 		if (stopping) {
+			d9__unflushed_report(count_unflushed);
 			if (nwdrops || wdrop_overflow)
 				write_drop_records();
 			/* the budget is kept before the last seal (the segment counts as it is; its
