@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# test-flight.sh: the flight recorder (D9_MODE=flight, agent/flight.c) on the real State Threads
+# and epoll test servers. Checked, each through the files on disk and d9-analyze's machine output:
+#   - idle: after N requests and >= 10 writer wake-ups (its context switches, read from /proc),
+#     the trace directory holds no segment;
+#   - poll trigger: a /burn longer than D9_TRIGGER_POLL gives one dump (segments numbered from
+#     0: nothing was opened before) whose manifest names the trigger, its threshold and the
+#     segments on disk, and which holds the slow poll and the N requests from before it;
+#   - a second slow request during D9_FLIGHT_AFTER extends that dump (one manifest, extensions
+#     >= 1, both burns in it); a third after the dump, within D9_TRIGGER_COOLDOWN, writes nothing
+#     and is said on stderr;
+#   - signal (D9_DUMP_SIGNAL=USR2) and file (<stem>.dump-request, removed) triggers: one dump each,
+#     the second holding only the requests made after the first (the ring was emptied);
+#   - generic mode (epoll-http): a /block loop turn longer than the threshold triggers;
+#   - memory bound: D9_MAX_MEMORY=1M with a window that does not fit: a dump whose manifest and
+#     Dropped records count the evicted events, and the one warning line.
+set -u
+. "$(dirname "$0")/lib-preload.sh"
+pl_setup flight
+
+# writer_switches PID: voluntary context switches of the agent's writer thread (d9-writer).
+writer_switches() {
+	local t
+	for t in /proc/"$1"/task/*; do
+		if [ "$(cat "$t/comm" 2>/dev/null)" = d9-writer ]; then
+			sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$t/status"
+			return 0
+		fi
+	done
+	echo 0
+}
+
+# writer_passed PID N: the writer woke N more times than when writer_mark ran.
+writer_mark() { W0=$(writer_switches "$1"); }
+writer_passed() { [ "$(writer_switches "$1")" -ge $((W0 + $2)) ]; }
+
+# manifests DIR: the dump manifests, one per line.
+manifests() { ls "$1" 2>/dev/null | grep -E '\.dump-[0-9]+\.json$'; }
+nmanifests() { manifests "$1" | wc -l; }
+
+# fast_gets N: N /fast requests on one keep-alive connection (quick) or fails.
+keepalive_gets() {
+	python3 - "$SPORT" "$@" <<'PYEOF'
+import http.client, sys
+port, n, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+for i in range(n):
+    c.request("GET", path)
+    r = c.getresponse()
+    r.read()
+    if r.status != 200:
+        sys.exit("request %d of %s: status %d" % (i, path, r.status))
+PYEOF
+}
+
+# check_dump NAME DIR MANIFEST PYTHON [ARGS]: runs PYTHON with m (the manifest), polls (polls
+# --json of the manifest's segments), summary (summary --json of them), segs (their paths).
+check_dump() {
+	local name=$1 dir=$2 man=$3 code=$4
+	shift 4
+	python3 - "$PL_ANALYZE" "$dir" "$man" "$@" <<PYEOF
+import json, os, subprocess, sys
+ana, d, man = sys.argv[1], sys.argv[2], sys.argv[3]
+args = sys.argv[4:]
+def fail(why):
+    print("FAIL $name: " + why)
+    sys.exit(0)
+try:
+    m = json.load(open(os.path.join(d, man)))
+except Exception as e:
+    fail("manifest %s: %s" % (man, e))
+segs = [os.path.join(d, s) for s in m.get("segments", [])]
+missing = [s for s in segs if not os.path.exists(s)]
+if not segs or missing:
+    fail("manifest segments %s: missing %s (dir: %s)" % (m.get("segments"), missing, sorted(os.listdir(d))))
+def run(*a):
+    p = subprocess.run([ana] + list(a) + segs, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        fail("d9-analyze %s: status %d: %s" % (" ".join(a), p.returncode, p.stderr[:300]))
+    return p.stdout
+polls = [json.loads(l) for l in run("polls", "--json").splitlines() if l.startswith("{")]
+summary = json.loads(run("summary", "--json"))
+info = ""
+$code
+print("PASS $name" + (": " + info if info else ""))
+PYEOF
+}
+
+# ---- 1. State Threads: idle, poll trigger, extension, cooldown -------------------------------
+N=10
+D=$T/st/trace
+if pl_start "$T/st" "$ST_HTTP" D9_MODE=flight D9_TRIGGER_POLL=150ms D9_FLIGHT_AFTER=4s \
+	D9_TRIGGER_COOLDOWN=1h D9_LOG=info --; then
+	if ! pl_gets "$N" /fast ok; then
+		pl_fail flight-st-requests "$PL_ERR"
+	fi
+	writer_mark "$SPID"
+	if ! d9_wait_for 30 writer_passed "$SPID" 10; then
+		pl_fail flight-idle "the writer did not wake 10 times within 30 s ($(writer_switches "$SPID") switches)"
+	elif [ -n "$(pl_trace_files "$D")" ] || [ "$(nmanifests "$D")" != 0 ]; then
+		pl_fail flight-idle "files written without a trigger: $(ls "$D" | tr '\n' ' ')"
+	else
+		pl_pass flight-idle "$N requests, $((W0)) -> $(writer_switches "$SPID") writer wake-ups, no segment"
+	fi
+	# two slow polls: the second while the first's dump is still running (4 s after)
+	pl_get "/burn?ms=400"
+	b1=$BODY
+	pl_get "/burn?ms=400"
+	case "$b1 $BODY" in "burn ms=400"*" burn ms=400"*) ;; *) pl_fail flight-st-requests "/burn: '$b1' '$BODY'" ;; esac
+	if ! d9_wait_for 60 eval '[ "$(nmanifests "$D")" -ge 1 ]'; then
+		pl_fail flight-poll-trigger "no manifest within 60 s: $(ls "$D" | tr '\n' ' '); stderr $(head -c 300 "$T/st/stderr")"
+	else
+		# a third slow poll after the dump, within the cooldown: refused, said on stderr
+		pl_get "/burn?ms=400"
+		if d9_wait_for 30 grep -q "within D9_TRIGGER_COOLDOWN" "$T/st/stderr"; then
+			pl_pass flight-cooldown "the trigger after the dump was refused: $(grep -m1 'no dump (' "$T/st/stderr" | cut -c1-120)"
+		else
+			pl_fail flight-cooldown "no refusal on stderr within 30 s: $(tail -c 300 "$T/st/stderr")"
+		fi
+		pl_quit
+		[ "$SRC" = 0 ] || pl_fail flight-st-exit "exit status $SRC"
+		n=$(nmanifests "$D")
+		[ "$n" = 1 ] || pl_fail flight-cooldown "$n manifests, want 1: $(manifests "$D" | tr '\n' ' ')"
+		d9_wait_settled "$D" gz || pl_fail flight-poll-trigger "$D9_SETTLE_ERR"
+		check_dump flight-poll-trigger "$D" "$(manifests "$D" | head -n1)" '
+n = int(args[0])
+t = m["trigger"]
+if t["trigger"] != "poll" or t["threshold"] != 150000000 or t["unit"] != "ns":
+    fail("trigger %s, want poll over 150ms" % t)
+if not (390e6 <= t["value"] < 60e9):
+    fail("trigger value %d ns for a 400 ms burn" % t["value"])
+if m["thresholds"]["poll_ns"] != 150000000 or m["thresholds"]["after_ns"] != 4000000000:
+    fail("thresholds %s" % m["thresholds"])
+if not m["segments"][0].endswith(".000000.bin.gz"):
+    fail("the first segment of the dump is %s: a segment was written before the trigger" % m["segments"][0])
+if m["ended"] != "after":
+    fail("ended %s, want after" % m["ended"])
+burns = [p for p in polls if p["duration_ns"] >= 390e6]
+if len(burns) != 2:
+    fail("%d polls >= 390 ms in the dump, want the 2 burns: %s" % (len(burns), [p["duration_ns"] for p in polls][:20]))
+first = min(burns, key=lambda p: p["start_ns"])
+if abs(first["start_ns"] - t["time_realtime_ns"]) > 2e6 or first["tid"] != t["tid"]:
+    fail("trigger at %d tid %d, the first burn poll starts at %d tid %d" % (t["time_realtime_ns"], t["tid"], first["start_ns"], first["tid"]))
+conns = {p["coroutine"] for p in polls if p["location"].startswith("serve_conn")}
+if len(conns) != n + 2:
+    fail("%d connection coroutines in the dump, want %d (the %d requests before the trigger and the 2 burns; not the refused one nor /quit)" % (len(conns), n + 2, n))
+ext = m["extensions"]
+if ext < 1 or m["extended_by"][0]["trigger"] != "poll":
+    fail("extensions %d %s: the second burn did not extend the dump" % (ext, m["extended_by"]))
+info = "poll %.0f ms > 150 ms, %d connections, %d segment(s), extended %d time(s)" % (t["value"] / 1e6, len(conns), len(m["segments"]), ext)
+' "$N"
+	fi
+else
+	pl_fail flight-st "$PL_ERR"
+fi
+
+# ---- 2. signal and file triggers -------------------------------------------------------------
+D=$T/sig/trace
+if pl_start "$T/sig" "$ST_HTTP" D9_MODE=flight D9_DUMP_SIGNAL=USR2 D9_FLIGHT_AFTER=0s \
+	D9_TRIGGER_COOLDOWN=0 --; then
+	pl_gets 5 /fast ok || pl_fail flight-sig-requests "$PL_ERR"
+	writer_mark "$SPID"
+	d9_wait_for 30 writer_passed "$SPID" 10
+	kill -USR2 "$SPID"
+	if d9_wait_for 60 eval '[ "$(nmanifests "$D")" -ge 1 ]'; then
+		pl_gets 3 /fast ok || pl_fail flight-sig-requests "$PL_ERR"
+		writer_mark "$SPID"
+		d9_wait_for 30 writer_passed "$SPID" 10
+		: >"$D/trace.dump-request"
+		if d9_wait_for 60 eval '[ "$(nmanifests "$D")" -ge 2 ]'; then
+			[ -e "$D/trace.dump-request" ] && pl_fail flight-file-trigger "the request file is still there"
+		else
+			pl_fail flight-file-trigger "no second manifest within 60 s: $(ls "$D" | tr '\n' ' ')"
+		fi
+	else
+		pl_fail flight-signal-trigger "no manifest within 60 s after SIGUSR2: $(ls "$D" | tr '\n' ' ')"
+	fi
+	pl_quit
+	[ "$SRC" = 0 ] || pl_fail flight-sig-exit "exit status $SRC (SIGUSR2 must not kill the host)"
+	d9_wait_settled "$D" gz || pl_fail flight-signal-trigger "$D9_SETTLE_ERR"
+	check_dump flight-signal-trigger "$D" "$(manifests "$D" | sed -n 1p)" '
+if m["trigger"]["trigger"] != "signal" or m["trigger"]["value"] != 12:
+    fail("trigger %s, want signal 12" % m["trigger"])
+conns = {p["coroutine"] for p in polls if p["location"].startswith("serve_conn")}
+if len(conns) != 5:
+    fail("%d connection coroutines, want the 5 requests before the signal" % len(conns))
+info = "SIGUSR2: %d requests in the dump" % len(conns)
+'
+	[ "$(nmanifests "$D")" -ge 2 ] && check_dump flight-file-trigger "$D" "$(manifests "$D" | sed -n 2p)" '
+if m["trigger"]["trigger"] != "file":
+    fail("trigger %s, want file" % m["trigger"])
+conns = {p["coroutine"] for p in polls if p["location"].startswith("serve_conn")}
+if len(conns) != 3:
+    fail("%d connection coroutines, want the 3 requests after the first dump only" % len(conns))
+info = "%s: %d requests in the dump, request file removed" % (m["segments"], len(conns))
+'
+else
+	pl_fail flight-sig "$PL_ERR"
+fi
+
+# ---- 3. generic mode: a loop turn --------------------------------------------------------------
+D=$T/epoll/trace
+if pl_start "$T/epoll" "$EPOLL_HTTP" D9_MODE=flight D9_TRIGGER_POLL=150ms D9_FLIGHT_AFTER=0s --; then
+	pl_gets 3 /fast ok || pl_fail flight-epoll-requests "$PL_ERR"
+	pl_get "/block?ms=300"
+	if d9_wait_for 60 eval '[ "$(nmanifests "$D")" -ge 1 ]'; then
+		pl_quit
+		d9_wait_settled "$D" gz || pl_fail flight-loop-turn "$D9_SETTLE_ERR"
+		check_dump flight-loop-turn "$D" "$(manifests "$D" | head -n1)" '
+t = m["trigger"]
+if t["trigger"] != "loop turn" or t["value"] < 290e6:
+    fail("trigger %s, want a loop turn >= 300 ms" % t)
+turns = [p for p in polls if p["duration_ns"] >= 290e6]
+if not turns:
+    fail("no loop turn >= 300 ms in the dump")
+info = "loop turn of %.0f ms" % (t["value"] / 1e6)
+'
+	else
+		pl_fail flight-loop-turn "no manifest within 60 s: $(ls "$D" | tr '\n' ' ')"
+		pl_quit
+	fi
+else
+	pl_fail flight-epoll "$PL_ERR"
+fi
+
+# ---- 4. memory bound: the window does not fit in D9_MAX_MEMORY ---------------------------------
+D=$T/mem/trace
+if pl_start "$T/mem" "$ST_HTTP" D9_MODE=flight D9_MAX_MEMORY=1M D9_FLIGHT_WINDOW=1h \
+	D9_FLIGHT_AFTER=0s --; then
+	# ~40 KiB of events per /fanout?k=1024: 60 of them fill the 16 blocks several times over
+	keepalive_gets 60 "/fanout?k=1024" || pl_fail flight-memory-requests "fanout failed"
+	writer_mark "$SPID"
+	d9_wait_for 30 writer_passed "$SPID" 10
+	rss=$(sed -n 's/^VmRSS:[[:space:]]*//p' "/proc/$SPID/status")
+	: >"$D/trace.dump-request"
+	if d9_wait_for 60 eval '[ "$(nmanifests "$D")" -ge 1 ]'; then
+		pl_quit
+		d9_wait_settled "$D" gz || pl_fail flight-memory "$D9_SETTLE_ERR"
+		grep -q "does not fit in D9_MAX_MEMORY" "$T/mem/stderr" ||
+			pl_fail flight-memory "no warning on stderr: $(head -c 300 "$T/mem/stderr")"
+		check_dump flight-memory "$D" "$(manifests "$D" | head -n1)" '
+ev = m["evicted_events"]
+if ev <= 0:
+    fail("evicted_events %d: the window fit after all (raise the load)" % ev)
+dropped = summary["drops"]
+if dropped["events"] < ev or not dropped["by_reason"]:
+    fail("the dump shows drops %s, want at least the %d evicted events" % (dropped, ev))
+info = "%d events evicted and counted (drops %s), server RSS %s" % (ev, dropped, args[0])
+' "$rss"
+	else
+		pl_fail flight-memory "no manifest within 60 s: $(ls "$D" | tr '\n' ' ')"
+		pl_quit
+	fi
+else
+	pl_fail flight-mem "$PL_ERR"
+fi
