@@ -38,6 +38,12 @@ struct open_thr {
 	int polls; /* the thread runs coroutines: its polls are checked, not its loop turns */
 };
 
+/* coroutines woken and not yet polled: scheduling delay is Wake -> the woken coroutine's next
+ * PollStart (as d9-analyze counts it). Chunks of different threads arrive in any order, so a
+ * Wake older than the coroutine's last PollStart seen is one whose poll went by already. */
+#define WAKE_SLOTS 4096
+struct wake_co { uint64_t co, woken, last_poll; }; /* times in units, woken 0 = none pending */
+
 /* window evictions forced by the memory cap, per thread: counted in the next dump when they fall
  * inside its window (an eviction older than the window is no loss: it would have gone anyway) */
 #define LOSS_SLOTS 256
@@ -48,6 +54,7 @@ static struct {
 	struct d9__block *head, *tail; /* the ring: chunks in the order the writer got them */
 	size_t nblocks;
 	struct open_thr open[OPEN_SLOTS];
+	struct wake_co wakes[WAKE_SLOTS];
 	struct loss loss[LOSS_SLOTS];
 	size_t nloss;
 	uint64_t evicted_window; /* events evicted for memory that were inside the window */
@@ -233,6 +240,15 @@ static struct open_thr *open_of(uint32_t tid, uint32_t worker)
 	return o;
 }
 
+static struct wake_co *wake_of(uint64_t co)
+{
+	struct wake_co *w = &F.wakes[(co * 0x9e3779b97f4a7c15ull) >> 52]; /* 12 bits: 4096 */
+
+	if (w->co != co) /* a collision forgets the other coroutine's pending Wake */
+		*w = (struct wake_co){ .co = co };
+	return w;
+}
+
 static void fire(const struct trig *t);
 
 static void check(int kind, uint64_t time, uint64_t value_ns, uint64_t threshold_ns,
@@ -268,10 +284,29 @@ static void check_events(const struct d9__block *b)
 	d9_events_init(&it, F.dec, &ch);
 	while (d9_events_next(&it, &ev) == 1) {
 		switch (ev.type) {
-		case D9_EV_POLL_START:
+		case D9_EV_POLL_START: {
 			o->poll_start = ev.time;
 			o->polls = 1;
+			if (!c->trigger_sched_ns || !ev.f[D9_F_POLL_COROUTINE])
+				break;
+			struct wake_co *w = wake_of(ev.f[D9_F_POLL_COROUTINE]);
+			if (w->woken && w->woken <= ev.time)
+				check(TRIG_SCHED, w->woken, units_to_ns(ev.time - w->woken),
+					c->trigger_sched_ns, b->tid, b->worker);
+			w->woken = 0;
+			if (ev.time > w->last_poll)
+				w->last_poll = ev.time;
 			break;
+		}
+		case D9_EV_WAKE: {
+			if (!c->trigger_sched_ns || !ev.f[D9_F_WAKE_WOKEN])
+				break;
+			struct wake_co *w = wake_of(ev.f[D9_F_WAKE_WOKEN]);
+			/* the first Wake counts (a second before the poll changes nothing) */
+			if (ev.time >= w->last_poll && (!w->woken || ev.time < w->woken))
+				w->woken = ev.time;
+			break;
+		}
 		case D9_EV_POLL_END:
 			if (o->poll_start && ev.time >= o->poll_start)
 				check(TRIG_POLL, o->poll_start, units_to_ns(ev.time - o->poll_start),
@@ -295,10 +330,6 @@ static void check_events(const struct d9__block *b)
 				b->tid, b->worker);
 			break;
 		}
-		case D9_EV_SCHED_DELAY:
-			check(TRIG_SCHED, ev.time, ev.f[D9_F_SD_DURATION_NS], c->trigger_sched_ns, b->tid,
-				b->worker);
-			break;
 		default:
 			break;
 		}
@@ -457,10 +488,12 @@ static int write_manifest(const char *ended)
 		(unsigned long long)c->trigger_sched_ns, (unsigned long long)c->trigger_drops,
 		c->dump_signal, (unsigned long long)c->flight_window_ns,
 		(unsigned long long)c->flight_after_ns, (unsigned long long)c->trigger_cooldown_ns);
-	fprintf(f, "\"evicted_events\":%llu,\"segments\":[", (unsigned long long)F.evicted_window);
+	/* the names as sealed: the compressor makes X.bin.gz of each X.bin later (compressed 1) */
+	fprintf(f, "\"evicted_events\":%llu,\"compressed\":%d,\"segments\":[",
+		(unsigned long long)F.evicted_window, c->compress);
 	for (uint64_t s = F.seq_lo; s < hi; s++)
-		fprintf(f, "%s\"%s.%d.%06llu.bin%s\"", s > F.seq_lo ? "," : "", c->stem, (int)g->pid,
-			(unsigned long long)s, c->compress ? ".gz" : "");
+		fprintf(f, "%s\"%s.%d.%06llu.bin\"", s > F.seq_lo ? "," : "", c->stem, (int)g->pid,
+			(unsigned long long)s);
 	fputs("]}\n", f);
 	if (fclose(f) != 0 || !text) {
 		free(text);
@@ -544,8 +577,9 @@ void d9__flight_child(void)
 {
 	struct d9_reader *dec = F.dec;
 
-	memset(&F, 0, sizeof(F) - sizeof(F.dec_buf));
-	F.dec = dec; /* the schema is the same; the reader holds no descriptor */
+	memset(&F, 0, sizeof(F));
+	if (dec)
+		d9_reader_close(dec); /* opened again on the child's first chunk */
 	__atomic_store_n(&sig_pending, 0, __ATOMIC_RELAXED);
 }
 

@@ -69,7 +69,9 @@ try:
     m = json.load(open(os.path.join(d, man)))
 except Exception as e:
     fail("manifest %s: %s" % (man, e))
+# the manifest names segments as sealed (X.bin); the compressor makes them X.bin.gz
 segs = [os.path.join(d, s) for s in m.get("segments", [])]
+segs = [s + ".gz" if m.get("compressed") and not os.path.exists(s) else s for s in segs]
 missing = [s for s in segs if not os.path.exists(s)]
 if not segs or missing:
     fail("manifest segments %s: missing %s (dir: %s)" % (m.get("segments"), missing, sorted(os.listdir(d))))
@@ -117,11 +119,11 @@ if pl_start "$T/st" "$ST_HTTP" D9_MODE=flight D9_TRIGGER_POLL=150ms D9_FLIGHT_AF
 		else
 			pl_fail flight-cooldown "no refusal on stderr within 30 s: $(tail -c 300 "$T/st/stderr")"
 		fi
+		d9_wait_settled "$D" gz || pl_fail flight-poll-trigger "$D9_SETTLE_ERR"
 		pl_quit
 		[ "$SRC" = 0 ] || pl_fail flight-st-exit "exit status $SRC"
 		n=$(nmanifests "$D")
 		[ "$n" = 1 ] || pl_fail flight-cooldown "$n manifests, want 1: $(manifests "$D" | tr '\n' ' ')"
-		d9_wait_settled "$D" gz || pl_fail flight-poll-trigger "$D9_SETTLE_ERR"
 		check_dump flight-poll-trigger "$D" "$(manifests "$D" | head -n1)" '
 n = int(args[0])
 t = m["trigger"]
@@ -131,7 +133,7 @@ if not (390e6 <= t["value"] < 60e9):
     fail("trigger value %d ns for a 400 ms burn" % t["value"])
 if m["thresholds"]["poll_ns"] != 150000000 or m["thresholds"]["after_ns"] != 4000000000:
     fail("thresholds %s" % m["thresholds"])
-if not m["segments"][0].endswith(".000000.bin.gz"):
+if not m["segments"][0].endswith(".000000.bin"):
     fail("the first segment of the dump is %s: a segment was written before the trigger" % m["segments"][0])
 if m["ended"] != "after":
     fail("ended %s, want after" % m["ended"])
@@ -152,6 +154,41 @@ info = "poll %.0f ms > 150 ms, %d connections, %d segment(s), extended %d time(s
 	fi
 else
 	pl_fail flight-st "$PL_ERR"
+fi
+
+# ---- 1b. scheduling delay: two /burn connections accepted in the same turn ------------------------
+# A blocking /block?ms=2000 stalls the scheduler while two /burn?ms=300 connect; afterwards both
+# are spawned in one turn and the second runs only after the first's 300 ms poll: its Wake ->
+# PollStart delay is >= 300 ms. Polls themselves trigger nothing here (D9_TRIGGER_POLL unset).
+D=$T/sd/trace
+if pl_start "$T/sd" "$ST_HTTP" D9_MODE=flight D9_TRIGGER_SCHED_DELAY=150ms D9_FLIGHT_AFTER=0s --; then
+	curl -sS --max-time 30 -o /dev/null "http://127.0.0.1:$SPORT/block?ms=2000" &
+	blk=$!
+	# clock_nanosleep (230) or nanosleep (35): the scheduler thread is inside the blocking sleep
+	d9_wait_for 30 eval 'case "$(cut -d" " -f1 /proc/$SPID/syscall 2>/dev/null)" in 230|35) true ;; *) false ;; esac'
+	curl -sS --max-time 30 -o /dev/null "http://127.0.0.1:$SPORT/burn?ms=300" &
+	b1=$!
+	curl -sS --max-time 30 -o /dev/null "http://127.0.0.1:$SPORT/burn?ms=300" &
+	b2=$!
+	wait "$blk" "$b1" "$b2"
+	if d9_wait_for 60 eval '[ "$(nmanifests "$D")" -ge 1 ]'; then
+		d9_wait_settled "$D" gz || pl_fail flight-sched-delay "$D9_SETTLE_ERR"
+		pl_quit
+		check_dump flight-sched-delay "$D" "$(manifests "$D" | head -n1)" '
+t = m["trigger"]
+if t["trigger"] != "scheduling delay" or t["value"] < 250e6 or t["threshold"] != 150000000:
+    fail("trigger %s, want a scheduling delay >= 300 ms over 150 ms" % t)
+sd = summary["sched_delay"]["max_ns"]
+if abs(sd - t["value"]) > 2e6:
+    fail("the dump s longest scheduling delay is %d ns, the trigger says %d" % (sd, t["value"]))
+info = "Wake -> PollStart %.0f ms, as d9-analyze counts it" % (t["value"] / 1e6)
+'
+	else
+		pl_fail flight-sched-delay "no manifest within 60 s (did both /burn connect during the /block?): $(ls "$D" | tr '\n' ' ')"
+		pl_quit
+	fi
+else
+	pl_fail flight-sd "$PL_ERR"
 fi
 
 # ---- 2. signal and file triggers -------------------------------------------------------------
@@ -175,9 +212,9 @@ if pl_start "$T/sig" "$ST_HTTP" D9_MODE=flight D9_DUMP_SIGNAL=USR2 D9_FLIGHT_AFT
 	else
 		pl_fail flight-signal-trigger "no manifest within 60 s after SIGUSR2: $(ls "$D" | tr '\n' ' ')"
 	fi
+	d9_wait_settled "$D" gz || pl_fail flight-signal-trigger "$D9_SETTLE_ERR"
 	pl_quit
 	[ "$SRC" = 0 ] || pl_fail flight-sig-exit "exit status $SRC (SIGUSR2 must not kill the host)"
-	d9_wait_settled "$D" gz || pl_fail flight-signal-trigger "$D9_SETTLE_ERR"
 	check_dump flight-signal-trigger "$D" "$(manifests "$D" | sed -n 1p)" '
 if m["trigger"]["trigger"] != "signal" or m["trigger"]["value"] != 12:
     fail("trigger %s, want signal 12" % m["trigger"])
@@ -204,8 +241,8 @@ if pl_start "$T/epoll" "$EPOLL_HTTP" D9_MODE=flight D9_TRIGGER_POLL=150ms D9_FLI
 	pl_gets 3 /fast ok || pl_fail flight-epoll-requests "$PL_ERR"
 	pl_get "/block?ms=300"
 	if d9_wait_for 60 eval '[ "$(nmanifests "$D")" -ge 1 ]'; then
-		pl_quit
 		d9_wait_settled "$D" gz || pl_fail flight-loop-turn "$D9_SETTLE_ERR"
+		pl_quit
 		check_dump flight-loop-turn "$D" "$(manifests "$D" | head -n1)" '
 t = m["trigger"]
 if t["trigger"] != "loop turn" or t["value"] < 290e6:
@@ -234,8 +271,8 @@ if pl_start "$T/mem" "$ST_HTTP" D9_MODE=flight D9_MAX_MEMORY=1M D9_FLIGHT_WINDOW
 	rss=$(sed -n 's/^VmRSS:[[:space:]]*//p' "/proc/$SPID/status")
 	: >"$D/trace.dump-request"
 	if d9_wait_for 60 eval '[ "$(nmanifests "$D")" -ge 1 ]'; then
-		pl_quit
 		d9_wait_settled "$D" gz || pl_fail flight-memory "$D9_SETTLE_ERR"
+		pl_quit
 		grep -q "does not fit in D9_MAX_MEMORY" "$T/mem/stderr" ||
 			pl_fail flight-memory "no warning on stderr: $(head -c 300 "$T/mem/stderr")"
 		check_dump flight-memory "$D" "$(manifests "$D" | head -n1)" '
