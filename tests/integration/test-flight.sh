@@ -13,7 +13,9 @@
 #     the second holding only the requests made after the first (the ring was emptied);
 #   - generic mode (epoll-http): a /block loop turn longer than the threshold triggers;
 #   - memory bound: D9_MAX_MEMORY=1M with a window that does not fit: a dump whose manifest and
-#     Dropped records count the evicted events, and the one warning line.
+#     Dropped records count the evicted events, and the one warning line;
+#   - d9-analyze: the summary names the trigger (text line, "dumps" in JSON) and polls lists the
+#     triggering poll (loop turn) first, marked.
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_setup flight
@@ -146,6 +148,17 @@ if abs(first["start_ns"] - t["time_realtime_ns"]) > 2e6 or first["tid"] != t["ti
 conns = {p["coroutine"] for p in polls if p["location"].startswith("serve_conn")}
 if len(conns) != n + 2:
     fail("%d connection coroutines in the dump, want %d (the %d requests before the trigger and the 2 burns; not the refused one nor /quit)" % (len(conns), n + 2, n))
+# d9-analyze: the trigger in the summary (text and JSON), the triggering poll first in polls
+if not polls[0].get("trigger") or polls[0]["start_ns"] != first["start_ns"]:
+    fail("polls --json does not list the triggering poll first: %s" % polls[:1])
+if sum(1 for p in polls if p.get("trigger")) != 1:
+    fail("more than one poll marked as the trigger")
+dumps = summary["dumps"]
+if len(dumps) != 1 or dumps[0]["trigger"] != "poll" or dumps[0]["value"] != t["value"] or dumps[0]["pid"] != m["pid"]:
+    fail("summary --json dumps %s, want the manifest trigger %s" % (dumps, t))
+text = run()
+if "flight dump triggered by poll > 150ms" not in text or "<- the dump" not in text:
+    fail("the summary text does not name the trigger: %s" % text[:400])
 ext = m["extensions"]
 if ext < 1 or m["extended_by"][0]["trigger"] != "poll":
     fail("extensions %d %s: the second burn did not extend the dump" % (ext, m["extended_by"]))
@@ -250,6 +263,8 @@ if t["trigger"] != "loop turn" or t["value"] < 290e6:
 turns = [p for p in polls if p["duration_ns"] >= 290e6]
 if not turns:
     fail("no loop turn >= 300 ms in the dump")
+if not polls[0].get("trigger") or polls[0]["duration_ns"] < 290e6:
+    fail("polls --json does not list the triggering loop turn first: %s" % polls[:1])
 info = "loop turn of %.0f ms" % (t["value"] / 1e6)
 '
 	else
