@@ -149,6 +149,78 @@ static void prune_losses(uint64_t window_start)
 	F.nloss = j;
 }
 
+/* Packs: a chunk drained after a flush interval often fills a small part of its 64 KiB block, so
+ * a window of whole blocks would hold far less than D9_MAX_MEMORY allows. Chunks of up to half a
+ * block are copied into packs (pool blocks holding entries back to back: a copy of the chunk's
+ * block head, then its bytes, 8-aligned) and their blocks go back to the pool at once. A pack is
+ * marked by tid PACK_TID (no thread has it); its first/last_time span its entries, count is their
+ * number, size the bytes used. */
+#define PACK_TID UINT32_MAX
+#define PACK_MAX (D9_BLOCK_DATA / 2)
+
+static size_t entry_len(const struct d9__block *e)
+{
+	return (sizeof(struct d9__block) + e->size + 7) & ~(size_t)7;
+}
+
+/* The entries of pack p: for (e = pack_first(p); e; e = pack_next(p, e)). */
+static struct d9__block *pack_first(struct d9__block *p)
+{
+	return p->count ? (struct d9__block *)(void *)p->data : NULL;
+}
+
+static struct d9__block *pack_next(struct d9__block *p, struct d9__block *e)
+{
+	uint8_t *n = (uint8_t *)e + entry_len(e);
+
+	return n < p->data + p->size ? (struct d9__block *)(void *)n : NULL;
+}
+
+static void ring_append(struct d9__block *b)
+{
+	b->next = NULL;
+	if (F.tail)
+		F.tail->next = b;
+	else
+		F.head = b;
+	F.tail = b;
+	F.nblocks++;
+}
+
+/* Keeps b in the ring: copied into the last pack (a new one when it is full), or whole when it
+ * is large or no block is free for a pack. */
+static void ring_keep(struct d9__block *b)
+{
+	size_t need = (sizeof(struct d9__block) + b->size + 7) & ~(size_t)7;
+	struct d9__block *p = F.tail;
+
+	if (b->size > PACK_MAX) {
+		ring_append(b);
+		return;
+	}
+	if (!p || p->tid != PACK_TID || p->size + need > D9_BLOCK_DATA) {
+		p = d9__pool_get();
+		if (!p) {
+			ring_append(b);
+			return;
+		}
+		memset(p, 0, sizeof(*p));
+		p->tid = PACK_TID;
+		p->first_time = UINT64_MAX;
+		ring_append(p);
+	}
+	struct d9__block *e = (struct d9__block *)(void *)(p->data + p->size);
+	memcpy(e, b, sizeof(*b) + b->size);
+	e->next = NULL;
+	p->size += (uint32_t)need;
+	p->count++;
+	if (b->first_time < p->first_time)
+		p->first_time = b->first_time;
+	if (b->last_time > p->last_time)
+		p->last_time = b->last_time;
+	d9__pool_put(b);
+}
+
 static struct d9__block *ring_pop(void)
 {
 	struct d9__block *b = F.head;
@@ -185,7 +257,10 @@ static void ring_trim(uint64_t start)
 	size_t reserve = g->arena_blocks / 4 > 2 ? g->arena_blocks / 4 : 2;
 	while (F.head && __atomic_load_n(&g->nfree, __ATOMIC_RELAXED) < reserve) {
 		struct d9__block *b = ring_pop();
-		note_loss(b);
+		if (b->tid != PACK_TID)
+			note_loss(b);
+		for (struct d9__block *e = b->tid == PACK_TID ? pack_first(b) : NULL; e; e = pack_next(b, e))
+			note_loss(e);
 		d9__pool_put(b);
 	}
 	if (F.evicted_total)
@@ -361,7 +436,6 @@ void d9__flight_drops(uint64_t count, uint32_t tid, uint32_t worker)
 
 /* ---- dumps ------------------------------------------------------------------------------------ */
 
-void d9__write_block(struct d9__block *b); /* writer.c */
 
 /* A trigger: starts a dump, extends the one running, or is refused by the cooldown. */
 static void fire(const struct trig *t)
@@ -406,8 +480,16 @@ static void fire(const struct trig *t)
 	d9__log(D9_LOG_INFO, "flight recorder: dump triggered by %s (%llu, threshold %llu)",
 		trig_names[t->kind], (unsigned long long)t->value, (unsigned long long)t->threshold);
 	struct d9__block *b;
-	while ((b = ring_pop()))
-		d9__write_block(b);
+	while ((b = ring_pop())) {
+		if (b->tid != PACK_TID) {
+			d9__write_block(b);
+			continue;
+		}
+		for (struct d9__block *e = pack_first(b); e; e = pack_next(b, e))
+			if (e->last_time >= F.window_start)
+				d9__write_chunk(e);
+		d9__pool_put(b);
+	}
 }
 
 /* Keeps b in the ring (returns 1) or leaves it to the writer (0: continuous mode, or a dump is
@@ -422,13 +504,7 @@ int d9__flight_keep(struct d9__block *b)
 		d9__flight_drops(b->dropped - b->lost_samples, b->tid, b->worker);
 	if (F.state == DUMPING)
 		return 0;
-	b->next = NULL;
-	if (F.tail)
-		F.tail->next = b;
-	else
-		F.head = b;
-	F.tail = b;
-	F.nblocks++;
+	ring_keep(b);
 	if (__atomic_load_n(&d9__g.nfree, __ATOMIC_RELAXED) < d9__g.arena_blocks / 4)
 		ring_trim(window_start_now());
 	return 1;

@@ -376,9 +376,11 @@ void d9__flight_ended(const char *ended); /* "after" or "exit": writes the manif
 void d9__flight_drops(uint64_t count, uint32_t tid, uint32_t worker);
 void d9__flight_child(void);
 void d9__flight_signal_install(void); /* D9_DUMP_SIGNAL, unless the host handles it */
-/* writer.c: writes one chunk now (continuous mode, or a dump), and counts a thread's events as
+/* writer.c: writes one chunk now (continuous mode, or a dump) and gives its block back to the
+ * pool (d9__write_chunk: keeps it; for flight.c's packed copies), and counts a thread's events as
  * dropped (D9_DROP_BUFFERS_FULL) for the next Dropped records written. */
 void d9__write_block(struct d9__block *b);
+void d9__write_chunk(struct d9__block *b);
 void d9__writer_count_drop(uint32_t tid, uint32_t worker, uint64_t count);
 
 /* A file the agent finished: a segment once compressed (.bin.gz; .bin with D9_COMPRESS=0), or a

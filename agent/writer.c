@@ -534,6 +534,12 @@ static void write_block(struct d9__block *b)
 
 void d9__write_block(struct d9__block *b)
 {
+	d9__write_chunk(b);
+	d9__pool_put(b);
+}
+
+void d9__write_chunk(struct d9__block *b)
+{
 	struct d9__agent *g = &d9__g;
 	struct d9__segment *s = &g->seg;
 	int err;
@@ -568,7 +574,6 @@ void d9__write_block(struct d9__block *b)
 		count_write_drop(b->tid, b->worker, b->count - b->drop_records + b->dropped);
 		write_failed(err, s->f.fd >= 0 ? s->path : g->cfg.dir);
 	}
-	d9__pool_put(b);
 }
 
 static struct d9__block *take_queue(void)

@@ -10,8 +10,11 @@
 #     >= 1, both burns in it); a third after the dump, within D9_TRIGGER_COOLDOWN, writes nothing
 #     and is said on stderr;
 #   - signal (D9_DUMP_SIGNAL=USR2) and file (<stem>.dump-request, removed) triggers: one dump each,
-#     the second holding only the requests made after the first (the ring was emptied);
+#     the second holding only the requests made after the first (the ring was emptied); a handler
+#     the program installs later for the dump signal gets it (busy-workers take-urg), no dump;
 #   - generic mode (epoll-http): a /block loop turn longer than the threshold triggers;
+#   - small chunks are packed: 40 requests in separate chunks fit in D9_MAX_MEMORY=1M, nothing
+#     evicted;
 #   - memory bound: D9_MAX_MEMORY=1M with a window that does not fit: a dump whose manifest and
 #     Dropped records count the evicted events, and the one warning line;
 #   - d9-analyze: the summary names the trigger (text line, "dumps" in JSON) and polls lists the
@@ -248,6 +251,34 @@ else
 	pl_fail flight-sig "$PL_ERR"
 fi
 
+# ---- 2b. the dump signal is never stolen: a handler the program installs later gets it ---------
+# busy-workers installs its own SIGURG handler right after printing t=1; D9_DUMP_SIGNAL=URG was
+# installed at load. Every SIGURG sent after t=2 must reach the program, and no dump be written.
+BW=$PL_ROOT/build/tests/busy-workers
+if [ -x "$BW" ]; then
+	mkdir -p "$T/urg"
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/urg/trace/trace.bin" D9_MODE=flight D9_DUMP_SIGNAL=URG \
+		"$BW" 2 4 take-urg >"$T/urg/stdout" 2>"$T/urg/stderr" &
+	SPID=$!
+	PL_PIDS+=("$SPID")
+	if d9_wait_for 30 grep -q "^t=2 " "$T/urg/stdout"; then
+		kill -URG "$SPID"
+		pl_wait_exit 60
+		got=$(sed -n 's/^urg=//p' "$T/urg/stdout")
+		if [ "$SRC" != 0 ] || [ "${got:-0}" -lt 1 ]; then
+			pl_fail flight-signal-not-stolen "exit $SRC, the program got ${got:-no} SIGURG: $(tail -c 200 "$T/urg/stdout")"
+		elif [ "$(nmanifests "$T/urg/trace")" != 0 ] || [ -n "$(pl_trace_files "$T/urg/trace")" ]; then
+			pl_fail flight-signal-not-stolen "a dump was written: $(ls "$T/urg/trace" | tr '\n' ' ')"
+		else
+			pl_pass flight-signal-not-stolen "the program's own handler got SIGURG ($got), no dump"
+		fi
+	else
+		pl_fail flight-signal-not-stolen "busy-workers printed no t=2 within 30 s"
+	fi
+else
+	pl_skip flight-signal-not-stolen "$BW is not built (make all)"
+fi
+
 # ---- 3. generic mode: a loop turn --------------------------------------------------------------
 D=$T/epoll/trace
 if pl_start "$T/epoll" "$EPOLL_HTTP" D9_MODE=flight D9_TRIGGER_POLL=150ms D9_FLIGHT_AFTER=0s --; then
@@ -273,6 +304,38 @@ info = "loop turn of %.0f ms" % (t["value"] / 1e6)
 	fi
 else
 	pl_fail flight-epoll "$PL_ERR"
+fi
+
+# ---- 4a. small chunks are packed: a quiet server's window fits in few blocks -----------------------
+# 40 requests, each followed by writer passes, so each one's events reach the writer in chunks of
+# their own (the writer takes a quiet thread's chunk every flush interval): 40+ small chunks, which
+# as whole 64 KiB blocks would not fit in D9_MAX_MEMORY=1M (16 blocks, 4 kept free).
+D=$T/pack/trace
+if pl_start "$T/pack" "$ST_HTTP" D9_MODE=flight D9_MAX_MEMORY=1M D9_FLIGHT_WINDOW=1h \
+	D9_FLIGHT_AFTER=0s --; then
+	for i in $(seq 40); do
+		pl_get /fast
+		writer_mark "$SPID"
+		d9_wait_for 30 writer_passed "$SPID" 3
+	done
+	: >"$D/trace.dump-request"
+	if d9_wait_for 60 eval '[ "$(nmanifests "$D")" -ge 1 ]'; then
+		d9_wait_settled "$D" gz || pl_fail flight-packed "$D9_SETTLE_ERR"
+		pl_quit
+		check_dump flight-packed "$D" "$(manifests "$D" | head -n1)" '
+if m["evicted_events"] != 0 or summary["drops"]["events"] != 0:
+    fail("evicted %d, drops %s: 40 small chunks did not fit in 1M" % (m["evicted_events"], summary["drops"]))
+conns = {p["coroutine"] for p in polls if p["location"].startswith("serve_conn")}
+if len(conns) != 40:
+    fail("%d connection coroutines in the dump, want 40" % len(conns))
+info = "40 requests in separate chunks kept in 1M, nothing evicted"
+'
+	else
+		pl_fail flight-packed "no manifest within 60 s: $(ls "$D" | tr '\n' ' ')"
+		pl_quit
+	fi
+else
+	pl_fail flight-pack "$PL_ERR"
 fi
 
 # ---- 4. memory bound: the window does not fit in D9_MAX_MEMORY ---------------------------------
