@@ -353,6 +353,9 @@ static void check_events(const struct d9__block *b)
 		.count = b->count,
 	};
 	memcpy(&ch.base_time, ch.payload + 8, 8);
+	/* thresholds in event units: durations are compared without a division per event */
+	uint64_t poll_u = c->trigger_poll_ns ? ns_to_units(c->trigger_poll_ns) : UINT64_MAX;
+	uint64_t sched_u = c->trigger_sched_ns ? ns_to_units(c->trigger_sched_ns) : UINT64_MAX;
 	struct d9_events_iter it;
 	struct d9_event ev;
 	struct open_thr *o = open_of(b->tid, b->worker);
@@ -365,7 +368,7 @@ static void check_events(const struct d9__block *b)
 			if (!c->trigger_sched_ns || !ev.f[D9_F_POLL_COROUTINE])
 				break;
 			struct wake_co *w = wake_of(ev.f[D9_F_POLL_COROUTINE]);
-			if (w->woken && w->woken <= ev.time)
+			if (w->woken && w->woken <= ev.time && ev.time - w->woken > sched_u)
 				check(TRIG_SCHED, w->woken, units_to_ns(ev.time - w->woken),
 					c->trigger_sched_ns, b->tid, b->worker);
 			w->woken = 0;
@@ -383,7 +386,7 @@ static void check_events(const struct d9__block *b)
 			break;
 		}
 		case D9_EV_POLL_END:
-			if (o->poll_start && ev.time >= o->poll_start)
+			if (o->poll_start && ev.time >= o->poll_start && ev.time - o->poll_start > poll_u)
 				check(TRIG_POLL, o->poll_start, units_to_ns(ev.time - o->poll_start),
 					c->trigger_poll_ns, b->tid, b->worker);
 			o->poll_start = 0;
@@ -393,14 +396,17 @@ static void check_events(const struct d9__block *b)
 			break;
 		case D9_EV_PARK:
 			/* the loop turn of a thread without coroutines (generic mode) */
-			if (!o->polls && o->turn_start && ev.time >= o->turn_start)
+			if (!o->polls && o->turn_start && ev.time >= o->turn_start &&
+				ev.time - o->turn_start > poll_u)
 				check(TRIG_TURN, o->turn_start, units_to_ns(ev.time - o->turn_start),
 					c->trigger_poll_ns, b->tid, b->worker);
 			o->turn_start = 0;
 			break;
 		case D9_EV_BLOCKING_CALL: {
 			uint64_t d = ev.f[D9_F_BLOCK_DURATION_NS];
-			uint64_t du = ns_to_units(d);
+			if (!c->trigger_blocking_ns || d <= c->trigger_blocking_ns)
+				break;
+			uint64_t du = ns_to_units(d); /* the event's time is the call's end */
 			check(TRIG_BLOCKING, ev.time > du ? ev.time - du : ev.time, d, c->trigger_blocking_ns,
 				b->tid, b->worker);
 			break;
