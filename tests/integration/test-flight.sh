@@ -12,6 +12,7 @@
 #   - signal (D9_DUMP_SIGNAL=USR2) and file (<stem>.dump-request, removed) triggers: one dump each,
 #     the second holding only the requests made after the first (the ring was emptied); a handler
 #     the program installs later for the dump signal gets it (busy-workers take-urg), no dump;
+#   - blocking call: /block?ms=300 over D9_TRIGGER_BLOCKING=100ms, the call in the dump;
 #   - generic mode (epoll-http): a /block loop turn longer than the threshold triggers;
 #   - small chunks are packed: 40 requests in separate chunks fit in D9_MAX_MEMORY=1M, nothing
 #     evicted;
@@ -96,7 +97,7 @@ PYEOF
 # ---- 1. State Threads: idle, poll trigger, extension, cooldown -------------------------------
 N=10
 D=$T/st/trace
-if pl_start "$T/st" "$ST_HTTP" D9_MODE=flight D9_TRIGGER_POLL=150ms D9_FLIGHT_AFTER=4s \
+if pl_start "$T/st" "$ST_HTTP" D9_MODE=flight D9_TRIGGER_POLL=150ms D9_FLIGHT_AFTER=15s \
 	D9_TRIGGER_COOLDOWN=1h D9_LOG=info --; then
 	if ! pl_gets "$N" /fast ok; then
 		pl_fail flight-st-requests "$PL_ERR"
@@ -109,7 +110,8 @@ if pl_start "$T/st" "$ST_HTTP" D9_MODE=flight D9_TRIGGER_POLL=150ms D9_FLIGHT_AF
 	else
 		pl_pass flight-idle "$N requests, $((W0)) -> $(writer_switches "$SPID") writer wake-ups, no segment"
 	fi
-	# two slow polls: the second while the first's dump is still running (4 s after)
+	# two slow polls: the second while the first's dump is still running (15 s after its
+	# start: a wide margin on a loaded machine, where a 400 ms burn once took 2.2 s)
 	pl_get "/burn?ms=400"
 	b1=$BODY
 	pl_get "/burn?ms=400"
@@ -136,7 +138,7 @@ if t["trigger"] != "poll" or t["threshold"] != 150000000 or t["unit"] != "ns":
     fail("trigger %s, want poll over 150ms" % t)
 if not (390e6 <= t["value"] < 60e9):
     fail("trigger value %d ns for a 400 ms burn" % t["value"])
-if m["thresholds"]["poll_ns"] != 150000000 or m["thresholds"]["after_ns"] != 4000000000:
+if m["thresholds"]["poll_ns"] != 150000000 or m["thresholds"]["after_ns"] != 15000000000:
     fail("thresholds %s" % m["thresholds"])
 if not m["segments"][0].endswith(".000000.bin"):
     fail("the first segment of the dump is %s: a segment was written before the trigger" % m["segments"][0])
@@ -205,6 +207,34 @@ info = "Wake -> PollStart %.0f ms, as d9-analyze counts it" % (t["value"] / 1e6)
 	fi
 else
 	pl_fail flight-sd "$PL_ERR"
+fi
+
+# ---- 1c. a blocking call: /block?ms=300 (usleep on the scheduler thread) ---------------------------
+D=$T/blk/trace
+if pl_start "$T/blk" "$ST_HTTP" D9_MODE=flight D9_TRIGGER_BLOCKING=100ms D9_FLIGHT_AFTER=0s --; then
+	pl_gets 2 /fast ok || pl_fail flight-blocking-requests "$PL_ERR"
+	pl_get "/block?ms=300"
+	if d9_wait_for 60 eval '[ "$(nmanifests "$D")" -ge 1 ]'; then
+		d9_wait_settled "$D" gz || pl_fail flight-blocking "$D9_SETTLE_ERR"
+		pl_quit
+		check_dump flight-blocking "$D" "$(manifests "$D" | head -n1)" '
+t = m["trigger"]
+if t["trigger"] != "blocking call" or t["value"] < 295e6 or t["threshold"] != 100000000:
+    fail("trigger %s, want a blocking call >= 300 ms over 100 ms" % t)
+calls = summary["blocking_calls"]
+if not calls or max(c["max_ns"] for c in calls) != t["value"]:
+    fail("the dump s blocking calls %s, the trigger says %d ns" % (calls, t["value"]))
+conns = {p["coroutine"] for p in polls if p["location"].startswith("serve_conn")}
+if len(conns) != 3:
+    fail("%d connection coroutines, want the 2 /fast before and the /block" % len(conns))
+info = "%s of %.0f ms" % (calls[0]["call"], t["value"] / 1e6)
+'
+	else
+		pl_fail flight-blocking "no manifest within 60 s: $(ls "$D" | tr '\n' ' ')"
+		pl_quit
+	fi
+else
+	pl_fail flight-blk "$PL_ERR"
 fi
 
 # ---- 2. signal and file triggers -------------------------------------------------------------
