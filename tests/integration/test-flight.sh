@@ -13,6 +13,7 @@
 #     the second holding only the requests made after the first (the ring was emptied); a handler
 #     the program installs later for the dump signal gets it (busy-workers take-urg), no dump;
 #   - blocking call: /block?ms=300 over D9_TRIGGER_BLOCKING=100ms, the call in the dump;
+#   - drops: epoll-http with 64 threads and D9_MAX_MEMORY=1M, D9_TRIGGER_DROPS=1;
 #   - generic mode (epoll-http): a /block loop turn longer than the threshold triggers;
 #   - small chunks are packed: 40 requests in separate chunks fit in D9_MAX_MEMORY=1M, nothing
 #     evicted;
@@ -334,6 +335,33 @@ info = "loop turn of %.0f ms" % (t["value"] / 1e6)
 	fi
 else
 	pl_fail flight-epoll "$PL_ERR"
+fi
+
+# ---- 3b. drops: 64 epoll threads start at once and find 16 blocks (D9_MAX_MEMORY=1M) ---------------
+# Each worker thread records its first Park within a few milliseconds of the others, before the
+# writer takes any chunk back (every 50 ms): most find no free block and count a drop, which
+# their next chunk (after a request wakes them) records.
+D=$T/drops/trace
+if pl_start "$T/drops" "$EPOLL_HTTP" D9_MODE=flight D9_MAX_MEMORY=1M D9_TRIGGER_DROPS=1 \
+	D9_FLIGHT_AFTER=0s -- -T 64; then
+	for i in $(seq 100); do pl_get /fast; done
+	if d9_wait_for 60 eval '[ "$(nmanifests "$D")" -ge 1 ]'; then
+		d9_wait_settled "$D" gz || pl_fail flight-drops "$D9_SETTLE_ERR"
+		pl_quit
+		check_dump flight-drops "$D" "$(manifests "$D" | head -n1)" '
+t = m["trigger"]
+if t["trigger"] != "drops" or t["unit"] != "events" or t["threshold"] != 1 or t["value"] < 1:
+    fail("trigger %s, want drops >= 1" % t)
+if summary["drops"]["events"] < t["value"]:
+    fail("the dump shows drops %s, the trigger %d" % (summary["drops"], t["value"]))
+info = "%d event(s) dropped by thread %d triggered it; the dump shows %s" % (t["value"], t["tid"], summary["drops"])
+'
+	else
+		pl_fail flight-drops "no manifest within 60 s (no thread dropped? 64 threads, 16 blocks): $(ls "$D" | tr '\n' ' ')"
+		pl_quit
+	fi
+else
+	pl_fail flight-drops "$PL_ERR"
 fi
 
 # ---- 4a. small chunks are packed: a quiet server's window fits in few blocks -----------------------
