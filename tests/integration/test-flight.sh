@@ -20,7 +20,8 @@
 #   - memory bound: D9_MAX_MEMORY=1M with a window that does not fit: a dump whose manifest and
 #     Dropped records count the evicted events, and the one warning line;
 #   - d9-analyze: the summary names the trigger (text line, "dumps" in JSON) and polls lists the
-#     triggering poll (loop turn) first, marked.
+#     triggering poll (loop turn) first, marked; the HTML report opens at the trigger in chromium
+#     (tests/browser/viewer-flight-test.js; SKIP without chromium and playwright-core).
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_setup flight
@@ -170,6 +171,22 @@ if ext < 1 or m["extended_by"][0]["trigger"] != "poll":
     fail("extensions %d %s: the second burn did not extend the dump" % (ext, m["extended_by"]))
 info = "poll %.0f ms > 150 ms, %d connections, %d segment(s), extended %d time(s)" % (t["value"] / 1e6, len(conns), len(m["segments"]), ext)
 ' "$N"
+		# the HTML report of the dump opens at the trigger (tests/browser/viewer-flight-test.js)
+		BR=$PL_ROOT/tests/browser
+		if [ ! -x /usr/bin/chromium ] || [ ! -f "$BR/node_modules/playwright-core/package.json" ] ||
+			! command -v node >/dev/null; then
+			pl_skip flight-viewer-opens-at-trigger "chromium, node or playwright-core is missing (scripts/install-deps.sh installs them)"
+		elif ! "$PL_ANALYZE" html -o "$T/st/report.html" "$D" 2>"$T/st/html.err"; then
+			pl_fail flight-viewer-opens-at-trigger "d9-analyze html failed: $(head -c 300 "$T/st/html.err")"
+		else
+			cfg=$(python3 -c 'import json, sys
+m = json.load(open(sys.argv[2]))
+print(json.dumps({"report": sys.argv[1], "time_ns": str(m["trigger"]["time_realtime_ns"]),
+	"what": "poll > 150ms", "value_ns": m["trigger"]["value"], "artifacts": sys.argv[3]}))' "$T/st/report.html" "$D/$(manifests "$D" | head -n1)" \
+				"$PL_ROOT/build/test-artifacts/flight")
+			timeout -s KILL 300 node "$BR/viewer-flight-test.js" "$cfg" 2>"$T/st/browser.err" ||
+				pl_fail flight-viewer-opens-at-trigger "viewer-flight-test.js failed: $(tail -c 300 "$T/st/browser.err")"
+		fi
 	fi
 else
 	pl_fail flight-st "$PL_ERR"
