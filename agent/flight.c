@@ -73,7 +73,7 @@ static struct {
 	struct d9_reader *dec; /* decodes chunks (our schema) */
 	uint8_t dec_buf[4096];
 	int dec_failed;
-} F;
+} fr; /* the flight recorder's state (writer thread) */
 
 /* set by the dump signal's handler, taken by the writer */
 static uint64_t sig_time;
@@ -122,20 +122,20 @@ static void note_loss(const struct d9__block *b)
 {
 	uint64_t n = block_events(b);
 
-	F.evicted_total += n;
-	for (size_t i = 0; i < F.nloss; i++)
-		if (F.loss[i].tid == b->tid) {
-			F.loss[i].count += n;
-			if (b->last_time > F.loss[i].last_time)
-				F.loss[i].last_time = b->last_time;
+	fr.evicted_total += n;
+	for (size_t i = 0; i < fr.nloss; i++)
+		if (fr.loss[i].tid == b->tid) {
+			fr.loss[i].count += n;
+			if (b->last_time > fr.loss[i].last_time)
+				fr.loss[i].last_time = b->last_time;
 			return;
 		}
-	if (F.nloss < LOSS_SLOTS) {
-		F.loss[F.nloss++] = (struct loss){ b->tid, b->worker, n, b->last_time };
+	if (fr.nloss < LOSS_SLOTS) {
+		fr.loss[fr.nloss++] = (struct loss){ b->tid, b->worker, n, b->last_time };
 		return;
 	}
-	F.loss[0].count += n; /* full table: charged to its first thread rather than forgotten */
-	F.loss[0].tid = 0;
+	fr.loss[0].count += n; /* full table: charged to its first thread rather than forgotten */
+	fr.loss[0].tid = 0;
 }
 
 /* Forgets losses older than the window: a dump would not have held those events anyway. */
@@ -143,10 +143,10 @@ static void prune_losses(uint64_t window_start)
 {
 	size_t j = 0;
 
-	for (size_t i = 0; i < F.nloss; i++)
-		if (F.loss[i].last_time >= window_start)
-			F.loss[j++] = F.loss[i];
-	F.nloss = j;
+	for (size_t i = 0; i < fr.nloss; i++)
+		if (fr.loss[i].last_time >= window_start)
+			fr.loss[j++] = fr.loss[i];
+	fr.nloss = j;
 }
 
 /* Packs: a chunk drained after a flush interval often fills a small part of its 64 KiB block, so
@@ -179,12 +179,12 @@ static struct d9__block *pack_next(struct d9__block *p, struct d9__block *e)
 static void ring_append(struct d9__block *b)
 {
 	b->next = NULL;
-	if (F.tail)
-		F.tail->next = b;
+	if (fr.tail)
+		fr.tail->next = b;
 	else
-		F.head = b;
-	F.tail = b;
-	F.nblocks++;
+		fr.head = b;
+	fr.tail = b;
+	fr.nblocks++;
 }
 
 /* Keeps b in the ring: copied into the last pack (a new one when it is full), or whole when it
@@ -192,7 +192,7 @@ static void ring_append(struct d9__block *b)
 static void ring_keep(struct d9__block *b)
 {
 	size_t need = (sizeof(struct d9__block) + b->size + 7) & ~(size_t)7;
-	struct d9__block *p = F.tail;
+	struct d9__block *p = fr.tail;
 
 	if (b->size > PACK_MAX) {
 		ring_append(b);
@@ -223,13 +223,13 @@ static void ring_keep(struct d9__block *b)
 
 static struct d9__block *ring_pop(void)
 {
-	struct d9__block *b = F.head;
+	struct d9__block *b = fr.head;
 
 	if (b) {
-		F.head = b->next;
-		if (!F.head)
-			F.tail = NULL;
-		F.nblocks--;
+		fr.head = b->next;
+		if (!fr.head)
+			fr.tail = NULL;
+		fr.nblocks--;
 	}
 	return b;
 }
@@ -240,22 +240,22 @@ static struct d9__block *ring_pop(void)
 static void ring_trim(uint64_t start)
 {
 	struct d9__agent *g = &d9__g;
-	struct d9__block **pp = &F.head, *prev = NULL;
+	struct d9__block **pp = &fr.head, *prev = NULL;
 
 	while (*pp) {
 		struct d9__block *b = *pp;
 		if (b->last_time < start) {
 			*pp = b->next;
-			F.nblocks--;
+			fr.nblocks--;
 			d9__pool_put(b);
 			continue;
 		}
 		prev = b;
 		pp = &b->next;
 	}
-	F.tail = prev;
+	fr.tail = prev;
 	size_t reserve = g->arena_blocks / 4 > 2 ? g->arena_blocks / 4 : 2;
-	while (F.head && __atomic_load_n(&g->nfree, __ATOMIC_RELAXED) < reserve) {
+	while (fr.head && __atomic_load_n(&g->nfree, __ATOMIC_RELAXED) < reserve) {
 		struct d9__block *b = ring_pop();
 		if (b->tid != PACK_TID)
 			note_loss(b);
@@ -263,7 +263,7 @@ static void ring_trim(uint64_t start)
 			note_loss(e);
 		d9__pool_put(b);
 	}
-	if (F.evicted_total)
+	if (fr.evicted_total)
 		d9__log_once(D9_LOG_WARN, "flight recorder: D9_FLIGHT_WINDOW (%llu s) does not fit in "
 			"D9_MAX_MEMORY; the oldest events of the window are dropped (counted in each dump)",
 			(unsigned long long)(g->cfg.flight_window_ns / 1000000000u));
@@ -286,19 +286,19 @@ static int decoder_open(void)
 		.boot_id = "",
 	};
 
-	if (F.dec || F.dec_failed)
-		return F.dec ? 0 : -1;
-	d9_wbuf_init(&w, F.dec_buf, sizeof(F.dec_buf));
+	if (fr.dec || fr.dec_failed)
+		return fr.dec ? 0 : -1;
+	d9_wbuf_init(&w, fr.dec_buf, sizeof(fr.dec_buf));
 	w.p += d9_prefix_encode(w.p, D9_PREFIX_LEN);
 	d9_header_write(&w, &h);
 	d9_schema_write(&w, D9_AGENT_SCHEMA);
 	struct d9_chunk c;
-	if (w.err || d9_reader_open_mem(&F.dec, F.dec_buf, (size_t)(w.p - F.dec_buf)) != 0 ||
-		d9_reader_next(F.dec, &c) != 1) {
-		if (F.dec)
-			d9_reader_close(F.dec);
-		F.dec = NULL;
-		F.dec_failed = 1;
+	if (w.err || d9_reader_open_mem(&fr.dec, fr.dec_buf, (size_t)(w.p - fr.dec_buf)) != 0 ||
+		d9_reader_next(fr.dec, &c) != 1) {
+		if (fr.dec)
+			d9_reader_close(fr.dec);
+		fr.dec = NULL;
+		fr.dec_failed = 1;
 		d9__log_once(D9_LOG_WARN, "flight recorder: cannot decode chunks; only the signal and "
 			"file triggers work");
 		return -1;
@@ -308,7 +308,7 @@ static int decoder_open(void)
 
 static struct open_thr *open_of(uint32_t tid, uint32_t worker)
 {
-	struct open_thr *o = &F.open[(tid * 2654435761u) % OPEN_SLOTS];
+	struct open_thr *o = &fr.open[(tid * 2654435761u) % OPEN_SLOTS];
 
 	if (o->tid != tid) /* a collision forgets the other thread's open poll: a missed trigger */
 		*o = (struct open_thr){ .tid = tid, .worker = worker };
@@ -317,7 +317,7 @@ static struct open_thr *open_of(uint32_t tid, uint32_t worker)
 
 static struct wake_co *wake_of(uint64_t co)
 {
-	struct wake_co *w = &F.wakes[(co * 0x9e3779b97f4a7c15ull) >> 52]; /* 12 bits: 4096 */
+	struct wake_co *w = &fr.wakes[(co * 0x9e3779b97f4a7c15ull) >> 52]; /* 12 bits: 4096 */
 
 	if (w->co != co) /* a collision forgets the other coroutine's pending Wake */
 		*w = (struct wake_co){ .co = co };
@@ -359,7 +359,7 @@ static void check_events(const struct d9__block *b)
 	struct d9_events_iter it;
 	struct d9_event ev;
 	struct open_thr *o = open_of(b->tid, b->worker);
-	d9_events_init(&it, F.dec, &ch);
+	d9_events_init(&it, fr.dec, &ch);
 	while (d9_events_next(&it, &ev) == 1) {
 		switch (ev.type) {
 		case D9_EV_POLL_START: {
@@ -426,16 +426,16 @@ void d9__flight_drops(uint64_t count, uint32_t tid, uint32_t worker)
 	if (!c->flight || !c->trigger_drops || !count)
 		return;
 	uint64_t second = d9__mono_ns() / 1000000000u;
-	if (second != F.drop_second) {
-		F.drop_second = second;
-		F.drops_in_second = 0;
+	if (second != fr.drop_second) {
+		fr.drop_second = second;
+		fr.drops_in_second = 0;
 	}
-	F.drops_in_second += count;
-	if (F.drops_in_second >= c->trigger_drops) {
+	fr.drops_in_second += count;
+	if (fr.drops_in_second >= c->trigger_drops) {
 		uint64_t t = now_units();
-		struct trig tr = { TRIG_DROPS, t, units_to_real(t), F.drops_in_second, c->trigger_drops,
+		struct trig tr = { TRIG_DROPS, t, units_to_real(t), fr.drops_in_second, c->trigger_drops,
 			tid, worker };
-		F.drops_in_second = 0;
+		fr.drops_in_second = 0;
 		fire(&tr);
 	}
 }
@@ -449,19 +449,19 @@ static void fire(const struct trig *t)
 	const struct d9__config *c = &d9__g.cfg;
 	uint64_t after = ns_to_units(c->flight_after_ns);
 
-	if (F.state == DUMPING) {
-		if (t->time + after > F.end_time)
-			F.end_time = t->time + after;
-		if (F.nmore < sizeof(F.more) / sizeof(F.more[0]))
-			F.more[F.nmore++] = *t;
-		F.extended++;
+	if (fr.state == DUMPING) {
+		if (t->time + after > fr.end_time)
+			fr.end_time = t->time + after;
+		if (fr.nmore < sizeof(fr.more) / sizeof(fr.more[0]))
+			fr.more[fr.nmore++] = *t;
+		fr.extended++;
 		return;
 	}
-	if (F.dumps && t->time < F.cooldown_until) {
-		F.suppressed++;
+	if (fr.dumps && t->time < fr.cooldown_until) {
+		fr.suppressed++;
 		d9__log(D9_LOG_INFO, "flight recorder: %s trigger within D9_TRIGGER_COOLDOWN of the last "
 			"dump: no dump (%llu refused so far)", trig_names[t->kind],
-			(unsigned long long)F.suppressed);
+			(unsigned long long)fr.suppressed);
 		d9__log_once(D9_LOG_WARN, "flight recorder: a trigger came within D9_TRIGGER_COOLDOWN "
 			"(%llu ms) of the last dump and was refused (counted in the next manifest; said once)",
 			(unsigned long long)(c->trigger_cooldown_ns / 1000000u));
@@ -469,20 +469,20 @@ static void fire(const struct trig *t)
 	}
 	/* the dump starts: the window before the trigger goes out first, oldest chunk first */
 	uint64_t win = ns_to_units(c->flight_window_ns);
-	F.window_start = t->time > win ? t->time - win : 0;
-	ring_trim(F.window_start);
-	F.state = DUMPING;
-	F.first = *t;
-	F.nmore = F.extended = 0;
-	F.end_time = t->time + after;
-	F.seq_lo = d9__g.next_seq;
-	F.evicted_window = 0;
-	prune_losses(F.window_start);
-	for (size_t i = 0; i < F.nloss; i++) {
-		d9__writer_count_drop(F.loss[i].tid, F.loss[i].worker, F.loss[i].count);
-		F.evicted_window += F.loss[i].count;
+	fr.window_start = t->time > win ? t->time - win : 0;
+	ring_trim(fr.window_start);
+	fr.state = DUMPING;
+	fr.first = *t;
+	fr.nmore = fr.extended = 0;
+	fr.end_time = t->time + after;
+	fr.seq_lo = d9__g.next_seq;
+	fr.evicted_window = 0;
+	prune_losses(fr.window_start);
+	for (size_t i = 0; i < fr.nloss; i++) {
+		d9__writer_count_drop(fr.loss[i].tid, fr.loss[i].worker, fr.loss[i].count);
+		fr.evicted_window += fr.loss[i].count;
 	}
-	F.nloss = 0;
+	fr.nloss = 0;
 	d9__log(D9_LOG_INFO, "flight recorder: dump triggered by %s (%llu, threshold %llu)",
 		trig_names[t->kind], (unsigned long long)t->value, (unsigned long long)t->threshold);
 	struct d9__block *b;
@@ -492,7 +492,7 @@ static void fire(const struct trig *t)
 			continue;
 		}
 		for (struct d9__block *e = pack_first(b); e; e = pack_next(b, e))
-			if (e->last_time >= F.window_start)
+			if (e->last_time >= fr.window_start)
 				d9__write_chunk(e);
 		d9__pool_put(b);
 	}
@@ -508,7 +508,7 @@ int d9__flight_keep(struct d9__block *b)
 	check_events(b);
 	if (b->dropped > b->lost_samples)
 		d9__flight_drops(b->dropped - b->lost_samples, b->tid, b->worker);
-	if (F.state == DUMPING)
+	if (fr.state == DUMPING)
 		return 0;
 	ring_keep(b);
 	if (__atomic_load_n(&d9__g.nfree, __ATOMIC_RELAXED) < d9__g.arena_blocks / 4)
@@ -519,7 +519,7 @@ int d9__flight_keep(struct d9__block *b)
 /* 1 when the writer may write (and open segments): continuous mode, or a dump runs. */
 int d9__flight_writing(void)
 {
-	return !d9__g.cfg.flight || F.state == DUMPING;
+	return !d9__g.cfg.flight || fr.state == DUMPING;
 }
 
 static void json_trig(FILE *f, const struct trig *t)
@@ -545,24 +545,24 @@ static int write_manifest(const char *ended)
 	uint64_t hi = g->next_seq;
 
 	snprintf(path, sizeof(path), "%s/%s.%d.dump-%06llu.json", c->dir, c->stem, (int)g->pid,
-		(unsigned long long)F.seq_lo);
+		(unsigned long long)fr.seq_lo);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	FILE *f = open_memstream(&text, &len);
 	if (!f)
 		return -ENOMEM;
 	fprintf(f, "{\"d9_dump\":1,\"pid\":%d,", (int)g->pid);
 	fputs("\"trigger\":", f);
-	json_trig(f, &F.first);
+	json_trig(f, &fr.first);
 	fprintf(f, ",\"extended_by\":[");
-	for (uint32_t i = 0; i < F.nmore; i++) {
+	for (uint32_t i = 0; i < fr.nmore; i++) {
 		if (i)
 			fputc(',', f);
-		json_trig(f, &F.more[i]);
+		json_trig(f, &fr.more[i]);
 	}
-	fprintf(f, "],\"extensions\":%u,\"refused_by_cooldown\":%llu,", F.extended,
-		(unsigned long long)F.suppressed);
+	fprintf(f, "],\"extensions\":%u,\"refused_by_cooldown\":%llu,", fr.extended,
+		(unsigned long long)fr.suppressed);
 	fprintf(f, "\"window_start_realtime_ns\":%llu,\"end_realtime_ns\":%llu,\"ended\":\"%s\",",
-		(unsigned long long)units_to_real(F.window_start), (unsigned long long)d9__realtime_ns(),
+		(unsigned long long)units_to_real(fr.window_start), (unsigned long long)d9__realtime_ns(),
 		ended);
 	fprintf(f, "\"thresholds\":{\"poll_ns\":%llu,\"blocking_ns\":%llu,\"sched_delay_ns\":%llu,"
 		"\"drops\":%llu,\"signal\":%d,\"window_ns\":%llu,\"after_ns\":%llu,\"cooldown_ns\":%llu},",
@@ -572,9 +572,9 @@ static int write_manifest(const char *ended)
 		(unsigned long long)c->flight_after_ns, (unsigned long long)c->trigger_cooldown_ns);
 	/* the names as sealed: the compressor makes X.bin.gz of each X.bin later (compressed 1) */
 	fprintf(f, "\"evicted_events\":%llu,\"compressed\":%d,\"segments\":[",
-		(unsigned long long)F.evicted_window, c->compress);
-	for (uint64_t s = F.seq_lo; s < hi; s++)
-		fprintf(f, "%s\"%s.%d.%06llu.bin\"", s > F.seq_lo ? "," : "", c->stem, (int)g->pid,
+		(unsigned long long)fr.evicted_window, c->compress);
+	for (uint64_t s = fr.seq_lo; s < hi; s++)
+		fprintf(f, "%s\"%s.%d.%06llu.bin\"", s > fr.seq_lo ? "," : "", c->stem, (int)g->pid,
 			(unsigned long long)s);
 	fputs("]}\n", f);
 	if (fclose(f) != 0 || !text) {
@@ -634,32 +634,32 @@ int d9__flight_pass(int periodic)
 		struct trig tr = { TRIG_FILE, t, units_to_real(t), 0, 0, 0, 0 };
 		fire(&tr);
 	}
-	if (F.state == IDLE) {
+	if (fr.state == IDLE) {
 		if (periodic)
 			ring_trim(window_start_now());
 		return 0;
 	}
-	return now_units() >= F.end_time;
+	return now_units() >= fr.end_time;
 }
 
 /* The writer sealed the dump (ended: "after", or "exit" when the process ends during it). */
 void d9__flight_ended(const char *ended)
 {
-	if (!d9__g.cfg.flight || F.state != DUMPING)
+	if (!d9__g.cfg.flight || fr.state != DUMPING)
 		return;
-	F.state = IDLE;
-	F.dumps++;
-	F.cooldown_until = F.first.time + ns_to_units(d9__g.cfg.trigger_cooldown_ns);
+	fr.state = IDLE;
+	fr.dumps++;
+	fr.cooldown_until = fr.first.time + ns_to_units(d9__g.cfg.trigger_cooldown_ns);
 	write_manifest(ended);
-	F.suppressed = 0;
+	fr.suppressed = 0;
 }
 
 /* In a forked child: the ring's blocks were the parent's arena, now re-created. */
 void d9__flight_child(void)
 {
-	struct d9_reader *dec = F.dec;
+	struct d9_reader *dec = fr.dec;
 
-	memset(&F, 0, sizeof(F));
+	memset(&fr, 0, sizeof(fr));
 	if (dec)
 		d9_reader_close(dec); /* opened again on the child's first chunk */
 	__atomic_store_n(&sig_pending, 0, __ATOMIC_RELAXED);
