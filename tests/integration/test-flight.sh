@@ -12,6 +12,7 @@
 #   - signal (D9_DUMP_SIGNAL=USR2) and file (<stem>.dump-request, removed) triggers: one dump each,
 #     the second holding only the requests made after the first (the ring was emptied); a handler
 #     the program installs later for the dump signal gets it (busy-workers take-urg), no dump;
+#   - an exit during a dump (D9_FLIGHT_AFTER=1h) seals it; its manifest says "ended":"exit";
 #   - blocking call: /block?ms=300 over D9_TRIGGER_BLOCKING=100ms, the call in the dump;
 #   - drops: epoll-http with 64 threads and D9_MAX_MEMORY=1M, D9_TRIGGER_DROPS=1;
 #   - generic mode (epoll-http): a /block loop turn longer than the threshold triggers;
@@ -297,6 +298,37 @@ info = "%s: %d requests in the dump, request file removed" % (m["segments"], len
 '
 else
 	pl_fail flight-sig "$PL_ERR"
+fi
+
+# ---- 2a. an exit during a dump seals it: the manifest says so -------------------------------------
+D=$T/exit/trace
+if pl_start "$T/exit" "$ST_HTTP" D9_MODE=flight D9_FLIGHT_AFTER=1h --; then
+	pl_gets 2 /fast ok || pl_fail flight-exit-requests "$PL_ERR"
+	: >"$D/trace.dump-request"
+	# the dump runs once the request file is taken and a segment is open
+	if d9_wait_for 60 eval '[ ! -e "$D/trace.dump-request" ] && [ -n "$(pl_trace_files "$D")" ]'; then
+		pl_gets 2 /fast ok || pl_fail flight-exit-requests "$PL_ERR"
+		pl_quit
+		if [ "$SRC" != 0 ] || [ "$(nmanifests "$D")" != 1 ]; then
+			pl_fail flight-exit-during-dump "exit $SRC, manifests: $(ls "$D" | tr '\n' ' ')"
+		else
+			check_dump flight-exit-during-dump "$D" "$(manifests "$D" | head -n1)" '
+if m["ended"] != "exit" or m["trigger"]["trigger"] != "file":
+    fail("ended %s, trigger %s: want exit, file" % (m["ended"], m["trigger"]))
+if [s for s in segs if s.endswith(".active")] or summary["data_quality"]["truncated_segments"]:
+    fail("the dump was not sealed at the exit: %s" % summary["data_quality"])
+conns = {p["coroutine"] for p in polls if p["location"].startswith("serve_conn")}
+if len(conns) < 4:
+    fail("%d connection coroutines, want the 2 requests before the trigger and the 2 after" % len(conns))
+info = "sealed at the exit, %d connections" % len(conns)
+'
+		fi
+	else
+		pl_fail flight-exit-during-dump "the request file was not taken within 60 s: $(ls "$D" | tr '\n' ' ')"
+		pl_quit
+	fi
+else
+	pl_fail flight-exit "$PL_ERR"
 fi
 
 # ---- 2b. the dump signal is never stolen: a handler the program installs later gets it ---------
