@@ -8,10 +8,12 @@
  * holds at most the block arena (D9_MAX_MEMORY). Design: agent/DESIGN.md, "Flight recorder". */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -532,6 +534,46 @@ static void json_trig(FILE *f, const struct trig *t)
 		t->kind == TRIG_FILE ? "none" : "ns", t->tid, t->worker);
 }
 
+/* Removes the manifests (of any process of the stem) whose first segment is gone: the directory
+ * budget deleted the oldest part of that dump, so the manifest would name what is not there, and
+ * manifests would pile up without bound. Only regular files of the effective user are touched;
+ * keep (a path) stays. */
+static void prune_manifests(const char *keep)
+{
+	const struct d9__config *c = &d9__g.cfg;
+	size_t n = strlen(c->stem);
+	DIR *d = opendir(c->dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char *end;
+		const char *name = e->d_name;
+		if (strncmp(name, c->stem, n) || name[n] != '.')
+			continue;
+		long pid = strtol(name + n + 1, &end, 10);
+		if (pid <= 0 || strncmp(end, ".dump-", 6))
+			continue;
+		long seq = strtol(end + 6, &end, 10);
+		if (seq < 0 || strcmp(end, ".json"))
+			continue;
+		char path[4200], seg[4200];
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", c->dir, name);
+		int there = 0;
+		static const char *const suffixes[] = { ".bin", ".bin.gz", ".active" };
+		for (size_t i = 0; i < 3 && !there; i++) {
+			snprintf(seg, sizeof(seg), "%s/%s.%ld.%06ld%s", c->dir, c->stem, pid, seq, suffixes[i]);
+			there = lstat(seg, &st) == 0;
+		}
+		if (!there && strcmp(path, keep) && lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+			st.st_uid == geteuid())
+			unlink(path);
+	}
+	closedir(d);
+}
+
 /* The manifest: <dir>/<stem>.<pid>.dump-<first seq>.json, written to a temporary name and
  * renamed. Returns 0 or a negative errno. */
 static int write_manifest(const char *ended)
@@ -596,6 +638,7 @@ static int write_manifest(const char *ended)
 		return err;
 	}
 	d9__log(D9_LOG_INFO, "flight recorder: dump written, manifest %s", path);
+	prune_manifests(path); /* not the one just written, whatever became of its segments */
 	if (d9__sealed_hook)
 		d9__sealed_hook(path, 1);
 	return 0;

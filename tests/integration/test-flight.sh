@@ -12,7 +12,8 @@
 #   - signal (D9_DUMP_SIGNAL=USR2) and file (<stem>.dump-request, removed) triggers: one dump each,
 #     the second holding only the requests made after the first (the ring was emptied); a handler
 #     the program installs later for the dump signal gets it (busy-workers take-urg), no dump;
-#   - an exit during a dump (D9_FLIGHT_AFTER=1h) seals it; its manifest says "ended":"exit";
+#   - an exit during a dump (D9_FLIGHT_AFTER=1h) seals it; its manifest says "ended":"exit"; a
+#     manifest whose first segment was deleted goes at the next dump;
 #   - blocking call: /block?ms=300 over D9_TRIGGER_BLOCKING=100ms, the call in the dump;
 #   - drops: epoll-http with 64 threads and D9_MAX_MEMORY=1M, D9_TRIGGER_DROPS=1;
 #   - generic mode (epoll-http): a /block loop turn longer than the threshold triggers;
@@ -329,6 +330,31 @@ info = "sealed at the exit, %d connections" % len(conns)
 	fi
 else
 	pl_fail flight-exit "$PL_ERR"
+fi
+
+# ---- 2c. a manifest goes with its first segment (deleted by the budget; here by the test) ---------
+D=$T/prune/trace
+if pl_start "$T/prune" "$ST_HTTP" D9_MODE=flight D9_FLIGHT_AFTER=0s D9_TRIGGER_COOLDOWN=0 --; then
+	pl_gets 1 /fast ok || pl_fail flight-prune-requests "$PL_ERR"
+	: >"$D/trace.dump-request"
+	if d9_wait_for 60 eval '[ "$(nmanifests "$D")" = 1 ]' && d9_wait_settled "$D" gz; then
+		first=$(manifests "$D")
+		rm -f "$D/trace.$SPID.000000.bin" "$D/trace.$SPID.000000.bin.gz"
+		pl_gets 1 /fast ok || pl_fail flight-prune-requests "$PL_ERR"
+		: >"$D/trace.dump-request"
+		if ! d9_wait_for 60 eval '[ -n "$(manifests "$D" | grep -v "^$first\$")" ]'; then
+			pl_fail flight-manifest-pruned "no second manifest within 60 s: $(ls "$D" | tr '\n' ' ')"
+		elif [ -e "$D/$first" ] || [ "$(nmanifests "$D")" != 1 ]; then
+			pl_fail flight-manifest-pruned "the manifest of the deleted segment is still there: $(ls "$D" | tr '\n' ' ')"
+		else
+			pl_pass flight-manifest-pruned "$first went with its segment; $(manifests "$D") stays"
+		fi
+	else
+		pl_fail flight-manifest-pruned "no first dump within 60 s: $(ls "$D" | tr '\n' ' ')"
+	fi
+	pl_quit
+else
+	pl_fail flight-prune "$PL_ERR"
 fi
 
 # ---- 2b. the dump signal is never stolen: a handler the program installs later gets it ---------
