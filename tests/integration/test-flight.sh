@@ -21,6 +21,7 @@
 #     evicted;
 #   - memory bound: D9_MAX_MEMORY=1M with a window that does not fit: a dump whose manifest and
 #     Dropped records count the evicted events, and the one warning line;
+#   - d9-analyze reads only well-formed manifests naming its input (hostile ones, sanitizer build);
 #   - d9-analyze: the summary names the trigger (text line, "dumps" in JSON) and polls lists the
 #     triggering poll (loop turn) first, marked; the HTML report opens at the trigger in chromium
 #     (tests/browser/viewer-flight-test.js; SKIP without chromium and playwright-core).
@@ -330,6 +331,51 @@ info = "sealed at the exit, %d connections" % len(conns)
 	fi
 else
 	pl_fail flight-exit "$PL_ERR"
+fi
+
+# ---- 2d. hostile manifests: d9-analyze (sanitizer build) reads only well-formed ones ---------------
+# The signal dump's segments and manifest copied, with manifests beside them that are truncated,
+# overlong, full of huge numbers or escapes, a directory, a link, and one naming another segment.
+D=$T/sig/trace
+H=$T/hostile
+if [ "$(nmanifests "$D")" -ge 1 ] && pl_san_setup flight-hostile-manifests; then
+	mkdir -p "$H"
+	good=$(manifests "$D" | sed -n 1p)
+	cp "$D/$good" "$H/"
+	python3 - "$D/$good" "$H" <<'PYEOF'
+import json, os, sys
+src, h = sys.argv[1], sys.argv[2]
+m = json.load(open(src))
+for s in m["segments"]:
+    for suf in ("", ".gz"):
+        if os.path.exists(os.path.join(os.path.dirname(src), s + suf)):
+            os.system("cp '%s' '%s'" % (os.path.join(os.path.dirname(src), s + suf), h))
+text = open(src).read()
+base = os.path.basename(src).split(".dump-")[0]
+bad = {
+    "truncated": text[: len(text) // 2],
+    "huge": text.replace('"value":', '"value":99999999999999999999999999'),
+    "escape": text.replace('"trigger":"signal"', '"trigger":"sig\\"nal\\u0000"'),
+    "nokeys": '{"d9_dump":1,"segments":[%s]}' % ",".join('"%s"' % s for s in m["segments"]),
+    "noquote": text.replace('"unit":"signal"', '"unit":signal'),
+    "long": text.replace('"trigger":"signal"', '"trigger":"' + "x" * 70000 + '"'),
+    "other": text.replace(m["segments"][0], "trace.1.000000.bin"),
+}
+for i, (k, v) in enumerate(bad.items()):
+    open(os.path.join(h, "%s.%d.dump-%06d.json" % (base.split(".")[0], 900 + i, i)), "w").write(v)
+os.mkdir(os.path.join(h, "trace.999.dump-000009.json"))
+os.symlink(src, os.path.join(h, "trace.998.dump-000008.json"))
+PYEOF
+	out=$("$SAN" summary --json "$H" 2>"$T/hostile.err")
+	rc=$?
+	n=$(printf '%s' "$out" | python3 -c 'import json, sys; d = json.load(sys.stdin)["dumps"]; print(len(d), d[0]["trigger"] if d else "")' 2>/dev/null)
+	if [ "$rc" != 0 ] || grep -q "runtime error\|Sanitizer" "$T/hostile.err"; then
+		pl_fail flight-hostile-manifests "exit $rc: $(head -c 300 "$T/hostile.err")"
+	elif [ "$n" != "1 signal" ]; then
+		pl_fail flight-hostile-manifests "dumps read: '$n', want the one good manifest (signal)"
+	else
+		pl_pass flight-hostile-manifests "9 malformed or foreign manifests skipped, the good one read"
+	fi
 fi
 
 # ---- 2c. a manifest goes with its first segment (deleted by the budget; here by the test) ---------
