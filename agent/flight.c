@@ -444,7 +444,6 @@ void d9__flight_drops(uint64_t count, uint32_t tid, uint32_t worker)
 
 /* ---- dumps ------------------------------------------------------------------------------------ */
 
-
 /* A trigger: starts a dump, extends the one running, or is refused by the cooldown. */
 static void fire(const struct trig *t)
 {
