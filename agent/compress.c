@@ -438,6 +438,7 @@ void *d9__compressor_main(void *arg)
 		else if (!err && !g->cfg.compress)
 			sym_next = seq + 1;
 		d9__lock(&g->disk_lock);
+		int publish = 0; /* finished for good: the sealed hook's (uploads) */
 		/* the list may have moved: find the entry again */
 		for (size_t i = 0; i < g->nsealed; i++) {
 			struct d9__sealed *s = &g->sealed[i];
@@ -454,6 +455,7 @@ void *d9__compressor_main(void *arg)
 			}
 			if (err == -ENOENT)
 				s->doomed = 1; /* deleted by a budget (ours or another process's) */
+			publish = !err && !s->doomed;
 			if (s->doomed) {
 				/* published in a race with a process that had no lock file: removed */
 				char gz[sizeof(s->path) + 4];
@@ -473,6 +475,13 @@ void *d9__compressor_main(void *arg)
 				s->retry_at_ns = d9__mono_ns() + RETRY_NS;
 			}
 			break;
+		}
+		if (publish && d9__sealed_hook) {
+			char done[sizeof(path) + 4];
+			snprintf(done, sizeof(done), "%s%s", path, g->cfg.compress ? ".gz" : "");
+			d9__unlock(&g->disk_lock);
+			d9__sealed_hook(done, g->cfg.flight);
+			d9__lock(&g->disk_lock);
 		}
 		if (err == -ECANCELED)
 			break;

@@ -235,6 +235,9 @@ int d9__config_load(struct d9__config *c)
 	c->profile_signal = SIGURG; /* ignored by default: a program resetting it cannot be killed by it */
 	c->symbolize = 1;
 	c->cmdline = D9_CMDLINE_REDACTED;
+	c->flight_window_ns = 60ull * 1000000000ull;
+	c->flight_after_ns = 10ull * 1000000000ull;
+	c->trigger_cooldown_ns = 60ull * 1000000000ull;
 
 	/* An empty variable counts as unset (a common way to unset one in a unit or env file). */
 	if ((v = getenv("D9_LOG")) && *v) {
@@ -338,6 +341,40 @@ int d9__config_load(struct d9__config *c)
 		return bad("D9_SYMBOLIZE", v, why, "0 or 1");
 	if ((v = getenv("D9_CMDLINE")) && *v && (why = WORD(v, &c->cmdline, "full", "redacted", "name")))
 		return bad("D9_CMDLINE", v, why, "full, redacted or name");
+	if ((v = getenv("D9_MODE")) && *v && (why = WORD(v, &c->flight, "continuous", "flight")))
+		return bad("D9_MODE", v, why, "continuous or flight");
+	if ((v = getenv("D9_FLIGHT_WINDOW")) && *v &&
+		(why = in_range(parse_duration(v, &c->flight_window_ns), &c->flight_window_ns, 1000000000ull,
+			3600000000000ull)))
+		return bad("D9_FLIGHT_WINDOW", v, why, "a duration from 1s to 1h, like 60s (ms, s, m, h)");
+	if ((v = getenv("D9_FLIGHT_AFTER")) && *v &&
+		(why = in_range(parse_duration(v, &c->flight_after_ns), &c->flight_after_ns, 0,
+			3600000000000ull)))
+		return bad("D9_FLIGHT_AFTER", v, why, "a duration from 0 to 1h, like 10s (ms, s, m, h)");
+	if ((v = getenv("D9_TRIGGER_POLL")) && *v &&
+		(why = in_range(parse_duration(v, &c->trigger_poll_ns), &c->trigger_poll_ns, 0, 3600000000000ull)))
+		return bad("D9_TRIGGER_POLL", v, why, "0 (off) or a duration, like 50ms (us, ms, s)");
+	if ((v = getenv("D9_TRIGGER_BLOCKING")) && *v &&
+		(why = in_range(parse_duration(v, &c->trigger_blocking_ns), &c->trigger_blocking_ns, 0,
+			3600000000000ull)))
+		return bad("D9_TRIGGER_BLOCKING", v, why, "0 (off) or a duration, like 20ms (us, ms, s)");
+	if ((v = getenv("D9_TRIGGER_SCHED_DELAY")) && *v &&
+		(why = in_range(parse_duration(v, &c->trigger_sched_ns), &c->trigger_sched_ns, 0,
+			3600000000000ull)))
+		return bad("D9_TRIGGER_SCHED_DELAY", v, why, "0 (off) or a duration, like 20ms (us, ms, s)");
+	if ((v = getenv("D9_TRIGGER_DROPS")) && *v && (why = parse_uint(v, &c->trigger_drops)))
+		return bad("D9_TRIGGER_DROPS", v, why, "0 (off) or a number of dropped events, like 1000");
+	if ((v = getenv("D9_TRIGGER_COOLDOWN")) && *v &&
+		(why = in_range(parse_duration(v, &c->trigger_cooldown_ns), &c->trigger_cooldown_ns, 0,
+			86400000000000ull)))
+		return bad("D9_TRIGGER_COOLDOWN", v, why, "a duration from 0 to 24h, like 60s (ms, s, m, h)");
+	if ((v = getenv("D9_DUMP_SIGNAL")) && *v && strcasecmp(v, "none") &&
+		(why = parse_signal(v, &c->dump_signal)))
+		return bad("D9_DUMP_SIGNAL", v, why, "none or a signal name: USR1, USR2, HUP, WINCH, URG, PROF, VTALRM or RTMIN+N");
+	if (c->dump_signal && (c->dump_signal == c->toggle_signal ||
+		(c->dump_signal == c->profile_signal && c->cpu_hz)))
+		return bad("D9_DUMP_SIGNAL", v, "the signal D9_TOGGLE_SIGNAL or D9_PROFILE_SIGNAL uses",
+			"a signal of its own");
 	/* A segment may never exceed half the budget, so the budget can always be kept by deleting
 	 * sealed segments while one segment is active. */
 	if (c->max_file_size > c->max_total_size / 2) {

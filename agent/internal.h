@@ -38,6 +38,14 @@ struct d9__config {
 	int symbolize; /* D9_SYMBOLIZE: symbol records in sealed segments */
 	int allow_shared_dir; /* D9_ALLOW_SHARED_DIR: accept a directory others can write to */
 	int cmdline; /* D9_CMDLINE: D9_CMDLINE_FULL, _REDACTED, _NAME (what the header records) */
+	/* flight recorder (flight.c): D9_MODE=flight keeps the last window in memory and writes
+	 * only around a trigger; each trigger threshold 0 = that trigger is off */
+	int flight; /* D9_MODE: 0 continuous, 1 flight */
+	uint64_t flight_window_ns, flight_after_ns; /* D9_FLIGHT_WINDOW, D9_FLIGHT_AFTER */
+	uint64_t trigger_poll_ns, trigger_blocking_ns, trigger_sched_ns; /* D9_TRIGGER_* */
+	uint64_t trigger_drops; /* D9_TRIGGER_DROPS: dropped events within one second */
+	uint64_t trigger_cooldown_ns; /* D9_TRIGGER_COOLDOWN */
+	int dump_signal; /* D9_DUMP_SIGNAL, 0: none */
 };
 enum { D9_CMDLINE_FULL = 0, D9_CMDLINE_REDACTED = 1, D9_CMDLINE_NAME = 2 };
 enum { D9_PROF_AUTO = 0, D9_PROF_PERF = 1, D9_PROF_CTIMER = 2 };
@@ -356,6 +364,34 @@ void d9__tmp_done(void);
 void d9__tmp_abandon(void);
 /* An unpredictable temporary name: <base><tag><pid>.<random>. */
 void d9__tmp_name(char *out, size_t cap, const char *base, const char *tag);
+
+/* flight.c: the flight recorder (D9_MODE=flight; DESIGN.md, "Flight recorder"). Writer thread
+ * only, but for the signal handler. */
+/* Checks b's triggers; keeps it in the window's ring (1) or leaves it to the writer (0). */
+int d9__flight_keep(struct d9__block *b);
+/* 1 when the writer may write and open segments: continuous mode, or a dump runs. */
+int d9__flight_writing(void);
+/* The writer's pass (periodic: a flush interval passed): signal and file requests, the window.
+ * Returns 1 when the running dump is due to end (the writer collects, writes and seals, then
+ * calls d9__flight_ended). */
+int d9__flight_pass(int periodic);
+void d9__flight_ended(const char *ended); /* "after" or "exit": writes the manifest */
+/* Events dropped (their count) that D9_TRIGGER_DROPS counts. */
+void d9__flight_drops(uint64_t count, uint32_t tid, uint32_t worker);
+void d9__flight_child(void);
+void d9__flight_signal_install(void); /* D9_DUMP_SIGNAL, unless the host handles it */
+/* writer.c: writes one chunk now (continuous mode, or a dump) and gives its block back to the
+ * pool (d9__write_chunk: keeps it; for flight.c's packed copies), and counts a thread's events as
+ * dropped (D9_DROP_BUFFERS_FULL) for the next Dropped records written. */
+void d9__write_block(struct d9__block *b);
+void d9__write_chunk(struct d9__block *b);
+void d9__writer_count_drop(uint32_t tid, uint32_t worker, uint64_t count);
+
+/* A file the agent finished: a segment once compressed (.bin.gz; .bin with D9_COMPRESS=0), or a
+ * flight dump's manifest. is_dump: the file belongs to a flight dump. Called by the compressor
+ * (or the writer when there is nothing to compress or symbolize) and by flight.c; implemented by
+ * the uploader (S3), absent otherwise (weak: callers check it). Must not block for long. */
+void d9__sealed_hook(const char *path, int is_dump) __attribute__((weak));
 
 /* lifecycle.c */
 int d9__start(void); /* lazy start on the first event; 0 when running */

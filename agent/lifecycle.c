@@ -255,7 +255,8 @@ static void install_fatal_handlers(void)
 	for (size_t i = 0; i < sizeof(fatal_sigs) / sizeof(fatal_sigs[0]); i++) {
 		int sig = fatal_sigs[i];
 		struct sigaction old, sa;
-		if (sig == c->toggle_signal || sig == c->profile_signal || sigaction(sig, NULL, &old) != 0)
+		if (sig == c->toggle_signal || sig == c->profile_signal || sig == c->dump_signal ||
+			sigaction(sig, NULL, &old) != 0)
 			continue;
 		if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
 			continue; /* the host's own handler (or SIG_IGN) stays */
@@ -669,6 +670,8 @@ __attribute__((constructor)) static void d9__init(void)
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	if (g->cfg.toggle_signal)
 		install_toggle(g->cfg.toggle_signal);
+	if (g->cfg.dump_signal && g->cfg.flight)
+		d9__flight_signal_install();
 	if (d9__runtimes_attach)
 		d9__runtimes_attach();
 out:

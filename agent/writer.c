@@ -35,6 +35,7 @@ void d9__writer_child(void)
 	nreports = 0;
 	logged_failure = logged_recovery = 0;
 	d9__budget_child();
+	d9__flight_child();
 }
 
 /* A segment was sealed since the directory budget was last kept: the writer keeps it (with the
@@ -402,6 +403,8 @@ static void seg_seal(void)
 	}
 	d9__log(D9_LOG_DEBUG, "segment %s sealed (%llu bytes)", sealed, (unsigned long long)s->size);
 	d9__sealed_add(sealed, s->size, s->seq, 0);
+	if (d9__sealed_hook && !d9__g.cfg.compress && !d9__g.cfg.symbolize)
+		d9__sealed_hook(sealed, d9__g.cfg.flight); /* final as it is: the compressor skips it */
 	budget_due = 1;
 }
 
@@ -423,6 +426,11 @@ static void count_drop(uint32_t tid, uint32_t worker, uint64_t count, uint32_t r
 static void count_write_drop(uint32_t tid, uint32_t worker, uint64_t count)
 {
 	count_drop(tid, worker, count, D9_DROP_WRITE_ERROR);
+}
+
+void d9__writer_count_drop(uint32_t tid, uint32_t worker, uint64_t count)
+{
+	count_drop(tid, worker, count, D9_DROP_BUFFERS_FULL);
 }
 
 static void write_failed(int err, const char *what)
@@ -525,6 +533,19 @@ static void write_drop_records(void)
 
 static void write_block(struct d9__block *b)
 {
+	if (d9__flight_keep(b))
+		return; /* flight mode: kept in the window (flight.c) */
+	d9__write_block(b);
+}
+
+void d9__write_block(struct d9__block *b)
+{
+	d9__write_chunk(b);
+	d9__pool_put(b);
+}
+
+void d9__write_chunk(struct d9__block *b)
+{
 	struct d9__agent *g = &d9__g;
 	struct d9__segment *s = &g->seg;
 	int err;
@@ -559,7 +580,6 @@ static void write_block(struct d9__block *b)
 		count_write_drop(b->tid, b->worker, b->count - b->drop_records + b->dropped);
 		write_failed(err, s->f.fd >= 0 ? s->path : g->cfg.dir);
 	}
-	d9__pool_put(b);
 }
 
 static struct d9__block *take_queue(void)
@@ -598,10 +618,14 @@ static void write_list(struct d9__block *q)
 		write_block(q);
 		q = next;
 	}
-	for (size_t i = 0; i < nreports; i++)
+	for (size_t i = 0; i < nreports; i++) {
 		count_drop(reports[i].tid, reports[i].worker, reports[i].count, D9_DROP_BUFFERS_FULL);
+		d9__flight_drops(reports[i].count, reports[i].tid, reports[i].worker);
+	}
 	nreports = 0;
-	if ((nwdrops || wdrop_overflow) && !d9__g.write_failing && seg_ready(0) == 0)
+	/* flight mode between dumps: the counts wait for the next dump (nothing is opened) */
+	if ((nwdrops || wdrop_overflow) && !d9__g.write_failing && d9__flight_writing() &&
+		seg_ready(0) == 0)
 		write_drop_records();
 }
 
@@ -659,16 +683,31 @@ void *d9__writer_main(void *arg)
 			__atomic_store_n(&g->dir_switch, 0, __ATOMIC_RELEASE);
 		}
 		now = d9__mono_ns();
-		if (now >= next_collect || flush) {
+		int periodic = now >= next_collect || flush;
+		if (periodic) {
 			d9__modules_refresh(); /* libraries loaded since (dlopen): defined before use */
 			d9__defs_names_refresh(0);
-			d9__coroutines_prune(20 * g->cfg.flush_interval_ns + 1000000000u);
+			/* flight mode: a dump may write chunks as old as its window */
+			d9__coroutines_prune(20 * g->cfg.flush_interval_ns + 1000000000u +
+				(g->cfg.flight ? g->cfg.flight_window_ns : 0));
 			d9__collect(now - g->cfg.flush_interval_ns, flush);
 			d9__lock(&g->pool_lock);
 			q = take_queue();
 			d9__unlock(&g->pool_lock);
 			write_list(q);
 			next_collect = now + g->cfg.flush_interval_ns;
+		}
+		if (d9__flight_pass(periodic) && !stopping) {
+			/* the flight dump's time is up: every thread's chunk so far, then the seal */
+			d9__collect(d9__mono_ns(), 1);
+			d9__lock(&g->pool_lock);
+			q = take_queue();
+			d9__unlock(&g->pool_lock);
+			write_list(q);
+			if (nwdrops || wdrop_overflow)
+				write_drop_records();
+			seg_seal();
+			d9__flight_ended("after");
 		}
 		if (g->seg.f.fd >= 0 && g->seg.rotate_at_real_ns &&
 			d9__realtime_ns() >= g->seg.rotate_at_real_ns)
@@ -677,7 +716,7 @@ void *d9__writer_main(void *arg)
 			budget_due = 0;
 		if (stopping) {
 			d9__unflushed_report(count_unflushed);
-			if (nwdrops || wdrop_overflow)
+			if ((nwdrops || wdrop_overflow) && d9__flight_writing())
 				write_drop_records();
 			/* the budget is kept before the last seal (the segment counts as it is; its
 			 * trailer adds a few hundred bytes), so that the trailer carries the deletions;
@@ -685,6 +724,7 @@ void *d9__writer_main(void *arg)
 			if (budget_due || g->seg.f.fd >= 0)
 				d9__budget_enforce(20000000u, 0);
 			seg_seal();
+			d9__flight_ended("exit"); /* a dump cut short by the exit gets its manifest */
 			/* our own data is safe; recovery goes on for what fits in half the exit's wait
 			 * (D9_EXIT_TIMEOUT); the rest is the next start's */
 			uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns / 2;

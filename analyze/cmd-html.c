@@ -5,6 +5,7 @@
  * each input is a d9 segment and reports damage as the other commands do. README.md, "Viewer". */
 #include "analyze.h"
 #include "d9-format.h"
+#include "dumps.h"
 #include "inputs.h"
 #include "trace.h"
 
@@ -178,6 +179,28 @@ static void put_script(FILE *f, const struct d9__viewer_file *v)
 	fputs("</script>\n", f);
 }
 
+/* The flight-recorder dumps the inputs belong to (their manifests, dumps.c): the viewer opens
+ * the report at the first one's trigger. An element each; nothing when there are none. */
+static void put_dumps(FILE *f, const struct d9__inputs *in)
+{
+	struct d9__trace dt;
+
+	memset(&dt, 0, sizeof(dt));
+	if (d9__dumps_load(&dt, (const char *const *)in->paths, in->n))
+		fprintf(stderr, "d9-analyze: html: out of memory reading the dump manifests\n");
+	for (size_t i = 0; i < dt.ndumps; i++) {
+		char what[128];
+		const struct d9__dump *d = &dt.dumps[i];
+		fprintf(f, "<script type=\"application/x-d9-dump\" data-time-ns=\"%lld\" data-value=\"%llu\" "
+			"data-unit=\"", (long long)d->time_real, (unsigned long long)d->value);
+		put_attr(f, d->unit);
+		fputs("\" data-what=\"", f);
+		put_attr(f, d9__dump_what(what, sizeof(what), d));
+		fputs("\"></script>\n", f);
+	}
+	d9__dumps_free(&dt);
+}
+
 /* Checks one segment file with the reference reader. Returns 0 clean, 1 damaged, -1 unreadable
  * (each problem said once on stderr). */
 static int check_segment(const char *path)
@@ -309,6 +332,7 @@ int d9__cmd_html(int argc, char **argv)
 					free(gz);
 					free(buf);
 				}
+				put_dumps(f, &in);
 			}
 			fwrite(p, 1, (size_t)(le - p), f);
 		}

@@ -6,6 +6,7 @@
  * pass that stops at the first complete poll (so a full pass only for generic traces). */
 #include "analyze.h"
 #include "d9-format.h"
+#include "dumps.h"
 #include "json.h"
 #include "trace.h"
 
@@ -32,7 +33,37 @@ struct polls {
 	uint64_t printed;
 	uint64_t unknown; /* polls (turns) with a gap between their ends: not listed */
 	int oom;
+	/* a flight dump's triggering poll (turn) is listed first: found by a first pass */
+	const struct d9__dump *dump; /* the first dump with a poll (turn) trigger, or NULL */
+	int finding; /* the first pass: look for it, list nothing */
+	int found;
+	int64_t found_diff;
+	struct found_poll {
+		int64_t start, dur;
+		uint32_t pid, tid, worker;
+		uint64_t co;
+		const char *loc;
+	} trig;
 };
+
+static void print_poll(struct polls *p, const struct found_poll *x, int is_trigger)
+{
+	char a[32], b[32];
+
+	p->printed++;
+	if (p->json) {
+		printf("{\"start_ns\":%" PRId64 ",\"offset_ns\":%" PRId64 ",\"duration_ns\":%" PRId64
+			",\"pid\":%u,\"tid\":%u,\"worker\":%u,\"coroutine\":%" PRIu64 ",\"location\":",
+			x->start, x->start - p->t->start_real, x->dur, x->pid, x->tid, x->worker, x->co);
+		d9__json_cstr(stdout, x->loc);
+		fputs(is_trigger ? ",\"trigger\":true}\n" : "}\n", stdout);
+		return;
+	}
+	snprintf(a, sizeof(a), "+%.6fs", (double)(x->start - p->t->start_real) / 1e9);
+	printf("%-14s %-9s pid %-7u worker %-3u coroutine %-8" PRIu64 " %s%s\n", a,
+		d9__fmt_dur(b, sizeof(b), x->dur), x->pid, x->worker, x->co, x->loc,
+		is_trigger ? "  <- the dump's trigger" : "");
+}
 
 /* The poll (turn) o of thread ev->th ends at ev: listed when no gap lies inside it. */
 static void list_poll(struct polls *p, struct open_poll *o, const struct d9__ev *ev)
@@ -41,29 +72,32 @@ static void list_poll(struct polls *p, struct open_poll *o, const struct d9__ev 
 	uint64_t dur;
 	int r = d9__pair_close(&o->o, ev, &dur);
 
-	p->unknown += r == D9__PAIR_UNKNOWN;
+	if (!p->finding)
+		p->unknown += r == D9__PAIR_UNKNOWN;
 	if (r != D9__PAIR_OK)
 		return;
 	int64_t d = dur > INT64_MAX ? INT64_MAX : (int64_t)dur;
 	const char *loc = p->generic ? "(loop turn)" : o->loc ? o->loc->name : "(unknown)";
-	char a[32], b[32];
 
 	if (d < p->min_ns || (p->worker >= 0 && th->worker != p->worker) ||
 	    (p->pid >= 0 && th->proc->pid != p->pid) || (p->location && !strstr(loc, p->location)))
 		return;
-	p->printed++;
-	if (p->json) {
-		printf("{\"start_ns\":%" PRId64 ",\"offset_ns\":%" PRId64 ",\"duration_ns\":%" PRId64
-			",\"pid\":%u,\"tid\":%u,\"worker\":%u,\"coroutine\":%" PRIu64 ",\"location\":",
-			o->o.real_ns, o->o.real_ns - p->t->start_real, d, th->proc->pid, th->tid, th->worker,
-			o->co);
-		d9__json_cstr(stdout, loc);
-		fputs("}\n", stdout);
+	struct found_poll x = { o->o.real_ns, d, th->proc->pid, th->tid, th->worker, o->co, loc };
+	if (p->finding) {
+		/* the same thread, starting within 5 ms of the manifest's time (its clock reading
+		 * differs a little from the segment's anchor): the nearest */
+		int64_t diff = x.start - p->dump->time_real;
+		diff = diff < 0 ? -diff : diff;
+		if (x.pid == p->dump->pid && x.tid == p->dump->tid && diff <= p->found_diff) {
+			p->trig = x;
+			p->found = 1;
+			p->found_diff = diff;
+		}
 		return;
 	}
-	snprintf(a, sizeof(a), "+%.6fs", (double)(o->o.real_ns - p->t->start_real) / 1e9);
-	printf("%-14s %-9s pid %-7u worker %-3u coroutine %-8" PRIu64 " %s\n", a,
-		d9__fmt_dur(b, sizeof(b), d), th->proc->pid, th->worker, o->co, loc);
+	if (p->found && x.pid == p->trig.pid && x.tid == p->trig.tid && x.start == p->trig.start)
+		return; /* listed first */
+	print_poll(p, &x, 0);
 }
 
 /* Grows p->open to hold thread index idx; returns 0 or -1 (out of memory, p->oom set). */
@@ -138,6 +172,8 @@ static void polls_help(FILE *f)
 		"edge is not listed. Lines come per process, each thread's polls in time order.\n"
 		"In generic mode (no poll in the trace, as in summary) the loop turns are listed\n"
 		"instead, Unpark to the next Park, with coroutine 0 and location \"(loop turn)\".\n"
+		"For a flight-recorder dump (its manifest next to the segments) the poll that\n"
+		"triggered it comes first, marked (JSON: \"trigger\":true).\n"
 		"A poll with a gap in the data between its start and end (dropped events, a damaged\n"
 		"or missing part of the trace) is not listed: its length is unknown; stderr says\n"
 		"how many were left out.\n"
@@ -201,6 +237,20 @@ int d9__cmd_polls(int argc, char **argv)
 	if (!p.json)
 		printf("%-14s %-9s %-11s %-10s %-18s %s\n", "start", "duration", "pid", "worker",
 			"coroutine", "location");
+	for (size_t i = 0; i < t.ndumps && !p.dump; i++)
+		if (!strcmp(t.dumps[i].trigger, p.generic ? "loop turn" : "poll"))
+			p.dump = &t.dumps[i];
+	if (p.dump) {
+		/* a flight dump: its triggering poll first, then the others as usual */
+		p.finding = 1;
+		p.found_diff = 5000000;
+		if (d9__trace_prescan(&t, p.generic ? turns_on_event : polls_on_event, &p))
+			p.oom = 1;
+		p.finding = 0;
+		memset(p.open, 0, p.nopen * sizeof(*p.open));
+		if (p.found)
+			print_poll(&p, &p.trig, 1);
+	}
 	if (d9__trace_run(&t, p.generic ? turns_on_event : polls_on_event, &p) || p.oom)
 		fprintf(stderr, "d9-analyze: out of memory: the list is incomplete\n");
 	if (p.unknown)

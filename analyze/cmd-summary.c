@@ -7,6 +7,7 @@
  * stack, and per (stack, source) for each thread's open poll only. */
 #include "analyze.h"
 #include "d9-format.h"
+#include "dumps.h"
 #include "json.h"
 #include "trace.h"
 
@@ -1197,7 +1198,13 @@ static void print_json(FILE *f, struct sum *s)
 		",\"duration_ns\":%" PRId64 ",\"trace_start_ns\":%" PRId64 ",\"events\":%" PRIu64,
 		gen ? "generic" : "coroutines", s->seen ? s->first_real : 0, s->seen ? s->last_real : 0,
 		s->seen ? s->last_real - s->first_real : 0, t->start_real, t->events);
-	fputs(",\"processes\":[", f);
+	fputs(",\"dumps\":[", f);
+	for (size_t i = 0; i < t->ndumps; i++) {
+		if (i)
+			fputc(',', f);
+		d9__dump_json(f, &t->dumps[i], t->start_real);
+	}
+	fputs("],\"processes\":[", f);
 	for (size_t i = 0; i < t->nprocs; i++) {
 		struct d9__proc *p = t->procs[i];
 		struct pstat *ps = i < s->nps ? s->ps[i] : NULL;
@@ -1500,6 +1507,33 @@ static void text_functions(FILE *f, const char *what, struct fnstat **a, size_t 
 	}
 }
 
+/* The index in lp of the poll (loop turn, gen) that triggered a flight dump of the input: same
+ * process and thread, starting within 5 ms of the manifest's time (its clock reading differs a
+ * little from the segment's anchor), the nearest; -1 when none is listed. */
+static long trigger_poll(const struct d9__trace *t, const struct long_poll *lp, size_t n, int gen)
+{
+	long best = -1;
+	int64_t best_diff = 5000000;
+
+	for (size_t k = 0; k < t->ndumps; k++) {
+		const struct d9__dump *dp = &t->dumps[k];
+		if (strcmp(dp->trigger, gen ? "loop turn" : "poll"))
+			continue;
+		for (size_t i = 0; i < n; i++) {
+			int64_t diff = lp[i].start_real - dp->time_real;
+			if (diff < 0)
+				diff = -diff;
+			if (lp[i].th->proc->pid == dp->pid && lp[i].th->tid == dp->tid && diff <= best_diff) {
+				best = (long)i;
+				best_diff = diff;
+			}
+		}
+		if (best >= 0)
+			break; /* the first dump's (by time) */
+	}
+	return best;
+}
+
 static void print_text(FILE *f, struct sum *s)
 {
 	struct d9__trace *t = s->t;
@@ -1513,6 +1547,21 @@ static void print_text(FILE *f, struct sum *s)
 		fmt_utc(from, sizeof(from), s->seen ? s->first_real : 0),
 		fmt_utc(to, sizeof(to), s->seen ? s->last_real : 0),
 		D(a, s->seen ? s->last_real - s->first_real : 0), t->events, t->readable);
+	for (size_t i = 0; i < t->ndumps; i++) {
+		const struct d9__dump *dp = &t->dumps[i];
+		char what[128];
+		fprintf(f, "flight dump triggered by %s at %s UTC (+%s), pid %u",
+			d9__dump_what(what, sizeof(what), dp), fmt_utc(from, sizeof(from), dp->time_real),
+			D(a, dp->time_real - t->start_real), dp->pid);
+		if (dp->tid)
+			fprintf(f, " tid %u", dp->tid);
+		if (dp->extensions)
+			fprintf(f, "; extended by %" PRIu64 " later trigger(s)", dp->extensions);
+		if (dp->evicted)
+			fprintf(f, "; %" PRIu64 " events of its window did not fit in D9_MAX_MEMORY "
+				"(counted as dropped)", dp->evicted);
+		fputc('\n', f);
+	}
 	for (size_t i = 0; i < t->nprocs; i++) {
 		struct d9__proc *p = t->procs[i];
 		struct pstat *ps = i < s->nps ? s->ps[i] : NULL;
@@ -1567,12 +1616,19 @@ static void print_text(FILE *f, struct sum *s)
 	struct long_poll *lp = gen ? s->lt : s->lp;
 	size_t nlp = gen ? s->nlt : s->nlp;
 	qsort(lp, nlp, sizeof(*lp), cmp_lp_desc);
+	/* a flight dump's triggering poll (turn) goes first: what the dump is about */
+	long trig = trigger_poll(t, lp, nlp, gen);
+	if (trig > 0) {
+		struct long_poll x = lp[trig];
+		memmove(lp + 1, lp, (size_t)trig * sizeof(*lp));
+		lp[0] = x;
+	}
 	fprintf(f, "\nlongest %s (top %d, at least %s):\n", unit, s->top, D(a, s->min_ns));
 	for (size_t i = 0; i < nlp; i++) {
-		fprintf(f, "  %-9s at +%-10s pid %u worker %u coroutine %" PRIu64 "  %s\n",
+		fprintf(f, "  %-9s at +%-10s pid %u worker %u coroutine %" PRIu64 "  %s%s\n",
 			D(a, lp[i].dur), D(b, lp[i].start_real - t->start_real), lp[i].th->proc->pid,
 			lp[i].th->worker, lp[i].co, lp[i].loc ? lp[i].loc->name :
-			gen ? "(loop turn)" : "(unknown)");
+			gen ? "(loop turn)" : "(unknown)", trig >= 0 && i == 0 ? "  <- the dump's trigger" : "");
 		if (lp[i].b.n) {
 			/* the blocking calls first: the main item of the poll when there is one */
 			const char *k = d9_fd_kind_name(lp[i].b.fd_kind);

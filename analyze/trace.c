@@ -8,6 +8,7 @@
 #include "json.h"
 #include "analyze.h"
 #include "d9-format.h"
+#include "dumps.h"
 #include "inputs.h"
 
 #include <errno.h>
@@ -366,6 +367,15 @@ int d9__trace_open(struct d9__trace *t, char **args, int nargs)
 	}
 	d9__inputs_free(&in);
 	qsort(t->segs, t->nsegs, sizeof(*t->segs), cmp_seg);
+	const char **paths = malloc((t->nsegs ? t->nsegs : 1) * sizeof(*paths));
+	if (!paths)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nsegs; i++)
+		paths[i] = t->segs[i].path;
+	int derr = d9__dumps_load(t, paths, t->nsegs);
+	free(paths);
+	if (derr)
+		return derr;
 	t->start_real = t->nsegs ? start : 0;
 	t->from_real = INT64_MIN;
 	t->to_real = INT64_MAX;
@@ -939,6 +949,7 @@ void d9__trace_budget(const struct d9__trace *t, uint64_t *segments, uint64_t *b
 
 void d9__trace_close(struct d9__trace *t)
 {
+	d9__dumps_free(t);
 	free(t->budget_dirs);
 	for (size_t i = 0; i < t->nsegs; i++)
 		free(t->segs[i].path);

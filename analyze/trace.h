@@ -176,6 +176,8 @@ struct d9__trace {
 	 * carries (FORMAT.md section 11); d9__trace_budget sums them */
 	struct d9__budget_dir { const char *dir; uint64_t segments, bytes; } *budget_dirs;
 	size_t nbudget_dirs;
+	struct d9__dump *dumps; /* flight-recorder dumps the input belongs to (dumps.h) */
+	size_t ndumps;
 
 	/* progress line on stderr (d9__trace_run), only for large input on a terminal */
 	int progress; /* 1: on; set by d9__trace_open */

@@ -11,6 +11,7 @@
 	const LANE_H = 26, AXIS_H = 34, GUTTER = 170, PROC_H = 18;
 	const T = window.__d9test = { ready: false, loads: 0, draws: null, flame: null, message: '', detail: null };
 	let M = null; /* the model */
+	let dumps = []; /* flight dumps of a report (d9-analyze html): { t (realtime ns, string), ns, what } */
 	let view = { v0: 0, v1: 1 };
 	let rows = []; /* [{type:'proc', proc} | {type:'lane', lane}] with y */
 	let sel = null; /* { lane, i } selected poll */
@@ -66,6 +67,8 @@
 	window.addEventListener('load', () => {
 		const emb = document.querySelectorAll('script[type="application/x-d9-segment"]');
 		if (!emb.length) return;
+		dumps = [...document.querySelectorAll('script[type="application/x-d9-dump"]')].map((s) => ({
+			t: s.dataset.timeNs, ns: s.dataset.unit === 'ns' ? Number(s.dataset.value) || 0 : 0, what: s.dataset.what || '' }));
 		const files = [];
 		for (const s of emb) {
 			const bin = atob(s.textContent.replace(/\s+/g, ''));
@@ -126,8 +129,18 @@
 		computeStats();
 		computePois();
 		fitAll();
+		/* a flight dump's report opens at its trigger (README, "Flight recorder"); f shows all */
+		const dump = dumps.length && /^\d+$/.test(dumps[0].t) ? dumps[0] : null;
+		T.dump = null;
+		if (dump) {
+			const t = Number(BigInt(dump.t) - BigInt(m.t0)), span = Math.max(4 * dump.ns, 50e6);
+			const a = Math.max(m.tMin, t - span / 4);
+			setView(a, a + span);
+			T.dump = { t, what: dump.what };
+		}
 		sel = null; range = null; locFilter = -1; selArrows = [];
-		status(m.events + ' events, ' + npolls + ' polls, ' + nsamples + ' samples, ' + m.procs.length + ' process(es), decoded in ' + Math.round(ms) + ' ms');
+		status(m.events + ' events, ' + npolls + ' polls, ' + nsamples + ' samples, ' + m.procs.length + ' process(es), decoded in ' + Math.round(ms) + ' ms' +
+			(dump ? '; flight dump triggered by ' + dump.what + ': the view opens at the trigger (f: fit all)' : ''));
 		showTab(curTab);
 		renderFlame([], 'flame graph: click a poll or shift+drag a range', true);
 		T.ready = true;

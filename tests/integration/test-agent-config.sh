@@ -58,6 +58,7 @@ for v in 0 0ms 61s 100 fast; do bad_value D9_FLUSH_INTERVAL "$v"; done
 for v in verbose 3 trace; do bad_value D9_LOG "$v"; done
 for v in rdtsc realtime 1; do bad_value D9_CLOCK "$v"; done
 for v in -1 10001 fast 99hz; do bad_value D9_CPU_PROFILE "$v"; done
+for v in MODE=ring FLIGHT_WINDOW=500ms FLIGHT_WINDOW=2h FLIGHT_AFTER=10 TRIGGER_POLL=fast TRIGGER_DROPS=1k TRIGGER_COOLDOWN=2d DUMP_SIGNAL=KILL; do bad_value "D9_${v%%=*}" "${v#*=}"; done
 for v in hw cycles 1; do bad_value D9_CPU_PROFILE_MODE "$v"; done
 for v in 2 maybe; do bad_value D9_SCHED_EVENTS "$v"; done
 for v in lbr frame 1; do bad_value D9_STACKS "$v"; done
@@ -116,6 +117,7 @@ good_value() {
 	fi
 }
 for v in 1M 1048576 64MB 2MiB 1g; do good_value D9_MAX_FILE_SIZE "$v"; done
+for v in MODE=Continuous FLIGHT_WINDOW=1s FLIGHT_AFTER=0 TRIGGER_POLL=50ms TRIGGER_BLOCKING=0 TRIGGER_SCHED_DELAY=20ms TRIGGER_DROPS=100 TRIGGER_COOLDOWN=0 DUMP_SIGNAL=none DUMP_SIGNAL=USR2; do good_value "D9_${v%%=*}" "${v#*=}"; done
 for v in 2M 4MiB 10G; do good_value D9_MAX_TOTAL_SIZE "$v"; done
 for v in 4 256 1000000; do good_value D9_MAX_FILES "$v"; done
 for v in 0 1s 1500ms 10m 1h; do good_value D9_ROTATION_PERIOD "$v"; done

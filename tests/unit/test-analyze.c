@@ -6,6 +6,7 @@
 #include "../../agent/dwsym.c"
 #include "../../analyze/cmd-polls.c"
 #include "../../analyze/cmd-summary.c"
+#include "../../analyze/dumps.c"
 #include "../../analyze/inputs.c"
 #include "../../analyze/json.c"
 #include "../../analyze/merge.c"
