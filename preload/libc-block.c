@@ -59,7 +59,9 @@ static int nonblocking_stream(int fd, uint32_t kind)
 {
 	if (fd < 0 || (kind != D9_FD_SOCKET && kind != D9_FD_PIPE))
 		return 0;
-	int fl = fcntl(fd, F_GETFL);
+	/* the kernel's flags, not a hook's: libco's fcntl reports the mode the program asked for
+	 * while it keeps its sockets non-blocking underneath */
+	long fl = syscall(SYS_fcntl, fd, F_GETFL);
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
@@ -165,10 +167,14 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 			r_ = (call);                                              \
 		} else {                                                          \
 			static uint64_t id_;                                      \
+			uint32_t sw_ = d9__pl.switches;                           \
 			uint64_t t0_ = d9__now();                                 \
 			r_ = (call);                                              \
 			uint64_t t1_ = d9__now();                                 \
-			if (D9_UNLIKELY(t1_ - t0_ >= d9__pcfg.blocking_threshold_ticks)) \
+			/* a switch inside: a runtime's hook made it a coroutine \
+			 * wait (libco), the thread ran others: not blocked */    \
+			if (D9_UNLIKELY(t1_ - t0_ >= d9__pcfg.blocking_threshold_ticks) && \
+				sw_ == d9__pl.switches)                           \
 				record(t0_, t1_, name, &id_, (fd), errno);        \
 		}                                                                 \
 		r_;                                                               \

@@ -34,6 +34,9 @@ struct d9__runtime {
 	void (*after_poll)(const struct pollfd *fds, unsigned long n, int ready);
 	void (*after_select)(int nfds, const void *rd, const void *wr, const void *ex, int ready);
 	void (*after_epoll)(int epfd, const struct epoll_event *ev, int n);
+	/* optional: 1 when the wait `call` (D9_CALL_*) the running coroutine makes now is one the
+	 * runtime itself turns into a yield to its scheduler (libco's hooked poll): not a park */
+	int (*wait_yields)(uint32_t call);
 	void (*at_exit)(void); /* optional */
 };
 
