@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* libco's entry points by their C++ (Itanium ABI) names; the library has no extern "C" API */
 #define SYM_CO_CREATE "_Z9co_createPP13stCoRoutine_tPK17stCoRoutineAttr_tPFPvS5_ES5_"
@@ -82,6 +84,7 @@ struct lc_state {
 	struct fdreg *fds; /* by fd */
 	size_t nfds;
 	struct co *cur; /* the running coroutine, NULL in the scheduler (libco's main coroutine) */
+	struct co *exiting; /* its routine returned, its last switch not yet made: named as waker */
 	struct { uint64_t start, callsite, id; } loc_cache[64];
 };
 
@@ -300,6 +303,7 @@ static void *trampoline(void *arg)
 		d9_agent_coroutine_exit(co->id);
 		co->exited = 1;
 		s->cur = NULL;
+		s->exiting = co;
 		d9__pl.coroutine = 0;
 	}
 	return r;
@@ -313,6 +317,8 @@ static void forget(struct lc_state *s, void *handle)
 	if (!old)
 		return;
 	pm_del(&s->cos, handle);
+	if (old == s->exiting)
+		s->exiting = NULL;
 	if (old == s->cur) {
 		s->cur = NULL; /* a coroutine releasing itself: libco's own bug, not ours to crash on */
 		d9__pl.coroutine = 0;
@@ -377,8 +383,10 @@ D9_INTERPOSE void d9__lc_co_swap(void *curr, void *pending)
 	/* counted even in generic mode: a blocking-call wrapper around a hooked call sees it */
 	d9__pl.switches++;
 	if (s) {
-		struct co *from = s->cur;
+		/* an ended routine's last switch: it resumes whoever resumed it last */
+		struct co *from = s->cur ? s->cur : s->exiting;
 		struct co *to = pm_get(&s->cos, pending);
+		s->exiting = NULL;
 		stop(s);
 		if (to)
 			run(s, to, from);
@@ -452,10 +460,8 @@ static void note_ctl(struct lc_state *s, int epfd, int op, int fd, const struct 
 D9_INTERPOSE int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	D9_REAL(int, epoll_ctl, (int, int, int, struct epoll_event *));
-	if (!real_epoll_ctl) {
-		errno = ENOSYS;
-		return -1;
-	}
+	if (!real_epoll_ctl)
+		return (int)syscall(SYS_epoll_ctl, epfd, op, fd, ev);
 	int r = real_epoll_ctl(epfd, op, fd, ev);
 	struct lc_state *s = S;
 	if (s && r == 0 && (s->cur || op == EPOLL_CTL_DEL)) {

@@ -5,7 +5,8 @@
 # when the archive or a tool is missing. Ground truth comes from the server (its /stats and the
 # "loop_turns T requests R connections C" line it prints at exit) and from what each request does.
 #   - shared-exact: one connection each for /fast x4, /burn?ms=20 x2 (with D9_CPU_PROFILE=999),
-#     /sleep?ms=30 x2, /block?ms=40, then the keep-alive control session (/stats, /quit). One
+#     /sleep?ms=30 x2, /block?ms=40, one /fast sent 200 ms after its connection opened (its
+#     hooked read waits that long), then the keep-alive control session (/stats, /quit). One
 #     Spawn per connection at serve_conn (parent: the accept_loop coroutine, which resumes it),
 #     every connection coroutine exits once and is woken by its socket (fd Wakes, one descriptor
 #     each); the burns are polls >= 20 ms with burn_cpu on their CPU samples' stacks; each sleep
@@ -161,8 +162,14 @@ PYEOF
 
 read -r -d '' EXACT <<'PYEOF'
 with case(prefix + "-requests") as c:
-    if len(conns) != 10:
-        fail("%d connection coroutines, want 10 (4 fast, 2 burn, 2 sleep, 1 block, control)" % len(conns))
+    if len(conns) != 11:
+        fail("%d connection coroutines, want 11 (4 fast, 2 burn, 2 sleep, 1 block, 1 idle, control)" % len(conns))
+    idle = conns[9]
+    w = [p for p in idle.polls if p[1] is not None]
+    gaps = [b[0]["mono_ns"] - a[1]["mono_ns"] for a, b in zip(w, w[1:])]
+    if not gaps or max(gaps) < 150e6:
+        fail("the idle connection's coroutine never waited >= 150 ms between polls: %s" % [ms(g) for g in gaps])
+    c.info = "the idle connection waited %s in its hooked read" % ms(max(gaps))
 
 samples = list(proc.events(("CpuSample",)))
 with case(prefix + "-burn") as c:
@@ -231,6 +238,27 @@ lc_exact_requests() {
 		# shellcheck disable=SC2254 # a pattern
 		case "$BODY" in ${r#* }) ;; *) pl_fail "$prefix-replies" "${r%% *}: $CODE '$BODY'"; ok=0 ;; esac
 	done
+	# a connection that stays silent for 200 ms, then asks for /fast: its coroutine's hooked
+	# read waits 200 ms in the event loop (the stimulus of the false blocking reads; not a
+	# timing check)
+	if ! PL_ERR=$(python3 - "$SPORT" <<'IDLEEOF' 2>&1
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+time.sleep(0.2)
+s.sendall(b"GET /fast HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+data = b""
+while True:
+    d = s.recv(4096)
+    if not d:
+        break
+    data += d
+if not data.startswith(b"HTTP/1.1 200 ") or not data.endswith(b"ok\n"):
+    sys.exit("reply %r" % data[:200])
+IDLEEOF
+	); then
+		pl_fail "$prefix-replies" "idle /fast: $PL_ERR"
+		ok=0
+	fi
 	[ "$ok" = 1 ]
 }
 

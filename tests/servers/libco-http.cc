@@ -133,7 +133,7 @@ extern "C" __attribute__((noinline)) void handle(const char *path, char *body, s
 extern "C" void *serve_conn(void *arg)
 {
 	struct conn *c = (struct conn *)arg;
-	char buf[8192], body[256], head[256];
+	char buf[8192], body[256], out[512];
 	size_t have = 0;
 
 	co_enable_hook_sys();
@@ -160,9 +160,10 @@ extern "C" void *serve_conn(void *arg)
 		int close_after = strstr(buf, "Connection: close") || strstr(buf, "HTTP/1.0");
 		n_requests++;
 		handle(path, body, sizeof(body), &close_after);
-		int hl = snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s\r\n",
-			strlen(body), close_after ? "Connection: close\r\n" : "");
-		if (write_all(c->fd, head, (size_t)hl) || write_all(c->fd, body, strlen(body)) || close_after)
+		// one write per reply: a second small write would wait for the client's delayed ACK
+		int ol = snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s\r\n%s",
+			strlen(body), close_after ? "Connection: close\r\n" : "", body);
+		if (write_all(c->fd, out, (size_t)ol) || close_after)
 			break;
 		memmove(buf, buf + len, have - len);
 		have -= len;
