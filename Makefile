@@ -116,6 +116,26 @@ $(B)/tests/cxx-http: tests/servers/cxx-http.cc
 	@mkdir -p $(dir $@)
 	$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Wshadow -fno-omit-frame-pointer -o $@ $<
 
+# ---- patching (preload/patch.c): a program of known prologues, PIE and not, and a preload library
+# of the test's own that links patch.o and patches it (test-preload-patch.sh; no test hook in the
+# agent)
+PATCH_TEST := $(B)/tests/patch-target $(B)/tests/patch-target-nopie $(B)/tests/patch-preload.so
+all: $(PATCH_TEST)
+
+$(B)/tests/patch-target: tests/integration/patch-target.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -fPIE -pie -o $@ $<
+
+$(B)/tests/patch-target-nopie: tests/integration/patch-target.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -fno-PIE -no-pie -o $@ $<
+
+# dwsym.o first: its constructor (D9_DEBUG_DIR) must run before the test's, as in the agent
+$(B)/tests/patch-preload.so: $(B)/obj/agent/dwsym.o $(B)/obj/preload/patch.o tests/integration/patch-preload.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -Wl,-z,defs -Wl,--exclude-libs,libiberty.a -o $@ $^ \
+		$(LDLIBS_FMT) $(LDLIBS_DEM) -ldl -lpthread
+
 # ---- viewer/ embedded in d9-analyze (`d9-analyze html`, analyze/cmd-html.c) ----------------------
 # The page and its scripts become byte arrays in build/gen/viewer-files.c (od + sed: no xxd needed).
 VIEWER_FILES := viewer/index.html viewer/decode.js viewer/model.js viewer/worker.js viewer/viewer.js

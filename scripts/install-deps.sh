@@ -9,6 +9,7 @@ pkgs=(
 	zlib1g-dev libdw-dev libelf-dev libcurl4-openssl-dev
 	libiberty-dev                                         # C++ demangler (static, linked in)
 	libst-dev                                             # State Threads, the first runtime
+	libcapstone-dev                                       # decodes prologues to patch (preload/patch.c)
 	wrk curl valgrind python3                             # test load, tests' helpers
 	knot-resolver bind9 dnsperf                           # real DNS servers + load (test-stacks.sh)
 	redis-server                                          # a real epoll server (test-real-redis.sh, make bench)
