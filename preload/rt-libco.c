@@ -23,6 +23,7 @@
 #include "runtime.h"
 
 #include "internal.h" /* d9__log_once: attach says once why it refuses */
+#include "patch.h"
 
 #include <dlfcn.h>
 #include <poll.h>
@@ -47,12 +48,6 @@ static void (*real_co_swap)(void *, void *);
 static void (*real_co_release)(void *);
 static int (*real_co_poll_inner)(void *, struct pollfd *, nfds_t, int, poll_fn_t);
 static _Bool (*real_co_hook_enabled)(void);
-
-/* patch.h (preload/patch.c), declared weak here so this adapter also links where patching is not
- * built: without it a static libco stays in generic mode. */
-void *d9__exe_symbol(const char *name) __attribute__((weak, visibility("hidden")));
-int d9__patch(void *fn, void *hook, void **orig, const unsigned char *expect, size_t expect_len)
-	__attribute__((weak, visibility("hidden")));
 
 enum { MODE_NONE = 0, MODE_SHARED = 1, MODE_STATIC = 2, MODE_REFUSED = -1 };
 static int mode; /* set once by attach(), before main */
@@ -521,11 +516,6 @@ static int attach_static(void)
 	};
 	void *fn[4];
 
-	if (!d9__patch) {
-		d9__log_once(D9_LOG_WARN, "libco is linked into the executable and this build of d9 "
-			"cannot patch it: generic mode");
-		return -ENOSYS;
-	}
 	for (size_t i = 0; i < 4; i++) {
 		if (!(fn[i] = d9__exe_symbol(hooks[i].name))) {
 			d9__log_once(D9_LOG_WARN, "libco is linked into the executable but %s is not in "
@@ -548,7 +538,7 @@ static int attach_static(void)
 static int attach(void)
 {
 	/* a static libco first: the executable's own definitions win over any interposer */
-	if (d9__exe_symbol && d9__exe_symbol(SYM_CO_SWAP)) {
+	if (d9__exe_symbol(SYM_CO_SWAP)) {
 		int r = attach_static();
 		mode = r < 0 ? MODE_REFUSED : MODE_STATIC;
 		return r < 0 ? r : 1;

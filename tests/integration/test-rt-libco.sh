@@ -19,8 +19,10 @@
 #     connections, polls and fd Wakes >= requests, Parks = loop turns.
 #   - generic: the same load with D9_RUNTIME=generic: no coroutine event, 0 false BlockingCalls,
 #     and the nested parks the adapter removes (Parks > loop turns: the -parks checks can fail).
-#   - static: libco linked into the executable: patched (when this build of d9 can), or refused
-#     with exactly one message on stderr and generic mode; either way the trace tells the truth.
+#   - static: libco linked into the executable: its entry points patched (preload/patch.c), then
+#     the checks of shared-exact and shared-load; or, when patching is refused, exactly one
+#     message on stderr and the generic checks. Stripped (no symbols, no DWARF): generic mode
+#     without a word, Parks = loop turns, 0 false BlockingCalls.
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_need_built rt-libco
@@ -364,4 +366,26 @@ $EXACT" D9_CPU_PROFILE=999 -- lc_exact_requests
 $COROUTINES
 $LOAD
 $LOAD_CO" -- lc_load
+fi
+
+# Stripped: no symbol table and no DWARF, so no libco to be found: generic mode, silently (d9
+# cannot tell it is there), and still the truth (d9 is below libco's hooks).
+if strip -o "$LC_DIR/libco-http-stripped" "$STATIC" 2>/dev/null; then
+	if pl_start "$T/rt-libco-static-stripped" "$LC_DIR/libco-http-stripped" -- && lc_load rt-libco-static-stripped &&
+		pl_session_quit && [ "$SRC" = 0 ]; then
+		if grep -q "^d9: " "$SDIR/stderr"; then
+			pl_fail rt-libco-static-stripped-quiet "d9 said: $(head -c 300 "$SDIR/stderr")"
+		else
+			pl_pass rt-libco-static-stripped-quiet
+		fi
+		pl_check rt-libco-static-stripped "prefix = 'rt-libco-static-stripped'
+$COMMON
+$PARKS
+$LOAD
+$GENERIC" "$LC_DIR/libco-http-stripped" "$SDIR/maps" "$SDIR/stats.json" "$SDIR/stdout"
+	else
+		pl_fail rt-libco-static-stripped "${PL_ERR:-exit status ${SRC:-?}}"
+	fi
+else
+	pl_skip rt-libco-static-stripped "strip failed"
 fi
