@@ -15,10 +15,11 @@
  * never BlockingCalls or parks, whichever side of the hooks d9 sits on: every switch counts in
  * d9__pl.switches (libc-block.c drops a timed call across which the thread switched coroutines),
  * and wait_yields() tells libc-wait.c that a hooked poll is a yield, not a park.
- * A shared libcolib.so is interposed (its C++ names, resolved with dlsym); a libco linked into the
- * executable would need its entry points patched, which this adapter refuses (generic mode, one
- * message). It never changes what libco does: every wrapper calls the real function with the same
- * arguments and returns its result and errno. State is per thread (libco's is). */
+ * A shared libcolib.so is interposed (its C++ names, resolved with dlsym); in a libco linked into
+ * the executable the same four functions are patched before main (patch.h) to jump to the same
+ * wrappers, or the adapter refuses (generic mode, one message). It never changes what libco does:
+ * every wrapper calls the real function with the same arguments and returns its result and errno,
+ * and it reads none of libco's structures. State is per thread (libco's is). */
 #include "preload.h"
 #include "runtime.h"
 
@@ -219,11 +220,10 @@ static void wake(struct co *co, uint64_t waker, uint32_t kind, int64_t object)
 	d9_rec_wake(co->id, waker, kind, object);
 }
 
-/* A new id and its Spawn, for co (created, or run again after co_reset). */
-static void spawn(struct lc_state *s, struct co *co)
+/* A new id and its Spawn by `parent` (0: the scheduler), for co (created, or run again after
+ * co_reset). */
+static void spawn(struct co *co, uint64_t parent)
 {
-	uint64_t parent = s->cur ? s->cur->id : 0;
-
 	co->id = __atomic_add_fetch(&next_coroutine_id, 1, __ATOMIC_RELAXED);
 	co->exited = 0;
 	co->woken = 0;
@@ -249,7 +249,7 @@ static void stop(struct lc_state *s)
 static void run(struct lc_state *s, struct co *co, struct co *from)
 {
 	if (co->exited)
-		spawn(s, co); /* co_reset, then resumed again: a new life */
+		spawn(co, from ? from->id : 0); /* co_reset, then resumed again: a new life */
 	if (!co->woken) {
 		if (from) {
 			/* resumed by another coroutine, or the one it resumed yielded back to it */
@@ -352,7 +352,7 @@ D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, voi
 		errno = e;
 		return r;
 	}
-	spawn(s, co);
+	spawn(co, s->cur ? s->cur->id : 0);
 	errno = e;
 	return r;
 }
