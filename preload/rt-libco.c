@@ -40,6 +40,9 @@
 #define SYM_CO_RELEASE "_Z10co_releaseP13stCoRoutine_t"
 #define SYM_CO_POLL_INNER "_Z13co_poll_innerP11stCoEpoll_tP6pollfdmiPFiS2_miE"
 #define SYM_CO_HOOK_ENABLED "_Z21co_is_enable_sys_hookv"
+#define SYM_CO_COND_SIGNAL "_Z14co_cond_signalP10stCoCond_t"
+#define SYM_CO_COND_BROADCAST "_Z17co_cond_broadcastP10stCoCond_t"
+#define SYM_CO_COND_TIMEDWAIT "_Z17co_cond_timedwaitP10stCoCond_ti"
 
 typedef void *(*co_fn_t)(void *);
 typedef int (*poll_fn_t)(struct pollfd *, nfds_t, int);
@@ -49,8 +52,11 @@ static void (*real_co_swap)(void *, void *);
 static void (*real_co_release)(void *);
 static int (*real_co_poll_inner)(void *, struct pollfd *, nfds_t, int, poll_fn_t);
 static _Bool (*real_co_hook_enabled)(void);
+static int (*real_co_cond_signal)(void *), (*real_co_cond_broadcast)(void *);
+static int (*real_co_cond_timedwait)(void *, int);
 
 enum { MODE_NONE = 0, MODE_SHARED = 1, MODE_STATIC = 2, MODE_REFUSED = -1 };
+enum { WAIT_NONE = 0, WAIT_POLL = 1, WAIT_COND = 2 };
 static int mode; /* set once by attach(), before main */
 
 struct co {
@@ -60,7 +66,9 @@ struct co {
 	void *handle; /* libco's stCoRoutine_t: the key of lc_state.cos */
 	uint64_t deadline; /* event clock ticks of its hooked wait's timeout; 0: none */
 	uint8_t woken; /* a Wake was recorded since its last poll */
-	uint8_t in_wait; /* inside co_poll_inner: resumed without readiness means timed out */
+	uint8_t waiting; /* WAIT_*: in a wait whose end without a seen wake is its timeout */
+	struct co *qnext; /* FIFO of a condition variable */
+	void *cond; /* the condition it waits on (WAIT_COND) */
 	uint8_t exited; /* its routine returned (a co_reset coroutine may run again: a new id) */
 };
 
@@ -74,8 +82,11 @@ struct fdreg { /* one epoll registration made inside a coroutine's hooked wait *
 	int epfd;
 };
 
+struct waitq { struct co *head, *tail; };
+
 struct lc_state {
 	struct pmap cos; /* stCoRoutine_t -> struct co */
+	struct pmap conds; /* stCoCond_t -> struct waitq (dropped when it empties: libco frees them) */
 	struct pmap regs; /* epoll data -> fd + 1 */
 	struct fdreg *fds; /* by fd */
 	size_t nfds;
@@ -171,6 +182,8 @@ static void pm_del(struct pmap *m, const void *k)
 	}
 }
 
+static void cond_remove(struct lc_state *s, void *cond, struct co *co);
+
 /* ---- recording helpers ------------------------------------------------------------------------- */
 
 /* The calling thread's state, made on its first co_create when the adapter traces this process. */
@@ -254,14 +267,13 @@ static void run(struct lc_state *s, struct co *co, struct co *from)
 		if (from) {
 			/* resumed by another coroutine, or the one it resumed yielded back to it */
 			d9_rec_wake(co->id, from->id, D9_WAKE_OTHER, 0);
-		} else if (co->in_wait) {
-			/* back from a hooked wait without readiness: its timeout fired */
+		} else if (co->waiting && co->deadline) {
+			/* back from a wait without readiness or signal: its timeout fired */
 			uint64_t now = d9__now();
-			int64_t obj = co->deadline ? (int64_t)(co->deadline >> d9__shift) -
-				(int64_t)(now >> d9__shift) : 0;
+			int64_t obj = (int64_t)(co->deadline >> d9__shift) - (int64_t)(now >> d9__shift);
 			d9_rec_wake(co->id, 0, D9_WAKE_TIMER, obj);
 		} else {
-			d9_rec_wake(co->id, 0, D9_WAKE_OTHER, 0); /* e.g. a co_cond_signal: not seen */
+			d9_rec_wake(co->id, 0, D9_WAKE_OTHER, 0); /* something we do not see */
 		}
 	}
 	co->woken = 0;
@@ -314,6 +326,8 @@ static void forget(struct lc_state *s, void *handle)
 	pm_del(&s->cos, handle);
 	if (old == s->exiting)
 		s->exiting = NULL;
+	if (old->waiting == WAIT_COND)
+		cond_remove(s, old->cond, old); /* released while it waited: libco's bug, not a crash of ours */
 	if (old == s->cur) {
 		s->cur = NULL; /* a coroutine releasing itself: libco's own bug, not ours to crash on */
 		d9__pl.coroutine = 0;
@@ -412,13 +426,120 @@ D9_INTERPOSE int d9__lc_co_poll_inner(void *ctx, struct pollfd *fds, nfds_t nfds
 		return real_co_poll_inner(ctx, fds, nfds, timeout, pollfn);
 	/* libco counts the timeout from its millisecond clock; < 0 waits for INT_MAX ms */
 	co->deadline = timeout < 0 ? 0 : d9__now() + d9_agent_ns_to_ticks((uint64_t)timeout * 1000000u);
-	co->in_wait = 1;
+	co->waiting = WAIT_POLL;
 	int r = real_co_poll_inner(ctx, fds, nfds, timeout, pollfn);
 	int e = errno;
-	co->in_wait = 0;
+	co->waiting = WAIT_NONE;
 	co->deadline = 0;
 	errno = e;
 	return r;
+}
+
+/* libco's condition variables: a FIFO per condition, as libco's own (co_cond_signal pops the
+ * head); the signaller is the waker. */
+static void cond_remove(struct lc_state *s, void *cond, struct co *co)
+{
+	struct waitq *q = pm_get(&s->conds, cond);
+	struct co *prev = NULL;
+
+	if (!q)
+		return;
+	for (struct co *c = q->head; c; prev = c, c = c->qnext) {
+		if (c != co)
+			continue;
+		if (prev)
+			prev->qnext = c->qnext;
+		else
+			q->head = c->qnext;
+		if (q->tail == c)
+			q->tail = prev;
+		c->qnext = NULL;
+		break;
+	}
+	if (!q->head) {
+		pm_del(&s->conds, cond);
+		free(q);
+	}
+}
+
+D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms) __asm__(SYM_CO_COND_TIMEDWAIT);
+D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms)
+{
+	if (D9_UNLIKELY(!real_co_cond_timedwait))
+		real_co_cond_timedwait = (int (*)(void *, int))d9__real(SYM_CO_COND_TIMEDWAIT, NULL);
+	if (!real_co_cond_timedwait) {
+		errno = ENOSYS;
+		return -1;
+	}
+	struct lc_state *s = S;
+	struct co *co = s ? s->cur : NULL;
+	if (!co || !cond)
+		return real_co_cond_timedwait(cond, ms);
+	struct waitq *q = pm_get(&s->conds, cond);
+	if (!q && (q = calloc(1, sizeof(*q))) && pm_put(&s->conds, cond, q) != 0) {
+		free(q);
+		q = NULL;
+	}
+	if (q) {
+		co->qnext = NULL;
+		if (q->tail)
+			q->tail->qnext = co;
+		else
+			q->head = co;
+		q->tail = co;
+	}
+	co->deadline = ms > 0 ? d9__now() + d9_agent_ns_to_ticks((uint64_t)ms * 1000000u) : 0;
+	co->waiting = WAIT_COND;
+	co->cond = cond;
+	int r = real_co_cond_timedwait(cond, ms);
+	int e = errno;
+	co->waiting = WAIT_NONE;
+	co->deadline = 0;
+	cond_remove(s, cond, co);
+	errno = e;
+	return r;
+}
+
+/* The first waiter (all with `all`) of cond is woken by the running coroutine. */
+static void cond_wake(void *cond, int all)
+{
+	struct lc_state *s = S;
+	struct waitq *q = s && cond ? pm_get(&s->conds, cond) : NULL;
+
+	while (q && q->head) {
+		struct co *co = q->head;
+		cond_remove(s, cond, co); /* may free q */
+		q = pm_get(&s->conds, cond);
+		wake(co, s->cur ? s->cur->id : 0, D9_WAKE_COND, (int64_t)(uintptr_t)cond);
+		if (!all)
+			break;
+	}
+}
+
+D9_INTERPOSE int d9__lc_co_cond_signal(void *cond) __asm__(SYM_CO_COND_SIGNAL);
+D9_INTERPOSE int d9__lc_co_cond_signal(void *cond)
+{
+	if (D9_UNLIKELY(!real_co_cond_signal))
+		real_co_cond_signal = (int (*)(void *))d9__real(SYM_CO_COND_SIGNAL, NULL);
+	if (!real_co_cond_signal) {
+		errno = ENOSYS;
+		return -1;
+	}
+	cond_wake(cond, 0);
+	return real_co_cond_signal(cond);
+}
+
+D9_INTERPOSE int d9__lc_co_cond_broadcast(void *cond) __asm__(SYM_CO_COND_BROADCAST);
+D9_INTERPOSE int d9__lc_co_cond_broadcast(void *cond)
+{
+	if (D9_UNLIKELY(!real_co_cond_broadcast))
+		real_co_cond_broadcast = (int (*)(void *))d9__real(SYM_CO_COND_BROADCAST, NULL);
+	if (!real_co_cond_broadcast) {
+		errno = ENOSYS;
+		return -1;
+	}
+	cond_wake(cond, 1);
+	return real_co_cond_broadcast(cond);
 }
 
 /* libco registers each descriptor of a hooked wait with EPOLL_CTL_ADD (data: its poll item) and
@@ -482,7 +603,7 @@ static void after_epoll(int epfd, const struct epoll_event *ev, int n)
 		int fd = (int)(v - 1);
 		struct fdreg *r = &s->fds[fd];
 		struct co *co = r->data == data && r->epfd == epfd ? pm_get(&s->cos, r->handle) : NULL;
-		if (co && co->in_wait)
+		if (co && co->waiting == WAIT_POLL)
 			wake(co, 0, D9_WAKE_FD, fd);
 	}
 }
@@ -531,6 +652,22 @@ static int attach_static(void)
 			 * mode is not set (they call the original through *orig) */
 			return r;
 		}
+	}
+	/* the condition variables are optional: without them (not linked in, or not patchable:
+	 * d9__patch said so) a signalled waiter's wake is `other` */
+	static const struct {
+		const char *name;
+		void *hook;
+		void **orig;
+	} conds[] = {
+		{ SYM_CO_COND_TIMEDWAIT, (void *)d9__lc_co_cond_timedwait, (void **)&real_co_cond_timedwait },
+		{ SYM_CO_COND_SIGNAL, (void *)d9__lc_co_cond_signal, (void **)&real_co_cond_signal },
+		{ SYM_CO_COND_BROADCAST, (void *)d9__lc_co_cond_broadcast, (void **)&real_co_cond_broadcast },
+	};
+	for (size_t i = 0; i < 3; i++) {
+		void *f = d9__exe_symbol(conds[i].name);
+		if (f)
+			d9__patch(f, conds[i].hook, conds[i].orig, NULL, 0);
 	}
 	return 0;
 }

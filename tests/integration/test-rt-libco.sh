@@ -6,14 +6,17 @@
 # "loop_turns T requests R connections C" line it prints at exit) and from what each request does.
 #   - shared-exact: one connection each for /fast x4, /burn?ms=20 x2 (with D9_CPU_PROFILE=999),
 #     /sleep?ms=30 x2, /block?ms=40, one /fast sent 200 ms after its connection opened (its
-#     hooked read waits that long), then the keep-alive control session (/stats, /quit). One
-#     Spawn per connection at serve_conn (parent: the accept_loop coroutine, which resumes it),
-#     every connection coroutine exits once and is woken by its socket (fd Wakes, one descriptor
-#     each); the burns are polls >= 20 ms with burn_cpu on their CPU samples' stacks; each sleep
-#     (poll(NULL, 0, 30), a yield under libco's hook) ends with one timer Wake whose deadline is
-#     30 ms after the poll that slept; the one BlockingCall is the /block nanosleep, >= 40 ms, in
-#     its coroutine, with handle on its stack; Parks = loop turns (no nested park: the hooked
-#     reads' and sleeps' polls are yields, the event loop's epoll_wait the only park).
+#     hooked read waits that long), /wait (co_cond_timedwait) then /signal from another
+#     connection, /wait?ms=30 unsignalled, then the keep-alive control session (/stats, /quit).
+#     One Spawn per connection at serve_conn (parent: the accept_loop coroutine, which resumes
+#     it), every connection coroutine exits once and is woken by its socket (fd Wakes, one
+#     descriptor each); the burns are polls >= 20 ms with burn_cpu on their CPU samples' stacks;
+#     each 30 ms sleep (poll(NULL, 0, 30), a yield under libco's hook, and the unsignalled wait)
+#     ends with one timer Wake whose deadline is 30 ms after the poll that slept; the signalled
+#     wait has one cond Wake by the signalling coroutine; the one BlockingCall is the /block
+#     nanosleep, >= 40 ms, in its coroutine, with handle on its stack; Parks = loop turns (no
+#     nested park: the hooked reads' and sleeps' polls are yields, the event loop's epoll_wait
+#     the only park).
 #   - shared-load: wrk -t2 -c16 on /fast for 3 s: the same invariants, 0 BlockingCalls (the
 #     reads libco's hooks turn into coroutine waits: 859 of them before the adapter), Spawns =
 #     connections, polls and fd Wakes >= requests, Parks = loop turns.
@@ -166,8 +169,8 @@ PYEOF
 
 read -r -d '' EXACT <<'PYEOF'
 with case(prefix + "-requests") as c:
-    if len(conns) != 11:
-        fail("%d connection coroutines, want 11 (4 fast, 2 burn, 2 sleep, 1 block, 1 idle, control)" % len(conns))
+    if len(conns) != 14:
+        fail("%d connection coroutines, want 14 (4 fast, 2 burn, 2 sleep, 1 block, 1 idle, 3 cond, control)" % len(conns))
     idle = conns[9]
     w = [p for p in idle.polls if p[1] is not None]
     gaps = [b[0]["mono_ns"] - a[1]["mono_ns"] for a, b in zip(w, w[1:])]
@@ -197,10 +200,11 @@ with case(prefix + "-burn") as c:
 
 with case(prefix + "-sleep") as c:
     errs, info = [], []
-    for x in conns[6:8]:
+    # the two /sleep?ms=30 (a hooked poll) and the unsignalled /wait?ms=30 (co_cond_timedwait)
+    for x in conns[6:8] + conns[12:13]:
         tw = [w for w in x.wakes if w["kind"] == WAKE_TIMER]
         if len(tw) != 1:
-            errs.append("sleep coroutine %d: %d timer Wakes, want 1" % (x.id, len(tw)))
+            errs.append("sleeping coroutine %d: %d timer Wakes, want 1" % (x.id, len(tw)))
             continue
         w = tw[0]
         end = prev_in_thread(proc, w, lambda e: e["type"] == "PollEnd" and e["coroutine"] == x.id)
@@ -217,6 +221,20 @@ with case(prefix + "-sleep") as c:
         info.append("deadline +%s, woken +%s" % (ms(dl), ms(waited)))
     require(errs)
     c.info = "; ".join(info)
+
+with case(prefix + "-cond") as c:
+    a, b = conns[10], conns[11]
+    cw = [w for w in wakes if w["kind"] == WAKE_COND]
+    if len(cw) != 1:
+        fail("%d cond Wakes, want 1 (one co_cond_signal with a waiter)" % len(cw))
+    w = cw[0]
+    if w["woken"] != a.id or w["waker"] != b.id or w["object"] == 0:
+        fail("cond Wake of %d by %d on %#x; want %d (the /wait) by %d (the /signal) on the condition"
+             % (w["woken"], w["waker"], w["object"], a.id, b.id))
+    ps = prev_in_thread(proc, w, lambda e: e["type"] in ("PollStart", "PollEnd"))
+    if not ps or ps["type"] != "PollStart" or ps["coroutine"] != b.id:
+        fail("the cond Wake is not inside the signaller's poll")
+    c.info = "the /wait coroutine woken by the /signal one, inside its poll"
 
 with case(prefix + "-blocking") as c:
     blk = conns[8]
@@ -261,6 +279,49 @@ if not data.startswith(b"HTTP/1.1 200 ") or not data.endswith(b"ok\n"):
 IDLEEOF
 	); then
 		pl_fail "$prefix-replies" "idle /fast: $PL_ERR"
+		ok=0
+	fi
+	# the condition variable: connection A waits (/wait?ms=20000), connection B polls /stats
+	# until A waits, then signals on the same connection; connection C waits 30 ms, unsignalled
+	if ! PL_ERR=$(python3 - "$SPORT" <<'CONDEOF' 2>&1
+import http.client, json, socket, sys, time
+port = int(sys.argv[1])
+def req(path):
+    return ("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n" % path).encode()
+def reply(s):
+    data = b""
+    while True:
+        d = s.recv(4096)
+        if not d:
+            return data
+        data += d
+a = socket.create_connection(("127.0.0.1", port), timeout=30)
+a.sendall(req("/wait?ms=20000"))
+b = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+deadline = time.time() + 10
+while True:
+    b.request("GET", "/stats")
+    st = json.loads(b.getresponse().read())
+    if st["cond_waiting"] == 1:
+        break
+    if time.time() > deadline:
+        sys.exit("the /wait request never waited: %r" % st)
+    time.sleep(0.02)
+b.request("GET", "/signal")
+if b.getresponse().read() != b"signal\n":
+    sys.exit("bad /signal reply")
+b.close()
+ra = reply(a)
+if not ra.endswith(b"wait signalled\n"):
+    sys.exit("/wait reply %r" % ra[-100:])
+c = socket.create_connection(("127.0.0.1", port), timeout=30)
+c.sendall(req("/wait?ms=30"))
+rc = reply(c)
+if not rc.endswith(b"wait timeout\n"):
+    sys.exit("/wait?ms=30 reply %r" % rc[-100:])
+CONDEOF
+	); then
+		pl_fail "$prefix-replies" "cond: $PL_ERR"
 		ok=0
 	fi
 	[ "$ok" = 1 ]

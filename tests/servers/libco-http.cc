@@ -10,7 +10,10 @@
 //   /burn?ms=N     N ms of thread CPU in burn_cpu (a unit of work N ms long)
 //   /sleep?ms=N    poll(NULL, 0, N): libco's hook makes it a coroutine sleep (a timer wake)
 //   /block?ms=N    nanosleep(N ms): not hooked by libco, it blocks the whole thread
-//   /stats         {"requests":R,"connections":C,"connections_open":O}
+//   /wait?ms=N     co_cond_timedwait on the server's one condition for N ms: "wait signalled"
+//                  when a /signal woke it, "wait timeout" otherwise
+//   /signal        co_cond_signal of that condition (wakes the longest waiter): "signal"
+//   /stats         {"requests":R,"connections":C,"connections_open":O,"cond_waiting":W}
 //   /quit          "bye", then the event loop ends and the process exits 0 after printing
 //                  "loop_turns T requests R connections C" (T: co_eventloop turns, each one
 //                  epoll_wait) on stdout
@@ -39,6 +42,8 @@ static int opt_port, opt_seconds = 50, opt_quiet;
 static const char *opt_port_file;
 static int listen_fd = -1, quitting;
 static long n_requests, n_connections, n_open, n_turns;
+static long cond_waiting, signals_sent, signals_taken;
+static stCoCond_t *cond;
 static volatile uint64_t burn_sink;
 static time_t started;
 
@@ -118,9 +123,22 @@ extern "C" __attribute__((noinline)) void handle(const char *path, char *body, s
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
 		snprintf(body, n, "block ms=%ld\n", ms);
+	} else if (plen == 5 && !memcmp(path, "/wait", 5)) {
+		long ms = query_ms(q);
+		cond_waiting++;
+		co_cond_timedwait(cond, (int)ms); // returns 0 either way: the counters tell
+		cond_waiting--;
+		int woken = signals_sent > signals_taken;
+		signals_taken += woken;
+		snprintf(body, n, "wait %s\n", woken ? "signalled" : "timeout");
+	} else if (plen == 7 && !memcmp(path, "/signal", 7)) {
+		if (cond_waiting > 0)
+			signals_sent++;
+		co_cond_signal(cond);
+		snprintf(body, n, "signal\n");
 	} else if (plen == 6 && !memcmp(path, "/stats", 6)) {
-		snprintf(body, n, "{\"requests\":%ld,\"connections\":%ld,\"connections_open\":%ld}\n",
-			n_requests, n_connections, n_open);
+		snprintf(body, n, "{\"requests\":%ld,\"connections\":%ld,\"connections_open\":%ld,"
+			"\"cond_waiting\":%ld}\n", n_requests, n_connections, n_open, cond_waiting);
 	} else if (plen == 5 && !memcmp(path, "/quit", 5)) {
 		snprintf(body, n, "bye\n");
 		*close_after = 1;
@@ -260,6 +278,7 @@ int main(int argc, char **argv)
 	}
 	if (!opt_quiet)
 		printf("libco-http listening on 127.0.0.1:%d\n", ntohs(sa.sin_port));
+	cond = co_cond_alloc();
 	stCoRoutine_t *acc;
 	co_create(&acc, NULL, accept_loop, NULL);
 	co_resume(acc);
