@@ -32,7 +32,9 @@ static inline int timed(void)
 		return 0;
 	if (!d9__self.worker)
 		return 1; /* a forked child outside any loop (BGSAVE): every call is the work */
-	return d9__pl.rt ? d9__pl.coroutine != 0 : d9__pl.in_turn;
+	/* a runtime's coroutine, or its scheduler's own code after an idle wait (libco's loop
+	 * callback runs in the scheduler and stalls every coroutine as much as they do) */
+	return d9__pl.coroutine != 0 || d9__pl.in_turn;
 }
 
 static uint32_t fd_kind(int fd)

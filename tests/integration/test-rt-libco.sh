@@ -5,18 +5,19 @@
 # when the archive or a tool is missing. Ground truth comes from the server (its /stats and the
 # "loop_turns T requests R connections C" line it prints at exit) and from what each request does.
 #   - shared-exact: one connection each for /fast x4, /burn?ms=20 x2 (with D9_CPU_PROFILE=999),
-#     /sleep?ms=30 x2, /block?ms=40, one /fast sent 200 ms after its connection opened (its
-#     hooked read waits that long), /wait (co_cond_timedwait) then /signal from another
-#     connection, /wait?ms=30 unsignalled, then the keep-alive control session (/stats, /quit).
-#     One Spawn per connection at serve_conn (parent: the accept_loop coroutine, which resumes
-#     it), every connection coroutine exits once and is woken by its socket (fd Wakes, one
-#     descriptor each); the burns are polls >= 20 ms with burn_cpu on their CPU samples' stacks;
-#     each 30 ms sleep (poll(NULL, 0, 30), a yield under libco's hook, and the unsignalled wait)
-#     ends with one timer Wake whose deadline is 30 ms after the poll that slept; the signalled
-#     wait has one cond Wake by the signalling coroutine; the one BlockingCall is the /block
-#     nanosleep, >= 40 ms, in its coroutine, with handle on its stack; Parks = loop turns (no
-#     nested park: the hooked reads' and sleeps' polls are yields, the event loop's epoll_wait
-#     the only park).
+#     /sleep?ms=30 x2, /block?ms=40, /loopblock?ms=40, one /fast sent 200 ms after its
+#     connection opened (its hooked read waits that long), /wait (co_cond_timedwait) then
+#     /signal from another connection, /wait?ms=30 unsignalled, then the keep-alive control
+#     session (/stats, /quit). One Spawn per connection at serve_conn (parent: the accept_loop
+#     coroutine, which resumes it), every connection coroutine exits once and is woken by its
+#     socket (fd Wakes, one descriptor each); the burns are polls >= 20 ms with burn_cpu on their
+#     CPU samples' stacks; each 30 ms sleep (poll(NULL, 0, 30), a yield under libco's hook, and
+#     the unsignalled wait) ends with one timer Wake whose deadline is 30 ms after the poll that
+#     slept; the signalled wait has one cond Wake by the signalling coroutine; the BlockingCalls
+#     are exactly the /block nanosleep (>= 40 ms, in its coroutine, handle on its stack) and the
+#     one /loopblock makes the event loop's callback do (no coroutine, loop_turn on its stack);
+#     Parks = loop turns (no nested park: the hooked reads' and sleeps' polls are yields, the
+#     event loop's epoll_wait the only park).
 #   - shared-load: wrk -t2 -c16 on /fast for 3 s: the same invariants, 0 BlockingCalls (the
 #     reads libco's hooks turn into coroutine waits: 859 of them before the adapter), Spawns =
 #     connections, polls and fd Wakes >= requests, Parks = loop turns.
@@ -169,9 +170,9 @@ PYEOF
 
 read -r -d '' EXACT <<'PYEOF'
 with case(prefix + "-requests") as c:
-    if len(conns) != 14:
-        fail("%d connection coroutines, want 14 (4 fast, 2 burn, 2 sleep, 1 block, 1 idle, 3 cond, control)" % len(conns))
-    idle = conns[9]
+    if len(conns) != 15:
+        fail("%d connection coroutines, want 15 (4 fast, 2 burn, 2 sleep, 1 block, 1 loopblock, 1 idle, 3 cond, control)" % len(conns))
+    idle = conns[10]
     w = [p for p in idle.polls if p[1] is not None]
     gaps = [b[0]["mono_ns"] - a[1]["mono_ns"] for a, b in zip(w, w[1:])]
     if not gaps or max(gaps) < 150e6:
@@ -201,7 +202,7 @@ with case(prefix + "-burn") as c:
 with case(prefix + "-sleep") as c:
     errs, info = [], []
     # the two /sleep?ms=30 (a hooked poll) and the unsignalled /wait?ms=30 (co_cond_timedwait)
-    for x in conns[6:8] + conns[12:13]:
+    for x in conns[6:8] + conns[13:14]:
         tw = [w for w in x.wakes if w["kind"] == WAKE_TIMER]
         if len(tw) != 1:
             errs.append("sleeping coroutine %d: %d timer Wakes, want 1" % (x.id, len(tw)))
@@ -223,7 +224,7 @@ with case(prefix + "-sleep") as c:
     c.info = "; ".join(info)
 
 with case(prefix + "-cond") as c:
-    a, b = conns[10], conns[11]
+    a, b = conns[11], conns[12]
     cw = [w for w in wakes if w["kind"] == WAKE_COND]
     if len(cw) != 1:
         fail("%d cond Wakes, want 1 (one co_cond_signal with a waiter)" % len(cw))
@@ -239,15 +240,20 @@ with case(prefix + "-cond") as c:
 with case(prefix + "-blocking") as c:
     blk = conns[8]
     names = [call_name(e) for e in blocking]
-    if names != ["nanosleep"]:
-        fail("BlockingCalls %s, want exactly the /block nanosleep" % names)
-    e = blocking[0]
+    if names != ["nanosleep", "nanosleep"]:
+        fail("BlockingCalls %s, want exactly the /block and /loopblock nanosleeps" % names)
+    e, l = blocking
     if e["coroutine"] != blk.id or e["duration_ns"] < 40e6:
         fail("nanosleep BlockingCall of coroutine %d, %s; want %d, >= 40 ms" % (e["coroutine"], ms(e["duration_ns"]), blk.id))
     if not on_stack("handle", frames_of(e)):
         fail("the nanosleep's stack %s has no frame in handle" % describe_frames(frames_of(e), syms, maps))
-    c.info = "1 BlockingCall: nanosleep %s in the /block coroutine, stack %s" % (
-        ms(e["duration_ns"]), " < ".join(describe_frames(frames_of(e), syms, maps)[:3]))
+    # the event loop's callback runs in libco's main coroutine: no coroutine, the loop's stack
+    if l["coroutine"] != 0 or l["duration_ns"] < 40e6 or not on_stack("loop_turn", frames_of(l)):
+        fail("the loop callback's nanosleep: coroutine %d, %s, stack %s; want 0, >= 40 ms, loop_turn"
+             % (l["coroutine"], ms(l["duration_ns"]), describe_frames(frames_of(l), syms, maps)))
+    c.info = "2 BlockingCalls: nanosleep %s in the /block coroutine (%s), %s in the loop callback (%s)" % (
+        ms(e["duration_ns"]), " < ".join(describe_frames(frames_of(e), syms, maps)[:2]),
+        ms(l["duration_ns"]), " < ".join(describe_frames(frames_of(l), syms, maps)[:2]))
 PYEOF
 
 # lc_exact_requests: the requests of shared-exact, each on its own connection.
@@ -255,7 +261,7 @@ lc_exact_requests() {
 	local prefix=$1 ok=1
 	for r in "/fast ok" "/fast ok" "/fast ok" "/fast ok" "/burn?ms=20 burn ms=20 cpu_ns=*" \
 		"/burn?ms=20 burn ms=20 cpu_ns=*" "/sleep?ms=30 sleep ms=30" "/sleep?ms=30 sleep ms=30" \
-		"/block?ms=40 block ms=40"; do
+		"/block?ms=40 block ms=40" "/loopblock?ms=40 loopblock ms=40"; do
 		pl_get "${r%% *}"
 		# shellcheck disable=SC2254 # a pattern
 		case "$BODY" in ${r#* }) ;; *) pl_fail "$prefix-replies" "${r%% *}: $CODE '$BODY'"; ok=0 ;; esac

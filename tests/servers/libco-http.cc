@@ -10,6 +10,8 @@
 //   /burn?ms=N     N ms of thread CPU in burn_cpu (a unit of work N ms long)
 //   /sleep?ms=N    poll(NULL, 0, N): libco's hook makes it a coroutine sleep (a timer wake)
 //   /block?ms=N    nanosleep(N ms): not hooked by libco, it blocks the whole thread
+//   /loopblock?ms=N  the event loop's next callback (loop_turn, in the main coroutine) makes
+//                  that nanosleep instead
 //   /wait?ms=N     co_cond_timedwait on the server's one condition for N ms: "wait signalled"
 //                  when a /signal woke it, "wait timeout" otherwise
 //   /signal        co_cond_signal of that condition (wakes the longest waiter): "signal"
@@ -42,7 +44,7 @@ static int opt_port, opt_seconds = 50, opt_quiet;
 static const char *opt_port_file;
 static int listen_fd = -1, quitting;
 static long n_requests, n_connections, n_open, n_turns;
-static long cond_waiting, signals_sent, signals_taken;
+static long cond_waiting, signals_sent, signals_taken, loop_block_ms;
 static stCoCond_t *cond;
 static volatile uint64_t burn_sink;
 static time_t started;
@@ -123,6 +125,9 @@ extern "C" __attribute__((noinline)) void handle(const char *path, char *body, s
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
 		snprintf(body, n, "block ms=%ld\n", ms);
+	} else if (plen == 10 && !memcmp(path, "/loopblock", 10)) {
+		loop_block_ms = query_ms(q);
+		snprintf(body, n, "loopblock ms=%ld\n", loop_block_ms);
 	} else if (plen == 5 && !memcmp(path, "/wait", 5)) {
 		long ms = query_ms(q);
 		cond_waiting++;
@@ -220,10 +225,16 @@ extern "C" void *accept_loop(void *arg)
 }
 
 // co_eventloop's callback, once per loop turn (in the main coroutine): frees ended coroutines.
-static int loop_turn(void *arg)
+extern "C" __attribute__((noinline)) int loop_turn(void *arg)
 {
 	(void)arg;
 	n_turns++;
+	if (loop_block_ms) {
+		struct timespec ts = { loop_block_ms / 1000, (loop_block_ms % 1000) * 1000000 };
+		loop_block_ms = 0;
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
 	while (done_list) {
 		struct conn *c = done_list;
 		done_list = c->next_done;
