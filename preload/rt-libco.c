@@ -47,13 +47,21 @@
 typedef void *(*co_fn_t)(void *);
 typedef int (*poll_fn_t)(struct pollfd *, nfds_t, int);
 
-static int (*real_co_create)(void **, const void *, co_fn_t, void *);
-static void (*real_co_swap)(void *, void *);
-static void (*real_co_release)(void *);
-static int (*real_co_poll_inner)(void *, struct pollfd *, nfds_t, int, poll_fn_t);
-static _Bool (*real_co_hook_enabled)(void);
-static int (*real_co_cond_signal)(void *), (*real_co_cond_broadcast)(void *);
-static int (*real_co_cond_timedwait)(void *, int);
+typedef int (*co_create_fn)(void **, const void *, co_fn_t, void *);
+typedef void (*co_swap_fn)(void *, void *);
+typedef void (*co_release_fn)(void *);
+typedef int (*co_poll_inner_fn)(void *, struct pollfd *, nfds_t, int, poll_fn_t);
+typedef _Bool (*co_hook_enabled_fn)(void);
+typedef int (*co_cond_fn)(void *);
+typedef int (*co_cond_timedwait_fn)(void *, int);
+
+static co_create_fn real_co_create;
+static co_swap_fn real_co_swap;
+static co_release_fn real_co_release;
+static co_poll_inner_fn real_co_poll_inner;
+static co_hook_enabled_fn real_co_hook_enabled;
+static co_cond_fn real_co_cond_signal, real_co_cond_broadcast;
+static co_cond_timedwait_fn real_co_cond_timedwait;
 
 enum { MODE_NONE = 0, MODE_SHARED = 1, MODE_STATIC = 2, MODE_REFUSED = -1 };
 enum { WAIT_NONE = 0, WAIT_POLL = 1, WAIT_COND = 2 };
@@ -78,7 +86,7 @@ struct pmap { void **keys, **vals; size_t cap, n; };
 
 struct fdreg { /* one epoll registration made inside a coroutine's hooked wait */
 	uint64_t data; /* the epoll_event's data (libco: its poll item), 0: none */
-	void *handle; /* the stCoRoutine_t that registered it (looked up again: it may be released) */
+	void *handle; /* the stCoRoutine_t that registered it (looked up again: may be released) */
 	int epfd;
 };
 
@@ -86,7 +94,7 @@ struct waitq { struct co *head, *tail; };
 
 struct lc_state {
 	struct pmap cos; /* stCoRoutine_t -> struct co */
-	struct pmap conds; /* stCoCond_t -> struct waitq (dropped when it empties: libco frees them) */
+	struct pmap conds; /* stCoCond_t -> struct waitq (dropped when empty: libco frees them) */
 	struct pmap regs; /* epoll data -> fd + 1 */
 	struct fdreg *fds; /* by fd */
 	size_t nfds;
@@ -270,7 +278,8 @@ static void run(struct lc_state *s, struct co *co, struct co *from)
 		} else if (co->waiting && co->deadline) {
 			/* back from a wait without readiness or signal: its timeout fired */
 			uint64_t now = d9__now();
-			int64_t obj = (int64_t)(co->deadline >> d9__shift) - (int64_t)(now >> d9__shift);
+			int64_t obj = (int64_t)(co->deadline >> d9__shift) -
+				(int64_t)(now >> d9__shift);
 			d9_rec_wake(co->id, 0, D9_WAKE_TIMER, obj);
 		} else {
 			d9_rec_wake(co->id, 0, D9_WAKE_OTHER, 0); /* something we do not see */
@@ -327,9 +336,9 @@ static void forget(struct lc_state *s, void *handle)
 	if (old == s->exiting)
 		s->exiting = NULL;
 	if (old->waiting == WAIT_COND)
-		cond_remove(s, old->cond, old); /* released while it waited: libco's bug, not a crash of ours */
+		cond_remove(s, old->cond, old); /* released while it waited: a bug, not our crash */
 	if (old == s->cur) {
-		s->cur = NULL; /* a coroutine releasing itself: libco's own bug, not ours to crash on */
+		s->cur = NULL; /* a coroutine releasing itself: a bug, not ours to crash on */
 		d9__pl.coroutine = 0;
 	}
 	free(old);
@@ -340,7 +349,7 @@ D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, voi
 D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, void *arg)
 {
 	if (D9_UNLIKELY(!real_co_create))
-		real_co_create = (int (*)(void **, const void *, co_fn_t, void *))d9__real(SYM_CO_CREATE, NULL);
+		real_co_create = (co_create_fn)d9__real(SYM_CO_CREATE, NULL);
 	if (!real_co_create) {
 		errno = ENOSYS;
 		return -1;
@@ -375,7 +384,7 @@ D9_INTERPOSE void d9__lc_co_release(void *co) __asm__(SYM_CO_RELEASE);
 D9_INTERPOSE void d9__lc_co_release(void *co)
 {
 	if (D9_UNLIKELY(!real_co_release))
-		real_co_release = (void (*)(void *))d9__real(SYM_CO_RELEASE, NULL);
+		real_co_release = (co_release_fn)d9__real(SYM_CO_RELEASE, NULL);
 	struct lc_state *s = S;
 	if (s && co)
 		forget(s, co);
@@ -387,7 +396,7 @@ D9_INTERPOSE void d9__lc_co_swap(void *curr, void *pending) __asm__(SYM_CO_SWAP)
 D9_INTERPOSE void d9__lc_co_swap(void *curr, void *pending)
 {
 	if (D9_UNLIKELY(!real_co_swap))
-		real_co_swap = (void (*)(void *, void *))d9__real(SYM_CO_SWAP, NULL);
+		real_co_swap = (co_swap_fn)d9__real(SYM_CO_SWAP, NULL);
 	struct lc_state *s = S;
 	/* counted even in generic mode: a blocking-call wrapper around a hooked call sees it */
 	d9__pl.switches++;
@@ -414,8 +423,7 @@ D9_INTERPOSE int d9__lc_co_poll_inner(void *ctx, struct pollfd *fds, nfds_t nfds
 	poll_fn_t pollfn)
 {
 	if (D9_UNLIKELY(!real_co_poll_inner))
-		real_co_poll_inner = (int (*)(void *, struct pollfd *, nfds_t, int, poll_fn_t))
-			d9__real(SYM_CO_POLL_INNER, NULL);
+		real_co_poll_inner = (co_poll_inner_fn)d9__real(SYM_CO_POLL_INNER, NULL);
 	if (!real_co_poll_inner) {
 		errno = ENOSYS;
 		return -1;
@@ -425,7 +433,8 @@ D9_INTERPOSE int d9__lc_co_poll_inner(void *ctx, struct pollfd *fds, nfds_t nfds
 	if (!co || timeout == 0)
 		return real_co_poll_inner(ctx, fds, nfds, timeout, pollfn);
 	/* libco counts the timeout from its millisecond clock; < 0 waits for INT_MAX ms */
-	co->deadline = timeout < 0 ? 0 : d9__now() + d9_agent_ns_to_ticks((uint64_t)timeout * 1000000u);
+	co->deadline = timeout < 0 ? 0 :
+		d9__now() + d9_agent_ns_to_ticks((uint64_t)timeout * 1000000u);
 	co->waiting = WAIT_POLL;
 	int r = real_co_poll_inner(ctx, fds, nfds, timeout, pollfn);
 	int e = errno;
@@ -466,7 +475,7 @@ D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms) __asm__(SYM_CO_CON
 D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms)
 {
 	if (D9_UNLIKELY(!real_co_cond_timedwait))
-		real_co_cond_timedwait = (int (*)(void *, int))d9__real(SYM_CO_COND_TIMEDWAIT, NULL);
+		real_co_cond_timedwait = (co_cond_timedwait_fn)d9__real(SYM_CO_COND_TIMEDWAIT, NULL);
 	if (!real_co_cond_timedwait) {
 		errno = ENOSYS;
 		return -1;
@@ -520,7 +529,7 @@ D9_INTERPOSE int d9__lc_co_cond_signal(void *cond) __asm__(SYM_CO_COND_SIGNAL);
 D9_INTERPOSE int d9__lc_co_cond_signal(void *cond)
 {
 	if (D9_UNLIKELY(!real_co_cond_signal))
-		real_co_cond_signal = (int (*)(void *))d9__real(SYM_CO_COND_SIGNAL, NULL);
+		real_co_cond_signal = (co_cond_fn)d9__real(SYM_CO_COND_SIGNAL, NULL);
 	if (!real_co_cond_signal) {
 		errno = ENOSYS;
 		return -1;
@@ -533,7 +542,7 @@ D9_INTERPOSE int d9__lc_co_cond_broadcast(void *cond) __asm__(SYM_CO_COND_BROADC
 D9_INTERPOSE int d9__lc_co_cond_broadcast(void *cond)
 {
 	if (D9_UNLIKELY(!real_co_cond_broadcast))
-		real_co_cond_broadcast = (int (*)(void *))d9__real(SYM_CO_COND_BROADCAST, NULL);
+		real_co_cond_broadcast = (co_cond_fn)d9__real(SYM_CO_COND_BROADCAST, NULL);
 	if (!real_co_cond_broadcast) {
 		errno = ENOSYS;
 		return -1;
@@ -602,7 +611,8 @@ static void after_epoll(int epfd, const struct epoll_event *ev, int n)
 			continue;
 		int fd = (int)(v - 1);
 		struct fdreg *r = &s->fds[fd];
-		struct co *co = r->data == data && r->epfd == epfd ? pm_get(&s->cos, r->handle) : NULL;
+		struct co *co = r->data == data && r->epfd == epfd ?
+			pm_get(&s->cos, r->handle) : NULL;
 		if (co && co->waiting == WAIT_POLL)
 			wake(co, 0, D9_WAKE_FD, fd);
 	}
@@ -660,9 +670,11 @@ static int attach_static(void)
 		void *hook;
 		void **orig;
 	} conds[] = {
-		{ SYM_CO_COND_TIMEDWAIT, (void *)d9__lc_co_cond_timedwait, (void **)&real_co_cond_timedwait },
+		{ SYM_CO_COND_TIMEDWAIT, (void *)d9__lc_co_cond_timedwait,
+			(void **)&real_co_cond_timedwait },
 		{ SYM_CO_COND_SIGNAL, (void *)d9__lc_co_cond_signal, (void **)&real_co_cond_signal },
-		{ SYM_CO_COND_BROADCAST, (void *)d9__lc_co_cond_broadcast, (void **)&real_co_cond_broadcast },
+		{ SYM_CO_COND_BROADCAST, (void *)d9__lc_co_cond_broadcast,
+			(void **)&real_co_cond_broadcast },
 	};
 	for (size_t i = 0; i < 3; i++) {
 		void *f = d9__exe_symbol(conds[i].name);
@@ -683,12 +695,11 @@ static int attach(void)
 	void *swap = d9__real(SYM_CO_SWAP, NULL);
 	if (!swap)
 		return 0; /* no libco */
-	real_co_swap = (void (*)(void *, void *))swap;
-	real_co_create = (int (*)(void **, const void *, co_fn_t, void *))d9__real(SYM_CO_CREATE, NULL);
-	real_co_release = (void (*)(void *))d9__real(SYM_CO_RELEASE, NULL);
-	real_co_poll_inner = (int (*)(void *, struct pollfd *, nfds_t, int, poll_fn_t))
-		d9__real(SYM_CO_POLL_INNER, NULL);
-	real_co_hook_enabled = (_Bool (*)(void))d9__real(SYM_CO_HOOK_ENABLED, NULL);
+	real_co_swap = (co_swap_fn)swap;
+	real_co_create = (co_create_fn)d9__real(SYM_CO_CREATE, NULL);
+	real_co_release = (co_release_fn)d9__real(SYM_CO_RELEASE, NULL);
+	real_co_poll_inner = (co_poll_inner_fn)d9__real(SYM_CO_POLL_INNER, NULL);
+	real_co_hook_enabled = (co_hook_enabled_fn)d9__real(SYM_CO_HOOK_ENABLED, NULL);
 	if (!real_co_create || !real_co_release || !real_co_poll_inner || !real_co_hook_enabled) {
 		mode = MODE_REFUSED;
 		d9__log_once(D9_LOG_WARN, "libco found but not the libco d9 knows (co_create, co_release, "
