@@ -100,6 +100,8 @@ struct lc_state {
 	size_t nfds;
 	struct co *cur; /* the running coroutine, NULL in the scheduler (libco's main coroutine) */
 	struct co *exiting; /* its routine returned, its last switch not yet made: named as waker */
+	uint64_t runnable; /* woken (a Wake recorded) and not yet run: the run queue */
+	uint64_t next_sample; /* event clock ticks of the next QueueSample */
 	struct { uint64_t start, callsite, id; } loc_cache[64];
 };
 
@@ -238,7 +240,20 @@ static void wake(struct co *co, uint64_t waker, uint32_t kind, int64_t object)
 	if (co->woken || co->exited)
 		return;
 	co->woken = 1;
+	S->runnable++;
 	d9_rec_wake(co->id, waker, kind, object);
+}
+
+/* Called right after an event was recorded (a PollStart, or the event loop's readiness after
+ * its Unpark): its time, the encoder's last, saves a clock read. */
+static void sample_queue(struct lc_state *s)
+{
+	uint64_t now = d9__self.enc.last << d9__shift;
+
+	if (now >= s->next_sample) {
+		d9_rec_queue_sample(s->runnable);
+		s->next_sample = now + d9__pcfg.queue_interval_ticks;
+	}
 }
 
 /* A new id and its Spawn by `parent` (0: the scheduler), for co (created, or run again after
@@ -272,6 +287,7 @@ static void run(struct lc_state *s, struct co *co, struct co *from)
 	if (co->exited)
 		spawn(co, from ? from->id : 0); /* co_reset, then resumed again: a new life */
 	if (!co->woken) {
+		s->runnable++; /* the Wake below, then it runs */
 		if (from) {
 			/* resumed by another coroutine, or the one it resumed yielded back to it */
 			d9_rec_wake(co->id, from->id, D9_WAKE_OTHER, 0);
@@ -286,11 +302,14 @@ static void run(struct lc_state *s, struct co *co, struct co *from)
 		}
 	}
 	co->woken = 0;
+	if (s->runnable)
+		s->runnable--;
 	if (D9_UNLIKELY(!d9__self.worker))
 		d9_agent_become_worker(); /* e.g. in a forked child */
 	s->cur = co;
 	d9__pl.coroutine = co->id;
 	d9_rec_poll_start(co->id, co->location);
+	sample_queue(s);
 }
 
 /* Called by the agent at exit, on the exiting thread: the running coroutine's poll ends here. */
@@ -616,6 +635,7 @@ static void after_epoll(int epfd, const struct epoll_event *ev, int n)
 		if (co && co->waiting == WAIT_POLL)
 			wake(co, 0, D9_WAKE_FD, fd);
 	}
+	sample_queue(s);
 }
 
 /* libc-wait.c asks before it parks: with libcolib.so, d9's poll sits above libco's hooked poll,

@@ -134,8 +134,12 @@ PYEOF
 read -r -d '' COROUTINES <<'PYEOF'
 with case(prefix + "-invariants") as c:
     require(check_thread_order(tr) + check_one_wake_per_poll(tr) + check_ids_defined(tr) +
-            check_poll_locations(tr) + check_fd_wakes_one_fd(tr) + check_coroutine_defs(tr))
-    c.info = "%d polls, %d Wakes, %d Spawns" % (tr.count("PollStart"), len(wakes), tr.count("Spawn"))
+            check_poll_locations(tr) + check_fd_wakes_one_fd(tr) + check_coroutine_defs(tr) +
+            check_queue_samples(tr))
+    if tr.count("QueueSample") == 0:
+        fail("no QueueSample")
+    c.info = "%d polls, %d Wakes, %d Spawns, %d QueueSamples" % (
+        tr.count("PollStart"), len(wakes), tr.count("Spawn"), tr.count("QueueSample"))
 
 with case(prefix + "-spawns") as c:
     errs = []
