@@ -27,6 +27,8 @@
 #     the checks of shared-exact and shared-load; or, when patching is refused, exactly one
 #     message on stderr and the generic checks. Stripped (no symbols, no DWARF): generic mode
 #     without a word, Parks = loop turns, 0 false BlockingCalls.
+#   - threads: libco-threads.cc, two event loops at once, shared and static: each thread's three
+#     coroutines on it, 21 polls and 20 timer Wakes each.
 #   - refused: a library with co_swap but not the rest: one message, and the program's calls go
 #     through.
 set -u
@@ -462,6 +464,51 @@ $GENERIC" "$LC_DIR/libco-http-stripped" "$SDIR/maps" "$SDIR/stats.json" "$SDIR/s
 else
 	pl_skip rt-libco-static-stripped "strip failed"
 fi
+
+# Two threads, each with its own event loop and three coroutines that sleep 5 ms twenty times
+# (tests/integration/libco-threads.cc), shared and static: 6 Spawns, 3 per thread, each
+# coroutine 21 polls, 20 timer Wakes and one exit, all on its own thread.
+read -r -d '' THREADS <<'PYEOF'
+proc = tr.the_proc()
+cos = coroutines(proc)
+with case(prefix) as c:
+    require(check_thread_order(tr) + check_polls_and_parks(tr) + check_one_wake_per_poll(tr) +
+            check_queue_samples(tr) + check_ids_defined(tr) + check_coroutine_defs(tr))
+    errs = []
+    per_tid = collections.Counter(next(iter(x.tids)) for x in cos.values() if len(x.tids) == 1)
+    if len(cos) != 6 or sorted(per_tid.values()) != [3, 3]:
+        errs.append("%d coroutines, by thread %s; want 3 on each of 2 threads" % (len(cos), dict(per_tid)))
+    for x in cos.values():
+        kinds = collections.Counter(w["kind"] for w in x.wakes)
+        if len(x.polls) != 21 or kinds[WAKE_TIMER] != 20 or x.exits != 1 or len(x.tids) != 1:
+            errs.append("coroutine %d: %d polls, %d timer Wakes, %d exits, threads %s; want 21, 20, 1, one"
+                        % (x.id, len(x.polls), kinds[WAKE_TIMER], x.exits, sorted(x.tids)))
+    require(errs)
+    c.info = "6 coroutines, 3 per thread, 21 polls and 20 timer Wakes each"
+PYEOF
+S=$LC_DIR/src
+for kind in shared static; do
+	name=rt-libco-threads-$kind
+	if [ "$kind" = shared ]; then
+		link=(-L"$S/solib" -lcolib -Wl,-rpath,"$S/solib")
+	else
+		link=("$S/lib/libcolib.a")
+	fi
+	if ! g++ -O2 -g -I"$S" -o "$T/$name" "$PL_ROOT/tests/integration/libco-threads.cc" "${link[@]}" \
+		-ldl -lpthread 2>"$T/$name.log"; then
+		pl_fail "$name" "does not build: $(head -c 300 "$T/$name.log")"
+		continue
+	fi
+	mkdir -p "$T/$name.d/trace"
+	out=$(env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/$name.d/trace/trace.bin" D9_EXIT_TIMEOUT=10s \
+		D9_ROTATION_PERIOD=0 timeout -s KILL 60 "$T/$name" 2>"$T/$name.d/stderr")
+	if [ "$?" != 0 ] || [ "$out" != done ]; then
+		pl_fail "$name" "exit or output '$out': $(head -c 300 "$T/$name.d/stderr")"
+		continue
+	fi
+	SDIR=$T/$name.d pl_check "$name" "prefix = '$name'
+$THREADS"
+done
 
 # Refused: a library that has co_swap but not the rest of the libco d9 knows. One message on
 # stderr, generic mode, and the program's calls still reach its co_swap (the interposer passes
