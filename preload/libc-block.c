@@ -1,6 +1,6 @@
 /* libc-block.c: calls that block the whole worker when a coroutine (or a loop turn: without a
- * runtime, or a runtime's scheduler after its idle wait) makes them: sleeps, file I/O, fsync, connect, DNS, pthread locks and condition waits,
- * semaphores, waitpid, file locks. On a worker inside a coroutine each call costs two timestamps;
+ * runtime, or a runtime's scheduler after its idle wait) makes them: sleeps, file I/O, fsync,
+ * connect, DNS, pthread locks and condition waits, semaphores, waitpid, file locks. On a worker inside a coroutine each call costs two timestamps;
  * one that took at least D9_BLOCKING_THRESHOLD becomes a BlockingCall with the call's name, the
  * descriptor's kind, its duration, the coroutine and the caller's stack. The stack is never
  * unwound here: the slow path hands the registers and a copy of the top of the stack to the
