@@ -1,8 +1,10 @@
 /* libc-block.c: calls that block the whole worker when a coroutine (or a loop turn: without a
  * runtime, or a runtime's scheduler after its idle wait) makes them: sleeps, file I/O, fsync,
- * connect, DNS, pthread locks and condition waits, semaphores, waitpid, file locks. On a worker inside a coroutine each call costs two timestamps;
- * one that took at least D9_BLOCKING_THRESHOLD becomes a BlockingCall with the call's name, the
- * descriptor's kind, its duration, the coroutine and the caller's stack. The stack is never
+ * connect, DNS, pthread locks and condition waits, semaphores, waitpid, file locks. On a worker
+ * inside a coroutine each call costs two timestamps; one that took at least
+ * D9_BLOCKING_THRESHOLD becomes a BlockingCall with the call's name, the descriptor's kind, its
+ * duration, the coroutine and the caller's stack; not one across which the thread switched
+ * coroutines (d9__pl.switches: a runtime's own hook made it a coroutine wait). The stack is never
  * unwound here: the slow path hands the registers and a copy of the top of the stack to the
  * writer, which unwinds them (agent/DESIGN.md, "Blocking-call stacks"). Anywhere else, and with
  * D9_BLOCKING=0, the wrappers are plain pass-throughs. */
