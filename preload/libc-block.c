@@ -1,8 +1,10 @@
-/* libc-block.c: calls that block the whole worker when a coroutine (or, without a runtime, a loop
- * turn) makes them: sleeps, file I/O, fsync, connect, DNS, pthread locks and condition waits,
- * semaphores, waitpid, file locks. On a worker inside a coroutine each call costs two timestamps;
- * one that took at least D9_BLOCKING_THRESHOLD becomes a BlockingCall with the call's name, the
- * descriptor's kind, its duration, the coroutine and the caller's stack. The stack is never
+/* libc-block.c: calls that block the whole worker when a coroutine (or a loop turn: without a
+ * runtime, or a runtime's scheduler after its idle wait) makes them: sleeps, file I/O, fsync,
+ * connect, DNS, pthread locks and condition waits, semaphores, waitpid, file locks. On a worker
+ * inside a coroutine each call costs two timestamps; one that took at least
+ * D9_BLOCKING_THRESHOLD becomes a BlockingCall with the call's name, the descriptor's kind, its
+ * duration, the coroutine and the caller's stack; not one across which the thread switched
+ * coroutines (d9__pl.switches: a runtime's own hook made it a coroutine wait). The stack is never
  * unwound here: the slow path hands the registers and a copy of the top of the stack to the
  * writer, which unwinds them (agent/DESIGN.md, "Blocking-call stacks"). Anywhere else, and with
  * D9_BLOCKING=0, the wrappers are plain pass-throughs. */
@@ -32,7 +34,9 @@ static inline int timed(void)
 		return 0;
 	if (!d9__self.worker)
 		return 1; /* a forked child outside any loop (BGSAVE): every call is the work */
-	return d9__pl.rt ? d9__pl.coroutine != 0 : d9__pl.in_turn;
+	/* a runtime's coroutine, or its scheduler's own code after an idle wait (libco's loop
+	 * callback runs in the scheduler and stalls every coroutine as much as they do) */
+	return d9__pl.coroutine != 0 || d9__pl.in_turn;
 }
 
 static uint32_t fd_kind(int fd)
@@ -59,7 +63,9 @@ static int nonblocking_stream(int fd, uint32_t kind)
 {
 	if (fd < 0 || (kind != D9_FD_SOCKET && kind != D9_FD_PIPE))
 		return 0;
-	int fl = fcntl(fd, F_GETFL);
+	/* the kernel's flags, not a hook's: libco's fcntl reports the mode the program asked for
+	 * while it keeps its sockets non-blocking underneath */
+	long fl = syscall(SYS_fcntl, fd, F_GETFL);
 	return fl >= 0 && (fl & O_NONBLOCK);
 }
 
@@ -165,10 +171,14 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 			r_ = (call);                                              \
 		} else {                                                          \
 			static uint64_t id_;                                      \
+			uint32_t sw_ = d9__pl.switches;                           \
 			uint64_t t0_ = d9__now();                                 \
 			r_ = (call);                                              \
 			uint64_t t1_ = d9__now();                                 \
-			if (D9_UNLIKELY(t1_ - t0_ >= d9__pcfg.blocking_threshold_ticks)) \
+			/* a switch inside: a runtime's hook made it a coroutine \
+			 * wait (libco), the thread ran others: not blocked */    \
+			if (D9_UNLIKELY(t1_ - t0_ >= d9__pcfg.blocking_threshold_ticks) && \
+				sw_ == d9__pl.switches)                           \
 				record(t0_, t1_, name, &id_, (fd), errno);        \
 		}                                                                 \
 		r_;                                                               \

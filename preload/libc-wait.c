@@ -52,6 +52,8 @@ static inline int park(uint32_t call, int64_t timeout_us)
 		d9__pl.nowait++;
 		return 0;
 	}
+	if (d9__pl.coroutine && d9__pl.rt && d9__pl.rt->wait_yields && d9__pl.rt->wait_yields(call))
+		return 0; /* the runtime makes it a coroutine yield: its scheduler's wait is the park */
 	if (!d9__pl_active())
 		return 0;
 	if (D9_UNLIKELY(!d9__self.worker) && !d9_agent_become_worker())

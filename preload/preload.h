@@ -18,7 +18,9 @@ struct d9__pl {
 	const struct d9__runtime *rt; /* the adapter whose scheduler this thread runs (runtime.h) */
 	uint64_t coroutine; /* the running coroutine (runtime adapter), 0: none */
 	uint64_t nowait; /* zero-timeout waits since the last park */
-	uint8_t in_turn; /* generic mode: the worker is between an Unpark and the next Park */
+	uint32_t switches; /* coroutine switches (adapters count them): a call across which this
+			    * changed waited as a coroutine inside a runtime's hook, not as the thread */
+	uint8_t in_turn; /* the worker is between an Unpark and the next Park (a loop turn) */
 	uint8_t resolving; /* inside dlsym: interposers must not recurse into it */
 	uint8_t ss_base; /* ss_ucpu/ss_udelay hold the reading of an earlier Unpark */
 	/* the thread's last schedstat reading (libc-wait.c, "Scheduler statistics") */

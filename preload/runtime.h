@@ -16,7 +16,9 @@
  *   - the thread that runs the runtime's scheduler is marked with d9__pl.rt = the adapter (and
  *     d9_agent_become_worker()); libc-wait.c then calls the adapter's after_* hook when that
  *     thread's idle wait returns readiness, so the adapter can name the coroutines it wakes, and
- *     libc-block.c counts a call as inside a unit of work only while d9__pl.coroutine != 0;
+ *     libc-block.c counts a call as inside a unit of work while d9__pl.coroutine != 0 (or the
+ *     scheduler runs after its idle wait), and never as blocking when d9__pl.switches, which the
+ *     adapter increments at every coroutine switch, changed during it (a runtime's hooked call);
  *   - at_exit(), when the agent ends: end the open poll.
  * Everything an adapter records goes through d9-agent.h (d9_rec_poll_start, d9_rec_wake, ...). */
 #ifndef D9_RUNTIME_H
@@ -34,6 +36,9 @@ struct d9__runtime {
 	void (*after_poll)(const struct pollfd *fds, unsigned long n, int ready);
 	void (*after_select)(int nfds, const void *rd, const void *wr, const void *ex, int ready);
 	void (*after_epoll)(int epfd, const struct epoll_event *ev, int n);
+	/* optional: 1 when the wait `call` (D9_CALL_*) the running coroutine makes now is one the
+	 * runtime itself turns into a yield to its scheduler (libco's hooked poll): not a park */
+	int (*wait_yields)(uint32_t call);
 	void (*at_exit)(void); /* optional */
 };
 

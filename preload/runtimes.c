@@ -6,15 +6,17 @@
 #include <string.h>
 
 extern const struct d9__runtime d9__rt_st;
+extern const struct d9__runtime d9__rt_libco;
 extern const struct d9__runtime d9__rt_libuv;
 
 const struct d9__runtime *const d9__runtimes[] = {
 	&d9__rt_st,
+	&d9__rt_libco,
 	&d9__rt_libuv,
 	NULL,
 };
 
-const char d9__runtime_choices[] = "auto, generic, st, libuv";
+const char d9__runtime_choices[] = "auto, generic, st, libco, libuv";
 
 /* D9_RUNTIME's value as d9__pcfg.runtime: 0 auto, -1 generic, i + 1 for d9__runtimes[i], -2 unknown. */
 int d9__runtime_parse(const char *v)
