@@ -106,7 +106,6 @@ struct lc_state {
 };
 
 static __thread struct lc_state *S __attribute__((tls_model("initial-exec")));
-static uint64_t next_coroutine_id; /* process-wide: ids are never reused */
 
 const struct d9__runtime d9__rt_libco;
 
@@ -271,7 +270,7 @@ static uint64_t deadline_after_ms(int ms)
  * co_reset). */
 static void spawn(struct co *co, uint64_t parent)
 {
-	co->id = __atomic_add_fetch(&next_coroutine_id, 1, __ATOMIC_RELAXED);
+	co->id = d9_agent_coroutine_new_id();
 	co->exited = 0;
 	co->woken = 0;
 	d9_agent_coroutine(co->id, parent, co->location, 0);
