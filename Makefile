@@ -23,7 +23,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
 
 FORMAT_SRC  := format/format.c
 # the analyzer names code addresses with the agent's agent/dwsym.c (the same libdw naming)
-ANALYZE_SRC := $(wildcard analyze/*.c) agent/dwsym.c
+ANALYZE_SRC := $(wildcard analyze/*.c) agent/dwsym.c agent/s3common.c
 AGENT_SRC   := $(wildcard agent/*.c) $(wildcard preload/*.c)
 UNIT_SRC    := $(wildcard tests/unit/test-*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(B)/san/tests/%,$(UNIT_SRC))

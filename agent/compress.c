@@ -277,6 +277,8 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 	s->seq = seq;
 	s->foreign = foreign;
 	g->nsealed++;
+	if (!g->cfg.compress && !g->cfg.symbolize && !foreign)
+		d9__sealed_hook(path, 0); /* nothing more is done to it: final (S3 upload, s3.c) */
 	if (!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE))
 		pthread_cond_signal(&g->disk_cond); /* at exit it is left for the next start */
 	d9__unlock(&g->disk_lock);
@@ -445,6 +447,13 @@ void *d9__compressor_main(void *arg)
 				continue;
 			s->compressing = 0;
 			size_t n = strlen(path);
+			int sealed_ok = !err && !s->doomed;
+			if (sealed_ok) {
+				/* a segment's final form (S3 upload, s3.c); a dead process's too */
+				char done[sizeof(s->path) + 4];
+				snprintf(done, sizeof(done), "%s%s", path, g->cfg.compress ? ".gz" : "");
+				d9__sealed_hook(done, 0);
+			}
 			if (s->foreign && (!err || err == -ENOENT)) {
 				/* a dead process's segment: done, or another process took it first */
 				memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));

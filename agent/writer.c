@@ -380,6 +380,10 @@ static void seg_seal(void)
 	s->tr.chunks += 1; /* the trailer itself */
 	/* the directory's deletions as this process last saw them (FORMAT.md section 11) */
 	d9__budget_deleted(&s->tr.budget_deleted_segments, &s->tr.budget_deleted_bytes);
+	uint64_t s3c[4];
+	d9__s3_counts(s3c); /* S3 uploads of this process so far (FORMAT.md section 11) */
+	s->tr.s3_uploaded = s3c[0], s->tr.s3_uploaded_bytes = s3c[1];
+	s->tr.s3_failures = s3c[2], s->tr.s3_evicted = s3c[3];
 	d9_wbuf_init(&w, buf, sizeof(buf));
 	d9_trailer_write(&w, &s->tr);
 	int sealed_ok = !w.err && d9__file_write(&s->f, buf, (size_t)(w.p - buf)) == 0;
