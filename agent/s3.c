@@ -90,7 +90,7 @@ __attribute__((constructor)) static void s3_init(void)
 	const char *why;
 	int saved = errno;
 
-	int r = d9__s3_config_env(&s3.cfg, &why);
+	int r = d9__s3_config_env(&s3.cfg, &why, 0);
 	if (r < 0)
 		d9__log(D9_LOG_ERROR, "%s; S3 upload is off", why);
 	if (r > 0) {
@@ -318,8 +318,9 @@ static int put_file(struct curl_api *c, const char *path, struct d9__file *f, ui
 		snprintf(hdr, sizeof(hdr), "x-amz-security-token: %s", cr.token);
 		h = c->slist_append(h, hdr);
 	}
+	/* no "Expect:" to turn 100-continue off: libcurl 7.88 would sign the header it does not
+	 * send, and S3 would compute another signature */
 	h = c->slist_append(h, "Content-Type: application/octet-stream");
-	h = c->slist_append(h, "Expect:"); /* no 100-continue round trip */
 	d9__s3_sigv4(&s3.cfg, sig, sizeof(sig));
 	snprintf(up, sizeof(up), "%s:%s", cr.key_id, cr.secret);
 	struct body b = { f, 0, *size, 0 };

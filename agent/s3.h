@@ -25,9 +25,12 @@ struct d9__s3_creds {
 	char key_id[256], secret[256], token[4096]; /* token "" = none */
 };
 
-/* Reads D9_S3_* and AWS_* from the environment into c. Returns 1 when S3 is configured
- * (D9_S3_BUCKET set), 0 when not, or -EINVAL with *why naming the variable at fault. */
-int d9__s3_config_env(struct d9__s3_cfg *c, const char **why);
+/* Reads D9_S3_* and AWS_* from the environment into c; without D9_S3_BUCKET the rest only when
+ * any (the analyzer, which takes the bucket from its s3:// argument). Returns 1 when
+ * D9_S3_BUCKET is set, 0 when not, or -EINVAL with *why naming the variable at fault. */
+int d9__s3_config_env(struct d9__s3_cfg *c, const char **why, int any);
+/* 0 when b is a bucket name d9 accepts (lower-case letters, digits, '-', '.'), else -EINVAL. */
+int d9__s3_bucket_check(const char *b);
 
 /* The credentials: the AWS_* variables when AWS_ACCESS_KEY_ID is set, else the profile's
  * section of the shared credentials file. Returns 0, or -errno / -EINVAL with why (cap bytes)

@@ -41,7 +41,7 @@ static void trim_slashes(char *s)
 	memmove(s, s + i, n - i + 1);
 }
 
-int d9__s3_config_env(struct d9__s3_cfg *c, const char **why)
+int d9__s3_config_env(struct d9__s3_cfg *c, const char **why, int any)
 {
 	char b[16];
 
@@ -49,12 +49,11 @@ int d9__s3_config_env(struct d9__s3_cfg *c, const char **why)
 	*why = NULL;
 	if (copy_env(c->bucket, sizeof(c->bucket), "D9_S3_BUCKET") < 0)
 		return *why = "D9_S3_BUCKET: too long", -EINVAL;
-	if (!c->bucket[0])
-		return 0;
-	for (const char *p = c->bucket; *p; p++)
-		if (!islower((unsigned char)*p) && !isdigit((unsigned char)*p) && *p != '-' && *p != '.')
-			return *why = "D9_S3_BUCKET: a bucket name is lower-case letters, digits, '-' and '.'",
-				-EINVAL;
+	if (!c->bucket[0] && !any)
+		return 0; /* the agent reads the rest only when S3 is on */
+	if (d9__s3_bucket_check(c->bucket))
+		return *why = "D9_S3_BUCKET: a bucket name is lower-case letters, digits, '-' and '.'",
+			-EINVAL;
 	if (copy_env(c->prefix, sizeof(c->prefix), "D9_S3_PREFIX") < 0)
 		return *why = "D9_S3_PREFIX: too long", -EINVAL;
 	trim_slashes(c->prefix);
@@ -100,7 +99,15 @@ int d9__s3_config_env(struct d9__s3_cfg *c, const char **why)
 		if (home && *home && strlen(home) + 18 < sizeof(c->cred_file))
 			snprintf(c->cred_file, sizeof(c->cred_file), "%s/.aws/credentials", home);
 	}
-	return 1;
+	return c->bucket[0] != 0;
+}
+
+int d9__s3_bucket_check(const char *b)
+{
+	for (const char *p = b; *p; p++)
+		if (!islower((unsigned char)*p) && !isdigit((unsigned char)*p) && *p != '-' && *p != '.')
+			return -EINVAL;
+	return 0;
 }
 
 /* ---- credentials ------------------------------------------------------------------------------ */
