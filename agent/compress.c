@@ -279,6 +279,8 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 	g->nsealed++;
 	if (!g->cfg.compress && !g->cfg.symbolize && !foreign)
 		d9__sealed_hook(path, 0); /* nothing more is done to it: final (S3 upload, s3.c) */
+	else if (!foreign)
+		d9__s3_pending(path); /* final after the compressor: an eviction before is counted */
 	if (!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE))
 		pthread_cond_signal(&g->disk_cond); /* at exit it is left for the next start */
 	d9__unlock(&g->disk_lock);

@@ -356,6 +356,8 @@ void d9__tmp_name(char *out, size_t cap, const char *base, const char *tag);
 /* s3.c: upload to S3 (DESIGN.md, "S3 upload"). A segment (is_dump 0) or a flight dump (1)
  * sealed at path, compressed when D9_COMPRESS=1: queued for upload when S3 is configured. */
 void d9__sealed_hook(const char *path, int is_dump);
+/* A segment sealed at path, final only after the compressor: waits for d9__sealed_hook. */
+void d9__s3_pending(const char *path);
 /* The budget deleted path (a .bin or .bin.gz): no longer waiting for upload (counted). */
 void d9__s3_evicted(const char *path);
 /* This process's running totals for the trailer: uploaded, their bytes, failures, evicted. */

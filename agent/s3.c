@@ -43,6 +43,8 @@ struct curl_api {
 struct job {
 	char path[4200];
 	int is_dump;
+	int ready; /* 0: sealed, not final yet (being symbolized or compressed): not uploaded yet,
+		    * but counted when the budget deletes it first */
 };
 
 enum { S3_IDLE = 0, S3_UP = 1, S3_FAILING = 2, S3_OFF = 3 };
@@ -55,7 +57,8 @@ static struct {
 	struct job *q; /* oldest first */
 	size_t nq, qcap;
 	int started, off; /* off: the uploader gave up for good (no libcurl) */
-	int uploading; /* q[0] is being uploaded: an eviction leaves it to the upload's outcome */
+	int uploading; /* busy is being uploaded: an eviction leaves it to the upload's outcome */
+	char busy[4200];
 	pthread_t th;
 	pid_t pid; /* whose queue and counters these are (a forked child starts its own) */
 	/* running totals of this process, read by the writer for each trailer */
@@ -381,13 +384,15 @@ static void delete_uploaded(const char *path, struct d9__file *f)
 
 /* ---- the uploader thread --------------------------------------------------------------------------- */
 
-/* The oldest queued job into *j (mu held). Returns 0 when there is none. */
+/* The oldest job ready for upload into *j (mu held). Returns 0 when there is none. */
 static int peek(struct job *j)
 {
-	if (!s3.nq)
-		return 0;
-	*j = s3.q[0];
-	return 1;
+	for (size_t i = 0; i < s3.nq; i++)
+		if (s3.q[i].ready) {
+			*j = s3.q[i];
+			return 1;
+		}
+	return 0;
 }
 
 /* Removes path from the queue (mu held). Returns 1 when it was there. */
@@ -434,11 +439,13 @@ static void *uploader_main(void *arg)
 	for (;;) {
 		struct job j;
 		uint64_t now = d9__mono_ns();
-		if (!peek(&j) || now < retry_at) {
-			wait_until(s3.nq ? retry_at : now + 1000000000u);
+		int have = peek(&j);
+		if (!have || now < retry_at) {
+			wait_until(have ? retry_at : now + 1000000000u);
 			continue;
 		}
 		s3.uploading = 1;
+		memcpy(s3.busy, j.path, sizeof(s3.busy));
 		d9__unlock(&s3.mu);
 		struct d9__file f = { -1, 0, 0 };
 		struct result res;
@@ -490,20 +497,11 @@ static void *uploader_main(void *arg)
 	return NULL;
 }
 
-/* A segment or dump was sealed at path (after compression; .bin with D9_COMPRESS=0): queued for
- * the uploader, which is started on the first one. Called on agent threads (compressor, writer);
- * never blocks on the network. */
-void d9__sealed_hook(const char *path, int is_dump)
+/* Appends a job (mu held); when the queue is full its oldest entry is given up (it stays on disk,
+ * never uploaded: counted as the budget's evictions are). Returns the job or NULL. */
+static struct job *enqueue(const char *path, int ready, int is_dump)
 {
-	int saved = errno;
-
-	if (!s3.configured || !path)
-		return;
-	d9__lock(&s3.mu);
-	if (s3.off)
-		goto out;
 	if (s3.nq == QUEUE_MAX) {
-		/* stays on disk, never uploaded: the oldest is given up, as the budget would */
 		d9__log_once(D9_LOG_WARN, "S3 upload queue full (%d segments): the oldest waiting "
 			"segments are not uploaded (counted)", QUEUE_MAX);
 		memmove(&s3.q[0], &s3.q[1], (s3.nq - 1) * sizeof(*s3.q));
@@ -515,7 +513,7 @@ void d9__sealed_hook(const char *path, int is_dump)
 		struct job *q = realloc(s3.q, cap * sizeof(*q));
 		if (!q) {
 			count(&s3.evicted, 1);
-			goto out;
+			return NULL;
 		}
 		s3.q = q;
 		s3.qcap = cap;
@@ -523,6 +521,52 @@ void d9__sealed_hook(const char *path, int is_dump)
 	struct job *j = &s3.q[s3.nq++];
 	snprintf(j->path, sizeof(j->path), "%s", path);
 	j->is_dump = is_dump;
+	j->ready = ready;
+	return j;
+}
+
+/* A segment of this process sealed at path that is not final yet (the compressor symbolizes or
+ * gzips it first): from now on, the budget deleting it is an eviction before upload. */
+void d9__s3_pending(const char *path)
+{
+	int saved = errno;
+
+	if (!s3.configured)
+		return;
+	d9__lock(&s3.mu);
+	if (!s3.off)
+		enqueue(path, 0, 0);
+	d9__unlock(&s3.mu);
+	errno = saved;
+}
+
+/* A segment or dump was sealed at path (after compression; .bin with D9_COMPRESS=0): ready for
+ * the uploader, which is started on the first one. Called on agent threads (compressor, writer);
+ * never blocks on the network. */
+void d9__sealed_hook(const char *path, int is_dump)
+{
+	int saved = errno;
+	struct job *j = NULL;
+
+	if (!s3.configured || !path)
+		return;
+	d9__lock(&s3.mu);
+	if (s3.off)
+		goto out;
+	/* the .bin registered at its seal (d9__s3_pending) is now path, or path is its .gz */
+	size_t n = strlen(path);
+	for (size_t i = 0; i < s3.nq && !j; i++)
+		if (!s3.q[i].ready && (!strcmp(s3.q[i].path, path) ||
+			(n > 3 && !strcmp(path + n - 3, ".gz") && strlen(s3.q[i].path) == n - 3 &&
+			 !strncmp(s3.q[i].path, path, n - 3))))
+			j = &s3.q[i];
+	if (j) {
+		snprintf(j->path, sizeof(j->path), "%s", path);
+		j->ready = 1;
+		j->is_dump = is_dump;
+	} else if (!enqueue(path, 1, is_dump)) {
+		goto out;
+	}
 	if (!s3.started && !__atomic_load_n(&d9__g.stop, __ATOMIC_ACQUIRE)) {
 		int err = d9__spawn_blocked(&s3.th, uploader_main);
 		if (err) {
@@ -550,7 +594,7 @@ void d9__s3_evicted(const char *path)
 	d9__lock(&s3.mu);
 	/* the budget names what it deleted; the queue may hold the .bin or its .gz. The one being
 	 * uploaded is counted by the upload's outcome (stored, or gone at the next try) */
-	if (s3.uploading && s3.nq && (!strcmp(s3.q[0].path, path) || !strcmp(s3.q[0].path, gz)))
+	if (s3.uploading && (!strcmp(s3.busy, path) || !strcmp(s3.busy, gz)))
 		goto out;
 	if (unqueue(path) || unqueue(gz))
 		count(&s3.evicted, 1);

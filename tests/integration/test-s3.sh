@@ -307,11 +307,12 @@ info = "%d events, none dropped" % s["events"]
 ' "$T/slow.sum"
 fi
 
-# ---- eviction under the budget while uploads wait (endpoint down) ----------------------------------------
+# ---- eviction under the budget while uploads wait (endpoint down; the segments are final at their
+# seal: no compression, no symbols, so they wait in the upload queue behind the open breaker) ---------
 peer_stop
 d=$T/evict
 d9_run "$T/evict.out" "$T/evict.err" "${S3ENV[@]}" "${CREDS[@]}" D9_S3_PREFIX=evict D9_ROTATION_PERIOD=0 \
-	D9_MAX_FILE_SIZE=1M D9_MAX_TOTAL_SIZE=2M D9_COMPRESS=0 D9_TRACE_PATH="$d/trace.bin" -- \
+	D9_MAX_FILE_SIZE=1M D9_MAX_TOTAL_SIZE=2M D9_COMPRESS=0 D9_SYMBOLIZE=0 D9_TRACE_PATH="$d/trace.bin" -- \
 	-t 4 -n 300000 --park-every 5000 --sleep-us 100
 rc=$?
 if [ "$rc" -ne 0 ]; then
@@ -324,8 +325,8 @@ if q["budget_deleted_segments"] < 1:
     fail("the budget deleted nothing: no eviction to see")
 if q["s3_evicted"] < 1 or q["s3_evicted"] > q["budget_deleted_segments"]:
     fail("%d evicted before upload, %d deleted by the budget" % (q["s3_evicted"], q["budget_deleted_segments"]))
-if q["s3_uploaded"]:
-    fail("%d uploaded with the endpoint down" % q["s3_uploaded"])
+if q["s3_uploaded"] or q["s3_failures"] < 1:
+    fail("%d uploaded, %d failed attempts with the endpoint down" % (q["s3_uploaded"], q["s3_failures"]))
 info = "%d segments evicted while waiting (%d deleted by the budget), %d failed attempts" % (
     q["s3_evicted"], q["budget_deleted_segments"], q["s3_failures"])
 ' "$T/evict.sum"
