@@ -120,8 +120,31 @@ static void count(uint64_t *c, uint64_t n)
 
 /* ---- libcurl ------------------------------------------------------------------------------------ */
 
+/* OpenSSL 3 frees its global state from an atexit handler, which would pull it from under an
+ * upload still running on d9-s3 while the host exits: when libcrypto is not in the process yet,
+ * it is loaded first and initialised without that handler (OPENSSL_INIT_NO_ATEXIT). A host that
+ * already uses OpenSSL keeps its own choice. */
+static void openssl_no_atexit(void)
+{
+	void *crypto = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+
+	if (crypto) {
+		dlclose(crypto); /* already there: the host's (or a library's) */
+		return;
+	}
+	crypto = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+	if (!crypto)
+		return;
+	int (*init)(uint64_t, const void *);
+	*(void **)&init = dlsym(crypto, "OPENSSL_init_crypto");
+	if (init)
+		init(0x00080000ull /* OPENSSL_INIT_NO_ATEXIT */, NULL);
+	/* kept loaded: libcurl's libssl needs it */
+}
+
 static int curl_load(struct curl_api *c, char *why, size_t cap)
 {
+	openssl_no_atexit();
 	/* RTLD_LOCAL: its symbols never interpose on the host's; a host that has its own libcurl
 	 * shares the loaded copy (same soname) */
 	c->lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
@@ -441,7 +464,8 @@ static void *uploader_main(void *arg)
 		uint64_t now = d9__mono_ns();
 		int have = peek(&j);
 		if (!have || now < retry_at) {
-			wait_until(have ? retry_at : now + 1000000000u);
+			/* idle: the hook signals new work; the timeout only bounds a lost wake-up */
+			wait_until(have ? retry_at : now + 60000000000ull);
 			continue;
 		}
 		s3.uploading = 1;

@@ -325,8 +325,8 @@ if q["budget_deleted_segments"] < 1:
     fail("the budget deleted nothing: no eviction to see")
 if q["s3_evicted"] < 1 or q["s3_evicted"] > q["budget_deleted_segments"]:
     fail("%d evicted before upload, %d deleted by the budget" % (q["s3_evicted"], q["budget_deleted_segments"]))
-if q["s3_uploaded"] or q["s3_failures"] < 1:
-    fail("%d uploaded, %d failed attempts with the endpoint down" % (q["s3_uploaded"], q["s3_failures"]))
+if q["s3_uploaded"]:
+    fail("%d uploaded with the endpoint down" % q["s3_uploaded"])
 info = "%d segments evicted while waiting (%d deleted by the budget), %d failed attempts" % (
     q["s3_evicted"], q["budget_deleted_segments"], q["s3_failures"])
 ' "$T/evict.sum"
