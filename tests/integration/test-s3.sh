@@ -145,6 +145,40 @@ info = "%d uploaded, %d bytes" % (q["s3_uploaded"], q["s3_uploaded_bytes"])
 ' "$T/up.sum"
 fi
 
+# ---- a real server under LD_PRELOAD keeps answering while its segments are uploaded ---------------------
+SRV=$D9_ROOT/build/tests/epoll-http
+if [ ! -x "$SRV" ] || [ ! -e "$D9_ROOT/build/libd9agent.so" ]; then
+	d9_fail s3-preload-server "$SRV or build/libd9agent.so is not built (make all)"
+else
+	mkdir -p "$T/srv"
+	env LD_PRELOAD="$D9_ROOT/build/libd9agent.so" "${S3ENV[@]}" "${CREDS[@]}" D9_S3_PREFIX=srv \
+		D9_TRACE_PATH="$T/srv/trace/trace.bin" "$SRV" -p 0 -P "$T/srv/port" -t 120 -q \
+		>"$T/srv/out" 2>"$T/srv/err" &
+	SRV_PID=$!
+	D9_BG_PIDS+=("$SRV_PID")
+	srv_served=0 srv_failed=0
+	# one request at a time until two segments of the server are stored (each answered: any
+	# HTTP status; 000 is no answer)
+	srv_step() {
+		local code url i urls=()
+		[ -s "$T/srv/port" ] || return 1
+		url="http://127.0.0.1:$(cat "$T/srv/port")/"
+		for i in $(seq 20); do urls+=(-o /dev/null "$url"); done
+		for code in $(curl -s -m 10 -w '%{http_code}\n' "${urls[@]}"); do
+			if [ "$code" = 000 ]; then srv_failed=$((srv_failed + 1)); else srv_served=$((srv_served + 1)); fi
+		done
+		[ "$(s3keys | grep -c "^srv/.*/epoll-http/.*-$SRV_PID-[0-9]*\.bin\.gz ")" -ge 2 ]
+	}
+	if ! d9_wait_for 120 srv_step; then
+		d9_fail s3-preload-server "fewer than 2 segments stored: $(tail -c 300 "$T/srv/err")"
+	elif [ "$srv_failed" -ne 0 ] || ! kill -0 "$SRV_PID" 2>/dev/null; then
+		d9_fail s3-preload-server "$srv_failed of $((srv_served + srv_failed)) requests unanswered"
+	else
+		d9_pass s3-preload-server "$srv_served requests answered while its segments were uploaded"
+	fi
+	d9_kill "$SRV_PID"
+fi
+
 # ---- not configured: libcurl is never loaded ------------------------------------------------------------
 d9_bg pid "$T/off.out" "$T/off.err" D9_TRACE_PATH="$T/off/trace.bin" D9_ROTATION_PERIOD=1s -- \
 	-t 1 -n 300 --sleep-every 1 --sleep-us 5000 --exit hang
