@@ -422,3 +422,4 @@ else
 	d9_pass s3-bad-credentials "$(grep -o 'failing.*' "$T/bad.err" | head -c 160)"
 fi
 peer_stop
+exit 0
