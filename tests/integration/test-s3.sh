@@ -53,7 +53,7 @@ s3keys() { python3 "$S3DIR/s3tool.py" "$EP" keys "$BUCKET"; }
 # requests of one phase: the log so far moves to FILE
 req_take() { if [ -f "$REQ" ]; then mv "$REQ" "$1"; else : >"$1"; fi; }
 
-S3ENV=(D9_S3_BUCKET=$BUCKET D9_S3_ENDPOINT=$EP D9_ROTATION_PERIOD=1s D9_LOG=info)
+S3ENV=("D9_S3_BUCKET=$BUCKET" "D9_S3_ENDPOINT=$EP" D9_ROTATION_PERIOD=1s D9_LOG=info)
 CREDS=(AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER)
 BOOT=$(cat /proc/sys/kernel/random/boot_id)
 HOST=$(hostname | tr -c 'A-Za-z0-9._\n-' _)
@@ -160,10 +160,10 @@ else
 	# one request at a time until two segments of the server are stored (each answered: any
 	# HTTP status; 000 is no answer)
 	srv_step() {
-		local code url i urls=()
+		local code url urls=()
 		[ -s "$T/srv/port" ] || return 1
 		url="http://127.0.0.1:$(cat "$T/srv/port")/"
-		for i in $(seq 20); do urls+=(-o /dev/null "$url"); done
+		for _ in $(seq 20); do urls+=(-o /dev/null "$url"); done
 		for code in $(curl -s -m 10 -w '%{http_code}\n' "${urls[@]}"); do
 			if [ "$code" = 000 ]; then srv_failed=$((srv_failed + 1)); else srv_served=$((srv_served + 1)); fi
 		done
