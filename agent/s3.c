@@ -257,13 +257,18 @@ static int hash_file(struct d9__file *f, uint64_t size, char hex[65])
 
 /* The key of a segment or dump, from its own header: its process, host, boot and start time,
  * so a leftover of a dead process adopted by this one goes under its writer's name. */
-static int key_for(const char *path, char *key, size_t cap)
+static int key_for(const char *path, struct d9__file *f, char *key, size_t cap)
 {
 	struct d9_reader *r;
 	const char *base = strrchr(path, '/');
 
 	base = base ? base + 1 : path;
-	int err = d9_reader_open_file(&r, path);
+	/* the reader's own descriptor, high (zlib closes it unchecked), at offset 0: f is read
+	 * with pread only */
+	int rfd = d9__file_dup(f);
+	if (rfd < 0)
+		return -EBADF;
+	int err = d9_reader_open_fd(&r, rfd);
 	if (err)
 		return err < 0 ? err : -EINVAL;
 	const struct d9_header *h = d9_reader_header(r);
@@ -312,7 +317,7 @@ static int put_file(struct curl_api *c, const char *path, struct d9__file *f, ui
 		goto fail;
 	}
 	*size = (uint64_t)st.st_size;
-	if (key_for(path, key, sizeof(key)) != 0) {
+	if (key_for(path, f, key, sizeof(key)) != 0) {
 		snprintf(res->why, sizeof(res->why), "cannot read its header");
 		err = -EBADMSG;
 		goto fail;
