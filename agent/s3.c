@@ -81,7 +81,7 @@ static void s3_child(void)
 	pthread_mutex_init(&s3.mu, NULL);
 	cond_init();
 	s3.nq = 0;
-	s3.started = 0;
+	s3.started = s3.uploading = 0;
 	s3.pid = getpid();
 	s3.uploaded = s3.uploaded_bytes = s3.failures = s3.evicted = 0;
 }
@@ -220,11 +220,21 @@ static size_t read_body(char *buf, size_t size, size_t n, void *ctx)
 	return (size_t)k;
 }
 
+/* S3's answer body: nothing, or an XML error whose start is kept for the failure line. */
+struct answer {
+	char text[512];
+	size_t n;
+};
+
 static size_t sink(char *buf, size_t size, size_t n, void *ctx)
 {
-	(void)buf;
-	(void)ctx;
-	return size * n; /* S3's answer body (an XML error or nothing) */
+	struct answer *a = ctx;
+	size_t k = size * n, room = sizeof(a->text) - 1 - a->n;
+
+	memcpy(a->text + a->n, buf, k < room ? k : room);
+	a->n += k < room ? k : room;
+	a->text[a->n] = 0;
+	return k;
 }
 
 /* ---- one upload ---------------------------------------------------------------------------------- */
@@ -294,8 +304,9 @@ struct result {
 
 /* PUTs path under its key. Returns 0 (stored), -ENOENT (the file is gone: evicted), -EBADMSG
  * (this file can never be uploaded: not a readable segment) or another negative errno (the
- * endpoint, the network, the credentials: worth trying again), res saying what happened. *size gets the bytes sent. f stays open for
- * the caller (delete after upload checks it is still that file). */
+ * endpoint, the network, the credentials: worth trying again), res saying what happened.
+ * *size gets the bytes sent. On success f stays open for the caller (delete after upload checks
+ * that the name still is that file). */
 static int put_file(struct curl_api *c, const char *path, struct d9__file *f, uint64_t *size,
 	struct result *res)
 {
@@ -349,12 +360,13 @@ static int put_file(struct curl_api *c, const char *path, struct d9__file *f, ui
 		snprintf(hdr, sizeof(hdr), "x-amz-security-token: %s", cr.token);
 		h = c->slist_append(h, hdr);
 	}
-	/* no "Expect:" to turn 100-continue off: libcurl 7.88 would sign the header it does not
-	 * send, and S3 would compute another signature */
+	/* no "Expect:" to turn 100-continue off: libcurl 7.88 would sign that header without
+	 * sending it (agent/DESIGN.md, "S3 upload") */
 	h = c->slist_append(h, "Content-Type: application/octet-stream");
 	d9__s3_sigv4(&s3.cfg, sig, sizeof(sig));
 	snprintf(up, sizeof(up), "%s:%s", cr.key_id, cr.secret);
 	struct body b = { f, 0, *size, 0 };
+	struct answer ans = { .n = 0 };
 	c->easy_setopt(e, CURLOPT_URL, url);
 	c->easy_setopt(e, CURLOPT_NOSIGNAL, 1L); /* no SIGALRM for the host's handlers */
 	c->easy_setopt(e, CURLOPT_UPLOAD, 1L);
@@ -362,6 +374,7 @@ static int put_file(struct curl_api *c, const char *path, struct d9__file *f, ui
 	c->easy_setopt(e, CURLOPT_READFUNCTION, read_body);
 	c->easy_setopt(e, CURLOPT_READDATA, &b);
 	c->easy_setopt(e, CURLOPT_WRITEFUNCTION, sink);
+	c->easy_setopt(e, CURLOPT_WRITEDATA, &ans);
 	c->easy_setopt(e, CURLOPT_HTTPHEADER, h);
 	c->easy_setopt(e, CURLOPT_AWS_SIGV4, sig);
 	c->easy_setopt(e, CURLOPT_USERPWD, up);
@@ -385,7 +398,13 @@ static int put_file(struct curl_api *c, const char *path, struct d9__file *f, ui
 		goto fail;
 	}
 	if (res->http < 200 || res->http > 299) {
-		snprintf(res->why, sizeof(res->why), "HTTP %ld", res->http);
+		/* <Code>AccessDenied</Code> says more than the status */
+		const char *code = strstr(ans.text, "<Code>"), *end = code ? strstr(code, "</Code>") : NULL;
+		if (end)
+			snprintf(res->why, sizeof(res->why), "HTTP %ld %.*s", res->http,
+				(int)(end - code - 6), code + 6);
+		else
+			snprintf(res->why, sizeof(res->why), "HTTP %ld", res->http);
 		err = -EIO;
 		goto fail;
 	}

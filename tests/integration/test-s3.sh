@@ -382,13 +382,22 @@ del_done() {
 if ! d9_wait_for 120 del_done; then
 	d9_fail s3-delete-after-upload "stored: $(s3keys | grep -c '^del/'); local: $(ls "$d" | tr '\n' ' ')"
 else
+	s3keys >"$T/del.keys"
 	d9_py s3-delete-after-upload '
-import os
-names = os.listdir(f[0])
-if not any(n.endswith(".active") for n in names) or "trace.lock" not in names:
-    fail("the segment being written or the lock file is gone: %s" % names)
-info = "left: %s" % " ".join(sorted(names))
-' "$d"
+import os, re
+d, pid = f[0], f[2]
+names = os.listdir(d)
+stored = sorted(int(m.group(1)) for l in open(f[1])
+    for m in [re.search(r"^del/.*-" + pid + r"-(\d+)\.bin\.gz ", l)] if m)
+local = sorted(int(n.split(".")[2]) for n in names if n.startswith("trace.%s." % pid))
+if "trace.lock" not in names:
+    fail("the lock file is gone: %s" % names)
+if set(stored) & set(local):
+    fail("uploaded and still here: %s" % sorted(set(stored) & set(local)))
+if sorted(stored + local) != list(range(len(stored) + len(local))):
+    fail("a segment neither uploaded nor here: stored %s, local %s" % (stored, local))
+info = "%d uploaded and removed, left: %s" % (len(stored), " ".join(sorted(names)))
+' "$d" "$T/del.keys" "$DEL_PID"
 fi
 d9_kill "$pid"
 
