@@ -22,7 +22,9 @@
 
 int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *)); /* lifecycle.c */
 
-#define QUEUE_MAX 4096 /* paths waiting; past it the oldest is given up (counted as evicted) */
+/* paths waiting, 4.2 KB each at most (4.3 MB); past it the oldest is given up (counted as
+ * evicted). The directory budget keeps far fewer segments (D9_MAX_FILES, default 256). */
+#define QUEUE_MAX 1024
 #define BACKOFF_MIN_NS 1000000000ull
 #define BACKOFF_MAX_NS (300 * 1000000000ull)
 
