@@ -131,6 +131,8 @@ int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
 			int err = d9__s3_fetch ? d9__s3_fetch(arg, s3dir, sizeof(s3dir), bad) : -ENOSYS;
 			if (err == -ENOMEM)
 				return err;
+			if (err == 1)
+				continue; /* nothing there: said, as for an empty directory */
 			if (err) {
 				if (err == -ENOSYS)
 					fprintf(stderr, "d9-analyze: %s: no S3 support in this build\n", arg);

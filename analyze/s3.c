@@ -493,6 +493,7 @@ int d9__s3_fetch(const char *url, char *dir, size_t cap, int *bad)
 	err = walk_level(&w, base, 0);
 	if (err == -ENOMEM)
 		goto out;
+	int listed_bad = err != 0;
 	if (err)
 		(*bad)++; /* said why; what was listed is still read */
 	if (!tmpdir[0]) {
@@ -548,11 +549,11 @@ int d9__s3_fetch(const char *url, char *dir, size_t cap, int *bad)
 		}
 		got++;
 	}
-	if (!got)
+	if (!got && !listed_bad)
 		fprintf(stderr, "d9-analyze: %s: no segment objects%s\n", url,
 			sel.from_ns || sel.to_ns != INT64_MAX || sel.service || sel.host ?
 			" in the selection" : "");
-	err = 0;
+	err = got ? 0 : 1;
 out:
 	walk_free(&w);
 	return err;
