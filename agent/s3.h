@@ -51,7 +51,8 @@ size_t d9__s3_uri_encode(char *out, size_t cap, const char *s, int keep_slash);
 
 /* The request URL of key (already encoded) with an optional query (already sorted and encoded,
  * without '?'): <endpoint>/<bucket>/<key> (path style) with D9_S3_ENDPOINT, else
- * https://<bucket>.s3.<region>.amazonaws.com/<key>. Returns 0 or -ENAMETOOLONG. */
+ * https://<bucket>.s3.<region>.amazonaws.com/<key> (path style for a bucket name with dots).
+ * Returns 0 or -ENAMETOOLONG. */
 int d9__s3_url(const struct d9__s3_cfg *c, const char *key, const char *query, char *out, size_t cap);
 
 /* Replaces every byte of s outside [A-Za-z0-9._-] by '_' (a key part: no '/', no '='); empty

@@ -387,6 +387,10 @@ int d9__s3_url(const struct d9__s3_cfg *c, const char *key, const char *query, c
 		query = "";
 	if (c->endpoint[0])
 		n = snprintf(out, cap, "%s/%s/%s%s%s", c->endpoint, c->bucket, key, q, query);
+	else if (strchr(c->bucket, '.'))
+		/* a dotted name as a host would not match AWS's wildcard certificate */
+		n = snprintf(out, cap, "https://s3.%s.amazonaws.com/%s/%s%s%s", c->region, c->bucket,
+			key, q, query);
 	else
 		n = snprintf(out, cap, "https://%s.s3.%s.amazonaws.com/%s%s%s", c->bucket, c->region, key,
 			q, query);

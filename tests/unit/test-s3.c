@@ -113,6 +113,9 @@ TEST(settings_and_credentials_file)
 	c.endpoint[0] = 0;
 	T_EQ(d9__s3_url(&c, "k", NULL, url, sizeof(url)), 0);
 	T_ASSERT(!strcmp(url, "https://traces.s3.eu-west-1.amazonaws.com/k"));
+	strcpy(c.bucket, "my.traces");
+	T_EQ(d9__s3_url(&c, "k", NULL, url, sizeof(url)), 0);
+	T_ASSERT(!strcmp(url, "https://s3.eu-west-1.amazonaws.com/my.traces/k"));
 	/* a profile that is not there, then a broken file: refused, saying why */
 	strcpy(c.profile, "nope");
 	T_ASSERT(d9__s3_creds_load(&c, &cr, err, sizeof(err)) < 0 && strstr(err, "[nope]"));
