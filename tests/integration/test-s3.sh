@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
 # test-s3.sh: shipping traces to S3 (README "S3", agent/DESIGN.md "S3 upload"). The peer is a real
-# S3 protocol server, npm's s3rver 3.7.1 (tests/s3/peer.js: it checks signatures made with
-# S3RVER/S3RVER, logs every request, and answers 403, 500 or slowly on demand); the test verifies
-# every request's SigV4 signature again with botocore (tests/s3/sigcheck.py) and reads what was
-# stored with its own client (tests/s3/s3tool.py). The host is the test driver (d9 linked in),
+# S3 protocol server, npm's s3rver 3.7.1 (tests/s3/peer.js: it logs every request and answers
+# 403, 500 or slowly on demand). s3rver does not check SigV4 signatures, so the test verifies
+# every request's signature with botocore (tests/s3/sigcheck.py, itself shown to refuse another
+# secret's signatures) and reads what was stored with its own client (tests/s3/s3tool.py). The host is the test driver (d9 linked in),
 # rotating every second. Checks: keys, bytes, session token, '=' sent as %3D; libcurl loaded only
 # when S3 is configured; the analyzer reading s3:// with time/service/host selection and `ls`;
 # the breaker with the endpoint down then back, 403 and 500; a slow endpoint; eviction under the
@@ -389,7 +389,9 @@ d, pid = f[0], f[2]
 names = os.listdir(d)
 stored = sorted(int(m.group(1)) for l in open(f[1])
     for m in [re.search(r"^del/.*-" + pid + r"-(\d+)\.bin\.gz ", l)] if m)
-local = sorted(int(n.split(".")[2]) for n in names if n.startswith("trace.%s." % pid))
+# a segment being compressed is there twice for a moment (.bin and a temporary .gz)
+local = sorted(set(int(n.split(".")[2]) for n in names if n.startswith("trace.%s." % pid) and
+    n.endswith((".bin", ".bin.gz", ".active"))))
 if "trace.lock" not in names:
     fail("the lock file is gone: %s" % names)
 if set(stored) & set(local):
@@ -430,5 +432,25 @@ elif s3keys | grep -q '^bad/'; then
 else
 	d9_pass s3-bad-credentials "$(grep -o 'failing.*' "$T/bad.err" | head -c 160)"
 fi
+# the signature check can fail: uploads signed with another secret (s3rver takes any SigV4
+# signature) are refused by sigcheck.py for S3RVER's secret and accepted for theirs
+req_take "$T/junk3.req"
+d9_bg pid "$T/sig.out" "$T/sig.err" "${S3ENV[@]}" AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=OTHER \
+	D9_S3_PREFIX=sig D9_TRACE_PATH="$T/sig/trace.bin" -- -t 2 -n 500 --sleep-every 1 --sleep-us 5000 --exit hang
+if ! d9_wait_for 120 uploaded_all "$T/sig" sig; then
+	d9_fail s3-sigcheck-discriminates "no upload: $(tail -c 300 "$T/sig.err")"
+else
+	req_take "$T/sig.req"
+	if python3 "$S3DIR/sigcheck.py" "$T/sig.req" S3RVER S3RVER >"$T/sig.check" 2>&1; then
+		d9_fail s3-sigcheck-discriminates "signatures made with another secret passed: $(tail -c 200 "$T/sig.check")"
+	elif ! grep -q 'botocore expects' "$T/sig.check"; then
+		d9_fail s3-sigcheck-discriminates "sigcheck failed otherwise: $(head -c 300 "$T/sig.check")"
+	elif ! out=$(python3 "$S3DIR/sigcheck.py" "$T/sig.req" S3RVER OTHER 2>&1); then
+		d9_fail s3-sigcheck-discriminates "not even valid for their own secret: $(head -c 300 <<<"$out")"
+	else
+		d9_pass s3-sigcheck-discriminates "another secret's signatures refused, accepted for that secret"
+	fi
+fi
+d9_kill "$pid"
 peer_stop
 exit 0

@@ -1,5 +1,6 @@
-// peer.js: the S3 protocol peer of tests/integration/test-s3.sh: npm's s3rver 3.7.1 (it checks
-// SigV4 signatures made with its own credentials, S3RVER/S3RVER) with two additions:
+// peer.js: the S3 protocol peer of tests/integration/test-s3.sh: npm's s3rver 3.7.1 (it knows
+// the access key S3RVER but does not verify SigV4 signatures: tests/s3/sigcheck.py does) with two
+// additions:
 //  - every request is appended to LOG as one JSON line (method, url, headers) so the test can
 //    verify each signature independently (botocore) and see which headers were sent;
 //  - MODE_FILE (read at each request) makes it answer "403", "500", or "slow" (6 s before
