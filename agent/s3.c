@@ -603,13 +603,16 @@ void d9__sealed_hook(const char *path, int is_dump)
 	d9__lock(&s3.mu);
 	if (s3.off)
 		goto out;
-	/* the .bin registered at its seal (d9__s3_pending) is now path, or path is its .gz */
+	/* the .bin registered at its seal (d9__s3_pending) is now path, or path is its .gz; a
+	 * second call for the same file (two call sites after a merge) queues nothing more */
 	size_t n = strlen(path);
 	for (size_t i = 0; i < s3.nq && !j; i++)
-		if (!s3.q[i].ready && (!strcmp(s3.q[i].path, path) ||
-			(n > 3 && !strcmp(path + n - 3, ".gz") && strlen(s3.q[i].path) == n - 3 &&
-			 !strncmp(s3.q[i].path, path, n - 3))))
+		if (!strcmp(s3.q[i].path, path) ||
+			(!s3.q[i].ready && n > 3 && !strcmp(path + n - 3, ".gz") &&
+			 strlen(s3.q[i].path) == n - 3 && !strncmp(s3.q[i].path, path, n - 3)))
 			j = &s3.q[i];
+	if (j && j->ready)
+		goto out;
 	if (j) {
 		snprintf(j->path, sizeof(j->path), "%s", path);
 		j->ready = 1;
