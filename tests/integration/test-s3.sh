@@ -71,7 +71,7 @@ uploaded_all() {
 	done
 	[ "$n" -ge 2 ]
 }
-log_has() { grep -q "$2" "$1"; }
+log_has() { grep -qs "$2" "$1"; }
 
 if ! peer_start; then
 	d9_fail s3 "the S3 peer did not start: $(tail -c 300 "$T/peer.log")"
@@ -304,7 +304,7 @@ for step in "HTTP 403:ok" "works again:500" "HTTP 500:ok"; do
 	fi
 	echo "${step##*:}" >"$MODE"
 done
-recovered_twice() { [ "$(grep -c 'works again' "$T/http.err")" -ge 2 ]; }
+recovered_twice() { [ "$(grep -cs 'works again' "$T/http.err")" -ge 2 ]; }
 if [ "$ok" = 1 ] && d9_wait_for 400 recovered_twice; then
 	if ! kill -0 "$pid" 2>/dev/null; then
 		d9_fail s3-http-errors "the host is gone"
@@ -382,11 +382,13 @@ del_done() {
 if ! d9_wait_for 120 del_done; then
 	d9_fail s3-delete-after-upload "stored: $(s3keys | grep -c '^del/'); local: $(ls "$d" | tr '\n' ' ')"
 else
+	# the directory first, then the store: a segment moves only from the one to the other
+	ls "$d" >"$T/del.names"
 	s3keys >"$T/del.keys"
 	d9_py s3-delete-after-upload '
 import os, re
 d, pid = f[0], f[2]
-names = os.listdir(d)
+names = open(f[3]).read().split()
 stored = sorted(int(m.group(1)) for l in open(f[1])
     for m in [re.search(r"^del/.*-" + pid + r"-(\d+)\.bin\.gz ", l)] if m)
 # a segment being compressed is there twice for a moment (.bin and a temporary .gz)
@@ -394,12 +396,10 @@ local = sorted(set(int(n.split(".")[2]) for n in names if n.startswith("trace.%s
     n.endswith((".bin", ".bin.gz", ".active"))))
 if "trace.lock" not in names:
     fail("the lock file is gone: %s" % names)
-if set(stored) & set(local):
-    fail("uploaded and still here: %s" % sorted(set(stored) & set(local)))
-if sorted(stored + local) != list(range(len(stored) + len(local))):
+if set(stored) | set(local) != set(range(max(stored + local) + 1)):
     fail("a segment neither uploaded nor here: stored %s, local %s" % (stored, local))
 info = "%d uploaded and removed, left: %s" % (len(stored), " ".join(sorted(names)))
-' "$d" "$T/del.keys" "$DEL_PID"
+' "$d" "$T/del.keys" "$DEL_PID" "$T/del.names"
 fi
 d9_kill "$pid"
 
