@@ -23,7 +23,7 @@ SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
 
 FORMAT_SRC  := format/format.c
 # the analyzer names code addresses with the agent's agent/dwsym.c (the same libdw naming)
-ANALYZE_SRC := $(wildcard analyze/*.c) agent/dwsym.c
+ANALYZE_SRC := $(wildcard analyze/*.c) agent/dwsym.c agent/s3common.c
 AGENT_SRC   := $(wildcard agent/*.c) $(wildcard preload/*.c)
 UNIT_SRC    := $(wildcard tests/unit/test-*.c)
 UNIT_BIN    := $(patsubst tests/unit/%.c,$(B)/san/tests/%,$(UNIT_SRC))
@@ -57,11 +57,11 @@ $(B)/libd9agent.so: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(AGENT_SRC))
 		$(LDLIBS_FMT) $(LDLIBS_DEM) -ldl -lpthread
 
 $(B)/d9-analyze: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm -lcurl
 
 # sanitizer build of the analyzer: tests replay hostile inputs through it
 $(B)/san/d9-analyze: $(patsubst %.c,$(B)/san/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm -lcurl
 
 # test-analyze.c #includes the analyzer's sources: rebuild it when they change
 $(B)/san/obj/tests/unit/test-analyze.o: $(ANALYZE_SRC) $(wildcard analyze/*.h)

@@ -379,6 +379,7 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		char path[4400];
 		snprintf(path, sizeof(path), "%.2047s/%.255s", g->cfg.dir, c[i].name);
 		d9__sealed_forget(path);
+		d9__s3_evicted(path); /* counted when it was still waiting for upload */
 	}
 	if (total > budget || nfiles > g->cfg.max_files)
 		d9__log_once(D9_LOG_INFO, "the directory budget of %s cannot be kept now: the segments "

@@ -277,6 +277,10 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 	s->seq = seq;
 	s->foreign = foreign;
 	g->nsealed++;
+	if (!g->cfg.compress && !g->cfg.symbolize && !foreign)
+		d9__sealed_hook(path, g->cfg.flight); /* nothing more is done to it: final (S3, s3.c) */
+	else if (!foreign)
+		d9__s3_pending(path); /* final after the compressor: an eviction before is counted */
 	if (!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE))
 		pthread_cond_signal(&g->disk_cond); /* at exit it is left for the next start */
 	d9__unlock(&g->disk_lock);
@@ -438,7 +442,6 @@ void *d9__compressor_main(void *arg)
 		else if (!err && !g->cfg.compress)
 			sym_next = seq + 1;
 		d9__lock(&g->disk_lock);
-		int publish = 0; /* finished for good: the sealed hook's (uploads) */
 		/* the list may have moved: find the entry again */
 		for (size_t i = 0; i < g->nsealed; i++) {
 			struct d9__sealed *s = &g->sealed[i];
@@ -446,6 +449,13 @@ void *d9__compressor_main(void *arg)
 				continue;
 			s->compressing = 0;
 			size_t n = strlen(path);
+			int sealed_ok = !err && !s->doomed;
+			if (sealed_ok) {
+				/* a segment's final form (S3 upload, s3.c); a dead process's too */
+				char done[sizeof(s->path) + 4];
+				snprintf(done, sizeof(done), "%s%s", path, g->cfg.compress ? ".gz" : "");
+				d9__sealed_hook(done, !s->foreign && g->cfg.flight);
+			}
 			if (s->foreign && (!err || err == -ENOENT)) {
 				/* a dead process's segment: done, or another process took it first */
 				memmove(s, s + 1, (g->nsealed - i - 1) * sizeof(*s));
@@ -455,7 +465,6 @@ void *d9__compressor_main(void *arg)
 			}
 			if (err == -ENOENT)
 				s->doomed = 1; /* deleted by a budget (ours or another process's) */
-			publish = !err && !s->doomed;
 			if (s->doomed) {
 				/* published in a race with a process that had no lock file: removed */
 				char gz[sizeof(s->path) + 4];
@@ -475,13 +484,6 @@ void *d9__compressor_main(void *arg)
 				s->retry_at_ns = d9__mono_ns() + RETRY_NS;
 			}
 			break;
-		}
-		if (publish && d9__sealed_hook) {
-			char done[sizeof(path) + 4];
-			snprintf(done, sizeof(done), "%s%s", path, g->cfg.compress ? ".gz" : "");
-			d9__unlock(&g->disk_lock);
-			d9__sealed_hook(done, g->cfg.flight);
-			d9__lock(&g->disk_lock);
 		}
 		if (err == -ECANCELED)
 			break;

@@ -392,6 +392,13 @@ void d9__writer_count_drop(uint32_t tid, uint32_t worker, uint64_t count);
  * (or the writer when there is nothing to compress or symbolize) and by flight.c; implemented by
  * the uploader (S3), absent otherwise (weak: callers check it). Must not block for long. */
 void d9__sealed_hook(const char *path, int is_dump) __attribute__((weak));
+/* s3.c: upload to S3 (DESIGN.md, "S3 upload"); d9__sealed_hook (above) queues a final file. */
+/* A segment sealed at path, final only after the compressor: waits for d9__sealed_hook. */
+void d9__s3_pending(const char *path);
+/* The budget deleted path (a .bin or .bin.gz): no longer waiting for upload (counted). */
+void d9__s3_evicted(const char *path);
+/* This process's running totals for the trailer: uploaded, their bytes, failures, evicted. */
+void d9__s3_counts(uint64_t out[4]);
 
 /* lifecycle.c */
 int d9__start(void); /* lazy start on the first event; 0 when running */

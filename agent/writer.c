@@ -381,6 +381,10 @@ static void seg_seal(void)
 	s->tr.chunks += 1; /* the trailer itself */
 	/* the directory's deletions as this process last saw them (FORMAT.md section 11) */
 	d9__budget_deleted(&s->tr.budget_deleted_segments, &s->tr.budget_deleted_bytes);
+	uint64_t s3c[4];
+	d9__s3_counts(s3c); /* S3 uploads of this process so far (FORMAT.md section 11) */
+	s->tr.s3_uploaded = s3c[0], s->tr.s3_uploaded_bytes = s3c[1];
+	s->tr.s3_failures = s3c[2], s->tr.s3_evicted = s3c[3];
 	d9_wbuf_init(&w, buf, sizeof(buf));
 	d9_trailer_write(&w, &s->tr);
 	int sealed_ok = !w.err && d9__file_write(&s->f, buf, (size_t)(w.p - buf)) == 0;
@@ -403,8 +407,6 @@ static void seg_seal(void)
 	}
 	d9__log(D9_LOG_DEBUG, "segment %s sealed (%llu bytes)", sealed, (unsigned long long)s->size);
 	d9__sealed_add(sealed, s->size, s->seq, 0);
-	if (d9__sealed_hook && !d9__g.cfg.compress && !d9__g.cfg.symbolize)
-		d9__sealed_hook(sealed, d9__g.cfg.flight); /* final as it is: the compressor skips it */
 	budget_due = 1;
 }
 

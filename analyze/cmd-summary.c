@@ -1425,8 +1425,11 @@ static void print_json(FILE *f, struct sum *s)
 		t->seq_gaps, s->polls_unknown, s->turns_unknown, s->parks_unknown, s->sched_unknown);
 	uint64_t bseg, bbytes;
 	d9__trace_budget(t, &bseg, &bbytes);
-	fprintf(f, ",\"budget_deleted_segments\":%" PRIu64 ",\"budget_deleted_bytes\":%" PRIu64 "}",
-		bseg, bbytes);
+	uint64_t s3[4];
+	d9__trace_s3(t, s3);
+	fprintf(f, ",\"budget_deleted_segments\":%" PRIu64 ",\"budget_deleted_bytes\":%" PRIu64
+		",\"s3_uploaded\":%" PRIu64 ",\"s3_uploaded_bytes\":%" PRIu64 ",\"s3_failures\":%" PRIu64
+		",\"s3_evicted\":%" PRIu64 "}", bseg, bbytes, s3[0], s3[1], s3[2], s3[3]);
 	fputs(",\"warnings\":[", f);
 	for (size_t i = 0; i < t->nwarnings; i++) {
 		if (i)
@@ -1751,6 +1754,12 @@ static void print_text(FILE *f, struct sum *s)
 	if (bseg)
 		fprintf(f, "  %" PRIu64 " segment(s) (%" PRIu64 " bytes) deleted by the directory "
 			"budget (D9_MAX_TOTAL_SIZE, D9_MAX_FILES), oldest first\n", bseg, bbytes);
+	uint64_t s3[4];
+	d9__trace_s3(t, s3);
+	if (s3[0] || s3[2] || s3[3])
+		fprintf(f, "  S3: %" PRIu64 " segment(s) (%" PRIu64 " bytes) uploaded, %" PRIu64
+			" failed attempt(s), %" PRIu64 " segment(s) never uploaded (evicted before "
+			"upload)\n", s3[0], s3[1], s3[2], s3[3]);
 	if (t->live_segments)
 		fprintf(f, "  %" PRIu64 " segment(s) still being written (.active of a live process): "
 			"read up to their last complete chunk\n", t->live_segments);

@@ -119,23 +119,40 @@ static void drop_compressed_twins(struct d9__inputs *in, size_t first)
 
 int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
 {
+	char s3dir[4096];
+
 	in->paths = NULL;
 	in->n = 0;
 	*bad = 0;
 	for (int i = 0; i < nargs; i++) {
 		struct stat st;
-		if (stat(args[i], &st) != 0) {
-			fprintf(stderr, "d9-analyze: %s: %s\n", args[i], strerror(errno));
+		char *arg = args[i];
+		if (!strncmp(arg, "s3://", 5)) {
+			int err = d9__s3_fetch ? d9__s3_fetch(arg, s3dir, sizeof(s3dir), bad) : -ENOSYS;
+			if (err == -ENOMEM)
+				return err;
+			if (err == 1)
+				continue; /* nothing there: said, as for an empty directory */
+			if (err) {
+				if (err == -ENOSYS)
+					fprintf(stderr, "d9-analyze: %s: no S3 support in this build\n", arg);
+				(*bad)++;
+				continue;
+			}
+			arg = s3dir; /* read like a directory of segments */
+		}
+		if (stat(arg, &st) != 0) {
+			fprintf(stderr, "d9-analyze: %s: %s\n", arg, strerror(errno));
 			(*bad)++;
 			continue;
 		}
 		if (!S_ISDIR(st.st_mode)) {
-			if (add(in, args[i]))
+			if (add(in, arg))
 				return -ENOMEM;
 			continue;
 		}
 		size_t first = in->n;
-		if (add_dir(in, args[i], 1, bad))
+		if (add_dir(in, arg, 1, bad))
 			return -ENOMEM;
 		if (in->n > first) {
 			qsort(in->paths + first, in->n - first, sizeof(char *), cmp_str);
@@ -144,7 +161,7 @@ int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad)
 		}
 		if (in->n == first)
 			fprintf(stderr, "d9-analyze: %s: no segment files (*.bin, *.bin.gz, *.active)\n",
-				args[i]);
+				arg);
 	}
 	return 0;
 }

@@ -15,4 +15,9 @@ struct d9__inputs {
  * and counted in *bad. */
 int d9__inputs_expand(struct d9__inputs *in, char **args, int nargs, int *bad);
 void d9__inputs_free(struct d9__inputs *in);
+/* analyze/s3.c: downloads the selected segments of s3://BUCKET/PREFIX into a new temporary
+ * directory (its path into dir; removed at exit). Weak: the unit tests link no libcurl.
+ * Failed listings and downloads are said on stderr and counted in *bad. Returns 0, 1 (nothing
+ * fetched: said) or -errno. */
+int d9__s3_fetch(const char *url, char *dir, size_t cap, int *bad) __attribute__((weak));
 #endif

@@ -24,13 +24,15 @@ static const struct cmd cmds[] = {
 	{ "chrome", d9__cmd_chrome, "Chrome Trace Event JSON for the Perfetto UI" },
 	{ "dump", d9__cmd_dump, "every record of segment files as JSON lines, ids unresolved" },
 	{ "html", d9__cmd_html, "one self-contained HTML file: the viewer with the trace embedded" },
+	{ "ls", d9__cmd_ls, "what is stored under s3://BUCKET/PREFIX: services, hosts, time span, bytes" },
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: d9-analyze [COMMAND] [OPTIONS] TRACE...\n\n"
 		"TRACE: segment files (.bin, .bin.gz, .active) or directories of them, any mix of\n"
-		"processes. Without a COMMAND, 'summary' runs.\n\ncommands:\n");
+		"processes, or s3://BUCKET/PREFIX (selected with --from/--to/--service/--host).\n"
+		"Without a COMMAND, 'summary' runs.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
 	fprintf(f, "\n'd9-analyze COMMAND --help' describes a command's options.\n"
@@ -39,6 +41,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	d9__s3_args(&argc, argv); /* --service/--host select s3:// inputs for every command */
 	if (argc < 2) {
 		usage(stderr);
 		return D9_EXIT_USAGE;

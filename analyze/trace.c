@@ -814,6 +814,13 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 				on_problem(&ss, D9_PROB_CORRUPT, c.offset, "trailer does not parse");
 			else if (tr.budget_deleted_segments || tr.budget_deleted_bytes)
 				budget_note(t, seg->path, &tr);
+			if (seg->proc) { /* running totals of the process: the largest is the latest */
+				const uint64_t v[4] = { tr.s3_uploaded, tr.s3_uploaded_bytes, tr.s3_failures,
+					tr.s3_evicted };
+				for (int i = 0; i < 4; i++)
+					if (v[i] > seg->proc->s3[i])
+						seg->proc->s3[i] = v[i];
+			}
 		}
 	}
 	const struct d9_reader_stats *st = d9_reader_stats(r);
@@ -945,6 +952,14 @@ void d9__trace_budget(const struct d9__trace *t, uint64_t *segments, uint64_t *b
 		*segments += t->budget_dirs[i].segments;
 		*bytes += t->budget_dirs[i].bytes;
 	}
+}
+
+void d9__trace_s3(const struct d9__trace *t, uint64_t out[4])
+{
+	memset(out, 0, 4 * sizeof(*out));
+	for (size_t i = 0; i < t->nprocs; i++)
+		for (int k = 0; k < 4; k++)
+			out[k] += t->procs[i]->s3[k];
 }
 
 void d9__trace_close(struct d9__trace *t)

@@ -54,6 +54,9 @@ struct d9__proc {
 	/* gaps (see "Pairing across gaps" below), kept by trace.c */
 	uint64_t wide_gaps; /* gaps of every thread: damage, a missing trailer, a segment_seq gap */
 	uint64_t gaps; /* every gap of the process: wide_gaps plus its threads' */
+	/* S3 uploads (FORMAT.md section 11): the largest running count among its trailers of
+	 * segments uploaded, their bytes, failed attempts, segments given up; d9__trace_s3 sums */
+	uint64_t s3[4];
 	int64_t gap_ns; /* the latest time a gap reached, CLOCK_MONOTONIC ns */
 	int64_t last_ns; /* the latest event time decoded so far */
 	uint32_t last_seq; /* segment_seq of the process's previous segment in this pass */
@@ -214,6 +217,8 @@ int d9__trace_generic(struct d9__trace *t);
 void d9__trace_close(struct d9__trace *t);
 /* Segments (and bytes) the directory budget deleted, summed over the input's directories. */
 void d9__trace_budget(const struct d9__trace *t, uint64_t *segments, uint64_t *bytes);
+/* S3 uploads summed over the processes: uploaded, bytes, failed attempts, given up. */
+void d9__trace_s3(const struct d9__trace *t, uint64_t out[4]);
 /* The exit status: D9_EXIT_NO_TRACE when no segment was readable, D9_EXIT_DAMAGED when some
  * input was missing, unreadable or damaged, else D9_EXIT_OK. */
 int d9__trace_exit_code(const struct d9__trace *t);

@@ -252,6 +252,9 @@ struct d9_trailer {
 	/* optional, after the pairs: the trace directory's running count of segments (and their
 	 * bytes) deleted by the directory budget, as the writer last saw it; 0 when absent */
 	uint64_t budget_deleted_segments, budget_deleted_bytes;
+	/* optional, after those: the writing process's running counts of S3 uploads (agent/s3.c):
+	 * segments stored and their bytes, failed attempts, segments given up before upload */
+	uint64_t s3_uploaded, s3_uploaded_bytes, s3_failures, s3_evicted;
 };
 
 /* Problems the reader met and stepped over; the reader continues after each. */

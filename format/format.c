@@ -372,10 +372,18 @@ int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t)
 		d9_wbuf_u(w, i);
 		d9_wbuf_u(w, t->type_counts[i]);
 	}
-	if (t->budget_deleted_segments || t->budget_deleted_bytes) {
-		/* appended fields (FORMAT.md section 11): only when not 0 */
+	int s3 = t->s3_uploaded || t->s3_uploaded_bytes || t->s3_failures || t->s3_evicted;
+	if (t->budget_deleted_segments || t->budget_deleted_bytes || s3) {
+		/* appended fields (FORMAT.md section 11): only when not 0 (or followed by the S3
+		 * counts, which are positional) */
 		d9_wbuf_u(w, t->budget_deleted_segments);
 		d9_wbuf_u(w, t->budget_deleted_bytes);
+	}
+	if (s3) {
+		d9_wbuf_u(w, t->s3_uploaded);
+		d9_wbuf_u(w, t->s3_uploaded_bytes);
+		d9_wbuf_u(w, t->s3_failures);
+		d9_wbuf_u(w, t->s3_evicted);
 	}
 	return d9_chunk_close(w, c);
 }
@@ -1266,6 +1274,12 @@ int d9_trailer_decode(const struct d9_chunk *c, struct d9_trailer *t)
 	if (!k.err && k.p < k.end) {
 		t->budget_deleted_segments = cur_u(&k);
 		t->budget_deleted_bytes = cur_u(&k);
+	}
+	if (!k.err && k.p < k.end) {
+		t->s3_uploaded = cur_u(&k);
+		t->s3_uploaded_bytes = cur_u(&k);
+		t->s3_failures = cur_u(&k);
+		t->s3_evicted = cur_u(&k);
 	}
 	return k.err ? D9_ECORRUPT : 0;
 }

@@ -11,7 +11,7 @@ pkgs=(
 	libst-dev                                             # State Threads, the first runtime
 	libcapstone-dev                                       # decodes prologues to patch (preload/patch.c)
 	libuv1-dev                                            # libuv (preload/rt-libuv.c, tests/servers/uv-http.c)
-	wrk curl valgrind python3                             # test load, tests' helpers
+	wrk curl valgrind python3 python3-botocore            # test load, tests' helpers
 	knot-resolver bind9 dnsperf                           # real DNS servers + load (test-stacks.sh)
 	redis-server                                          # a real epoll server (test-real-redis.sh, make bench)
 	nginx memcached                                       # real servers: privilege drops, names (test-real-*.sh)
@@ -44,4 +44,11 @@ if [ ! -f "$browser_dir/node_modules/playwright-core/package.json" ]; then
 	echo "install-deps: npm ci in tests/browser"
 	(cd "$browser_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
 		echo "install-deps: npm ci failed: the viewer's browser tests will fail" >&2
+fi
+# s3rver (the S3 peer of test-s3.sh), pinned by tests/s3/package-lock.json; skipped when present
+s3_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/s3"
+if [ ! -f "$s3_dir/node_modules/s3rver/package.json" ]; then
+	echo "install-deps: npm ci in tests/s3"
+	(cd "$s3_dir" && npm ci --no-audit --no-fund --loglevel=error) ||
+		echo "install-deps: npm ci failed: test-s3.sh will be skipped" >&2
 fi

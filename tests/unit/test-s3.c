@@ -1,0 +1,180 @@
+/* test-s3.c: the S3 helpers the agent and the analyzer share (agent/s3common.c): SHA-256 against
+ * FIPS 180-4 vectors, fed in uneven pieces; SigV4's URI encoding ('=' as %3D); the key layout;
+ * settings and the shared credentials file (a real file); and the trailer's S3 counts (format.c,
+ * FORMAT.md section 11) round trip, next to the budget fields they follow. */
+#include "../../agent/s3common.c"
+#include "d9-format.h"
+#include "t.h"
+
+static void hex_of(const void *data, size_t n, size_t piece, char out[65])
+{
+	struct d9__sha256 s;
+	uint8_t sum[32];
+	const uint8_t *p = data;
+
+	d9__sha256_init(&s);
+	for (size_t off = 0; off < n; off += piece)
+		d9__sha256_update(&s, p + off, n - off < piece ? n - off : piece);
+	d9__sha256_final(&s, sum);
+	d9__sha256_hex(sum, out);
+}
+
+TEST(sha256_vectors)
+{
+	char h[65];
+	static const char *abc2 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+
+	hex_of("", 0, 1, h);
+	T_ASSERT(!strcmp(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
+	hex_of("abc", 3, 1, h);
+	T_ASSERT(!strcmp(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+	for (size_t piece = 1; piece <= 64; piece += 7) {
+		hex_of(abc2, strlen(abc2), piece, h);
+		T_ASSERT(!strcmp(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
+	}
+	/* a million 'a': many blocks, pieces that straddle them */
+	char *m = malloc(1000000);
+	T_ASSERT(m);
+	memset(m, 'a', 1000000);
+	hex_of(m, 1000000, 65537, h);
+	T_ASSERT(!strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
+	hex_of(m, 1000000, 1000000, h);
+	T_ASSERT(!strcmp(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
+	free(m);
+}
+
+TEST(uri_encode)
+{
+	char out[64];
+
+	T_EQ(d9__s3_uri_encode(out, sizeof(out), "d9/env=prod/a b~c_d.e-f", 1), 27);
+	T_ASSERT(!strcmp(out, "d9/env%3Dprod/a%20b~c_d.e-f"));
+	T_EQ(d9__s3_uri_encode(out, sizeof(out), "pre/2026-11-25/", 0), 19);
+	T_ASSERT(!strcmp(out, "pre%2F2026-11-25%2F"));
+	/* too small: cap, never an overflow */
+	T_EQ(d9__s3_uri_encode(out, 4, "a=b", 1), 4);
+	T_EQ(d9__s3_uri_encode(out, 3, "abc", 1), 3);
+}
+
+TEST(key_layout)
+{
+	struct d9__s3_cfg c;
+	char key[512];
+
+	memset(&c, 0, sizeof(c));
+	strcpy(c.prefix, "prod/env=x");
+	/* 2026-11-25T19:06:14Z */
+	T_EQ(d9__s3_key(&c, key, sizeof(key), 1795633574000000000ull, "my server", "web/3",
+		"c24b6f53-7967", 9098, "12.bin.gz"), 0);
+	T_ASSERT(!strcmp(key, "prod/env=x/2026-11-25/1906/my_server/web_3/c24b6f53-7967-9098-12.bin.gz"));
+	strcpy(c.service, "api");
+	c.prefix[0] = 0;
+	T_EQ(d9__s3_key(&c, key, sizeof(key), 0, NULL, "", "", 1, "0.bin"), 0);
+	T_ASSERT(!strcmp(key, "1970-01-01/0000/api/unknown/unknown-1-0.bin"));
+	T_EQ(d9__s3_key(&c, key, 20, 0, NULL, "", "", 1, "0.bin"), -ENAMETOOLONG);
+}
+
+TEST(settings_and_credentials_file)
+{
+	struct d9__s3_cfg c;
+	struct d9__s3_creds cr;
+	const char *why;
+	char err[256], dir[] = "/tmp/d9-test-s3-XXXXXX", path[300];
+
+	T_ASSERT(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/credentials", dir);
+	FILE *f = fopen(path, "w");
+	T_ASSERT(f);
+	fputs("[default]\naws_access_key_id = A\naws_secret_access_key = B\n\n"
+		"# comment\n[ d9 ]\naws_access_key_id=KEY\n  aws_secret_access_key = SECRET \r\n"
+		"aws_session_token = TOKEN\n", f);
+	fclose(f);
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	unsetenv("AWS_SESSION_TOKEN");
+	unsetenv("D9_S3_BUCKET");
+	T_EQ(d9__s3_config_env(&c, &why, 0), 0); /* no bucket: off */
+	setenv("D9_S3_BUCKET", "Bad_Bucket", 1);
+	T_EQ(d9__s3_config_env(&c, &why, 0), -EINVAL);
+	T_ASSERT(strstr(why, "D9_S3_BUCKET"));
+	setenv("D9_S3_BUCKET", "traces", 1);
+	setenv("D9_S3_PREFIX", "/a/b/", 1);
+	setenv("D9_S3_ENDPOINT", "http://127.0.0.1:9/", 1);
+	setenv("D9_S3_REGION", "eu-west-1", 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	setenv("AWS_PROFILE", "d9", 1);
+	T_EQ(d9__s3_config_env(&c, &why, 0), 1);
+	T_ASSERT(!strcmp(c.prefix, "a/b") && !strcmp(c.endpoint, "http://127.0.0.1:9"));
+	T_EQ(d9__s3_creds_load(&c, &cr, err, sizeof(err)), 0);
+	T_ASSERT(!strcmp(cr.key_id, "KEY") && !strcmp(cr.secret, "SECRET") && !strcmp(cr.token, "TOKEN"));
+	char url[256];
+	T_EQ(d9__s3_url(&c, "k%3D1", "list-type=2", url, sizeof(url)), 0);
+	T_ASSERT(!strcmp(url, "http://127.0.0.1:9/traces/k%3D1?list-type=2"));
+	c.endpoint[0] = 0;
+	T_EQ(d9__s3_url(&c, "k", NULL, url, sizeof(url)), 0);
+	T_ASSERT(!strcmp(url, "https://traces.s3.eu-west-1.amazonaws.com/k"));
+	strcpy(c.bucket, "my.traces");
+	T_EQ(d9__s3_url(&c, "k", NULL, url, sizeof(url)), 0);
+	T_ASSERT(!strcmp(url, "https://s3.eu-west-1.amazonaws.com/my.traces/k"));
+	/* a profile that is not there, then a broken file: refused, saying why */
+	strcpy(c.profile, "nope");
+	T_ASSERT(d9__s3_creds_load(&c, &cr, err, sizeof(err)) < 0 && strstr(err, "[nope]"));
+	f = fopen(path, "w");
+	T_ASSERT(f);
+	fputs("[default\n", f);
+	fclose(f);
+	T_ASSERT(d9__s3_creds_load(&c, &cr, err, sizeof(err)) < 0 && strstr(err, "']'"));
+	/* the variables win over the file */
+	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "ENVSECRET", 1);
+	T_EQ(d9__s3_config_env(&c, &why, 0), 1);
+	T_EQ(d9__s3_creds_load(&c, &cr, err, sizeof(err)), 0);
+	T_ASSERT(!strcmp(cr.key_id, "ENVKEY") && !cr.token[0]);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* Writes in as a TRAILER chunk and decodes its payload (the length the head gives, without the
+ * CRC) into out; *len: the whole chunk's bytes. */
+static int trailer_round_trip(const struct d9_trailer *in, struct d9_trailer *out, size_t *len)
+{
+	uint8_t buf[512];
+	struct d9_wbuf w;
+
+	d9_wbuf_init(&w, buf, sizeof(buf));
+	if (d9_trailer_write(&w, in))
+		return -1;
+	*len = (size_t)(w.p - buf);
+	struct d9_chunk c = { .type = D9_CHUNK_TRAILER, .payload = buf + D9_CHUNK_HDR_LEN,
+		.len = (uint32_t)(*len - D9_CHUNK_OVERHEAD) };
+	return d9_trailer_decode(&c, out);
+}
+
+TEST(trailer_s3_counts)
+{
+	struct d9_trailer t = { .events = 5, .chunks = 3, .s3_uploaded = 7, .s3_uploaded_bytes = 70000,
+		.s3_failures = 2, .s3_evicted = 1 };
+	struct d9_trailer plain = { .events = 5, .chunks = 3 }, out;
+	size_t n, m;
+
+	T_EQ(trailer_round_trip(&t, &out, &n), 0);
+	T_EQ(out.s3_uploaded, 7);
+	T_EQ(out.s3_uploaded_bytes, 70000);
+	T_EQ(out.s3_failures, 2);
+	T_EQ(out.s3_evicted, 1);
+	T_EQ(out.budget_deleted_segments, 0);
+	T_EQ(trailer_round_trip(&plain, &out, &m), 0);
+	T_EQ(out.budget_deleted_segments, 0);
+	/* the budget pair (2 zero bytes) is written before them; then 1 + 3 + 1 + 1 bytes */
+	T_EQ((long long)n, (long long)m + 2 + 6);
+	T_EQ(out.s3_uploaded, 0);
+	t.budget_deleted_segments = 3;
+	T_EQ(trailer_round_trip(&t, &out, &n), 0);
+	T_EQ(out.budget_deleted_segments, 3);
+	T_EQ(out.s3_evicted, 1);
+}
+
+int main(int argc, char **argv)
+{
+	return t_main(argc, argv);
+}
