@@ -32,6 +32,7 @@ TOOL_BIN    := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRC))
 SERVER_BIN  := $(B)/tests/st-http $(B)/tests/st-http-nofp $(B)/tests/epoll-http $(B)/tests/busy-workers \
 	$(B)/tests/cxx-http
 SERVER_BIN  += $(B)/tests/uv-http
+SERVER_BIN  += $(B)/tests/uctx-sched
 
 .PHONY: all deps test test-run demo bench fuzz clean golden servers
 all: $(B)/libd9agent.so $(B)/d9-analyze $(TOOL_BIN) $(SERVER_BIN)
@@ -115,6 +116,11 @@ $(B)/tests/busy-workers: tests/servers/busy-workers.c
 $(B)/tests/uv-http: tests/servers/uv-http.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $< -luv -lpthread
+
+# a hand-written ucontext scheduler: a runtime d9 does not know (test-rt-unknown.sh)
+$(B)/tests/uctx-sched: tests/servers/uctx-sched.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $<
 
 # a C++ server (names to demangle: namespaces, classes, templates), built with g++
 CXX ?= g++
