@@ -13,6 +13,7 @@
 #include "../../analyze/symbols.c"
 #include "../../analyze/trace.c"
 #include "../../analyze/util.c"
+#include "../../analyze/wakes.c"
 #include "d9-format.h"
 #include "t.h"
 

@@ -1,0 +1,413 @@
+/* wakes.c: wake -> poll pairing and coroutine lifetimes in time order within a process (wakes.h).
+ * A process's Spawn, Wake, PollStart and CoroutineExit events wait in a heap ordered by (time,
+ * arrival) until every thread that may still hold an earlier one has moved past them: each
+ * thread's events arrive in time order, so the horizon is the oldest latest-time among the
+ * process's threads, leaving out threads quiet for LAG_NS (the agent writes a quiet thread's
+ * chunk within its flush interval). One thread: the horizon is that thread's own time and every
+ * event is settled at once, in file order, as before. Never lies: an event that arrives after
+ * its coroutine's later events were settled is applied where it still can be, else its pair is
+ * counted as unknown. Memory: the entries younger than the horizon, at most MAX_PENDING. */
+#include "wakes.h"
+#include "d9-format.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define LAG_NS 2000000000ll /* a thread quiet this long (behind the latest time) holds nothing back */
+#define MAX_PENDING (1u << 20) /* entries per process (~72 MiB); past it the oldest settle early */
+#define SMALL_PROC 16 /* threads up to which the horizon is recomputed at every event */
+
+enum { E_SPAWN, E_WAKE, E_POLL, E_EXIT };
+
+/* One event waiting for the horizon. */
+struct went {
+	int64_t ns; /* the event's time: the heap's key, then seq */
+	uint64_t seq; /* arrival order in the process */
+	uint64_t co;
+	uint64_t kind; /* Wake */
+	int64_t wake_ns; /* Wake: runnable since (timers: the deadline if earlier) */
+	int64_t real_ns;
+	uint64_t gaps; /* the process's gaps at arrival (d9__proc.gaps) */
+	int64_t gap_ns; /* d9__proc.gap_ns at arrival */
+	const struct d9__loc *loc; /* PollStart */
+	uint32_t tid;
+	uint8_t type, tag;
+};
+
+/* A coroutine, in time order up to its latest settled entry. */
+struct wco {
+	uint8_t alive; /* seen (Spawn, Wake, PollStart) and not exited since */
+	uint8_t has_wake; /* wake: the first Wake since its last PollStart */
+	uint8_t done; /* done_ns is set */
+	uint32_t npending; /* its entries in the heap */
+	int64_t done_ns; /* time of its latest settled entry */
+	int64_t last_poll_ns; /* its latest settled PollStart (INT64_MIN: none) */
+	struct went wake;
+};
+
+struct d9__wproc {
+	struct d9__map cos; /* coroutine id -> struct wco */
+	struct went *heap;
+	size_t n, cap;
+	uint64_t seq;
+	int64_t horizon; /* entries up to this time are settled */
+	int64_t maxf; /* the latest time of any thread */
+	uint32_t *threads; /* d9__thread.idx of the threads seen */
+	size_t nthreads, capthreads;
+	uint32_t since; /* events since the horizon was last recomputed */
+	uint64_t alive; /* set at D9__EV_PROCESS_END */
+};
+
+void d9__wakes_init(struct d9__wakes *w, d9__wake_fn *fn, void *ctx)
+{
+	memset(w, 0, sizeof(*w));
+	w->fn = fn;
+	w->ctx = ctx;
+}
+
+static int wk_before(const struct went *a, const struct went *b)
+{
+	return a->ns < b->ns || (a->ns == b->ns && a->seq < b->seq);
+}
+
+static int wk_heap_push(struct d9__wproc *p, const struct went *e)
+{
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 256;
+		struct went *h = realloc(p->heap, cap * sizeof(*h));
+		if (!h)
+			return -1;
+		p->heap = h;
+		p->cap = cap;
+	}
+	size_t i = p->n++;
+	while (i > 0 && wk_before(e, &p->heap[(i - 1) / 2])) {
+		p->heap[i] = p->heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	p->heap[i] = *e;
+	return 0;
+}
+
+static struct went wk_heap_pop(struct d9__wproc *p)
+{
+	struct went top = p->heap[0], last = p->heap[--p->n];
+	size_t i = 0;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+		if (c >= p->n)
+			break;
+		if (c + 1 < p->n && wk_before(&p->heap[c + 1], &p->heap[c]))
+			c++;
+		if (!wk_before(&p->heap[c], &last))
+			break;
+		p->heap[i] = p->heap[c];
+		i = c;
+	}
+	if (p->n)
+		p->heap[i] = last;
+	return top;
+}
+
+static struct d9__wproc *wk_wproc_of(struct d9__wakes *w, const struct d9__proc *proc)
+{
+	if (proc->idx >= w->nprocs) {
+		size_t n = proc->idx + 16;
+		struct d9__wproc **a = realloc(w->procs, n * sizeof(*a));
+		if (!a)
+			return NULL;
+		memset(a + w->nprocs, 0, (n - w->nprocs) * sizeof(*a));
+		w->procs = a;
+		w->nprocs = n;
+	}
+	if (!w->procs[proc->idx]) {
+		struct d9__wproc *p = calloc(1, sizeof(*p));
+		if (!p)
+			return NULL;
+		p->horizon = p->maxf = INT64_MIN;
+		w->procs[proc->idx] = p;
+	}
+	return w->procs[proc->idx];
+}
+
+/* Moves thread th's time on to ns; returns -1 when out of memory. */
+static int wk_thread_at(struct d9__wakes *w, struct d9__wproc *p, const struct d9__thread *th,
+	int64_t ns)
+{
+	if (th->idx >= w->nfront) {
+		size_t n = th->idx + 64;
+		int64_t *a = realloc(w->front, n * sizeof(*a));
+		if (!a)
+			return -1;
+		for (size_t i = w->nfront; i < n; i++)
+			a[i] = INT64_MIN;
+		w->front = a;
+		w->nfront = n;
+	}
+	if (w->front[th->idx] == INT64_MIN) {
+		if (p->nthreads == p->capthreads) {
+			size_t cap = p->capthreads ? p->capthreads * 2 : 8;
+			uint32_t *a = realloc(p->threads, cap * sizeof(*a));
+			if (!a)
+				return -1;
+			p->threads = a;
+			p->capthreads = cap;
+		}
+		p->threads[p->nthreads++] = th->idx;
+	}
+	if (ns > w->front[th->idx])
+		w->front[th->idx] = ns;
+	if (ns > p->maxf)
+		p->maxf = ns;
+	return 0;
+}
+
+/* The horizon: the earliest latest-time among the threads not quiet for LAG_NS. It only grows
+ * (what is settled stays settled; a thread seen for the first time behind it makes late entries). */
+static void wk_horizon_update(const struct d9__wakes *w, struct d9__wproc *p)
+{
+	int64_t h = INT64_MAX;
+	int64_t quiet = p->maxf > INT64_MIN + LAG_NS ? p->maxf - LAG_NS : INT64_MIN;
+
+	for (size_t i = 0; i < p->nthreads; i++) {
+		int64_t f = w->front[p->threads[i]];
+		if (f >= quiet && f < h)
+			h = f;
+	}
+	if (h != INT64_MAX && h > p->horizon)
+		p->horizon = h;
+	p->since = 0;
+}
+
+/* The wake and poll of a pair: unknown when a gap was counted between their arrivals, or one
+ * counted before the later arrival reached past the wake (trace.h, "Pairing across gaps"). */
+static int wk_pair_gap(const struct went *wake, const struct went *poll)
+{
+	const struct went *first = wake->seq < poll->seq ? wake : poll;
+	const struct went *last = first == wake ? poll : wake;
+
+	return last->gaps != first->gaps || last->gap_ns >= wake->wake_ns;
+}
+
+static void wk_emit(struct d9__wakes *w, struct d9__proc *proc, int result, const struct went *wake,
+	const struct went *poll, uint64_t co)
+{
+	struct d9__wake_pair r;
+
+	memset(&r, 0, sizeof(r));
+	r.proc = proc;
+	r.result = result;
+	r.co = co;
+	if (wake) {
+		r.kind = wake->kind;
+		r.wake_ns = wake->wake_ns;
+		r.wake_real_ns = wake->real_ns;
+		r.wake_tid = wake->tid;
+		r.wake_tag = wake->tag;
+	}
+	if (poll) {
+		r.poll_ns = poll->ns;
+		r.poll_real_ns = poll->real_ns;
+		r.poll_tid = poll->tid;
+		r.loc = poll->loc;
+		if (wake && result == D9__PAIR_OK)
+			r.delay_ns = poll->ns > wake->wake_ns ? (uint64_t)(poll->ns - wake->wake_ns) : 0;
+	}
+	w->fn(w->ctx, &r);
+}
+
+/* Applies e, the next entry of c in time order (or a late one, where it still fits). */
+static void wk_apply(struct d9__wakes *w, struct d9__proc *proc, struct wco *c, const struct went *e)
+{
+	switch (e->type) {
+	case E_SPAWN:
+		c->alive = 1;
+		break;
+	case E_WAKE:
+		c->alive = 1;
+		/* the first wake since its last poll made it runnable (a late one can be earlier) */
+		if (!c->has_wake || e->ns < c->wake.ns) {
+			c->has_wake = 1;
+			c->wake = *e;
+		}
+		break;
+	case E_POLL:
+		c->alive = 1;
+		if (c->has_wake && c->wake.ns <= e->ns) {
+			wk_emit(w, proc, wk_pair_gap(&c->wake, e) ? D9__PAIR_UNKNOWN : D9__PAIR_OK, &c->wake,
+				e, e->co);
+			c->has_wake = 0;
+		} else {
+			/* (a late poll before the pending wake leaves that wake to the next poll) */
+			wk_emit(w, proc, D9__PAIR_NONE, NULL, e, e->co);
+		}
+		if (e->ns > c->last_poll_ns)
+			c->last_poll_ns = e->ns;
+		break;
+	case E_EXIT:
+		/* as a fresh coroutine from here on, as if it had never been seen */
+		c->alive = c->has_wake = 0;
+		c->last_poll_ns = INT64_MIN;
+		break;
+	}
+	if (!c->done || e->ns > c->done_ns)
+		c->done_ns = e->ns;
+	c->done = 1;
+}
+
+static void wk_drop_if_dead(struct d9__wproc *p, struct wco *c, uint64_t co)
+{
+	if (!c->alive && !c->npending)
+		free(d9__map_del(&p->cos, co));
+}
+
+/* Settles the entries up to the horizon (all of them when all is set). */
+static void wk_settle(struct d9__wakes *w, struct d9__proc *proc, struct d9__wproc *p, int all)
+{
+	while (p->n && (all || p->heap[0].ns <= p->horizon)) {
+		struct went e = wk_heap_pop(p);
+		struct wco *c = d9__map_get(&p->cos, e.co);
+		if (!c)
+			continue; /* cannot happen: an entry keeps its coroutine */
+		c->npending--;
+		wk_apply(w, proc, c, &e);
+		wk_drop_if_dead(p, c, e.co);
+	}
+}
+
+static void wk_process_end(struct d9__wakes *w, struct d9__proc *proc, struct d9__wproc *p)
+{
+	wk_settle(w, proc, p, 1);
+	p->alive = 0;
+	for (size_t i = 0; i < p->cos.cap; i++)
+		if (p->cos.vals && p->cos.vals[i]) {
+			struct wco *c = p->cos.vals[i];
+			p->alive += c->alive;
+			free(c);
+		}
+	d9__map_free(&p->cos);
+	memset(&p->cos, 0, sizeof(p->cos));
+	free(p->heap);
+	p->heap = NULL;
+	p->n = p->cap = 0;
+	p->horizon = p->maxf = INT64_MIN;
+	for (size_t i = 0; i < p->nthreads; i++)
+		w->front[p->threads[i]] = INT64_MIN;
+	p->nthreads = 0;
+}
+
+void d9__wakes_event(struct d9__wakes *w, const struct d9__ev *ev, uint8_t tag)
+{
+	struct d9__wproc *p;
+	struct went e;
+
+	if (!ev->proc || !(p = wk_wproc_of(w, ev->proc))) {
+		w->oom |= ev->proc != NULL;
+		return;
+	}
+	if (ev->type == D9__EV_PROCESS_END) {
+		wk_process_end(w, ev->proc, p);
+		return;
+	}
+	if (!ev->th)
+		return;
+	/* samples come from chunks of their own: their times say nothing of the thread's events */
+	if (ev->type != D9_EV_CPU_SAMPLE &&
+	    !(ev->type == D9_EV_DROPPED && ev->kind == D9_DROP_SAMPLES_LOST)) {
+		if (wk_thread_at(w, p, ev->th, ev->ns)) {
+			w->oom = 1;
+			return;
+		}
+		if (p->nthreads <= SMALL_PROC || ++p->since >= 64)
+			wk_horizon_update(w, p);
+	}
+	switch (ev->type) {
+	case D9_EV_SPAWN:
+		e.type = E_SPAWN;
+		break;
+	case D9_EV_WAKE:
+		e.type = E_WAKE;
+		break;
+	case D9_EV_POLL_START:
+		e.type = E_POLL;
+		break;
+	case D9_EV_COROUTINE_EXIT:
+		e.type = E_EXIT;
+		break;
+	default:
+		wk_settle(w, ev->proc, p, 0);
+		return;
+	}
+	if (!ev->co)
+		return;
+	e.ns = ev->ns;
+	e.seq = p->seq++;
+	e.co = ev->co;
+	e.kind = ev->kind;
+	e.wake_ns = ev->type == D9_EV_WAKE && ev->kind == D9_WAKE_TIMER && ev->deadline_ns < ev->ns ?
+		ev->deadline_ns : ev->ns;
+	e.real_ns = ev->real_ns;
+	e.gaps = ev->proc->gaps;
+	e.gap_ns = ev->proc->gap_ns;
+	e.loc = ev->loc;
+	e.tid = ev->th->tid;
+	e.tag = tag;
+
+	struct wco *c = d9__map_get(&p->cos, e.co);
+	if (!c) {
+		if (!(c = calloc(1, sizeof(*c))) || d9__map_put(&p->cos, e.co, c)) {
+			free(c);
+			w->oom = 1;
+			return;
+		}
+		c->last_poll_ns = INT64_MIN;
+	}
+	if (c->done && e.ns < c->done_ns) {
+		/* later events of its coroutine are settled already */
+		w->late++;
+		if (e.type == E_WAKE && e.ns <= c->last_poll_ns)
+			wk_emit(w, ev->proc, D9__PAIR_UNKNOWN, &e, NULL, e.co); /* its poll is settled */
+		else
+			wk_apply(w, ev->proc, c, &e);
+		wk_drop_if_dead(p, c, e.co);
+	} else if (p->n >= MAX_PENDING || wk_heap_push(p, &e)) {
+		/* full (or out of memory): the oldest entries settle now, out of their turn */
+		struct went old = p->n ? p->heap[0] : e;
+		if (old.ns > p->horizon)
+			p->horizon = old.ns;
+		wk_settle(w, ev->proc, p, 0);
+		if (wk_heap_push(p, &e)) {
+			w->oom = 1;
+			return;
+		}
+		c->npending++;
+	} else {
+		c->npending++;
+	}
+	wk_settle(w, ev->proc, p, 0);
+}
+
+uint64_t d9__wakes_alive(const struct d9__wakes *w, const struct d9__proc *p)
+{
+	return p->idx < w->nprocs && w->procs[p->idx] ? w->procs[p->idx]->alive : 0;
+}
+
+void d9__wakes_free(struct d9__wakes *w)
+{
+	for (size_t i = 0; i < w->nprocs; i++) {
+		struct d9__wproc *p = w->procs[i];
+		if (!p)
+			continue;
+		for (size_t j = 0; j < p->cos.cap; j++)
+			if (p->cos.vals && p->cos.vals[j])
+				free(p->cos.vals[j]);
+		d9__map_free(&p->cos);
+		free(p->heap);
+		free(p->threads);
+		free(p);
+	}
+	free(w->procs);
+	free(w->front);
+	memset(w, 0, sizeof(*w));
+}
