@@ -2,8 +2,9 @@
  * A process's Spawn, Wake, PollStart and CoroutineExit events wait in a heap ordered by (time,
  * arrival) until every thread that may still hold an earlier one has moved past them: each
  * thread's events arrive in time order, so the horizon is the oldest latest-time among the
- * process's threads, leaving out threads quiet for LAG_NS (the agent writes a quiet thread's
- * chunk within its flush interval). One thread: the horizon is that thread's own time and every
+ * process's threads (one known from its Thread definition, with no event yet, holds it back
+ * entirely), leaving out threads quiet for LAG_NS (the agent writes a quiet thread's chunk
+ * within its flush interval). One thread: the horizon is that thread's own time and every
  * event is settled at once, in file order, as before. Never lies: an event that arrives after
  * its coroutine's later events were settled is applied where it still can be, else its pair is
  * counted as unknown. Memory: the entries younger than the horizon, at most MAX_PENDING. */
@@ -45,6 +46,13 @@ struct wco {
 	struct went wake;
 };
 
+/* How far a thread of a process is. */
+struct d9__wthread {
+	int64_t ns; /* its latest event time; INT64_MIN: none yet */
+	int64_t since; /* no event yet: the process's latest time when it became known */
+	uint8_t listed; /* in its d9__wproc's threads[] */
+};
+
 struct d9__wproc {
 	struct d9__map cos; /* coroutine id -> struct wco */
 	struct went *heap;
@@ -52,8 +60,9 @@ struct d9__wproc {
 	uint64_t seq;
 	int64_t horizon; /* entries up to this time are settled */
 	int64_t maxf; /* the latest time of any thread */
-	uint32_t *threads; /* d9__thread.idx of the threads seen */
+	uint32_t *threads; /* d9__thread.idx of the threads known (events or definitions) */
 	size_t nthreads, capthreads;
+	size_t known; /* d9__proc.threads.n when the threads were last listed */
 	uint32_t since; /* events since the horizon was last recomputed */
 	uint64_t alive; /* set at D9__EV_PROCESS_END */
 };
@@ -131,33 +140,56 @@ static struct d9__wproc *wk_wproc_of(struct d9__wakes *w, const struct d9__proc 
 	return w->procs[proc->idx];
 }
 
-/* Moves thread th's time on to ns; returns -1 when out of memory. */
-static int wk_thread_at(struct d9__wakes *w, struct d9__wproc *p, const struct d9__thread *th,
-	int64_t ns)
+/* The entry of thread idx, listed in p (since: now); NULL when out of memory. */
+static struct d9__wthread *wk_thread(struct d9__wakes *w, struct d9__wproc *p, uint32_t idx)
 {
-	if (th->idx >= w->nfront) {
-		size_t n = th->idx + 64;
-		int64_t *a = realloc(w->front, n * sizeof(*a));
+	if (idx >= w->nfront) {
+		size_t n = idx + 64;
+		struct d9__wthread *a = realloc(w->front, n * sizeof(*a));
 		if (!a)
-			return -1;
+			return NULL;
 		for (size_t i = w->nfront; i < n; i++)
-			a[i] = INT64_MIN;
+			a[i] = (struct d9__wthread){ INT64_MIN, INT64_MIN, 0 };
 		w->front = a;
 		w->nfront = n;
 	}
-	if (w->front[th->idx] == INT64_MIN) {
+	struct d9__wthread *t = &w->front[idx];
+	if (!t->listed) {
 		if (p->nthreads == p->capthreads) {
 			size_t cap = p->capthreads ? p->capthreads * 2 : 8;
 			uint32_t *a = realloc(p->threads, cap * sizeof(*a));
 			if (!a)
-				return -1;
+				return NULL;
 			p->threads = a;
 			p->capthreads = cap;
 		}
-		p->threads[p->nthreads++] = th->idx;
+		p->threads[p->nthreads++] = idx;
+		t->listed = 1;
+		t->since = p->maxf;
 	}
-	if (ns > w->front[th->idx])
-		w->front[th->idx] = ns;
+	return t;
+}
+
+/* Lists the threads the trace knows for proc (a Thread definition comes before the thread's
+ * first chunk: a thread with events still to come), then moves thread th's time on to ns.
+ * Returns -1 when out of memory. */
+static int wk_thread_at(struct d9__wakes *w, struct d9__wproc *p, const struct d9__thread *th,
+	int64_t ns)
+{
+	const struct d9__map *m = &th->proc->threads;
+	struct d9__wthread *t;
+
+	if (m->n != p->known) {
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->vals && m->vals[i] &&
+			    !wk_thread(w, p, ((const struct d9__thread *)m->vals[i])->idx))
+				return -1;
+		p->known = m->n;
+	}
+	if (!(t = wk_thread(w, p, th->idx)))
+		return -1;
+	if (ns > t->ns)
+		t->ns = ns;
 	if (ns > p->maxf)
 		p->maxf = ns;
 	return 0;
@@ -171,9 +203,11 @@ static void wk_horizon_update(const struct d9__wakes *w, struct d9__wproc *p)
 	int64_t quiet = p->maxf > INT64_MIN + LAG_NS ? p->maxf - LAG_NS : INT64_MIN;
 
 	for (size_t i = 0; i < p->nthreads; i++) {
-		int64_t f = w->front[p->threads[i]];
-		if (f >= quiet && f < h)
-			h = f;
+		struct d9__wthread *t = &w->front[p->threads[i]];
+		if (t->ns == INT64_MIN && t->since == INT64_MIN)
+			t->since = p->maxf; /* known before the process's first event */
+		if (t->ns == INT64_MIN ? t->since >= quiet : t->ns >= quiet)
+			h = t->ns < h ? t->ns : h;
 	}
 	if (h != INT64_MAX && h > p->horizon)
 		p->horizon = h;
@@ -293,8 +327,9 @@ static void wk_process_end(struct d9__wakes *w, struct d9__proc *proc, struct d9
 	p->n = p->cap = 0;
 	p->horizon = p->maxf = INT64_MIN;
 	for (size_t i = 0; i < p->nthreads; i++)
-		w->front[p->threads[i]] = INT64_MIN;
+		w->front[p->threads[i]] = (struct d9__wthread){ INT64_MIN, INT64_MIN, 0 };
 	p->nthreads = 0;
+	p->known = 0;
 }
 
 void d9__wakes_event(struct d9__wakes *w, const struct d9__ev *ev, uint8_t tag)

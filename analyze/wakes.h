@@ -30,13 +30,14 @@ struct d9__wake_pair {
 typedef void d9__wake_fn(void *ctx, const struct d9__wake_pair *p);
 
 struct d9__wproc;
+struct d9__wthread;
 
 struct d9__wakes {
 	d9__wake_fn *fn;
 	void *ctx;
 	struct d9__wproc **procs; /* by d9__proc.idx */
 	size_t nprocs;
-	int64_t *front; /* by d9__thread.idx: the thread's latest event time (INT64_MIN: none) */
+	struct d9__wthread *front; /* by d9__thread.idx: how far each thread is */
 	size_t nfront;
 	uint64_t late; /* entries that came after their coroutine's later ones were settled */
 	int oom;
