@@ -3,18 +3,21 @@
  * arrival) until every thread that may still hold an earlier one has moved past them: each
  * thread's events arrive in time order, so the horizon is the oldest latest-time among the
  * process's threads (one known from its Thread definition, with no event yet, holds it back
- * entirely), leaving out threads quiet for LAG_NS (the agent writes a quiet thread's chunk
- * within its flush interval). One thread: the horizon is that thread's own time and every
- * event is settled at once, in file order, as before. Never lies: an event that arrives after
- * its coroutine's later events were settled is applied where it still can be, else its pair is
- * counted as unknown. Memory: the entries younger than the horizon, at most MAX_PENDING. */
+ * entirely), leaving out threads LAG_NS behind (exited, or idle for good). One thread: the
+ * horizon is that thread's own time and every event is settled at once, in file order, as
+ * before. Never lies: an event that arrives after its coroutine's later events were settled is
+ * applied where it still can be, else its pair is counted as unknown. Memory: the entries
+ * younger than the horizon, at most MAX_PENDING per process (processes are read one by one). */
 #include "wakes.h"
 #include "d9-format.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define LAG_NS 2000000000ll /* a thread quiet this long (behind the latest time) holds nothing back */
+/* A thread this far behind the process's latest time holds nothing back: a quiet thread's chunk
+ * reaches the file within the flush interval (60 s at most), but one running without recording
+ * (a pool thread blocked in its work) keeps its chunk until its next event, seconds later. */
+#define LAG_NS 60000000000ll
 #define MAX_PENDING (1u << 20) /* entries per process (~72 MiB); past it the oldest settle early */
 #define SMALL_PROC 16 /* threads up to which the horizon is recomputed at every event */
 

@@ -79,9 +79,10 @@ def fail(why):
     sys.exit(0)
 
 dq = summary["data_quality"]
-if dq.get("sched_delay_unknown", 0) or any(e["type"] == "Dropped" for e in events):
-    fail("the trace has gaps (sched_delay_unknown %s, Dropped events): nothing to compare exactly"
-         % dq.get("sched_delay_unknown"))
+drops = [e for e in events if e["type"] == "Dropped"]
+if dq["sched_delay_unknown"] or drops:
+    fail("the trace has gaps: sched_delay_unknown %d, Dropped %s: nothing to compare exactly"
+         % (dq["sched_delay_unknown"], [(e["tid"], e["reason"], e["count"]) for e in drops]))
 pids = {e["pid"] for e in events}
 if len(pids) != 1:
     fail("want one process, the trace has %s" % sorted(pids))
