@@ -198,8 +198,8 @@ static int wk_thread_at(struct d9__wakes *w, struct d9__wproc *p, const struct d
 	return 0;
 }
 
-/* The horizon: the earliest latest-time among the threads not quiet for LAG_NS. It only grows
- * (what is settled stays settled; a thread seen for the first time behind it makes late entries). */
+/* The horizon: the earliest latest-time among the threads not LAG_NS behind. It only grows (what
+ * is settled stays settled; a thread seen for the first time behind it makes late entries). */
 static void wk_horizon_update(const struct d9__wakes *w, struct d9__wproc *p)
 {
 	int64_t h = INT64_MAX;
@@ -249,13 +249,15 @@ static void wk_emit(struct d9__wakes *w, struct d9__proc *proc, int result, cons
 		r.poll_tid = poll->tid;
 		r.loc = poll->loc;
 		if (wake && result == D9__PAIR_OK)
-			r.delay_ns = poll->ns > wake->wake_ns ? (uint64_t)(poll->ns - wake->wake_ns) : 0;
+			r.delay_ns = poll->ns > wake->wake_ns ?
+				(uint64_t)(poll->ns - wake->wake_ns) : 0;
 	}
 	w->fn(w->ctx, &r);
 }
 
 /* Applies e, the next entry of c in time order (or a late one, where it still fits). */
-static void wk_apply(struct d9__wakes *w, struct d9__proc *proc, struct wco *c, const struct went *e)
+static void wk_apply(struct d9__wakes *w, struct d9__proc *proc, struct wco *c,
+	const struct went *e)
 {
 	switch (e->type) {
 	case E_SPAWN:
@@ -263,7 +265,7 @@ static void wk_apply(struct d9__wakes *w, struct d9__proc *proc, struct wco *c, 
 		break;
 	case E_WAKE:
 		c->alive = 1;
-		/* the first wake since its last poll made it runnable (a late one can be earlier) */
+		/* the first wake since its last poll made it runnable (a late one: earlier) */
 		if (!c->has_wake || e->ns < c->wake.ns) {
 			c->has_wake = 1;
 			c->wake = *e;
@@ -272,11 +274,11 @@ static void wk_apply(struct d9__wakes *w, struct d9__proc *proc, struct wco *c, 
 	case E_POLL:
 		c->alive = 1;
 		if (c->has_wake && c->wake.ns <= e->ns) {
-			wk_emit(w, proc, wk_pair_gap(&c->wake, e) ? D9__PAIR_UNKNOWN : D9__PAIR_OK, &c->wake,
-				e, e->co);
+			int r = wk_pair_gap(&c->wake, e) ? D9__PAIR_UNKNOWN : D9__PAIR_OK;
+			wk_emit(w, proc, r, &c->wake, e, e->co);
 			c->has_wake = 0;
 		} else {
-			/* (a late poll before the pending wake leaves that wake to the next poll) */
+			/* (a late poll before the pending wake leaves it to the next poll) */
 			wk_emit(w, proc, D9__PAIR_NONE, NULL, e, e->co);
 		}
 		if (e->ns > c->last_poll_ns)
@@ -383,8 +385,9 @@ void d9__wakes_event(struct d9__wakes *w, const struct d9__ev *ev, uint8_t tag)
 	e.seq = p->seq++;
 	e.co = ev->co;
 	e.kind = ev->kind;
-	e.wake_ns = ev->type == D9_EV_WAKE && ev->kind == D9_WAKE_TIMER && ev->deadline_ns < ev->ns ?
-		ev->deadline_ns : ev->ns;
+	e.wake_ns = ev->ns;
+	if (ev->type == D9_EV_WAKE && ev->kind == D9_WAKE_TIMER && ev->deadline_ns < ev->ns)
+		e.wake_ns = ev->deadline_ns; /* timers: from the deadline */
 	e.real_ns = ev->real_ns;
 	e.gaps = ev->proc->gaps;
 	e.gap_ns = ev->proc->gap_ns;
@@ -405,7 +408,8 @@ void d9__wakes_event(struct d9__wakes *w, const struct d9__ev *ev, uint8_t tag)
 		/* later events of its coroutine are settled already */
 		w->late++;
 		if (e.type == E_WAKE && e.ns <= c->last_poll_ns)
-			wk_emit(w, ev->proc, D9__PAIR_UNKNOWN, &e, NULL, e.co); /* its poll is settled */
+			/* the poll it led to is settled */
+			wk_emit(w, ev->proc, D9__PAIR_UNKNOWN, &e, NULL, e.co);
 		else
 			wk_apply(w, ev->proc, c, &e);
 		wk_drop_if_dead(p, c, e.co);
