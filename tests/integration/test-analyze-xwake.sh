@@ -7,7 +7,8 @@
 #   since its previous PollStart with its next PollStart BY TIME (timers from their deadline) and
 #   counts the coroutines alive at the end, and checks that `summary --json` agrees: per location
 #   and per wake kind the same count, and total, p50, p90, max within 1 us; the same alive count.
-#   A cross-thread wake must be among the pairs (else the run tests nothing); whether file order
+#   The viewer's model (viewer/model.js in node) must draw the same delays (within 1 us). A
+#   cross-thread wake must be among the pairs (else the run tests nothing); whether file order
 #   would have paired differently is said in the PASS line.
 set -u
 . "$(dirname "$0")/lib-preload.sh"
@@ -67,7 +68,35 @@ if [ "$rc1" != 0 ] || [ "$rc2" != 0 ]; then
 	exit 0
 fi
 
-python3 - "$T/events.jsonl" "$T/summary.json" <<'PYEOF'
+# the viewer's model (viewer/model.js, in node as in the page's worker): each drawn poll's delay
+# from its wake (start - wakeT), in ns, as a JSON list; {"skip": why} without node
+if command -v node >/dev/null; then
+	node - "$PL_ROOT" "$SDIR/trace" >"$T/viewer.json" 2>"$T/viewer.err" <<'JSEOF'
+'use strict';
+const fs = require('fs'), path = require('path'), zlib = require('zlib');
+const [root, dir] = process.argv.slice(2);
+const D = require(path.join(root, 'viewer/decode.js'));
+const Model = require(path.join(root, 'viewer/model.js'));
+const b = new Model.Builder();
+for (const f of fs.readdirSync(dir).filter((x) => /\.(bin|bin\.gz|active)$/.test(x))) {
+	let u8 = fs.readFileSync(path.join(dir, f));
+	if (D.isGzip(u8)) u8 = zlib.gunzipSync(u8);
+	b.add(f, new Uint8Array(u8.buffer, u8.byteOffset, u8.length));
+}
+b.decodeAll();
+const m = b.finish(), delays = [];
+for (const l of m.lanes)
+	for (let i = 0; i < l.polls.n; i++)
+		if (l.polls.wakeKind[i] >= 0)
+			delays.push(Math.max(0, l.polls.start[i] - l.polls.wakeT[i]));
+console.log(JSON.stringify({ delays }));
+JSEOF
+	[ $? = 0 ] || echo "{\"error\": \"node: $(head -c 200 "$T/viewer.err" | tr -d '"\\\n')\"}" >"$T/viewer.json"
+else
+	echo '{"skip": "node is not installed"}' >"$T/viewer.json"
+fi
+
+python3 - "$T/events.jsonl" "$T/summary.json" "$T/viewer.json" <<'PYEOF'
 import json, math, sys
 
 events = [json.loads(l) for l in open(sys.argv[1])]
@@ -160,6 +189,19 @@ if summary["coroutines"]["alive"] != alive:
                                                                   alive_file))
 if errs:
     fail("; ".join(errs[:6]))
+viewer = json.load(open(sys.argv[3]))
+if "skip" in viewer:
+    print("SKIP analyze-xwake-viewer: " + viewer["skip"])
+elif "error" in viewer:
+    print("FAIL analyze-xwake-viewer: " + viewer["error"])
+else:
+    got, want = sorted(viewer["delays"]), sorted(p[2] for p in by_time)
+    if len(got) != len(want) or any(abs(a - b) > 1000 for a, b in zip(got, want)):
+        print("FAIL analyze-xwake-viewer: the viewer's delays (ns) %s, want %s (by time)"
+              % ([round(x) for x in got], want))
+    else:
+        print("PASS analyze-xwake-viewer: the viewer's %d scheduling delays are the by-time ones"
+              % len(got))
 names = sorted({(p[0] or "?").split(" uv-http")[0] for p in cross})
 differs = sorted(by_file) != sorted(by_time) or alive_file != alive
 print("PASS analyze-xwake: %d scheduling delays (%d from a wake on another thread: %s) and %d alive"
