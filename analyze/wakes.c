@@ -66,7 +66,8 @@ struct d9__wproc {
 	uint32_t *threads; /* d9__thread.idx of the threads known (events or definitions) */
 	size_t nthreads, capthreads;
 	size_t known; /* d9__proc.threads.n when the threads were last listed */
-	uint32_t since; /* events since the horizon was last recomputed */
+	uint32_t since; /* events since the horizon was last recomputed (many threads) */
+	int stale; /* a thread moved on since the horizon was last recomputed */
 	uint64_t alive; /* set at D9__EV_PROCESS_END */
 };
 
@@ -355,12 +356,25 @@ void d9__wakes_event(struct d9__wakes *w, const struct d9__ev *ev, uint8_t tag)
 	/* samples come from chunks of their own: their times say nothing of the thread's events */
 	if (ev->type != D9_EV_CPU_SAMPLE &&
 	    !(ev->type == D9_EV_DROPPED && ev->kind == D9_DROP_SAMPLES_LOST)) {
-		if (wk_thread_at(w, p, ev->th, ev->ns)) {
+		struct d9__wthread *t = ev->th->idx < w->nfront ? &w->front[ev->th->idx] : NULL;
+		if (t && t->listed && ev->th->proc->threads.n == p->known) {
+			/* the common case: a thread already listed, no new one */
+			if (ev->ns > t->ns)
+				t->ns = ev->ns;
+			if (ev->ns > p->maxf)
+				p->maxf = ev->ns;
+		} else if (wk_thread_at(w, p, ev->th, ev->ns)) {
 			w->oom = 1;
 			return;
 		}
-		if (p->nthreads <= SMALL_PROC || ++p->since >= 64)
-			wk_horizon_update(w, p);
+		p->stale = 1;
+	}
+	/* the horizon is needed only with entries to settle or one arriving */
+	if (p->stale && (p->n || ev->type == D9_EV_SPAWN || ev->type == D9_EV_WAKE ||
+	    ev->type == D9_EV_POLL_START || ev->type == D9_EV_COROUTINE_EXIT) &&
+	    (p->nthreads <= SMALL_PROC || ++p->since >= 64)) {
+		wk_horizon_update(w, p);
+		p->stale = 0;
 	}
 	switch (ev->type) {
 	case D9_EV_SPAWN:
@@ -376,7 +390,8 @@ void d9__wakes_event(struct d9__wakes *w, const struct d9__ev *ev, uint8_t tag)
 		e.type = E_EXIT;
 		break;
 	default:
-		wk_settle(w, ev->proc, p, 0);
+		if (p->n)
+			wk_settle(w, ev->proc, p, 0);
 		return;
 	}
 	if (!ev->co)
@@ -413,6 +428,11 @@ void d9__wakes_event(struct d9__wakes *w, const struct d9__ev *ev, uint8_t tag)
 		else
 			wk_apply(w, ev->proc, c, &e);
 		wk_drop_if_dead(p, c, e.co);
+	} else if (!p->n && e.ns <= p->horizon) {
+		/* nothing waits and nothing earlier can come: its turn is now (one thread, always) */
+		wk_apply(w, ev->proc, c, &e);
+		wk_drop_if_dead(p, c, e.co);
+		return;
 	} else if (p->n >= MAX_PENDING || wk_heap_push(p, &e)) {
 		/* full (or out of memory): the oldest entries settle now, out of their turn */
 		struct went old = p->n ? p->heap[0] : e;
