@@ -6,7 +6,8 @@
 #   thread), /release, /quit. From `d9-analyze jsonl` the test pairs each coroutine's first Wake
 #   since its previous PollStart with its next PollStart BY TIME (timers from their deadline) and
 #   counts the coroutines alive at the end, and checks that `summary --json` agrees: per location
-#   and per wake kind the same count, and total, p50, p90, max within 1 us; the same alive count.
+#   and per wake kind the same count, and total, p50, p90, max within 1 us; the same alive count;
+#   `chrome` draws one wake -> poll flow per pair, spanning the same delays.
 #   The viewer's model (viewer/model.js in node) must draw the same delays (within 1 us). A
 #   cross-thread wake must be among the pairs (else the run tests nothing); whether file order
 #   would have paired differently is said in the PASS line.
@@ -63,8 +64,10 @@ fi
 rc1=$?
 "$PL_ANALYZE" summary --json "$SDIR/trace" >"$T/summary.json" 2>"$T/summary.err"
 rc2=$?
-if [ "$rc1" != 0 ] || [ "$rc2" != 0 ]; then
-	pl_fail analyze-xwake "jsonl exit $rc1, summary exit $rc2: $(head -c 300 "$T/jsonl.err" "$T/summary.err")"
+"$PL_ANALYZE" chrome -o "$T/chrome.json" "$SDIR/trace" 2>"$T/chrome.err"
+rc3=$?
+if [ "$rc1" != 0 ] || [ "$rc2" != 0 ] || [ "$rc3" != 0 ]; then
+	pl_fail analyze-xwake "jsonl exit $rc1, summary exit $rc2, chrome exit $rc3: $(head -c 300 "$T/jsonl.err" "$T/summary.err" "$T/chrome.err")"
 	exit 0
 fi
 
@@ -96,7 +99,7 @@ else
 	echo '{"skip": "node is not installed"}' >"$T/viewer.json"
 fi
 
-python3 - "$T/events.jsonl" "$T/summary.json" "$T/viewer.json" <<'PYEOF'
+python3 - "$T/events.jsonl" "$T/summary.json" "$T/viewer.json" "$T/chrome.json" <<'PYEOF'
 import json, math, sys
 
 events = [json.loads(l) for l in open(sys.argv[1])]
@@ -184,6 +187,16 @@ got_kinds = {k["kind"]: k for k in summary["sched_delay"]["by_kind"]}
 compare("all", summary["sched_delay"], stats([p[2] for p in by_time]), errs)
 for k in sorted(set(kinds) | set(got_kinds)):
     compare("kind %s" % k, got_kinds.get(k, {"count": 0}), stats(kinds.get(k, [])), errs)
+# chrome: one wake -> poll flow per pair, from the Wake to the PollStart (no timer here: the
+# delay is their distance; "ts" is in us with ns decimals)
+flows = {}
+for e in json.load(open(sys.argv[4]))["traceEvents"]:
+    if e.get("cat") == "wake" and e["ph"] in ("s", "f"):
+        flows.setdefault(e["id"], {})[e["ph"]] = e["ts"]
+got = sorted(round((f["f"] - f["s"]) * 1000) for f in flows.values() if "s" in f and "f" in f)
+want = sorted(p[2] for p in by_time if p[1] != "timer")
+if len(got) != len(flows) or len(got) != len(want) or any(abs(a - b) > 1000 for a, b in zip(got, want)):
+    errs.append("chrome's wake flows span %s ns, want %s" % (got, want))
 if summary["coroutines"]["alive"] != alive:
     errs.append("alive %d, want %d (by time; file order: %d)" % (summary["coroutines"]["alive"], alive,
                                                                   alive_file))
