@@ -10,7 +10,8 @@
 #   `chrome` draws one wake -> poll flow per pair, spanning the same delays.
 #   The viewer's model (viewer/model.js in node) must draw the same delays (within 1 us). A
 #   cross-thread wake must be among the pairs (else the run tests nothing); whether file order
-#   would have paired differently is said in the PASS line.
+#   would have paired differently is said in the PASS line. A run whose trace has a gap (a drop
+#   under load: no exact comparison) is made again, 3 runs at most.
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_need_built analyze-xwake
@@ -37,39 +38,53 @@ for k in sys.argv[1].split("."):
 sys.exit(0 if v >= int(sys.argv[2]) else 1)' "$1" "$2"
 }
 
-if ! pl_start "$T/uv" "$UV_HTTP" UV_THREADPOOL_SIZE=1 --; then
-	pl_fail analyze-xwake "$PL_ERR"
-	exit 0
-fi
-ok=1
-pl_gets 3 /async "async" || { pl_fail analyze-xwake-requests "$PL_ERR"; ok=0; }
-curl -sS --max-time 60 -o "$T/work1" "http://127.0.0.1:$SPORT/work?hold=1" 2>/dev/null &
-w1=$!
-d9_wait_for 30 stats_is work_holding 1 || { pl_fail analyze-xwake-requests "work_hold did not start within 30 s"; ok=0; }
-curl -sS --max-time 60 -o "$T/work2" "http://127.0.0.1:$SPORT/work?ms=10" 2>/dev/null &
-w2=$!
-d9_wait_for 30 stats_is requests.work 2 || { pl_fail analyze-xwake-requests "the second /work was not queued within 30 s"; ok=0; }
-pl_get /release
-[ "$BODY" = "released" ] || { pl_fail analyze-xwake-requests "/release: $CODE '$BODY'"; ok=0; }
-wait "$w1" "$w2"
-pl_gets 2 /async "async" || { pl_fail analyze-xwake-requests "$PL_ERR"; ok=0; }
-pl_quit
-if [ "$SRC" != 0 ]; then
-	pl_fail analyze-xwake "uv-http exit status $SRC, stderr '$(head -c 300 "$SDIR/stderr")'"
-	exit 0
-fi
-[ "$ok" = 1 ] || exit 0
+# run_once N: the server's run in $T/uvN (exits the script on a failure), then the analyzer's
+# outputs in $T.
+run_once() {
+	if ! pl_start "$T/uv$1" "$UV_HTTP" UV_THREADPOOL_SIZE=1 --; then
+		pl_fail analyze-xwake "$PL_ERR"
+		exit 0
+	fi
+	ok=1
+	pl_gets 3 /async "async" || { pl_fail analyze-xwake-requests "$PL_ERR"; ok=0; }
+	curl -sS --max-time 60 -o "$T/work1-$1" "http://127.0.0.1:$SPORT/work?hold=1" 2>/dev/null &
+	w1=$!
+	d9_wait_for 30 stats_is work_holding 1 || { pl_fail analyze-xwake-requests "work_hold did not start within 30 s"; ok=0; }
+	curl -sS --max-time 60 -o "$T/work2-$1" "http://127.0.0.1:$SPORT/work?ms=10" 2>/dev/null &
+	w2=$!
+	d9_wait_for 30 stats_is requests.work 2 || { pl_fail analyze-xwake-requests "the second /work was not queued within 30 s"; ok=0; }
+	pl_get /release
+	[ "$BODY" = "released" ] || { pl_fail analyze-xwake-requests "/release: $CODE '$BODY'"; ok=0; }
+	wait "$w1" "$w2"
+	pl_gets 2 /async "async" || { pl_fail analyze-xwake-requests "$PL_ERR"; ok=0; }
+	pl_quit
+	if [ "$SRC" != 0 ]; then
+		pl_fail analyze-xwake "uv-http exit status $SRC, stderr '$(head -c 300 "$SDIR/stderr")'"
+		exit 0
+	fi
+	[ "$ok" = 1 ] || exit 0
 
-"$PL_ANALYZE" jsonl "$SDIR/trace" >"$T/events.jsonl" 2>"$T/jsonl.err"
-rc1=$?
-"$PL_ANALYZE" summary --json "$SDIR/trace" >"$T/summary.json" 2>"$T/summary.err"
-rc2=$?
-"$PL_ANALYZE" chrome -o "$T/chrome.json" "$SDIR/trace" 2>"$T/chrome.err"
-rc3=$?
-if [ "$rc1" != 0 ] || [ "$rc2" != 0 ] || [ "$rc3" != 0 ]; then
-	pl_fail analyze-xwake "jsonl exit $rc1, summary exit $rc2, chrome exit $rc3: $(head -c 300 "$T/jsonl.err" "$T/summary.err" "$T/chrome.err")"
-	exit 0
-fi
+	"$PL_ANALYZE" jsonl "$SDIR/trace" >"$T/events.jsonl" 2>"$T/jsonl.err"
+	rc1=$?
+	"$PL_ANALYZE" summary --json "$SDIR/trace" >"$T/summary.json" 2>"$T/summary.err"
+	rc2=$?
+	"$PL_ANALYZE" chrome -o "$T/chrome.json" "$SDIR/trace" 2>"$T/chrome.err"
+	rc3=$?
+	if [ "$rc1" != 0 ] || [ "$rc2" != 0 ] || [ "$rc3" != 0 ]; then
+		pl_fail analyze-xwake "jsonl exit $rc1, summary exit $rc2, chrome exit $rc3: $(head -c 300 "$T/jsonl.err" "$T/summary.err" "$T/chrome.err")"
+		exit 0
+	fi
+}
+
+# a trace with a gap (a drop, on a loaded machine) cannot be compared exactly: up to 3 runs
+for attempt in 1 2 3; do
+	run_once "$attempt"
+	python3 -c '
+import json, sys
+dq = json.load(open(sys.argv[1]))["data_quality"]
+drops = sum(1 for l in open(sys.argv[2]) if json.loads(l)["type"] == "Dropped")
+sys.exit(1 if dq["sched_delay_unknown"] or drops else 0)' "$T/summary.json" "$T/events.jsonl" && break
+done
 
 # the viewer's model (viewer/model.js, in node as in the page's worker): each drawn poll's delay
 # from its wake (start - wakeT), in ns, as a JSON list; {"skip": why} without node
