@@ -5,7 +5,8 @@
  * quality. Text for people, --json for scripts (keys in README.md, "Analyzer"). Memory follows
  * coroutines, locations, stacks and functions, never events or samples: samples are counted per
  * stack, and per (stack, source) for each thread's open poll only. Wakes are paired with polls
- * and coroutines counted alive in time order across threads (wakes.c). */
+ * and coroutines counted alive in time order across threads (wakes.c: it holds the events not
+ * yet paired, at most 1M per process). */
 #include "analyze.h"
 #include "d9-format.h"
 #include "json.h"
