@@ -2,11 +2,13 @@
  * the Perfetto UI and chrome://tracing: a process per traced pid, a track per thread, poll, park
  * and blocking-call slices, wake -> poll flow arrows, CPU samples and drops as instants, the run
  * queue as a counter. Streaming: a slice is written when it ends; only the open poll and park of
- * each thread and the pending wake of each coroutine are kept. Documented in README.md, "chrome". */
+ * each thread and the wakes and polls not yet paired in time order (wakes.c) are kept.
+ * Documented in README.md, "chrome". */
 #include "analyze.h"
 #include "d9-format.h"
 #include "json.h"
 #include "trace.h"
+#include "wakes.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -24,18 +26,8 @@ struct chrome_thread {
 	uint64_t park_call;
 };
 
-/* The first wake of a coroutine since its last poll, until its next PollStart. */
-struct chrome_wake {
-	int64_t ns, real_ns;
-	uint64_t mark; /* the process's gaps at the wake (d9__proc_gap_since) */
-	uint32_t tid; /* the waker's thread */
-	uint64_t kind;
-	int anchored; /* a poll or park was open on the waker's thread: the arrow starts there */
-};
-
 struct chrome_proc {
 	int named; /* process_name metadata written */
-	struct d9__map wakes; /* coroutine -> struct chrome_wake */
 };
 
 struct chrome {
@@ -47,6 +39,8 @@ struct chrome {
 	struct chrome_proc *procs; /* by process idx */
 	size_t nprocs;
 	uint64_t nevents, next_flow;
+	struct d9__wakes wakes; /* wake -> poll pairs in time order; tag: a slice was open at the
+				 * wake on the waker's thread, so the arrow starts there */
 	int oom;
 };
 
@@ -168,43 +162,28 @@ static void end_poll(struct chrome *c, const struct d9__ev *ev, struct chrome_th
 	fputs("}}", f);
 }
 
-/* The wake -> poll flow of the coroutine that starts a poll, when a wake is pending. */
-static void flow(struct chrome *c, const struct d9__ev *ev)
+/* A PollStart settled in time order (wakes.c): the wake -> poll flow, when a wake preceded it
+ * with no gap between (else its first poll after the wake may be lost: no arrow). */
+static void flow(void *ctx, const struct d9__wake_pair *p)
 {
-	struct chrome_proc *p = &c->procs[ev->proc->idx];
-	struct chrome_wake *w = d9__map_del(&p->wakes, ev->co);
+	struct chrome *c = ctx;
+	const char *kind = p->kind <= D9_WAKE_MAX ? d9_wake_kind_name(p->kind) : "unknown";
 	uint64_t id;
 
-	if (!w)
+	if (p->result != D9__PAIR_OK)
 		return;
-	if (d9__proc_gap_since(ev->proc, w->mark, w->ns)) {
-		free(w); /* the coroutine's first poll after the wake may be lost: no arrow */
-		return;
-	}
 	id = ++c->next_flow;
-	if (!w->anchored) {
+	if (!p->wake_tag) {
 		/* a flow starts inside a slice: outside polls and parks, a 1 ns "wake" slice */
-		begin(c, "X", ev->proc->pid, w->tid, w->real_ns);
+		begin(c, "X", p->proc->pid, p->wake_tid, p->wake_real_ns);
 		fprintf(c->f, ",\"dur\":0.001,\"name\":\"wake (%s)\",\"cat\":\"wake\""
-			",\"args\":{\"woken\":%" PRIu64 "}}",
-			w->kind <= D9_WAKE_MAX ? d9_wake_kind_name(w->kind) : "unknown", ev->co);
+			",\"args\":{\"woken\":%" PRIu64 "}}", kind, p->co);
 	}
-	begin(c, "s", ev->proc->pid, w->tid, w->real_ns);
+	begin(c, "s", p->proc->pid, p->wake_tid, p->wake_real_ns);
 	fprintf(c->f, ",\"name\":\"wake\",\"cat\":\"wake\",\"id\":%" PRIu64
-		",\"args\":{\"kind\":\"%s\",\"woken\":%" PRIu64 "}}", id,
-		w->kind <= D9_WAKE_MAX ? d9_wake_kind_name(w->kind) : "unknown", ev->co);
-	begin(c, "f", ev->proc->pid, ev->th->tid, ev->real_ns);
+		",\"args\":{\"kind\":\"%s\",\"woken\":%" PRIu64 "}}", id, kind, p->co);
+	begin(c, "f", p->proc->pid, p->poll_tid, p->poll_real_ns);
 	fprintf(c->f, ",\"name\":\"wake\",\"cat\":\"wake\",\"id\":%" PRIu64 ",\"bp\":\"e\"}", id);
-	free(w);
-}
-
-static void free_wakes(struct chrome_proc *p)
-{
-	for (size_t i = 0; i < p->wakes.cap; i++)
-		if (p->wakes.vals && p->wakes.vals[i])
-			free(p->wakes.vals[i]);
-	d9__map_free(&p->wakes);
-	memset(&p->wakes, 0, sizeof(p->wakes));
 }
 
 static void chrome_on_event(void *ctx, const struct d9__ev *ev)
@@ -222,7 +201,7 @@ static void chrome_on_event(void *ctx, const struct d9__ev *ev)
 			for (size_t i = 0; i < c->nth && i < c->t->nthreads; i++)
 				if (c->t->threads[i]->proc == ev->proc)
 					c->th[i].poll.open = c->th[i].park.open = 0;
-			free_wakes(&c->procs[ev->proc->idx]);
+			d9__wakes_event(&c->wakes, ev, 0); /* the flows still waiting */
 		}
 		return;
 	}
@@ -231,7 +210,7 @@ static void chrome_on_event(void *ctx, const struct d9__ev *ev)
 	switch (ev->type) {
 	case D9_EV_POLL_START:
 		end_poll(c, ev, ct); /* a PollStart without PollEnd ends the poll */
-		flow(c, ev);
+		d9__wakes_event(&c->wakes, ev, 0); /* its flow: flow() */
 		d9__pair_open(&ct->poll, ev);
 		ct->co = ev->co;
 		ct->loc = ev->loc;
@@ -256,29 +235,11 @@ static void chrome_on_event(void *ctx, const struct d9__ev *ev)
 			"}}", ct->park_timeout, ev->value);
 		break;
 	}
-	case D9_EV_WAKE: {
-		struct d9__map *m = &c->procs[ev->proc->idx].wakes;
-		struct chrome_wake *w;
-		if (!ev->co || d9__map_get(m, ev->co))
-			break; /* the first wake since the coroutine's last poll counts */
-		if (!(w = malloc(sizeof(*w)))) {
-			c->oom = 1;
-			break;
-		}
-		w->ns = ev->ns;
-		w->real_ns = ev->real_ns;
-		w->mark = ev->proc->gaps;
-		w->tid = ev->th->tid;
-		w->kind = ev->kind;
-		/* a slice that will be written is open (one with a gap inside is not) */
-		w->anchored = (ct->poll.open && ct->poll.mark == d9__gap_mark(ev->th)) ||
-			(ct->park.open && ct->park.mark == d9__gap_mark(ev->th));
-		if (d9__map_put(m, ev->co, w)) {
-			free(w);
-			c->oom = 1;
-		}
+	case D9_EV_WAKE:
+		/* the tag: a slice that will be written is open (one with a gap inside is not) */
+		d9__wakes_event(&c->wakes, ev, (ct->poll.open && ct->poll.mark == d9__gap_mark(ev->th)) ||
+			(ct->park.open && ct->park.mark == d9__gap_mark(ev->th)));
 		break;
-	}
 	case D9_EV_BLOCKING_CALL: {
 		/* the event time is when the call returned */
 		int64_t d = ev->count > (uint64_t)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)ev->count;
@@ -323,6 +284,9 @@ static void chrome_on_event(void *ctx, const struct d9__ev *ev)
 	default:
 		break;
 	}
+	if (ev->type != D9_EV_POLL_START && ev->type != D9_EV_WAKE)
+		d9__wakes_event(&c->wakes, ev, 0); /* moves its thread's time on; Spawn, Exit */
+	c->oom |= c->wakes.oom;
 }
 
 static void chrome_help(FILE *f)
@@ -358,6 +322,7 @@ int d9__cmd_chrome(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	c.t = &t;
 	c.pid = -1;
+	d9__wakes_init(&c.wakes, flow, &c);
 	for (int i = 1; i < argc; i++) {
 		int r = 0;
 		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -399,8 +364,7 @@ int d9__cmd_chrome(int argc, char **argv)
 		fprintf(stderr, "d9-analyze: chrome: error writing '%s'\n", out ? out : "stdout");
 		rc = 1;
 	}
-	for (size_t i = 0; i < c.nprocs; i++)
-		free_wakes(&c.procs[i]);
+	d9__wakes_free(&c.wakes);
 	free(c.procs);
 	free(c.th);
 	d9__trace_close(&t);

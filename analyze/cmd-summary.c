@@ -4,12 +4,15 @@
  * delay, timer lateness, blocking calls, run-queue depth, idle workers, CPU hot spots and data
  * quality. Text for people, --json for scripts (keys in README.md, "Analyzer"). Memory follows
  * coroutines, locations, stacks and functions, never events or samples: samples are counted per
- * stack, and per (stack, source) for each thread's open poll only. */
+ * stack, and per (stack, source) for each thread's open poll only. Wakes are paired with polls
+ * and coroutines counted alive in time order across threads (wakes.c: it holds the events not
+ * yet paired, at most 1M per process). */
 #include "analyze.h"
 #include "d9-format.h"
 #include "dumps.h"
 #include "json.h"
 #include "trace.h"
+#include "wakes.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -65,13 +68,6 @@ struct wstat {
 	struct pollcpu poll_cpu, turn_cpu; /* samples of the open poll / loop turn */
 };
 
-/* Per coroutine, while it lives: its pending wake. */
-struct costate {
-	int64_t wake_ns; /* when it became runnable (timers: the deadline) */
-	uint64_t mark; /* the process's gaps at the wake (d9__proc_gap_since) */
-	uint8_t has_wake, kind;
-};
-
 struct locstat {
 	struct d9__hist polls, sched;
 	uint64_t wakes[NKINDS]; /* wakes followed by a poll at this location, by kind */
@@ -103,7 +99,6 @@ struct interval { struct d9__thread *th; int64_t from, to; };
 struct qsample { struct d9__thread *th; int64_t ns; };
 
 struct pstat {
-	struct d9__map cos; /* coroutine id -> struct costate */
 	uint64_t spawned, exited, alive;
 	int64_t first_real, last_real;
 	int seen;
@@ -156,6 +151,7 @@ struct sum {
 	uint64_t st_recorded, st_by[D9_UNWINDER_MAX + 2], st_truncated, st_rejected, st_invalid;
 	/* pairs with a gap between their ends (trace.h): left out of every duration */
 	uint64_t polls_unknown, turns_unknown, parks_unknown, sched_unknown;
+	struct d9__wakes wakes; /* wake -> poll pairs and live coroutines, in time order */
 	int seen, oom;
 };
 
@@ -218,21 +214,6 @@ static struct locstat *locstat_of(struct sum *s, const struct d9__loc *l)
 		s->nlocs = n;
 	}
 	return &s->locs[i];
-}
-
-static struct costate *co_of(struct sum *s, struct pstat *ps, uint64_t co)
-{
-	struct costate *c = d9__map_get(&ps->cos, co);
-
-	if (!c) {
-		c = calloc(1, sizeof(*c));
-		if (!c || d9__map_put(&ps->cos, co, c)) {
-			free(c);
-			s->oom = 1;
-			return NULL;
-		}
-	}
-	return c;
 }
 
 /* Keeps the `top` largest in a min-heap of at most s->top entries. */
@@ -654,12 +635,9 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 		return;
 	}
 	if (ev->type == D9__EV_PROCESS_END) {
-		for (size_t i = 0; i < ps->cos.cap; i++)
-			if (ps->cos.vals && ps->cos.vals[i])
-				free(ps->cos.vals[i]);
-		ps->alive = ps->cos.n;
-		s->alive += ps->cos.n;
-		d9__map_free(&ps->cos);
+		d9__wakes_event(&s->wakes, ev, 0);
+		ps->alive = d9__wakes_alive(&s->wakes, ev->proc);
+		s->alive += ps->alive;
 		free(ps->parks);
 		free(ps->qs);
 		ps->parks = NULL;
@@ -692,21 +670,7 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 		d9__pair_open(&w->poll, ev);
 		w->poll_co = ev->co;
 		w->poll_loc = ev->loc;
-		struct costate *c = ev->co ? co_of(s, ps, ev->co) : NULL;
-		if (c && c->has_wake && d9__proc_gap_since(ev->proc, c->mark, c->wake_ns)) {
-			s->sched_unknown++; /* its real first poll after the wake may be lost */
-			c->has_wake = 0;
-		} else if (c && c->has_wake) {
-			uint64_t d = ev->ns > c->wake_ns ? (uint64_t)(ev->ns - c->wake_ns) : 0;
-			struct locstat *ls = locstat_of(s, ev->loc);
-			d9__hist_add(&s->sched, d);
-			d9__hist_add(&s->kind_sched[c->kind], d);
-			if (ls) {
-				d9__hist_add(&ls->sched, d);
-				ls->wakes[c->kind]++;
-			}
-			c->has_wake = 0;
-		}
+		d9__wakes_event(&s->wakes, ev, 0); /* its scheduling delay: sum_on_pair */
 		break;
 	}
 	case D9_EV_POLL_END:
@@ -756,27 +720,18 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 		if (ev->kind == D9_WAKE_TIMER)
 			d9__hist_add(&s->lateness, ev->ns > ev->deadline_ns ?
 				(uint64_t)(ev->ns - ev->deadline_ns) : 0);
-		struct costate *c = ev->co ? co_of(s, ps, ev->co) : NULL;
-		if (c && !c->has_wake) {
-			/* the first wake since its last poll made it runnable */
-			c->has_wake = 1;
-			c->mark = ev->proc->gaps;
-			c->kind = (uint8_t)(ev->kind <= D9_WAKE_MAX ? ev->kind : D9_WAKE_MAX + 1);
-			c->wake_ns = ev->kind == D9_WAKE_TIMER && ev->deadline_ns < ev->ns ?
-				ev->deadline_ns : ev->ns;
-		}
+		d9__wakes_event(&s->wakes, ev, 0);
 		break;
 	}
 	case D9_EV_SPAWN:
 		s->spawned++;
 		ps->spawned++;
-		if (ev->co)
-			co_of(s, ps, ev->co);
+		d9__wakes_event(&s->wakes, ev, 0);
 		break;
 	case D9_EV_COROUTINE_EXIT:
 		s->exited++;
 		ps->exited++;
-		free(d9__map_del(&ps->cos, ev->co));
+		d9__wakes_event(&s->wakes, ev, 0);
 		break;
 	case D9_EV_QUEUE_SAMPLE:
 		d9__hist_add(&s->queue, ev->count);
@@ -822,6 +777,29 @@ static void sum_on_event(void *ctx, const struct d9__ev *ev)
 	default:
 		break;
 	}
+	if (ev->type != D9_EV_POLL_START && ev->type != D9_EV_WAKE && ev->type != D9_EV_SPAWN &&
+	    ev->type != D9_EV_COROUTINE_EXIT)
+		d9__wakes_event(&s->wakes, ev, 0); /* every event moves its thread's time on */
+	s->oom |= s->wakes.oom;
+}
+
+/* A PollStart settled in time order (wakes.c): its scheduling delay, when a wake preceded it. */
+static void sum_on_pair(void *ctx, const struct d9__wake_pair *p)
+{
+	struct sum *s = ctx;
+	int kind = (int)(p->kind <= D9_WAKE_MAX ? p->kind : D9_WAKE_MAX + 1);
+
+	if (p->result == D9__PAIR_UNKNOWN) {
+		s->sched_unknown++; /* its real first poll after the wake may be lost */
+	} else if (p->result == D9__PAIR_OK) {
+		struct locstat *ls = locstat_of(s, p->loc);
+		d9__hist_add(&s->sched, p->delay_ns);
+		d9__hist_add(&s->kind_sched[kind], p->delay_ns);
+		if (ls) {
+			d9__hist_add(&ls->sched, p->delay_ns);
+			ls->wakes[kind]++;
+		}
+	}
 }
 
 static int sum_init(struct sum *s, struct d9__trace *t, int top, int64_t min_ns)
@@ -832,6 +810,7 @@ static int sum_init(struct sum *s, struct d9__trace *t, int top, int64_t min_ns)
 	s->min_ns = min_ns;
 	s->lp = calloc((size_t)top + 1, sizeof(*s->lp));
 	s->lt = calloc((size_t)top + 1, sizeof(*s->lt));
+	d9__wakes_init(&s->wakes, sum_on_pair, s);
 	return s->lp && s->lt ? 0 : -ENOMEM;
 }
 
@@ -847,14 +826,11 @@ static void sum_free(struct sum *s)
 		free(s->ws[i]);
 	}
 	free(s->ws);
+	d9__wakes_free(&s->wakes);
 	for (size_t i = 0; i < s->nps; i++) {
 		struct pstat *ps = s->ps[i];
 		if (!ps)
 			continue;
-		for (size_t j = 0; j < ps->cos.cap; j++)
-			if (ps->cos.vals && ps->cos.vals[j])
-				free(ps->cos.vals[j]);
-		d9__map_free(&ps->cos);
 		free(ps->parks);
 		free(ps->qs);
 		free(ps);

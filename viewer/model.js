@@ -9,7 +9,9 @@
  * names it so: a call that was slow without waiting off CPU) go to their own column.
  * Never pairs two events across a gap in the data (README.md, "Gaps"; the same rule as
  * analyze/trace.h, "Pairing across gaps"): such polls, parks, loop turns and scheduling delays
- * are counted as unknown, not drawn. */
+ * are counted as unknown, not drawn. Wakes are paired with polls in time order across the threads
+ * of a process (pairWakes, at the end: another thread's chunk can come after the poll its Wake led
+ * to), as analyze/wakes.c does. */
 function d9_model_module(root) {
 	'use strict';
 	const D = root.D9Decode;
@@ -110,7 +112,7 @@ function d9_model_module(root) {
 				p = this.procs.length;
 				this.procs.push({ key, pid: header.pid, process: text(header.process), hostname: text(header.hostname),
 					cmdline: text(header.cmdline).replace(/\0/g, ' ').trim(), segments: 0, threads: new Map(),
-					syms: new Map(), symRanges: [], modules: [], pendingWake: new Map(), cos: new Map(),
+					syms: new Map(), symRanges: [], modules: [], xw: [], cos: new Map(),
 					realMinusMono: BigInt(header.anchor_realtime_ns) - BigInt(header.anchor_mono_ns),
 					/* gaps (see gap()): those of every thread, all of them, the latest time one
 					 * reached; the latest event time of the segments read; the last segment_seq */
@@ -286,16 +288,10 @@ function d9_model_module(root) {
 						let loc = fv[1] ? locs.get(num(fv[1])) : undefined;
 						const co = num(fv[0]);
 						if (loc === undefined && coLocs.has(co)) loc = locs.get(num(coLocs.get(co)));
-						let w = P.pendingWake.get(co);
-						if (w) {
-							P.pendingWake.delete(co);
-							/* a gap of any thread since the wake: its real first poll may be lost */
-							if (P.gaps !== w.mark || P.gapT >= w.t) {
-								B.noteUnknown('delays', chunkLane.lane, w.t);
-								w = UNKNOWN_WAKE;
-							}
-						}
-						L.openPoll = { start: t, co, loc: loc === undefined ? -1 : loc, w, mark };
+						/* its wake: pairWakes, in time order (ps.row: its row once written) */
+						const ps = { t, seq: P.xw.length, co, lane: chunkLane.lane, g: P.gaps, gT: P.gapT, row: -1 };
+						P.xw.push(ps);
+						L.openPoll = { start: t, co, loc: loc === undefined ? -1 : loc, ps, mark };
 						break;
 					}
 					case 2: /* PollEnd */
@@ -341,11 +337,9 @@ function d9_model_module(root) {
 						const k = L.wakes.cols;
 						k.t.push(t); k.woken.push(woken); k.waker.push(num(fv[1])); k.kind.push(kind);
 						L.wakes.n++;
-						if (!P.pendingWake.has(woken)) {
-							/* timers: the delay counts from the deadline (the Wake's object, in units) */
-							const at = kind === 2 ? t + num(fv[3]) * mul : t;
-							P.pendingWake.set(woken, { t: at, kind, waker: num(fv[1]), mark: P.gaps });
-						}
+						/* timers: the delay counts from the deadline (the Wake's object, in units) */
+						const at = kind === 2 ? t + num(fv[3]) * mul : t;
+						P.xw.push({ t, seq: P.xw.length, wake: { t: at, kind, waker: num(fv[1]) }, co: woken, g: P.gaps, gT: P.gapT });
 						break;
 					}
 					case 6: { /* Spawn */
@@ -420,8 +414,9 @@ function d9_model_module(root) {
 					L.openPoll = null;
 					return;
 				}
+				o.ps.row = L.polls.n;
 				k.start.push(o.start); k.end.push(t); k.co.push(o.co); k.loc.push(o.loc);
-				k.wakeT.push(o.w ? o.w.t : NaN); k.wakeKind.push(o.w ? o.w.kind : -1); k.waker.push(o.w ? o.w.waker : 0);
+				k.wakeT.push(NaN); k.wakeKind.push(-1); k.waker.push(0);
 				k.open.push(open);
 				L.polls.n++;
 				L.openPoll = null;
@@ -523,6 +518,37 @@ function d9_model_module(root) {
 			}
 			return ['0x' + a.toString(16)];
 		}
+		/* Each PollStart's wake: the coroutine's first Wake since its previous PollStart, in time
+		 * order within the process (equal times: decode order). A gap of any thread between the
+		 * two arrivals, or one counted before the later arrival that reached past the wake: its
+		 * real first poll may be lost, so the delay is unknown (analyze/wakes.c, the same rule).
+		 * Returns, by lane, the [row, wake] of the polls written. */
+		pairWakes() {
+			const byLane = new Map();
+			for (const P of this.procs) {
+				const xw = P.xw, pending = new Map();
+				xw.sort((a, b) => a.t - b.t || a.seq - b.seq);
+				for (const x of xw) {
+					if (x.wake) {
+						if (!pending.has(x.co)) pending.set(x.co, x);
+						continue;
+					}
+					const wx = pending.get(x.co);
+					if (!wx) continue;
+					pending.delete(x.co);
+					let w = wx.wake;
+					if (wx.g !== x.g || Math.max(wx.gT, x.gT) >= w.t) {
+						this.noteUnknown('delays', x.lane, w.t);
+						w = UNKNOWN_WAKE;
+					}
+					if (x.row < 0) continue; /* a poll with a gap inside: not drawn */
+					if (!byLane.has(x.lane)) byLane.set(x.lane, []);
+					byLane.get(x.lane).push([x.row, w]);
+				}
+				P.xw = [];
+			}
+			return byLane;
+		}
 		finish() {
 			let tMin = Infinity, tMax = -Infinity;
 			const lanes = [];
@@ -533,11 +559,15 @@ function d9_model_module(root) {
 					this.noteUnknown('polls', li, L.openPoll.start);
 				} else if (L.openPoll) {
 					const o = L.openPoll, k = L.polls.cols;
+					o.ps.row = L.polls.n;
 					k.start.push(o.start); k.end.push(Math.max(L.endT, o.start)); k.co.push(o.co); k.loc.push(o.loc);
-					k.wakeT.push(o.w ? o.w.t : NaN); k.wakeKind.push(o.w ? o.w.kind : -1); k.waker.push(o.w ? o.w.waker : 0);
+					k.wakeT.push(NaN); k.wakeKind.push(-1); k.waker.push(0);
 					k.open.push(2);
 					L.polls.n++;
 				}
+			});
+			const wakesOf = this.pairWakes(); /* every poll is written */
+			this.lanes.forEach((L, li) => {
 				if (L.first < tMin) tMin = L.first;
 				if (L.last > tMax) tMax = L.last;
 				const out = { src: li, proc: L.proc, tid: L.tid, worker: L.worker, name: L.name || '', first: L.first, last: L.last };
@@ -546,6 +576,9 @@ function d9_model_module(root) {
 					for (const c in t.cols) o[c] = t.cols[c].done();
 					o.n = t.cols[Object.keys(t.cols)[0]].n;
 					out[kind] = o;
+				}
+				for (const [row, w] of wakesOf.get(li) || []) {
+					out.polls.wakeT[row] = w.t; out.polls.wakeKind[row] = w.kind; out.polls.waker[row] = w.waker;
 				}
 				sortBy(out.samples, 't');
 				sortBy(out.polls, 'start');

@@ -14,6 +14,7 @@
 #include "../../analyze/symbols.c"
 #include "../../analyze/trace.c"
 #include "../../analyze/util.c"
+#include "../../analyze/wakes.c"
 #include "d9-format.h"
 #include "t.h"
 
@@ -373,6 +374,69 @@ TEST(sched_delay_and_timer_lateness)
 	T_EQ(x->sched.n, 1);
 	T_EQ(x->wakes[D9_WAKE_TIMER], 1);
 	T_EQ(loc_named(&s, "handler")->wakes[D9_WAKE_FD], 1);
+	sum_free(&s);
+	d9__trace_close(&t);
+}
+
+/* Wakes from another thread whose chunk the writer wrote after the polls they led to (pid 300:
+ * worker 300 runs coroutine 9, thread 301 wakes it; both Thread definitions come first, as the
+ * agent writes them). In time order: wake 40us -> poll 50us (10us), wake 150us -> poll 200us
+ * (50us), and 9 exits at 210us (not alive). File order would pair neither and revive 9. A Wake
+ * of coroutine 10 from thread 302, never defined, comes after its poll was settled: unknown. */
+static void write_xthread(const char *dir, const char *name)
+{
+	struct gen g;
+
+	gen_begin(&g, 300, 0);
+	defs_open(&g);
+	str(&g, 1, "handler");
+	str(&g, 2, "loop");
+	str(&g, 3, "waker");
+	d9_def_location(&g.w, 1, 0x1000, 0, 0, 1);
+	d9_def_thread(&g.w, 300, 2, 1, D9_ROLE_WORKER);
+	d9_def_thread(&g.w, 301, 3, 0, D9_ROLE_THREAD);
+	defs_close(&g);
+	struct d9_enc *e = ev_open(&g, 300, 1);
+	d9_enc_spawn(e, B + 0, 9, 0, 1);
+	d9_enc_poll_start(e, B + 50000, 9, 1);
+	d9_enc_poll_end(e, B + 60000, 9);
+	d9_enc_poll_start(e, B + 200000, 9, 1);
+	d9_enc_poll_end(e, B + 210000, 9);
+	d9_enc_coroutine_exit(e, B + 210000, 9);
+	d9_enc_spawn(e, B + 220000, 10, 0, 1);
+	d9_enc_poll_start(e, B + 230000, 10, 1);
+	d9_enc_poll_end(e, B + 240000, 10);
+	d9_enc_park(e, B + 240000, D9_CALL_EPOLL_WAIT, -1);
+	ev_close(&g);
+	e = ev_open(&g, 301, 0);
+	d9_enc_wake(e, B + 40000, 9, 0, D9_WAKE_COND, 1);
+	d9_enc_wake(e, B + 150000, 9, 0, D9_WAKE_COND, 1);
+	d9_enc_park(e, B + 300000, D9_CALL_POLL, -1);
+	ev_close(&g);
+	e = ev_open(&g, 302, 0); /* a thread with no definition: nothing waited for it */
+	d9_enc_wake(e, B + 225000, 10, 0, D9_WAKE_COND, 1);
+	ev_close(&g);
+	gen_write(&g, dir, name);
+}
+
+TEST(cross_thread_wakes_in_time_order)
+{
+	char *d = tmpdir();
+	struct d9__trace t;
+	struct sum s;
+
+	write_xthread(d, "x.bin");
+	summarise(&t, &s, d, 10, 0, NULL, NULL);
+	T_EQ(s.sched.n, 2);
+	T_EQ(s.sched.min, 10000);
+	T_EQ(s.sched.max, 50000);
+	T_EQ(s.kind_sched[D9_WAKE_COND].n, 2);
+	T_EQ(loc_named(&s, "handler")->wakes[D9_WAKE_COND], 2);
+	T_EQ(s.sched_unknown, 1); /* coroutine 10's wake came after its poll was settled */
+	T_EQ(s.spawned, 2);
+	T_EQ(s.exited, 1);
+	T_EQ(s.alive, 1); /* 10; 9 exited after its last wake */
+	T_EQ(s.wakes.late, 1);
 	sum_free(&s);
 	d9__trace_close(&t);
 }
