@@ -22,6 +22,7 @@
  * and it reads none of libco's structures. State is per thread (libco's is). */
 #include "preload.h"
 #include "runtime.h"
+#include "pmap.h"
 
 #include "internal.h" /* d9__log_once: attach says once why it refuses */
 #include "patch.h"
@@ -82,7 +83,6 @@ struct co {
 
 /* An open-addressing map from pointers to pointers (libco frees and reuses coroutines:
  * entries are replaced and removed, never trusted across a co_release). */
-struct pmap { void **keys, **vals; size_t cap, n; };
 
 struct fdreg { /* one epoll registration made inside a coroutine's hooked wait */
 	uint64_t data; /* the epoll_event's data (libco: its poll item), 0: none */
@@ -108,88 +108,6 @@ struct lc_state {
 static __thread struct lc_state *S __attribute__((tls_model("initial-exec")));
 
 const struct d9__runtime d9__rt_libco;
-
-/* ---- pointer map ----------------------------------------------------------------------------- */
-
-static size_t pm_slot(const struct pmap *m, const void *k)
-{
-	uintptr_t h = (uintptr_t)k;
-
-	h ^= h >> 17;
-	h *= 0x9e3779b97f4a7c15ull;
-	return (size_t)(h >> 20) & (m->cap - 1);
-}
-
-static void *pm_get(const struct pmap *m, const void *k)
-{
-	if (!m->cap || !k)
-		return NULL;
-	for (size_t i = pm_slot(m, k);; i = (i + 1) & (m->cap - 1)) {
-		if (m->keys[i] == k)
-			return m->vals[i];
-		if (!m->keys[i])
-			return NULL;
-	}
-}
-
-/* Returns 0, or -ENOMEM (the map is unchanged). */
-static int pm_put(struct pmap *m, void *k, void *v)
-{
-	if ((m->n + 1) * 4 > m->cap * 3) {
-		struct pmap n = { 0 };
-		n.cap = m->cap ? m->cap * 2 : 256;
-		n.keys = calloc(n.cap, sizeof(void *));
-		n.vals = calloc(n.cap, sizeof(void *));
-		if (!n.keys || !n.vals) {
-			free(n.keys);
-			free(n.vals);
-			return -ENOMEM;
-		}
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->keys[i])
-				pm_put(&n, m->keys[i], m->vals[i]);
-		free(m->keys);
-		free(m->vals);
-		*m = n;
-	}
-	size_t i = pm_slot(m, k);
-	while (m->keys[i] && m->keys[i] != k)
-		i = (i + 1) & (m->cap - 1);
-	if (!m->keys[i])
-		m->n++;
-	m->keys[i] = k;
-	m->vals[i] = v;
-	return 0;
-}
-
-static void pm_del(struct pmap *m, const void *k)
-{
-	if (!m->cap || !k)
-		return;
-	size_t i = pm_slot(m, k);
-	while (m->keys[i] != k) {
-		if (!m->keys[i])
-			return;
-		i = (i + 1) & (m->cap - 1);
-	}
-	/* backward-shift deletion keeps probe chains intact without tombstones */
-	for (size_t j = i;;) {
-		m->keys[i] = NULL;
-		for (;;) {
-			j = (j + 1) & (m->cap - 1);
-			if (!m->keys[j]) {
-				m->n--;
-				return;
-			}
-			size_t home = pm_slot(m, m->keys[j]);
-			if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j)))
-				break;
-		}
-		m->keys[i] = m->keys[j];
-		m->vals[i] = m->vals[j];
-		i = j;
-	}
-}
 
 static void cond_remove(struct lc_state *s, void *cond, struct co *co);
 

@@ -18,6 +18,7 @@
  * function with the same arguments and returns its result and errno. */
 #include "preload.h"
 #include "runtime.h"
+#include "pmap.h"
 #include "rt-st.h"
 
 #include <dlfcn.h>
@@ -47,9 +48,6 @@ struct co {
 
 struct waitq { void *obj; struct co *head, *tail; };
 
-/* An open-addressing map from pointers to pointers (ST reuses thread structures and frees
- * condition variables: entries are replaced and removed, never trusted across a free). */
-struct pmap { void **keys, **vals; size_t cap, n; };
 
 struct st_state {
 	struct pmap threads; /* st_thread_t -> struct co */
@@ -79,87 +77,6 @@ D9__ST_FUNCS(X)
 		if (D9_UNLIKELY(!real_##name) && !d9__st_static)                    \
 			real_##name = (__typeof__(real_##name))d9__real(#name, NULL); \
 	} while (0)
-
-/* ---- pointer map ----------------------------------------------------------------------------- */
-
-static size_t pm_slot(const struct pmap *m, const void *k)
-{
-	uintptr_t h = (uintptr_t)k;
-
-	h ^= h >> 17;
-	h *= 0x9e3779b97f4a7c15ull;
-	return (size_t)(h >> 20) & (m->cap - 1);
-}
-
-static void *pm_get(const struct pmap *m, const void *k)
-{
-	if (!m->cap)
-		return NULL;
-	for (size_t i = pm_slot(m, k);; i = (i + 1) & (m->cap - 1)) {
-		if (m->keys[i] == k)
-			return m->vals[i];
-		if (!m->keys[i])
-			return NULL;
-	}
-}
-
-static int pm_put(struct pmap *m, void *k, void *v)
-{
-	if ((m->n + 1) * 4 > m->cap * 3) {
-		struct pmap n = { 0 };
-		n.cap = m->cap ? m->cap * 2 : 256;
-		n.keys = calloc(n.cap, sizeof(void *));
-		n.vals = calloc(n.cap, sizeof(void *));
-		if (!n.keys || !n.vals) {
-			free(n.keys);
-			free(n.vals);
-			return -1;
-		}
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->keys[i])
-				pm_put(&n, m->keys[i], m->vals[i]);
-		free(m->keys);
-		free(m->vals);
-		*m = n;
-	}
-	size_t i = pm_slot(m, k);
-	while (m->keys[i] && m->keys[i] != k)
-		i = (i + 1) & (m->cap - 1);
-	if (!m->keys[i])
-		m->n++;
-	m->keys[i] = k;
-	m->vals[i] = v;
-	return 0;
-}
-
-static void pm_del(struct pmap *m, const void *k)
-{
-	if (!m->cap)
-		return;
-	size_t i = pm_slot(m, k);
-	while (m->keys[i] != k) {
-		if (!m->keys[i])
-			return;
-		i = (i + 1) & (m->cap - 1);
-	}
-	/* backward-shift deletion keeps probe chains intact without tombstones */
-	for (size_t j = i;;) {
-		m->keys[i] = NULL;
-		for (;;) {
-			j = (j + 1) & (m->cap - 1);
-			if (!m->keys[j]) {
-				m->n--;
-				return;
-			}
-			size_t home = pm_slot(m, m->keys[j]);
-			if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j)))
-				break;
-		}
-		m->keys[i] = m->keys[j];
-		m->vals[i] = m->vals[j];
-		i = j;
-	}
-}
 
 /* ---- recording helpers ------------------------------------------------------------------------- */
 

@@ -1,0 +1,62 @@
+/* pmap.c: the pointer map's slow parts (pmap.h): growing and deleting. */
+#include "pmap.h"
+
+#include <stdlib.h>
+
+int d9__pm_put(struct pmap *m, void *k, void *v)
+{
+	if ((m->n + 1) * 4 > m->cap * 3) {
+		struct pmap n = { 0 };
+		n.cap = m->cap ? m->cap * 2 : 256;
+		n.keys = calloc(n.cap, sizeof(void *));
+		n.vals = calloc(n.cap, sizeof(void *));
+		if (!n.keys || !n.vals) {
+			free(n.keys);
+			free(n.vals);
+			return -1;
+		}
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->keys[i])
+				pm_put(&n, m->keys[i], m->vals[i]);
+		free(m->keys);
+		free(m->vals);
+		*m = n;
+	}
+	size_t i = pm_slot(m, k);
+	while (m->keys[i] && m->keys[i] != k)
+		i = (i + 1) & (m->cap - 1);
+	if (!m->keys[i])
+		m->n++;
+	m->keys[i] = k;
+	m->vals[i] = v;
+	return 0;
+}
+
+void d9__pm_del(struct pmap *m, const void *k)
+{
+	if (!m->cap)
+		return;
+	size_t i = pm_slot(m, k);
+	while (m->keys[i] != k) {
+		if (!m->keys[i])
+			return;
+		i = (i + 1) & (m->cap - 1);
+	}
+	/* backward-shift deletion keeps probe chains intact without tombstones */
+	for (size_t j = i;;) {
+		m->keys[i] = NULL;
+		for (;;) {
+			j = (j + 1) & (m->cap - 1);
+			if (!m->keys[j]) {
+				m->n--;
+				return;
+			}
+			size_t home = pm_slot(m, m->keys[j]);
+			if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j)))
+				break;
+		}
+		m->keys[i] = m->keys[j];
+		m->vals[i] = m->vals[j];
+		i = j;
+	}
+}
