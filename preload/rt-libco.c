@@ -102,7 +102,7 @@ struct lc_state {
 	struct co *exiting; /* its routine returned, its last switch not yet made: named as waker */
 	uint64_t runnable; /* woken (a Wake recorded) and not yet run: the run queue */
 	uint64_t next_sample; /* event clock ticks of the next QueueSample */
-	struct { uint64_t start, callsite, id; } loc_cache[64];
+	struct d9__loc_cache locs;
 };
 
 static __thread struct lc_state *S __attribute__((tls_model("initial-exec")));
@@ -130,25 +130,7 @@ static struct lc_state *state(void)
 
 static uint64_t location_of(void *start, void *callsite)
 {
-	struct lc_state *s = S;
-	size_t h = (((uintptr_t)start >> 4) ^ ((uintptr_t)callsite >> 2)) & 63;
-
-	if (s->loc_cache[h].id && s->loc_cache[h].start == (uintptr_t)start &&
-		s->loc_cache[h].callsite == (uintptr_t)callsite)
-		return s->loc_cache[h].id;
-	/* name the routine when the dynamic symbol table knows it; the analyzer names the rest
-	 * from the addresses (function, call site) and the module map */
-	Dl_info di;
-	uint64_t name = 0;
-	if (dladdr(start, &di) && di.dli_sname && di.dli_saddr == start)
-		name = d9_agent_string(di.dli_sname, strlen(di.dli_sname));
-	uint64_t id = d9_agent_location((uintptr_t)start, (uintptr_t)callsite, name);
-	if (id) {
-		s->loc_cache[h].start = (uintptr_t)start;
-		s->loc_cache[h].callsite = (uintptr_t)callsite;
-		s->loc_cache[h].id = id;
-	}
-	return id;
+	return d9__rt_location(&S->locs, start, callsite);
 }
 
 /* co became runnable because of `waker` (0: none) for `kind` on `object`. */

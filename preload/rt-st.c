@@ -60,7 +60,7 @@ struct st_state {
 	uint64_t runnable, next_sample;
 	st_switch_cb_t app_in, app_out; /* the application's own callbacks, chained */
 	int in_init;
-	struct { uint64_t start, callsite, id; } loc_cache[64];
+	struct d9__loc_cache locs;
 };
 
 static __thread struct st_state *S __attribute__((tls_model("initial-exec")));
@@ -89,25 +89,7 @@ static int adapter_wanted(void)
 
 static uint64_t location_of(void *start, void *callsite)
 {
-	struct st_state *s = S;
-	size_t h = (((uintptr_t)start >> 4) ^ ((uintptr_t)callsite >> 2)) & 63;
-
-	if (s->loc_cache[h].id && s->loc_cache[h].start == (uintptr_t)start &&
-		s->loc_cache[h].callsite == (uintptr_t)callsite)
-		return s->loc_cache[h].id;
-	/* Name the start function when the dynamic symbol table knows it; the analyzer names the
-	 * rest from the addresses (function, call site) and the module map. */
-	Dl_info di;
-	uint64_t name = 0;
-	if (dladdr(start, &di) && di.dli_sname)
-		name = d9_agent_string(di.dli_sname, strlen(di.dli_sname));
-	uint64_t id = d9_agent_location((uintptr_t)start, (uintptr_t)callsite, name);
-	if (id) {
-		s->loc_cache[h].start = (uintptr_t)start;
-		s->loc_cache[h].callsite = (uintptr_t)callsite;
-		s->loc_cache[h].id = id;
-	}
-	return id;
+	return d9__rt_location(&S->locs, start, callsite);
 }
 
 /* co became runnable because of `waker` (0: none) for `kind` on `object`. */

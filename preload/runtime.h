@@ -52,6 +52,13 @@ int d9__runtime_parse(const char *v);
 /* The agent's start: each adapter D9_RUNTIME allows looks for its runtime (attach). */
 void d9__runtimes_attach(void);
 
+/* Locations of coroutine entry points (function, call site), cached per scheduler thread. */
+struct d9__loc_cache { struct { uint64_t start, callsite, id; } e[64]; };
+/* The location id of a coroutine started at `start` from `callsite`: named after the dynamic
+ * symbol that starts exactly at `start`, if any (the analyzer names the rest from the addresses
+ * and the module map). 0 when the agent's tables are full. */
+uint64_t d9__rt_location(struct d9__loc_cache *c, void *start, void *callsite);
+
 /* 1 when D9_RUNTIME allows this adapter and this thread's calls may be recorded. */
 int d9__rt_wanted(const struct d9__runtime *rt);
 

@@ -3,6 +3,7 @@
  * its name to d9__runtime_choices, and document it in README.md ("Runtimes"). */
 #include "runtime.h"
 
+#include <dlfcn.h>
 #include <string.h>
 
 extern const struct d9__runtime d9__rt_st;
@@ -56,4 +57,24 @@ void d9__preload_at_exit(void)
 	for (int i = 0; d9__runtimes[i]; i++)
 		if (d9__runtimes[i]->at_exit)
 			d9__runtimes[i]->at_exit();
+}
+
+uint64_t d9__rt_location(struct d9__loc_cache *c, void *start, void *callsite)
+{
+	size_t h = (((uintptr_t)start >> 4) ^ ((uintptr_t)callsite >> 2)) & 63;
+
+	if (c->e[h].id && c->e[h].start == (uintptr_t)start && c->e[h].callsite == (uintptr_t)callsite)
+		return c->e[h].id;
+	/* a static function has no dynamic symbol: dladdr would give the one before it */
+	Dl_info di;
+	uint64_t name = 0;
+	if (dladdr(start, &di) && di.dli_sname && di.dli_saddr == start)
+		name = d9_agent_string(di.dli_sname, strlen(di.dli_sname));
+	uint64_t id = d9_agent_location((uintptr_t)start, (uintptr_t)callsite, name);
+	if (id) {
+		c->e[h].start = (uintptr_t)start;
+		c->e[h].callsite = (uintptr_t)callsite;
+		c->e[h].id = id;
+	}
+	return id;
 }

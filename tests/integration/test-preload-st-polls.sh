@@ -257,7 +257,7 @@ with case(p + "-sleep") as c:
     end = [pp[1] for pp in x.polls if pp[1] is not None and pp[1]["_i"] < w["_i"]][-1]
     busy = [e for e in proc.tids[w["tid"]][end["_ti"]:w["_ti"]] if e["type"] == "Unpark" and e["ready"] > 0]
     if not busy:
-        fail("no idle wait returned with ready descriptors during the sleep: the traffic did not "
+        skip("no idle wait returned with ready descriptors during the sleep: the traffic did not "
              "overlap it, so this run tests nothing")
     c.info = check_sleep(proc, x, 20, False) + "; %d idle waits ended by traffic during the sleep" % len(busy)
 PYEOF

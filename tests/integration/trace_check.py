@@ -41,6 +41,16 @@ def fail(msg):
     raise Fail(msg)
 
 
+class Skip(Exception):
+    pass
+
+
+def skip(msg):
+    """The run did not meet the check's precondition (a timing the machine did not give): SKIP,
+    counted, with the reason; never a PASS."""
+    raise Skip(msg)
+
+
 def require(errors, what=""):
     """Fails with the first few of a list of error strings, if any."""
     if errors:
@@ -748,7 +758,7 @@ def load_json(path):
 
 
 class case:
-    """A named check: prints PASS or FAIL for the block it wraps (see the file head)."""
+    """A named check: prints PASS, FAIL or SKIP (skip()) for the block it wraps (see the file head)."""
 
     def __init__(self, name):
         self.name = name
@@ -762,6 +772,8 @@ class case:
             print("PASS %s%s" % (self.name, ": " + self.info if self.info else ""))
         elif issubclass(typ, Fail):
             print("FAIL %s: %s" % (self.name, exc))
+        elif issubclass(typ, Skip):
+            print("SKIP %s: %s" % (self.name, exc))
         elif issubclass(typ, Exception):
             print("FAIL %s: checker error %s: %s (line %s)" % (self.name, typ.__name__, exc,
                                                                _code_line(tb)))
