@@ -22,8 +22,9 @@
 //                  "loop_turns T requests R connections C" (T: co_eventloop turns, each one
 //                  epoll_wait) on stdout
 // /burn, /block and /fwrite time themselves (CLOCK_MONOTONIC) and reply X-Wall-Ns: the handler's
-// wall time, and X-Blocked-Ns: its blocking calls' (the nanosleep; write + fsync): the ground truth
-// of test-rt-libco.sh's duration checks.
+// wall time, and X-Blocked-Ns: its blocking calls' (the nanosleep; write + fsync), with
+// X-Run-Delay-Ns: how long the thread was runnable but not running (preempted) meanwhile: the
+// ground truth of test-rt-libco.sh's duration checks.
 // serve_conn, accept_loop, handle and handle_fwrite are extern "C" so tests find them by their
 // plain names.
 // Options: -p PORT (0: any), -P FILE (write the port there), -t SECONDS (exit after), -q.
@@ -54,7 +55,7 @@ static long cond_waiting, signals_sent, signals_taken, loop_block_ms;
 static stCoCond_t *cond;
 static volatile uint64_t burn_sink;
 static time_t started;
-static uint64_t reply_wall_ns, reply_blocked_ns; // set by a timed handler, sent as headers
+static uint64_t reply_wall_ns, reply_blocked_ns, reply_run_delay_ns; // set by a timed handler, sent as headers
 
 struct conn {
 	stCoRoutine_t *co;
@@ -78,6 +79,25 @@ static uint64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// This thread's run delay (ns runnable, not running) from its schedstat, 0 when unreadable: taken
+// around the blocking calls, since a preemption between or after them (in d9's wrapper, say) is
+// in the handler's time but in no call's.
+static uint64_t run_delay_ns(void)
+{
+	char buf[128];
+	unsigned long long run = 0, wait = 0;
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return sscanf(buf, "%llu %llu", &run, &wait) == 2 ? wait : 0;
 }
 
 // Burns `ms` ms of this thread's CPU in user code (the clock is read every ~30 us).
@@ -139,7 +159,7 @@ extern "C" __attribute__((noinline)) void handle_fwrite(const char *q, char *bod
 	}
 	unlink(path);
 	memset(buf, 'w', len);
-	uint64_t b0 = mono_ns();
+	uint64_t d0 = run_delay_ns(), b0 = mono_ns();
 	while (off < len) {
 		w = write(fd, buf + off, len - off);
 		if (w < 0 && errno == EINTR)
@@ -151,6 +171,7 @@ extern "C" __attribute__((noinline)) void handle_fwrite(const char *q, char *bod
 	if (off == len && fsync(fd) < 0)
 		w = -1;
 	reply_blocked_ns = mono_ns() - b0;
+	reply_run_delay_ns = run_delay_ns() - d0;
 	if (off < len || w < 0)
 		snprintf(body, n, "fwrite failed: %s\n", w < 0 ? strerror(errno) : "short write");
 	else
@@ -181,10 +202,11 @@ extern "C" __attribute__((noinline)) void handle(const char *path, char *body, s
 	} else if (plen == 6 && !memcmp(path, "/block", 6)) {
 		long ms = query_ms(q);
 		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-		uint64_t b0 = mono_ns();
+		uint64_t d0 = run_delay_ns(), b0 = mono_ns();
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
 		reply_blocked_ns = mono_ns() - b0;
+		reply_run_delay_ns = run_delay_ns() - d0;
 		reply_wall_ns = mono_ns() - t0;
 		snprintf(body, n, "block ms=%ld\n", ms);
 	} else if (plen == 7 && !memcmp(path, "/fwrite", 7)) {
@@ -247,14 +269,15 @@ extern "C" void *serve_conn(void *arg)
 		*end = 0;
 		int close_after = strstr(buf, "Connection: close") || strstr(buf, "HTTP/1.0");
 		n_requests++;
-		reply_wall_ns = reply_blocked_ns = 0;
+		reply_wall_ns = reply_blocked_ns = reply_run_delay_ns = 0;
 		handle(path, body, sizeof(body), &close_after);
-		char timing[96] = "";
+		char timing[128] = "";
 		if (reply_wall_ns)
 			snprintf(timing, sizeof(timing), "X-Wall-Ns: %llu\r\n", (unsigned long long)reply_wall_ns);
 		if (reply_blocked_ns)
 			snprintf(timing + strlen(timing), sizeof(timing) - strlen(timing),
-				"X-Blocked-Ns: %llu\r\n", (unsigned long long)reply_blocked_ns);
+				"X-Blocked-Ns: %llu\r\nX-Run-Delay-Ns: %llu\r\n",
+				(unsigned long long)reply_blocked_ns, (unsigned long long)reply_run_delay_ns);
 		// one write per reply: a second small write would wait for the client's delayed ACK
 		int ol = snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s%s\r\n%s",
 			strlen(body), timing, close_after ? "Connection: close\r\n" : "", body);

@@ -2,7 +2,7 @@
  * st-http.c: a small HTTP/1.1 test server on State Threads (libst), one coroutine per connection,
  * with endpoints that burn CPU, park, block the whole scheduler, read or write a file and spawn
  * coroutines. The slow handlers (/burn, /block, /fwrite) time themselves (CLOCK_MONOTONIC) and put
- * that ground truth in X-Wall-Ns (and X-Blocked-Ns) reply headers for the tests to check against.
+ * that ground truth in X-Wall-Ns (and X-Blocked-Ns, X-Run-Delay-Ns) reply headers for the tests.
  * The interposition tests run it under LD_PRELOAD; it must never know about d9 (no d9 headers, no
  * d9 calls) and must never install SIGTERM/SIGINT handlers (the agent relies on their absence).
  * Endpoints, options and the exact per-request call counts are documented in README.md beside it.
@@ -50,6 +50,7 @@ struct reply {
 	int quit;                       /* exit(0) after the reply is written */
 	uint64_t wall_ns;               /* the handler's own wall time, 0: not measured */
 	uint64_t blocked_ns;            /* its blocking calls' wall time, 0: not measured */
+	uint64_t run_delay_ns;          /* runnable but not running during those calls */
 	size_t len;                     /* bytes used in body, always < BODY_MAX */
 	char body[BODY_MAX];
 };
@@ -167,6 +168,26 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* This thread's run delay (ns spent runnable, not running: preempted) from its schedstat, 0 when
+ * unreadable. Taken around the blocking calls: a preemption between or after them (in d9's wrapper,
+ * say) is in the handler's time but in no call's, and a test must know how much there was. */
+static uint64_t run_delay_ns(void)
+{
+	char buf[128];
+	unsigned long long run = 0, wait = 0;
+	ssize_t n;
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return sscanf(buf, "%llu %llu", &run, &wait) == 2 ? wait : 0;
+}
+
 /* Burns `ms` milliseconds of this thread's CPU time in user code (the clock is read only every
  * ~30 us, so samples land here and not in the kernel). Returns the CPU nanoseconds consumed. */
 uint64_t burn_cpu(unsigned ms)
@@ -211,10 +232,11 @@ void handle_sleep(struct reply *r, const char *query)
 void handle_block(struct reply *r, const char *query)
 {
 	long ms = query_long(query, "ms", 10, 0, MS_MAX);
-	uint64_t t0 = mono_ns(), t1;
+	uint64_t t0 = mono_ns(), d0 = run_delay_ns(), t1;
 
 	usleep((useconds_t)ms * 1000);
 	t1 = mono_ns();
+	r->run_delay_ns = run_delay_ns() - d0;
 	r->wall_ns = r->blocked_ns = t1 - t0;
 	body_printf(r, "block ms=%ld\n", ms);
 }
@@ -263,7 +285,7 @@ void handle_fwrite(struct reply *r, const char *query)
 	long kb = query_long(query, "kb", 1024, 1, FWRITE_KB_MAX);
 	const char *dir = getenv("TMPDIR");
 	size_t len = (size_t)kb * 1024, off = 0;
-	uint64_t t0 = mono_ns(), b0, b1;
+	uint64_t t0 = mono_ns(), b0, b1, d0;
 	char path[4096], *buf;
 	ssize_t n = 0;
 	int fd;
@@ -279,6 +301,7 @@ void handle_fwrite(struct reply *r, const char *query)
 	}
 	unlink(path);
 	memset(buf, 'w', len);
+	d0 = run_delay_ns();
 	b0 = mono_ns();
 	while (off < len) {
 		n = write(fd, buf + off, len - off);
@@ -291,6 +314,7 @@ void handle_fwrite(struct reply *r, const char *query)
 	if (off == len && fsync(fd) < 0)
 		n = -1;
 	b1 = mono_ns();
+	r->run_delay_ns = run_delay_ns() - d0;
 	if (off < len || n < 0) {
 		r->status = 500;
 		body_printf(r, "fwrite: %s\n", n < 0 ? strerror(errno) : "short write");
@@ -513,7 +537,7 @@ static void dispatch(char *head, struct reply *r)
 /* Sends the reply with one st_write. Returns 0 or -1. */
 static int send_reply(st_netfd_t nfd, const struct reply *r)
 {
-	char out[BODY_MAX + 512], timing[96] = "";
+	char out[BODY_MAX + 512], timing[128] = "";
 	int n;
 
 	/* headers, not body fields: many tests match these bodies exactly */
@@ -521,7 +545,8 @@ static int send_reply(st_netfd_t nfd, const struct reply *r)
 		snprintf(timing, sizeof(timing), "X-Wall-Ns: %llu\r\n", (unsigned long long)r->wall_ns);
 	if (r->blocked_ns)
 		snprintf(timing + strlen(timing), sizeof(timing) - strlen(timing),
-			 "X-Blocked-Ns: %llu\r\n", (unsigned long long)r->blocked_ns);
+			 "X-Blocked-Ns: %llu\r\nX-Run-Delay-Ns: %llu\r\n",
+			 (unsigned long long)r->blocked_ns, (unsigned long long)r->run_delay_ns);
 	n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\nServer: st-http\r\nContent-Type: %s\r\n"
 		     "Content-Length: %zu\r\nX-Pid: %d\r\n%sConnection: %s\r\n\r\n",
 		     r->status, status_text(r->status), r->type, r->len, (int)my_pid, timing,
