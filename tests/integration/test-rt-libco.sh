@@ -13,8 +13,9 @@
 #     connection coroutine exits once and is woken by its socket (fd Wakes, one descriptor each);
 #     durations are checked against the handler's own clock (its X-Wall-Ns and X-Blocked-Ns
 #     reply headers, CLOCK_MONOTONIC), within 10% + 1 ms (the 1 ms for tiny values: a call
-#     under D9_BLOCKING_THRESHOLD, 1 ms, is not recorded), so a loaded machine that stretches a
-#     handler stretches the truth with it: each burn's longest poll is its handler's wall time
+#     under D9_BLOCKING_THRESHOLD, 1 ms, is not recorded; for blocking calls plus X-Run-Delay-Ns,
+#     the time the thread was preempted around them, which no call's time holds when it falls
+#     between them), so a loaded machine that stretches a handler stretches the truth with it: each burn's longest poll is its handler's wall time
 #     with burn_cpu on its CPU samples' stacks; each 30 ms sleep (poll(NULL, 0, 30), a yield under libco's hook, and
 #     the unsignalled wait) ends with one timer Wake whose deadline is 30 ms after the poll that
 #     slept; the signalled wait has one cond Wake by the signalling coroutine; the BlockingCalls
@@ -188,9 +189,11 @@ truth = [json.loads(l) for l in open(os.path.join(os.path.dirname(stats_path), "
 if [t["path"] for t in truth] != ["/burn?ms=20", "/burn?ms=20", "/block?ms=40", "/fwrite?kb=8192"]:
     raise Exception("truth.jsonl holds %s" % truth)
 
-def near(d, want):
-    # the trace's duration d against the handler's own clock: 10%, plus 1 ms for tiny values
-    return d is not None and want is not None and abs(d - want) <= 0.1 * want + 1e6
+def near(d, want, slack=0):
+    # the trace's duration d against the handler's own clock: 10%, plus 1 ms for tiny values,
+    # plus slack: the run delay the handler saw around its blocking calls (a preemption there,
+    # outside the calls, is in its time but in no call's; 0 on an idle machine)
+    return d is not None and want is not None and abs(d - want) <= 0.1 * want + 1e6 + (slack or 0)
 
 def longest_poll(x):
     ps = [p for p in x.polls if p[1] is not None]
@@ -275,7 +278,7 @@ with case(prefix + "-blocking") as c:
         fail("BlockingCalls %s (but the /fwrite coroutine's), want exactly the /block and /loopblock nanosleeps" % names)
     e, l = [e for e in blocking if e["coroutine"] != fw.id]
     tb = truth[2]
-    if e["coroutine"] != blk.id or not near(e["duration_ns"], tb["blocked_ns"]):
+    if e["coroutine"] != blk.id or not near(e["duration_ns"], tb["blocked_ns"], tb["run_delay_ns"]):
         fail("nanosleep BlockingCall of coroutine %d, %s; want %d, the handler's nanosleep %s (within 10%% + 1 ms)"
              % (e["coroutine"], ms(e["duration_ns"]), blk.id, ms(tb["blocked_ns"])))
     if not on_stack("handle", frames_of(e)):
@@ -295,12 +298,14 @@ with case(prefix + "-fwrite") as c:
     # write + fsync, each recorded when it took >= 1 ms: as a BlockingCall when it waited off CPU,
     # as a SchedDelay when it was preempted instead
     fw, tf = conns[14], truth[3]
-    calls = [e for e in proc.events(("BlockingCall", "SchedDelay")) if e["coroutine"] == fw.id]
+    # (on its file: a preempted read or write of its socket is a SchedDelay of that coroutine too)
+    calls = [e for e in proc.events(("BlockingCall", "SchedDelay")) if e["coroutine"] == fw.id and
+             e["fd_kind"] == FD_FILE and call_name(e) in ("write", "fsync")]
     cn = [(e["type"], call_name(e), ms(e["duration_ns"])) for e in calls]
     total = sum(e["duration_ns"] for e in calls)
-    if any(n[1] not in ("write", "fsync") for n in cn) or not near(total, tf["blocked_ns"]):
-        fail("the /fwrite coroutine's calls %s add up to %s, its write + fsync took %s"
-             % (cn, ms(total), ms(tf["blocked_ns"])))
+    if not near(total, tf["blocked_ns"], tf["run_delay_ns"]):
+        fail("the /fwrite coroutine's calls %s add up to %s, its write + fsync took %s (%s of it preempted)"
+             % (cn, ms(total), ms(tf["blocked_ns"]), ms(tf["run_delay_ns"] or 0)))
     fs = [e for e in calls if e["type"] == "BlockingCall" and call_name(e) == "fsync"]
     if len(fs) != 1 or not on_stack("handle_fwrite", frames_of(fs[0])):
         fail("fsync BlockingCalls of the /fwrite coroutine %s, want one with handle_fwrite on its stack (%s)"
@@ -308,14 +313,19 @@ with case(prefix + "-fwrite") as c:
     d = poll_ns(longest_poll(fw))
     if not near(d, tf["wall_ns"]):
         fail("the /fwrite coroutine's longest poll %s, the handler took %s" % (ms(d) if d else None, ms(tf["wall_ns"])))
-    c.info = "%s = %s (the handler's write + fsync: %s), in a poll of %s (the handler's %s)" % (
-        " + ".join("%s %s" % n[1:] for n in cn), ms(total), ms(tf["blocked_ns"]), ms(d), ms(tf["wall_ns"]))
+    c.info = "%s = %s (the handler's write + fsync: %s, %s preempted), in a poll of %s (the handler's %s)" % (
+        " + ".join("%s %s" % n[1:] for n in cn), ms(total), ms(tf["blocked_ns"]), ms(tf["run_delay_ns"] or 0),
+        ms(d), ms(tf["wall_ns"]))
 PYEOF
 
 # lc_exact_requests: the requests of shared-exact, each on its own connection.
 lc_exact_requests() {
 	local prefix=$1 ok=1
 	: >"$SDIR/truth.jsonl"
+	# the durations are checked against the handlers' own clocks, and a poll also covers the
+	# microseconds after its handler: a preemption there (another process's turn, seen on a
+	# loaded machine) would stretch the poll alone. At nice -10 (PL_NICE: when root) that is rare.
+	[ ${#PL_NICE[@]} -gt 0 ] && renice -n -10 -p "$SPID" >/dev/null
 	for r in "/fast ok" "/fast ok" "/fast ok" "/fast ok" "/burn?ms=20 burn ms=20 cpu_ns=*" \
 		"/burn?ms=20 burn ms=20 cpu_ns=*" "/sleep?ms=30 sleep ms=30" "/sleep?ms=30 sleep ms=30" \
 		"/block?ms=40 block ms=40" "/loopblock?ms=40 loopblock ms=40"; do
@@ -397,10 +407,10 @@ CONDEOF
 # lc_truth PATH: the last reply's X-Wall-Ns and X-Blocked-Ns (the handler's own clock), when it
 # has them, as one line of $SDIR/truth.jsonl.
 lc_truth() {
-	local wall blocked
-	wall=$(pl_header X-Wall-Ns) blocked=$(pl_header X-Blocked-Ns)
-	[ -n "$wall" ] && printf '{"path": "%s", "wall_ns": %s, "blocked_ns": %s}\n' "$1" "$wall" \
-		"${blocked:-null}" >>"$SDIR/truth.jsonl"
+	local wall blocked delay
+	wall=$(pl_header X-Wall-Ns) blocked=$(pl_header X-Blocked-Ns) delay=$(pl_header X-Run-Delay-Ns)
+	[ -n "$wall" ] && printf '{"path": "%s", "wall_ns": %s, "blocked_ns": %s, "run_delay_ns": %s}\n' \
+		"$1" "$wall" "${blocked:-null}" "${delay:-null}" >>"$SDIR/truth.jsonl"
 	return 0
 }
 

@@ -16,7 +16,9 @@
 # reply X-Wall-Ns (their CLOCK_MONOTONIC wall time) and X-Blocked-Ns (their usleep; their write +
 # fsync), so a loaded machine that stretches a 20 ms burn to 100 ms stretches the truth with it.
 # "Within 10%" below means |trace - truth| <= 10% of truth + 1 ms (the 1 ms for tiny values: a
-# call under D9_BLOCKING_THRESHOLD, 1 ms, is not recorded).
+# call under D9_BLOCKING_THRESHOLD, 1 ms, is not recorded); for the blocking calls plus the
+# handler's X-Run-Delay-Ns, the time its thread was preempted around them (from its schedstat),
+# since a preemption outside the calls (in d9's wrapper after a slow call) is in no call's time.
 #   - the trace decodes cleanly and holds every State Threads invariant (trace_check);
 #   - one spawn at serve_conn per connection the server counted, one CoroutineExit each (the
 #     control connection excepted); the joinable child and the fanout children exit once;
@@ -255,9 +257,11 @@ with case(p + "-spawns-exits") as c:
 
 truth = load_json(os.path.join(os.path.dirname(stats_path), "truth.json"))
 
-def near(d, want):
-    # the trace's duration d against the handler's own clock: 10%, plus 1 ms for tiny values
-    return d is not None and abs(d - want) <= 0.1 * want + 1e6
+def near(d, want, slack=0):
+    # the trace's duration d against the handler's own clock: 10%, plus 1 ms for tiny values,
+    # plus slack: the run delay the handler saw around its blocking calls (a preemption there,
+    # outside the calls, is in its time but in no call's; 0 on an idle machine)
+    return d is not None and abs(d - want) <= 0.1 * want + 1e6 + slack
 
 def handler_poll(x, what):
     # the poll that ran the handler: the coroutine's longest; checked against its wall time
@@ -352,7 +356,7 @@ with case(p + "-blocking") as c:
         fail("BlockingCalls (call, coroutine, duration) %s: want one usleep of the /block coroutine %d,"
              " then only the /fwrite coroutine %d's" % (names, blk.id, fw.id))
     e = ub[0]
-    if not near(e["duration_ns"], truth["block"]["blocked_ns"]):
+    if not near(e["duration_ns"], truth["block"]["blocked_ns"], truth["block"]["run_delay_ns"]):
         fail("the usleep lasted %s, the handler's usleep %s" % (ms(e["duration_ns"]), ms(truth["block"]["blocked_ns"])))
     frames = e["_seg"].stacks.get(e["stack"], []) if e["stack"] else []
     if not any(syms.contains("handle_block", a, return_address=True) for a in frames):
@@ -363,12 +367,14 @@ with case(p + "-blocking") as c:
 with case(p + "-fwrite") as c:
     # write + fsync, each recorded when it took >= 1 ms: as a BlockingCall when it waited off CPU,
     # as a SchedDelay when it was preempted instead
-    calls = [e for e in proc.events(("BlockingCall", "SchedDelay")) if e["coroutine"] == fw.id]
+    # (on its file: a preempted read or write of its socket is a SchedDelay of that coroutine too)
+    calls = [e for e in proc.events(("BlockingCall", "SchedDelay")) if e["coroutine"] == fw.id and
+             e["fd_kind"] == FD_FILE and e["_seg"].string(e["call"]) in ("write", "fsync")]
     cn = [(e["type"], e["_seg"].string(e["call"]), ms(e["duration_ns"])) for e in calls]
     total = sum(e["duration_ns"] for e in calls)
-    if any(n[1] not in ("write", "fsync") for n in cn) or not near(total, truth["fwrite"]["blocked_ns"]):
-        fail("the /fwrite coroutine's calls %s add up to %s, its write + fsync took %s"
-             % (cn, ms(total), ms(truth["fwrite"]["blocked_ns"])))
+    if not near(total, truth["fwrite"]["blocked_ns"], truth["fwrite"]["run_delay_ns"]):
+        fail("the /fwrite coroutine's calls %s add up to %s, its write + fsync took %s (%s of it preempted)"
+             % (cn, ms(total), ms(truth["fwrite"]["blocked_ns"]), ms(truth["fwrite"]["run_delay_ns"])))
     fs = [e for e in calls if e["type"] == "BlockingCall" and e["_seg"].string(e["call"]) == "fsync"]
     if len(fs) != 1:
         fail("%d fsync BlockingCalls of the /fwrite coroutine, want 1: %s" % (len(fs), cn))
@@ -376,9 +382,9 @@ with case(p + "-fwrite") as c:
     if not any(syms.contains("handle_fwrite", a, return_address=True) for a in frames):
         fail("the fsync's stack has no frame in handle_fwrite: %s" % describe_frames(frames, syms, maps))
     d = handler_poll(fw, "fwrite")
-    c.info = "%s = %s (the handler's write + fsync: %s), in a poll of %s (the handler's %s)" % (
+    c.info = "%s = %s (the handler's write + fsync: %s, %s preempted), in a poll of %s (the handler's %s)" % (
         " + ".join("%s %s" % n[1:] for n in cn), ms(total), ms(truth["fwrite"]["blocked_ns"]),
-        ms(d), ms(truth["fwrite"]["wall_ns"]))
+        ms(truth["fwrite"]["run_delay_ns"]), ms(d), ms(truth["fwrite"]["wall_ns"]))
 
 samples = [e for e in proc.events(("CpuSample",)) if e["coroutine"]]
 
@@ -443,26 +449,30 @@ run_srs() {
 		pl_fail "$name" "$PL_ERR"
 		return 1
 	fi
+	# the durations are checked against the handlers' own clocks, and a poll also covers the
+	# microseconds after its handler: a preemption there (another process's turn, seen on a
+	# loaded machine) would stretch the poll alone. At nice -10 (PL_NICE: when root) that is rare.
+	[ ${#PL_NICE[@]} -gt 0 ] && renice -n -10 -p "$SPID" >/dev/null
 	pl_gets 20 /fast ok || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
 	pl_gets 1 /join "join ok" || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
 	pl_gets 1 "/fanout?k=4" "fanout k=4 done=4" || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
 	pl_get "/burn?ms=20"
 	case "$BODY" in "burn ms=20 cpu_ns="*) ;; *) pl_fail "$name-replies" "/burn: $CODE '$BODY'"; ok=0 ;; esac
-	local burn_wall block_wall block_blocked fw_wall fw_blocked
+	local burn_wall block_wall block_blocked block_delay fw_wall fw_blocked fw_delay
 	burn_wall=$(pl_header X-Wall-Ns)
 	pl_gets 1 "/sleep?ms=20" "sleep ms=20" || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
 	pl_gets 1 "/block?ms=20" "block ms=20" || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
-	block_wall=$(pl_header X-Wall-Ns) block_blocked=$(pl_header X-Blocked-Ns)
+	block_wall=$(pl_header X-Wall-Ns) block_blocked=$(pl_header X-Blocked-Ns) block_delay=$(pl_header X-Run-Delay-Ns)
 	pl_gets 1 "/fwrite?kb=8192" "fwrite kb=8192" || { pl_fail "$name-replies" "$PL_ERR"; ok=0; }
-	fw_wall=$(pl_header X-Wall-Ns) fw_blocked=$(pl_header X-Blocked-Ns)
+	fw_wall=$(pl_header X-Wall-Ns) fw_blocked=$(pl_header X-Blocked-Ns) fw_delay=$(pl_header X-Run-Delay-Ns)
 	if [ -z "$burn_wall" ] || [ -z "$block_blocked" ] || [ -z "$fw_blocked" ]; then
 		pl_fail "$name-replies" "a slow handler's reply lacks X-Wall-Ns or X-Blocked-Ns"
 		ok=0
 	fi
 	# the handlers' own clocks: the truth the durations are checked against
-	printf '{"burn": {"wall_ns": %s}, "block": {"wall_ns": %s, "blocked_ns": %s}, "fwrite": {"wall_ns": %s, "blocked_ns": %s}}\n' \
-		"${burn_wall:-null}" "${block_wall:-null}" "${block_blocked:-null}" "${fw_wall:-null}" \
-		"${fw_blocked:-null}" >"$SDIR/truth.json"
+	printf '{"burn": {"wall_ns": %s}, "block": {"wall_ns": %s, "blocked_ns": %s, "run_delay_ns": %s}, "fwrite": {"wall_ns": %s, "blocked_ns": %s, "run_delay_ns": %s}}\n' \
+		"${burn_wall:-null}" "${block_wall:-null}" "${block_blocked:-null}" "${block_delay:-null}" \
+		"${fw_wall:-null}" "${fw_blocked:-null}" "${fw_delay:-null}" >"$SDIR/truth.json"
 	# keep-alive load: 4 connections of 100 requests each
 	local urls=() pids=()
 	for i in $(seq 100); do urls+=("http://127.0.0.1:$SPORT/fast"); done
