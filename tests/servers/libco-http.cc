@@ -10,6 +10,8 @@
 //   /burn?ms=N     N ms of thread CPU in burn_cpu (a unit of work N ms long)
 //   /sleep?ms=N    poll(NULL, 0, N): libco's hook makes it a coroutine sleep (a timer wake)
 //   /block?ms=N    nanosleep(N ms): not hooked by libco, it blocks the whole thread
+//   /fwrite?kb=N   handle_fwrite: a fresh unlinked temp file ($TMPDIR or /tmp), write() of N KiB
+//                  (default 1024), fsync(), close: blocks the whole thread as long as the disk takes
 //   /loopblock?ms=N  the event loop's next callback (loop_turn, in the main coroutine) makes
 //                  that nanosleep instead
 //   /wait?ms=N     co_cond_timedwait on the server's one condition for N ms: "wait signalled"
@@ -19,7 +21,12 @@
 //   /quit          "bye", then the event loop ends and the process exits 0 after printing
 //                  "loop_turns T requests R connections C" (T: co_eventloop turns, each one
 //                  epoll_wait) on stdout
-// serve_conn and accept_loop are extern "C" so tests find them by their plain names.
+// /burn, /block and /fwrite time themselves (CLOCK_MONOTONIC) and reply X-Wall-Ns: the handler's
+// wall time, and X-Blocked-Ns: its blocking calls' (the nanosleep; write + fsync), with
+// X-Run-Delay-Ns: how long the thread was runnable but not running (preempted) meanwhile: the
+// ground truth of test-rt-libco.sh's duration checks.
+// serve_conn, accept_loop, handle and handle_fwrite are extern "C" so tests find them by their
+// plain names.
 // Options: -p PORT (0: any), -P FILE (write the port there), -t SECONDS (exit after), -q.
 #include <co_routine.h>
 
@@ -48,6 +55,7 @@ static long cond_waiting, signals_sent, signals_taken, loop_block_ms;
 static stCoCond_t *cond;
 static volatile uint64_t burn_sink;
 static time_t started;
+static uint64_t reply_wall_ns, reply_blocked_ns, reply_run_delay_ns; // set by a timed handler, sent as headers
 
 struct conn {
 	stCoRoutine_t *co;
@@ -62,6 +70,34 @@ static uint64_t thread_cpu_ns(void)
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// CLOCK_MONOTONIC in ns: the clock of d9's trace times.
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+// This thread's run delay (ns runnable, not running) from its schedstat, 0 when unreadable: taken
+// around the blocking calls, since a preemption between or after them (in d9's wrapper, say) is
+// in the handler's time but in no call's.
+static uint64_t run_delay_ns(void)
+{
+	char buf[128];
+	unsigned long long run = 0, wait = 0;
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return sscanf(buf, "%llu %llu", &run, &wait) == 2 ? wait : 0;
 }
 
 // Burns `ms` ms of this thread's CPU in user code (the clock is read every ~30 us).
@@ -102,18 +138,62 @@ static int write_all(int fd, const char *buf, size_t n)
 	return 0;
 }
 
+// The blocking file write of /fwrite into body; sets reply_blocked_ns to write + fsync.
+extern "C" __attribute__((noinline)) void handle_fwrite(const char *q, char *body, size_t n)
+{
+	const char *p = q ? strstr(q, "kb=") : NULL;
+	long kb = p ? atol(p + 3) : 1024;
+	kb = kb < 1 ? 1 : kb > 65536 ? 65536 : kb;
+	const char *dir = getenv("TMPDIR");
+	char path[4096];
+	size_t len = (size_t)kb * 1024, off = 0;
+	ssize_t w = 0;
+
+	snprintf(path, sizeof(path), "%s/libco-http-fwrite.XXXXXX", dir && *dir ? dir : "/tmp");
+	char *buf = (char *)malloc(len);
+	int fd = buf ? mkstemp(path) : -1;
+	if (fd < 0) {
+		snprintf(body, n, "fwrite failed: %s\n", buf ? strerror(errno) : "out of memory");
+		free(buf);
+		return;
+	}
+	unlink(path);
+	memset(buf, 'w', len);
+	uint64_t d0 = run_delay_ns(), b0 = mono_ns();
+	while (off < len) {
+		w = write(fd, buf + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	if (off == len && fsync(fd) < 0)
+		w = -1;
+	reply_blocked_ns = mono_ns() - b0;
+	reply_run_delay_ns = run_delay_ns() - d0;
+	if (off < len || w < 0)
+		snprintf(body, n, "fwrite failed: %s\n", w < 0 ? strerror(errno) : "short write");
+	else
+		snprintf(body, n, "fwrite kb=%ld\n", kb);
+	close(fd);
+	free(buf);
+}
+
 // One request's reply body into body (size n); sets *close_after for /quit.
 extern "C" __attribute__((noinline)) void handle(const char *path, char *body, size_t n,
 	int *close_after)
 {
 	const char *q = strchr(path, '?');
 	size_t plen = q ? (size_t)(q - path) : strlen(path);
+	uint64_t t0 = mono_ns();
 
 	if (plen == 5 && !memcmp(path, "/fast", 5)) {
 		snprintf(body, n, "ok\n");
 	} else if (plen == 5 && !memcmp(path, "/burn", 5)) {
 		long ms = query_ms(q);
 		uint64_t ns = burn_cpu((unsigned)ms);
+		reply_wall_ns = mono_ns() - t0;
 		snprintf(body, n, "burn ms=%ld cpu_ns=%llu\n", ms, (unsigned long long)ns);
 	} else if (plen == 6 && !memcmp(path, "/sleep", 6)) {
 		long ms = query_ms(q);
@@ -122,9 +202,16 @@ extern "C" __attribute__((noinline)) void handle(const char *path, char *body, s
 	} else if (plen == 6 && !memcmp(path, "/block", 6)) {
 		long ms = query_ms(q);
 		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+		uint64_t d0 = run_delay_ns(), b0 = mono_ns();
 		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 			;
+		reply_blocked_ns = mono_ns() - b0;
+		reply_run_delay_ns = run_delay_ns() - d0;
+		reply_wall_ns = mono_ns() - t0;
 		snprintf(body, n, "block ms=%ld\n", ms);
+	} else if (plen == 7 && !memcmp(path, "/fwrite", 7)) {
+		handle_fwrite(q, body, n);
+		reply_wall_ns = mono_ns() - t0;
 	} else if (plen == 10 && !memcmp(path, "/loopblock", 10)) {
 		loop_block_ms = query_ms(q);
 		snprintf(body, n, "loopblock ms=%ld\n", loop_block_ms);
@@ -182,10 +269,18 @@ extern "C" void *serve_conn(void *arg)
 		*end = 0;
 		int close_after = strstr(buf, "Connection: close") || strstr(buf, "HTTP/1.0");
 		n_requests++;
+		reply_wall_ns = reply_blocked_ns = reply_run_delay_ns = 0;
 		handle(path, body, sizeof(body), &close_after);
+		char timing[128] = "";
+		if (reply_wall_ns)
+			snprintf(timing, sizeof(timing), "X-Wall-Ns: %llu\r\n", (unsigned long long)reply_wall_ns);
+		if (reply_blocked_ns)
+			snprintf(timing + strlen(timing), sizeof(timing) - strlen(timing),
+				"X-Blocked-Ns: %llu\r\nX-Run-Delay-Ns: %llu\r\n",
+				(unsigned long long)reply_blocked_ns, (unsigned long long)reply_run_delay_ns);
 		// one write per reply: a second small write would wait for the client's delayed ACK
-		int ol = snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s\r\n%s",
-			strlen(body), close_after ? "Connection: close\r\n" : "", body);
+		int ol = snprintf(out, sizeof(out), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s%s\r\n%s",
+			strlen(body), timing, close_after ? "Connection: close\r\n" : "", body);
 		if (write_all(c->fd, out, (size_t)ol) || close_after)
 			break;
 		memmove(buf, buf + len, have - len);

@@ -140,6 +140,13 @@ if [ "$kind" = st ]; then
 	get /join
 	if [ "$body" = "join ok" ]; then pass join; else fail join "body '$body'"; fi
 
+	# the handler's own clock: write + fsync inside its wall time, the client's time around both
+	get "/fwrite?kb=256"
+	w=$(header X-Wall-Ns) bl=$(header X-Blocked-Ns)
+	if [ "$body" = "fwrite kb=256" ] && [ -n "$w" ] && [ -n "$bl" ] && [ "$bl" -gt 0 ] &&
+	   [ "$bl" -le "$w" ] && ge "$secs" "$(awk -v w="$w" 'BEGIN { print w / 1e9 }')"
+	then pass fwrite; else fail fwrite "body '$body' X-Wall-Ns '$w' X-Blocked-Ns '$bl' in ${secs}s"; fi
+
 	get /stats
 	if echo "$body" | grep -q '"fanout_children":8,"fanout_signals":1}' &&
 	   echo "$body" | grep -q '"switch_cb":false,"switch_in_calls":0'

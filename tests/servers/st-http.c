@@ -1,6 +1,8 @@
 /*
  * st-http.c: a small HTTP/1.1 test server on State Threads (libst), one coroutine per connection,
- * with endpoints that burn CPU, park, block the whole scheduler, read a file and spawn coroutines.
+ * with endpoints that burn CPU, park, block the whole scheduler, read or write a file and spawn
+ * coroutines. The slow handlers (/burn, /block, /fwrite) time themselves (CLOCK_MONOTONIC) and put
+ * that ground truth in X-Wall-Ns (and X-Blocked-Ns, X-Run-Delay-Ns) reply headers for the tests.
  * The interposition tests run it under LD_PRELOAD; it must never know about d9 (no d9 headers, no
  * d9 calls) and must never install SIGTERM/SIGINT handlers (the agent relies on their absence).
  * Endpoints, options and the exact per-request call counts are documented in README.md beside it.
@@ -33,11 +35,12 @@
 #define FILE_CHUNK     (64 * 1024)       /* ... in read() calls of this size: 64 reads + 1 at EOF */
 #define FANOUT_MAX     1024
 #define MS_MAX         60000
+#define FWRITE_KB_MAX  (64 * 1024)       /* /fwrite writes at most this many KiB */
 
-enum endpoint { EP_FAST, EP_BURN, EP_SLEEP, EP_BLOCK, EP_FILE, EP_FANOUT, EP_JOIN, EP_STATS,
-	EP_QUIT, EP_OTHER, EP_COUNT };
+enum endpoint { EP_FAST, EP_BURN, EP_SLEEP, EP_BLOCK, EP_FILE, EP_FWRITE, EP_FANOUT, EP_JOIN,
+	EP_STATS, EP_QUIT, EP_OTHER, EP_COUNT };
 static const char *const ep_names[EP_COUNT] = { "fast", "burn", "sleep", "block", "file",
-	"fanout", "join", "stats", "quit", "other" };
+	"fwrite", "fanout", "join", "stats", "quit", "other" };
 
 /* One reply under construction; handlers fill it, serve_conn sends it with one st_write. */
 struct reply {
@@ -45,6 +48,9 @@ struct reply {
 	const char *type;
 	int close;                      /* send Connection: close and end the connection */
 	int quit;                       /* exit(0) after the reply is written */
+	uint64_t wall_ns;               /* the handler's own wall time, 0: not measured */
+	uint64_t blocked_ns;            /* its blocking calls' wall time, 0: not measured */
+	uint64_t run_delay_ns;          /* runnable but not running during those calls */
 	size_t len;                     /* bytes used in body, always < BODY_MAX */
 	char body[BODY_MAX];
 };
@@ -87,6 +93,7 @@ void handle_burn(struct reply *r, const char *query) __attribute__((noinline));
 void handle_sleep(struct reply *r, const char *query) __attribute__((noinline));
 void handle_block(struct reply *r, const char *query) __attribute__((noinline));
 void handle_file(struct reply *r, const char *query) __attribute__((noinline));
+void handle_fwrite(struct reply *r, const char *query) __attribute__((noinline));
 void handle_fanout(struct reply *r, const char *query) __attribute__((noinline));
 void handle_join(struct reply *r, const char *query) __attribute__((noinline));
 void handle_stats(struct reply *r, const char *query) __attribute__((noinline));
@@ -152,6 +159,35 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* CLOCK_MONOTONIC in ns: the clock d9's trace times are on, so the tests compare like with like. */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* This thread's run delay (ns spent runnable, not running: preempted) from its schedstat, 0 when
+ * unreadable. Taken around the blocking calls: a preemption between or after them (in d9's wrapper,
+ * say) is in the handler's time but in no call's, and a test must know how much there was. */
+static uint64_t run_delay_ns(void)
+{
+	char buf[128];
+	unsigned long long run = 0, wait = 0;
+	ssize_t n;
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return sscanf(buf, "%llu %llu", &run, &wait) == 2 ? wait : 0;
+}
+
 /* Burns `ms` milliseconds of this thread's CPU time in user code (the clock is read only every
  * ~30 us, so samples land here and not in the kernel). Returns the CPU nanoseconds consumed. */
 uint64_t burn_cpu(unsigned ms)
@@ -178,8 +214,9 @@ void handle_fast(struct reply *r, const char *query)
 void handle_burn(struct reply *r, const char *query)
 {
 	long ms = query_long(query, "ms", 10, 0, MS_MAX);
-	uint64_t ns = burn_cpu((unsigned)ms);
+	uint64_t t0 = mono_ns(), ns = burn_cpu((unsigned)ms);
 
+	r->wall_ns = mono_ns() - t0;
 	body_printf(r, "burn ms=%ld cpu_ns=%llu\n", ms, (unsigned long long)ns);
 }
 
@@ -195,8 +232,12 @@ void handle_sleep(struct reply *r, const char *query)
 void handle_block(struct reply *r, const char *query)
 {
 	long ms = query_long(query, "ms", 10, 0, MS_MAX);
+	uint64_t t0 = mono_ns(), d0 = run_delay_ns(), t1;
 
 	usleep((useconds_t)ms * 1000);
+	t1 = mono_ns();
+	r->run_delay_ns = run_delay_ns() - d0;
+	r->wall_ns = r->blocked_ns = t1 - t0;
 	body_printf(r, "block ms=%ld\n", ms);
 }
 
@@ -234,6 +275,56 @@ void handle_file(struct reply *r, const char *query)
 		body_printf(r, "file bytes=%zu reads=%u\n", total, reads);
 	}
 	close(fd);
+}
+
+/* A blocking file write on the scheduler thread: a fresh temp file (created and unlinked at
+ * once, in $TMPDIR or /tmp), one write() of kb KiB (more only if it comes back short), fsync(),
+ * close. How long that takes is what it is (the disk's); blocked_ns is write + fsync. */
+void handle_fwrite(struct reply *r, const char *query)
+{
+	long kb = query_long(query, "kb", 1024, 1, FWRITE_KB_MAX);
+	const char *dir = getenv("TMPDIR");
+	size_t len = (size_t)kb * 1024, off = 0;
+	uint64_t t0 = mono_ns(), b0, b1, d0;
+	char path[4096], *buf;
+	ssize_t n = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/st-http-fwrite.XXXXXX", dir && *dir ? dir : "/tmp");
+	buf = malloc(len);
+	fd = buf ? mkstemp(path) : -1;
+	if (fd < 0) {
+		r->status = 500;
+		body_printf(r, "fwrite: %s\n", buf ? strerror(errno) : "out of memory");
+		free(buf);
+		return;
+	}
+	unlink(path);
+	memset(buf, 'w', len);
+	d0 = run_delay_ns();
+	b0 = mono_ns();
+	while (off < len) {
+		n = write(fd, buf + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	if (off == len && fsync(fd) < 0)
+		n = -1;
+	b1 = mono_ns();
+	r->run_delay_ns = run_delay_ns() - d0;
+	if (off < len || n < 0) {
+		r->status = 500;
+		body_printf(r, "fwrite: %s\n", n < 0 ? strerror(errno) : "short write");
+	} else {
+		body_printf(r, "fwrite kb=%ld\n", kb);
+	}
+	close(fd);
+	free(buf);
+	r->blocked_ns = b1 - b0;
+	r->wall_ns = mono_ns() - t0;
 }
 
 /* Fan-out child: park 1 ms, count itself done; the last one wakes the handler. */
@@ -336,6 +427,7 @@ static const struct route {
 	{ "/sleep", EP_SLEEP, handle_sleep },
 	{ "/block", EP_BLOCK, handle_block },
 	{ "/file", EP_FILE, handle_file },
+	{ "/fwrite", EP_FWRITE, handle_fwrite },
 	{ "/fanout", EP_FANOUT, handle_fanout },
 	{ "/join", EP_JOIN, handle_join },
 	{ "/stats", EP_STATS, handle_stats },
@@ -445,12 +537,19 @@ static void dispatch(char *head, struct reply *r)
 /* Sends the reply with one st_write. Returns 0 or -1. */
 static int send_reply(st_netfd_t nfd, const struct reply *r)
 {
-	char out[BODY_MAX + 512];
+	char out[BODY_MAX + 512], timing[128] = "";
 	int n;
 
+	/* headers, not body fields: many tests match these bodies exactly */
+	if (r->wall_ns)
+		snprintf(timing, sizeof(timing), "X-Wall-Ns: %llu\r\n", (unsigned long long)r->wall_ns);
+	if (r->blocked_ns)
+		snprintf(timing + strlen(timing), sizeof(timing) - strlen(timing),
+			 "X-Blocked-Ns: %llu\r\nX-Run-Delay-Ns: %llu\r\n",
+			 (unsigned long long)r->blocked_ns, (unsigned long long)r->run_delay_ns);
 	n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\nServer: st-http\r\nContent-Type: %s\r\n"
-		     "Content-Length: %zu\r\nX-Pid: %d\r\nConnection: %s\r\n\r\n",
-		     r->status, status_text(r->status), r->type, r->len, (int)my_pid,
+		     "Content-Length: %zu\r\nX-Pid: %d\r\n%sConnection: %s\r\n\r\n",
+		     r->status, status_text(r->status), r->type, r->len, (int)my_pid, timing,
 		     r->close ? "close" : "keep-alive");
 	if (n < 0 || (size_t)n + r->len > sizeof(out))
 		return -1;
