@@ -32,7 +32,7 @@ TOOL_BIN    := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRC))
 SERVER_BIN  := $(B)/tests/st-http $(B)/tests/st-http-nofp $(B)/tests/epoll-http $(B)/tests/busy-workers \
 	$(B)/tests/cxx-http
 SERVER_BIN  += $(B)/tests/uv-http
-SERVER_BIN  += $(B)/tests/uctx-sched
+SERVER_BIN  += $(B)/tests/uctx-sched $(B)/tests/mutex-wait
 
 .PHONY: all deps test test-run demo bench fuzz clean golden servers
 all: $(B)/libd9agent.so $(B)/d9-analyze $(TOOL_BIN) $(SERVER_BIN)
@@ -121,6 +121,11 @@ $(B)/tests/uv-http: tests/servers/uv-http.c
 $(B)/tests/uctx-sched: tests/servers/uctx-sched.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $<
+
+# pthread_mutex_lock under the blocking-call wrapper (test-preload-mutex.sh)
+$(B)/tests/mutex-wait: tests/servers/mutex-wait.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $< -lpthread
 
 # a C++ server (names to demangle: namespaces, classes, templates), built with g++
 CXX ?= g++
