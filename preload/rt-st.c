@@ -243,12 +243,18 @@ D9_INTERPOSE int st_init(void)
 	return r;
 }
 
+/* The return address of _st_thread_main's call of the start routine (the stack root). */
+static uint64_t st_root;
+
 static void *trampoline(void *arg)
 {
 	struct co *co = arg;
 
 	/* called by ST's _st_thread_main: sampled stacks of coroutines end there */
-	d9_agent_stack_root((uint64_t)(uintptr_t)__builtin_return_address(0));
+	uint64_t ra = (uint64_t)(uintptr_t)__builtin_return_address(0);
+	if (__atomic_load_n(&st_root, __ATOMIC_RELAXED) != ra)
+		__atomic_store_n(&st_root, ra, __ATOMIC_RELAXED);
+	d9_agent_stack_root(ra);
 	if (S)
 		run(S, co); /* the first run gets no in-callback */
 	return co->start(co->arg);
@@ -295,6 +301,13 @@ D9_INTERPOSE void st_thread_exit(void *retval)
 	ST_REAL(st_thread_exit);
 	struct st_state *s = S;
 
+	/* _st_thread_main calls st_thread_exit right after the start routine returned: a sample
+	 * taken in here (before the poll ends) stands on that call's return address, a few bytes past
+	 * the root, not on the root itself; it is a root as well, or the unwind would run on into
+	 * the stale frames above it. Only that call: one from the program's own code is elsewhere. */
+	uint64_t ra = (uint64_t)(uintptr_t)__builtin_return_address(0), root = st_root;
+	if (root && ra > root && ra - root <= 32)
+		d9_agent_stack_root(ra);
 	if (s && s->cur && real_st_thread_self) {
 		struct co *co = s->cur;
 		/* a joinable coroutine becomes a zombie without an out-callback: end its poll here */
