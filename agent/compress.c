@@ -277,10 +277,12 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 	s->seq = seq;
 	s->foreign = foreign;
 	g->nsealed++;
-	if (!g->cfg.compress && !g->cfg.symbolize && !foreign)
-		d9__sealed_hook(path, g->cfg.flight); /* nothing more is done to it: final (S3, s3.c) */
-	else if (!foreign)
+	if (!g->cfg.compress && !g->cfg.symbolize && !foreign) {
+		if (d9__sealed_hook) /* nothing more is done to it: final (S3, s3.c) */
+			d9__sealed_hook(path, g->cfg.flight);
+	} else if (!foreign) {
 		d9__s3_pending(path); /* final after the compressor: an eviction before is counted */
+	}
 	if (!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE))
 		pthread_cond_signal(&g->disk_cond); /* at exit it is left for the next start */
 	d9__unlock(&g->disk_lock);
@@ -450,7 +452,7 @@ void *d9__compressor_main(void *arg)
 			s->compressing = 0;
 			size_t n = strlen(path);
 			int sealed_ok = !err && !s->doomed;
-			if (sealed_ok) {
+			if (sealed_ok && d9__sealed_hook) {
 				/* a segment's final form (S3 upload, s3.c); a dead process's too */
 				char done[sizeof(s->path) + 4];
 				snprintf(done, sizeof(done), "%s%s", path, g->cfg.compress ? ".gz" : "");

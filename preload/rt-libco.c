@@ -143,16 +143,10 @@ static void wake(struct co *co, uint64_t waker, uint32_t kind, int64_t object)
 	d9_rec_wake(co->id, waker, kind, object);
 }
 
-/* Called right after an event was recorded (a PollStart, or the event loop's readiness after
- * its Unpark): its time, the encoder's last, saves a clock read. */
-static void sample_queue(struct lc_state *s)
+/* runtime.h's run-queue sample, with this scheduler's counts */
+static inline void sample_queue(struct lc_state *s)
 {
-	uint64_t now = d9__self.enc.last << d9__shift;
-
-	if (now >= s->next_sample) {
-		d9_rec_queue_sample(s->runnable);
-		s->next_sample = now + d9__pcfg.queue_interval_ticks;
-	}
+	d9__rt_sample_queue(s->runnable, &s->next_sample);
 }
 
 /* The deadline `ms` milliseconds from now, in event clock ticks (a 128-bit division per call

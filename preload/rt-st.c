@@ -102,16 +102,10 @@ static void wake(struct co *co, uint64_t waker, uint32_t kind, int64_t object)
 	d9_rec_wake(co->id, waker, kind, object);
 }
 
-/* Called right after an event was recorded (a PollStart, or the Unpark of the idle wait): its
- * time, the encoder's last (in units), saves a clock read per poll. */
-static void sample_queue(struct st_state *s)
+/* runtime.h's run-queue sample, with this scheduler's counts */
+static inline void sample_queue(struct st_state *s)
 {
-	uint64_t now = d9__self.enc.last << d9__shift;
-
-	if (now >= s->next_sample) {
-		d9_rec_queue_sample(s->runnable);
-		s->next_sample = now + d9__pcfg.queue_interval_ticks;
-	}
+	d9__rt_sample_queue(s->runnable, &s->next_sample);
 }
 
 /* co starts running (its in-callback, or the first run of its start routine). */
