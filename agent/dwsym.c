@@ -192,6 +192,10 @@ int d9__dwsym_load(const char **why)
 	SYM(elf_build_id, "dwelf_elf_gnu_build_id");
 #undef SYM
 	*(void **)&d9__dw.getdata_rawchunk = dlsym(h, "elf_getdata_rawchunk");
+	*(void **)&d9__dw.nextscn = dlsym(h, "elf_nextscn");
+	*(void **)&d9__dw.getshdr = dlsym(h, "gelf_getshdr");
+	*(void **)&d9__dw.getshdrstrndx = dlsym(h, "elf_getshdrstrndx");
+	*(void **)&d9__dw.strptr = dlsym(h, "elf_strptr");
 	host_cb.find_elf = host_find_elf;
 	host_cb.find_debuginfo = host_find_debuginfo;
 	host_cb.section_address = d9__dw.offline_section_address;
@@ -358,6 +362,39 @@ static int64_t file_off(Elf *e, size_t nph, uint64_t va)
 	return -1;
 }
 
+/* Names the frame "<module>@plt" when a is in a stub of the procedure linkage table (.plt,
+ * .plt.got, .plt.sec): no symbol holds it, and its .eh_frame entry covers the whole table, whose
+ * start is no function's. Returns 1, or 0 when a is not there (or sections cannot be read). */
+static int plt_name(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f)
+{
+	GElf_Addr bias;
+	GElf_Shdr sh;
+	size_t strndx;
+	Elf_Scn *scn = NULL;
+	Elf *e = d9__dw.nextscn && d9__dw.getshdr && d9__dw.getshdrstrndx && d9__dw.strptr ?
+		d9__dw.getelf(dm, &bias) : NULL;
+
+	if (!e || d9__dw.getshdrstrndx(e, &strndx))
+		return 0;
+	while ((scn = d9__dw.nextscn(e, scn))) {
+		if (!d9__dw.getshdr(scn, &sh) || !(sh.sh_flags & SHF_EXECINSTR) ||
+			a - bias < sh.sh_addr || a - bias - sh.sh_addr >= sh.sh_size)
+			continue;
+		const char *sec = d9__dw.strptr(e, strndx, sh.sh_name);
+		if (!sec || strncmp(sec, ".plt", 4) || (sec[4] && sec[4] != '.'))
+			return 0;
+		const char *path = d9__dw.module_info(dm, NULL, NULL, NULL, NULL, NULL, NULL,
+			NULL);
+		snprintf(f->dem, sizeof(f->dem), "%s@plt",
+			path ? d9__dwsym_base_name(path) : "?");
+		f->fn = f->dem;
+		f->file = NULL;
+		f->line = 0;
+		return 1;
+	}
+	return 0;
+}
+
 /* No symbol holds a (a static function of a stripped binary), but its .eh_frame entry still
  * says which function it is in: the entry's start, from the binary search table of
  * .eh_frame_hdr (PT_GNU_EH_FRAME) in the usual encoding (datarel sdata4 entries; others are
@@ -424,7 +461,7 @@ int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, in
 	if (max < 1)
 		return 0;
 	if (!name || !*name || sym.st_size == 0 || symoff >= sym.st_size)
-		return by_fde ? fde_name(dm, a, f) : 0;
+		return by_fde ? plt_name(dm, a, f) || fde_name(dm, a, f) : 0;
 	if (is_agent(dm)) {
 		/* the interposer's symbol is the call's name; the agent's own source lines and
 		 * inlined helpers would read as the program's code */

@@ -52,6 +52,11 @@ struct d9__dw {
 	ssize_t (*elf_build_id)(Elf *, const void **);
 	/* optional (NULL when missing): naming functions without a symbol by .eh_frame_hdr */
 	Elf_Data *(*getdata_rawchunk)(Elf *, int64_t, size_t, Elf_Type);
+	/* optional (NULL when missing): naming the PLT's stubs by their section */
+	Elf_Scn *(*nextscn)(Elf *, Elf_Scn *);
+	GElf_Shdr *(*getshdr)(Elf_Scn *, GElf_Shdr *);
+	int (*getshdrstrndx)(Elf *, size_t *);
+	char *(*strptr)(Elf *, size_t, size_t);
 };
 extern struct d9__dw d9__dw; /* valid once d9__dwsym_load returned 1 */
 

@@ -19,7 +19,8 @@
 #     D9_DEBUG_DIR (names-analyzer-build-id).
 #   - names-fde: there, each unnamed function is named after its .eh_frame entry's start
 #     (cxx-http@0xSTART): every such start is a function's in the unstripped binary, and the
-#     heaviest stack ends in Burner<Spin>::run.
+#     heaviest stack ends in Burner<Spin>::run; a sample in a PLT stub reads cxx-http@plt, never
+#     the start of the .plt section (which is no function's).
 #   - names-wrong-debug: a debug file of another program under the debuglink's name is refused
 #     (build id): no name of that program shows, nothing of the server is named.
 #   - names-agent-frames: st-http's /file (64 blocking read() calls) 20 times with

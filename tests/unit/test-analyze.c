@@ -962,6 +962,27 @@ static uint64_t nm_addr(const char *binary, const char *fn)
 	return a;
 }
 
+/* The address of section sec of binary, or 0. */
+static uint64_t section_addr(const char *binary, const char *sec)
+{
+	char cmd[512], line[512];
+	uint64_t a = 0;
+
+	snprintf(cmd, sizeof(cmd), "readelf -SW '%s' 2>/dev/null", binary);
+	FILE *f = popen(cmd, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char name[64], type[64];
+		unsigned long long v;
+		const char *p = strchr(line, ']');
+		if (p && sscanf(p + 1, "%63s %63s %llx", name, type, &v) == 3 && !strcmp(name, sec))
+			a = v;
+	}
+	pclose(f);
+	return a;
+}
+
 /* Locations in four modules: the test server's binary (found, right build), the same file
  * recorded with another build id, a library missing on this machine, and a data mapping of the
  * binary (file offset 0x4c90), where no function symbol covers the address. */
@@ -999,8 +1020,12 @@ TEST(symbols_from_module_map)
 	d9_def_module(&g.w, 4, 1, rw, rw + 0x1000, 0x4c90, NULL, 0);
 	d9_def_location(&g.w, 5, rw + 0x10, 0, 4, 0);
 	/* a stack of return addresses: the first byte after a call in serve_conn is still in it */
-	uint64_t frames[3] = { base + off2 + 1, lib + 0x10, 0x99 };
-	d9_def_stack(&g.w, 1, frames, 3);
+	uint64_t plt = section_addr(bin, ".plt");
+	if (!plt)
+		T_SKIP("readelf finds no .plt in %s", bin);
+	/* ... and a return address in the second stub of the procedure linkage table */
+	uint64_t frames[4] = { base + off2 + 1, lib + 0x10, 0x99, base + plt + 0x19 };
+	d9_def_stack(&g.w, 1, frames, 4);
 	str(&g, 3, "usleep");
 	defs_close(&g);
 	struct d9_enc *e = ev_open(&g, 500, 1);
@@ -1041,6 +1066,9 @@ TEST(symbols_from_module_map)
 		T_FAIL("frame 0 named '%s'", f0);
 	if (strcmp(f1, "libgone.so.1+0x1010") || strcmp(f2, "0x99"))
 		T_FAIL("frames 1, 2 named '%s', '%s'", f1, f2);
+	const char *f3 = d9__frame_name(&t, s.bl[0]->stack, 3, b2, sizeof(b2));
+	if (strcmp(f3, "st-http@plt"))
+		T_FAIL("frame in the PLT named '%s', want 'st-http@plt'", f3);
 	sum_free(&s);
 	d9__trace_close(&t);
 }
