@@ -245,5 +245,6 @@ for srv in servers:
               f" {med:+7.2f}% {min(ratios):+7.2f}..{max(ratios):+6.2f}%"
               f" {statistics.median(share) * 100:9.2f}%  {verdict} (<= {goal}%)")
 shutil.rmtree(work, ignore_errors=True)
+os.makedirs("build/bench", exist_ok=True)
 json.dump(res, open("build/bench/real.json", "w"), indent=1)
 PY
