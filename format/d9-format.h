@@ -348,6 +348,10 @@ struct d9_events_iter {
 };
 D9_EXPORT void d9_events_init(struct d9_events_iter *it, struct d9_reader *r, const struct d9_chunk *c);
 D9_EXPORT int d9_events_next(struct d9_events_iter *it, struct d9_event *ev);
+/* A reader's user found an event damaged beyond what the schema checks (a CustomEvent payload
+ * that does not match its CustomSchema): counted in bad_events and reported like the reader's
+ * own (problem D9_PROB_BAD_EVENT at offset). */
+D9_EXPORT void d9_reader_bad_event(struct d9_reader *r, uint64_t offset, const char *msg);
 
 D9_EXPORT int d9_trailer_decode(const struct d9_chunk *c, struct d9_trailer *t);
 

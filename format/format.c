@@ -1503,6 +1503,12 @@ static int events_fail(struct d9_events_iter *it, uint64_t off, const char *why)
 	return D9_ECORRUPT;
 }
 
+void d9_reader_bad_event(struct d9_reader *r, uint64_t offset, const char *msg)
+{
+	r->st.bad_events++;
+	report(r, D9_PROB_BAD_EVENT, offset, "%s at offset %llu", msg, (unsigned long long)offset);
+}
+
 int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 {
 	if (it->p >= it->end)
