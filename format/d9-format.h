@@ -143,7 +143,8 @@ struct d9_custom_field {
 	uint8_t type; /* enum d9_custom_type */
 	uint8_t name_len;
 	const char *name; /* not NUL-terminated; points into the definition */
-	uint32_t max_len; /* 's', 'b': the longest value the writer records; else 0 */
+	uint32_t max_len; /* 's', 'b': the longest value the writer records (the agent's, not on
+			   * disk: decoded schemas have 0, any value up to D9_CUSTOM_DATA_MAX) */
 };
 struct d9_custom_schema {
 	uint32_t nfields;
@@ -368,16 +369,16 @@ D9_EXPORT const char *d9_unwinder_name(uint64_t unwind); /* of the low 3 bits */
 D9_EXPORT const char *d9_fd_kind_name(uint64_t kind);
 D9_EXPORT const char *d9_value_kind_name(uint64_t kind);
 
-/* Parses the field description of a CustomSchema definition (the body after id and name).
- * Returns 0, or D9_ECORRUPT when it does not fit, has more than D9_CUSTOM_MAX_FIELDS fields, an
- * unknown type, an empty or too long name, a bound above D9_CUSTOM_DATA_MAX, or a largest
- * payload above D9_CUSTOM_DATA_MAX. Names point into p. */
+/* Parses the field description of a CustomSchema definition (the body after id and name: type
+ * and name of each field, to the end). Returns 0, or D9_ECORRUPT when a field does not fit, there
+ * are more than D9_CUSTOM_MAX_FIELDS, a type is unknown or a name empty or longer than
+ * D9_CUSTOM_NAME_MAX. Names point into p. */
 D9_EXPORT int d9_custom_schema_parse(const uint8_t *p, size_t len, struct d9_custom_schema *s);
 /* Largest payload a CustomEvent of schema s can have (bytes). */
 D9_EXPORT size_t d9_custom_max_data(const struct d9_custom_schema *s);
 /* Decodes a CustomEvent payload against its schema into out[0 .. s->nfields). Returns 0, or
- * D9_ECORRUPT when a value does not fit, a string is longer than its bound, or bytes are left
- * over. Never reads outside data[0 .. len). */
+ * D9_ECORRUPT when a value does not fit, a string is longer than its bound (max_len, else
+ * D9_CUSTOM_DATA_MAX), or bytes are left over. Never reads outside data[0 .. len). */
 D9_EXPORT int d9_custom_decode(const struct d9_custom_schema *s, const uint8_t *data, size_t len,
 	struct d9_custom_value *out);
 

@@ -558,22 +558,20 @@ void d9_def_clock_sync(struct d9_wbuf *w, uint64_t ticks, uint64_t mono_ns, uint
 	def_emit(w, D9_DEF_CLOCK_SYNC, &b);
 }
 
-/* CustomSchema body: id, name, nfields, then per field: type (u8), name (string), max_len
+/* CustomSchema body: id, name, then per field to the end of the body: type (u8), name (string)
  * (FORMAT.md, "CustomSchema"). On-disk format. */
 void d9_def_custom_schema(struct d9_wbuf *w, uint64_t id, uint64_t name,
 	const struct d9_custom_schema *s)
 {
-	uint8_t tmp[16 + D9_CUSTOM_MAX_FIELDS * (1 + 1 + D9_CUSTOM_NAME_MAX + 5)];
+	uint8_t tmp[32 + D9_CUSTOM_MAX_FIELDS * (1 + 1 + D9_CUSTOM_NAME_MAX)];
 	struct d9_wbuf b;
 
 	d9_wbuf_init(&b, tmp, sizeof(tmp));
 	d9_wbuf_u(&b, id);
 	d9_wbuf_u(&b, name);
-	d9_wbuf_u(&b, s->nfields);
 	for (uint32_t i = 0; i < s->nfields && i < D9_CUSTOM_MAX_FIELDS; i++) {
 		d9_wbuf_raw(&b, &s->f[i].type, 1);
 		d9_wbuf_bytes(&b, s->f[i].name, s->f[i].name_len);
-		d9_wbuf_u(&b, s->f[i].max_len);
 	}
 	if (b.err) {
 		w->err = b.err;
@@ -1657,45 +1655,28 @@ size_t d9_custom_max_data(const struct d9_custom_schema *s)
 int d9_custom_schema_parse(const uint8_t *p, size_t len, struct d9_custom_schema *s)
 {
 	struct cur k = { p, p + len, 0 };
-	uint64_t n = cur_u(&k);
+	uint32_t n = 0;
 
 	s->nfields = 0;
-	if (k.err || n > D9_CUSTOM_MAX_FIELDS)
-		return D9_ECORRUPT;
-	for (uint64_t i = 0; i < n; i++) {
-		struct d9_custom_field *f = &s->f[i];
+	while (k.p < k.end) {
+		struct d9_custom_field *f = &s->f[n];
+		if (n == D9_CUSTOM_MAX_FIELDS)
+			return D9_ECORRUPT;
 		const uint8_t *t = cur_take(&k, 1);
 		size_t nlen;
 		const uint8_t *name = cur_bytes(&k, &nlen);
-		uint64_t max = cur_u(&k);
 		if (k.err || nlen == 0 || nlen > D9_CUSTOM_NAME_MAX)
+			return D9_ECORRUPT;
+		if (*t != D9_CT_U64 && *t != D9_CT_I64 && *t != D9_CT_F64 && *t != D9_CT_STR &&
+			*t != D9_CT_BYTES)
 			return D9_ECORRUPT;
 		f->type = *t;
 		f->name = (const char *)name;
 		f->name_len = (uint8_t)nlen;
-		switch (f->type) {
-		case D9_CT_U64:
-		case D9_CT_I64:
-		case D9_CT_F64:
-			if (max != 0)
-				return D9_ECORRUPT;
-			break;
-		case D9_CT_STR:
-		case D9_CT_BYTES:
-			if (max > D9_CUSTOM_DATA_MAX)
-				return D9_ECORRUPT;
-			break;
-		default:
-			return D9_ECORRUPT;
-		}
-		f->max_len = (uint32_t)max;
+		f->max_len = 0; /* not on disk: a value is at most D9_CUSTOM_DATA_MAX bytes */
+		n++;
 	}
-	s->nfields = (uint32_t)n;
-	/* bytes after the fields are room for appended fields (FORMAT.md section 12) */
-	if (d9_custom_max_data(s) > D9_CUSTOM_DATA_MAX) {
-		s->nfields = 0;
-		return D9_ECORRUPT;
-	}
+	s->nfields = n;
 	return 0;
 }
 
@@ -1725,7 +1706,7 @@ int d9_custom_decode(const struct d9_custom_schema *s, const uint8_t *data, size
 			break;
 		default:
 			v->p = cur_bytes(&k, &v->len);
-			if (!k.err && v->len > f->max_len)
+			if (!k.err && v->len > (f->max_len ? f->max_len : D9_CUSTOM_DATA_MAX))
 				return D9_ECORRUPT;
 			break;
 		}
