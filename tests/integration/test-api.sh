@@ -123,6 +123,36 @@ else
 	pl_fail api-exports "jsonl: $jl application events (want 35); chrome: $ch"
 fi
 
+# 4b. the viewer's model (viewer/model.js in node): a value track per name, ticks for marks and
+# custom events with their fields
+if command -v node >/dev/null; then
+	r=$(node - "$PL_ROOT/viewer/model.js" "$d"/*.bin <<'EOF'
+const fs = require('fs');
+const M = require(process.argv[2]);
+const b = new M.Builder();
+for (const f of process.argv.slice(3)) b.add(f, new Uint8Array(fs.readFileSync(f)));
+b.decodeAll(() => {});
+const m = b.finish();
+const served = m.app.values.find((v) => v.name === 'served');
+const temp = m.app.values.find((v) => v.name === 'temperature');
+const marks = m.app.ticks.filter((k) => k.type === 0 && k.name === 'config reload').length;
+const ev = m.app.ticks.filter((k) => k.type === 2 && k.name === 'order');
+const ok = served && served.kind === 1 && Array.from(served.v).join() === '1,3,6,10,15,21,28' &&
+	temp && temp.v[6] === 26.25 && marks === 7 && ev.length === 7 &&
+	ev[2].text === 'id=18446744073709551613 delta=-2001 price=0.5 user="user-2-with-a-lo" blob=0200ff' &&
+	m.problems.length === 0;
+console.log(ok ? 'ok' : JSON.stringify({ values: m.app.values.map((v) => [v.name, Array.from(v.v)]), marks, ev: ev.slice(0, 3), problems: m.problems.slice(0, 2) }));
+EOF
+)
+	if [ "$r" = ok ]; then
+		pl_pass api-viewer-model "value tracks (counter totals, f64 gauge), 7 marks and 7 custom events with their fields"
+	else
+		pl_fail api-viewer-model "$(echo "$r" | head -c 500)"
+	fi
+else
+	pl_skip api-viewer-model "node is not installed"
+fi
+
 # 5. self-contained segments: a run that rotates (1 MiB segments); each segment alone decodes
 # the custom events it holds, and together they hold every call
 d=$T/rotate
