@@ -171,6 +171,7 @@
 			y += LANE_H;
 		});
 		if (lastProc >= 0) y = valueRows(lastProc, y);
+		T.valueRows = rows.filter((r) => r.type === 'value').map((r) => ({ name: M.app.values[r.value].name, y: r.y }));
 		const c = $('timeline');
 		c.style.height = (y + 4) + 'px';
 	}

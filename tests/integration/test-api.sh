@@ -266,3 +266,11 @@ if cc -std=gnu11 -Wall -Wextra -Werror -fPIC -shared -I"$PL_ROOT/include" -o "$T
 else
 	pl_fail api-dlopen "cannot build the plugin: $(head -c 300 "$T/dl.err")"
 fi
+
+# 9. the viewer in a browser: value tracks, ticks, hover (tests/browser/api-test.js)
+BR=$PL_ROOT/tests/browser
+if ! command -v node >/dev/null || [ ! -x /usr/bin/chromium ] || [ ! -f "$BR/node_modules/playwright-core/package.json" ]; then
+	pl_skip api-viewer-browser "chromium, node or playwright-core is missing (scripts/install-deps.sh installs them)"
+else
+	node "$BR/api-test.js" "$PL_ROOT/build/test-artifacts/api" "$T"/api-demo/*.bin 2>&1 | head -n 20
+fi
