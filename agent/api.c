@@ -18,9 +18,11 @@
 #define API_SCHEMAS_MAX 1024u /* custom event schemas per process */
 #define API_NAME_LEN_MAX 256u /* bytes of a mark, value or schema name */
 
-/* Request events are wt-req's (preload/requests.c, codes 16 and 17): called when linked in. */
-void d9__api_request_begin(uint64_t id) __attribute__((weak));
-void d9__api_request_end(uint64_t id, int status) __attribute__((weak));
+/* Request events are the request recorder's (preload/requests.c, codes 16 and 17): called when
+ * linked in. Hidden: resolved inside libd9agent.so at link time, never bound to a symbol of the
+ * host's that happens to have the name (a weak default-visibility reference would be). */
+void d9__api_request_begin(uint64_t id) __attribute__((weak, visibility("hidden")));
+void d9__api_request_end(uint64_t id, int status) __attribute__((weak, visibility("hidden")));
 
 __attribute__((visibility("default"))) const struct d9_api_v1 *d9_api_v1(void);
 
