@@ -33,6 +33,7 @@ SERVER_BIN  := $(B)/tests/st-http $(B)/tests/st-http-nofp $(B)/tests/epoll-http 
 	$(B)/tests/cxx-http
 SERVER_BIN  += $(B)/tests/uv-http
 SERVER_BIN  += $(B)/tests/uctx-sched $(B)/tests/mutex-wait
+SERVER_BIN  += $(B)/tests/api-demo $(B)/tests/api-demo-nopie
 
 .PHONY: all deps test test-run demo bench fuzz clean golden servers
 all: $(B)/libd9agent.so $(B)/d9-analyze $(TOOL_BIN) $(SERVER_BIN)
@@ -126,6 +127,15 @@ $(B)/tests/uctx-sched: tests/servers/uctx-sched.c
 $(B)/tests/mutex-wait: tests/servers/mutex-wait.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $< -lpthread
+
+# a program built with include/d9.h (test-api.sh): PIE (the default) and not, with --as-needed
+$(B)/tests/api-demo: tests/servers/api-demo.c include/d9.h
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -Wl,--as-needed -o $@ $<
+
+$(B)/tests/api-demo-nopie: tests/servers/api-demo.c include/d9.h
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -fno-PIE -no-pie -o $@ $<
 
 # a C++ server (names to demangle: namespaces, classes, templates), built with g++
 CXX ?= g++

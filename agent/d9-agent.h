@@ -17,7 +17,7 @@
 
 /* Schema flags of every segment the agent writes (Unpark statistics per interval, 0 = unknown). */
 #define D9_AGENT_SCHEMA (D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY | D9_SCHEMA_CPU_UNWIND | \
-	D9_SCHEMA_CPU_WEIGHT)
+	D9_SCHEMA_CPU_WEIGHT | D9_SCHEMA_API)
 
 struct d9__block;
 struct d9__prof;

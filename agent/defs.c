@@ -356,6 +356,19 @@ void d9__defs_privileges(uint32_t from_uid, uint32_t to_uid, uint32_t flags)
 	d9__unlock(&d9__g.def_lock);
 }
 
+int d9__defs_custom_schema(uint64_t id, uint64_t name, const struct d9_custom_schema *s)
+{
+	struct d9_wbuf w;
+
+	d9__lock(&d9__g.def_lock);
+	log_begin(&w, 32 + (size_t)s->nfields * (D9_CUSTOM_NAME_MAX + 8));
+	if (!w.err)
+		d9_def_custom_schema(&w, id, name, s);
+	int err = log_commit(&w);
+	d9__unlock(&d9__g.def_lock);
+	return err;
+}
+
 void d9_agent_thread_renamed_other(void)
 {
 	__atomic_store_n(&names_stale, 1, __ATOMIC_RELAXED);

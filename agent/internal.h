@@ -277,6 +277,8 @@ void d9__defs_module(const char *path, uint64_t start, uint64_t end, uint64_t of
 void d9__modules_refresh(void);
 /* Appends a Privileges definition (the process gave up privileges) to the log. */
 void d9__defs_privileges(uint32_t from_uid, uint32_t to_uid, uint32_t flags);
+/* Appends a CustomSchema definition (api.c) to the log. Returns 0 or -ENOSPC. */
+int d9__defs_custom_schema(uint64_t id, uint64_t name, const struct d9_custom_schema *s);
 /* Appends a Thread definition to the log. */
 void d9__defs_thread(uint32_t tid, const char *name, uint32_t worker, uint32_t role);
 /* Writer: defines again every thread whose name (/proc/self/task/TID/comm) changed since its

@@ -5,6 +5,7 @@
  * each thread and the wakes and polls not yet paired in time order (wakes.c) are kept.
  * Documented in README.md, "chrome". */
 #include "analyze.h"
+#include "api-events.h"
 #include "d9-format.h"
 #include "json.h"
 #include "trace.h"
@@ -280,6 +281,27 @@ static void chrome_on_event(void *ctx, const struct d9__ev *ev)
 		put_name(f, name);
 		fprintf(f, ",\"s\":\"t\",\"cat\":\"dropped\",\"args\":{\"count\":%" PRIu64
 			",\"reason\":\"%s\"}}", ev->count, d9_drop_reason_name(ev->kind));
+		break;
+	case D9_EV_VALUE:
+		/* application values (d9.h): a counter track per name and process */
+		begin(c, "C", ev->proc->pid, ev->th->tid, ev->real_ns);
+		put_name(f, ev->name);
+		fputs(",\"cat\":\"value\",\"args\":{\"value\":", f);
+		d9__api_json_value(f, ev);
+		fputs("}}", f);
+		break;
+	case D9_EV_MARK:
+	case D9_EV_CUSTOM:
+		/* marks and custom events: instants on their thread, fields as args */
+		begin(c, "i", ev->proc->pid, ev->th->tid, ev->real_ns);
+		put_name(f, d9__api_name(ev));
+		fprintf(f, ",\"s\":\"t\",\"cat\":\"%s\",\"args\":",
+			ev->type == D9_EV_MARK ? "mark" : "custom");
+		if (ev->type == D9_EV_CUSTOM)
+			d9__api_json_fields(f, ev);
+		else
+			fputs("{}", f);
+		fputc('}', f);
 		break;
 	default:
 		break;

@@ -3,6 +3,7 @@
  * threads, locations, stacks, call and kind names. Streaming: nothing is kept per event. The keys
  * of each type are documented in README.md, "jsonl schema"; a key is never left out. */
 #include "analyze.h"
+#include "api-events.h"
 #include "d9-format.h"
 #include "json.h"
 #include "trace.h"
@@ -39,7 +40,7 @@ static void jsonl_on_event(void *ctx, const struct d9__ev *ev)
 	struct jsonl *j = ctx;
 	FILE *f = stdout;
 	const char *type = !ev->th ? NULL : ev->type == D9_EV_SCHED_DELAY ? D9_SCHED_DELAY_NAME :
-		d9_event_name(ev->type);
+		d9__api_event(ev) ? d9__api_type_name(ev) : d9_event_name(ev->type);
 
 	if (!type || (j->pid >= 0 && ev->proc->pid != j->pid))
 		return; /* pseudo events (segment and process ends); other processes */
@@ -128,6 +129,11 @@ static void jsonl_on_event(void *ctx, const struct d9__ev *ev)
 			fputs("null", f);
 		else
 			fprintf(f, "%" PRId64, ev->value);
+		break;
+	case D9_EV_MARK:
+	case D9_EV_VALUE:
+	case D9_EV_CUSTOM:
+		d9__api_json(f, ev);
 		break;
 	default:
 		break;

@@ -20,6 +20,7 @@ static const struct cmd cmds[] = {
 	{ "summary", d9__cmd_summary, "where the time went: workers, polls, locations, delays (default)" },
 	{ "polls", d9__cmd_polls, "one line per poll, with filters" },
 	{ "flame", d9__cmd_flame, "folded stacks of CPU samples or blocking calls, for flame graphs" },
+	{ "events", d9__cmd_events, "the application's marks, values and custom events (d9.h)" },
 	{ "jsonl", d9__cmd_jsonl, "every event as JSON lines, ids resolved" },
 	{ "chrome", d9__cmd_chrome, "Chrome Trace Event JSON for the Perfetto UI" },
 	{ "dump", d9__cmd_dump, "every record of segment files as JSON lines, ids unresolved" },

@@ -51,6 +51,8 @@ struct segstate {
 	struct d9__map locs; /* id -> struct d9__loc */
 	struct d9__map stacks; /* id -> struct d9__stack */
 	struct d9__map co_locs; /* coroutine id -> struct d9__loc */
+	struct d9__map cschemas; /* CustomSchema id -> struct d9__cschema */
+	struct d9_custom_value cvals[D9_CUSTOM_MAX_FIELDS]; /* the CustomEvent being delivered */
 	/* problems of this file */
 	uint64_t problems, damage;
 	uint64_t first_off;
@@ -446,6 +448,47 @@ static const char *seg_string(struct segstate *ss, uint64_t id)
 	return id ? d9__map_get(&ss->strings, id) : NULL;
 }
 
+/* The schema of a CustomSchema definition, interned by name and field description. NULL when
+ * out of memory. The definition was checked by the reader (d9_defs_next). */
+static struct d9__cschema *intern_cschema(struct segstate *ss, const struct d9_def *d)
+{
+	struct d9__trace *t = ss->t;
+	const char *name = seg_string(ss, d->u.custom_schema.name);
+	const uint8_t *desc = d->u.custom_schema.fields;
+	size_t n = d->u.custom_schema.fields_len;
+	uint64_t h = 0xcbf29ce484222325ull ^ (uintptr_t)name;
+
+	if (!name)
+		name = "?";
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ desc[i]) * 0x100000001b3ull;
+	for (size_t i = 0; i < t->ncschemas; i++) {
+		struct d9__cschema *c = t->cschemas[i];
+		if (c->hash == h && c->name == name && c->desc_len == n && !memcmp(c->desc, desc, n))
+			return c;
+	}
+	struct d9__cschema *c = calloc(1, sizeof(*c));
+	if (!c || !(c->desc = malloc(n ? n : 1)))
+		goto err_free;
+	memcpy(c->desc, desc, n);
+	c->desc_len = n;
+	if (d9_custom_schema_parse(c->desc, n, &c->cs))
+		goto err_free; /* cannot happen: checked by the reader */
+	for (uint32_t i = 0; i < c->cs.nfields; i++)
+		c->fields[i] = d9__trace_intern(t, c->cs.f[i].name, c->cs.f[i].name_len);
+	c->name = name;
+	c->hash = h;
+	c->idx = (uint32_t)t->ncschemas;
+	if (push(&t->cschemas, &t->ncschemas, c))
+		goto err_free;
+	return c;
+err_free:
+	if (c)
+		free(c->desc);
+	free(c);
+	return NULL;
+}
+
 static void set_worker(struct d9__thread *th, uint32_t worker)
 {
 	if (!th->worker)
@@ -557,8 +600,14 @@ static void do_def(struct segstate *ss, const struct d9_def *d)
 			ss->oom = 1;
 		break;
 	}
+	case D9_DEF_CUSTOM_SCHEMA: {
+		struct d9__cschema *c = intern_cschema(ss, d);
+		if (!c || d9__map_put(&ss->cschemas, d->id, c))
+			ss->oom = 1;
+		break;
+	}
 	default:
-		break; /* ClockSync, CustomSchema: not used yet */
+		break; /* ClockSync: not used yet */
 	}
 }
 
@@ -619,9 +668,15 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 	/* code 14 is SchedDelay when the segment's schema says so (it is not built in) */
 	const struct d9_schema_type *sds = d9_reader_schema(r, D9_EV_SCHED_DELAY);
 	int sd_ok = sds && sds->nfields >= 5 && !strcmp(sds->name, D9_SCHED_DELAY_NAME);
+	/* 18 and 19 are Mark and Value when the schema names them so (application API) */
+	const struct d9_schema_type *ms = d9_reader_schema(r, D9_EV_MARK);
+	const struct d9_schema_type *vs = d9_reader_schema(r, D9_EV_VALUE);
+	int mark_ok = ms && ms->nfields >= 1 && !strcmp(ms->name, D9_MARK_NAME);
+	int value_ok = vs && vs->nfields >= 3 && !strcmp(vs->name, D9_VALUE_NAME);
 	d9_events_init(&it, r, c);
 	while (d9_events_next(&it, &e) == 1) {
-		if (e.type < 1 || (e.type > D9_EV_KNOWN_MAX && !(e.type == D9_EV_SCHED_DELAY && sd_ok)))
+		if (e.type < 1 || (e.type > D9_EV_KNOWN_MAX && !(e.type == D9_EV_SCHED_DELAY && sd_ok) &&
+			!(e.type == D9_EV_MARK && mark_ok) && !(e.type == D9_EV_VALUE && value_ok)))
 			continue;
 		ev.co = ev.co2 = 0;
 		ev.loc = NULL;
@@ -633,6 +688,9 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 		ev.value = 0;
 		ev.unwind = 0;
 		ev.weight_ns = D9_UNKNOWN;
+		ev.name = NULL;
+		ev.cschema = NULL;
+		ev.cvals = NULL;
 		ev.type = e.type;
 		ev.ns = d9_time_to_mono_ns(h, e.time);
 		if (ev.ns > ss->seg->proc->last_ns)
@@ -723,9 +781,30 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 		case D9_EV_ZERO_TIMEOUT_WAITS:
 			ev.count = e.f[D9_F_ZTW_COUNT];
 			break;
-
+		case D9_EV_MARK:
+		case D9_EV_VALUE:
+			ev.name = seg_string(ss, e.f[D9_F_MARK_NAME]);
+			if (!ev.name)
+				ev.name = "?";
+			ev.kind = e.f[D9_F_VALUE_KIND]; /* 0 for a Mark */
+			ev.value = (int64_t)e.f[D9_F_VALUE_VALUE];
+			break;
+		case D9_EV_CUSTOM:
+			/* a payload that does not match its schema, or an undefined schema, is damage */
+			ev.cschema = d9__map_get(&ss->cschemas, e.f[D9_F_CUSTOM_SCHEMA]);
+			if (!ev.cschema) {
+				d9_reader_bad_event(r, e.offset, "CustomEvent of an undefined CustomSchema");
+				continue;
+			}
+			if (d9_custom_decode(&ev.cschema->cs, e.fdata[D9_F_CUSTOM_DATA],
+				(size_t)e.f[D9_F_CUSTOM_DATA], ss->cvals)) {
+				d9_reader_bad_event(r, e.offset, "CustomEvent payload does not match its schema");
+				continue;
+			}
+			ev.cvals = ss->cvals;
+			break;
 		default:
-			continue; /* CustomEvent: reserved */
+			continue;
 		}
 		t->events++;
 		fn(ctx, &ev);
@@ -740,6 +819,7 @@ static void seg_free(struct segstate *ss)
 	d9__map_free(&ss->locs);
 	d9__map_free(&ss->stacks);
 	d9__map_free(&ss->co_locs);
+	d9__map_free(&ss->cschemas);
 }
 
 /* A trailer's count of the directory budget's deletions: the directory's running total when
@@ -984,6 +1064,11 @@ void d9__trace_close(struct d9__trace *t)
 	for (size_t i = 0; i < t->nlocs; i++)
 		free(t->locs[i]);
 	free(t->locs);
+	for (size_t i = 0; i < t->ncschemas; i++) {
+		free(t->cschemas[i]->desc);
+		free(t->cschemas[i]);
+	}
+	free(t->cschemas);
 	for (size_t i = 0; i < t->nstacks; i++) {
 		free(t->stacks[i]->frames);
 		free(t->stacks[i]);

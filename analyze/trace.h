@@ -6,6 +6,7 @@
  * Damaged input is decoded as far as it goes; each damaged file gives one warning. */
 #ifndef D9_ANALYZE_TRACE_H
 #define D9_ANALYZE_TRACE_H
+#include "d9-format.h"
 #include "symbols.h"
 #include "util.h"
 
@@ -30,6 +31,18 @@ struct d9__stack {
 	uint64_t *frames;
 	struct d9__proc *proc; /* the first process that defined it: frames are named in its map */
 	struct d9__stack *next;
+	uint64_t hash;
+};
+
+/* A custom event schema (CustomSchema definition), the same object for the same name and fields
+ * in any segment. */
+struct d9__cschema {
+	const char *name; /* interned; "?" when its String is undefined */
+	struct d9_custom_schema cs; /* field names point into desc */
+	const char *fields[D9_CUSTOM_MAX_FIELDS]; /* the field names, interned */
+	uint8_t *desc; /* the definition's field description (owned) */
+	size_t desc_len;
+	uint32_t idx; /* index in d9__trace.cschemas */
 	uint64_t hash;
 };
 
@@ -101,6 +114,12 @@ struct d9__ev {
 	uint64_t unwind; /* CpuSample: enum d9_unwinder and D9_UNWIND_* flags; 0 = not recorded */
 	uint64_t weight_ns; /* CpuSample: the time it stands for (D9_UNKNOWN: not recorded) */
 	const struct d9_event *raw;
+	/* application API (include/d9.h): Mark, Value: the name ("?" when undefined); Value: kind
+	 * (enum d9_value_kind) and value (its raw i64); CustomEvent: the schema and its decoded
+	 * values, cschema->cs.nfields of them */
+	const char *name;
+	const struct d9__cschema *cschema;
+	const struct d9_custom_value *cvals;
 };
 
 typedef void d9__ev_fn(void *ctx, const struct d9__ev *ev);
@@ -163,6 +182,8 @@ struct d9__trace {
 	size_t nlocs;
 	struct d9__stack **stacks;
 	size_t nstacks;
+	struct d9__cschema **cschemas;
+	size_t ncschemas;
 	char **warnings; /* one per damaged or unreadable input */
 	size_t nwarnings;
 

@@ -119,6 +119,45 @@ enum { D9_F_SD_COROUTINE = 0, D9_F_SD_CALL = 1, D9_F_SD_FD_KIND = 2, D9_F_SD_DUR
 	D9_F_SD_SCHED_WAIT_NS = 4 };
 #define D9_SCHED_DELAY_NAME "SchedDelay"
 
+/* ---- Application API events (include/d9.h; FORMAT.md "Application events") -------------------
+ * Mark (18) and Value (19) are schema-described like SchedDelay (D9_SCHEMA_API), positional;
+ * CustomEvent (12) is built in: {schema, data}, data described by a CustomSchema definition. */
+enum { D9_EV_MARK = 18, D9_EV_VALUE = 19 };
+#define D9_MARK_NAME "Mark"
+#define D9_VALUE_NAME "Value"
+enum { D9_F_MARK_NAME = 0 }; /* String id */
+enum { D9_F_VALUE_NAME = 0, D9_F_VALUE_KIND = 1, D9_F_VALUE_VALUE = 2 };
+enum d9_value_kind {
+	D9_VALUE_GAUGE = 0, /* value: the gauge's new value (i64) */
+	D9_VALUE_COUNTER = 1, /* value: the counter's total after the add (i64, the process's sum) */
+	D9_VALUE_GAUGE_F64 = 2, /* value: the IEEE 754 bits of a double, as an i64 */
+	D9_VALUE_KIND_MAX = 2,
+};
+/* CustomSchema field types (one ASCII byte each, on-disk) */
+enum d9_custom_type { D9_CT_U64 = 'u', D9_CT_I64 = 'i', D9_CT_F64 = 'f', D9_CT_STR = 's',
+	D9_CT_BYTES = 'b' };
+#define D9_CUSTOM_MAX_FIELDS 32 /* fields of one CustomSchema; more is damage */
+#define D9_CUSTOM_NAME_MAX 64 /* bytes of a field name */
+#define D9_CUSTOM_DATA_MAX 4096 /* most payload bytes one CustomEvent can have */
+struct d9_custom_field {
+	uint8_t type; /* enum d9_custom_type */
+	uint8_t name_len;
+	const char *name; /* not NUL-terminated; points into the definition */
+	uint32_t max_len; /* 's', 'b': the longest value the writer records (the agent's, not on
+			   * disk: decoded schemas have 0, any value up to D9_CUSTOM_DATA_MAX) */
+};
+struct d9_custom_schema {
+	uint32_t nfields;
+	struct d9_custom_field f[D9_CUSTOM_MAX_FIELDS];
+};
+/* One decoded field value of a CustomEvent. */
+struct d9_custom_value {
+	uint8_t type;
+	uint64_t u; /* 'u'; 'i' as int64 bits; 'f' as the double's bits */
+	const uint8_t *p; /* 's', 'b': the bytes (into the event's data), len of them */
+	size_t len;
+};
+
 /* Enumerated field values (on-disk). */
 enum d9_wait_call {
 	D9_CALL_OTHER = 0, D9_CALL_EPOLL_WAIT = 1, D9_CALL_EPOLL_PWAIT = 2, D9_CALL_EPOLL_PWAIT2 = 3,
@@ -154,7 +193,8 @@ enum d9_drop_reason {
 	D9_DROP_WRITE_ERROR = 2, /* a chunk could not be written (disk full, I/O error) */
 	D9_DROP_SAMPLES_LOST = 3, /* profiler samples lost (perf ring overflow) */
 	D9_DROP_SEGMENT_DELETED = 4, /* unused by v1 writers; reserved */
-	D9_DROP_REASON_MAX = 4,
+	D9_DROP_API = 5, /* an application API call (include/d9.h) the agent rejected: bad arguments */
+	D9_DROP_REASON_MAX = 5,
 };
 enum d9_thread_role { D9_ROLE_THREAD = 0, D9_ROLE_WORKER = 1, D9_ROLE_AGENT = 2, D9_ROLE_MAX = 2 };
 enum d9_clock_source { D9_CLOCK_MONOTONIC = 0, D9_CLOCK_TSC = 1 };
@@ -309,6 +349,10 @@ struct d9_events_iter {
 };
 D9_EXPORT void d9_events_init(struct d9_events_iter *it, struct d9_reader *r, const struct d9_chunk *c);
 D9_EXPORT int d9_events_next(struct d9_events_iter *it, struct d9_event *ev);
+/* A reader's user found an event damaged beyond what the schema checks (a CustomEvent payload
+ * that does not match its CustomSchema): counted in bad_events and reported like the reader's
+ * own (problem D9_PROB_BAD_EVENT at offset). */
+D9_EXPORT void d9_reader_bad_event(struct d9_reader *r, uint64_t offset, const char *msg);
 
 D9_EXPORT int d9_trailer_decode(const struct d9_chunk *c, struct d9_trailer *t);
 
@@ -323,6 +367,20 @@ D9_EXPORT const char *d9_wait_call_name(uint64_t call);
 D9_EXPORT const char *d9_drop_reason_name(uint64_t reason);
 D9_EXPORT const char *d9_unwinder_name(uint64_t unwind); /* of the low 3 bits */
 D9_EXPORT const char *d9_fd_kind_name(uint64_t kind);
+D9_EXPORT const char *d9_value_kind_name(uint64_t kind);
+
+/* Parses the field description of a CustomSchema definition (the body after id and name: type
+ * and name of each field, to the end). Returns 0, or D9_ECORRUPT when a field does not fit, there
+ * are more than D9_CUSTOM_MAX_FIELDS, a type is unknown or a name empty or longer than
+ * D9_CUSTOM_NAME_MAX. Names point into p. */
+D9_EXPORT int d9_custom_schema_parse(const uint8_t *p, size_t len, struct d9_custom_schema *s);
+/* Largest payload a CustomEvent of schema s can have (bytes). */
+D9_EXPORT size_t d9_custom_max_data(const struct d9_custom_schema *s);
+/* Decodes a CustomEvent payload against its schema into out[0 .. s->nfields). Returns 0, or
+ * D9_ECORRUPT when a value does not fit, a string is longer than its bound (max_len, else
+ * D9_CUSTOM_DATA_MAX), or bytes are left over. Never reads outside data[0 .. len). */
+D9_EXPORT int d9_custom_decode(const struct d9_custom_schema *s, const uint8_t *data, size_t len,
+	struct d9_custom_value *out);
 
 /* ---- Encoding -------------------------------------------------------------------------------- */
 
@@ -399,6 +457,8 @@ D9_EXPORT int d9_header_write(struct d9_wbuf *w, const struct d9_header *h);
  * plus one, 0 = unknown: an on-CPU sample's sampling period (thread CPU time), an off-CPU
  * sample's time from the switch-out until its thread ran again. */
 #define D9_SCHEMA_CPU_WEIGHT 16u
+/* The schema also lists Mark (18) and Value (19): the application API (include/d9.h). */
+#define D9_SCHEMA_API 64u
 D9_EXPORT int d9_schema_write(struct d9_wbuf *w, unsigned flags);
 D9_EXPORT int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t);
 
@@ -420,6 +480,9 @@ D9_EXPORT void d9_def_clock_sync(struct d9_wbuf *w, uint64_t ticks, uint64_t mon
 	uint64_t realtime_ns);
 D9_EXPORT void d9_def_coroutine(struct d9_wbuf *w, uint64_t id, uint64_t parent, uint64_t location,
 	uint64_t flags);
+/* A CustomSchema (id, name: a String id, then the fields of s). */
+D9_EXPORT void d9_def_custom_schema(struct d9_wbuf *w, uint64_t id, uint64_t name,
+	const struct d9_custom_schema *s);
 /* Raw record of any kind (tests use it to write kinds this version does not know). */
 D9_EXPORT void d9_def_raw(struct d9_wbuf *w, uint8_t kind, const void *body, size_t len);
 
@@ -723,4 +786,63 @@ static inline int d9_enc_zero_timeout_waits(struct d9_enc *e, uint64_t ticks, ui
 D9_EXPORT int d9_enc_raw(struct d9_enc *e, uint64_t ticks, uint32_t type, const void *fields,
 	size_t len);
 
+/* ---- Application API events (agent/api.c) ------------------------------------------------------
+ * Extended head (codes 15 and up): type byte 15 with the delta's low bits, the code as a varint,
+ * then the delta's high part. */
+static inline uint8_t *d9__enc_head_ext(struct d9_enc *e, uint32_t type, uint64_t ticks)
+{
+	uint64_t t = ticks >> e->shift;
+	uint64_t d = t > e->last ? t - e->last : 0;
+	uint8_t *p = e->p;
+
+	if (t > e->last)
+		e->last = t;
+	e->count++;
+	*p++ = (uint8_t)(D9_EV_EXTENDED | ((d & 7) << D9_EV_DELTA_SHIFT) | (d > 7 ? D9_EV_MORE : 0));
+	p = d9_put_varint(p, type);
+	if (d > 7)
+		p = d9_put_varint(p, d >> 3);
+	return p;
+}
+
+/* name: a String id. Only in segments whose schema lists Mark (D9_SCHEMA_API). */
+static inline int d9_enc_mark(struct d9_enc *e, uint64_t ticks, uint64_t name)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head_ext(e, D9_EV_MARK, ticks);
+	e->p = d9_put_varint(p, name);
+	return 0;
+}
+
+/* kind: enum d9_value_kind; value as its kind says. Only with D9_SCHEMA_API. */
+static inline int d9_enc_value(struct d9_enc *e, uint64_t ticks, uint64_t name, uint32_t kind,
+	int64_t value)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head_ext(e, D9_EV_VALUE, ticks);
+	p = d9_put_varint(p, name);
+	p = d9_put_varint(p, kind);
+	e->p = d9_put_varint(p, d9_zigzag(value));
+	return 0;
+}
+
+/* A CustomEvent: schema (CustomSchema id) and its encoded payload, len <= D9_CUSTOM_DATA_MAX.
+ * Returns 0 or -ENOSPC (nothing written) when the chunk has no room for it. */
+static inline int d9_enc_custom(struct d9_enc *e, uint64_t ticks, uint64_t schema,
+	const void *data, size_t len)
+{
+	/* the slack after end covers the head and the two varints; the payload must fit before */
+	if (e->p >= e->end || (size_t)(e->end - e->p) < len)
+		return -28;
+	uint8_t *p = d9__enc_head(e, D9_EV_CUSTOM, ticks);
+	p = d9_put_varint(p, schema);
+	p = d9_put_varint(p, len);
+	memcpy(p, data, len);
+	e->p = p + len;
+	return 0;
+}
+
 #endif
+

@@ -42,7 +42,7 @@ static const char *const call_names[D9_CALL_MAX + 1] = {
 	"other", "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect",
 };
 static const char *const drop_names[D9_DROP_REASON_MAX + 1] = {
-	"other", "buffers_full", "write_error", "samples_lost", "segment_deleted",
+	"other", "buffers_full", "write_error", "samples_lost", "segment_deleted", "api",
 };
 static const char *const fd_names[D9_FD_MAX + 1] = {
 	"none", "file", "socket", "pipe", "char", "other",
@@ -117,6 +117,18 @@ static const struct builtin_type builtin[D9_EV_KNOWN_MAX + 1] = {
 /* SchedDelay (code 14): not built in; d9's writer describes it in its SCHEMA chunk. */
 static const struct builtin_field sched_delay[5] = { { 'c', "coroutine" }, { 'u', "call" },
 	{ 'u', "fd_kind" }, { 'u', "duration_ns" }, { 'u', "sched_wait_ns" } };
+
+/* Mark and Value (codes 18, 19): not built in; listed with D9_SCHEMA_API. */
+static const struct builtin_field api_mark[1] = { { 'u', "name" } };
+static const struct builtin_field api_value[3] = { { 'u', "name" }, { 'u', "kind" },
+	{ 'i', "value" } };
+
+const char *d9_value_kind_name(uint64_t kind)
+{
+	static const char *const names[D9_VALUE_KIND_MAX + 1] = { "gauge", "counter", "gauge" };
+
+	return kind <= D9_VALUE_KIND_MAX ? names[kind] : "unknown";
+}
 
 static int builtin_fields(uint32_t type, unsigned flags)
 {
@@ -319,11 +331,32 @@ int d9_header_write(struct d9_wbuf *w, const struct d9_header *h)
 	return d9_chunk_close(w, c);
 }
 
+static void schema_type(struct d9_wbuf *w, uint32_t code, const char *name,
+	const struct builtin_field *f, int n)
+{
+	d9_wbuf_u(w, code);
+	wbuf_str(w, name, strlen(name));
+	d9_wbuf_u(w, (uint64_t)n);
+	for (int i = 0; i < n; i++) {
+		uint8_t enc = (uint8_t)f[i].enc;
+		d9_wbuf_raw(w, &enc, 1);
+		wbuf_str(w, f[i].name, strlen(f[i].name));
+	}
+}
+
+/* Mark and Value entries (D9_SCHEMA_API). */
+static void schema_api(struct d9_wbuf *w)
+{
+	schema_type(w, D9_EV_MARK, D9_MARK_NAME, api_mark, 1);
+	schema_type(w, D9_EV_VALUE, D9_VALUE_NAME, api_value, 3);
+}
+
 int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 {
 	uint8_t *c = d9_chunk_open(w, D9_CHUNK_SCHEMA);
 
-	d9_wbuf_u(w, D9_EV_KNOWN_MAX + !!(flags & D9_SCHEMA_SCHED_DELAY));
+	d9_wbuf_u(w, D9_EV_KNOWN_MAX + !!(flags & D9_SCHEMA_SCHED_DELAY) +
+		2 * !!(flags & D9_SCHEMA_API));
 	for (uint32_t t = 1; t <= D9_EV_KNOWN_MAX; t++) {
 		int n = builtin_fields(t, flags);
 
@@ -348,6 +381,8 @@ int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 			wbuf_str(w, sched_delay[i].name, strlen(sched_delay[i].name));
 		}
 	}
+	if (flags & D9_SCHEMA_API)
+		schema_api(w);
 	return d9_chunk_close(w, c);
 }
 
@@ -521,6 +556,28 @@ void d9_def_clock_sync(struct d9_wbuf *w, uint64_t ticks, uint64_t mono_ns, uint
 	d9_wbuf_u(&b, mono_ns);
 	d9_wbuf_u(&b, realtime_ns);
 	def_emit(w, D9_DEF_CLOCK_SYNC, &b);
+}
+
+/* CustomSchema body: id, name, then per field to the end of the body: type (u8), name (string)
+ * (FORMAT.md, "CustomSchema"). On-disk format. */
+void d9_def_custom_schema(struct d9_wbuf *w, uint64_t id, uint64_t name,
+	const struct d9_custom_schema *s)
+{
+	uint8_t tmp[32 + D9_CUSTOM_MAX_FIELDS * (1 + 1 + D9_CUSTOM_NAME_MAX)];
+	struct d9_wbuf b;
+
+	d9_wbuf_init(&b, tmp, sizeof(tmp));
+	d9_wbuf_u(&b, id);
+	d9_wbuf_u(&b, name);
+	for (uint32_t i = 0; i < s->nfields && i < D9_CUSTOM_MAX_FIELDS; i++) {
+		d9_wbuf_raw(&b, &s->f[i].type, 1);
+		d9_wbuf_bytes(&b, s->f[i].name, s->f[i].name_len);
+	}
+	if (b.err) {
+		w->err = b.err;
+		return;
+	}
+	def_emit(w, D9_DEF_CUSTOM_SCHEMA, &b);
 }
 
 void d9_def_coroutine(struct d9_wbuf *w, uint64_t id, uint64_t parent, uint64_t location,
@@ -1359,12 +1416,18 @@ static int def_body(struct d9_def *d, struct cur *k)
 		d->u.privileges.to_uid = cur_u(k);
 		d->u.privileges.flags = cur_u(k);
 		break;
-	case D9_DEF_CUSTOM_SCHEMA:
+	case D9_DEF_CUSTOM_SCHEMA: {
 		d->id = cur_u(k);
 		d->u.custom_schema.name = cur_u(k);
 		d->u.custom_schema.fields = k->p;
 		d->u.custom_schema.fields_len = k->err ? 0 : (size_t)(k->end - k->p);
+		/* the field description is checked here, so a damaged one is a malformed record */
+		struct d9_custom_schema cs;
+		if (!k->err && (d->id == 0 || d9_custom_schema_parse(d->u.custom_schema.fields,
+			d->u.custom_schema.fields_len, &cs)))
+			return -1;
 		break;
+	}
 	default:
 		return 1;
 	}
@@ -1436,6 +1499,12 @@ static int events_fail(struct d9_events_iter *it, uint64_t off, const char *why)
 	report(it->r, D9_PROB_BAD_EVENT, off, "%s at offset %llu; rest of chunk skipped", why,
 		(unsigned long long)off);
 	return D9_ECORRUPT;
+}
+
+void d9_reader_bad_event(struct d9_reader *r, uint64_t offset, const char *msg)
+{
+	r->st.bad_events++;
+	report(r, D9_PROB_BAD_EVENT, offset, "%s at offset %llu", msg, (unsigned long long)offset);
 }
 
 int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
@@ -1556,4 +1625,93 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 	if (it->left)
 		it->left--;
 	return 1;
+}
+
+/* ---- Custom events (FORMAT.md, "CustomSchema" and "CustomEvent") ------------------------------ */
+
+/* Bytes a field's value takes at most in a payload. */
+static size_t custom_field_max(const struct d9_custom_field *f)
+{
+	switch (f->type) {
+	case D9_CT_U64:
+	case D9_CT_I64:
+		return 10;
+	case D9_CT_F64:
+		return 8;
+	default:
+		return 2 + (size_t)f->max_len; /* max_len <= 4096: a 2-byte varint */
+	}
+}
+
+size_t d9_custom_max_data(const struct d9_custom_schema *s)
+{
+	size_t n = 0;
+
+	for (uint32_t i = 0; i < s->nfields && i < D9_CUSTOM_MAX_FIELDS; i++)
+		n += custom_field_max(&s->f[i]);
+	return n;
+}
+
+int d9_custom_schema_parse(const uint8_t *p, size_t len, struct d9_custom_schema *s)
+{
+	struct cur k = { p, p + len, 0 };
+	uint32_t n = 0;
+
+	s->nfields = 0;
+	while (k.p < k.end) {
+		struct d9_custom_field *f = &s->f[n];
+		if (n == D9_CUSTOM_MAX_FIELDS)
+			return D9_ECORRUPT;
+		const uint8_t *t = cur_take(&k, 1);
+		size_t nlen;
+		const uint8_t *name = cur_bytes(&k, &nlen);
+		if (k.err || nlen == 0 || nlen > D9_CUSTOM_NAME_MAX)
+			return D9_ECORRUPT;
+		if (*t != D9_CT_U64 && *t != D9_CT_I64 && *t != D9_CT_F64 && *t != D9_CT_STR &&
+			*t != D9_CT_BYTES)
+			return D9_ECORRUPT;
+		f->type = *t;
+		f->name = (const char *)name;
+		f->name_len = (uint8_t)nlen;
+		f->max_len = 0; /* not on disk: a value is at most D9_CUSTOM_DATA_MAX bytes */
+		n++;
+	}
+	s->nfields = n;
+	return 0;
+}
+
+int d9_custom_decode(const struct d9_custom_schema *s, const uint8_t *data, size_t len,
+	struct d9_custom_value *out)
+{
+	struct cur k = { data, data + len, 0 };
+
+	if (!data && len)
+		return D9_ECORRUPT;
+	for (uint32_t i = 0; i < s->nfields && i < D9_CUSTOM_MAX_FIELDS; i++) {
+		const struct d9_custom_field *f = &s->f[i];
+		struct d9_custom_value *v = &out[i];
+		v->type = f->type;
+		v->u = 0;
+		v->p = NULL;
+		v->len = 0;
+		switch (f->type) {
+		case D9_CT_U64:
+			v->u = cur_u(&k);
+			break;
+		case D9_CT_I64:
+			v->u = (uint64_t)d9_unzigzag(cur_u(&k));
+			break;
+		case D9_CT_F64:
+			v->u = cur_le(&k, 8);
+			break;
+		default:
+			v->p = cur_bytes(&k, &v->len);
+			if (!k.err && v->len > (f->max_len ? f->max_len : D9_CUSTOM_DATA_MAX))
+				return D9_ECORRUPT;
+			break;
+		}
+		if (k.err)
+			return D9_ECORRUPT;
+	}
+	return k.p == k.end ? 0 : D9_ECORRUPT;
 }

@@ -326,9 +326,11 @@ function d9_decode_module(root) {
 		case 8:
 			d.id = k.u(); d.parent = k.u(); d.location = k.u(); d.flags = k.u();
 			break;
-		case 9:
+		case 9: /* CustomSchema: type and name of each field to the end; checked as format.c does */
 			d.id = k.u(); d.name = k.u();
 			d.fields = k.err ? new Uint8Array(0) : k.u8.subarray(k.p, k.end);
+			if (!k.err && (d.id === 0 || !customFieldsOk(d.fields)))
+				return -1;
 			break;
 		case 10: /* Privileges (1.1) */
 			d.from_uid = k.u(); d.to_uid = k.u(); d.flags = k.u();
@@ -337,6 +339,18 @@ function d9_decode_module(root) {
 			return 1;
 		}
 		return k.err ? -1 : d;
+	}
+	/* a CustomSchema's field description (d9_custom_schema_parse): at most 32 fields, each a type
+	 * of u i f s b and a name of 1 to 64 bytes, nothing cut short */
+	function customFieldsOk(b) {
+		const k = new Cur(b, 0, b.length);
+		for (let n = 0; k.p < k.end; n++) {
+			if (n === 32) return false;
+			const t = k.take(1);
+			const name = k.bytes();
+			if (k.err || !'uifsb'.includes(String.fromCharCode(b[t])) || name.length < 1 || name.length > 64) return false;
+		}
+		return true;
 	}
 	function decodeDefs(r, u8, cp, p, end) {
 		while (p < end) {

@@ -60,6 +60,90 @@ function d9_model_module(root) {
 	const text = (b) => latin.decode(D.cutNul(b));
 	const hexAddr = (v) => '0x' + (typeof v === 'bigint' ? v : BigInt(Math.max(0, num(v)))).toString(16);
 
+	/* ---- application events (include/d9.h; FORMAT.md "Application events") ----
+	 * Marks and custom events become ticks on their thread's lane, values one plotted track per
+	 * name and process. At most APP_MAX events are kept (a tab's memory); more are counted. */
+	const APP_MAX = 200000;
+	const f64 = new DataView(new ArrayBuffer(8));
+	const bitsToF64 = (v) => { f64.setBigUint64(0, BigInt.asUintN(64, BigInt(v)), true); return f64.getFloat64(0, true); };
+	/* a CustomSchema's fields: [{ type, name }], null when malformed (the decoder checked the
+	 * record's length only) */
+	function parseSchemaFields(b) {
+		const out = [];
+		let p = 0;
+		while (p < b.length) {
+			const type = String.fromCharCode(b[p++]);
+			if (p >= b.length || b[p] >= 0x80 || !'uifsb'.includes(type)) return null;
+			const n = b[p++];
+			if (n < 1 || n > 64 || p + n > b.length || out.length === 32) return null;
+			out.push({ type, name: latin.decode(b.subarray(p, p + n)) });
+			p += n;
+		}
+		return out;
+	}
+	/* a CustomEvent's data as "name=value ..." text, null when it does not match its schema */
+	function customText(fields, b) {
+		let p = 0;
+		const varint = () => {
+			let v = 0n, sh = 0n;
+			for (;;) {
+				if (p >= b.length || sh > 63n) return null;
+				const x = b[p++];
+				v |= BigInt(x & 0x7f) << sh;
+				if (x < 0x80) return v;
+				sh += 7n;
+			}
+		};
+		const parts = [];
+		for (const f of fields) {
+			let s;
+			if (f.type === 'u' || f.type === 'i') {
+				const v = varint();
+				if (v === null) return null;
+				s = f.type === 'u' ? v.toString() : ((v >> 1n) ^ -(v & 1n)).toString();
+			} else if (f.type === 'f') {
+				if (p + 8 > b.length) return null;
+				let v = 0n;
+				for (let i = 7; i >= 0; i--) v = (v << 8n) | BigInt(b[p + i]);
+				p += 8;
+				s = String(bitsToF64(v));
+			} else {
+				const n = varint();
+				if (n === null || n > 4096n || p + Number(n) > b.length) return null;
+				const d = b.subarray(p, p + Number(n));
+				p += Number(n);
+				s = f.type === 's' ? JSON.stringify(latin.decode(d)) : Array.from(d, (x) => x.toString(16).padStart(2, '0')).join('');
+			}
+			parts.push(f.name + '=' + s);
+		}
+		return p === b.length ? parts.join(' ') : null;
+	}
+	function appEvent(B, s, L, lane, t, ev, strings, cschemas, sink) {
+		const fv = ev.f;
+		let e;
+		if (ev.code === 12) {
+			const cs = cschemas.get(num(fv[0]));
+			const txt = cs && cs.fields ? customText(cs.fields, ev.fdata[1] || new Uint8Array(0)) : null;
+			if (txt === null) {
+				sink.problem('bad_event', ev.offset, 'CustomEvent ' + (cs ? 'payload does not match its schema' : 'of an undefined CustomSchema') + ' at offset ' + ev.offset);
+				return;
+			}
+			const nm = strings.get(num(cs.name));
+			e = { type: 2, name: nm ? text(nm) : '?', text: txt, v: NaN, kind: 0 };
+		} else {
+			const want = ev.code === 18 ? 'Mark' : 'Value';
+			if (text(ev.schema.name) !== want || ev.schema.fields.length < (ev.code === 18 ? 1 : 3)) return;
+			const nm = strings.get(num(fv[0]));
+			const kind = ev.code === 18 ? 0 : num(fv[1]);
+			const v = ev.code === 18 ? NaN : kind === 2 ? bitsToF64(fv[2]) : Number(fv[2]);
+			e = { type: ev.code === 18 ? 0 : 1, name: nm ? text(nm) : '?', text: '', v, kind };
+		}
+		if (B.app.length >= APP_MAX) { B.appLost++; return; }
+		e.proc = s.proc; e.lane = lane; e.t = t;
+		L.nApp = (L.nApp || 0) + 1;
+		B.app.push(e);
+	}
+
 	/* Builder: feed segments (any order) with add(name, u8), then finish(). */
 	class Builder {
 		constructor() {
@@ -81,6 +165,8 @@ function d9_model_module(root) {
 			this.unknown = { polls: 0, parks: 0, turns: 0, delays: 0, first: [] };
 			this.seqGaps = 0;
 			this.wideGaps = [];
+			this.app = []; /* application events (appEvent) */
+			this.appLost = 0;
 		}
 		name(s) {
 			let id = this.nameIds.get(s);
@@ -214,6 +300,7 @@ function d9_model_module(root) {
 			s.tFirst = Infinity;
 			s.tLast = -Infinity;
 			const strings = new Map(), locs = new Map(), stacks = new Map(), coLocs = new Map(), mods = new Map();
+			const cschemas = new Map(); /* CustomSchema id -> { name, fields } */
 			const segLocs = [], segStacks = [];
 			const chunkLane = { lane: -1, L: null };
 			const sdSchema = new WeakMap(); /* schema entry of code 14 -> it describes a SchedDelay */
@@ -258,6 +345,9 @@ function d9_model_module(root) {
 						if (d.name) B.lanes[l].nameId = d.name, B.lanes[l].nameSeg = strings;
 						break;
 					}
+					case 9:
+						cschemas.set(num(d.id), { name: d.name, fields: parseSchemaFields(d.fields) });
+						break;
 					case 8:
 						if (d.location) coLocs.set(num(d.id), d.location);
 						if (!P.cos.has(num(d.id)))
@@ -402,6 +492,9 @@ function d9_model_module(root) {
 							B.gap(P, L.tid ? L : null, t, 'events dropped (' + (DROP_REASONS[num(fv[1])] || num(fv[1])) + ')');
 						break;
 					}
+					case 12: case 18: case 19: /* CustomEvent, Mark, Value */
+						appEvent(B, s, L, chunkLane.lane, t, ev, strings, cschemas, sink);
+						break;
 					}
 				},
 			};
@@ -570,7 +663,7 @@ function d9_model_module(root) {
 			this.lanes.forEach((L, li) => {
 				if (L.first < tMin) tMin = L.first;
 				if (L.last > tMax) tMax = L.last;
-				const out = { src: li, proc: L.proc, tid: L.tid, worker: L.worker, name: L.name || '', first: L.first, last: L.last };
+				const out = { src: li, proc: L.proc, tid: L.tid, worker: L.worker, name: L.name || '', first: L.first, last: L.last, nApp: L.nApp || 0 };
 				for (const kind of ['polls', 'parks', 'blocks', 'preempted', 'samples', 'wakes', 'drops', 'queue', 'turns', 'readings']) {
 					const t = L[kind], o = { n: 0 };
 					for (const c in t.cols) o[c] = t.cols[c].done();
@@ -608,7 +701,7 @@ function d9_model_module(root) {
 				delete l.turns;
 			lanes.sort((a, b) => a.proc - b.proc || (b.worker ? 1 : 0) - (a.worker ? 1 : 0) || (a.worker - b.worker) || a.tid - b.tid);
 			/* drop threads with nothing to draw (agent threads) */
-			const kept = lanes.filter((l) => l.polls.n || l.parks.n || l.blocks.n || l.preempted.n || l.samples.n || l.drops.n || l.worker);
+			const kept = lanes.filter((l) => l.polls.n || l.parks.n || l.blocks.n || l.preempted.n || l.samples.n || l.drops.n || l.worker || l.nApp);
 			const procs = this.procs.map((P) => {
 				return { pid: P.pid, process: P.process, hostname: P.hostname, cmdline: P.cmdline, segments: P.segments, cos: null, _cos: P.cos };
 			});
@@ -636,6 +729,7 @@ function d9_model_module(root) {
 			/* unknown pairs: lanes renumbered as kept (-1: a lane left out) */
 			const keptIdx = new Map();
 			kept.forEach((l, i) => keptIdx.set(l.src, i));
+			const app = this.appModel(keptIdx);
 			const U = this.unknown;
 			const unknown = { polls: U.polls, parks: U.parks, turns: generic ? U.turns : 0, delays: U.delays,
 				first: U.first.filter((x) => generic || x.kind !== 'turns').map((x) => ({ kind: x.kind, t: x.t, lane: keptIdx.has(x.lane) ? keptIdx.get(x.lane) : -1 })) };
@@ -645,8 +739,30 @@ function d9_model_module(root) {
 				locAddr: this.locAddr, procs, lanes: kept, stackOff, frames, files: this.files.map((f) => ({ name: f.name, size: f.size, events: f.events, status: f.status, problems: f.problems.slice(0, 20), nproblems: f.problems.length, note: f.note })),
 				problems: this.problems.slice(0, 1000), events: this.events, generic, gaps: segGaps,
 				unknown, seqGaps: this.seqGaps, gapMarks: this.wideGaps.filter((g) => isFinite(g.t)),
-				enums: { WAKE_KINDS, CALLS, FD_KINDS, DROP_REASONS },
+				enums: { WAKE_KINDS, CALLS, FD_KINDS, DROP_REASONS }, app,
 			};
+		}
+		/* application events for the page: ticks (marks, custom events) by kept lane, sorted by
+		 * time; value tracks per (process, name): t and v sorted by time, kind of the last one */
+		appModel(keptIdx) {
+			const ticks = [], byKey = new Map();
+			for (const e of this.app) {
+				if (e.type === 1) {
+					const key = e.proc + '\0' + e.name;
+					let tr = byKey.get(key);
+					if (!tr) byKey.set(key, tr = { proc: e.proc, name: e.name, kind: e.kind, pts: [] });
+					tr.kind = e.kind;
+					tr.pts.push([e.t, e.v]);
+				} else if (keptIdx.has(e.lane)) {
+					ticks.push({ lane: keptIdx.get(e.lane), t: e.t, type: e.type, name: e.name, text: e.text });
+				}
+			}
+			ticks.sort((a, b) => a.t - b.t);
+			const values = [...byKey.values()].sort((a, b) => a.proc - b.proc || (a.name < b.name ? -1 : 1)).map((tr) => {
+				tr.pts.sort((a, b) => a[0] - b[0]);
+				return { proc: tr.proc, name: tr.name, kind: tr.kind, t: Float64Array.from(tr.pts, (x) => x[0]), v: Float64Array.from(tr.pts, (x) => x[1]) };
+			});
+			return { ticks, values, lost: this.appLost };
 		}
 		/* holes between the segments of a process: segment numbers missing from the series
 		 * (deleted by the disk budget, not given), or a segment that ends without a trailer (a

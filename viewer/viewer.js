@@ -161,6 +161,7 @@
 		let y = AXIS_H, lastProc = -1;
 		M.lanes.forEach((l, i) => {
 			if (l.proc !== lastProc) {
+				if (lastProc >= 0) y = valueRows(lastProc, y);
 				rows.push({ type: 'proc', proc: l.proc, y });
 				y += PROC_H;
 				lastProc = l.proc;
@@ -169,8 +170,90 @@
 			l.y = y;
 			y += LANE_H;
 		});
+		if (lastProc >= 0) y = valueRows(lastProc, y);
+		T.valueRows = rows.filter((r) => r.type === 'value').map((r) => ({ name: M.app.values[r.value].name, y: r.y }));
 		const c = $('timeline');
 		c.style.height = (y + 4) + 'px';
+	}
+
+	/* ---- application events (include/d9.h): a plotted track per value name under its process's
+	 * lanes; marks and custom events as ticks on their thread's lane, named on hover ---- */
+	const VALUE_H = 30;
+	function valueRows(proc, y) {
+		const app = M.app || { values: [] };
+		app.values.forEach((v, k) => {
+			if (v.proc !== proc) return;
+			rows.push({ type: 'value', value: k, y });
+			y += VALUE_H;
+		});
+		return y;
+	}
+	function fmtValue(v, kind) {
+		return kind === 2 ? String(v) : Number.isFinite(v) ? String(Math.round(v)) : '?';
+	}
+	/* a step plot of the values in view (each value holds until the next), scaled to their range */
+	function drawValueRow(c, r, W, counts) {
+		const v = M.app.values[r.value], y = r.y, n = v.t.length;
+		c.fillStyle = '#fffdf5';
+		c.fillRect(GUTTER, y, W - GUTTER, VALUE_H);
+		let i0 = Math.max(0, lowerBound(v.t, n, view.v0) - 1);
+		const i1 = Math.min(n, lowerBound(v.t, n, view.v1) + 1);
+		let lo = Infinity, hi = -Infinity;
+		for (let i = i0; i < i1; i++) if (Number.isFinite(v.v[i])) { lo = Math.min(lo, v.v[i]); hi = Math.max(hi, v.v[i]); }
+		if (hi === lo) { hi += 1; lo -= 1; }
+		const yOf = (x) => y + VALUE_H - 4 - (x - lo) / (hi - lo) * (VALUE_H - 8);
+		c.strokeStyle = '#c60';
+		c.lineWidth = 1.2;
+		c.beginPath();
+		let started = false, py = 0;
+		for (let i = i0; i < i1; i++) {
+			if (!Number.isFinite(v.v[i])) continue;
+			const x = Math.max(GUTTER, Math.min(W, xOf(v.t[i], W))), yy = yOf(v.v[i]);
+			if (!started) c.moveTo(x, yy);
+			else { c.lineTo(x, py); c.lineTo(x, yy); }
+			started = true;
+			py = yy;
+			counts.values++;
+		}
+		if (started && i1 === n) c.lineTo(Math.min(W, xOf(v.t[n - 1], W)), py);
+		c.stroke();
+		c.fillStyle = '#fff';
+		c.fillRect(0, y, GUTTER, VALUE_H);
+		c.fillStyle = '#630';
+		c.font = '11px system-ui';
+		c.fillText((v.kind === 1 ? 'counter ' : 'gauge ') + v.name.slice(0, 22), 4, y + 13);
+		if (Number.isFinite(hi)) {
+			c.fillStyle = '#888';
+			c.fillText(fmtValue(lo, v.kind) + ' .. ' + fmtValue(hi, v.kind), 4, y + 26);
+		}
+	}
+	/* ticks of marks (blue) and custom events (green) of lane i in view */
+	function drawAppTicks(c, lane, y, W, counts) {
+		const ticks = M.app ? M.app.ticks : [];
+		for (let j = lowerBoundBy(ticks, view.v0); j < ticks.length && ticks[j].t <= view.v1; j++) {
+			const k = ticks[j];
+			if (k.lane !== lane) continue;
+			const x = Math.floor(xOf(k.t, W));
+			c.fillStyle = k.type === 0 ? '#05a' : '#083';
+			c.fillRect(x, y + 2, 2, LANE_H - 4);
+			counts.ticks++;
+		}
+	}
+	function lowerBoundBy(ticks, t) { let lo = 0, hi = ticks.length; while (lo < hi) { const m = (lo + hi) >> 1; if (ticks[m].t < t) lo = m + 1; else hi = m; } return lo; }
+	/* hover text of the ticks of lane near time t (tol ns), or of the value row at y */
+	function appTickText(lane, t, tol) {
+		const ticks = M.app ? M.app.ticks : [], out = [];
+		for (let j = lowerBoundBy(ticks, t - tol); j < ticks.length && ticks[j].t <= t + tol && out.length < 5; j++)
+			if (ticks[j].lane === lane) out.push((ticks[j].type === 0 ? 'mark ' : 'event ') + ticks[j].name + (ticks[j].text ? ' ' + ticks[j].text : ''));
+		return out.join('\n');
+	}
+	function valueRowAt(y) {
+		for (const r of rows) if (r.type === 'value' && y >= r.y && y < r.y + VALUE_H) return r;
+		return null;
+	}
+	function valueText(r, t) {
+		const v = M.app.values[r.value], i = lowerBound(v.t, v.t.length, t + 1e-9) - 1;
+		return (v.kind === 1 ? 'counter ' : 'gauge ') + v.name + (i >= 0 ? ' = ' + fmtValue(v.v[i], v.kind) + ' (since ' + wall(v.t[i]) + ')' : ': no value yet');
 	}
 
 	/* Level of detail for zoomed-out views: per lane, which of LOD_BINS equal time bins hold a
@@ -278,7 +361,7 @@
 		const wrap = $('tlwrap');
 		const yTop = wrap.scrollTop, yBot = yTop + wrap.clientHeight;
 		const span = view.v1 - view.v0;
-		const counts = { polls: 0, pollColumns: 0, parks: 0, blocks: 0, preempted: 0, samples: 0, drops: 0, gapMarks: 0 };
+		const counts = { polls: 0, pollColumns: 0, parks: 0, blocks: 0, preempted: 0, samples: 0, drops: 0, gapMarks: 0, values: 0, ticks: 0 };
 		/* gaps of every thread of a process in view: damage, a segment's end without a trailer,
 		 * missing segments (the thread's own gaps are its drops, drawn as triangles) */
 		const gapsInView = M.gapMarks.filter((g) => g.t >= view.v0 && g.t <= view.v1);
@@ -294,6 +377,10 @@
 				c.fillStyle = '#123';
 				c.font = 'bold 11px system-ui';
 				c.fillText(procLabel(r.proc), 4, r.y + 13);
+				continue;
+			}
+			if (r.type === 'value') {
+				drawValueRow(c, r, W, counts);
 				continue;
 			}
 			const l = M.lanes[r.lane], y = r.y;
@@ -431,6 +518,7 @@
 					counts.drops++;
 				}
 			}
+			drawAppTicks(c, r.lane, y, W, counts);
 			/* label gutter */
 			c.fillStyle = '#fff';
 			c.fillRect(0, y, GUTTER, LANE_H);
@@ -641,6 +729,14 @@
 		if (e.target === $('flame')) return; /* the flame graph's own tooltip */
 		if (!M || e.target !== tl) { tip.style.display = 'none'; return; }
 		const lane = laneAt(e.offsetY);
+		const vr = lane < 0 && e.offsetX >= GUTTER ? valueRowAt(e.offsetY) : null;
+		if (vr) {
+			tip.textContent = valueText(vr, tOf(e.offsetX, tl.clientWidth));
+			tip.style.display = 'block';
+			tip.style.left = (e.clientX + 12) + 'px';
+			tip.style.top = (e.clientY + 12) + 'px';
+			return;
+		}
 		if (lane < 0 || e.offsetX < GUTTER) { tip.style.display = 'none'; return; }
 		const W = tl.clientWidth, l = M.lanes[lane];
 		const i = pollAt(lane, e.offsetX, W);
@@ -654,6 +750,8 @@
 		}
 		const pk = parkAt(lane, e.offsetX, W);
 		if (i < 0 && pk >= 0) s += '\n' + parkText(l, pk);
+		const at = appTickText(lane, t, tol);
+		if (at) s += '\n' + at;
 		tip.textContent = s;
 		tip.style.display = 'block';
 		tip.style.left = (e.clientX + 12) + 'px';

@@ -99,6 +99,7 @@ function reference(file) {
 		if (!l.trim()) continue;
 		/* big integers: keep the digits exactly */
 		const o = JSON.parse(l.replace(/":(-?\d{16,})/g, '":"$1"'));
+		if (o.type === 'Mark' || o.type === 'Value' || o.type === 'CustomEvent') continue; /* application events: not compared */
 		delete o.thread; delete o.location; delete o.stack;
 		for (const k in o) if (typeof o[k] === 'number') o[k] = k === 'pid' || k === 'tid' || k === 'worker' ? o[k] : String(o[k]);
 		out.push(o);

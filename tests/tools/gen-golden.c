@@ -149,8 +149,9 @@ static void events_end(struct seg *s, struct d9_enc *e)
 /* Worker 1 (tid 4243): every event type, with the UNPARK_STATS schema. */
 static void put_worker1(struct seg *s, struct d9_enc *e)
 {
-	static const uint8_t custom[] = { 9, 5, 'h', 'e', 'l', 'l', 'o' }; /* schema 9, data "hello" */
-	static const uint8_t custom2[] = { 1, 4, 0x00, 0xff, 0x44, 0x39 }; /* schema 1, 4 raw bytes */
+	/* CustomEvents of CustomSchema 1 (code u, body b): code 200, body "hello"; code 0, body 44 39 */
+	static const uint8_t custom[] = { 1, 8, 0xc8, 0x01, 5, 'h', 'e', 'l', 'l', 'o' };
+	static const uint8_t custom2[] = { 1, 4, 0x00, 0x02, 0x44, 0x39 };
 
 	events_begin(s, e, 4243, 1, BASE_TICKS, D9_SCHEMA_UNPARK_STATS);
 	EMIT(s, e, D9_EV_SPAWN, AT(1), d9_enc_spawn(e, AT(1), 2, 1, 1));
