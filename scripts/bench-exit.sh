@@ -7,7 +7,9 @@
 # time is from the stop to the moment the process is reaped (Python's Popen.wait, no polling), for
 # nginx the master, which waits for its workers. Default agent settings (D9_EXIT_TIMEOUT 100ms,
 # compression on). Writes build/bench/exit.json (every run, medians) and prints a table. A server
-# that is not installed is skipped with a line saying so. QUICK=1: 2 runs each instead of 7.
+# that is not installed is skipped with a line saying so. Then a fork storm (500 forked children
+# of tests/integration/exit-progs.c, each exiting after two epoll_waits), alternating without and
+# with the agent: its time ratio (goal: at most 2). QUICK=1: 2 runs each instead of 7.
 # Timing claims live here, never in tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -132,5 +134,32 @@ for name, binary, start in servers:
     res["results"][name] = {"without_s": base, "with_s": withd9, "median_without_s": b,
                             "median_with_s": a, "median_added_s": a - b}
     print("  %-8s %12.1f %12.1f %10.1f" % (name, b * 1e3, a * 1e3, (a - b) * 1e3))
+
+# a fork storm: a fork-per-request parent and N children that each wait in epoll_wait twice and
+# exit (tests/integration/exit-progs.c, the program test-preload-exits.sh checks the segments
+# of), alternating without and with the agent; the goal is at most twice the time without it
+prog = os.path.join(work, "exit-progs")
+n = 500
+if subprocess.run(["cc", "-std=gnu11", "-D_GNU_SOURCE", "-O2", "-o", prog,
+                   "tests/integration/exit-progs.c", "-lpthread"]).returncode:
+    print("  %-8s failed: cannot compile exit-progs.c" % "storm")
+else:
+    base, withd9 = [], []
+    for i in range(reps):
+        for with_agent, into in ((False, base), (True, withd9)):
+            d = os.path.join(work, "storm")
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+            e = env_for(with_agent, d)
+            e["D9_MAX_FILES"] = "2000"  # above the storm's 501 segments
+            r = subprocess.run([prog, "storm", str(n)], env=e, capture_output=True, text=True,
+                               timeout=300)
+            into.append(int(r.stdout.strip() or 0) / 1e9)
+    b, a = statistics.median(base), statistics.median(withd9)
+    res["results"]["fork-storm"] = {"children": n, "without_s": base, "with_s": withd9,
+                                    "median_without_s": b, "median_with_s": a,
+                                    "ratio": a / b if b else None, "goal_ratio": 2.0}
+    print("  %-8s %12.1f %12.1f %10.1f  (%d forked children; ratio %.2f, goal <= 2)" %
+          ("storm", b * 1e3, a * 1e3, (a - b) * 1e3, n, a / b if b else 0))
 json.dump(res, open(out, "w"), indent=2)
 PY

@@ -18,9 +18,10 @@ def load(name):
     except (OSError, ValueError):
         return None
 
-fmt, ana, micro, srv, mach, dcost, real = (load(f) for f in
-                                          ("format.json", "analyze.json", "micro.json",
-                                           "server.json", "machine.json", "cost.json", "real.json"))
+fmt, ana, micro, srv, mach, dcost, real, ex = (load(f) for f in
+                                              ("format.json", "analyze.json", "micro.json",
+                                               "server.json", "machine.json", "cost.json",
+                                               "real.json", "exit.json"))
 rows = []  # (section, what, value, target, verdict)
 notes = []  # where a target is missed or something looks wrong: what it costs
 
@@ -197,6 +198,12 @@ if real:
                          f"median of {len(m['ratios_pct'])} pairs)",
                          f"{m['median_pct']:+.1f}% ({min(m['ratios_pct']):+.1f} .. "
                          f"{max(m['ratios_pct']):+.1f})", f"<= {m['goal_pct']:g}%", m["verdict"]))
+st = ex and ex.get("results", {}).get("fork-storm")
+if st and st.get("ratio"):
+    rows.append((f"fork storm of {st['children']} children, time with the agent / without "
+                 f"(bench-exit.sh, median of {len(st['with_s'])})", f"{st['ratio']:.2f}x "
+                 f"({st['median_without_s']:.2f} -> {st['median_with_s']:.2f} s)", "<= 2x",
+                 "met" if st["ratio"] <= st["goal_ratio"] else "MISSED"))
 for r in srv_rows:
     if r["mode"] in ("trace", "block", "lean") and r["bev"] is not None:
         ok = r["bev"] <= 4.0

@@ -6,8 +6,8 @@
 # from a secondary thread, abort() and SIGSEGV (default actions), SIGTERM sent from outside. Each run must leave only
 # sealed segments (no .active), all readable by d9-analyze (exit 0, no truncated segment) with
 # every park recorded. Then a fork storm: a fork-per-request parent and N children that each
-# wait in epoll_wait twice and exit must take at most twice as long as without the agent, every
-# child leaving one sealed segment; and a later process of the series finishes the compression
+# wait in epoll_wait twice and exit, every child leaving one sealed segment (its time against a
+# run without the agent is scripts/bench-exit.sh's); and a later process of the series finishes the compression
 # those exits left pending.
 set -u
 # shellcheck source=lib-preload.sh
@@ -142,47 +142,18 @@ else
 fi
 
 # ---- fork storm -----------------------------------------------------------------------------------
-# Runs alternate: without, with, without, with the agent. Without a stable baseline (the two runs
-# without the agent more than 1.5x apart: the machine's load changed under us) the ratio says
-# nothing: SKIP. Otherwise the faster run with the agent must take at most twice the slower run
-# without it.
+# One storm with the agent: N children, each leaving its sealed segment, and no hang (the storm is
+# killed after 300 s). What the storm costs in time (without the agent against with it) is a
+# timing claim: scripts/bench-exit.sh measures it in `make bench`, never a test.
 N=${STORM_N:-500} # children per storm (pl_setup clears D9_*)
-# both storms run at nice -10 when root (PL_NICE): on a machine busy with other work the ratio
-# would measure that work's share of the CPUs, not the agent
-storm() { # OUT [VAR=value...]: one storm, its wall time (ns) in OUT
-	local out=$1
-	shift
-	{ "${PL_NICE[@]}" env "$@" timeout -s KILL 300 "$PROG" storm "$N" >"$out" 2>"$out.err"; } 2>/dev/null
-}
 sd=$T/storm/trace
 mkdir -p "$T/storm"
-ok=1
-for i in 1 2; do
-	storm "$T/storm/base$i" || ok=0
-	rm -rf "$sd"
-	# D9_MAX_FILES above the storm's 501 segments: the budget's bounds are test-agent-budget's
-	storm "$T/storm/agent$i" LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$sd/trace.bin" D9_EXIT_TIMEOUT=100ms \
-		D9_MAX_FILES=2000 || ok=0
-done
-if [ "$ok" != 1 ]; then
-	pl_fail fork-storm "a storm failed: $(cat "$T"/storm/*.err | head -c 300)"
+# D9_MAX_FILES above the storm's 501 segments: the budget's bounds are test-agent-budget's
+if ! { env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$sd/trace.bin" D9_EXIT_TIMEOUT=100ms D9_MAX_FILES=2000 \
+	timeout -s KILL 300 "$PROG" storm "$N" >"$T/storm/agent2" 2>"$T/storm/agent2.err"; } 2>/dev/null; then
+	pl_fail fork-storm "the storm failed: $(head -c 300 "$T/storm/agent2.err")"
 else
-	read -r verdict <<<"$(python3 - "$T/storm" <<'PY'
-import sys
-d = sys.argv[1]
-b = [int(open("%s/base%d" % (d, i)).read()) for i in (1, 2)]
-a = [int(open("%s/agent%d" % (d, i)).read()) for i in (1, 2)]
-s = "without %.2f/%.2f s, with %.2f/%.2f s" % (b[0] / 1e9, b[1] / 1e9, a[0] / 1e9, a[1] / 1e9)
-if max(b) > 1.5 * min(b):
-    print("SKIP fork-storm-time: the baseline is unstable on this machine now (%s)" % s)
-elif min(a) > 2 * max(b):
-    print("FAIL fork-storm-time: more than twice the time without the agent (%s)" % s)
-else:
-    print("PASS fork-storm-time: %.2fx (%s)" % (min(a) / max(b), s))
-PY
-)"
-	echo "$verdict"
-	# the last run's series: the parent's and one per child, each readable with every park
+	# the storm's series: the parent's and one per child, each readable with every park
 	# (with the default D9_EXIT_TIMEOUT a child whose writer got no CPU within 100 ms leaves
 	# its segment .active: counted, read as it is; the directory is read as the exits left
 	# it: what compression is pending is the next test's)
