@@ -1388,8 +1388,9 @@
 
 	/* ---- search: a generic list of searchable items ----
 	 * searchable(kind, find): find(q, M) returns the items of that kind matching the lower-case
-	 * text q: { label, detail, go() } (go shows the item). The box lists every kind's items in the
-	 * Search tab; Enter goes to the first. A new kind (requests) is one searchable() line. */
+	 * text q: { label, detail, go(), exact } (go shows the item; exact: q names it whole, listed
+	 * first). The box lists every kind's items in the Search tab; Enter goes to the first. A new
+	 * kind (requests) is one searchable() line. */
 	const searchKinds = [];
 	const SEARCH_MAX = 200; /* items listed per kind */
 	let searchItems = [];
@@ -1408,6 +1409,8 @@
 				}
 				for (const it of items.slice(0, SEARCH_MAX)) searchItems.push(Object.assign({ kind: k.kind }, it));
 			}
+		/* what the text names exactly (a coroutine's id, a function's whole name) first */
+		searchItems = searchItems.filter((x) => x.exact).concat(searchItems.filter((x) => !x.exact));
 		T.search = { q: searchText, items: searchItems.map((x) => ({ kind: x.kind, label: x.label, detail: x.detail || '' })) };
 		const n = $('searchn');
 		if (n) n.textContent = searchText ? searchItems.length + (searchItems.length === 1 ? ' match' : ' matches') + (searchItems.length ? ' ⏎' : '') : '';
@@ -1453,7 +1456,7 @@
 		const byId = new Map(locStats.map((r) => [r.id, r]));
 		for (const [id, r] of byId) {
 			if (!nm(id).toLowerCase().includes(q)) continue;
-			out.push({ label: nm(id), detail: r.n + ' polls, ' + fmtDur(r.total), go: () => {
+			out.push({ label: nm(id), exact: nm(id).toLowerCase() === q, detail: r.n + ' polls, ' + fmtDur(r.total), go: () => {
 				locFilter = id;
 				T.locFilter = id;
 				let best = null;
@@ -1502,7 +1505,7 @@
 		for (const [id, f] of [...fns].sort((a, b) => b[1].samples - a[1].samples)) {
 			let best = null;
 			for (const [key, n] of f.polls) if (!best || n > best.n) best = { key, n };
-			out.push({ label: nm(id), detail: f.samples + ' sample' + (f.samples === 1 ? '' : 's') + ' in ' + f.polls.size + ' poll' + (f.polls.size === 1 ? '' : 's'),
+			out.push({ label: nm(id), exact: nm(id).toLowerCase() === q, detail: f.samples + ' sample' + (f.samples === 1 ? '' : 's') + ' in ' + f.polls.size + ' poll' + (f.polls.size === 1 ? '' : 's'),
 				go: () => { if (best) { const [li, i] = best.key.split(',').map(Number); goPoll(li, i); } } });
 		}
 		return out;
@@ -1532,7 +1535,7 @@
 				if (num === num ? co !== num : !locN.toLowerCase().includes(q)) return;
 				total++;
 				if (out.length >= SEARCH_MAX) return;
-				out.push({ label: 'coroutine ' + co + ' (' + locN + ')', detail: 'pid ' + P.pid + (fp ? '' : ', no poll in the trace'),
+				out.push({ label: 'coroutine ' + co + ' (' + locN + ')', exact: num === num, detail: 'pid ' + P.pid + (fp ? '' : ', no poll in the trace'),
 					go: () => { if (fp) goPoll(fp.li, fp.i); } });
 			};
 			for (let k = 0; k < P.cos.id.length; k++) consider(P.cos.id[k], P.cos.loc[k]);
