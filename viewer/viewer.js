@@ -1483,9 +1483,9 @@
 			for (let i = 0; i < s.n; i++) {
 				const st = s.stack[i];
 				if (st < 0) continue;
-				const seen = new Set();
-				for (let j = m.stackOff[st]; j < m.stackOff[st + 1]; j++) if (match[m.frames[j]]) seen.add(m.frames[j]);
-				if (!seen.size) continue;
+				let seen = null; /* (made only for a sample that matches: most do not) */
+				for (let j = m.stackOff[st]; j < m.stackOff[st + 1]; j++) if (match[m.frames[j]]) (seen || (seen = new Set())).add(m.frames[j]);
+				if (!seen) continue;
 				const k = firstEndingAfter(p.end, p.n, s.t[i]);
 				const inPoll = k < p.n && p.start[k] <= s.t[i];
 				if (inPoll) {
@@ -1510,27 +1510,34 @@
 		}
 		return out;
 	});
+	/* per process, each coroutine's first poll: Map co -> { li, i } (once per model) */
+	let coFirst = null;
+	function coFirstPolls(m) {
+		if (coFirst && coFirst.m === m) return coFirst.by;
+		const by = m.procs.map(() => new Map());
+		m.lanes.forEach((l, li) => {
+			const p = l.polls, f = by[l.proc];
+			for (let i = 0; i < p.n; i++) {
+				if (!p.co[i]) continue;
+				const x = f.get(p.co[i]);
+				if (!x || p.start[i] < m.lanes[x.li].polls.start[x.i]) f.set(p.co[i], { li, i });
+			}
+		});
+		coFirst = { m, by };
+		return by;
+	}
 	/* coroutines: by id (the whole number), or by the name of their spawn location (or, when
 	 * no Spawn was recorded, of their first poll's); go shows its first poll, its life outlined */
 	searchable('coroutine', (q, m) => {
 		const out = [], num = /^#?\d+$/.test(q) ? Number(q.replace('#', '')) : NaN;
-		const first = new Map(); /* 'proc,co' -> { li, i } its first poll */
-		m.lanes.forEach((l, li) => {
-			const p = l.polls;
-			for (let i = 0; i < p.n; i++) {
-				if (!p.co[i]) continue;
-				const key = l.proc + ',' + p.co[i];
-				const f = first.get(key);
-				if (!f || p.start[i] < m.lanes[f.li].polls.start[f.i]) first.set(key, { li, i });
-			}
-		});
+		const first = coFirstPolls(m);
 		let total = 0;
 		m.procs.forEach((P, pi) => {
 			const seen = new Set();
 			const consider = (co, loc) => {
 				if (seen.has(co)) return;
 				seen.add(co);
-				const fp = first.get(pi + ',' + co);
+				const fp = first[pi].get(co);
 				const locN = loc >= 0 ? locName(loc) : fp ? locName(m.lanes[fp.li].polls.loc[fp.i]) : '(unknown location)';
 				if (num === num ? co !== num : !locN.toLowerCase().includes(q)) return;
 				total++;
@@ -1539,10 +1546,7 @@
 					go: () => { if (fp) goPoll(fp.li, fp.i); } });
 			};
 			for (let k = 0; k < P.cos.id.length; k++) consider(P.cos.id[k], P.cos.loc[k]);
-			for (const key of first.keys()) {
-				const [pp, co] = key.split(',').map(Number);
-				if (pp === pi) consider(co, -1);
-			}
+			for (const co of first[pi].keys()) consider(co, -1);
 		});
 		if (total > out.length) out.push({ label: '… ' + (total - out.length) + ' more coroutines', detail: 'narrow the search', go: () => {} });
 		return out;
