@@ -1347,10 +1347,16 @@
 			if (f.length !== 4) return;
 			const pid = Number(f[1]), tid = Number(f[2]), t = relNs(f[3]);
 			const li = M.lanes.findIndex((l) => M.procs[l.proc].pid === pid && l.tid === tid);
-			if (li < 0 || t !== t) return;
+			if (li < 0 || t !== t) {
+				message('warn', [T.message, 'the link\'s selection (thread ' + tid + ' of pid ' + pid + ') is not in these files'].filter(Boolean).join('\n'));
+				return;
+			}
 			const col = f[0] === 'park' ? M.lanes[li].parks : M.lanes[li].polls;
 			const i = lowerBound(col.start, col.n, t - 1000);
-			if (i >= col.n || Math.abs(col.start[i] - t) > 1000) return;
+			if (i >= col.n || Math.abs(col.start[i] - t) > 1000) {
+				message('warn', [T.message, 'the link\'s selected ' + f[0] + ' (thread ' + tid + ' of pid ' + pid + ') is not in these files'].filter(Boolean).join('\n'));
+				return;
+			}
 			if (f[0] === 'park') selectPark(li, i);
 			else selectPoll(li, i, true);
 			scrollToLane(li);
@@ -1390,7 +1396,8 @@
 	 * searchable(kind, find): find(q, M) returns the items of that kind matching the lower-case
 	 * text q: { label, detail, go(), exact } (go shows the item; exact: q names it whole, listed
 	 * first). The box lists every kind's items in the Search tab; Enter goes to the first. A new
-	 * kind (requests) is one searchable() line. */
+	 * kind is one searchable() call: requests, once the model has them, are
+	 * searchable('request', (q, m) => [...]) with go() selecting the request's poll. */
 	const searchKinds = [];
 	const SEARCH_MAX = 200; /* items listed per kind */
 	let searchItems = [];

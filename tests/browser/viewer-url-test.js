@@ -101,6 +101,18 @@ async function linkTest(page, name, open) {
 		pass(name + '-poll', 'the link of a selected poll reopens it: ' + (a2.detail || '').split('\n').slice(0, 3).join(' '));
 	else
 		fail(name + '-poll', JSON.stringify({ b2, a2 }));
+	/* a link whose poll is not in the files, and one of other files: said, not guessed */
+	const hash2 = url2.replace(/^[^#]*/, '');
+	const moved = hash2.replace(/(sel=poll%2C\d+%2C\d+%2C)(\d+)/, (x, a, t) => a + (BigInt(t) + 5000000000n));
+	await open(p2, moved);
+	const m1 = await p2.evaluate(() => ({ msg: window.__d9test.message, applied: window.__d9test.urlApplied, detail: window.__d9test.detail }));
+	await open(p2, hash2 + '&file=other.bin');
+	const m2 = await p2.evaluate(() => ({ msg: window.__d9test.message, applied: window.__d9test.urlApplied }));
+	if (moved !== hash2 && /selected poll .* is not in these files/.test(m1.msg) && m1.applied && !m1.applied.includes('poll') && !m1.detail &&
+		/view was not restored: it is of other files \(other\.bin not loaded\)/.test(m2.msg) && m2.applied === null)
+		pass(name + '-mismatch', 'a poll not in the files, and other files, are said: ' + m2.msg.split('\n').pop());
+	else
+		fail(name + '-mismatch', JSON.stringify({ moved, m1, m2 }));
 	if (p2.d9errors.length) fail(name + '-errors', p2.d9errors.slice(0, 3).join('; '));
 	await p2.context().close();
 }

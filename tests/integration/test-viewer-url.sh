@@ -10,7 +10,7 @@
 #     names handle_burn; the raw segment shows st-http+0x... and the page says names are missing
 #     and how to get them; a link copied after picking a poll and shift+dragging a range
 #     reopens the same view, range, selection and details (in the report, and with the raw
-#     files opened again); searching the function goes to and outlines its polls; a coroutine
+#     files opened again), and says when its poll or its files are not those loaded; searching the function goes to and outlines its polls; a coroutine
 #     is found by id and by spawn location; the search text is in the link.
 # Screenshots are kept in build/test-artifacts/viewer/.
 set -u
