@@ -1,15 +1,19 @@
 /* cmd-html.c: `d9-analyze html TRACE... -o report.html`: one self-contained HTML file, the viewer
  * (viewer/, embedded at build time into build/gen/viewer-files.c) with its scripts inlined and
  * the segment files embedded as base64 gzip, so the report opens by double-click, offline. The
- * trace is decoded in the browser by the viewer's own decoder; this command only checks that
- * each input is a d9 segment and reports damage as the other commands do. README.md, "Viewer". */
+ * trace is decoded in the browser by the viewer's own decoder; this command checks that each
+ * input is a d9 segment, reports damage as the other commands do, and embeds the names it gives
+ * every code address the viewer shows (a segment sealed at exit has no Symbol records, and the
+ * page has no libdw). README.md, "Viewer". */
 #include "analyze.h"
 #include "d9-format.h"
 #include "dumps.h"
 #include "inputs.h"
+#include "symbols.h"
 #include "trace.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +43,8 @@ static void html_help(FILE *f)
 	fprintf(f, "usage: d9-analyze html [-o FILE] TRACE...\n\n"
 		"Writes one self-contained HTML file: the d9 viewer with the given segment files\n"
 		"embedded (gzip, base64). It opens offline in a browser: timeline of workers and\n"
-		"coroutines, poll details, flame graphs of CPU samples, locations, points of interest.\n\n"
+		"coroutines, poll details, flame graphs of CPU samples, locations, points of interest.\n"
+		"The names d9-analyze gives the code (as summary shows them) are embedded too.\n\n"
 		"options:\n"
 		"  -o FILE           write to FILE (default: stdout)\n"
 		"  -h, --help        this text\n\n"
@@ -201,6 +206,145 @@ static void put_dumps(FILE *f, const struct d9__inputs *in)
 	d9__dumps_free(&dt);
 }
 
+/* ---- names: what d9-analyze calls each code address the viewer shows --------------------------
+ * One pass over the trace collects, per process, the function address of every location a poll
+ * or spawn names and every frame of every stack a sample or blocking call carries; each is then
+ * named as summary names it (d9__symbolize_inline: Symbol records first, else libdw on this
+ * machine's binaries). Keys as symbols.c caches them: addr, bit 63 set for a return address. */
+struct names_ctx {
+	struct d9__map *keys; /* per process (d9__proc.idx): key -> (void *)1 */
+	size_t nprocs;
+	int oom;
+};
+
+static void names_add(struct names_ctx *nc, const struct d9__proc *p, uint64_t addr, int ret)
+{
+	uint64_t key = addr ^ (ret ? 1ull << 63 : 0);
+
+	if (!p || p->idx >= nc->nprocs || d9__map_get(&nc->keys[p->idx], key))
+		return;
+	if (d9__map_put(&nc->keys[p->idx], key, (void *)1))
+		nc->oom = 1;
+}
+
+static void names_on_event(void *ctx, const struct d9__ev *ev)
+{
+	struct names_ctx *nc = ctx;
+
+	if (ev->loc && ev->loc->function_addr)
+		names_add(nc, ev->proc, ev->loc->function_addr, 0);
+	if (ev->stack)
+		for (uint32_t i = 0; i < ev->stack->n; i++)
+			names_add(nc, ev->proc, ev->stack->frames[i], 1);
+}
+
+/* A JSON string that is safe inside a <script> element: '<' '>' '&' escaped too. */
+static void put_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0x7f)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+/* symbols.c's name for an address it could not resolve: "module+0xoffset" (a function name
+ * never holds '+' followed by only hex digits) */
+static int unresolved(const char *name)
+{
+	const char *q = strstr(name, "+0x");
+
+	if (!q || strchr(name, ' '))
+		return 0;
+	q += 3;
+	return *q && strspn(q, "0123456789abcdef") == strlen(q);
+}
+
+/* Writes <script type="application/x-d9-names"> with the names of the readable inputs (paths
+ * of state >= 0), as README.md "Viewer", "Names" describes: {"version":1,"procs":[{"pid",
+ * "hostname","boot_id","unnamed","addrs":{"HEX":[names innermost first]},"returns":{...}}]}.
+ * An address d9-analyze cannot name either is left out and counted in "unnamed". Nothing is
+ * written when the trace cannot be read again or memory runs out (said once on stderr): the
+ * viewer then names what the segments name. */
+static void put_names(FILE *f, const struct d9__inputs *in, const int *state)
+{
+	struct d9__trace t;
+	struct names_ctx nc = { 0 };
+	char **paths = calloc(in->n ? in->n : 1, sizeof(*paths));
+	int n = 0;
+
+	memset(&t, 0, sizeof(t));
+	t.quiet = 1; /* check_segment said what is damaged */
+	if (!paths)
+		goto err_oom;
+	for (size_t i = 0; i < in->n; i++)
+		if (state[i] >= 0)
+			paths[n++] = in->paths[i];
+	if (d9__trace_open(&t, paths, n))
+		goto err_trace;
+	nc.nprocs = t.nprocs;
+	nc.keys = calloc(t.nprocs ? t.nprocs : 1, sizeof(*nc.keys));
+	if (!nc.keys || d9__trace_run(&t, names_on_event, &nc) || nc.oom)
+		goto err_trace;
+	fputs("<script type=\"application/x-d9-names\">\n{\"version\":1,\"procs\":[", f);
+	for (size_t pi = 0; pi < t.nprocs; pi++) {
+		struct d9__proc *p = t.procs[pi];
+		struct d9__map *m = &nc.keys[pi];
+		uint64_t unnamed = 0;
+		fprintf(f, "%s\n{\"pid\":%" PRIu32 ",\"hostname\":", pi ? "," : "", p->pid);
+		put_json_str(f, p->hostname ? p->hostname : "");
+		fputs(",\"boot_id\":", f);
+		put_json_str(f, p->boot_id ? p->boot_id : "");
+		for (int ret = 0; ret < 2; ret++) {
+			int first = 1;
+			fprintf(f, ",\"%s\":{", ret ? "returns" : "addrs");
+			for (size_t i = 0; i < m->cap; i++) {
+				const char *names[D9__MAX_INLINE];
+				if (!m->vals || !m->vals[i] || (int)(m->keys[i] >> 63) != ret)
+					continue;
+				uint64_t addr = m->keys[i] & ~(1ull << 63);
+				size_t k = d9__symbolize_inline(&t, p, addr, ret, names, D9__MAX_INLINE);
+				if (!k || unresolved(names[k - 1])) {
+					unnamed++;
+					continue;
+				}
+				fprintf(f, "%s\"%" PRIx64 "\":[", first ? "" : ",", addr);
+				for (size_t j = 0; j < k; j++) {
+					if (j)
+						fputc(',', f);
+					put_json_str(f, names[j]);
+				}
+				fputc(']', f);
+				first = 0;
+			}
+			fputc('}', f);
+		}
+		fprintf(f, ",\"unnamed\":%" PRIu64 "}", unnamed);
+	}
+	fputs("]}\n</script>\n", f);
+	goto out;
+err_trace:
+	fprintf(stderr, "d9-analyze: html: could not read the trace again to name its code (out of "
+		"memory?): the report shows only the names its segments carry\n");
+out:
+	if (nc.keys)
+		for (size_t i = 0; i < nc.nprocs; i++)
+			d9__map_free(&nc.keys[i]);
+	free(nc.keys);
+	d9__trace_close(&t);
+	free(paths);
+	return;
+err_oom:
+	fprintf(stderr, "d9-analyze: html: out of memory: the report shows only the names its "
+		"segments carry\n");
+}
+
 /* Checks one segment file with the reference reader. Returns 0 clean, 1 damaged, -1 unreadable
  * (each problem said once on stderr). */
 static int check_segment(const char *path)
@@ -333,6 +477,7 @@ int d9__cmd_html(int argc, char **argv)
 					free(buf);
 				}
 				put_dumps(f, &in);
+				put_names(f, &in, state);
 			}
 			fwrite(p, 1, (size_t)(le - p), f);
 		}

@@ -2,8 +2,9 @@
  * process) holding its polls, parks, blocking calls, CPU samples, wakes and drops in typed
  * arrays (columns, not one object per event: 10 million events must fit in a tab), plus the
  * names of locations and stack frames. Runs in the Web Worker; needs d9_decode_module. Names
- * come only from the trace itself: SpawnLocation name strings and Symbol records, else
- * `module+0xoffset` from the Module definitions, else the address (no symbol files here).
+ * come from what the page holds: the names `d9-analyze html` embedded (those `summary` shows),
+ * SpawnLocation name strings and Symbol records, else `module+0xoffset` from the Module
+ * definitions, else the address (no symbol files here); those left unnamed are counted.
  * CpuSamples keep their weight (the time each stands for, NaN: unknown in older traces), Unparks
  * their cpu_ns / sched_wait_ns (NaN: unknown, never 0), SchedDelays (code 14, when the schema
  * names it so: a call that was slow without waiting off CPU) go to their own column.
@@ -146,7 +147,8 @@ function d9_model_module(root) {
 
 	/* Builder: feed segments (any order) with add(name, u8), then finish(). */
 	class Builder {
-		constructor() {
+		/* opts.names: the names `d9-analyze html` embedded (analyze/cmd-html.c, put_names) */
+		constructor(opts) {
 			this.names = [];
 			this.nameIds = new Map();
 			this.procs = [];
@@ -167,6 +169,38 @@ function d9_model_module(root) {
 			this.wideGaps = [];
 			this.app = []; /* application events (appEvent) */
 			this.appLost = 0;
+			this.initNaming(opts && opts.names);
+		}
+		/* names from the report, by process key (as procByKey's), and the count of addresses
+		 * left without a name (README.md, "Viewer", "Names") */
+		initNaming(emb) {
+			this.ext = null;
+			this.naming = { embedded: false, unnamedLocs: 0, unnamedFrames: 0, analyzerUnnamed: 0, examples: [], seen: new Set() };
+			if (!emb || !Array.isArray(emb.procs)) return;
+			this.ext = new Map();
+			this.naming.embedded = true;
+			for (const p of emb.procs) {
+				const m = (o) => new Map(Object.entries(o || {}).filter(([, v]) => Array.isArray(v) && v.length));
+				this.ext.set(p.pid + '/' + p.hostname + '/' + p.boot_id, { addrs: m(p.addrs), returns: m(p.returns), unnamed: Number(p.unnamed) || 0 });
+			}
+		}
+		/* the analyzer's names of a (the report's), or null; a location gets the real function
+		 * with its file:line as `summary` names it, a frame each function without file:line (a
+		 * flame graph groups by function, as with Symbol records) */
+		extName(P, a, isReturn) {
+			if (!P.ext) return null;
+			const e = (isReturn ? P.ext.returns : P.ext.addrs).get(a.toString(16));
+			if (!e) return null;
+			return isReturn ? e.map((n) => String(n).replace(/ \([^()]*:\d+\)$/, '')) : [String(e[e.length - 1])];
+		}
+		noteUnnamed(P, a, isReturn, name) {
+			const N = this.naming, k = P.key + (isReturn ? '/r' : '/a') + a;
+			if (/^(linux-vdso|\[vdso\])/.test(name)) return; /* the kernel's page: nobody names it */
+			if (N.seen.has(k)) return;
+			N.seen.add(k);
+			if (isReturn) N.unnamedFrames++;
+			else N.unnamedLocs++;
+			if (N.examples.length < 3) N.examples.push(name);
 		}
 		name(s) {
 			let id = this.nameIds.get(s);
@@ -204,6 +238,8 @@ function d9_model_module(root) {
 					 * reached; the latest event time of the segments read; the last segment_seq */
 					wideGaps: 0, gaps: 0, gapT: -Infinity, lastT: -Infinity, lastSeq: -1 });
 				this.procByKey.set(key, p);
+				this.procs[p].ext = this.ext ? this.ext.get(key) || null : null;
+				if (this.procs[p].ext) this.naming.analyzerUnnamed += this.procs[p].ext.unnamed;
 			}
 			this.procs[p].segments++;
 			const start = BigInt(header.anchor_realtime_ns);
@@ -592,6 +628,8 @@ function d9_model_module(root) {
 		}
 		/* names of one address: innermost first (inlined functions expanded) */
 		addrName(P, a, isReturn) {
+			const ext = this.extName(P, a, isReturn);
+			if (ext) return ext;
 			const look = isReturn ? a - 1 : a;
 			let recs = P.syms.get(look) || (isReturn ? P.syms.get(a) : null);
 			if (!recs && P.symRanges.length) {
@@ -605,11 +643,15 @@ function d9_model_module(root) {
 			if (recs) {
 				return recs.slice().sort((x, y) => y.depth - x.depth).map((r) => r.fn);
 			}
+			let out = ['0x' + a.toString(16)];
 			for (const m of P.modules) {
-				if (a >= m.start && a < m.end)
-					return [m.path.replace(/^.*\//, '') + '+0x' + (a - m.start + m.offset).toString(16)];
+				if (a >= m.start && a < m.end) {
+					out = [m.path.replace(/^.*\//, '') + '+0x' + (a - m.start + m.offset).toString(16)];
+					break;
+				}
 			}
-			return ['0x' + a.toString(16)];
+			this.noteUnnamed(P, a, isReturn, out[0]);
+			return out;
 		}
 		/* Each PollStart's wake: the coroutine's first Wake since its previous PollStart, in time
 		 * order within the process (equal times: decode order). A gap of any thread between the
@@ -740,6 +782,8 @@ function d9_model_module(root) {
 				problems: this.problems.slice(0, 1000), events: this.events, generic, gaps: segGaps,
 				unknown, seqGaps: this.seqGaps, gapMarks: this.wideGaps.filter((g) => isFinite(g.t)),
 				enums: { WAKE_KINDS, CALLS, FD_KINDS, DROP_REASONS }, app,
+				naming: { embedded: this.naming.embedded, unnamedLocs: this.naming.unnamedLocs, unnamedFrames: this.naming.unnamedFrames,
+					analyzerUnnamed: this.naming.analyzerUnnamed, examples: this.naming.examples },
 			};
 		}
 		/* application events for the page: ticks (marks, custom events) by kept lane, sorted by

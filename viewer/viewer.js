@@ -2,6 +2,9 @@
  * blocking and preempted calls, CPU samples), zoom/pan/range selection, poll and park details
  * (the coroutine's life and wake chain, the thread's CPU time and scheduling wait), flame graphs
  * (by time when the samples carry their duration), the location table and points of interest.
+ * The view (files, time range, selection, search) lives in the URL's hash, so a copied link
+ * reopens it; the search box finds locations, functions, coroutines (and any kind added with
+ * searchable()). Names the report embeds (`d9-analyze html`) are used; missing names are said.
  * Never shows an unknown value as 0 (README.md, "Viewer"). Drawing is on canvas,
  * bounded by pixels, not events: polls narrower than a pixel are merged into pixel columns.
  * Tests read window.__d9test (what was last drawn, the flame graph, the messages). */
@@ -15,6 +18,7 @@
 	let view = { v0: 0, v1: 1 };
 	let rows = []; /* [{type:'proc', proc} | {type:'lane', lane}] with y */
 	let sel = null; /* { lane, i } selected poll */
+	let selPark = null; /* { lane, j } selected park (sel is null then) */
 	let selArrows = []; /* its wake chain: { fromLane, t0, toLane, t1 } */
 	let range = null; /* [t0, t1] */
 	let locFilter = -1; /* name id of a location, or -1 */
@@ -38,6 +42,7 @@
 		const src = '(' + d9_decode_module + ')(self);\n(' + d9_model_module + ')(self);\n(' + d9_worker_main + ')(self);\n';
 		return URL.createObjectURL(new Blob([src], { type: 'text/javascript' }));
 	}
+	let embNames = null; /* the names a report embeds (d9-analyze html), for the worker */
 	function load(files) { /* files: [{ name, buffer }] */
 		if (!files.length) return;
 		message('info', 'decoding ' + files.length + ' file(s)…');
@@ -52,7 +57,7 @@
 			setModel(d.model, performance.now() - t0);
 		};
 		w.onerror = (e) => { message('err', 'the decoder worker failed: ' + (e.message || e)); T.ready = true; };
-		w.postMessage({ files }, files.map((f) => f.buffer));
+		w.postMessage({ files, names: embNames }, files.map((f) => f.buffer));
 	}
 	async function loadFileList(list) {
 		const files = [];
@@ -76,6 +81,7 @@
 			for (let i = 0; i < bin.length; i++) u8[i] = bin.charCodeAt(i);
 			files.push({ name: s.dataset.name || 'trace.bin', buffer: u8.buffer });
 		}
+		embNames = reportNames();
 		load(files);
 	});
 	T.loadBuffers = (files) => load(files.map((f) => ({ name: f.name, buffer: new Uint8Array(f.bytes).buffer })));
@@ -117,6 +123,8 @@
 			notes.push('no CPU samples in this trace: flame graphs stay empty (record with D9_CPU_PROFILE=1).');
 		if (!m.events)
 			notes.push('the trace holds no events.');
+		const nmNote = namesNote(m);
+		if (nmNote) notes.push(nmNote);
 		message(notes.length ? 'warn' : '', notes.join('\n'));
 		$('drop').style.display = 'none';
 		$('main').style.display = 'flex';
@@ -143,6 +151,9 @@
 			(dump ? '; flight dump triggered by ' + dump.what + ': the view opens at the trigger (f: fit all)' : ''));
 		showTab(curTab);
 		renderFlame([], 'flame graph: click a poll or shift+drag a range', true);
+		selPark = null;
+		searchHits = null;
+		urlOnLoad(m);
 		T.ready = true;
 	}
 	/* "2 polls and 1 scheduling delay of unknown length", or '' (README.md, "Gaps") */
@@ -368,6 +379,7 @@
 		const bandsInView = M.gaps.filter((g) => g.to >= view.v0 && g.from <= view.v1);
 		const drawn = [];
 		const selCo = sel ? M.lanes[sel.lane].polls.co[sel.i] : null;
+		let hits = null; /* the polls a function search found, outlined in blue */
 		const selProc = sel ? M.lanes[sel.lane].proc : -1;
 		for (const r of rows) {
 			if (r.y + LANE_H < yTop || r.y > yBot) continue;
@@ -405,6 +417,7 @@
 					counts.parks++;
 				}
 			}
+			hits = searchHits && searchHits.get(r.lane);
 			/* polls: coloured by location; sub-pixel polls merged per pixel column */
 			if (useLod && locFilter < 0 && !searchLocs) {
 				c.fillStyle = '#556';
@@ -434,6 +447,12 @@
 						c.strokeStyle = sel.lane === r.lane && sel.i === i ? '#000' : '#e0a000';
 						c.lineWidth = 2;
 						c.strokeRect(x0 + 1, y + 2, Math.max(1, x1 - x0 - 2), LANE_H - 9);
+					}
+					if (hits && hits.has(i)) {
+						c.strokeStyle = '#0a5cff';
+						c.lineWidth = 2;
+						c.strokeRect(x0, y + 1, Math.max(2, x1 - x0), LANE_H - 6);
+						counts.searchHits = (counts.searchHits || 0) + 1;
 					}
 					if (x1 - x0 > 40) {
 						c.fillStyle = '#000';
@@ -557,6 +576,7 @@
 		T.view = { v0: view.v0, v1: view.v1 };
 		T.drawMs = performance.now() - t0;
 		drawOverview();
+		urlSave();
 	}
 	function niceStep(span, px) {
 		const raw = span / Math.max(1, px / 90);
@@ -722,6 +742,7 @@
 		const j = parkAt(lane, x, tl.clientWidth);
 		if (j >= 0) { selectPark(lane, j); return; }
 		sel = null;
+		selPark = null;
 		redraw();
 	}
 	function hover(e) {
@@ -769,7 +790,7 @@
 		else if (k === '0' || k === 'f') fitAll();
 		else if (k === 'n') gotoPoi(1);
 		else if (k === 'p') gotoPoi(-1);
-		else if (k === 'Escape') { sel = null; selArrows = []; range = null; locFilter = -1; $('detail').innerHTML = ''; showTab(curTab); redraw(); }
+		else if (k === 'Escape') { sel = null; selPark = null; selArrows = []; range = null; locFilter = -1; $('detail').innerHTML = ''; showTab(curTab); redraw(); }
 		else return;
 		e.preventDefault();
 	});
@@ -830,6 +851,7 @@
 	}
 	function selectPoll(lane, i, keepView) {
 		sel = { lane, i };
+		selPark = null;
 		const l = M.lanes[lane], p = l.polls, P = M.procs[l.proc];
 		const start = p.start[i], end = p.end[i], co = p.co[i];
 		const rows2 = [];
@@ -917,6 +939,7 @@
 	/* ---- details of a park (the thread waiting in epoll/select) ---- */
 	function selectPark(lane, j) {
 		sel = null;
+		selPark = { lane, j };
 		selArrows = [];
 		const l = M.lanes[lane], p = l.parks, P = M.procs[l.proc];
 		const start = p.start[j], end = p.end[j];
@@ -1249,6 +1272,8 @@
 		if (!M) { body.innerHTML = ''; return; }
 		if (name === 'locs') {
 			body.innerHTML = locTableHtml(locStats, 'gloc');
+		} else if (name === 'search') {
+			body.innerHTML = searchHtml();
 		} else if (name === 'poi') {
 			let h = '<table><tr><th>what</th><th>how long</th><th>when</th></tr>';
 			pois.forEach((p, k) => {
@@ -1300,7 +1325,335 @@
 			}
 		}
 		T.searchLocs = searchLocs ? [...searchLocs].map(nm) : null;
+		runSearch();
 		showTab(curTab);
 		redraw();
+	});
+	/* ---- names: what the report embeds, and saying when names are missing ----
+	 * A segment sealed at process exit (before the agent's compressor named it), or recorded
+	 * with D9_SYMBOLIZE=0, has no Symbol records, and the page reads no binaries: its code is
+	 * `module+0xoffset`. `d9-analyze html` embeds the names it gives each address (as `summary`
+	 * does); the model (model.js) uses them and counts what stays unnamed. */
+	function reportNames() {
+		const el = document.querySelector('script[type="application/x-d9-names"]');
+		if (!el) return null;
+		try {
+			return JSON.parse(el.textContent);
+		} catch (e) {
+			return null;
+		}
+	}
+	function namesNote(m) {
+		const N = m.naming;
+		T.naming = N ? Object.assign({}, N) : null;
+		if (!N || !(N.unnamedLocs + N.unnamedFrames)) return '';
+		const parts = [];
+		if (N.unnamedLocs) parts.push(N.unnamedLocs + ' location' + (N.unnamedLocs === 1 ? '' : 's'));
+		if (N.unnamedFrames) parts.push(N.unnamedFrames + ' stack frame address' + (N.unnamedFrames === 1 ? '' : 'es'));
+		const what = parts.join(' and ') + ' without a function name, shown as module+0xoffset or an address' +
+			(N.examples.length ? ' (e.g. ' + N.examples.join(', ') + ')' : '');
+		if (N.embedded)
+			return 'names missing: ' + what + ': d9-analyze html could not name them either (no binary or debug symbols for them where it ran): ' +
+				'run it where the binaries are, or install their debug symbols.';
+		return 'names missing: ' + what + ': these segments carry no Symbol records (sealed at process exit before the agent named them, ' +
+			'still being written, or recorded with D9_SYMBOLIZE=0). To see names, write a report where the binaries are: ' +
+			'`d9-analyze html TRACE… -o report.html` names them as `d9-analyze summary` does (keep the binaries, or install their debug symbols).';
+	}
+
+	/* ---- the view in the URL ----
+	 * The hash fragment (never sent to a server) holds the file set, the time range, the
+	 * selection (a poll or a park), the shift+drag range, the location filter and the search
+	 * text; times are CLOCK_REALTIME ns, so they do not depend on which files set time 0. A link
+	 * opened on the files it names (a report holds them; dropped or picked files must be opened
+	 * again: a page cannot read a file it was not given) shows the same view. */
+	let urlPending = null; /* the state of the link, until its files are loaded */
+	let urlLast = ''; /* the hash this page last wrote */
+	let urlTimer = 0;
+	const absNs = (t) => (BigInt(M.t0) + BigInt(Math.round(t))).toString();
+	const relNs = (s) => (/^\d+$/.test(s || '') ? Number(BigInt(s) - BigInt(M.t0)) : NaN);
+	function urlState() {
+		const q = new URLSearchParams();
+		for (const f of M.files) q.append('file', f.name);
+		q.set('view', absNs(view.v0) + ',' + absNs(view.v1));
+		if (range) q.set('range', absNs(range[0]) + ',' + absNs(range[1]));
+		const lanePid = (li) => M.procs[M.lanes[li].proc].pid + ',' + M.lanes[li].tid;
+		if (sel) q.set('sel', 'poll,' + lanePid(sel.lane) + ',' + absNs(M.lanes[sel.lane].polls.start[sel.i]));
+		else if (selPark) q.set('sel', 'park,' + lanePid(selPark.lane) + ',' + absNs(M.lanes[selPark.lane].parks.start[selPark.j]));
+		/* which of the two the detail pane shows: the one picked last */
+		if (range && (sel || selPark) && T.detail && T.detail.range) q.set('detail', 'range');
+		if (locFilter >= 0) q.set('loc', nm(locFilter));
+		if (searchText) q.set('q', $('search').value.trim());
+		return q.toString();
+	}
+	function urlSave() {
+		if (!M || urlPending || urlTimer) return;
+		urlTimer = setTimeout(() => {
+			urlTimer = 0;
+			if (!M || urlPending) return;
+			const h = urlState();
+			if (h === urlLast) return;
+			urlLast = h;
+			try {
+				history.replaceState(null, '', '#' + h);
+			} catch (e) {
+				location.replace('#' + h);
+			}
+			T.url = location.href;
+		}, 120);
+	}
+	function urlRead() {
+		const h = location.hash.replace(/^#/, '');
+		if (!h) return null;
+		const q = new URLSearchParams(h);
+		return { hash: h, files: q.getAll('file'), view: q.get('view'), range: q.get('range'), sel: q.get('sel'), detail: q.get('detail'), loc: q.get('loc'), q: q.get('q') };
+	}
+	/* a model was loaded: apply the link's state when its files are these (all of them, by name) */
+	function urlOnLoad(m) {
+		/* (a hash this page wrote is the previous files' view, not a link) */
+		const st = urlPending || ((h) => (h && h.hash !== urlLast ? h : null))(urlRead());
+		urlPending = null;
+		urlLast = '';
+		T.urlApplied = null;
+		if (!st) return;
+		const have = new Set(m.files.map((f) => f.name));
+		const missing = st.files.filter((f) => !have.has(f));
+		if (missing.length) {
+			message('warn', [T.message, 'the link\'s view was not restored: it is of other files (' + missing.slice(0, 5).join(', ') +
+				(missing.length > 5 ? ', …' : '') + ' not loaded)'].filter(Boolean).join('\n'));
+			return;
+		}
+		urlApply(st);
+	}
+	function urlApply(st) {
+		const pair = (v) => (v ? v.split(',').map(relNs) : null);
+		const ok = (p) => p && p.length === 2 && p.every((x) => x === x) && p[1] >= p[0];
+		const applied = [];
+		if (st.q !== null && st.q !== undefined) {
+			const box = $('search');
+			box.value = st.q;
+			box.dispatchEvent(new Event('input'));
+			applied.push('search');
+		}
+		if (st.loc) {
+			const id = M.names.indexOf(st.loc);
+			if (id >= 0) { locFilter = id; T.locFilter = id; applied.push('location'); }
+		}
+		const r = pair(st.range);
+		const pickRange = () => { if (ok(r)) { range = r; showRange(); applied.push('range'); } };
+		const pickSel = () => {
+			const f = (st.sel || '').split(',');
+			if (f.length !== 4) return;
+			const pid = Number(f[1]), tid = Number(f[2]), t = relNs(f[3]);
+			const li = M.lanes.findIndex((l) => M.procs[l.proc].pid === pid && l.tid === tid);
+			if (li < 0 || t !== t) {
+				message('warn', [T.message, 'the link\'s selection (thread ' + tid + ' of pid ' + pid + ') is not in these files'].filter(Boolean).join('\n'));
+				return;
+			}
+			const col = f[0] === 'park' ? M.lanes[li].parks : M.lanes[li].polls;
+			const i = lowerBound(col.start, col.n, t - 1000);
+			if (i >= col.n || Math.abs(col.start[i] - t) > 1000) {
+				message('warn', [T.message, 'the link\'s selected ' + f[0] + ' (thread ' + tid + ' of pid ' + pid + ') is not in these files'].filter(Boolean).join('\n'));
+				return;
+			}
+			if (f[0] === 'park') selectPark(li, i);
+			else selectPoll(li, i, true);
+			scrollToLane(li);
+			applied.push(f[0]);
+		};
+		if (st.detail === 'range') { pickSel(); pickRange(); } else { pickRange(); pickSel(); }
+		const v = pair(st.view);
+		if (ok(v)) { setView(v[0], v[1]); applied.push('view'); }
+		showTab(curTab);
+		T.urlApplied = applied;
+		redraw();
+	}
+	function scrollToLane(li) {
+		const wrap = $('tlwrap'), y = M.lanes[li].y;
+		if (y < wrap.scrollTop + AXIS_H || y + LANE_H > wrap.scrollTop + wrap.clientHeight)
+			wrap.scrollTop = Math.max(0, y - wrap.clientHeight / 2);
+	}
+	/* a link opened without its files (dropped or picked ones): say which to open */
+	window.addEventListener('load', () => {
+		const st = urlRead();
+		if (!st || document.querySelector('script[type="application/x-d9-segment"]')) return;
+		urlPending = st;
+		if (st.files.length)
+			message('info', 'this link shows a view of ' + st.files.length + ' file(s): ' + st.files.slice(0, 8).join(', ') +
+				(st.files.length > 8 ? ', …' : '') + '. Open them (drop them here, or “Open files…”) to see it.');
+	});
+	window.addEventListener('hashchange', () => {
+		const st = urlRead();
+		if (!st || st.hash === urlLast) return;
+		if (!M) { urlPending = st; return; }
+		urlLast = st.hash;
+		urlApply(st);
+	});
+	T.urlState = () => (M ? urlState() : '');
+
+	/* ---- search: a generic list of searchable items ----
+	 * searchable(kind, find): find(q, M) returns the items of that kind matching the lower-case
+	 * text q: { label, detail, go(), exact } (go shows the item; exact: q names it whole, listed
+	 * first). The box lists every kind's items in the Search tab; Enter goes to the first. A new
+	 * kind is one searchable() call: requests, once the model has them, are
+	 * searchable('request', (q, m) => [...]) with go() selecting the request's poll. */
+	const searchKinds = [];
+	const SEARCH_MAX = 200; /* items listed per kind */
+	let searchItems = [];
+	let searchHits = null; /* Map lane -> Set of poll indices a function search found */
+	function searchable(kind, find) { searchKinds.push({ kind, find }); }
+	function runSearch() {
+		searchItems = [];
+		searchHits = null;
+		if (searchText && M)
+			for (const k of searchKinds) {
+				let items = [];
+				try {
+					items = k.find(searchText, M) || [];
+				} catch (e) {
+					items = [];
+				}
+				for (const it of items.slice(0, SEARCH_MAX)) searchItems.push(Object.assign({ kind: k.kind }, it));
+			}
+		/* what the text names exactly (a coroutine's id, a function's whole name) first */
+		searchItems = searchItems.filter((x) => x.exact).concat(searchItems.filter((x) => !x.exact));
+		T.search = { q: searchText, items: searchItems.map((x) => ({ kind: x.kind, label: x.label, detail: x.detail || '' })) };
+		const n = $('searchn');
+		if (n) n.textContent = searchText ? searchItems.length + (searchItems.length === 1 ? ' match' : ' matches') + (searchItems.length ? ' ⏎' : '') : '';
+	}
+	function searchHtml() {
+		if (!searchText) return '<i>Type in the search box: locations, functions, coroutines.</i>';
+		if (!searchItems.length) return '<i>nothing matches “' + esc(searchText) + '”</i>';
+		let h = '<table><tr><th>found</th><th>kind</th><th></th></tr>';
+		searchItems.forEach((x, k) => {
+			h += '<tr class="row hit" data-k="' + k + '"><td title="' + esc(x.label) + '">' + esc(x.label) + '</td><td>' + esc(x.kind) + '</td><td>' + esc(x.detail || '') + '</td></tr>';
+		});
+		return h + '</table>';
+	}
+	function searchGo(k) {
+		const x = searchItems[k];
+		if (!x) return;
+		T.searchWent = { kind: x.kind, label: x.label };
+		x.go();
+		showTab('search');
+		redraw();
+	}
+	T.searchGo = searchGo;
+	document.addEventListener('click', (e) => {
+		const tr = e.target.closest && e.target.closest('tr.hit');
+		if (tr && M) searchGo(Number(tr.dataset.k));
+	});
+	$('search').addEventListener('keydown', (e) => {
+		if (e.key !== 'Enter' || !M) return;
+		e.preventDefault();
+		if (searchItems.length) searchGo(0);
+		else showTab('search');
+	});
+	/* shows poll i of lane li: its detail, the view around it, its lane scrolled into sight */
+	function goPoll(li, i) {
+		selectPoll(li, i, true);
+		const p = M.lanes[li].polls, pad = (p.end[i] - p.start[i]) * 2 + 10000;
+		setView(p.start[i] - pad, p.end[i] + pad);
+		scrollToLane(li);
+	}
+	/* locations by name: go shows the location's polls only, at its longest poll */
+	searchable('location', (q, m) => {
+		const out = [];
+		const byId = new Map(locStats.map((r) => [r.id, r]));
+		for (const [id, r] of byId) {
+			if (!nm(id).toLowerCase().includes(q)) continue;
+			out.push({ label: nm(id), exact: nm(id).toLowerCase() === q, detail: r.n + ' polls, ' + fmtDur(r.total), go: () => {
+				locFilter = id;
+				T.locFilter = id;
+				let best = null;
+				m.lanes.forEach((l, li) => {
+					for (let i = 0; i < l.polls.n; i++)
+						if (locNameId(l.polls.loc[i]) === id && (!best || l.polls.end[i] - l.polls.start[i] > best.d)) best = { li, i, d: l.polls.end[i] - l.polls.start[i] };
+				});
+				if (best) goPoll(best.li, best.i);
+			} });
+		}
+		return out;
+	});
+	/* functions in the CPU samples' stacks: the polls whose samples ran one are outlined; go
+	 * shows the poll with the most of its time */
+	searchable('function', (q, m) => {
+		const match = new Uint8Array(m.names.length);
+		let any = false;
+		m.names.forEach((n, id) => { if (n.toLowerCase().includes(q)) { match[id] = 1; any = true; } });
+		if (!any) return [];
+		const fns = new Map(); /* name id -> { samples, polls: Map 'li,i' -> samples } */
+		const hits = new Map();
+		m.lanes.forEach((l, li) => {
+			const s = l.samples, p = l.polls;
+			for (let i = 0; i < s.n; i++) {
+				const st = s.stack[i];
+				if (st < 0) continue;
+				let seen = null; /* (made only for a sample that matches: most do not) */
+				for (let j = m.stackOff[st]; j < m.stackOff[st + 1]; j++) if (match[m.frames[j]]) (seen || (seen = new Set())).add(m.frames[j]);
+				if (!seen) continue;
+				const k = firstEndingAfter(p.end, p.n, s.t[i]);
+				const inPoll = k < p.n && p.start[k] <= s.t[i];
+				if (inPoll) {
+					if (!hits.has(li)) hits.set(li, new Set());
+					hits.get(li).add(k);
+				}
+				for (const id of seen) {
+					let f = fns.get(id);
+					if (!f) { f = { samples: 0, polls: new Map() }; fns.set(id, f); }
+					f.samples++;
+					if (inPoll) f.polls.set(li + ',' + k, (f.polls.get(li + ',' + k) || 0) + 1);
+				}
+			}
+		});
+		searchHits = hits.size ? hits : null;
+		const out = [];
+		for (const [id, f] of [...fns].sort((a, b) => b[1].samples - a[1].samples)) {
+			let best = null;
+			for (const [key, n] of f.polls) if (!best || n > best.n) best = { key, n };
+			out.push({ label: nm(id), exact: nm(id).toLowerCase() === q, detail: f.samples + ' sample' + (f.samples === 1 ? '' : 's') + ' in ' + f.polls.size + ' poll' + (f.polls.size === 1 ? '' : 's'),
+				go: () => { if (best) { const [li, i] = best.key.split(',').map(Number); goPoll(li, i); } } });
+		}
+		return out;
+	});
+	/* per process, each coroutine's first poll: Map co -> { li, i } (once per model) */
+	let coFirst = null;
+	function coFirstPolls(m) {
+		if (coFirst && coFirst.m === m) return coFirst.by;
+		const by = m.procs.map(() => new Map());
+		m.lanes.forEach((l, li) => {
+			const p = l.polls, f = by[l.proc];
+			for (let i = 0; i < p.n; i++) {
+				if (!p.co[i]) continue;
+				const x = f.get(p.co[i]);
+				if (!x || p.start[i] < m.lanes[x.li].polls.start[x.i]) f.set(p.co[i], { li, i });
+			}
+		});
+		coFirst = { m, by };
+		return by;
+	}
+	/* coroutines: by id (the whole number), or by the name of their spawn location (or, when
+	 * no Spawn was recorded, of their first poll's); go shows its first poll, its life outlined */
+	searchable('coroutine', (q, m) => {
+		const out = [], num = /^#?\d+$/.test(q) ? Number(q.replace('#', '')) : NaN;
+		const first = coFirstPolls(m);
+		let total = 0;
+		m.procs.forEach((P, pi) => {
+			const seen = new Set();
+			const consider = (co, loc) => {
+				if (seen.has(co)) return;
+				seen.add(co);
+				const fp = first[pi].get(co);
+				const locN = loc >= 0 ? locName(loc) : fp ? locName(m.lanes[fp.li].polls.loc[fp.i]) : '(unknown location)';
+				if (num === num ? co !== num : !locN.toLowerCase().includes(q)) return;
+				total++;
+				if (out.length >= SEARCH_MAX) return;
+				out.push({ label: 'coroutine ' + co + ' (' + locN + ')', exact: num === num, detail: 'pid ' + P.pid + (fp ? '' : ', no poll in the trace'),
+					go: () => { if (fp) goPoll(fp.li, fp.i); } });
+			};
+			for (let k = 0; k < P.cos.id.length; k++) consider(P.cos.id[k], P.cos.loc[k]);
+			for (const co of first[pi].keys()) consider(co, -1);
+		});
+		if (total > out.length) out.push({ label: '… ' + (total - out.length) + ' more coroutines', detail: 'narrow the search', go: () => {} });
+		return out;
 	});
 })();

@@ -35,7 +35,7 @@ function d9_worker_main(self) {
 		const files = msg.data.files;
 		const t0 = Date.now();
 		try {
-			const b = new self.D9Model.Builder();
+			const b = new self.D9Model.Builder({ names: msg.data.names || null });
 			let i = 0;
 			for (const f of files) {
 				let u8 = new Uint8Array(f.buffer);
