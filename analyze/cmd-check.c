@@ -39,6 +39,7 @@ struct finding {
 	const char *kind;
 	int severity;
 	int data; /* about the data, not the server: after the time findings of its severity */
+	int follows_hog; /* a consequence of the hog finding (its cause): listed right after it */
 	uint64_t cost_ns; /* the time it cost over the whole trace (0 for data findings) */
 	uint64_t impact_ns; /* cost_ns per second of trace */
 	char title[320];
@@ -62,6 +63,8 @@ struct check {
 	int64_t trace_ns;
 	uint64_t hog_total; /* find_hogs: the hogs' time, and where most of it was */
 	const char *hog_where;
+	int hog_severity;
+	uint64_t hog_impact;
 	char traces[NEXT_LEN / 2]; /* the TRACE arguments, for the "next" command lines */
 	struct finding f[MAX_FINDINGS];
 	size_t nf;
@@ -227,6 +230,8 @@ static void find_hogs(struct check *c)
 	set_cost(c, f, total);
 	c->hog_total = total;
 	c->hog_where = where;
+	c->hog_severity = f->severity;
+	c->hog_impact = f->impact_ns;
 	snprintf(f->title, sizeof(f->title), "%s%" PRIu64 " %s%s of at least %s held a worker for "
 		"%s in all (longest %s), mostly at %s", nlp == LONG_KEPT ? "at least " : "", n, unit,
 		n == 1 ? "" : "s", D(a, c->hog_ns), D(b, total), D(d, longest->dur), where);
@@ -340,6 +345,7 @@ static void find_delay(struct check *c, uint64_t hog_ns, const char *hog_where)
 			"were busy %.1f%% of the time running other coroutines; coroutines waited %s to run "
 			"(p99 %s)",
 			busy_pct, D(a, s->sched.sum), D(b, p99));
+	f->follows_hog = !strcmp(cause, "hot coroutine");
 	NUM_STR(f, "cause", cause);
 	NUM_NS(f, "worker_sched_wait_ns", wait);
 	NUM_COUNT(f, "workers_with_sched_stats", known);
@@ -429,6 +435,7 @@ static void find_late(struct check *c, uint64_t hog_ns)
 		c->late_timers_max ? c->late_waits_max : c->late_timers_max), hog_ns ?
 		"long polls held their worker past the deadline" : "their thread was not running "
 		"(see preemption)");
+	f->follows_hog = hog_ns > 0;
 	NUM_COUNT(f, "loop_waits_late", c->late_waits);
 	NUM_NS(f, "loop_waits_late_ns", c->late_waits_ns);
 	NUM_NS(f, "loop_waits_late_max_ns", c->late_waits_max);
@@ -532,17 +539,23 @@ static void find_data(struct check *c)
 	}
 }
 
-static int cmp_finding(const void *a, const void *b)
+/* Order: severity, then the time findings before the data findings, then impact. A finding
+ * that is a consequence of the hogs (their scheduling delay, their late timers) sorts right
+ * after the hog finding, whatever its own numbers: the cause first. */
+static int finding_before(const struct check *c, const struct finding *x, const struct finding *y)
 {
-	const struct finding *x = a, *y = b;
+	int xs = x->follows_hog ? c->hog_severity : x->severity;
+	int ys = y->follows_hog ? c->hog_severity : y->severity;
+	uint64_t xi = x->follows_hog ? c->hog_impact : x->impact_ns;
+	uint64_t yi = y->follows_hog ? c->hog_impact : y->impact_ns;
 
-	if (x->severity != y->severity)
-		return x->severity > y->severity ? -1 : 1;
+	if (xs != ys)
+		return xs > ys;
 	if (x->data != y->data)
-		return x->data < y->data ? -1 : 1;
-	if (x->impact_ns != y->impact_ns)
-		return x->impact_ns > y->impact_ns ? -1 : 1;
-	return 0;
+		return x->data < y->data;
+	if (xi != yi)
+		return xi > yi;
+	return !x->follows_hog && y->follows_hog;
 }
 
 static void diagnose(struct check *c)
@@ -562,7 +575,7 @@ static void diagnose(struct check *c)
 	for (size_t i = 1; i < c->nf; i++) {
 		struct finding x = c->f[i];
 		size_t j = i;
-		for (; j > 0 && cmp_finding(&x, &c->f[j - 1]) < 0; j--)
+		for (; j > 0 && finding_before(c, &x, &c->f[j - 1]); j--)
 			c->f[j] = c->f[j - 1];
 		c->f[j] = x;
 	}

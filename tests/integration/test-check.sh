@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# test-check.sh: `d9-analyze check` on traces of the test servers, each with one known problem
+# injected; check must find exactly that problem first (README.md, "### check"). Every run is
+# checked with the sanitizer build, text and --json: the JSON parses, lists the same findings in
+# the same order as the text, and its "exit" is the exit status.
+#   - hog-st, hog-epoll: /burn?ms=100 (100 ms of CPU in one poll; in one loop turn of the epoll
+#     server, generic mode) with D9_CPU_PROFILE=999: first finding "hog", serious, its stack
+#     names handle_burn; exit 5.
+#   - block-st, block-epoll: /block?ms=100 (a usleep): first finding "blocking", serious, call
+#     usleep, its stack names handle_block; no "hog" finding (the poll's time is the call's).
+#   - late-timer: a coroutine in /sleep?ms=300 (parked: /stats counted it), then /burn?ms=800
+#     holds the worker past its deadline: first "hog" (the cause), and a "late_timers" finding
+#     with a coroutine timer >= 200 ms late.
+#   - preempt: st-http and a CPU hog pinned to one CPU, wrk on /fast for 2 s from the other
+#     CPUs: first finding "sched_delay" with cause "preemption" (SKIP: 1 CPU, no taskset or wrk).
+#   - drops: the trace on a full tmpfs until the agent says it cannot write, then space again:
+#     first finding "drops", serious, with write_error drops (SKIP: no tmpfs mount, not root).
+#   - clean: light requests (/fast, /sleep?ms=5), the server at nice -10 when we may: no serious
+#     finding and exit 0 (nothing but info).
+# The injected delays are 100 ms and more where a clean run's polls take microseconds.
+set -u
+. "$(dirname "$0")/lib-preload.sh"
+pl_setup check
+pl_san_setup check-setup || exit 0
+# the tmpfs of the drops case goes when the servers are gone, before $T is removed
+check_cleanup() {
+	local p m
+	for p in "${PL_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	for p in "${PL_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	for m in "${D9_MOUNTS[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
+	pl_cleanup
+}
+trap check_cleanup EXIT
+
+# run_check NAME DIR WANT_FIRST PY...: runs check (text and --json, sanitizer build) on DIR,
+# then the Python checks PY (one string) with j (the JSON), text, rc and names() of a stack;
+# prints PASS/FAIL NAME.
+run_check() {
+	local name=$1 dir=$2 want=$3 code=$4 rc
+	"$SAN" check "$dir" >"$T/$name.txt" 2>"$T/$name.err"
+	rc=$?
+	"$SAN" check --json "$dir" >"$T/$name.json" 2>>"$T/$name.err"
+	if grep -qE 'runtime error|AddressSanitizer|LeakSanitizer' "$T/$name.err"; then
+		pl_fail "$name" "sanitizer report: $(grep -m1 -E 'runtime error|Sanitizer' "$T/$name.err")"
+		return
+	fi
+	python3 - "$name" "$T/$name.json" "$T/$name.txt" "$rc" "$want" <<PYEOF
+import json, re, sys
+name, jpath, tpath, rc, want = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+text = open(tpath).read()
+def fail(why):
+    print("FAIL %s: %s (text: %s)" % (name, why, text[:600].replace("\n", " | ")))
+    sys.exit(0)
+try:
+    j = json.load(open(jpath))
+except Exception as e:
+    fail("--json does not parse: %s" % e)
+fs = j["findings"]
+# the text lists the same findings in the same order
+heads = re.findall(r"^(\d+)\. (\w+) +(.*)$", text, re.M)
+if [(h[1], h[2]) for h in heads] != [(f["severity"], f["title"]) for f in fs]:
+    fail("text and JSON disagree: %s vs %s" % (heads[:3], [(f["severity"], f["title"]) for f in fs][:3]))
+if j["exit"] != rc:
+    fail("JSON exit %d, status %d" % (j["exit"], rc))
+worst = max([{"info": 0, "warning": 1, "serious": 5}[f["severity"]] for f in fs] or [0])
+if rc != worst:
+    fail("exit status %d, want %d for the worst finding" % (rc, worst))
+for f in fs:
+    if not f["next"].startswith("d9-analyze "):
+        fail("finding %s: next %r is not a command line" % (f["kind"], f["next"]))
+def names(f):
+    return " < ".join(f["stack"])
+first = fs[0] if fs else None
+if want and (first is None or first["kind"] != want):
+    fail("first finding %s, want %s" % (first and (first["kind"], first["title"]), want))
+info = first["title"] if first else "nothing found"
+$code
+print("PASS %s: %s" % (name, info))
+PYEOF
+}
+
+HOG='
+if first["severity"] != "serious":
+    fail("hog finding is %s" % first["severity"])
+if "handle_burn" not in names(first):
+    fail("hog stack does not name handle_burn: %s" % names(first))
+if rc != 5:
+    fail("exit %d, want 5" % rc)
+info += "; stack " + names(first)
+'
+BLOCK='
+if first["severity"] != "serious" or first["numbers"]["call"] != "usleep":
+    fail("blocking finding %s, call %s" % (first["severity"], first["numbers"]["call"]))
+if "handle_block" not in names(first):
+    fail("blocking stack does not name handle_block: %s" % names(first))
+if any(f["kind"] == "hog" for f in fs):
+    fail("a hog finding for a poll that blocked: %s" % [f["title"] for f in fs if f["kind"] == "hog"])
+info += "; stack " + names(first)
+'
+
+# ---- a hog poll, a blocking call: st-http (coroutines) and epoll-http (generic) ----------------
+if pl_run hog-st "$ST_HTTP" D9_CPU_PROFILE=999 -- /fast ok "/burn?ms=100" "burn ms=100*" /fast ok; then
+	run_check check-hog-st "$SDIR/trace" hog "$HOG"
+fi
+if pl_run block-st "$ST_HTTP" -- /fast ok "/block?ms=100" "block*" /fast ok; then
+	run_check check-block-st "$SDIR/trace" blocking "$BLOCK"
+fi
+# epoll-http has no /stats session: its runs end with /quit
+epoll_run() {
+	local prefix=$1
+	shift
+	if ! pl_start "$T/$prefix" "$EPOLL_HTTP" "$@" --; then
+		pl_fail "check-$prefix" "$PL_ERR"
+		return 1
+	fi
+	pl_get /fast
+	pl_get "$EPOLL_PATH"
+	[ "$CODE" = 200 ] || pl_fail "check-$prefix-replies" "$EPOLL_PATH: status $CODE"
+	pl_get /fast
+	pl_quit
+	if [ "$SRC" != 0 ]; then
+		pl_fail "check-$prefix-exit" "exit status $SRC"
+		return 1
+	fi
+}
+EPOLL_PATH="/burn?ms=100"
+epoll_run hog-epoll D9_CPU_PROFILE=999 && run_check check-hog-epoll "$SDIR/trace" hog "$HOG"
+EPOLL_PATH="/block?ms=100"
+epoll_run block-epoll && run_check check-block-epoll "$SDIR/trace" blocking "$BLOCK"
+
+# ---- a late timer: a sleeping coroutine behind a hog --------------------------------------------
+if pl_start "$T/late" "$ST_HTTP" --; then
+	curl -sS --max-time 20 -o "$SDIR/sleep.body" "http://127.0.0.1:$SPORT/sleep?ms=300" \
+		2>/dev/null &
+	CURL=$!
+	PL_PIDS+=("$CURL")
+	# /stats counts a request before its handler runs, and the handler parks at once: once
+	# /stats shows it, the sleeping coroutine waits for its timer
+	if d9_wait_for 10 eval 'pl_get /stats; case "$BODY" in *"\"sleep\":1"*) true ;; *) false ;; esac'; then
+		pl_get "/burn?ms=800"
+		wait "$CURL"
+		if pl_session_quit && [ "$SRC" = 0 ]; then
+			run_check check-late-timer "$SDIR/trace" hog '
+late = [f for f in fs if f["kind"] == "late_timers"]
+if not late:
+    fail("no late_timers finding: %s" % [f["kind"] for f in fs])
+n = late[0]["numbers"]
+if n["coroutine_timers_late"] < 1 or n["coroutine_timers_late_max_ns"] < 200e6:
+    fail("late timers %s, want one coroutine timer >= 200 ms late" % n)
+info += "; then " + late[0]["title"]
+'
+		else
+			pl_fail check-late-timer-exit "${PL_ERR:-exit status $SRC}"
+		fi
+	else
+		pl_fail check-late-timer "/stats never counted the /sleep request: $BODY"
+	fi
+else
+	pl_fail check-late-timer "$PL_ERR"
+fi
+
+# ---- preemption: the worker shares its CPU with a CPU hog ---------------------------------------
+CPU=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //' | tr ',' '\n' | sed 's/.*-//' | tail -n1)
+if ! command -v taskset >/dev/null || ! command -v wrk >/dev/null || [ -z "$CPU" ]; then
+	pl_skip check-preempt "taskset or wrk is not installed"
+elif [ "$(nproc)" -lt 2 ]; then
+	pl_skip check-preempt "one CPU: the client would share it with the hog"
+elif pl_start "$T/preempt" "$ST_HTTP" --; then
+	taskset -a -p -c "$CPU" "$SPID" >/dev/null
+	taskset -c "$CPU" sh -c 'while :; do :; done' &
+	HOG=$!
+	PL_PIDS+=("$HOG")
+	others=$(python3 -c "import os; c = sorted(os.sched_getaffinity(0) - {$CPU}); print(','.join(map(str, c)))")
+	taskset -c "$others" wrk -t1 -c4 -d2s "http://127.0.0.1:$SPORT/fast" >"$SDIR/wrk.out" 2>&1
+	kill -KILL "$HOG" 2>/dev/null
+	wait "$HOG" 2>/dev/null
+	if pl_session_quit && [ "$SRC" = 0 ]; then
+		run_check check-preempt "$SDIR/trace" sched_delay '
+if first["numbers"]["cause"] != "preemption":
+    fail("scheduling delay cause %s, want preemption" % first["numbers"]["cause"])
+'
+	else
+		pl_fail check-preempt-exit "${PL_ERR:-exit status $SRC}"
+	fi
+else
+	pl_fail check-preempt "$PL_ERR"
+fi
+
+# ---- drops: the disk is full for a while --------------------------------------------------------
+DISK=$T/disk
+if [ "$(id -u)" -ne 0 ] || ! d9_mount_tmpfs "$DISK" 2m 2>/dev/null; then
+	pl_skip check-drops "cannot mount a tmpfs: ${D9_MOUNT_ERR:-not root}"
+else
+	# 64 KiB free: the header and the first chunks fit, the /fanout requests' events do not
+	head -c $((2048 * 1024 - 64 * 1024)) /dev/zero >"$DISK/filler" 2>/dev/null
+	if pl_start "$T/drops" "$ST_HTTP" D9_TRACE_PATH="$DISK/t/trace.bin" D9_COMPRESS=0 --; then
+		for i in $(seq 40); do
+			grep -qs 'cannot write' "$SDIR/stderr" && break
+			pl_get "/fanout?k=1024"
+		done
+		if d9_wait_for 20 grep -qs 'cannot write' "$SDIR/stderr"; then
+			rm -f "$DISK/filler"
+			pl_get /fast
+			if pl_session_quit && [ "$SRC" = 0 ]; then
+				run_check check-drops "$DISK/t" drops '
+if first["severity"] != "serious" or not first["numbers"].get("write_error"):
+    fail("drops finding %s: %s" % (first["severity"], first["numbers"]))
+'
+			else
+				pl_fail check-drops-exit "${PL_ERR:-exit status $SRC}"
+			fi
+		else
+			pl_fail check-drops "the agent never said it could not write: $(head -c 300 "$SDIR/stderr")"
+		fi
+	else
+		pl_fail check-drops "$PL_ERR"
+	fi
+fi
+
+# ---- a clean run ---------------------------------------------------------------------------------
+if pl_start "$T/clean" "$ST_HTTP" D9_CPU_PROFILE=999 --; then
+	[ "$(id -u)" -eq 0 ] && renice -n -10 -p "$SPID" >/dev/null
+	pl_get /fast
+	pl_get "/sleep?ms=5"
+	pl_get /fast
+	if pl_session_quit && [ "$SRC" = 0 ]; then
+		run_check check-clean "$SDIR/trace" "" '
+bad = [(f["severity"], f["title"]) for f in fs if f["severity"] != "info"]
+if bad or rc != 0:
+    fail("exit %d, findings %s" % (rc, bad))
+info = "%d info finding(s)" % len(fs)
+'
+	else
+		pl_fail check-clean-exit "${PL_ERR:-exit status $SRC}"
+	fi
+else
+	pl_fail check-clean "$PL_ERR"
+fi
