@@ -194,7 +194,7 @@ else
 	# 64 KiB free: the header and the first chunks fit, the /fanout requests' events do not
 	head -c $((2048 * 1024 - 64 * 1024)) /dev/zero >"$DISK/filler" 2>/dev/null
 	if pl_start "$T/drops" "$ST_HTTP" D9_TRACE_PATH="$DISK/t/trace.bin" D9_COMPRESS=0 --; then
-		for i in $(seq 40); do
+		for _ in $(seq 40); do
 			grep -qs 'cannot write' "$SDIR/stderr" && break
 			pl_get "/fanout?k=1024"
 		done
