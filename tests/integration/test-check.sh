@@ -6,6 +6,8 @@
 #   - hog-st, hog-epoll: /burn?ms=100 (100 ms of CPU in one poll; in one loop turn of the epoll
 #     server, generic mode) with D9_CPU_PROFILE=999: first finding "hog", serious, its stack
 #     names handle_burn; exit 5.
+#   - damaged: the hog-st trace cut in half: a "damaged_input" finding, exit 1 or 5 (not 4);
+#     bad-input: no trace is exit 3, a bad option value exit 2.
 #   - block-st, block-epoll: /block?ms=100 (a usleep): first finding "blocking", serious, call
 #     usleep, its stack names handle_block; no "hog" finding (the poll's time is the call's).
 #   - late-timer: a coroutine in /sleep?ms=300 (parked: /stats counted it), then /burn?ms=800
@@ -102,6 +104,37 @@ info += "; stack " + names(first)
 if pl_run hog-st "$ST_HTTP" D9_CPU_PROFILE=999 -- /fast ok "/burn?ms=100" "burn ms=100*" /fast ok; then
 	run_check check-hog-st "$SDIR/trace" hog "$HOG"
 fi
+# the same trace cut in half: the damage is a finding (exit status 1 or 5, not 4)
+seg=$(pl_trace_files "$T/hog-st/trace" | head -n1)
+if [ -n "$seg" ]; then
+	mkdir -p "$T/damaged"
+	case "$seg" in
+	*.gz) gunzip -c "$T/hog-st/trace/$seg" >"$T/damaged/full.bin" 2>/dev/null ;;
+	*) cp "$T/hog-st/trace/$seg" "$T/damaged/full.bin" ;;
+	esac
+	head -c $(($(stat -c %s "$T/damaged/full.bin") / 2)) "$T/damaged/full.bin" >"$T/damaged/trace.1.1.bin"
+	rm -f "$T/damaged/full.bin"
+	run_check check-damaged "$T/damaged" "" '
+d = [f for f in fs if f["kind"] == "damaged_input"]
+if not d or d[0]["numbers"]["truncated_segments"] + d[0]["numbers"]["corrupt_segments"] < 1:
+    fail("no damaged_input finding for a segment cut in half: %s" % [f["kind"] for f in fs])
+if rc not in (1, 5):
+    fail("exit %d for damaged input, want 1 or 5" % rc)
+info = d[0]["title"]
+'
+fi
+# bad input and usage: the usual statuses
+mkdir -p "$T/empty"
+"$SAN" check "$T/empty" >/dev/null 2>&1
+rc=$?
+"$SAN" check --hog nonsense "$T/empty" >/dev/null 2>&1
+urc=$?
+if [ "$rc" = 3 ] && [ "$urc" = 2 ]; then
+	pl_pass check-bad-input "no trace: 3, bad option value: 2"
+else
+	pl_fail check-bad-input "no trace: exit $rc (want 3), --hog nonsense: exit $urc (want 2)"
+fi
+
 if pl_run block-st "$ST_HTTP" -- /fast ok "/block?ms=100" "block*" /fast ok; then
 	run_check check-block-st "$SDIR/trace" blocking "$BLOCK"
 fi
