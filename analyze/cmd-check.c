@@ -55,6 +55,7 @@ struct check {
 	/* thresholds (README.md) */
 	int64_t hog_ns, delay_ns, late_ns;
 	double warn_pct, serious_pct;
+	double preempt_pct; /* preemption: workers' wait in % of their time for a warning */
 	/* late timers: loop waits that timed out late, coroutine timers that woke late */
 	int64_t *park_timeout_us; /* by thread idx: the open Park's timeout, -1 none */
 	size_t npark;
@@ -332,6 +333,13 @@ static void find_delay(struct check *c, uint64_t hog_ns, const char *hog_where)
 		return;
 	char a[32], b[32];
 	set_cost(c, f, cost);
+	if (!strcmp(cause, "preemption")) {
+		/* some preemption is the lot of any busy machine: judged by the share of the
+		 * workers' own time they waited, not by the trace's */
+		double w = share_pct(wait, span);
+		f->severity = w >= 4 * c->preempt_pct ? SEV_SERIOUS : w >= c->preempt_pct ?
+			SEV_WARNING : SEV_INFO;
+	}
 	if (!strcmp(cause, "preemption"))
 		snprintf(f->title, sizeof(f->title), "scheduling delay, cause preemption: workers were "
 			"runnable but off CPU for %s (%.1f%% of their time; other threads or processes "
@@ -687,6 +695,8 @@ static void check_help(FILE *f)
 		"  --late DURATION    a timer this late past its deadline is late (10ms)\n"
 		"  --warn PCT         impact, in %% of the trace's time, for a warning (1)\n"
 		"  --serious PCT      impact, in %% of the trace's time, for a serious finding (5)\n"
+		"  --preempt PCT      scheduling delay caused by preemption: the workers' wait, in %%\n"
+		"                     of their time, for a warning (5); 4 times that is serious\n"
 		"  --from WHEN        ignore events before WHEN\n"
 		"  --to WHEN          ignore events from WHEN on\n"
 		"  -h, --help         this text\n\n"
@@ -744,6 +754,7 @@ int d9__cmd_check(int argc, char **argv)
 	c->hog_ns = c->delay_ns = c->late_ns = 10000000;
 	c->warn_pct = 1.0;
 	c->serious_pct = 5.0;
+	c->preempt_pct = 5.0;
 	for (int i = 1; i < argc; i++) {
 		int r = 0;
 		int64_t *dur = NULL;
@@ -766,6 +777,8 @@ int d9__cmd_check(int argc, char **argv)
 			pct = &c->warn_pct;
 		} else if (r == 0 && (r = d9__opt(argc, argv, &i, opt = "--serious", &v)) == 1) {
 			pct = &c->serious_pct;
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, opt = "--preempt", &v)) == 1) {
+			pct = &c->preempt_pct;
 		} else if (r == 0 && (r = d9__opt_window(argc, argv, &i, &t, NULL)) == 1) {
 			;
 		} else if (r == 0 && d9__opt_arg("check", argv[i], args, &nargs)) {

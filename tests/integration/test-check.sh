@@ -10,6 +10,9 @@
 #     bad-input: no trace is exit 3, a bad option value exit 2.
 #   - block-st, block-epoll: /block?ms=100 (a usleep): first finding "blocking", serious, call
 #     usleep, its stack names handle_block; no "hog" finding (the poll's time is the call's).
+#   - imbalance: epoll-http -T 2, /burn?ms=2 on one keep-alive connection, three in flight, 2 s:
+#     an "imbalance" finding (busy worker >= 80%, idle one <= 20%), after nothing but a
+#     "sched_delay" of cause preemption (the machine's other work).
 #   - late-timer: a coroutine in /sleep?ms=300 (parked: /stats counted it), then /burn?ms=800
 #     holds the worker past its deadline: first "hog" (the cause), and a "late_timers" finding
 #     with a coroutine timer >= 200 ms late.
@@ -160,6 +163,61 @@ EPOLL_PATH="/burn?ms=100"
 epoll_run hog-epoll D9_CPU_PROFILE=999 && run_check check-hog-epoll "$SDIR/trace" hog "$HOG"
 EPOLL_PATH="/block?ms=100"
 epoll_run block-epoll && run_check check-block-epoll "$SDIR/trace" blocking "$BLOCK"
+
+# ---- imbalance: one of two epoll workers does all the work --------------------------------------
+# one keep-alive connection stays on one worker thread (its SO_REUSEPORT listener's); 2 ms of CPU
+# per request, three in flight for 2 s (the worker's parked start and end weigh little): that
+# worker is busy ~90% of its time, the other ~0%
+if pl_start "$T/imbalance" "$EPOLL_HTTP" -- -T 2; then
+	if ! PL_ERR=$(python3 - "$SPORT" <<'PYEOF' 2>&1
+import socket, sys, time
+# three requests in flight, so the next one is always waiting when the worker finishes one
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
+req = b"GET /burn?ms=2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+s.sendall(req * 3)
+sent, done, data, end = 3, 0, b"", time.time() + 2.0
+while done < sent:
+    d = s.recv(65536)
+    if not d:
+        sys.exit("connection closed after %d replies" % done)
+    data += d
+    n = data.count(b"HTTP/1.1 200 ")
+    if data.count(b"HTTP/1.1 ") != n:
+        sys.exit("a reply is not 200: %r" % data[-200:])
+    while done < n:
+        done += 1
+        if time.time() < end:
+            s.sendall(req)
+            sent += 1
+PYEOF
+	); then
+		pl_fail check-imbalance-requests "$PL_ERR"
+	fi
+	pl_quit
+	if [ "$SRC" = 0 ]; then
+		# the machine may preempt the busy worker too (other work on its CPU): that finding
+		# alone may come first
+		run_check check-imbalance "$SDIR/trace" "" '
+ahead = []
+for f in fs:
+    if f["kind"] == "imbalance":
+        break
+    ahead.append(f)
+else:
+    fail("no imbalance finding: %s" % [f["title"] for f in fs])
+if [f for f in ahead if not (f["kind"] == "sched_delay" and f["numbers"]["cause"] == "preemption")]:
+    fail("before the imbalance: %s" % [f["title"] for f in ahead])
+n = f["numbers"]
+if n["busy_worker_pct"] < 80 or n["idle_worker_pct"] > 20:
+    fail("numbers %s" % n)
+info = f["title"]
+'
+	else
+		pl_fail check-imbalance-exit "exit status $SRC"
+	fi
+else
+	pl_fail check-imbalance "$PL_ERR"
+fi
 
 # ---- a late timer: a sleeping coroutine behind a hog --------------------------------------------
 if pl_start "$T/late" "$ST_HTTP" --; then
