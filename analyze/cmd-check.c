@@ -64,6 +64,7 @@ struct check {
 	int64_t trace_ns;
 	uint64_t hog_total; /* find_hogs: the hogs' time, and where most of it was */
 	const char *hog_where;
+	uint64_t w_wait, w_busy, w_span, w_known; /* worker_totals */
 	int hog_severity;
 	uint64_t hog_impact;
 	char traces[NEXT_LEN / 2]; /* the TRACE arguments, for the "next" command lines */
@@ -289,27 +290,41 @@ static void find_blocking(struct check *c)
 	set_next(c, f, "flame --blocking");
 }
 
+/* The workers' busy time, time span and schedstat wait (runnable, off CPU), summed. */
+static void worker_totals(struct check *c)
+{
+	struct wstat **wl;
+	size_t nw = d9__sum_workers(&c->s, &wl);
+
+	for (size_t i = 0; i < nw; i++) {
+		struct wstat *w = wl[i];
+		int wg = w->polls.n == 0 && w->turns.n > 0;
+		c->w_busy += wg ? w->turn_ns : w->busy_ns;
+		c->w_span += (uint64_t)(w->last_ns - w->first_ns);
+		if (w->stat_unparks) {
+			c->w_wait += w->sched_wait_ns;
+			c->w_known++;
+		}
+	}
+	free(wl);
+}
+
+/* Some preemption is the lot of any shared machine: what it causes is judged by the share of
+ * the workers' own time they waited for a CPU, not by the trace's. */
+static int preempt_severity(const struct check *c)
+{
+	double w = share_pct(c->w_wait, c->w_span);
+
+	return w >= 4 * c->preempt_pct ? SEV_SERIOUS : w >= c->preempt_pct ? SEV_WARNING : SEV_INFO;
+}
+
 /* Scheduling delay: coroutines waiting to run after their wake, workers runnable but off CPU.
  * The cause is the largest of what explains it: preemption (the workers' schedstat wait),
  * one hot coroutine (the hog polls), CPU saturation (workers busy nearly all the time). */
 static void find_delay(struct check *c, uint64_t hog_ns, const char *hog_where)
 {
 	struct sum *s = &c->s;
-	struct wstat **wl;
-	size_t nw = d9__sum_workers(s, &wl);
-	uint64_t wait = 0, busy = 0, span = 0, known = 0;
-
-	for (size_t i = 0; i < nw; i++) {
-		struct wstat *w = wl[i];
-		int wg = w->polls.n == 0 && w->turns.n > 0;
-		busy += wg ? w->turn_ns : w->busy_ns;
-		span += (uint64_t)(w->last_ns - w->first_ns);
-		if (w->stat_unparks) {
-			wait += w->sched_wait_ns;
-			known++;
-		}
-	}
-	free(wl);
+	uint64_t wait = c->w_wait, busy = c->w_busy, span = c->w_span, known = c->w_known;
 	uint64_t sd_wait = 0, sd_n = 0;
 	for (size_t i = 0; i <= SD_CALLS; i++) {
 		sd_n += s->sd[i].count;
@@ -333,13 +348,8 @@ static void find_delay(struct check *c, uint64_t hog_ns, const char *hog_where)
 		return;
 	char a[32], b[32];
 	set_cost(c, f, cost);
-	if (!strcmp(cause, "preemption")) {
-		/* some preemption is the lot of any busy machine: judged by the share of the
-		 * workers' own time they waited, not by the trace's */
-		double w = share_pct(wait, span);
-		f->severity = w >= 4 * c->preempt_pct ? SEV_SERIOUS : w >= c->preempt_pct ?
-			SEV_WARNING : SEV_INFO;
-	}
+	if (!strcmp(cause, "preemption"))
+		f->severity = preempt_severity(c);
 	if (!strcmp(cause, "preemption"))
 		snprintf(f->title, sizeof(f->title), "scheduling delay, cause preemption: workers were "
 			"runnable but off CPU for %s (%.1f%% of their time; other threads or processes "
@@ -444,6 +454,8 @@ static void find_late(struct check *c, uint64_t hog_ns)
 		"long polls held their worker past the deadline" : "their thread was not running "
 		"(see preemption)");
 	f->follows_hog = hog_ns > 0;
+	if (!hog_ns && f->severity > preempt_severity(c))
+		f->severity = preempt_severity(c); /* the thread did not run: preemption's measure */
 	NUM_COUNT(f, "loop_waits_late", c->late_waits);
 	NUM_NS(f, "loop_waits_late_ns", c->late_waits_ns);
 	NUM_NS(f, "loop_waits_late_max_ns", c->late_waits_max);
@@ -573,6 +585,7 @@ static void diagnose(struct check *c)
 	c->trace_ns = s->seen && s->last_real > s->first_real ? s->last_real - s->first_real : 0;
 	if (c->trace_ns < 1000000)
 		c->trace_ns = 1000000; /* a trace of one instant: per second of at least 1 ms */
+	worker_totals(c);
 	find_hogs(c);
 	find_blocking(c);
 	find_delay(c, c->hog_total, c->hog_where ? c->hog_where : "(unknown)");
