@@ -46,7 +46,8 @@ struct finding {
 	struct num nums[MAX_NUMS];
 	size_t nnums;
 	const struct d9__stack *stack; /* where: the stack to look at, NULL for none */
-	char next[NEXT_LEN];
+	char next[NEXT_LEN]; /* a command line, nothing else: scripts may run it */
+	char hint[240]; /* advice in words, "" for none */
 };
 
 struct check {
@@ -191,7 +192,8 @@ static void find_hogs(struct check *c)
 	int gen = d9__sum_generic(s);
 	struct long_poll *lp = gen ? s->lt : s->lp;
 	size_t nlp = gen ? s->nlt : s->nlp, n = 0, top = 0;
-	uint64_t total = 0, cpu_ns = 0;
+	uint64_t total = 0, cpu_ns = 0, samples = 0;
+	int weighed = 1;
 	const struct long_poll *longest = NULL;
 	/* the location with the most hog time: few distinct ones, a linear scan is enough */
 	const struct d9__loc *locs[32];
@@ -206,6 +208,8 @@ static void find_hogs(struct check *c)
 		n++;
 		total += own;
 		cpu_ns += lp[i].on_ns;
+		samples += lp[i].cpu_on;
+		weighed &= lp[i].weighed || !lp[i].cpu_on;
 		if (!longest)
 			longest = &lp[i];
 		size_t k = 0;
@@ -242,8 +246,8 @@ static void find_hogs(struct check *c)
 	NUM_STR(f, "location", where);
 	NUM_COUNT(f, "worker", longest->th->worker);
 	NUM_COUNT(f, "pid", longest->th->proc->pid);
-	NUM_COUNT(f, "cpu_samples", longest->cpu_on);
-	if (longest->weighed)
+	NUM_COUNT(f, "cpu_samples", samples);
+	if (samples && weighed)
 		NUM_NS(f, "cpu_ns", cpu_ns);
 	f->stack = longest->nhot ? longest->hot[0].stack : NULL;
 	char cmd[96];
@@ -252,8 +256,8 @@ static void find_hogs(struct check *c)
 		snprintf(cmd, sizeof(cmd), "flame --long-polls %s", D(a, c->hog_ns));
 	set_next(c, f, cmd);
 	if (!longest->nhot)
-		snprintf(f->next + strlen(f->next), sizeof(f->next) - strlen(f->next), "; no CPU "
-			"sample in it: record with D9_CPU_PROFILE=1 to see where its time went");
+		snprintf(f->hint, sizeof(f->hint), "no CPU sample in the longest: record with "
+			"D9_CPU_PROFILE=1 to see where its time went");
 }
 
 /* Blocking calls, by call and stack (summary's groups): the group with the most time names it. */
@@ -489,9 +493,9 @@ static void find_data(struct check *c)
 				NUM_COUNT(f, d9_drop_reason_name((uint64_t)r), s->drop_reasons[r]);
 		NUM_COUNT(f, "unknown_pairs", unknown);
 		set_next(c, f, "summary");
-		snprintf(f->next + strlen(f->next), sizeof(f->next) - strlen(f->next), " (data quality); "
-			"buffers_full: raise D9_MAX_MEMORY or D9_FLUSH_INTERVAL lower; write_error: the "
-			"disk");
+		snprintf(f->hint, sizeof(f->hint), "see summary's data quality; buffers_full: a larger "
+			"D9_MAX_MEMORY or a shorter D9_FLUSH_INTERVAL; write_error: the disk was full or "
+			"failing");
 	}
 	uint64_t damaged = t->truncated_segments + t->corrupt_segments + t->unreadable +
 		t->bad_args + t->seq_gaps;
@@ -519,8 +523,8 @@ static void find_data(struct check *c)
 		NUM_COUNT(f, "invalid", s->st_invalid);
 		NUM_PCT(f, "invalid_pct", inval);
 		set_next(c, f, "summary");
-		snprintf(f->next + strlen(f->next), sizeof(f->next) - strlen(f->next), " (stacks:); "
-			"D9_STACKS and D9_STACK_DUMP in README.md, \"Profiling\"");
+		snprintf(f->hint, sizeof(f->hint), "see summary's stacks: line; D9_STACKS and "
+			"D9_STACK_DUMP in README.md, \"Profiling\"");
 	}
 	for (size_t i = 0; i < t->nprocs; i++) {
 		struct d9__proc *p = t->procs[i];
@@ -540,8 +544,7 @@ static void find_data(struct check *c)
 		NUM_STR(f, "kernel_samples_lost", p->priv_flags & D9_PRIV_KERNEL_SAMPLES_LOST ? "yes" :
 			"no");
 		set_next(c, f, "summary");
-		snprintf(f->next + strlen(f->next), sizeof(f->next) - strlen(f->next), "; README.md, "
-			"\"Privilege drops\"");
+		snprintf(f->hint, sizeof(f->hint), "README.md, \"Privilege drops\"");
 	}
 	uint64_t bseg, bbytes;
 	d9__trace_budget(t, &bseg, &bbytes);
@@ -638,13 +641,12 @@ static void print_text(FILE *out, struct check *c)
 		fprintf(out, "\n%zu. %-7s %s\n", i + 1, sev_names[f->severity], f->title);
 		if (!f->data)
 			fprintf(out, "   impact: %s per second of trace\n", D(a, f->impact_ns));
-		fputs("   numbers: ", out);
 		for (size_t k = 0; k < f->nnums; k++) {
-			if (k)
-				fputs(", ", out);
+			fputs(k ? ", " : "   numbers: ", out);
 			text_num(out, &f->nums[k]);
 		}
-		fputc('\n', out);
+		if (f->nnums)
+			fputc('\n', out);
 		if (f->stack && f->stack->n) {
 			char buf[64];
 			const char *names[D9__MAX_INLINE];
@@ -658,6 +660,8 @@ static void print_text(FILE *out, struct check *c)
 			fputc('\n', out);
 		}
 		fprintf(out, "   next: %s\n", f->next);
+		if (*f->hint)
+			fprintf(out, "   hint: %s\n", f->hint);
 	}
 }
 
@@ -685,6 +689,10 @@ static void print_json(FILE *out, struct check *c, int rc)
 		d9__json_stack(out, c->t, f->stack);
 		fputs(",\"next\":", out);
 		d9__json_cstr(out, f->next);
+		if (*f->hint) {
+			fputs(",\"hint\":", out);
+			d9__json_cstr(out, f->hint);
+		}
 		fputc('}', out);
 	}
 	fputs("]}\n", out);

@@ -2,7 +2,8 @@
 # test-check.sh: `d9-analyze check` on traces of the test servers, each with one known problem
 # injected; check must find exactly that problem first (README.md, "### check"). Every run is
 # checked with the sanitizer build, text and --json: the JSON parses, lists the same findings in
-# the same order as the text, and its "exit" is the exit status.
+# the same order as the text, its "exit" is the exit status (the worst severity's), every "next"
+# is a d9-analyze command line, and the first one runs.
 #   - hog-st, hog-epoll: /burn?ms=100 (100 ms of CPU in one poll; in one loop turn of the epoll
 #     server, generic mode) with D9_CPU_PROFILE=999: first finding "hog", serious, its stack
 #     names handle_burn; exit 5.
@@ -49,8 +50,8 @@ run_check() {
 		pl_fail "$name" "sanitizer report: $(grep -m1 -E 'runtime error|Sanitizer' "$T/$name.err")"
 		return
 	fi
-	python3 - "$name" "$T/$name.json" "$T/$name.txt" "$rc" "$want" <<PYEOF
-import json, re, sys
+	python3 - "$name" "$T/$name.json" "$T/$name.txt" "$rc" "$want" "$PL_ANALYZE" <<PYEOF
+import json, re, shlex, subprocess, sys
 name, jpath, tpath, rc, want = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 text = open(tpath).read()
 def fail(why):
@@ -73,6 +74,13 @@ if rc != worst:
 for f in fs:
     if not f["next"].startswith("d9-analyze "):
         fail("finding %s: next %r is not a command line" % (f["kind"], f["next"]))
+# the first finding's next command runs as it is (the damage of a damaged trace: exit 4)
+if fs:
+    argv = shlex.split(fs[0]["next"])
+    r = subprocess.run([sys.argv[6]] + argv[1:], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, timeout=120)
+    if r.returncode not in (0, 4):
+        fail("next %r exited %d: %s" % (fs[0]["next"], r.returncode, r.stderr[:200]))
 def names(f):
     return " < ".join(f["stack"])
 first = fs[0] if fs else None
