@@ -8,7 +8,8 @@
 #     server, generic mode) with D9_CPU_PROFILE=999: first finding "hog", serious, its stack
 #     names handle_burn; exit 5.
 #   - damaged: the hog-st trace cut in half: a "damaged_input" finding, exit 1 or 5 (not 4);
-#     bad-input: no trace is exit 3, a bad option value exit 2.
+#     bad-input: no trace is exit 3, a bad option value exit 2; hostile-input: the fuzz corpus and
+#     the golden segments, each file alone: no sanitizer report, exit 0, 1, 5 or 3, JSON parses.
 #   - block-st, block-epoll: /block?ms=100 (a usleep): first finding "blocking", serious, call
 #     usleep, its stack names handle_block; no "hog" finding (the poll's time is the call's).
 #   - imbalance: epoll-http -T 2, /burn?ms=2 on one keep-alive connection, three in flight, 2 s:
@@ -144,6 +145,39 @@ if [ "$rc" = 3 ] && [ "$urc" = 2 ]; then
 	pl_pass check-bad-input "no trace: 3, bad option value: 2"
 else
 	pl_fail check-bad-input "no trace: exit $rc (want 3), --hog nonsense: exit $urc (want 2)"
+fi
+
+# hostile input: each file of the fuzz corpus and the golden segments alone through check --json:
+# no sanitizer report, a status of check's own (0, 1, 5; 3 when nothing is readable), and JSON
+# that parses whenever something was read
+bad=""
+mkdir -p "$T/corpus-out"
+n=0
+for f in "$PL_ROOT"/tests/fuzz/corpus/* "$PL_ROOT"/tests/golden/*.bin "$PL_ROOT"/tests/golden/*.bin.gz; do
+	[ -f "$f" ] || continue
+	n=$((n + 1))
+	rc=0
+	"$SAN" check --json "$f" >"$T/corpus-out/$n.json" 2>"$T/corpus.err" || rc=$?
+	if grep -qE 'runtime error|Sanitizer' "$T/corpus.err"; then
+		bad="$bad $(basename "$f"): $(grep -m1 -E 'runtime error|Sanitizer' "$T/corpus.err");"
+	elif [ "$rc" = 3 ]; then
+		rm -f "$T/corpus-out/$n.json"
+	elif [ "$rc" != 0 ] && [ "$rc" != 1 ] && [ "$rc" != 5 ]; then
+		bad="$bad $(basename "$f"): exit $rc;"
+	fi
+done
+bad="$bad$(python3 -c '
+import glob, json, sys
+for p in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    try:
+        json.load(open(p))
+    except Exception as e:
+        print(" %s: bad JSON %s;" % (p, e), end="")
+' "$T/corpus-out")"
+if [ -z "$bad" ]; then
+	pl_pass check-hostile-input "$n files"
+else
+	pl_fail check-hostile-input "${bad:0:600}"
 fi
 
 if pl_run block-st "$ST_HTTP" -- /fast ok "/block?ms=100" "block*" /fast ok; then
