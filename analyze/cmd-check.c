@@ -386,6 +386,22 @@ static void find_delay(struct check *c, uint64_t hog_ns, const char *hog_where)
 	set_next(c, f, !strcmp(cause, "preemption") && s->cpu_off ? "flame --cpu off" : b);
 }
 
+/* A worker's busy time in % of its process's span (the first to the last event of any of its
+ * workers): a worker parked from its start has a span of its own of nearly nothing. */
+static double busy_share(struct wstat **wl, size_t nw, const struct wstat *w, uint64_t *pspan)
+{
+	int64_t first = w->first_ns, last = w->last_ns;
+
+	for (size_t i = 0; i < nw; i++) {
+		if (wl[i]->th->proc != w->th->proc)
+			continue;
+		first = wl[i]->first_ns < first ? wl[i]->first_ns : first;
+		last = wl[i]->last_ns > last ? wl[i]->last_ns : last;
+	}
+	*pspan = (uint64_t)(last - first);
+	return share_pct(w->polls.n == 0 && w->turns.n > 0 ? w->turn_ns : w->busy_ns, *pspan);
+}
+
 /* Idle workers while others are saturated, per process with two workers or more. */
 static void find_imbalance(struct check *c)
 {
@@ -394,19 +410,16 @@ static void find_imbalance(struct check *c)
 	size_t nw = d9__sum_workers(s, &wl);
 	const struct wstat *hi = NULL, *lo = NULL;
 	double hi_pct = 0, lo_pct = 0;
+	uint64_t hspan = 0, span;
 
 	for (size_t i = 0; i < nw; i++) {
-		struct wstat *w = wl[i];
-		int wg = w->polls.n == 0 && w->turns.n > 0;
-		double p = share_pct(wg ? w->turn_ns : w->busy_ns, (uint64_t)(w->last_ns - w->first_ns));
-		for (size_t j = 0; j < nw; j++) {
-			struct wstat *x = wl[j];
-			int xg = x->polls.n == 0 && x->turns.n > 0;
-			double q = share_pct(xg ? x->turn_ns : x->busy_ns,
-				(uint64_t)(x->last_ns - x->first_ns));
-			if (x->th->proc == w->th->proc && p >= 80.0 && q <= 20.0 && p - q > hi_pct - lo_pct) {
-				hi = w, lo = x;
+		double p = busy_share(wl, nw, wl[i], &span);
+		for (size_t j = 0; j < nw && p >= 80.0; j++) {
+			double q = busy_share(wl, nw, wl[j], &span);
+			if (wl[j]->th->proc == wl[i]->th->proc && q <= 20.0 && p - q > hi_pct - lo_pct) {
+				hi = wl[i], lo = wl[j];
 				hi_pct = p, lo_pct = q;
+				hspan = span;
 			}
 		}
 	}
@@ -417,14 +430,13 @@ static void find_imbalance(struct check *c)
 	struct finding *f = add_finding(c, "imbalance", 0);
 	if (!f)
 		return;
-	uint64_t hspan = hi ? (uint64_t)(hi->last_ns - hi->first_ns) : 0;
 	/* what the idle worker could have taken: half the difference of their busy time */
 	set_cost(c, f, hi ? (uint64_t)((hi_pct - lo_pct) / 200.0 * (double)hspan) : 0);
 	if (f->severity == SEV_INFO)
 		f->severity = SEV_WARNING; /* a worker at 80%+ next to one at 20%- is worth a look */
 	if (hi)
 		snprintf(f->title, sizeof(f->title), "workers unbalanced: worker %u of pid %u was busy "
-			"%.0f%% of the time while worker %u was busy %.0f%%", hi->th->worker,
+			"%.0f%% of the process's time while worker %u was busy %.0f%%", hi->th->worker,
 			hi->th->proc->pid, hi_pct, lo->th->worker, lo_pct);
 	else
 		snprintf(f->title, sizeof(f->title), "idle workers: %.0f%% of the run-queue samples with "

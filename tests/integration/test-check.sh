@@ -12,7 +12,7 @@
 #     the golden segments, each file alone: no sanitizer report, exit 0, 1, 5 or 3, JSON parses.
 #   - block-st, block-epoll: /block?ms=100 (a usleep): first finding "blocking", serious, call
 #     usleep, its stack names handle_block; no "hog" finding (the poll's time is the call's).
-#   - imbalance: epoll-http -T 2, /burn?ms=2 on one keep-alive connection, three in flight, 2 s:
+#   - imbalance: epoll-http -T 2, /burn?ms=2 on one keep-alive connection, three in flight, 3 s:
 #     an "imbalance" finding (busy worker >= 80%, idle one <= 20%), after nothing but a
 #     "sched_delay" of cause preemption (the machine's other work).
 #   - late-timer: a coroutine in /sleep?ms=300 (parked: /stats counted it), then /burn?ms=800
@@ -208,8 +208,8 @@ epoll_run block-epoll && run_check check-block-epoll "$SDIR/trace" blocking "$BL
 
 # ---- imbalance: one of two epoll workers does all the work --------------------------------------
 # one keep-alive connection stays on one worker thread (its SO_REUSEPORT listener's); 2 ms of CPU
-# per request, three in flight for 2 s (the worker's parked start and end weigh little): that
-# worker is busy ~90% of its time, the other ~0%
+# per request, three in flight for 3 s (the process's start and end, idle, weigh little): that
+# worker is busy ~90% of the process's time, the other ~0%
 if pl_start "$T/imbalance" "$EPOLL_HTTP" -- -T 2; then
 	if ! PL_ERR=$(python3 - "$SPORT" <<'PYEOF' 2>&1
 import socket, sys, time
@@ -217,7 +217,7 @@ import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=20)
 req = b"GET /burn?ms=2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 s.sendall(req * 3)
-sent, done, data, end = 3, 0, b"", time.time() + 2.0
+sent, done, data, end = 3, 0, b"", time.time() + 3.0
 while done < sent:
     d = s.recv(65536)
     if not d:
