@@ -66,6 +66,7 @@ struct check {
 	uint64_t hog_total; /* find_hogs: the hogs' time, and where most of it was */
 	const char *hog_where;
 	uint64_t w_wait, w_busy, w_span, w_known; /* worker_totals */
+	uint64_t hog_preempted; /* the workers' wait inside the hogs (estimated): the hogs' cost */
 	int hog_severity;
 	uint64_t hog_impact;
 	char traces[NEXT_LEN / 2]; /* the TRACE arguments, for the "next" command lines */
@@ -184,15 +185,30 @@ static void set_next(struct check *c, struct finding *f, const char *cmd)
 	snprintf(f->next, sizeof(f->next), "d9-analyze %s %s", cmd, c->traces);
 }
 
-/* Polls (loop turns) that held a worker for at least hog_ns of their own: their time minus
- * their blocking calls (those are the blocking finding's). */
+/* The share of a worker's runnable time it was on CPU (1 when unknown): Unpark's cpu_ns over
+ * cpu_ns + sched_wait_ns, summed over the worker's readings. */
+static double on_cpu_share(const struct sum *s, const struct d9__thread *th)
+{
+	const struct wstat *w = th->idx < s->nws ? s->ws[th->idx] : NULL;
+
+	if (!w || !w->stat_unparks || !(w->park_cpu_ns + w->sched_wait_ns))
+		return 1.0;
+	return (double)w->park_cpu_ns / (double)(w->park_cpu_ns + w->sched_wait_ns);
+}
+
+/* Polls (loop turns) that ran at least hog_ns on CPU: their time minus their blocking calls
+ * (those are the blocking finding's), times the share of its runnable time their worker was on
+ * CPU when the trace measures it, so a poll stretched by preemption alone is not a hog (a
+ * handler that runs long, not a machine that is busy). What a hog cost is its whole time
+ * without the blocking calls: every other coroutine of the worker waited that long; the
+ * preemption inside it is counted here and left out of sched_delay's. */
 static void find_hogs(struct check *c)
 {
 	struct sum *s = &c->s;
 	int gen = d9__sum_generic(s);
 	struct long_poll *lp = gen ? s->lt : s->lp;
 	size_t nlp = gen ? s->nlt : s->nlp, n = 0, top = 0;
-	uint64_t total = 0, cpu_ns = 0, samples = 0;
+	uint64_t total = 0, cpu_ns = 0, samples = 0, preempted = 0;
 	int weighed = 1;
 	const struct long_poll *longest = NULL;
 	/* the location with the most hog time: few distinct ones, a linear scan is enough */
@@ -203,10 +219,12 @@ static void find_hogs(struct check *c)
 	qsort(lp, nlp, sizeof(*lp), d9__sum_cmp_long);
 	for (size_t i = 0; i < nlp; i++) {
 		uint64_t own = lp[i].dur > lp[i].b.ns ? lp[i].dur - lp[i].b.ns : 0;
-		if (own < (uint64_t)c->hog_ns)
+		uint64_t on = (uint64_t)((double)own * on_cpu_share(s, lp[i].th));
+		if (on < (uint64_t)c->hog_ns)
 			continue;
 		n++;
 		total += own;
+		preempted += own - on;
 		cpu_ns += lp[i].on_ns;
 		samples += lp[i].cpu_on;
 		weighed &= lp[i].weighed || !lp[i].cpu_on;
@@ -235,6 +253,7 @@ static void find_hogs(struct check *c)
 	char a[32], b[32], d[32];
 	set_cost(c, f, total);
 	c->hog_total = total;
+	c->hog_preempted = preempted;
 	c->hog_where = where;
 	c->hog_severity = f->severity;
 	c->hog_impact = f->impact_ns;
@@ -242,6 +261,7 @@ static void find_hogs(struct check *c)
 		"%s in all (longest %s), mostly at %s", nlp == LONG_KEPT ? "at least " : "", n, unit,
 		n == 1 ? "" : "s", D(a, c->hog_ns), D(b, total), D(d, longest->dur), where);
 	NUM_COUNT(f, gen ? "loop_turns" : "polls", n);
+	NUM_NS(f, "preempted_ns", preempted); /* estimated: the workers' wait share */
 	NUM_NS(f, "longest_ns", longest->dur);
 	NUM_STR(f, "location", where);
 	NUM_COUNT(f, "worker", longest->th->worker);
@@ -315,20 +335,22 @@ static void worker_totals(struct check *c)
 
 /* Some preemption is the lot of any shared machine: what it causes is judged by the share of
  * the workers' own time they waited for a CPU, not by the trace's. */
-static int preempt_severity(const struct check *c)
+static int preempt_severity(const struct check *c, uint64_t wait)
 {
-	double w = share_pct(c->w_wait, c->w_span);
+	double w = share_pct(wait, c->w_span);
 
 	return w >= 4 * c->preempt_pct ? SEV_SERIOUS : w >= c->preempt_pct ? SEV_WARNING : SEV_INFO;
 }
 
 /* Scheduling delay: coroutines waiting to run after their wake, workers runnable but off CPU.
  * The cause is the largest of what explains it: preemption (the workers' schedstat wait),
- * one hot coroutine (the hog polls), CPU saturation (workers busy nearly all the time). */
+ * one hot coroutine (the hog polls), CPU saturation (workers busy nearly all the time), a burst. */
 static void find_delay(struct check *c, uint64_t hog_ns, const char *hog_where)
 {
 	struct sum *s = &c->s;
-	uint64_t wait = c->w_wait, busy = c->w_busy, span = c->w_span, known = c->w_known;
+	/* the wait inside the hogs is theirs (find_hogs) */
+	uint64_t wait = c->w_wait > c->hog_preempted ? c->w_wait - c->hog_preempted : 0;
+	uint64_t busy = c->w_busy, span = c->w_span, known = c->w_known;
 	uint64_t sd_wait = 0, sd_n = 0;
 	for (size_t i = 0; i <= SD_CALLS; i++) {
 		sd_n += s->sd[i].count;
@@ -344,8 +366,10 @@ static void find_delay(struct check *c, uint64_t hog_ns, const char *hog_where)
 	double busy_pct = share_pct(busy, span);
 	const char *cause = "preemption";
 	if (cost == coro && wait < coro / 2) {
-		/* else the workers ran other coroutines all the while: more work than they can do */
-		cause = hog_ns >= coro / 4 ? "hot coroutine" : "cpu saturation";
+		/* else the workers ran other coroutines meanwhile: more work than they could do, all
+		 * the time (saturation) or at once (a burst of wakes) */
+		cause = hog_ns >= coro / 4 ? "hot coroutine" : busy_pct >= 90.0 ? "cpu saturation" :
+			"burst";
 	}
 	struct finding *f = add_finding(c, "sched_delay", 0);
 	if (!f)
@@ -353,23 +377,29 @@ static void find_delay(struct check *c, uint64_t hog_ns, const char *hog_where)
 	char a[32], b[32];
 	set_cost(c, f, cost);
 	if (!strcmp(cause, "preemption"))
-		f->severity = preempt_severity(c);
+		f->severity = preempt_severity(c, wait);
 	if (!strcmp(cause, "preemption"))
 		snprintf(f->title, sizeof(f->title), "scheduling delay, cause preemption: workers were "
 			"runnable but off CPU for %s (%.1f%% of their time; other threads or processes "
-			"had their CPU)", D(a, wait), share_pct(wait, span));
+			"had their CPU)%s", D(a, wait), share_pct(wait, span), c->hog_preempted ?
+			", besides the wait inside the hogs" : "");
 	else if (!strcmp(cause, "hot coroutine"))
 		snprintf(f->title, sizeof(f->title), "scheduling delay, cause one hot coroutine: "
 			"coroutines waited %s to run (p99 %s) behind long polls at %s", D(a, s->sched.sum),
 			D(b, p99), hog_where);
-	else
+	else if (!strcmp(cause, "cpu saturation"))
 		snprintf(f->title, sizeof(f->title), "scheduling delay, cause CPU saturation: workers "
 			"were busy %.1f%% of the time running other coroutines; coroutines waited %s to run "
-			"(p99 %s)",
-			busy_pct, D(a, s->sched.sum), D(b, p99));
+			"(p99 %s)", busy_pct, D(a, s->sched.sum), D(b, p99));
+	else
+		snprintf(f->title, sizeof(f->title), "scheduling delay, cause a burst: many coroutines "
+			"became runnable at once and waited for the ones ahead of them, %s in all (p99 %s), "
+			"though the workers were busy only %.1f%% of the time", D(a, s->sched.sum),
+			D(b, p99), busy_pct);
 	f->follows_hog = !strcmp(cause, "hot coroutine");
 	NUM_STR(f, "cause", cause);
-	NUM_NS(f, "worker_sched_wait_ns", wait);
+	NUM_NS(f, "worker_sched_wait_ns", c->w_wait);
+	NUM_NS(f, "inside_hogs_ns", c->hog_preempted);
 	NUM_COUNT(f, "workers_with_sched_stats", known);
 	NUM_COUNT(f, "delays", s->sched.n);
 	NUM_NS(f, "delay_total_ns", s->sched.sum);
@@ -470,8 +500,8 @@ static void find_late(struct check *c, uint64_t hog_ns)
 		"long polls held their worker past the deadline" : "their thread was not running "
 		"(see preemption)");
 	f->follows_hog = hog_ns > 0;
-	if (!hog_ns && f->severity > preempt_severity(c))
-		f->severity = preempt_severity(c); /* the thread did not run: preemption's measure */
+	if (!hog_ns && f->severity > preempt_severity(c, c->w_wait))
+		f->severity = preempt_severity(c, c->w_wait); /* the thread did not run */
 	NUM_COUNT(f, "loop_waits_late", c->late_waits);
 	NUM_NS(f, "loop_waits_late_ns", c->late_waits_ns);
 	NUM_NS(f, "loop_waits_late_max_ns", c->late_waits_max);
@@ -574,9 +604,10 @@ static void find_data(struct check *c)
 	}
 }
 
-/* Order: severity, then the time findings before the data findings, then impact. A finding
- * that is a consequence of the hogs (their scheduling delay, their late timers) sorts right
- * after the hog finding, whatever its own numbers: the cause first. */
+/* Order: severity; then, among serious findings, the data findings first (what was lost
+ * qualifies everything else), among the others the time findings first; then impact. A
+ * finding that is a consequence of the hogs (their scheduling delay, their late timers) sorts
+ * right after the hog finding, whatever its own numbers: the cause first. */
 static int finding_before(const struct check *c, const struct finding *x, const struct finding *y)
 {
 	int xs = x->follows_hog ? c->hog_severity : x->severity;
@@ -586,8 +617,8 @@ static int finding_before(const struct check *c, const struct finding *x, const 
 
 	if (xs != ys)
 		return xs > ys;
-	if (x->data != y->data)
-		return x->data < y->data;
+	if (x->data != y->data) /* serious data findings first: the rest is read in their light */
+		return xs == SEV_SERIOUS ? x->data > y->data : x->data < y->data;
 	if (xi != yi)
 		return xi > yi;
 	return !x->follows_hog && y->follows_hog;
@@ -715,11 +746,12 @@ static void check_help(FILE *f)
 {
 	fprintf(f, "usage: d9-analyze check [OPTIONS] TRACE...\n\n"
 		"Diagnoses the trace in plain words: polls that hog a worker, blocking calls, scheduling\n"
-		"delay and its cause (preemption, one hot coroutine, CPU saturation), unbalanced\n"
-		"workers, late timers, and what limits the data (drops, damaged input, truncated\n"
-		"stacks, a narrowed recorder). Serious findings first, then warnings, then info; within\n"
-		"each, the largest impact first (the time a problem cost per second of trace). Each\n"
-		"finding has its numbers, the stack to look at, and the command to run next.\n\n"
+		"delay and its cause (preemption, one hot coroutine, CPU saturation, a burst),\n"
+		"unbalanced workers, late timers, and what limits the data (drops, damaged input,\n"
+		"truncated stacks, a narrowed recorder). Serious findings first, then warnings, then\n"
+		"info; within each, the largest impact first (the time a problem cost per second of\n"
+		"trace). Each finding has its numbers, the stack to look at, and the command to run\n"
+		"next.\n\n"
 		"options:\n"
 		"  --json             one JSON object: {\"findings\":[{kind, severity, impact_ns, title,\n"
 		"                     numbers, stack, next}], ...} (README.md, \"check\")\n"
@@ -729,7 +761,7 @@ static void check_help(FILE *f)
 		"  --warn PCT         impact, in %% of the trace's time, for a warning (1)\n"
 		"  --serious PCT      impact, in %% of the trace's time, for a serious finding (5)\n"
 		"  --preempt PCT      scheduling delay caused by preemption: the workers' wait, in %%\n"
-		"                     of their time, for a warning (5); 4 times that is serious\n"
+		"                     of their time, for a warning (10); 4 times that is serious\n"
 		"  --from WHEN        ignore events before WHEN\n"
 		"  --to WHEN          ignore events from WHEN on\n"
 		"  -h, --help         this text\n\n"
@@ -787,7 +819,7 @@ int d9__cmd_check(int argc, char **argv)
 	c->hog_ns = c->delay_ns = c->late_ns = 10000000;
 	c->warn_pct = 1.0;
 	c->serious_pct = 5.0;
-	c->preempt_pct = 5.0;
+	c->preempt_pct = 10.0;
 	for (int i = 1; i < argc; i++) {
 		int r = 0;
 		int64_t *dur = NULL;
