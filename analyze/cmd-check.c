@@ -257,9 +257,12 @@ static void find_hogs(struct check *c)
 	c->hog_where = where;
 	c->hog_severity = f->severity;
 	c->hog_impact = f->impact_ns;
-	snprintf(f->title, sizeof(f->title), "%s%" PRIu64 " %s%s of at least %s held a worker for "
-		"%s in all (longest %s), mostly at %s", nlp == LONG_KEPT ? "at least " : "", n, unit,
-		n == 1 ? "" : "s", D(a, c->hog_ns), D(b, total), D(d, longest->dur), where);
+	char pre[64] = "";
+	if (preempted >= total / 10)
+		snprintf(pre, sizeof(pre), "%s of it waiting for a CPU; ", D(a, preempted));
+	snprintf(f->title, sizeof(f->title), "%s%" PRIu64 " %s%s of at least %s on CPU held a worker "
+		"for %s in all (%slongest %s), mostly at %s", nlp == LONG_KEPT ? "at least " : "", n,
+		unit, n == 1 ? "" : "s", D(a, c->hog_ns), D(b, total), pre, D(d, longest->dur), where);
 	NUM_COUNT(f, gen ? "loop_turns" : "polls", n);
 	NUM_NS(f, "preempted_ns", preempted); /* estimated: the workers' wait share */
 	NUM_NS(f, "longest_ns", longest->dur);
