@@ -500,8 +500,8 @@ static void find_late(struct check *c, uint64_t hog_ns)
 	snprintf(f->title, sizeof(f->title), "%" PRIu64 " timer(s) fired at least %s late (%s in all, "
 		"at most %s); %s", n, D(a, c->late_ns), D(b, total), D(d, c->late_waits_max >
 		c->late_timers_max ? c->late_waits_max : c->late_timers_max), hog_ns ?
-		"long polls held their worker past the deadline" : "their thread was not running "
-		"(see preemption)");
+		"long polls held their worker past the deadline" : "no long poll held their worker: "
+		"its thread was not running (preemption) or busy with many short polls");
 	f->follows_hog = hog_ns > 0;
 	if (!hog_ns && f->severity > preempt_severity(c, c->w_wait))
 		f->severity = preempt_severity(c, c->w_wait); /* the thread did not run */
