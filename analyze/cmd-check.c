@@ -577,11 +577,12 @@ static void find_data(struct check *c)
 			continue;
 		int denied = !!(p->priv_flags & D9_PRIV_PERF_DENIED);
 		f->severity = denied ? SEV_WARNING : SEV_INFO;
-		snprintf(f->title, sizeof(f->title), "the recorder was narrowed: pid %u dropped privileges "
-			"(uid %u -> %u); %s", p->pid, p->priv_from_uid, p->priv_to_uid, denied ?
-			"perf was denied after it: threads profiled later have no CPU samples" :
-			p->priv_flags & D9_PRIV_KERNEL_SAMPLES_LOST ? "CPU samples of threads profiled "
-			"later have no kernel frames" : "recording went on unchanged");
+		snprintf(f->title, sizeof(f->title), "%s: pid %u dropped privileges (uid %u -> %u)%s",
+			p->priv_flags ? "the recorder was narrowed" : "privileges dropped", p->pid,
+			p->priv_from_uid, p->priv_to_uid, denied ? "; perf was denied after it: threads "
+			"profiled later have no CPU samples" : p->priv_flags & D9_PRIV_KERNEL_SAMPLES_LOST ?
+			"; CPU samples of threads profiled later have no kernel frames" : ", and recording "
+			"went on unchanged");
 		NUM_COUNT(f, "pid", p->pid);
 		NUM_COUNT(f, "from_uid", p->priv_from_uid);
 		NUM_COUNT(f, "to_uid", p->priv_to_uid);

@@ -22,6 +22,9 @@
 #     CPUs: first finding "sched_delay" with cause "preemption" (SKIP: 1 CPU, no taskset or wrk).
 #   - drops: the trace on a full tmpfs until the agent says it cannot write, then space again:
 #     first finding "drops", serious, with write_error drops (SKIP: no tmpfs mount, not root).
+#   - recorder: a root program's child gives up root while profiled (priv-drop.c, late): a
+#     "recorder" finding to nobody's uid whose perf_denied, kernel_samples_lost and severity
+#     follow perf_event_paranoid (SKIP: not root, no user nobody).
 #   - clean: light requests (/fast, /sleep?ms=5): no serious finding and exit 0 (nothing but
 #     info).
 # Everything runs at nice -10 when we may (root), so a shared machine's other work preempts the
@@ -44,11 +47,12 @@ trap check_cleanup EXIT
 # problems injected here, not the other work of a shared machine, should be what check finds
 [ "$(id -u)" -eq 0 ] && renice -n -10 -p $$ >/dev/null
 
-# run_check NAME DIR WANT_FIRST PY...: runs check (text and --json, sanitizer build) on DIR,
-# then the Python checks PY (one string) with j (the JSON), text, rc and names() of a stack;
-# prints PASS/FAIL NAME.
+# run_check NAME DIR WANT_FIRST PY [ARG...]: runs check (text and --json, sanitizer build) on
+# DIR, then the Python checks PY (one string) with j (the JSON), fs (its findings), first, text,
+# rc, names() of a stack and the ARGs from sys.argv[7]; prints PASS/FAIL NAME.
 run_check() {
 	local name=$1 dir=$2 want=$3 code=$4 rc
+	shift 4
 	"$SAN" check "$dir" >"$T/$name.txt" 2>"$T/$name.err"
 	rc=$?
 	"$SAN" check --json "$dir" >"$T/$name.json" 2>>"$T/$name.err"
@@ -56,7 +60,7 @@ run_check() {
 		pl_fail "$name" "sanitizer report: $(grep -m1 -E 'runtime error|Sanitizer' "$T/$name.err")"
 		return
 	fi
-	python3 - "$name" "$T/$name.json" "$T/$name.txt" "$rc" "$want" "$PL_ANALYZE" <<PYEOF
+	python3 - "$name" "$T/$name.json" "$T/$name.txt" "$rc" "$want" "$PL_ANALYZE" "$@" <<PYEOF
 import json, re, shlex, subprocess, sys
 name, jpath, tpath, rc, want = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 text = open(tpath).read()
@@ -352,6 +356,37 @@ if first["severity"] != "serious" or not first["numbers"].get("write_error"):
 		fi
 	else
 		pl_fail check-drops "$PL_ERR"
+	fi
+fi
+
+# ---- a narrowed recorder: a root process's child gives up root -----------------------------------
+NUID=$(id -u nobody 2>/dev/null)
+NGID=$(id -g nobody 2>/dev/null)
+if [ "$(id -u)" != 0 ] || [ -z "$NUID" ] || [ -z "$NGID" ]; then
+	pl_skip check-recorder "needs root and a user nobody (a process that gives up root)"
+elif ! cc -O1 -o "$T/priv-drop" "$PL_ROOT/tests/integration/priv-drop.c" 2>"$T/cc.err"; then
+	pl_fail check-recorder "cannot build priv-drop.c: $(head -c 300 "$T/cc.err")"
+else
+	mkdir -m 0700 "$T/priv"
+	# late: the child's agent profiled as root before the drop (test-real-privdrop.sh)
+	if timeout -s KILL 120 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/priv" D9_FLUSH_INTERVAL=50ms \
+		D9_CPU_PROFILE=99 "$T/priv-drop" late "$T/priv" "$NUID" "$NGID" >"$T/priv.out" 2>"$T/priv.err"; then
+		# what the drop takes depends on perf_event_paranoid: 2 (Debian's default) kernel
+		# frames, 3 perf itself, 1 or less nothing
+		run_check check-recorder "$T/priv" "" '
+par = int(open("/proc/sys/kernel/perf_event_paranoid").read())
+r = [f for f in fs if f["kind"] == "recorder"]
+if not r:
+    fail("no recorder finding for a privilege drop: %s" % [f["kind"] for f in fs])
+n = r[0]["numbers"]
+want = ("yes" if par >= 3 else "no", "yes" if par >= 2 else "no", "warning" if par >= 3 else "info")
+got = (n["perf_denied"], n["kernel_samples_lost"], r[0]["severity"])
+if n["to_uid"] != int(sys.argv[7]) or got != want:
+    fail("recorder finding %s to uid %d, want %s to uid %s (perf_event_paranoid %d)" % (got, n["to_uid"], want, sys.argv[7], par))
+info = r[0]["title"]
+' "$NUID"
+	else
+		pl_fail check-recorder "priv-drop exited $?: $(head -c 300 "$T/priv.err")"
 	fi
 fi
 
