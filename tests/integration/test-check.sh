@@ -7,6 +7,8 @@
 #   - hog-st, hog-epoll: /burn?ms=100 (100 ms of CPU in one poll; in one loop turn of the epoll
 #     server, generic mode) with D9_CPU_PROFILE=999: first finding "hog", its stack
 #     names handle_burn; serious or warning (a loaded machine stretches the run), never info.
+#   - stacks: the same /burn on st-http-nofp: a "stacks" warning (>= 20% truncated) after the
+#     hog; stacks-fp: none above info on the frame-pointer build (hog-st).
 #   - damaged: the hog-st trace cut in half: a "damaged_input" finding, exit 1 or 5 (not 4);
 #     bad-input: no trace is exit 3, a bad option value exit 2; hostile-input: the fuzz corpus and
 #     the golden segments, each file alone: no sanitizer report, exit 0, 1, 5 or 3, JSON parses.
@@ -31,6 +33,7 @@
 # servers less than the problems injected.
 # The injected delays are 100 ms and more where a clean run's polls take microseconds.
 set -u
+# shellcheck source=lib-preload.sh
 . "$(dirname "$0")/lib-preload.sh"
 pl_setup check
 pl_san_setup check-setup || exit 0
@@ -125,6 +128,25 @@ info += "; stack " + names(first)
 if pl_run hog-st "$ST_HTTP" D9_CPU_PROFILE=999 -- /fast ok "/burn?ms=100" "burn ms=100*" /fast ok; then
 	run_check check-hog-st "$SDIR/trace" hog "$HOG"
 fi
+# the same without frame pointers: its stacks are marked truncated (README.md, "Profiling"), a
+# "stacks" warning after the hog; with frame pointers (hog-st) there is none
+if pl_run hog-nofp "$ST_HTTP_NOFP" D9_CPU_PROFILE=999 -- "/burn?ms=100" "burn ms=100*"; then
+	run_check check-stacks "$SDIR/trace" hog '
+st = [f for f in fs if f["kind"] == "stacks"]
+if not st or st[0]["severity"] != "warning" or st[0]["numbers"]["truncated_pct"] < 20:
+    fail("stacks finding %s" % [(f["severity"], f["numbers"]) for f in st])
+info = st[0]["title"]
+'
+fi
+if [ -s "$T/check-hog-st.json" ] && python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+sys.exit(any(f["kind"] == "stacks" and f["severity"] != "info" for f in j["findings"]))' "$T/check-hog-st.json"; then
+	pl_pass check-stacks-fp "no stacks warning with frame pointers"
+else
+	pl_fail check-stacks-fp "a stacks warning on the frame-pointer build: $(grep -m1 stacks "$T/check-hog-st.txt")"
+fi
+
 # the same trace cut in half: the damage is a finding (exit status 1 or 5, not 4)
 seg=$(pl_trace_files "$T/hog-st/trace" | head -n1)
 if [ -n "$seg" ]; then
