@@ -488,7 +488,10 @@ static void find_imbalance(struct check *c)
 
 static void find_late(struct check *c, uint64_t hog_ns)
 {
-	uint64_t n = c->late_waits + c->late_timers, total = c->late_waits_ns + c->late_timers_ns;
+	/* a loop wait that came back late makes the coroutine timers it served late too: the
+	 * larger of the two, not their sum, is what it cost */
+	uint64_t n = c->late_waits + c->late_timers;
+	uint64_t total = c->late_waits_ns > c->late_timers_ns ? c->late_waits_ns : c->late_timers_ns;
 
 	if (!n)
 		return;
@@ -497,14 +500,17 @@ static void find_late(struct check *c, uint64_t hog_ns)
 		return;
 	char a[32], b[32], d[32];
 	set_cost(c, f, total);
-	snprintf(f->title, sizeof(f->title), "%" PRIu64 " timer(s) fired at least %s late (%s in all, "
-		"at most %s); %s", n, D(a, c->late_ns), D(b, total), D(d, c->late_waits_max >
+	snprintf(f->title, sizeof(f->title), "%" PRIu64 " timer(s) fired at least %s late (%s, at "
+		"most %s); %s", n, D(a, c->late_ns), D(b, total), D(d, c->late_waits_max >
 		c->late_timers_max ? c->late_waits_max : c->late_timers_max), hog_ns ?
-		"long polls held their worker past the deadline" : "no long poll held their worker: "
-		"its thread was not running (preemption) or busy with many short polls");
+		"long polls held their worker past the deadline" : c->w_wait >= total / 2 ?
+		"no long poll held their worker: it waited for a CPU (preemption)" : "no long poll "
+		"held their worker, nor did it wait for a CPU: its thread was stopped or throttled, or "
+		"busy with many short polls");
 	f->follows_hog = hog_ns > 0;
-	if (!hog_ns && f->severity > preempt_severity(c, c->w_wait))
-		f->severity = preempt_severity(c, c->w_wait); /* the thread did not run */
+	/* lateness the workers' wait for a CPU explains is preemption's, judged by its measure */
+	if (!hog_ns && c->w_wait >= total / 2 && f->severity > preempt_severity(c, c->w_wait))
+		f->severity = preempt_severity(c, c->w_wait);
 	NUM_COUNT(f, "loop_waits_late", c->late_waits);
 	NUM_NS(f, "loop_waits_late_ns", c->late_waits_ns);
 	NUM_NS(f, "loop_waits_late_max_ns", c->late_waits_max);

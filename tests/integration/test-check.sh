@@ -20,6 +20,8 @@
 #   - late-timer: a coroutine in /sleep?ms=300 (parked: /stats counted it), then /burn?ms=800
 #     holds the worker past its deadline: first "hog" (the cause), and a "late_timers" finding
 #     with a coroutine timer >= 200 ms late.
+#   - late-wait: st-http stopped (SIGSTOP, 2 s) while its scheduler waits in select() for a
+#     coroutine's 1 s timer: first finding "late_timers", not info, a loop wait >= 500 ms late.
 #   - preempt: st-http and a CPU hog pinned to one CPU, wrk on /fast for 2 s from the other
 #     CPUs: first finding "sched_delay" with cause "preemption" (SKIP: 1 CPU, no taskset or wrk).
 #   - drops: the trace on a full tmpfs until the agent says it cannot write, then space again:
@@ -321,6 +323,36 @@ info += "; then " + late[0]["title"]
 	fi
 else
 	pl_fail check-late-timer "$PL_ERR"
+fi
+
+# ---- a late loop wait: the process is stopped while its scheduler waits for a timer ------------
+# a coroutine in /sleep?ms=1000 (counted by /stats, so parked): libst waits in select() with
+# that timeout; SIGSTOP for 2 s, SIGCONT: the wait times out about 1 s late, with no poll and no
+# wait for a CPU to explain it
+if pl_start "$T/stopped" "$ST_HTTP" --; then
+	curl -sS --max-time 20 -o "$SDIR/sleep.body" "http://127.0.0.1:$SPORT/sleep?ms=1000" \
+		2>/dev/null &
+	CURL=$!
+	PL_PIDS+=("$CURL")
+	if d9_wait_for 10 eval 'pl_get /stats; case "$BODY" in *"\"sleep\":1"*) true ;; *) false ;; esac'; then
+		kill -STOP "$SPID"
+		sleep 2 # the injected stop (not a wait for a condition)
+		kill -CONT "$SPID"
+		wait "$CURL"
+		if pl_session_quit && [ "$SRC" = 0 ]; then
+			run_check check-late-wait "$SDIR/trace" late_timers '
+n = first["numbers"]
+if n["loop_waits_late"] < 1 or n["loop_waits_late_max_ns"] < 500e6 or first["severity"] == "info":
+    fail("late timers %s (%s), want a loop wait >= 500 ms late, not info" % (n, first["severity"]))
+'
+		else
+			pl_fail check-late-wait-exit "${PL_ERR:-exit status $SRC}"
+		fi
+	else
+		pl_fail check-late-wait "/stats never counted the /sleep request: $BODY"
+	fi
+else
+	pl_fail check-late-wait "$PL_ERR"
 fi
 
 # ---- preemption: the worker shares its CPU with a CPU hog ---------------------------------------
