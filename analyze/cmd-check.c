@@ -359,10 +359,20 @@ static void find_delay(struct check *c, uint64_t hog_ns, const char *hog_where)
 		sd_n += s->sd[i].count;
 		sd_wait += s->sd[i].wait;
 	}
-	uint64_t p99 = d9__hist_pct(&s->sched, 99);
-	/* coroutines' delay counts when its p99 reaches the threshold; the workers' own wait
-	 * (runnable, off CPU) delays every coroutine they run */
-	uint64_t coro = s->sched.n && p99 >= (uint64_t)c->delay_ns ? s->sched.sum : 0;
+	/* coroutines' delay after wakes of each kind whose p99 reaches the threshold; timers are
+	 * late_timers' (their delay runs from the deadline); the workers' own wait (runnable, off
+	 * CPU) delays every coroutine they run */
+	uint64_t coro = 0, p99 = 0, ndelays = 0, dmax = 0;
+	for (int k = 0; k < NKINDS; k++) {
+		struct d9__hist *h = &s->kind_sched[k];
+		uint64_t p = h->n ? d9__hist_pct(h, 99) : 0;
+		if (k == D9_WAKE_TIMER || p < (uint64_t)c->delay_ns)
+			continue;
+		coro += h->sum;
+		ndelays += h->n;
+		p99 = p > p99 ? p : p99;
+		dmax = h->max > dmax ? h->max : dmax;
+	}
 	uint64_t cost = wait > coro ? wait : coro;
 	if (!cost || share_pct(cost, (uint64_t)c->trace_ns) < c->warn_pct)
 		return;
@@ -388,26 +398,26 @@ static void find_delay(struct check *c, uint64_t hog_ns, const char *hog_where)
 			", besides the wait inside the hogs" : "");
 	else if (!strcmp(cause, "hot coroutine"))
 		snprintf(f->title, sizeof(f->title), "scheduling delay, cause one hot coroutine: "
-			"coroutines waited %s to run (p99 %s) behind long polls at %s", D(a, s->sched.sum),
+			"coroutines waited %s to run (p99 %s) behind long polls at %s", D(a, coro),
 			D(b, p99), hog_where);
 	else if (!strcmp(cause, "cpu saturation"))
 		snprintf(f->title, sizeof(f->title), "scheduling delay, cause CPU saturation: workers "
 			"were busy %.1f%% of the time running other coroutines; coroutines waited %s to run "
-			"(p99 %s)", busy_pct, D(a, s->sched.sum), D(b, p99));
+			"(p99 %s)", busy_pct, D(a, coro), D(b, p99));
 	else
 		snprintf(f->title, sizeof(f->title), "scheduling delay, cause a burst: many coroutines "
 			"became runnable at once and waited for the ones ahead of them, %s in all (p99 %s), "
-			"though the workers were busy only %.1f%% of the time", D(a, s->sched.sum),
+			"though the workers were busy only %.1f%% of the time", D(a, coro),
 			D(b, p99), busy_pct);
 	f->follows_hog = !strcmp(cause, "hot coroutine");
 	NUM_STR(f, "cause", cause);
 	NUM_NS(f, "worker_sched_wait_ns", c->w_wait);
 	NUM_NS(f, "inside_hogs_ns", c->hog_preempted);
 	NUM_COUNT(f, "workers_with_sched_stats", known);
-	NUM_COUNT(f, "delays", s->sched.n);
-	NUM_NS(f, "delay_total_ns", s->sched.sum);
+	NUM_COUNT(f, "delays", ndelays); /* of the wake kinds past the threshold, timers aside */
+	NUM_NS(f, "delay_total_ns", coro);
 	NUM_NS(f, "delay_p99_ns", p99);
-	NUM_NS(f, "delay_max_ns", s->sched.max);
+	NUM_NS(f, "delay_max_ns", dmax);
 	NUM_PCT(f, "workers_busy_pct", busy_pct);
 	NUM_COUNT(f, "preempted_calls", sd_n);
 	NUM_NS(f, "preempted_calls_sched_wait_ns", sd_wait);
