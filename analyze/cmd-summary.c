@@ -11,6 +11,7 @@
 #include "d9-format.h"
 #include "dumps.h"
 #include "json.h"
+#include "summary.h"
 #include "trace.h"
 #include "wakes.h"
 
@@ -20,140 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define NKINDS (D9_WAKE_MAX + 2) /* wake kinds 0..7, then "unknown" */
-#define HOT_TOP 20 /* functions listed in each CPU hot-spot table */
-#define POLL_STACKS 3 /* hottest stacks kept per long poll */
-
-/* One distinct (stack, source) of a poll's CPU samples. */
-struct hot_stack {
-	const struct d9__stack *stack; /* NULL: samples without a stack */
-	uint64_t samples;
-	uint64_t ns; /* the time they stand for (CpuSample weight_ns), of those that carry it */
-	uint8_t off; /* 1: off-CPU samples (source 1), 0: on-CPU (source 0) */
-};
-
-/* The blocking calls of a poll: how many, their time, and the longest with its stack. */
-struct pollblock {
-	uint64_t n, ns, max;
-	const char *call;
-	const struct d9__stack *stack;
-	uint64_t fd_kind;
-};
-
-/* The CPU samples of a thread's open poll (or loop turn), by (stack, source), and its blocking
- * calls. Emptied when the poll ends, so it holds at most the distinct stacks of one poll. */
-struct pollcpu {
-	uint64_t on, off, on_ns, off_ns, unweighed; /* unweighed: samples without their time */
-	struct d9__map idx; /* key: (stack idx + 1) * 2 + off (0 for no stack) -> entry index + 1 */
-	struct hot_stack *e;
-	size_t n, cap;
-	struct pollblock b;
-};
-
-/* Per thread (worker or not). */
-struct wstat {
-	struct d9__thread *th;
-	struct d9__hist polls, turns;
-	uint64_t busy_ns, turn_ns, parked_ns, parks, ztw, idle_samples;
-	/* Unpark's cpu_ns and sched_wait_ns, summed over the Unparks that carry them (stat_unparks;
-	 * each covers the time since the thread's previous such Unpark, FORMAT.md) */
-	uint64_t park_cpu_ns, sched_wait_ns, stat_unparks;
-	int64_t first_ns, last_ns;
-	int seen;
-	struct d9__open poll, park, turn; /* the open poll, park, loop turn (trace.h) */
-	uint64_t poll_co;
-	const struct d9__loc *poll_loc;
-	uint64_t cpu_on, cpu_off; /* CpuSamples of this thread, on- and off-CPU */
-	struct pollcpu poll_cpu, turn_cpu; /* samples of the open poll / loop turn */
-};
-
-struct locstat {
-	struct d9__hist polls, sched;
-	uint64_t wakes[NKINDS]; /* wakes followed by a poll at this location, by kind */
-};
-
-struct long_poll {
-	uint64_t dur;
-	int64_t start_real;
-	const struct d9__loc *loc; /* NULL: unknown, or a loop turn */
-	struct d9__thread *th;
-	uint64_t co;
-	uint64_t cpu_on, cpu_off; /* CpuSamples taken on its thread while it ran */
-	uint64_t on_ns, off_ns; /* the time they stand for (of those that carry it) */
-	int weighed; /* every sample carries its time: hot stacks are ordered by time */
-	struct hot_stack hot[POLL_STACKS]; /* the most frequent (stack, source), most first */
-	uint8_t nhot;
-	struct pollblock b; /* its blocking calls */
-};
-
-struct bgroup {
-	const char *call;
-	const struct d9__stack *stack;
-	uint64_t count, total, max;
-	struct bgroup *next;
-};
-
-/* Idle-worker detection, per segment of a process with two workers or more. */
-struct interval { struct d9__thread *th; int64_t from, to; };
-struct qsample { struct d9__thread *th; int64_t ns; };
-
-struct pstat {
-	uint64_t spawned, exited, alive;
-	int64_t first_real, last_real;
-	int seen;
-	struct interval *parks;
-	size_t nparks, capparks;
-	struct qsample *qs;
-	size_t nqs, capqs;
-};
-
-/* SchedDelay events (calls past the blocking threshold that were preempted) by call name. */
-#define SD_CALLS 32
-struct sdgroup {
-	const char *call; /* NULL: the calls past the first SD_CALLS names */
-	uint64_t count, total, wait, wait_unknown;
-};
-
-struct sum {
-	struct sdgroup sd[SD_CALLS + 1];
-	size_t nsd;
-	struct d9__trace *t;
-	int top;
-	int64_t min_ns;
-	struct wstat **ws; /* by thread idx */
-	size_t nws;
-	struct pstat **ps; /* by proc idx */
-	size_t nps;
-	struct locstat *locs; /* [0]: unknown location; [1 + loc idx] */
-	size_t nlocs;
-	struct d9__hist polls, turns, sched, lateness, queue;
-	struct d9__hist kind_sched[NKINDS];
-	struct long_poll *lp, *lt; /* min-heaps of the longest polls / loop turns */
-	size_t nlp, nlt;
-	struct d9__map bmap; /* hash -> chain */
-	struct bgroup **bl;
-	size_t nbl;
-	uint64_t ztw, drops_events, drops_samples, drop_reasons[D9_DROP_REASON_MAX + 2];
-	uint64_t idle_samples, queue_busy_samples;
-	uint64_t spawned, exited, alive;
-	int64_t first_real, last_real;
-	uint64_t *stack_on, *stack_off; /* CpuSamples by stack idx + 1 ([0]: no stack) */
-	uint64_t *stack_on_ns, *stack_off_ns; /* the time they stand for, by stack idx + 1 */
-	uint64_t on_unweighed, off_unweighed; /* samples that carry no time */
-	size_t nstack_cnt;
-	uint64_t cpu_on, cpu_off, cpu_other; /* other: a source this version does not know */
-	uint64_t co_mismatch; /* samples naming a coroutine other than their poll's */
-	/* stack quality of the CPU samples: what the writer recorded (CpuSample.unwind, when its
-	 * schema has it) and the analyzer's own check of the frames */
-	uint8_t *stack_bad; /* by stack idx + 1: 0 not checked yet, 1 valid, 2 invalid */
-	size_t nstack_bad;
-	uint64_t st_recorded, st_by[D9_UNWINDER_MAX + 2], st_truncated, st_rejected, st_invalid;
-	/* pairs with a gap between their ends (trace.h): left out of every duration */
-	uint64_t polls_unknown, turns_unknown, parks_unknown, sched_unknown;
-	struct d9__wakes wakes; /* wake -> poll pairs and live coroutines, in time order */
-	int seen, oom;
-};
 
 static void *grow_ptrs(void *arrp, size_t *n, size_t want)
 {
@@ -250,7 +117,7 @@ static void heap_push(struct long_poll *h, size_t *n, size_t cap, struct long_po
 	h[i] = v;
 }
 
-static int cmp_lp_desc(const void *a, const void *b)
+int d9__sum_cmp_long(const void *a, const void *b)
 {
 	const struct long_poll *x = a, *y = b;
 
@@ -312,6 +179,7 @@ static void add_blocking(struct sum *s, const struct d9__ev *ev)
 		}
 		g->call = ev->call;
 		g->stack = ev->stack;
+		g->fd_kind = ev->kind;
 		g->next = head;
 		s->bl = a;
 		s->bl[s->nbl++] = g;
@@ -621,7 +489,7 @@ static void end_poll(struct sum *s, struct wstat *w, const struct d9__ev *ev)
 	pollcpu_clear(&w->poll_cpu);
 }
 
-static void sum_on_event(void *ctx, const struct d9__ev *ev)
+void d9__sum_event(void *ctx, const struct d9__ev *ev)
 {
 	struct sum *s = ctx;
 	struct pstat *ps = pstat_of(s, ev->proc);
@@ -802,7 +670,7 @@ static void sum_on_pair(void *ctx, const struct d9__wake_pair *p)
 	}
 }
 
-static int sum_init(struct sum *s, struct d9__trace *t, int top, int64_t min_ns)
+int d9__sum_init(struct sum *s, struct d9__trace *t, int top, int64_t min_ns)
 {
 	memset(s, 0, sizeof(*s));
 	s->t = t;
@@ -814,7 +682,7 @@ static int sum_init(struct sum *s, struct d9__trace *t, int top, int64_t min_ns)
 	return s->lp && s->lt ? 0 : -ENOMEM;
 }
 
-static void sum_free(struct sum *s)
+void d9__sum_free(struct sum *s)
 {
 	for (size_t i = 0; i < s->nws; i++) {
 		if (!s->ws[i])
@@ -874,12 +742,12 @@ static int off_by_time(const struct sum *s)
 }
 
 /* Generic mode: no poll anywhere but loop turns: turns take the place of polls. */
-static int generic_mode(const struct sum *s)
+int d9__sum_generic(const struct sum *s)
 {
 	return s->polls.n == 0 && s->turns.n > 0;
 }
 
-static int cmp_bgroup(const void *a, const void *b)
+int d9__sum_cmp_blocking(const void *a, const void *b)
 {
 	const struct bgroup *x = *(struct bgroup *const *)a, *y = *(struct bgroup *const *)b;
 
@@ -931,7 +799,7 @@ static int cmp_ws(const void *a, const void *b)
 }
 
 /* The workers (threads with a worker id and events), in (process, worker) order. */
-static size_t worker_list(struct sum *s, struct wstat ***out)
+size_t d9__sum_workers(struct sum *s, struct wstat ***out)
 {
 	size_t n = 0;
 	struct wstat **a = calloc(s->nws + 1, sizeof(*a));
@@ -947,15 +815,6 @@ static size_t worker_list(struct sum *s, struct wstat ***out)
 }
 
 /* ---- CPU hot spots ----------------------------------------------------------------------------- */
-/* A function's samples of one source. */
-struct fnstat {
-	const char *name; /* interned */
-	uint64_t self, total; /* samples */
-	uint64_t self_ns, total_ns; /* the time they stand for (of those that carry it) */
-	int by_ns; /* order by time */
-	size_t mark; /* the last stack (idx + 1) that counted it: once per stack in total */
-	struct fnstat *next; /* hash chain */
-};
 
 /* The function of a frame name: the name without its line, "f (file.c:12)" -> "f (file.c)",
  * so the samples of every line of a function add up. Interned in t. */
@@ -1003,7 +862,7 @@ static const char NO_STACK[] = "(no stack)";
  * on the stack, once per sample even when it appears several times (recursion). Samples without
  * a stack count for "(no stack)". Returns how many in *out (freed by the caller, each entry and
  * the array), 0 when none or out of memory (s->oom set). */
-static size_t hot_functions(struct sum *s, const uint64_t *cnt, const uint64_t *ns, int by_ns,
+size_t d9__sum_functions(struct sum *s, const uint64_t *cnt, const uint64_t *ns, int by_ns,
 	struct fnstat ***out)
 {
 	struct d9__trace *t = s->t;
@@ -1077,7 +936,7 @@ oom:
 	return 0;
 }
 
-static void free_functions(struct fnstat **a, size_t n)
+void d9__sum_functions_free(struct fnstat **a, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		free(a[i]);
@@ -1167,7 +1026,7 @@ static size_t sum_warnings(const struct sum *s, char out[][160])
 static void print_json(FILE *f, struct sum *s)
 {
 	struct d9__trace *t = s->t;
-	int gen = generic_mode(s);
+	int gen = d9__sum_generic(s);
 	struct d9__hist *polls = gen ? &s->turns : &s->polls;
 
 	fprintf(f, "{\"mode\":\"%s\",\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64
@@ -1203,7 +1062,7 @@ static void print_json(FILE *f, struct sum *s)
 	}
 	fputs("],\"workers\":[", f);
 	struct wstat **wl;
-	size_t nw = worker_list(s, &wl);
+	size_t nw = d9__sum_workers(s, &wl);
 	for (size_t i = 0; i < nw; i++) {
 		struct wstat *w = wl[i];
 		int wg = w->polls.n == 0 && w->turns.n > 0;
@@ -1264,7 +1123,7 @@ static void print_json(FILE *f, struct sum *s)
 	fputs("],\"long_polls\":[", f);
 	struct long_poll *lp = gen ? s->lt : s->lp;
 	size_t nlp = gen ? s->nlt : s->nlp;
-	qsort(lp, nlp, sizeof(*lp), cmp_lp_desc);
+	qsort(lp, nlp, sizeof(*lp), d9__sum_cmp_long);
 	for (size_t i = 0; i < nlp; i++) {
 		fprintf(f, "%s{\"duration_ns\":%" PRIu64 ",\"location\":", i ? "," : "", lp[i].dur);
 		d9__json_cstr(f, lp[i].loc ? lp[i].loc->name : gen ? "(loop turn)" : "(unknown)");
@@ -1316,7 +1175,7 @@ static void print_json(FILE *f, struct sum *s)
 	json_hist(f, &s->lateness);
 	fputs("},\"blocking_calls\":[", f);
 	if (s->nbl) /* qsort wants a non-NULL base, even for 0 elements */
-		qsort(s->bl, s->nbl, sizeof(*s->bl), cmp_bgroup);
+		qsort(s->bl, s->nbl, sizeof(*s->bl), d9__sum_cmp_blocking);
 	for (size_t i = 0; i < s->nbl; i++) {
 		fprintf(f, "%s{\"call\":", i ? "," : "");
 		d9__json_cstr(f, s->bl[i]->call);
@@ -1368,13 +1227,13 @@ static void print_json(FILE *f, struct sum *s)
 		}
 	fputs("}},\"cpu_hotspots\":[", f);
 	struct fnstat **fa;
-	size_t nfa = hot_functions(s, s->stack_on, s->stack_on_ns, on_by_time(s), &fa);
+	size_t nfa = d9__sum_functions(s, s->stack_on, s->stack_on_ns, on_by_time(s), &fa);
 	json_functions(f, fa, nfa);
-	free_functions(fa, nfa);
+	d9__sum_functions_free(fa, nfa);
 	fputs("],\"offcpu_hotspots\":[", f);
-	nfa = hot_functions(s, s->stack_off, s->stack_off_ns, off_by_time(s), &fa);
+	nfa = d9__sum_functions(s, s->stack_off, s->stack_off_ns, off_by_time(s), &fa);
 	json_functions(f, fa, nfa);
-	free_functions(fa, nfa);
+	d9__sum_functions_free(fa, nfa);
 	fprintf(f, "],\"hotspots_by\":{\"on\":\"%s\",\"off\":\"%s\"},\"samples_without_time\":{"
 		"\"on\":%" PRIu64 ",\"off\":%" PRIu64 "}", on_by_time(s) ? "time" : "samples",
 		off_by_time(s) ? "time" : "samples", s->on_unweighed, s->off_unweighed);
@@ -1516,7 +1375,7 @@ static long trigger_poll(const struct d9__trace *t, const struct long_poll *lp, 
 static void print_text(FILE *f, struct sum *s)
 {
 	struct d9__trace *t = s->t;
-	int gen = generic_mode(s);
+	int gen = d9__sum_generic(s);
 	const char *unit = gen ? "loop turns" : "polls";
 	char a[32], b[32], c[32], d[32];
 
@@ -1559,7 +1418,7 @@ static void print_text(FILE *f, struct sum *s)
 		"pid", "worker", "name", unit, "busy%", "parked%", "p50", "p99", "max", "parks", "cpu",
 		"sched wait");
 	struct wstat **wl;
-	size_t nw = worker_list(s, &wl);
+	size_t nw = d9__sum_workers(s, &wl);
 	for (size_t i = 0; i < nw; i++) {
 		struct wstat *w = wl[i];
 		int wg = w->polls.n == 0 && w->turns.n > 0;
@@ -1594,7 +1453,7 @@ static void print_text(FILE *f, struct sum *s)
 	}
 	struct long_poll *lp = gen ? s->lt : s->lp;
 	size_t nlp = gen ? s->nlt : s->nlp;
-	qsort(lp, nlp, sizeof(*lp), cmp_lp_desc);
+	qsort(lp, nlp, sizeof(*lp), d9__sum_cmp_long);
 	/* a flight dump's triggering poll (turn) goes first: what the dump is about */
 	long trig = trigger_poll(t, lp, nlp, gen);
 	if (trig > 0) {
@@ -1651,12 +1510,12 @@ static void print_text(FILE *f, struct sum *s)
 			"functions by self samples; self: innermost frame, total: anywhere on the stack)\n",
 			s->cpu_on, s->cpu_off, HOT_TOP);
 	struct fnstat **fa;
-	size_t nfa = hot_functions(s, s->stack_on, s->stack_on_ns, on_t, &fa);
+	size_t nfa = d9__sum_functions(s, s->stack_on, s->stack_on_ns, on_t, &fa);
 	text_functions(f, "on-CPU", fa, nfa, on_t ? on_ns : s->cpu_on);
-	free_functions(fa, nfa);
-	nfa = hot_functions(s, s->stack_off, s->stack_off_ns, off_t, &fa);
+	d9__sum_functions_free(fa, nfa);
+	nfa = d9__sum_functions(s, s->stack_off, s->stack_off_ns, off_t, &fa);
 	text_functions(f, "off-CPU", fa, nfa, off_t ? off_ns : s->cpu_off);
-	free_functions(fa, nfa);
+	d9__sum_functions_free(fa, nfa);
 	if ((on_t && s->on_unweighed) || (off_t && s->off_unweighed))
 		fprintf(f, "  left out: %" PRIu64 " on-CPU and %" PRIu64 " off-CPU samples of unknown "
 			"time (an off-CPU sample whose thread never ran again, or a lost switch record)\n",
@@ -1674,7 +1533,7 @@ static void print_text(FILE *f, struct sum *s)
 	text_hist_line(f, "timers", &s->lateness);
 	fprintf(f, "\nblocking calls (by call and stack):\n");
 	if (s->nbl) /* qsort wants a non-NULL base, even for 0 elements */
-		qsort(s->bl, s->nbl, sizeof(*s->bl), cmp_bgroup);
+		qsort(s->bl, s->nbl, sizeof(*s->bl), d9__sum_cmp_blocking);
 	for (size_t i = 0; i < s->nbl; i++) {
 		fprintf(f, "  %-16s %7" PRIu64 " calls  total %-9s max %-9s", s->bl[i]->call,
 			s->bl[i]->count, D(a, s->bl[i]->total), D(b, s->bl[i]->max));
@@ -1841,7 +1700,7 @@ int d9__cmd_summary(int argc, char **argv)
 		goto usage;
 	if (parse_window(&t, from, to))
 		goto usage;
-	if (d9__trace_open(&t, args, nargs) || sum_init(&s, &t, top, min_ns)) {
+	if (d9__trace_open(&t, args, nargs) || d9__sum_init(&s, &t, top, min_ns)) {
 		fprintf(stderr, "d9-analyze: out of memory\n");
 		free(args);
 		d9__trace_close(&t);
@@ -1850,11 +1709,11 @@ int d9__cmd_summary(int argc, char **argv)
 	free(args);
 	if (!t.readable) {
 		fprintf(stderr, "d9-analyze: no readable trace segment in the input\n");
-		sum_free(&s);
+		d9__sum_free(&s);
 		d9__trace_close(&t);
 		return D9_EXIT_NO_TRACE;
 	}
-	if (d9__trace_run(&t, sum_on_event, &s) || s.oom)
+	if (d9__trace_run(&t, d9__sum_event, &s) || s.oom)
 		fprintf(stderr, "d9-analyze: out of memory: the summary is incomplete\n");
 	if (json)
 		print_json(stdout, &s);
@@ -1862,7 +1721,7 @@ int d9__cmd_summary(int argc, char **argv)
 		print_text(stdout, &s);
 	fflush(stdout);
 	rc = d9__trace_exit_code(&t);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 	return rc;
 usage:

@@ -203,7 +203,7 @@ static void write_main(const char *dir, const char *name)
 	gen_write(&g, dir, name);
 }
 
-/* Runs the summary engine over dir; the caller frees with sum_free + d9__trace_close. */
+/* Runs the summary engine over dir; the caller frees with d9__sum_free + d9__trace_close. */
 static void summarise(struct d9__trace *t, struct sum *s, const char *dir, int top, int64_t min_ns,
 	const char *from, const char *to)
 {
@@ -216,8 +216,8 @@ static void summarise(struct d9__trace *t, struct sum *s, const char *dir, int t
 	if (to)
 		T_EQ(d9__parse_when(to, &t->to), 0);
 	T_EQ(d9__trace_open(t, args, 1), 0);
-	T_EQ(sum_init(s, t, top, min_ns), 0);
-	T_EQ(d9__trace_run(t, sum_on_event, s), 0);
+	T_EQ(d9__sum_init(s, t, top, min_ns), 0);
+	T_EQ(d9__trace_run(t, d9__sum_event, s), 0);
 	T_EQ(s->oom, 0);
 }
 
@@ -317,8 +317,8 @@ TEST(polls_workers_exact)
 	T_EQ(s.queue.max, 2);
 	T_EQ(s.first_real, R0);
 	T_EQ(s.last_real - s.first_real, 341000);
-	T_EQ(generic_mode(&s), 0);
-	sum_free(&s);
+	T_EQ(d9__sum_generic(&s), 0);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
 
@@ -340,14 +340,14 @@ TEST(locations_and_long_polls)
 	T_EQ(x->polls.sum, 20000);
 	/* top 2 at least 25 us: 40 us then 30 us */
 	T_EQ(s.nlp, 2);
-	qsort(s.lp, s.nlp, sizeof(*s.lp), cmp_lp_desc);
+	qsort(s.lp, s.nlp, sizeof(*s.lp), d9__sum_cmp_long);
 	T_EQ(s.lp[0].dur, 40000);
 	T_EQ(s.lp[0].start_real - t.start_real, 301000);
 	T_EQ(s.lp[0].co, 5);
 	T_EQ(s.lp[0].th->worker, 1);
 	T_ASSERT(!strcmp(s.lp[0].loc->name, "handler"));
 	T_EQ(s.lp[1].dur, 30000);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
 
@@ -374,7 +374,7 @@ TEST(sched_delay_and_timer_lateness)
 	T_EQ(x->sched.n, 1);
 	T_EQ(x->wakes[D9_WAKE_TIMER], 1);
 	T_EQ(loc_named(&s, "handler")->wakes[D9_WAKE_FD], 1);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
 
@@ -437,7 +437,7 @@ TEST(cross_thread_wakes_in_time_order)
 	T_EQ(s.exited, 1);
 	T_EQ(s.alive, 1); /* 10; 9 exited after its last wake */
 	T_EQ(s.wakes.late, 1);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
 
@@ -450,7 +450,7 @@ TEST(blocking_calls_drops)
 	write_main(d, "a.bin");
 	summarise(&t, &s, d, 10, 0, NULL, NULL);
 	T_EQ(s.nbl, 2);
-	qsort(s.bl, s.nbl, sizeof(*s.bl), cmp_bgroup);
+	qsort(s.bl, s.nbl, sizeof(*s.bl), d9__sum_cmp_blocking);
 	T_ASSERT(!strcmp(s.bl[0]->call, "usleep"));
 	T_EQ(s.bl[0]->count, 2);
 	T_EQ(s.bl[0]->total, 12000);
@@ -463,7 +463,7 @@ TEST(blocking_calls_drops)
 	T_EQ(s.drops_events, 4);
 	T_EQ(s.drops_samples, 2);
 	T_EQ(s.drop_reasons[D9_DROP_BUFFERS_FULL], 4);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
 
@@ -526,17 +526,17 @@ TEST(time_window)
 	summarise(&t, &s, d, 10, 0, "100us", "200us");
 	T_EQ(s.polls.n, 2);
 	T_EQ(s.polls.sum, 50000);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 	/* the same window as wall-clock times */
 	summarise(&t, &s, d, 10, 0, "@1700000000.0001", "1700000000.0002");
 	T_EQ(s.polls.n, 2);
 	T_EQ(s.polls.sum, 50000);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 	summarise(&t, &s, d, 10, 0, "2023-11-14T22:13:20.0001Z", NULL);
 	T_EQ(s.polls.n, 3);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
 
@@ -624,7 +624,7 @@ TEST(segments_ordered_and_interned)
 	T_EQ(loc_named(&s, "conn")->polls.n, 4);
 	T_EQ(worker(&s, 300)->polls.n, 3);
 	T_EQ(worker(&s, 301)->polls.n, 1);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
 
@@ -648,7 +648,7 @@ TEST(generic_loop_turns)
 	ev_close(&g);
 	gen_write(&g, d, "g.bin");
 	summarise(&t, &s, d, 10, 0, NULL, NULL);
-	T_EQ(generic_mode(&s), 1);
+	T_EQ(d9__sum_generic(&s), 1);
 	T_EQ(s.polls.n, 0);
 	T_EQ(s.turns.n, 3);
 	T_EQ(d9__hist_pct(&s.turns, 50), 3000);
@@ -659,7 +659,7 @@ TEST(generic_loop_turns)
 	T_EQ(s.nlt, 3);
 	T_EQ(s.nbl, 1);
 	T_ASSERT(!strcmp(s.bl[0]->call, "?")); /* call string 0: undefined */
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 	snprintf(out, sizeof(out), "%s/out", d);
 	snprintf(err, sizeof(err), "%s/err", d);
@@ -740,7 +740,7 @@ TEST(gaps_across_threads)
 	T_EQ(s.sched.n, 0);
 	T_EQ(s.sched_unknown, 1);
 	T_EQ(s.drops_events, 3);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
 
@@ -779,7 +779,7 @@ TEST(idle_worker_detection)
 	T_EQ(worker(&s, 201)->idle_samples, 0);
 	T_EQ(s.queue.n, 4);
 	T_EQ(s.queue.max, 4);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
 
@@ -833,7 +833,7 @@ TEST(damaged_segments_warn_and_exit_4)
 	T_ASSERT(strstr(t.warnings[1], wc) && strstr(t.warnings[1], "at offset "));
 	/* b lost only its last chunk (the second EVENTS chunk), c only its first EVENTS chunk */
 	T_EQ(s.polls.n, 3 + 1);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 	snprintf(out, sizeof(out), "%s/out", d);
 	snprintf(err, sizeof(err), "%s/err", d);
@@ -1069,7 +1069,7 @@ TEST(symbols_from_module_map)
 	const char *f3 = d9__frame_name(&t, s.bl[0]->stack, 3, b2, sizeof(b2));
 	if (strcmp(f3, "st-http@plt"))
 		T_FAIL("frame in the PLT named '%s', want 'st-http@plt'", f3);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
 
@@ -1148,7 +1148,7 @@ TEST(hotspots_inlined_frames)
 	}
 	size_t n = d9__symbolize_inline(&t, t.procs[0], base + hb + 1, 1, names, D9__MAX_INLINE);
 	int hb_ok = n == 1 && !strncmp(names[0], "handle_block (st-http.c:", 24);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 	if (!x)
 		T_SKIP("no return address in serve_conn symbolizes as dispatch (inlined) < serve_conn");
@@ -1179,7 +1179,7 @@ TEST(hotspots_inlined_frames)
 	T_EQ(s.cpu_on, 5);
 	T_EQ(s.cpu_off, 0);
 	struct fnstat **fa;
-	size_t nfa = hot_functions(&s, s.stack_on, s.stack_on_ns, 0, &fa);
+	size_t nfa = d9__sum_functions(&s, s.stack_on, s.stack_on_ns, 0, &fa);
 	const char *want[] = { "handle_block (st-http.c)", "dispatch (st-http.c)",
 		"serve_conn (st-http.c)" };
 	const uint64_t self[] = { 3, 2, 0 }, total[] = { 3, 5, 5 };
@@ -1189,14 +1189,14 @@ TEST(hotspots_inlined_frames)
 			T_FAIL("hot spot %zu: %s self %" PRIu64 " total %" PRIu64 ", want %s %" PRIu64
 				" %" PRIu64, i, fa[i]->name, fa[i]->self, fa[i]->total, want[i], self[i],
 				total[i]);
-	free_functions(fa, nfa);
+	d9__sum_functions_free(fa, nfa);
 	/* the poll's hottest stack is A, printed with its inlined frame expanded */
 	T_EQ(s.nlp, 1);
 	T_EQ(s.lp[0].nhot, 2);
 	T_EQ(s.lp[0].hot[0].samples, 3);
 	T_EQ(s.lp[0].hot[0].stack->n, 2);
 	T_EQ(s.lp[0].hot[1].samples, 2);
-	sum_free(&s);
+	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
 
