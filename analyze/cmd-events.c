@@ -140,7 +140,7 @@ static void text_line(struct events *e, const struct d9__ev *ev)
 {
 	FILE *f = stdout;
 
-	fprintf(f, "+%.6fs %u/%u ", (double)(ev->real_ns - e->t->start_real) / 1e9, ev->proc->pid,
+	fprintf(f, "%+.6fs %u/%u ", (double)(ev->real_ns - e->t->start_real) / 1e9, ev->proc->pid,
 		ev->th->tid);
 	if (ev->type == D9_EV_MARK) {
 		fputs("mark ", f);

@@ -59,7 +59,7 @@ static void print_poll(struct polls *p, const struct found_poll *x, int is_trigg
 		fputs(is_trigger ? ",\"trigger\":true}\n" : "}\n", stdout);
 		return;
 	}
-	snprintf(a, sizeof(a), "+%.6fs", (double)(x->start - p->t->start_real) / 1e9);
+	snprintf(a, sizeof(a), "%+.6fs", (double)(x->start - p->t->start_real) / 1e9);
 	printf("%-14s %-9s pid %-7u worker %-3u coroutine %-8" PRIu64 " %s%s\n", a,
 		d9__fmt_dur(b, sizeof(b), x->dur), x->pid, x->worker, x->co, x->loc,
 		is_trigger ? "  <- the dump's trigger" : "");

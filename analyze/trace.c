@@ -341,7 +341,9 @@ int d9__trace_open(struct d9__trace *t, char **args, int nargs)
 		s->boot_id = d9__trace_intern(t, h->boot_id, strlen(h->boot_id));
 		s->live = d9__segment_live(s->path, h);
 		/* the first events can predate the segment's start (they wait in buffers while the
-		 * writer creates the file): the first EVENTS chunk of the file moves the start back */
+		 * writer creates the file): the first event of each of the file's first 32 chunks
+		 * (each thread's buffer is a chunk of its own, flushed in any order) moves the start
+		 * back; an earlier event in a later chunk still shows before time 0, with a minus */
 		struct d9_chunk c;
 		for (int k = 0; k < 32 && d9_reader_next(r, &c) == 1; k++) {
 			if (c.type != D9_CHUNK_EVENTS)
@@ -354,7 +356,6 @@ int d9__trace_open(struct d9__trace *t, char **args, int nargs)
 				if (first < s->start_real)
 					s->start_real = first;
 			}
-			break;
 		}
 		d9_reader_close(r);
 		if (!(s->proc = find_proc(t, s))) {
