@@ -58,11 +58,11 @@ $(B)/libd9agent.so: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(AGENT_SRC))
 		$(LDLIBS_FMT) $(LDLIBS_DEM) -ldl -lpthread
 
 $(B)/d9-analyze: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm -lcurl
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm -lcurl -lprotobuf-c
 
 # sanitizer build of the analyzer: tests replay hostile inputs through it
 $(B)/san/d9-analyze: $(patsubst %.c,$(B)/san/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm -lcurl
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm -lcurl -lprotobuf-c
 
 # test-analyze.c #includes the analyzer's sources: rebuild it when they change
 $(B)/san/obj/tests/unit/test-analyze.o: $(ANALYZE_SRC) $(wildcard analyze/*.h)
@@ -178,6 +178,20 @@ $(B)/gen/viewer-files.c: $(VIEWER_FILES) Makefile | $(B)
 	} >$@.tmp && mv $@.tmp $@
 $(B)/d9-analyze: $(B)/obj/$(B)/gen/viewer-files.o
 $(B)/san/d9-analyze: $(B)/san/obj/$(B)/gen/viewer-files.o
+
+# ---- pprof output (`d9-analyze pprof`, analyze/cmd-pprof.c) ---------------------------------------
+# protoc-c (Debian's protobuf-c-compiler) generates the encoder from analyze/proto/profile.proto at
+# build time: the .proto is the reviewed source, nothing generated is checked in.
+$(B)/gen/profile.pb-c.c $(B)/gen/profile.pb-c.h &: analyze/proto/profile.proto | $(B)
+	@mkdir -p $(B)/gen
+	protoc-c --proto_path=analyze/proto --c_out=$(B)/gen analyze/proto/profile.proto
+$(B)/obj/analyze/cmd-pprof.o $(B)/san/obj/analyze/cmd-pprof.o: $(B)/gen/profile.pb-c.h
+$(B)/obj/analyze/cmd-pprof.o: ALL_CFLAGS += -I$(B)/gen
+$(B)/san/obj/analyze/cmd-pprof.o: CFLAGS_BASE += -I$(B)/gen
+$(B)/obj/$(B)/gen/profile.pb-c.o: ALL_CFLAGS += -I$(B)/gen
+$(B)/san/obj/$(B)/gen/profile.pb-c.o: CFLAGS_BASE += -I$(B)/gen
+$(B)/d9-analyze: $(B)/obj/$(B)/gen/profile.pb-c.o
+$(B)/san/d9-analyze: $(B)/san/obj/$(B)/gen/profile.pb-c.o
 
 # ---- fuzzing (clang + libFuzzer) -------------------------------------------------------------------
 FUZZ_FLAGS := -std=gnu11 -O1 -g -Iformat -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all

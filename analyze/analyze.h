@@ -17,6 +17,8 @@ int d9__cmd_jsonl(int argc, char **argv);
 int d9__cmd_flame(int argc, char **argv);
 int d9__cmd_chrome(int argc, char **argv);
 int d9__cmd_html(int argc, char **argv);
+int d9__cmd_pprof(int argc, char **argv);
+int d9__cmd_diff(int argc, char **argv);
 /* s3.c: `ls s3://...`; d9__s3_args takes --service/--host off the command line and notes
  * absolute --from/--to, which choose what an s3:// input lists (README.md, "S3") */
 int d9__cmd_ls(int argc, char **argv);

@@ -24,6 +24,8 @@ static const struct cmd cmds[] = {
 	{ "chrome", d9__cmd_chrome, "Chrome Trace Event JSON for the Perfetto UI" },
 	{ "dump", d9__cmd_dump, "every record of segment files as JSON lines, ids unresolved" },
 	{ "html", d9__cmd_html, "one self-contained HTML file: the viewer with the trace embedded" },
+	{ "pprof", d9__cmd_pprof, "CPU and off-CPU profiles as gzip-compressed pprof protobuf" },
+	{ "diff", d9__cmd_diff, "two traces or two time ranges compared, largest changes first" },
 	{ "ls", d9__cmd_ls, "what is stored under s3://BUCKET/PREFIX: services, hosts, time span, bytes" },
 };
 
