@@ -42,6 +42,8 @@ struct dside {
 	struct d9__trace t;
 	const char *what; /* how the side was given, for the header */
 	int generic; /* loop turns stand for polls */
+	uint64_t min_ns; /* --min: polls shorter than this stay out of the percentiles */
+	uint64_t npolls; /* complete polls (all of them: the per-poll denominator) */
 	uint64_t *st_ns[2]; /* by stack idx + 1 (0: no stack): on-, off-CPU ns */
 	size_t nst;
 	struct d9__open *open; /* by thread idx: the open poll or loop turn */
@@ -165,7 +167,9 @@ static void diff_on_event(void *ctx, const struct d9__ev *ev)
 	case D9_EV_PARK:
 		if ((ev->type == D9_EV_PARK) == s->generic && (o = open_of(s, ev->th)) &&
 		    d9__pair_close(o, ev, &d) == D9__PAIR_OK) {
-			d9__hist_add(&s->polls, d);
+			s->npolls++;
+			if (d >= s->min_ns)
+				d9__hist_add(&s->polls, d);
 			o->open = 0;
 		}
 		break;
@@ -319,6 +323,10 @@ static void text_hists(FILE *f, const char *what, struct d9__hist *a, struct d9_
 	char x[32], y[32];
 
 	fprintf(f, "\n%s (A %" PRIu64 ", B %" PRIu64 "):\n", what, a->n, b->n);
+	if (!a->n || !b->n) {
+		fprintf(f, "  (none on %s)\n", !a->n && !b->n ? "either side" : !a->n ? "A" : "B");
+		return;
+	}
 	for (int k = 0; k < 4; k++) {
 		uint64_t va = hist_at(a, k), vb = hist_at(b, k);
 		fprintf(f, "  %-4s %10s %10s", pct_names[k], d9__fmt_dur(x, sizeof(x), (int64_t)va),
@@ -384,9 +392,9 @@ static void json_side(FILE *f, struct dside *s)
 {
 	fputs("{\"input\":", f);
 	d9__json_cstr(f, s->what);
-	fprintf(f, ",\"duration_ns\":%" PRId64 ",\"mode\":\"%s\",\"samples_without_time\":%" PRIu64,
-		s->any ? s->last_real - s->first_real : 0, s->generic ? "generic" : "coroutine",
-		s->unknown);
+	fprintf(f, ",\"duration_ns\":%" PRId64 ",\"mode\":\"%s\",\"samples_without_time\":%" PRIu64
+		",\"complete_polls\":%" PRIu64, s->any ? s->last_real - s->first_real : 0,
+		s->generic ? "generic" : "coroutine", s->unknown, s->npolls);
 	struct d9__hist *h[2] = { &s->polls, &s->sched };
 	const char *hn[2] = { "polls", "sched_delay" };
 	for (int i = 0; i < 2; i++) {
@@ -502,6 +510,8 @@ static void diff_help(FILE *f)
 		"                         input of flamegraph.pl; B minus A colours the frames)\n"
 		"  --cpu on|off|both      the samples of --folded (default on)\n"
 		"  --per poll|second      normalize sums per poll (default) or per second of trace\n"
+		"  --min DURATION         poll percentiles of polls at least this long only (the\n"
+		"                         short polls of a request can hide its slow one in p50)\n"
 		"  --top N                rows per table (default %d)\n"
 		"  --vs                   ends A's inputs, B's follow\n"
 		"  --a-from, --a-to, --b-from, --b-to WHEN\n"
@@ -594,6 +604,13 @@ int d9__cmd_diff(int argc, char **argv)
 				fprintf(stderr, "d9-analyze: --per: want poll or second, not '%s'\n", v);
 				goto usage;
 			}
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--min", &v)) == 1) {
+			int64_t ns;
+			if (d9__parse_duration(v, &ns) || ns < 0) {
+				fprintf(stderr, "d9-analyze: --min: bad duration '%s'\n", v);
+				goto usage;
+			}
+			sd[0].min_ns = sd[1].min_ns = (uint64_t)ns;
 		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--top", &v)) == 1) {
 			char *end;
 			top = strtol(v, &end, 10);
@@ -662,13 +679,13 @@ int d9__cmd_diff(int argc, char **argv)
 	free(args);
 	args = NULL;
 	double sec[2] = { seconds(&sd[0]), seconds(&sd[1]) }, den[2];
-	if (per_poll && !oom && (!sd[0].polls.n || !sd[1].polls.n)) {
+	if (per_poll && !oom && (!sd[0].npolls || !sd[1].npolls)) {
 		fprintf(stderr, "d9-analyze: diff: side %c has no complete poll: times are per "
-			"second of trace\n", sd[0].polls.n ? 'B' : 'A');
+			"second of trace\n", sd[0].npolls ? 'B' : 'A');
 		per_poll = 0;
 	}
 	for (int k = 0; k < 2; k++)
-		den[k] = per_poll ? (double)sd[k].polls.n : sec[k];
+		den[k] = per_poll ? (double)sd[k].npolls : sec[k];
 	if (!oom && fold) {
 		for (int k = 0; k < 2; k++)
 			folded_add(&sd[k], &folded, fold_src, &oom);
