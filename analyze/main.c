@@ -5,6 +5,7 @@
  * truncated unless it is the .active file of a process still running on this host (trace.h,
  * d9__segment_live). */
 #include "analyze.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -44,6 +45,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	d9__s3_args(&argc, argv); /* --service/--host select s3:// inputs for every command */
+	d9__progress_args(&argc, argv); /* --quiet: no progress line, for every command */
 	if (argc < 2) {
 		usage(stderr);
 		return D9_EXIT_USAGE;
