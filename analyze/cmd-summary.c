@@ -958,8 +958,8 @@ struct fnstat {
 };
 
 /* The function of a frame name: the name without its line, "f (file.c:12)" -> "f (file.c)",
- * so the samples of every line of a function add up. Interned in t. (diff shares it.) */
-const char *d9__function_of(struct d9__trace *t, const char *name)
+ * so the samples of every line of a function add up. Interned in t. */
+static const char *function_of(struct d9__trace *t, const char *name)
 {
 	size_t n = strlen(name), i = n ? n - 1 : 0;
 	char buf[1024];
@@ -978,6 +978,12 @@ const char *d9__function_of(struct d9__trace *t, const char *name)
 	memcpy(buf, name, colon);
 	buf[colon] = ')';
 	return d9__trace_intern(t, buf, colon + 1);
+}
+
+/* diff counts per function as the hot spots do (analyze.h) */
+const char *d9__function_of(struct d9__trace *t, const char *name)
+{
+	return function_of(t, name);
 }
 
 static int cmp_fnstat(const void *a, const void *b)
@@ -1026,7 +1032,7 @@ static size_t hot_functions(struct sum *s, const uint64_t *cnt, const uint64_t *
 			else
 				names[0] = NO_STACK;
 			for (size_t j = 0; j < k; j++) {
-				const char *fn = nf ? d9__function_of(t, names[j]) : NO_STACK;
+				const char *fn = nf ? function_of(t, names[j]) : NO_STACK;
 				uint64_t h = d9__hash64((uint64_t)(uintptr_t)fn);
 				struct fnstat *head = d9__map_get(&m, h), *e;
 				for (e = head; e && e->name != fn; e = e->next)
