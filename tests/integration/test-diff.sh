@@ -13,7 +13,8 @@
 #   - diff-folded: `--folded A B` lines are "stack usA usB", the burn_cpu stacks grow, and each
 #     column sums to `flame`'s total of its side;
 #   - diff-text: the text output names burn_cpu first under on-CPU;
-#   - diff-usage: one input alone, or --vs with time ranges, is a usage error (exit 2).
+#   - diff-usage: one input alone, or --vs with time ranges, is a usage error (exit 2);
+#   - diff-corpus: each file of the fuzz corpus as B: no sanitizer report, JSON stays JSON.
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_setup diff
@@ -179,4 +180,33 @@ if [ "$rc1" != 2 ] || [ "$rc2" != 2 ]; then
 	pl_fail diff-usage "one input: exit $rc1; --vs with ranges: exit $rc2; want 2 and 2"
 else
 	pl_pass diff-usage
+fi
+
+# ---- the fuzz corpus: hostile input -------------------------------------------------------------
+# each file against A, as B, through the sanitizer build: no report, exit 0, 3 or 4, and --json
+# is one JSON object whenever it printed
+pl_corpus_unpack
+bad=() files=0
+for f in "$PL_ROOT"/tests/fuzz/corpus/* "$T"/corpus/*; do
+	[ -f "$f" ] || continue
+	files=$((files + 1))
+	for mode in --json --folded; do
+		rc=0
+		timeout 60 "$SAN" diff $mode "$A" "$f" >"$T/c.out" 2>"$T/c.err" || rc=$?
+		if grep -qE 'ERROR: |runtime error|Sanitizer' "$T/c.err"; then
+			bad+=("$(basename "$f"): $(grep -m1 -E 'ERROR: |runtime error|Sanitizer' "$T/c.err")")
+		elif [ "$rc" != 0 ] && [ "$rc" != 3 ] && [ "$rc" != 4 ]; then
+			bad+=("$(basename "$f") $mode: exit $rc")
+		elif [ "$mode" = --json ] && [ -s "$T/c.out" ] &&
+			! python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$T/c.out" 2>/dev/null; then
+			bad+=("$(basename "$f"): --json is not JSON: $(head -c 200 "$T/c.out")")
+		fi
+	done
+done
+if [ "${#bad[@]}" -gt 0 ]; then
+	pl_fail diff-corpus "${#bad[@]} runs of $files files: ${bad[*]:0:5}"
+elif [ "$files" -lt 40 ]; then
+	pl_fail diff-corpus "only $files files (the corpus is missing?)"
+else
+	pl_pass diff-corpus "$files files, no sanitizer report"
 fi

@@ -9,7 +9,9 @@
 #   - pprof-labels: the coroutine, poll (serve_conn's location), worker and pid labels are there;
 #   - pprof-mapping: the mapping of st-http carries the build id readelf reads in the binary;
 #   - pprof-errors: an unwritable -o fails with a message and exit status 3; no TRACE is a usage
-#     error.
+#     error;
+#   - pprof-corpus: the fuzz corpus through the sanitizer build: no report, and every profile
+#     written is one go tool pprof reads.
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_setup pprof
@@ -150,4 +152,37 @@ elif [ "$rc2" != 2 ]; then
 	pl_fail pprof-errors "no TRACE: exit $rc2, want 2"
 else
 	pl_pass pprof-errors
+fi
+
+# ---- the fuzz corpus: hostile input -------------------------------------------------------------
+# every file through the sanitizer build: no report, exit 0, 3 or 4; every profile written is read
+# by go tool pprof (all at once: it merges them; one by one when that fails, to name the bad one)
+pl_corpus_unpack
+bad=() files=0 profiles=()
+for f in "$PL_ROOT"/tests/fuzz/corpus/* "$T"/corpus/*; do
+	[ -f "$f" ] || continue
+	files=$((files + 1))
+	out=$T/corpus-$files.pb.gz rc=0
+	timeout 60 "$SAN" pprof --both -o "$out" "$f" >/dev/null 2>"$T/c.err" || rc=$?
+	if grep -qE 'ERROR: |runtime error|Sanitizer' "$T/c.err"; then
+		bad+=("$(basename "$f"): $(grep -m1 -E 'ERROR: |runtime error|Sanitizer' "$T/c.err")")
+	elif [ "$rc" != 0 ] && [ "$rc" != 3 ] && [ "$rc" != 4 ]; then
+		bad+=("$(basename "$f"): exit $rc")
+	elif [ -s "$out" ]; then
+		profiles+=("$out")
+	fi
+done
+if [ "${#bad[@]}" = 0 ] && [ "${#profiles[@]}" -gt 0 ] &&
+	! go tool pprof -raw "${profiles[@]}" >/dev/null 2>"$T/merge.err"; then
+	for p in "${profiles[@]}"; do
+		go tool pprof -raw "$p" >/dev/null 2>"$T/one.err" ||
+			bad+=("$(basename "$p"): go tool pprof: $(head -c 200 "$T/one.err")")
+	done
+fi
+if [ "${#bad[@]}" -gt 0 ]; then
+	pl_fail pprof-corpus "${#bad[@]} of $files files: ${bad[*]:0:5}"
+elif [ "$files" -lt 40 ]; then
+	pl_fail pprof-corpus "only $files files (the corpus is missing?)"
+else
+	pl_pass pprof-corpus "$files files, no sanitizer report, ${#profiles[@]} profiles read by go tool pprof"
 fi
