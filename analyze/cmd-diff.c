@@ -13,11 +13,13 @@
 #include "trace.h"
 #include "wakes.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DIFF_TOP 20 /* rows per table (--top) */
 
@@ -493,6 +495,94 @@ static void print_folded(struct dtable *tb)
 	}
 }
 
+/* ---- --html: viewer/diff.html with diff.js and the data inlined ------------------------------- */
+struct d9__viewer_file {
+	const char *name;
+	const unsigned char *data;
+	size_t len;
+};
+extern const struct d9__viewer_file d9__viewer_files[]; /* build/gen/viewer-files.c */
+extern const size_t d9__viewer_nfiles;
+
+static const struct d9__viewer_file *viewer_file(const char *name)
+{
+	for (size_t i = 0; i < d9__viewer_nfiles; i++)
+		if (!strcmp(d9__viewer_files[i].name, name))
+			return &d9__viewer_files[i];
+	return NULL;
+}
+
+/* A JSON string that is safe inside a <script> element: '<', '>' and '&' as \u escapes. */
+static void html_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20 || c == '<' || c == '>' || c == '&')
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static int is_line(const char *s, const char *le, const char *want)
+{
+	while (s < le && (*s == ' ' || *s == '\t'))
+		s++;
+	while (le > s && (le[-1] == '\n' || le[-1] == '\r' || le[-1] == ' '))
+		le--;
+	return (size_t)(le - s) == strlen(want) && !memcmp(s, want, (size_t)(le - s));
+}
+
+/* Writes the page: diff.html line by line, its diff.js script tag replaced by the script and
+ * its data marker by the folded lines as JSON. Returns 0, or -1 when the viewer files are not
+ * in this build (said). */
+static int write_html(FILE *f, struct dtable *tb, char *what[2], int src, const uint64_t polls[2])
+{
+	static const char *const srcs[3] = { "on", "off", "both" };
+	const struct d9__viewer_file *page = viewer_file("diff.html"), *js = viewer_file("diff.js");
+
+	if (!page || !js || memmem(js->data, js->len, "</script", 8)) {
+		fprintf(stderr, "d9-analyze: diff: this build has no embeddable viewer/diff.html\n");
+		return -1;
+	}
+	qsort(tb->rows, tb->n, sizeof(*tb->rows), cmp_name);
+	const char *p = (const char *)page->data, *end = p + page->len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p)), *le = nl ? nl + 1 : end;
+		if (is_line(p, le, "<script src=\"diff.js\"></script>")) {
+			fputs("<script>\n", f);
+			fwrite(js->data, 1, js->len, f);
+			fputs("</script>\n", f);
+		} else if (is_line(p, le, "<!-- d9diff data -->")) {
+			fputs("<script type=\"application/json\" id=\"d9diff\">{\"a\":", f);
+			html_json_str(f, what[0]);
+			fputs(",\"b\":", f);
+			html_json_str(f, what[1]);
+			fprintf(f, ",\"unit\":\"us\",\"src\":\"%s\",\"polls_a\":%" PRIu64 ",\"polls_b\":%"
+				PRIu64 ",\"lines\":[", srcs[src], polls[0], polls[1]);
+			size_t k = 0;
+			for (size_t i = 0; i < tb->n; i++) {
+				uint64_t a = (tb->rows[i]->v[0][0] + 500) / 1000;
+				uint64_t b = (tb->rows[i]->v[1][0] + 500) / 1000;
+				if (!a && !b)
+					continue;
+				fputs(k++ ? ",[" : "[", f);
+				html_json_str(f, tb->rows[i]->name);
+				fprintf(f, ",%" PRIu64 ",%" PRIu64 "]", a, b);
+			}
+			fputs("]}</script>\n", f);
+		} else {
+			fwrite(p, 1, (size_t)(le - p), f);
+		}
+		p = le;
+	}
+	return 0;
+}
+
 static void diff_help(FILE *f)
 {
 	fprintf(f, "usage: d9-analyze diff [OPTIONS] A B\n"
@@ -508,7 +598,10 @@ static void diff_help(FILE *f)
 		"  --json                 one JSON object instead of text (README.md, \"diff\")\n"
 		"  --folded               a differential flame graph: 'stack usA usB' lines (the\n"
 		"                         input of flamegraph.pl; B minus A colours the frames)\n"
-		"  --cpu on|off|both      the samples of --folded (default on)\n"
+		"  --html                 the differential flame graph as one self-contained HTML\n"
+		"                         page (viewer/diff.html with the data inside)\n"
+		"  -o FILE                write to FILE instead of stdout\n"
+		"  --cpu on|off|both      the samples of --folded and --html (default on)\n"
 		"  --per poll|second      normalize sums per poll (default) or per second of trace\n"
 		"  --min DURATION         poll percentiles of polls at least this long only (the\n"
 		"                         short polls of a request can hide its slow one in p50)\n"
@@ -567,9 +660,9 @@ int d9__cmd_diff(int argc, char **argv)
 	struct dside sd[2];
 	struct dtable calls = { 0 }, fns = { 0 }, folded = { 0 };
 	int json = 0, fold = 0, fold_src = 0, vs = -1, ranges = 0, nargs = 0, rc = D9_EXIT_USAGE;
-	int oom = 0, opened = 0;
+	int oom = 0, opened = 0, html = 0;
 	long top = DIFF_TOP;
-	const char *v;
+	const char *v, *out = NULL;
 	char **args = calloc((size_t)argc + 1, sizeof(*args));
 	char *what[2] = { NULL, NULL };
 
@@ -586,13 +679,17 @@ int d9__cmd_diff(int argc, char **argv)
 			json = 1;
 		} else if (!strcmp(argv[i], "--folded")) {
 			fold = 1;
+		} else if (!strcmp(argv[i], "--html")) {
+			html = 1;
+		} else if ((r = d9__opt(argc, argv, &i, "-o", &v)) == 1) {
+			out = v;
 		} else if (!strcmp(argv[i], "--vs")) {
 			if (vs >= 0) {
 				fprintf(stderr, "d9-analyze: diff: --vs given twice\n");
 				goto usage;
 			}
 			vs = nargs;
-		} else if ((r = d9__opt(argc, argv, &i, "--cpu", &v)) == 1) {
+		} else if (r == 0 && (r = d9__opt(argc, argv, &i, "--cpu", &v)) == 1) {
 			fold_src = !strcmp(v, "on") ? 0 : !strcmp(v, "off") ? 1 : !strcmp(v, "both") ? 2 : -1;
 			if (fold_src < 0) {
 				fprintf(stderr, "d9-analyze: --cpu: want on, off or both, not '%s'\n", v);
@@ -626,6 +723,11 @@ int d9__cmd_diff(int argc, char **argv)
 		if (r < 0)
 			goto usage;
 	}
+	if (json + fold + html > 1) {
+		fprintf(stderr, "d9-analyze: diff: one of --json, --folded, --html\n");
+		goto usage;
+	}
+	fold |= html; /* the page holds the folded lines */
 	/* the two sides' inputs: [0, na) and [nb0, nargs) of args */
 	int na, nb0;
 	if (ranges) {
@@ -648,6 +750,16 @@ int d9__cmd_diff(int argc, char **argv)
 	}
 	if (!na || nb0 == nargs) {
 		fprintf(stderr, "d9-analyze: diff: %s has no input\n", na ? "B" : "A");
+		goto usage;
+	}
+	if (out && !freopen(out, "w", stdout)) {
+		fprintf(stderr, "d9-analyze: diff: cannot open %s: %s\n", out, strerror(errno));
+		free(args);
+		return D9_EXIT_NO_TRACE;
+	}
+	if (html && !out && isatty(1)) {
+		fprintf(stderr, "d9-analyze: diff: --html writes a page: give -o FILE or redirect "
+			"stdout\n");
 		goto usage;
 	}
 	for (int k = 0; k < 2; k++) {
@@ -689,8 +801,11 @@ int d9__cmd_diff(int argc, char **argv)
 	if (!oom && fold) {
 		for (int k = 0; k < 2; k++)
 			folded_add(&sd[k], &folded, fold_src, &oom);
-		if (!oom)
+		if (!oom && !html)
 			print_folded(&folded);
+		else if (!oom && write_html(stdout, &folded, what, fold_src,
+				 (uint64_t[2]){ sd[0].npolls, sd[1].npolls }))
+			html = -1;
 	} else if (!oom) {
 		for (int k = 0; k < 2; k++)
 			functions_add(&sd[k], &fns, &oom);
@@ -730,10 +845,15 @@ int d9__cmd_diff(int argc, char **argv)
 				"duration left out\n", 'A' + k, sd[k].unknown);
 	if (oom)
 		fprintf(stderr, "d9-analyze: out of memory: the output is incomplete\n");
-	fflush(stdout);
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "d9-analyze: diff: writing the output failed\n");
+		html = -1;
+	}
 	rc = d9__trace_exit_code(&sd[0].t);
 	if (rc == D9_EXIT_OK)
 		rc = d9__trace_exit_code(&sd[1].t);
+	if (html < 0 || oom)
+		rc = D9_EXIT_NO_TRACE;
 out:
 	for (int k = 0; k < 2; k++) {
 		if (k < opened)

@@ -14,7 +14,10 @@
 #     column sums to `flame`'s total of its side;
 #   - diff-text: the text output names burn_cpu first under on-CPU;
 #   - diff-usage: one input alone, or --vs with time ranges, is a usage error (exit 2);
-#   - diff-corpus: each file of the fuzz corpus as B: no sanitizer report, JSON stays JSON.
+#   - diff-corpus: each file of the fuzz corpus as B: no sanitizer report, JSON stays JSON;
+#   - diff-html*: `diff --html` and viewer/diff.html in chromium (tests/browser/diff-test.js):
+#     burn_cpu red and widest, a click zooms, a picked --folded file draws the same (SKIP without
+#     chromium or playwright-core).
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_setup diff
@@ -81,6 +84,7 @@ run ab.json --json --min 1ms "$A" "$B" || exit 0
 run ranges.json --json --min 1ms --a-to "$MARK" --b-from "$MARK" "$C" || exit 0
 run folded --folded "$A" "$B" || exit 0
 run text "$A" "$B" || exit 0
+run page.html --html -o "$T/diff.html" "$A" "$B" || exit 0
 "$SAN" flame "$A" >"$T/flame-a" 2>/dev/null
 "$SAN" flame "$B" >"$T/flame-b" 2>/dev/null
 
@@ -180,6 +184,18 @@ if [ "$rc1" != 2 ] || [ "$rc2" != 2 ]; then
 	pl_fail diff-usage "one input: exit $rc1; --vs with ranges: exit $rc2; want 2 and 2"
 else
 	pl_pass diff-usage
+fi
+
+# ---- the page in a browser ----------------------------------------------------------------------
+if ! grep -q 'id="d9diff"' "$T/diff.html"; then
+	pl_fail diff-html "diff --html wrote no data: $(head -c 200 "$T/diff.html")"
+elif ! command -v node >/dev/null || [ ! -x "${D9_CHROMIUM:-/usr/bin/chromium}" ] ||
+	[ ! -f "$PL_ROOT/tests/browser/node_modules/playwright-core/package.json" ]; then
+	pl_skip diff-html "node, chromium or playwright-core (tests/browser: make deps) is missing"
+else
+	timeout -s KILL 300 node "$PL_ROOT/tests/browser/diff-test.js" \
+		"{\"html\":\"$T/diff.html\",\"folded\":\"$T/folded\"}" ||
+		pl_fail diff-html "diff-test.js exited with status $?"
 fi
 
 # ---- the fuzz corpus: hostile input -------------------------------------------------------------
