@@ -104,34 +104,11 @@ static void table_free(struct dtable *tb)
 	d9__map_free(&tb->m);
 }
 
-static int grow_stacks(struct dside *s, size_t need)
-{
-	if (need <= s->nst)
-		return 0;
-	size_t n = need > s->nst * 2 ? need : s->nst * 2;
-	for (int k = 0; k < 2; k++) {
-		uint64_t *a = realloc(s->st_ns[k], n * sizeof(*a));
-		if (!a)
-			return -1;
-		memset(a + s->nst, 0, (n - s->nst) * sizeof(*a));
-		s->st_ns[k] = a;
-	}
-	s->nst = n;
-	return 0;
-}
-
 static struct d9__open *open_of(struct dside *s, const struct d9__thread *th)
 {
-	if (th->idx >= s->nopen) {
-		size_t n = th->idx + 1 > s->nopen * 2 ? th->idx + 1 : s->nopen * 2;
-		struct d9__open *a = realloc(s->open, n * sizeof(*a));
-		if (!a) {
-			s->oom = 1;
-			return NULL;
-		}
-		memset(a + s->nopen, 0, (n - s->nopen) * sizeof(*a));
-		s->open = a;
-		s->nopen = n;
+	if (d9__grow(&s->open, &s->nopen, th->idx, sizeof(*s->open))) {
+		s->oom = 1;
+		return NULL;
 	}
 	return &s->open[th->idx];
 }
@@ -183,11 +160,13 @@ static void diff_on_event(void *ctx, const struct d9__ev *ev)
 			s->unknown++;
 			break;
 		}
-		size_t i = ev->stack ? ev->stack->idx + 1 : 0;
-		if (grow_stacks(s, i + 1)) {
+		size_t i = ev->stack ? ev->stack->idx + 1 : 0, n0 = s->nst, n1 = s->nst;
+		if (d9__grow(&s->st_ns[0], &n0, i, sizeof(uint64_t)) ||
+		    d9__grow(&s->st_ns[1], &n1, i, sizeof(uint64_t))) {
 			s->oom = 1;
 			break;
 		}
+		s->nst = n0 < n1 ? n0 : n1; /* the same unless the second grow failed */
 		s->st_ns[src][i] += ev->weight_ns;
 		break;
 	}
@@ -408,9 +387,10 @@ static void json_side(FILE *f, struct dside *s)
 	fputc('}', f);
 }
 
-static void json_ratios(FILE *f, const char *name, struct d9__hist *a, struct d9__hist *b)
+static void json_ratios(FILE *f, const char *name, struct d9__hist *a, struct d9__hist *b,
+	int first)
 {
-	fprintf(f, ",\"%s\":{", name);
+	fprintf(f, "%s\"%s\":{", first ? "" : ",", name);
 	for (int k = 0; k < 4; k++)
 		fprintf(f, "%s\"%s\":%.4f", k ? "," : "", pct_names[k],
 			ratio((double)hist_at(b, k), (double)hist_at(a, k)));
@@ -816,9 +796,8 @@ int d9__cmd_diff(int argc, char **argv)
 		fputs(",\"b\":", stdout);
 		json_side(stdout, &sd[1]);
 		printf(",\"normalized\":\"%s\",\"ratios\":{", per_poll ? "per_poll" : "per_second");
-		fputs("\"_\":\"B/A\"", stdout);
-		json_ratios(stdout, "polls", &sd[0].polls, &sd[1].polls);
-		json_ratios(stdout, "sched_delay", &sd[0].sched, &sd[1].sched);
+		json_ratios(stdout, "polls", &sd[0].polls, &sd[1].polls, 1);
+		json_ratios(stdout, "sched_delay", &sd[0].sched, &sd[1].sched, 0);
 		fputc('}', stdout);
 		json_functions(stdout, "cpu", &fns, den, 0, top);
 		json_functions(stdout, "offcpu", &fns, den, 2, top);

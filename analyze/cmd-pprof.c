@@ -76,16 +76,9 @@ struct pprof {
 /* The slot of th's open poll location, or NULL when out of memory. */
 static const struct d9__loc **poll_slot(struct pprof *pp, const struct d9__thread *th)
 {
-	if (th->idx >= pp->npoll_loc) {
-		size_t n = th->idx + 1 > pp->npoll_loc * 2 ? th->idx + 1 : pp->npoll_loc * 2;
-		const struct d9__loc **a = realloc(pp->poll_loc, n * sizeof(*a));
-		if (!a) {
-			pp->oom = 1;
-			return NULL;
-		}
-		memset(a + pp->npoll_loc, 0, (n - pp->npoll_loc) * sizeof(*a));
-		pp->poll_loc = a;
-		pp->npoll_loc = n;
+	if (d9__grow(&pp->poll_loc, &pp->npoll_loc, th->idx, sizeof(*pp->poll_loc))) {
+		pp->oom = 1;
+		return NULL;
 	}
 	return &pp->poll_loc[th->idx];
 }

@@ -343,6 +343,22 @@ const char *d9__fmt_dur(char *buf, size_t n, int64_t ns)
 	return buf;
 }
 
+int d9__grow(void *pa, size_t *n, size_t i, size_t elem)
+{
+	void *a, *b;
+
+	if (i < *n)
+		return 0;
+	size_t m = i + 1 > *n * 2 ? i + 1 : *n * 2;
+	memcpy(&a, pa, sizeof(a)); /* pa points to a T *: copied, not aliased */
+	if (m > SIZE_MAX / elem || !(b = realloc(a, m * elem)))
+		return -ENOMEM;
+	memset((char *)b + *n * elem, 0, (m - *n) * elem);
+	memcpy(pa, &b, sizeof(b));
+	*n = m;
+	return 0;
+}
+
 /* ---- progress lines ---------------------------------------------------------------------- */
 static int progress_quiet; /* --quiet */
 
