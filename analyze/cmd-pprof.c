@@ -70,7 +70,8 @@ struct pprof {
 	Perftools__Profiles__Line **linep;
 	size_t nlines, caplines;
 	Perftools__Profiles__Mapping *map;
-	size_t capfn, caploc, capmap;
+	size_t *line0; /* by location id - 1: the index of its first line in the pool */
+	size_t capfn, caploc, capmap, capline0;
 };
 
 /* The slot of th's open poll location, or NULL when out of memory. */
@@ -313,8 +314,8 @@ static long add_line(struct pprof *pp, uint64_t function, int64_t line)
 }
 
 /* The location id of frame i of stack st (NULL: the "(no stack)" location). Its lines go to
- * the line pool, which may still move: until write_profile points them there, the location's
- * line field holds the index of its first line (n_line of them follow). */
+ * the line pool, which may still move: line0 keeps where they start (n_line of them follow),
+ * and write_profile points the location at them once the pool is complete. */
 static uint64_t location_id(struct pprof *pp, const struct d9__stack *st, uint32_t i)
 {
 	static const char no_stack[] = "(no stack)";
@@ -358,8 +359,12 @@ static uint64_t location_id(struct pprof *pp, const struct d9__stack *st, uint32
 		if (first < 0)
 			first = li;
 	}
+	if (d9__grow(&pp->line0, &pp->capline0, id - 1, sizeof(*pp->line0))) {
+		pp->oom = 1;
+		return 0;
+	}
 	l.n_line = first < 0 ? 0 : k;
-	l.line = (Perftools__Profiles__Line **)(uintptr_t)(first < 0 ? 0 : (size_t)first);
+	pp->line0[id - 1] = first < 0 ? 0 : (size_t)first;
 	pp->loc[id - 1] = l;
 	return id;
 }
@@ -420,6 +425,13 @@ static int write_profile(struct pprof *pp, const char *out)
 			if (a->ns[0] || a->ns[1])
 				aggs[n++] = a;
 	qsort(aggs, n, sizeof(*aggs), cmp_u64p); /* heaviest first: a stable, readable order */
+	/* mapping[0] is the main binary (pprof's "File:"): the first module of each process (the
+	 * executable: the agent records modules in dl_iterate_phdr order), heaviest process first */
+	for (size_t i = 0; i < n; i++) {
+		struct d9__proc *p = aggs[i]->th->proc;
+		if (p->nmodules)
+			mapping_id(pp, p, p->modules[0].start);
+	}
 	size_t nframes = 0;
 	for (size_t i = 0; i < n; i++)
 		nframes += aggs[i]->stack && aggs[i]->stack->n ? aggs[i]->stack->n : 1;
@@ -485,7 +497,7 @@ static int write_profile(struct pprof *pp, const char *out)
 	for (size_t i = 0; i < pp->nlines; i++)
 		pp->linep[i] = &pp->lines[i];
 	for (uint64_t i = 0; i < pp->locs.n; i++)
-		pp->loc[i].line = pp->loc[i].n_line ? pp->linep + (uintptr_t)pp->loc[i].line : NULL;
+		pp->loc[i].line = pp->loc[i].n_line ? pp->linep + pp->line0[i] : NULL;
 	fnp = malloc((pp->funcs.n ? pp->funcs.n : 1) * sizeof(*fnp));
 	locp = malloc((pp->locs.n ? pp->locs.n : 1) * sizeof(*locp));
 	mapp = malloc((pp->maps.n ? pp->maps.n : 1) * sizeof(*mapp));
@@ -584,6 +596,7 @@ static void pprof_free(struct pprof *pp)
 	free(pp->loc);
 	free(pp->lines);
 	free(pp->linep);
+	free(pp->line0);
 	free(pp->map);
 }
 

@@ -7,7 +7,8 @@
 #   - pprof-total: the profile's total CPU time equals `flame`'s (us, rounded per stack line);
 #   - pprof-off: --both has cpu and off_cpu sample types; off_cpu's total equals `flame --cpu off`;
 #   - pprof-labels: the coroutine, poll (serve_conn's location), worker and pid labels are there;
-#   - pprof-mapping: the mapping of st-http carries the build id readelf reads in the binary;
+#   - pprof-mapping: the first mapping is st-http's (pprof's main binary), with the build id
+#     readelf reads in the binary;
 #   - pprof-errors: an unwritable -o fails with a message and exit status 3; no TRACE is a usage
 #     error;
 #   - pprof-corpus: the fuzz corpus through the sanitizer build: no report, and every profile
@@ -131,9 +132,12 @@ case("pprof-labels", errs)
 
 errs = []
 raw = open(d + "/raw").read()
-maps = [l for l in raw.split("Mappings", 1)[-1].splitlines() if binary in l]
+all_maps = [l for l in raw.split("Mappings", 1)[-1].splitlines() if l.strip()]
+maps = [l for l in all_maps if binary in l]
 if not maps:
     errs.append("no mapping of %s: %r" % (binary, raw[-500:]))
+elif binary not in all_maps[0]:
+    errs.append("mapping 1 is %r, want the main binary %s" % (all_maps[0], binary))
 elif build_id not in maps[0]:
     errs.append("mapping %r lacks build id %s" % (maps[0], build_id))
 elif "[FN]" not in maps[0]:
