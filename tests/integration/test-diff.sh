@@ -12,6 +12,7 @@
 #   - diff-ranges: C with --a-to/--b-from at the noted time gives the same answer;
 #   - diff-folded: `--folded A B` lines are "stack usA usB", the burn_cpu stacks grow, and each
 #     column sums to `flame`'s total of its side;
+#   - diff-per-second: with --per second, each normalized time is its sum over the side's seconds;
 #   - diff-text: the text output names burn_cpu first under on-CPU;
 #   - diff-usage: one input alone, or --vs with time ranges, is a usage error (exit 2);
 #   - diff-corpus: each file of the fuzz corpus as B: no sanitizer report, JSON stays JSON;
@@ -84,6 +85,7 @@ run ab.json --json --min 1ms "$A" "$B" || exit 0
 run ranges.json --json --min 1ms --a-to "$MARK" --b-from "$MARK" "$C" || exit 0
 run folded --folded "$A" "$B" || exit 0
 run text "$A" "$B" || exit 0
+run persec.json --json --per second "$A" "$B" || exit 0
 run page.html --html -o "$T/diff.html" "$A" "$B" || exit 0
 "$SAN" flame "$A" >"$T/flame-a" 2>/dev/null
 "$SAN" flame "$B" >"$T/flame-b" 2>/dev/null
@@ -164,6 +166,17 @@ if sums != [fa, fb]:
 if not grew:
     errs.append("no burn_cpu stack grew from A to B")
 case("diff-folded", errs, "A %d us, B %d us" % (fa, fb))
+
+errs = []
+ps = json.load(open(d + "/persec.json"))
+if ps["normalized"] != "per_second":
+    errs.append("normalized %r" % ps["normalized"])
+for side in ("a", "b"):
+    sec = ps[side]["duration_ns"] / 1e9
+    row = ps["cpu"][0] if ps["cpu"] else None
+    if not row or sec <= 0 or abs(row["self_" + side] - row["self_ns_" + side] / sec) > 1 + 1e-6 * row["self_" + side]:
+        errs.append("side %s: self %r is not self_ns / %.3f s" % (side, row and row["self_" + side], sec))
+case("diff-per-second", errs, "times divided by each side's seconds of trace")
 
 errs = []
 text = open(d + "/text").read()
