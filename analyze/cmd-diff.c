@@ -648,6 +648,7 @@ int d9__cmd_diff(int argc, char **argv)
 
 	if (!args)
 		return D9_EXIT_USAGE;
+	per_poll = 1;
 	memset(sd, 0, sizeof(sd));
 	for (int i = 1; i < argc; i++) {
 		int r = 0;
@@ -754,7 +755,6 @@ int d9__cmd_diff(int argc, char **argv)
 		sd[k].idx = k;
 		sd[k].calls = &calls;
 		sd[k].what = what[k];
-		sd[k].t.quiet = 0;
 		d9__wakes_init(&sd[k].wakes, on_pair, &sd[k]);
 		if ((rc = d9__trace_start(&sd[k].t, a, n)) != 0) {
 			fprintf(stderr, "d9-analyze: diff: side %c (%s) has no readable trace\n",
@@ -771,7 +771,7 @@ int d9__cmd_diff(int argc, char **argv)
 	free(args);
 	args = NULL;
 	double sec[2] = { seconds(&sd[0]), seconds(&sd[1]) }, den[2];
-	if (per_poll && !oom && (!sd[0].npolls || !sd[1].npolls)) {
+	if (per_poll && !oom && !fold && (!sd[0].npolls || !sd[1].npolls)) {
 		fprintf(stderr, "d9-analyze: diff: side %c has no complete poll: times are per "
 			"second of trace\n", sd[0].npolls ? 'B' : 'A');
 		per_poll = 0;

@@ -369,7 +369,7 @@ static uint64_t location_id(struct pprof *pp, const struct d9__stack *st, uint32
 	return id;
 }
 
-static int cmp_u64p(const void *x, const void *y)
+static int cmp_weight(const void *x, const void *y)
 {
 	const struct pp_agg *a = *(struct pp_agg *const *)x, *b = *(struct pp_agg *const *)y;
 	uint64_t wa = a->ns[0] + a->ns[1], wb = b->ns[0] + b->ns[1];
@@ -424,7 +424,7 @@ static int write_profile(struct pprof *pp, const char *out)
 		     a = a->next)
 			if (a->ns[0] || a->ns[1])
 				aggs[n++] = a;
-	qsort(aggs, n, sizeof(*aggs), cmp_u64p); /* heaviest first: a stable, readable order */
+	qsort(aggs, n, sizeof(*aggs), cmp_weight); /* heaviest first, for people reading -raw */
 	/* mapping[0] is the main binary (pprof's "File:"): the first module of each process (the
 	 * executable: the agent records modules in dl_iterate_phdr order), heaviest process first */
 	for (size_t i = 0; i < n; i++) {
