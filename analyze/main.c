@@ -38,7 +38,8 @@ static void usage(FILE *f)
 		"Without a COMMAND, 'summary' runs.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
-	fprintf(f, "\n'd9-analyze COMMAND --help' describes a command's options.\n"
+	fprintf(f, "\n'd9-analyze COMMAND --help' describes a command's options. --quiet, with any\n"
+		"command: no progress line on a terminal.\n"
 		"exit status: 0 ok, 2 usage, 3 no readable trace, 4 some input damaged\n");
 }
 
