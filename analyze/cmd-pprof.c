@@ -5,7 +5,8 @@
  * their mapping (module path, build id, address range from the trace's Module definitions) and
  * the names the analyzer resolves (symbols.c), inlined functions as extra lines; labels name the
  * coroutine, the poll's spawn location, the worker (or thread) and the pid. Memory follows the
- * distinct (stack, coroutine, location, thread) tuples, never the samples. README.md, "pprof". */
+ * distinct (stack, coroutine, location, thread) tuples, never the samples (with --no-labels the
+ * distinct (stack, process) pairs). README.md, "pprof". */
 #include "analyze.h"
 #include "d9-format.h"
 #include "trace.h"
@@ -27,7 +28,8 @@ struct pp_agg {
 	const struct d9__stack *stack; /* NULL: no stack */
 	uint64_t co;
 	const struct d9__loc *loc;
-	const struct d9__thread *th;
+	const struct d9__thread *th; /* NULL with --no-labels */
+	struct d9__proc *proc;
 	uint64_t ns[2]; /* [0] on-CPU, [1] off-CPU */
 	struct pp_agg *next; /* hash chain */
 };
@@ -53,6 +55,7 @@ struct pprof {
 	struct d9__trace *t;
 	int want; /* PP_ON | PP_OFF */
 	long pid; /* -1: any */
+	int no_labels; /* --no-labels: samples keyed by stack and process only */
 	const struct d9__loc **poll_loc; /* by thread idx: the location of its open poll, or NULL */
 	size_t npoll_loc;
 	struct d9__map aggs; /* hash -> chain of struct pp_agg */
@@ -102,6 +105,14 @@ static void pprof_on_event(void *ctx, const struct d9__ev *ev)
 		return;
 	slot = poll_slot(pp, ev->th);
 	loc = ev->loc ? ev->loc : slot ? *slot : NULL;
+	uint64_t co = ev->co;
+	const struct d9__thread *th = ev->th;
+	if (pp->no_labels) {
+		/* one sample per stack and process: memory follows the stacks alone */
+		co = 0;
+		loc = NULL;
+		th = NULL;
+	}
 	int src = ev->kind == D9_CPU_ON ? 0 : ev->kind == D9_CPU_OFF ? 1 : -1;
 	if (src < 0 || !(pp->want & (src ? PP_OFF : PP_ON)))
 		return;
@@ -120,11 +131,13 @@ static void pprof_on_event(void *ctx, const struct d9__ev *ev)
 		if (d9__map_put(&pp->periods, k, (void *)(c + 1)))
 			pp->oom = 1;
 	}
-	uint64_t h = d9__hash64((uint64_t)(uintptr_t)ev->stack * 31 + ev->co * 7 +
-		d9__hash64((uint64_t)(uintptr_t)loc ^ ((uint64_t)(uintptr_t)ev->th << 1)));
+	uint64_t h = d9__hash64((uint64_t)(uintptr_t)ev->stack * 31 + co * 7 +
+		d9__hash64((uint64_t)(uintptr_t)loc ^ ((uint64_t)(uintptr_t)th << 1) ^
+		(uint64_t)(uintptr_t)ev->proc));
 	struct pp_agg *head = d9__map_get(&pp->aggs, h), *a;
 	for (a = head; a; a = a->next)
-		if (a->stack == ev->stack && a->co == ev->co && a->loc == loc && a->th == ev->th) {
+		if (a->stack == ev->stack && a->co == co && a->loc == loc && a->th == th &&
+		    a->proc == ev->proc) {
 			a->ns[src] += ev->weight_ns;
 			return;
 		}
@@ -132,7 +145,7 @@ static void pprof_on_event(void *ctx, const struct d9__ev *ev)
 		pp->oom = 1;
 		return;
 	}
-	*a = (struct pp_agg){ ev->stack, ev->co, loc, ev->th, { 0, 0 }, head };
+	*a = (struct pp_agg){ ev->stack, co, loc, th, ev->proc, { 0, 0 }, head };
 	a->ns[src] = ev->weight_ns;
 	if (d9__map_put(&pp->aggs, h, a)) {
 		free(a);
@@ -428,7 +441,7 @@ static int write_profile(struct pprof *pp, const char *out)
 	/* mapping[0] is the main binary (pprof's "File:"): the first module of each process (the
 	 * executable: the agent records modules in dl_iterate_phdr order), heaviest process first */
 	for (size_t i = 0; i < n; i++) {
-		struct d9__proc *p = aggs[i]->th->proc;
+		struct d9__proc *p = aggs[i]->proc;
 		if (p->nmodules)
 			mapping_id(pp, p, p->modules[0].start);
 	}
@@ -470,19 +483,21 @@ static int write_profile(struct pprof *pp, const char *out)
 			labelp[nlabels] = &labels[nlabels];
 			nlabels++;
 		}
-		labels[nlabels] = l;
-		labels[nlabels].key = k_poll;
-		labels[nlabels].str = a->loc ? str_idx(pp, a->loc->name) : no_poll;
-		labelp[nlabels] = &labels[nlabels];
-		nlabels++;
-		labels[nlabels] = l;
-		labels[nlabels].key = a->th->worker ? k_worker : k_thread;
-		labels[nlabels].num = a->th->worker ? a->th->worker : a->th->tid;
-		labelp[nlabels] = &labels[nlabels];
-		nlabels++;
+		if (a->th) {
+			labels[nlabels] = l;
+			labels[nlabels].key = k_poll;
+			labels[nlabels].str = a->loc ? str_idx(pp, a->loc->name) : no_poll;
+			labelp[nlabels] = &labels[nlabels];
+			nlabels++;
+			labels[nlabels] = l;
+			labels[nlabels].key = a->th->worker ? k_worker : k_thread;
+			labels[nlabels].num = a->th->worker ? a->th->worker : a->th->tid;
+			labelp[nlabels] = &labels[nlabels];
+			nlabels++;
+		}
 		labels[nlabels] = l;
 		labels[nlabels].key = k_pid;
-		labels[nlabels].num = a->th->proc->pid;
+		labels[nlabels].num = a->proc->pid;
 		labelp[nlabels] = &labels[nlabels];
 		nlabels++;
 		s.n_label = (size_t)(labelp + nlabels - s.label);
@@ -614,6 +629,8 @@ static void pprof_help(FILE *f)
 		"  --off         off-CPU samples\n"
 		"  --both        both, as two sample types (cpu first, the default type)\n"
 		"  -o FILE       write to FILE (default: stdout, unless stdout is a terminal)\n"
+		"  --no-labels   only the pid label: one sample per stack and process, so memory\n"
+		"                follows the stacks (not the coroutines) on huge traces\n"
 		"  --pid N       only samples of process N\n"
 		"  --from WHEN   ignore events before WHEN\n"
 		"  --to WHEN     ignore events from WHEN on\n"
@@ -650,6 +667,8 @@ int d9__cmd_pprof(int argc, char **argv)
 			pp.want = PP_OFF;
 		} else if (!strcmp(argv[i], "--both")) {
 			pp.want = PP_ON | PP_OFF;
+		} else if (!strcmp(argv[i], "--no-labels")) {
+			pp.no_labels = 1;
 		} else if ((r = d9__opt(argc, argv, &i, "-o", &v)) == 1) {
 			out = v;
 		} else if (r == 0 && (r = d9__opt_window(argc, argv, &i, &t, &pid)) == 1) {

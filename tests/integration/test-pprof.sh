@@ -7,6 +7,7 @@
 #   - pprof-total: the profile's total CPU time equals `flame`'s (us, rounded per stack line);
 #   - pprof-off: --both has cpu and off_cpu sample types; off_cpu's total equals `flame --cpu off`;
 #   - pprof-labels: the coroutine, poll (serve_conn's location), worker and pid labels are there;
+#     with --no-labels only pid, and the same total and top function;
 #   - pprof-mapping: the first mapping is st-http's (pprof's main binary), with the build id
 #     readelf reads in the binary;
 #   - pprof-errors: an unwritable -o fails with a message and exit status 3; no TRACE is a usage
@@ -35,11 +36,12 @@ TR=$SDIR/trace
 
 if ! "$SAN" pprof --both -o "$T/both.pb.gz" "$TR" 2>"$T/both.err" ||
 	! "$SAN" pprof -o "$T/cpu.pb.gz" "$TR" 2>"$T/cpu.err" ||
-	! "$SAN" pprof --off "$TR" >"$T/off.pb.gz" 2>"$T/off.err"; then
+	! "$SAN" pprof --off "$TR" >"$T/off.pb.gz" 2>"$T/off.err" ||
+	! "$SAN" pprof --no-labels -o "$T/nolabels.pb.gz" "$TR" 2>"$T/nolabels.err"; then
 	pl_fail pprof-write "d9-analyze pprof failed: $(cat "$T"/*.err | head -c 400)"
 	exit 0
 fi
-if [ -s "$T/both.err" ] || [ -s "$T/cpu.err" ] || [ -s "$T/off.err" ]; then
+if [ -s "$T/both.err" ] || [ -s "$T/cpu.err" ] || [ -s "$T/off.err" ] || [ -s "$T/nolabels.err" ]; then
 	pl_fail pprof-write "stderr: $(cat "$T"/*.err | head -c 400)"
 else
 	pl_pass pprof-write "$(stat -c %s "$T/cpu.pb.gz") bytes gzip"
@@ -47,13 +49,14 @@ fi
 "$SAN" summary --json "$TR" >"$T/summary.json" 2>/dev/null
 "$SAN" flame "$TR" >"$T/flame-on" 2>/dev/null
 "$SAN" flame --cpu off "$TR" >"$T/flame-off" 2>/dev/null
-for f in cpu both off; do
+for f in cpu both off nolabels; do
 	go tool pprof -top -unit=ns -nodecount=1000 "$T/$f.pb.gz" >"$T/$f.top" 2>"$T/$f.toperr" ||
 		pl_fail pprof-read "go tool pprof -top $f: $(head -c 300 "$T/$f.toperr")"
 done
 go tool pprof -top -unit=ns -sample_index=off_cpu -nodecount=1000 "$T/both.pb.gz" \
 	>"$T/both-off.top" 2>&1
 go tool pprof -tags "$T/cpu.pb.gz" >"$T/tags" 2>&1
+go tool pprof -tags "$T/nolabels.pb.gz" >"$T/tags-nolabels" 2>&1
 go tool pprof -raw "$T/cpu.pb.gz" >"$T/raw" 2>&1
 BUILD_ID=$(readelf -n "$ST_HTTP" | sed -n 's/.*Build ID: *//p' | head -n1)
 
@@ -128,7 +131,13 @@ for k in ("coroutine:", "poll:", "worker:", "pid:"):
         errs.append("no %s label" % k)
 if not re.search(r"serve_conn \(st-http\.c:\d+\)", tags):
     errs.append("no poll label naming serve_conn's location: %r" % tags[:300])
-case("pprof-labels", errs)
+ntags = open(d + "/tags-nolabels").read()
+ntotal, nrows = top(d + "/nolabels.top")
+if "pid:" not in ntags or any(k in ntags for k in ("coroutine:", "poll:", "worker:")):
+    errs.append("--no-labels: %r" % ntags[:300])
+if ntotal != total or nrows[:1] != rows[:1]:
+    errs.append("--no-labels: total %s top %r, with labels %s %r" % (ntotal, nrows[:1], total, rows[:1]))
+case("pprof-labels", errs, "and --no-labels: only pid, same total and top")
 
 errs = []
 raw = open(d + "/raw").read()
