@@ -19,6 +19,8 @@ int d9__cmd_chrome(int argc, char **argv);
 int d9__cmd_html(int argc, char **argv);
 int d9__cmd_events(int argc, char **argv);
 int d9__cmd_check(int argc, char **argv);
+int d9__cmd_pprof(int argc, char **argv);
+int d9__cmd_diff(int argc, char **argv);
 /* s3.c: `ls s3://...`; d9__s3_args takes --service/--host off the command line and notes
  * absolute --from/--to, which choose what an s3:// input lists (README.md, "S3") */
 int d9__cmd_ls(int argc, char **argv);
@@ -43,4 +45,13 @@ int d9__opt_traces(const char *cmd, int nargs);
 /* Opens the inputs (frees args) and checks that something is readable. Returns 0, or the exit
  * status after saying why (the trace is then closed). */
 int d9__trace_start(struct d9__trace *t, char **args, int nargs);
+struct d9__stack;
+/* cmd-flame.c: the folded line of a stack (malloc'd; NULL when out of memory): prefix, then the
+ * frames outermost first with inlined functions expanded (outermost first too), then call;
+ * ';' and control characters in names become '_'. flame and diff --folded. */
+char *d9__fold_stack(struct d9__trace *t, const char *prefix, const struct d9__stack *st,
+	const char *call);
+/* cmd-summary.c: the function of a frame name, its line left out ("f (a.c:12)" -> "f (a.c)"),
+ * interned in t: summary's hot spots and diff count per function. */
+const char *d9__function_of(struct d9__trace *t, const char *name);
 #endif

@@ -303,30 +303,34 @@ static void put_frame(struct sbuf *b, const char *name)
 	b->p[b->n] = 0;
 }
 
-/* The folded stack of a: prefix, then frames outermost first with inlined functions expanded
- * (outermost first too), then the blocking call. */
-static char *fold(struct flame *fl, const struct agg *a)
+char *d9__fold_stack(struct d9__trace *t, const char *prefix, const struct d9__stack *st,
+	const char *call)
 {
 	struct sbuf b = { NULL, 0, 0, 0 };
 	const char *names[D9__MAX_INLINE];
 	char buf[64];
 
-	if (a->prefix)
-		put_frame(&b, a->prefix);
-	if (!a->stack || !a->stack->n)
+	if (prefix)
+		put_frame(&b, prefix);
+	if (!st || !st->n)
 		put_frame(&b, "(no stack)");
-	for (uint32_t i = a->stack ? a->stack->n : 0; i-- > 0;) {
-		size_t k = d9__frame_names(fl->t, a->stack, i, names, D9__MAX_INLINE, buf, sizeof(buf));
+	for (uint32_t i = st ? st->n : 0; i-- > 0;) {
+		size_t k = d9__frame_names(t, st, i, names, D9__MAX_INLINE, buf, sizeof(buf));
 		while (k-- > 0)
 			put_frame(&b, names[k]);
 	}
-	if (a->call)
-		put_frame(&b, a->call);
+	if (call)
+		put_frame(&b, call);
 	if (b.oom) {
 		free(b.p);
 		return NULL;
 	}
 	return b.p;
+}
+
+static char *fold(struct flame *fl, const struct agg *a)
+{
+	return d9__fold_stack(fl->t, a->prefix, a->stack, a->call);
 }
 
 static int cmp_line(const void *x, const void *y)

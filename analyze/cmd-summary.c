@@ -839,6 +839,12 @@ static const char *function_of(struct d9__trace *t, const char *name)
 	return d9__trace_intern(t, buf, colon + 1);
 }
 
+/* diff counts per function as the hot spots do (analyze.h) */
+const char *d9__function_of(struct d9__trace *t, const char *name)
+{
+	return function_of(t, name);
+}
+
 static int cmp_fnstat(const void *a, const void *b)
 {
 	const struct fnstat *x = *(struct fnstat *const *)a, *y = *(struct fnstat *const *)b;

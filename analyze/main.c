@@ -5,6 +5,7 @@
  * truncated unless it is the .active file of a process still running on this host (trace.h,
  * d9__segment_live). */
 #include "analyze.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +27,8 @@ static const struct cmd cmds[] = {
 	{ "chrome", d9__cmd_chrome, "Chrome Trace Event JSON for the Perfetto UI" },
 	{ "dump", d9__cmd_dump, "every record of segment files as JSON lines, ids unresolved" },
 	{ "html", d9__cmd_html, "one self-contained HTML file: the viewer with the trace embedded" },
+	{ "pprof", d9__cmd_pprof, "CPU and off-CPU profiles as gzip-compressed pprof protobuf" },
+	{ "diff", d9__cmd_diff, "two traces or two time ranges compared, largest changes first" },
 	{ "ls", d9__cmd_ls, "what is stored under s3://BUCKET/PREFIX: services, hosts, time span, bytes" },
 };
 
@@ -37,13 +40,15 @@ static void usage(FILE *f)
 		"Without a COMMAND, 'summary' runs.\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
-	fprintf(f, "\n'd9-analyze COMMAND --help' describes a command's options.\n"
+	fprintf(f, "\n'd9-analyze COMMAND --help' describes a command's options. --quiet, with any\n"
+		"command: no progress line on a terminal.\n"
 		"exit status: 0 ok, 2 usage, 3 no readable trace, 4 some input damaged\n");
 }
 
 int main(int argc, char **argv)
 {
 	d9__s3_args(&argc, argv); /* --service/--host select s3:// inputs for every command */
+	d9__progress_args(&argc, argv); /* --quiet: no progress line, for every command */
 	if (argc < 2) {
 		usage(stderr);
 		return D9_EXIT_USAGE;

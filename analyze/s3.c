@@ -516,8 +516,18 @@ int d9__s3_fetch(const char *url, char *dir, size_t cap, int *bad)
 		goto out;
 	}
 	size_t got = 0;
+	/* progress on a terminal (util.h): segments and bytes fetched of the listed ones */
+	int progress = d9__progress_wanted(), shown = 0;
+	int64_t last = 0;
+	uint64_t total = 0, done = 0;
+	for (size_t i = 0; i < w.n; i++)
+		total += w.o[i].size;
 	for (size_t i = 0; i < w.n; i++) {
 		char copy[2048], *part[5], local[8192], ek[6200], u[8192];
+		if (progress)
+			d9__progress_show(&last, &shown, 0, "downloading %zu/%zu segments, %.1f of %.1f MiB",
+				i + 1, w.n, (double)done / 1048576.0, (double)total / 1048576.0);
+		done += w.o[i].size;
 		if (key_parts(w.o[i].key, strlen(base), copy, sizeof(copy), part))
 			continue;
 		/* <boot>-<pid>-<seq><suffix> -> a name that sorts by process and seq */
@@ -534,12 +544,14 @@ int d9__s3_fetch(const char *url, char *dir, size_t cap, int *bad)
 			continue;
 		FILE *f = fopen(local, "wbx");
 		if (!f) {
+			d9__progress_clear(&shown);
 			fprintf(stderr, "d9-analyze: %s: %s\n", local, strerror(errno));
 			(*bad)++;
 			continue;
 		}
 		long code = http_get(&w, u, to_file, f);
 		if (fclose(f) != 0 || code != 200) {
+			d9__progress_clear(&shown);
 			if (code > 0)
 				fprintf(stderr, "d9-analyze: s3://%s/%s: HTTP %ld\n", w.cfg.bucket,
 					w.o[i].key, code);
@@ -549,6 +561,7 @@ int d9__s3_fetch(const char *url, char *dir, size_t cap, int *bad)
 		}
 		got++;
 	}
+	d9__progress_clear(&shown);
 	if (!got && !listed_bad)
 		fprintf(stderr, "d9-analyze: %s: no segment objects%s\n", url,
 			sel.from_ns || sel.to_ns != INT64_MAX || sel.service || sel.host ?

@@ -87,7 +87,8 @@ static void progress_tick(struct d9__trace *t, const struct d9__seg *seg, uint64
 	t->progress_last = now;
 	uint64_t done = t->progress_done + (pos < seg->size ? pos : seg->size);
 	double secs = (double)(now - t->progress_start) / 1e9;
-	fprintf(stderr, "\rd9-analyze: %.0f of %.0f MiB read (%.0f%%), %.1fM events/s\033[K",
+	fprintf(stderr, "\rd9-analyze: reading %zu/%zu segments, %.0f of %.0f MiB (%.0f%%), "
+		"%.1fM events/s\033[K", (size_t)(seg - t->segs) + 1, t->nsegs,
 		(double)done / 1048576.0, (double)t->bytes / 1048576.0,
 		t->bytes ? 100.0 * (double)done / (double)t->bytes : 100.0,
 		secs > 0 ? (double)t->events / secs / 1e6 : 0.0);
@@ -386,7 +387,7 @@ int d9__trace_open(struct d9__trace *t, char **args, int nargs)
 		t->from_real = t->from.absolute ? t->from.ns : t->start_real + t->from.ns;
 	if (t->to.set)
 		t->to_real = t->to.absolute ? t->to.ns : t->start_real + t->to.ns;
-	t->progress = !t->quiet && t->bytes >= PROGRESS_MIN_BYTES && isatty(2);
+	t->progress = !t->quiet && t->bytes >= PROGRESS_MIN_BYTES && d9__progress_wanted();
 	return 0;
 }
 

@@ -5,10 +5,12 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t d9__hash64(uint64_t x)
 {
@@ -339,4 +341,70 @@ const char *d9__fmt_dur(char *buf, size_t n, int64_t ns)
 	else
 		snprintf(buf, n, "%.3fs", v / 1e9);
 	return buf;
+}
+
+int d9__grow(void *pa, size_t *n, size_t i, size_t elem)
+{
+	void *a, *b;
+
+	if (i < *n)
+		return 0;
+	size_t m = i + 1 > *n * 2 ? i + 1 : *n * 2;
+	memcpy(&a, pa, sizeof(a)); /* pa points to a T *: copied, not aliased */
+	if (m > SIZE_MAX / elem || !(b = realloc(a, m * elem)))
+		return -ENOMEM;
+	memset((char *)b + *n * elem, 0, (m - *n) * elem);
+	memcpy(pa, &b, sizeof(b));
+	*n = m;
+	return 0;
+}
+
+/* ---- progress lines ---------------------------------------------------------------------- */
+static int progress_quiet; /* --quiet */
+
+void d9__progress_args(int *argc, char **argv)
+{
+	int j = 1;
+
+	for (int i = 1; i < *argc; i++) {
+		if (!strcmp(argv[i], "--quiet"))
+			progress_quiet = 1;
+		else
+			argv[j++] = argv[i];
+	}
+	argv[j] = NULL;
+	*argc = j;
+}
+
+int d9__progress_wanted(void)
+{
+	return !progress_quiet && isatty(2);
+}
+
+void d9__progress_show(int64_t *last, int *shown, int force, const char *fmt, ...)
+{
+	struct timespec ts;
+	va_list ap;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (!force && *last && now - *last < 100000000)
+		return;
+	*last = now;
+	fputs("\rd9-analyze: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\033[K", stderr);
+	fflush(stderr);
+	*shown = 1;
+}
+
+void d9__progress_clear(int *shown)
+{
+	if (*shown) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+		*shown = 0;
+	}
 }

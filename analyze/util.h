@@ -55,4 +55,22 @@ int d9__parse_when(const char *s, struct d9__when *w);
 
 /* Formats ns as a short human duration ("20.1ms", "812us", "3.20s") into buf. */
 const char *d9__fmt_dur(char *buf, size_t n, int64_t ns);
+
+/* Grows the array at *(T **)pa of *n elements of elem bytes, new elements zeroed, so that index
+ * i is inside it (at least doubling: amortized O(1) per element). Returns 0 or -ENOMEM (the
+ * array is kept as it was). The analyzer's per-thread and per-stack arrays. */
+int d9__grow(void *pa, size_t *n, size_t i, size_t elem);
+
+/* Progress on long work (reading many segments, S3 downloads): one line on stderr, redrawn in
+ * place and cleared at the end, only when stderr is a terminal and --quiet was not given
+ * (README.md, "Progress"). d9__progress_args takes --quiet off every command line (main.c). */
+void d9__progress_args(int *argc, char **argv);
+/* 1 when progress lines may be shown. */
+int d9__progress_wanted(void);
+/* Redraws the line ("\rd9-analyze: " fmt, then clear to the end of the line) when 100 ms passed
+ * since *last (CLOCK_MONOTONIC ns; 0: at once) or when force; sets *shown. */
+void d9__progress_show(int64_t *last, int *shown, int force, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Clears a shown line ("\r", clear line) and resets *shown. */
+void d9__progress_clear(int *shown);
 #endif

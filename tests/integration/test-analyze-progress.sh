@@ -2,9 +2,10 @@
 # test-analyze-progress.sh: the progress line of `d9-analyze summary` on large input (64 MiB or
 # more). A synthetic trace of about 71 MB (build/tests/gen-analyze-load DIR 4000000):
 #   - stderr not a terminal (a file): stderr stays empty, exit 0;
-#   - stderr a terminal (a pty made by script(1)): at least one "\rd9-analyze: N of M MiB read
-#     (P%), R M events/s" line, the last thing written is the clearing "\r\e[K", and stdout is
-#     byte for byte the one of the run without a terminal;
+#   - stderr a terminal (a pty made by script(1)): at least one "\rd9-analyze: reading I/N
+#     segments, N of M MiB (P%), R M events/s" line, the last thing written is the clearing
+#     "\r\e[K", and stdout is byte for byte the one of the run without a terminal;
+#   - the same with --quiet: no progress line;
 #   - a small trace (under 64 MiB) on a terminal: no progress line.
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -46,6 +47,7 @@ fi
 # pty log holds stderr only (plus script's own lines, with -q none)
 script -qec "'$ANALYZE' summary --json '$T/big' >'$T/tty.json'" "$T/tty.log" >/dev/null 2>&1
 script -qec "'$ANALYZE' summary --json '$T/small' >/dev/null" "$T/small.log" >/dev/null 2>&1
+script -qec "'$ANALYZE' summary --quiet --json '$T/big' >'$T/quiet.json'" "$T/quiet.log" >/dev/null 2>&1
 python3 - "$T" <<'PYEOF'
 import re, sys
 d = sys.argv[1]
@@ -57,7 +59,7 @@ log = open(d + "/tty.log", "rb").read()
 body = log[log.find(b"\rd9-analyze"):] if b"\rd9-analyze" in log else b""
 if b"\nScript done" in body:
     body = body[:body.find(b"\nScript done")]
-ups = re.findall(rb"\rd9-analyze: (\d+) of (\d+) MiB read \((\d+)%\), ([0-9.]+)M events/s\x1b\[K", body)
+ups = re.findall(rb"\rd9-analyze: reading \d+/\d+ segments, (\d+) of (\d+) MiB \((\d+)%\), ([0-9.]+)M events/s\x1b\[K", body)
 errs = []
 if not ups:
     errs.append("no progress line in %r" % log[:300])
@@ -71,7 +73,12 @@ if open(d + "/tty.json", "rb").read() != open(d + "/plain.json", "rb").read():
     errs.append("stdout differs from the run without a terminal")
 case("tty", errs, "%d updates, last %s of %s MiB; cleared at the end; same JSON"
      % (len(ups), ups[-1][0].decode() if ups else "?", ups[-1][1].decode() if ups else "?"))
+quiet = open(d + "/quiet.log", "rb").read()
+errs = ["progress with --quiet: %r" % quiet[:200]] if b"MiB (" in quiet else []
+if open(d + "/quiet.json", "rb").read() != open(d + "/plain.json", "rb").read():
+    errs.append("stdout with --quiet differs from the run without a terminal")
+case("quiet", errs, "--quiet on a terminal: no progress line, same JSON")
 small = open(d + "/small.log", "rb").read()
-case("small", ["progress on a small trace: %r" % small[:200]] if b"MiB read" in small else [],
+case("small", ["progress on a small trace: %r" % small[:200]] if b"MiB (" in small else [],
      "a trace under 64 MiB on a terminal: no progress line")
 PYEOF
