@@ -118,6 +118,13 @@ static const struct builtin_type builtin[D9_EV_KNOWN_MAX + 1] = {
 static const struct builtin_field sched_delay[5] = { { 'c', "coroutine" }, { 'u', "call" },
 	{ 'u', "fd_kind" }, { 'u', "duration_ns" }, { 'u', "sched_wait_ns" } };
 
+/* RequestBegin (16) and RequestEnd (17): not built in either (D9_SCHEMA_REQUESTS). */
+static const struct builtin_field request_begin[5] = { { 'u', "id" }, { 'i', "fd" },
+	{ 'c', "coroutine" }, { 'u', "source" }, { 'u', "preview" } };
+static const struct builtin_field request_end[7] = { { 'u', "id" }, { 'u', "source" },
+	{ 'u', "bytes_in" }, { 'u', "bytes_out" }, { 'u', "flags" }, { 'u', "count" },
+	{ 'i', "status" } };
+
 static int builtin_fields(uint32_t type, unsigned flags)
 {
 	if (type == D9_EV_UNPARK &&
@@ -319,11 +326,25 @@ int d9_header_write(struct d9_wbuf *w, const struct d9_header *h)
 	return d9_chunk_close(w, c);
 }
 
+static void schema_type(struct d9_wbuf *w, uint32_t code, const char *name,
+	const struct builtin_field *f, int n)
+{
+	d9_wbuf_u(w, code);
+	wbuf_str(w, name, strlen(name));
+	d9_wbuf_u(w, (uint64_t)n);
+	for (int i = 0; i < n; i++) {
+		uint8_t enc = (uint8_t)f[i].enc;
+		d9_wbuf_raw(w, &enc, 1);
+		wbuf_str(w, f[i].name, strlen(f[i].name));
+	}
+}
+
 int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 {
 	uint8_t *c = d9_chunk_open(w, D9_CHUNK_SCHEMA);
 
-	d9_wbuf_u(w, D9_EV_KNOWN_MAX + !!(flags & D9_SCHEMA_SCHED_DELAY));
+	d9_wbuf_u(w, D9_EV_KNOWN_MAX + !!(flags & D9_SCHEMA_SCHED_DELAY) +
+		2 * !!(flags & D9_SCHEMA_REQUESTS));
 	for (uint32_t t = 1; t <= D9_EV_KNOWN_MAX; t++) {
 		int n = builtin_fields(t, flags);
 
@@ -347,6 +368,10 @@ int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 			d9_wbuf_raw(w, &enc, 1);
 			wbuf_str(w, sched_delay[i].name, strlen(sched_delay[i].name));
 		}
+	}
+	if (flags & D9_SCHEMA_REQUESTS) {
+		schema_type(w, D9_EV_REQUEST_BEGIN, D9_REQUEST_BEGIN_NAME, request_begin, 5);
+		schema_type(w, D9_EV_REQUEST_END, D9_REQUEST_END_NAME, request_end, 7);
 	}
 	return d9_chunk_close(w, c);
 }
@@ -619,9 +644,15 @@ void d9_chunk_count_types(const uint8_t *chunk, unsigned flags,
 		uint32_t type = *p & D9_EV_TYPE_MASK;
 		int more = *p++ & D9_EV_MORE;
 		int sd = type == D9_EV_SCHED_DELAY && (flags & D9_SCHEMA_SCHED_DELAY);
+		int nreq = 0; /* RequestBegin, RequestEnd: the code varint, then 5 or 7 fields */
+		if (type == D9_EV_EXTENDED && (flags & D9_SCHEMA_REQUESTS) && p < end &&
+			(*p == D9_EV_REQUEST_BEGIN || *p == D9_EV_REQUEST_END)) {
+			nreq = *p++ == D9_EV_REQUEST_BEGIN ? 5 : 7;
+			sd = 1; /* not counted per type either */
+		}
 		if (!sd && (type == 0 || type > D9_EV_KNOWN_MAX || type == D9_EV_CUSTOM))
 			return; /* not written by d9_enc_*: nothing to count reliably */
-		int nvar = (more ? 1 : 0) + (sd ? 5 : builtin_fields(type, flags));
+		int nvar = (more ? 1 : 0) + (nreq ? nreq : sd ? 5 : builtin_fields(type, flags));
 		for (int i = 0; i < nvar && p < end; i++)
 			while (p < end && (*p++ & 0x80))
 				;
