@@ -19,6 +19,7 @@ struct cmd {
 static const struct cmd cmds[] = {
 	{ "summary", d9__cmd_summary, "where the time went: workers, polls, locations, delays (default)" },
 	{ "polls", d9__cmd_polls, "one line per poll, with filters" },
+	{ "requests", d9__cmd_requests, "requests (D9_REQUESTS=1), slowest first, with their time split" },
 	{ "flame", d9__cmd_flame, "folded stacks of CPU samples or blocking calls, for flame graphs" },
 	{ "jsonl", d9__cmd_jsonl, "every event as JSON lines, ids resolved" },
 	{ "chrome", d9__cmd_chrome, "Chrome Trace Event JSON for the Perfetto UI" },
