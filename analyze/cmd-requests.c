@@ -16,6 +16,9 @@
 #include <string.h>
 
 #define RQ_STACKS 4 /* distinct stacks counted per request (the hottest is shown) */
+#define RQ_RECENT 16 /* latest time pieces per request, clipped at its real end */
+
+enum { K_CPU = 0, K_BLOCKED = 1, K_SCHED = 2 };
 
 struct rq {
 	uint64_t id, co;
@@ -34,6 +37,10 @@ struct rq {
 	uint64_t bytes_in, bytes_out, flags, count;
 	int64_t status;
 	int overridden; /* an API request of the same coroutine (loop thread) replaced it */
+	/* The response ended tail_ns before RequestEnd (the reader's return tells it later): the
+	 * pieces of time counted after that real end are taken back, from the latest ones */
+	struct { int64_t s, e; int kind; } recent[RQ_RECENT];
+	unsigned nrecent; /* pieces added so far; the last RQ_RECENT are kept */
 };
 
 /* One thread's view. */
@@ -98,6 +105,40 @@ static struct rthr *thr_of(struct reqs *q, const struct d9__thread *th)
 static int64_t max64(int64_t a, int64_t b)
 {
 	return a > b ? a : b;
+}
+
+/* Counts [s, e) of r's time as kind (K_*), from its begin on. */
+static void add_time(struct rq *r, int kind, int64_t s, int64_t e)
+{
+	s = max64(s, r->begin_ns);
+	if (e <= s)
+		return;
+	uint64_t d = (uint64_t)(e - s);
+	if (kind == K_CPU)
+		r->cpu_ns += d;
+	else if (kind == K_BLOCKED)
+		r->blocked_ns += d;
+	else
+		r->sched_ns += d;
+	unsigned i = r->nrecent++ % RQ_RECENT;
+	r->recent[i].s = s;
+	r->recent[i].e = e;
+	r->recent[i].kind = kind;
+}
+
+/* Takes back what was counted after the request's real end. */
+static void clip_time(struct rq *r)
+{
+	unsigned n = r->nrecent < RQ_RECENT ? r->nrecent : RQ_RECENT;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (r->recent[i].e <= r->end_ns)
+			continue;
+		uint64_t over = (uint64_t)(r->recent[i].e - max64(r->recent[i].s, r->end_ns));
+		uint64_t *v = r->recent[i].kind == K_CPU ? &r->cpu_ns :
+			r->recent[i].kind == K_BLOCKED ? &r->blocked_ns : &r->sched_ns;
+		*v = *v > over ? *v - over : 0;
+	}
 }
 
 static void add_stack(struct rq *r, const struct d9__stack *st)
@@ -376,14 +417,17 @@ static void end(struct reqs *q, struct rthr *s, const struct d9__ev *ev)
 		if (d9__map_get(&q->by_co, key_co(r->proc->pid, r->co)) == r)
 			d9__map_del(&q->by_co, key_co(r->proc->pid, r->co));
 		if (s->in_poll && s->poll_co == r->co)
-			r->cpu_ns += (uint64_t)(ev->ns - max64(s->poll_ns, r->begin_ns));
+			add_time(r, K_CPU, s->poll_ns, ev->ns);
 	} else {
 		if (bs)
 			loop_remove(bs, r);
 		if (s->in_turn)
-			r->cpu_ns += (uint64_t)(ev->ns - max64(s->turn_ns, r->begin_ns));
+			add_time(r, K_CPU, s->turn_ns, ev->ns);
 	}
-	r->end_ns = ev->ns;
+	/* its real end: when its response was written */
+	uint64_t tail = e->nfields > D9_F_RE_TAIL_NS ? e->f[D9_F_RE_TAIL_NS] : 0;
+	r->end_ns = tail < (uint64_t)(ev->ns - r->begin_ns) ? ev->ns - (int64_t)tail : r->begin_ns;
+	clip_time(r);
 	r->bytes_in = e->f[D9_F_RE_BYTES_IN];
 	r->bytes_out = e->f[D9_F_RE_BYTES_OUT];
 	r->flags = flags;
@@ -447,7 +491,7 @@ static void blocking(struct reqs *q, struct rthr *s, const struct d9__ev *ev)
 		struct rq *r = ev->co ? one : s->loop[i];
 		int64_t in = ev->ns - r->begin_ns;
 		uint64_t d = in <= 0 ? 0 : ev->count < (uint64_t)in ? ev->count : (uint64_t)in;
-		r->blocked_ns += d;
+		add_time(r, K_BLOCKED, ev->ns - (int64_t)d, ev->ns);
 		r->blocking_calls++;
 		if (d >= r->block_call_ns) {
 			r->block_call_ns = d;
@@ -481,12 +525,12 @@ static void req_on_event(void *ctx, const struct d9__ev *ev)
 			r->polls++;
 			uintptr_t w = (uintptr_t)d9__map_get(&q->wakes, key_co(ev->proc->pid, ev->co));
 			if (w && (int64_t)(w - 1) >= r->begin_ns && (int64_t)(w - 1) <= ev->ns)
-				r->sched_ns += (uint64_t)(ev->ns - (int64_t)(w - 1));
+				add_time(r, K_SCHED, (int64_t)(w - 1), ev->ns);
 		}
 		break;
 	case D9_EV_POLL_END:
 		if (s->in_poll && (r = of_co(q, ev, ev->co)))
-			r->cpu_ns += (uint64_t)max64(0, ev->ns - max64(s->poll_ns, r->begin_ns));
+			add_time(r, K_CPU, s->poll_ns, ev->ns);
 		s->in_poll = 0;
 		break;
 	case D9_EV_WAKE:
@@ -503,8 +547,7 @@ static void req_on_event(void *ctx, const struct d9__ev *ev)
 	case D9_EV_PARK:
 		if (s->in_turn)
 			for (size_t i = 0; i < s->nloop; i++)
-				s->loop[i]->cpu_ns += (uint64_t)max64(0, ev->ns -
-					max64(s->turn_ns, s->loop[i]->begin_ns));
+				add_time(s->loop[i], K_CPU, s->turn_ns, ev->ns);
 		s->in_turn = 0;
 		break;
 	case D9_EV_BLOCKING_CALL:

@@ -126,7 +126,7 @@ enum { D9_F_SD_COROUTINE = 0, D9_F_SD_CALL = 1, D9_F_SD_FD_KIND = 2, D9_F_SD_DUR
 enum { D9_F_RB_ID = 0, D9_F_RB_FD = 1, D9_F_RB_COROUTINE = 2, D9_F_RB_SOURCE = 3,
 	D9_F_RB_PREVIEW = 4 };
 enum { D9_F_RE_ID = 0, D9_F_RE_SOURCE = 1, D9_F_RE_BYTES_IN = 2, D9_F_RE_BYTES_OUT = 3,
-	D9_F_RE_FLAGS = 4, D9_F_RE_COUNT = 5, D9_F_RE_STATUS = 6 };
+	D9_F_RE_FLAGS = 4, D9_F_RE_COUNT = 5, D9_F_RE_STATUS = 6, D9_F_RE_TAIL_NS = 7 };
 #define D9_REQUEST_BEGIN_NAME "RequestBegin"
 #define D9_REQUEST_END_NAME "RequestEnd"
 enum d9_request_source { D9_REQ_SRC_ZERO_CODE = 0, D9_REQ_SRC_API = 1 };
@@ -755,9 +755,11 @@ static inline int d9_enc_request_begin(struct d9_enc *e, uint64_t ticks, uint64_
 }
 
 /* A request ends: flags D9_REQ_*; count the requests its bytes held when the protocol tells
- * (0: unknown); status the application's (API) or 0. */
+ * (0: unknown); status the application's (API) or 0; tail_ns how long before this event its
+ * response was written (the request's real end; it is seen only when the reader comes back). */
 static inline int d9_enc_request_end(struct d9_enc *e, uint64_t ticks, uint64_t id, uint32_t source,
-	uint64_t bytes_in, uint64_t bytes_out, uint32_t flags, uint64_t count, int64_t status)
+	uint64_t bytes_in, uint64_t bytes_out, uint32_t flags, uint64_t count, int64_t status,
+	uint64_t tail_ns)
 {
 	if (e->p >= e->end)
 		return -28;
@@ -768,7 +770,8 @@ static inline int d9_enc_request_end(struct d9_enc *e, uint64_t ticks, uint64_t 
 	p = d9_put_varint(p, bytes_out);
 	p = d9_put_varint(p, flags);
 	p = d9_put_varint(p, count);
-	e->p = d9_put_varint(p, d9_zigzag(status));
+	p = d9_put_varint(p, d9_zigzag(status));
+	e->p = d9_put_varint(p, tail_ns);
 	return 0;
 }
 

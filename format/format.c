@@ -121,9 +121,9 @@ static const struct builtin_field sched_delay[5] = { { 'c', "coroutine" }, { 'u'
 /* RequestBegin (16) and RequestEnd (17): not built in either (D9_SCHEMA_REQUESTS). */
 static const struct builtin_field request_begin[5] = { { 'u', "id" }, { 'i', "fd" },
 	{ 'c', "coroutine" }, { 'u', "source" }, { 'u', "preview" } };
-static const struct builtin_field request_end[7] = { { 'u', "id" }, { 'u', "source" },
+static const struct builtin_field request_end[8] = { { 'u', "id" }, { 'u', "source" },
 	{ 'u', "bytes_in" }, { 'u', "bytes_out" }, { 'u', "flags" }, { 'u', "count" },
-	{ 'i', "status" } };
+	{ 'i', "status" }, { 'u', "tail_ns" } };
 
 static int builtin_fields(uint32_t type, unsigned flags)
 {
@@ -371,7 +371,7 @@ int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 	}
 	if (flags & D9_SCHEMA_REQUESTS) {
 		schema_type(w, D9_EV_REQUEST_BEGIN, D9_REQUEST_BEGIN_NAME, request_begin, 5);
-		schema_type(w, D9_EV_REQUEST_END, D9_REQUEST_END_NAME, request_end, 7);
+		schema_type(w, D9_EV_REQUEST_END, D9_REQUEST_END_NAME, request_end, 8);
 	}
 	return d9_chunk_close(w, c);
 }
@@ -644,10 +644,10 @@ void d9_chunk_count_types(const uint8_t *chunk, unsigned flags,
 		uint32_t type = *p & D9_EV_TYPE_MASK;
 		int more = *p++ & D9_EV_MORE;
 		int sd = type == D9_EV_SCHED_DELAY && (flags & D9_SCHEMA_SCHED_DELAY);
-		int nreq = 0; /* RequestBegin, RequestEnd: the code varint, then 5 or 7 fields */
+		int nreq = 0; /* RequestBegin, RequestEnd: the code varint, then 5 or 8 fields */
 		if (type == D9_EV_EXTENDED && (flags & D9_SCHEMA_REQUESTS) && p < end &&
 			(*p == D9_EV_REQUEST_BEGIN || *p == D9_EV_REQUEST_END)) {
-			nreq = *p++ == D9_EV_REQUEST_BEGIN ? 5 : 7;
+			nreq = *p++ == D9_EV_REQUEST_BEGIN ? 5 : 8;
 			sd = 1; /* not counted per type either */
 		}
 		if (!sd && (type == 0 || type > D9_EV_KNOWN_MAX || type == D9_EV_CUSTOM))

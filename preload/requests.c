@@ -47,6 +47,7 @@ struct req_fd {
 	uint64_t co; /* its coroutine, 0: served by a loop (generic mode) */
 	uint64_t bytes_in, bytes_out;
 	uint64_t count; /* complete requests its bytes held (HTTP, RESP) */
+	uint64_t last_write; /* d9__now() after its last write: the response's end */
 };
 
 static struct req_fd *table; /* D9__REQ_FD_CAP entries at most, mmap'd at the first accept */
@@ -116,9 +117,14 @@ static void end_request(struct req_fd *r, uint32_t flags)
 		if (r->count != 1 || !boundary)
 			flags |= D9_REQ_AMBIGUOUS;
 	}
-	if (d9__pl_active())
+	if (d9__pl_active()) {
+		/* the response ended at its last write; the reader's return only tells it now */
+		uint64_t now = d9__now();
+		uint64_t tail = r->state == ST_OUT && now > r->last_write ?
+			d9_agent_ticks_to_ns(now - r->last_write) : 0;
 		d9_rec_request_end(r->id, D9_REQ_SRC_ZERO_CODE, r->bytes_in, r->bytes_out, flags,
-			r->proto == PROTO_HTTP || r->proto == PROTO_RESP ? r->count : 0, 0);
+			r->proto == PROTO_HTTP || r->proto == PROTO_RESP ? r->count : 0, 0, tail);
+	}
 	r->state = ST_IDLE;
 	r->pending = 0;
 }
@@ -273,7 +279,7 @@ void d9__req_accepted(int fd)
 			"its connection's requests are not recorded (counted)", fd, table_n);
 		/* counted in the trace: a RequestEnd of id 0 stands for a connection not tracked */
 		if (d9__pl_active())
-			d9_rec_request_end(0, D9_REQ_SRC_ZERO_CODE, 0, 0, D9_REQ_UNTRACKED, 0, 0);
+			d9_rec_request_end(0, D9_REQ_SRC_ZERO_CODE, 0, 0, D9_REQ_UNTRACKED, 0, 0, 0);
 		goto out;
 	}
 	memset(&table[fd], 0, sizeof(table[fd]));
@@ -358,6 +364,7 @@ void d9__req_wrote(int fd, ssize_t n)
 		return; /* bytes the server sends on its own (a greeting, a push) are no request's */
 	r->bytes_out += (uint64_t)n;
 	r->state = ST_OUT;
+	r->last_write = d9__now();
 	/* a request a loop served (no coroutine) ends with the loop turn that wrote its response */
 	if (r->co == 0 && !r->pending && d9__req_npending < D9__REQ_PENDING) {
 		pending[d9__req_npending].fd = fd;
@@ -411,7 +418,7 @@ void d9__api_request_end(uint64_t id, int status)
 	if (!d9__pl_active())
 		return;
 	int saved = errno;
-	d9_rec_request_end(id, D9_REQ_SRC_API, 0, 0, 0, 1, status);
+	d9_rec_request_end(id, D9_REQ_SRC_API, 0, 0, 0, 1, status, 0);
 	errno = saved;
 }
 

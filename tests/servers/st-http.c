@@ -534,6 +534,34 @@ static void dispatch(char *head, struct reply *r)
 	body_printf(r, "not found\n");
 }
 
+
+/* HTTP_REQUEST_LOG=FILE: one line per request, "pid fd start_ns end_ns target" (CLOCK_MONOTONIC:
+ * from the complete head to the reply written), appended with one write each (forked workers share
+ * the file), so tests can compare what a tracer found with the requests the server served. */
+static int reqlog_fd = -2;              /* -2: not opened yet, -1: off */
+
+static void reqlog(int fd, uint64_t start, uint64_t end, const char *head)
+{
+	char line[256];
+	size_t k = 0;
+	int n;
+
+	if (reqlog_fd == -2) {
+		const char *p = getenv("HTTP_REQUEST_LOG");
+		reqlog_fd = p && *p ? open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+	}
+	if (reqlog_fd < 0 || fd < 0)
+		return;
+	const char *t = strchr(head, ' ');
+	t = t ? t + 1 : head;
+	while (t[k] && t[k] != ' ' && t[k] != '\r' && t[k] != '\n' && k < 100)
+		k++;
+	n = snprintf(line, sizeof(line), "%d %d %llu %llu %.*s\n", (int)getpid(), fd,
+		     (unsigned long long)start, (unsigned long long)end, (int)k, t);
+	if (n > 0 && write(reqlog_fd, line, (size_t)n) < 0)
+		reqlog_fd = -1;
+}
+
 /* Sends the reply with one st_write. Returns 0 or -1. */
 static int send_reply(st_netfd_t nfd, const struct reply *r)
 {
@@ -588,6 +616,8 @@ static void *serve_conn(void *arg)
 		memset(&r, 0, sizeof(r));
 		r.status = 200;
 		r.type = "text/plain";
+		reqlog(-1, 0, 0, "");           /* opens the log outside the timed part */
+		uint64_t t_start = mono_ns();
 		{
 			char saved = buf[hlen];
 
@@ -597,6 +627,7 @@ static void *serve_conn(void *arg)
 		}
 		if (send_reply(nfd, &r) < 0)
 			goto out;
+		reqlog(st_netfd_fileno(nfd), t_start, mono_ns(), buf);
 		if (r.quit)
 			exit(0);
 		if (r.close)
