@@ -317,24 +317,34 @@ static void dispatch(char *head, struct reply *r)
  * the file), so tests can compare what a tracer found with the requests the server served. */
 static int reqlog_fd = -2;              /* -2: not opened yet, -1: off */
 
-static void reqlog(int fd, uint64_t start, uint64_t end, const char *head)
+/* The request line's target (up to 100 bytes) into t[101]: taken before dispatch, which cuts the
+ * head up in place. Also opens the log on first use, outside the timed part. */
+static void reqlog_target(const char *head, char *t)
 {
-	char line[256];
+	const char *p = strchr(head, ' ');
 	size_t k = 0;
-	int n;
 
 	if (reqlog_fd == -2) {
-		const char *p = getenv("HTTP_REQUEST_LOG");
-		reqlog_fd = p && *p ? open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+		const char *f = getenv("HTTP_REQUEST_LOG");
+		reqlog_fd = f && *f ? open(f, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
 	}
-	if (reqlog_fd < 0 || fd < 0)
-		return;
-	const char *t = strchr(head, ' ');
-	t = t ? t + 1 : head;
-	while (t[k] && t[k] != ' ' && t[k] != '\r' && t[k] != '\n' && k < 100)
+	p = p ? p + 1 : head;
+	while (p[k] && p[k] != ' ' && p[k] != '\r' && p[k] != '\n' && k < 100) {
+		t[k] = p[k];
 		k++;
-	n = snprintf(line, sizeof(line), "%d %d %llu %llu %.*s\n", (int)getpid(), fd,
-		     (unsigned long long)start, (unsigned long long)end, (int)k, t);
+	}
+	t[k] = '\0';
+}
+
+static void reqlog(int fd, uint64_t start, uint64_t end, const char *target)
+{
+	char line[256];
+	int n;
+
+	if (reqlog_fd < 0)
+		return;
+	n = snprintf(line, sizeof(line), "%d %d %llu %llu %s\n", (int)getpid(), fd,
+		     (unsigned long long)start, (unsigned long long)end, target);
 	if (n > 0 && write(reqlog_fd, line, (size_t)n) < 0)
 		reqlog_fd = -1;
 }
@@ -389,17 +399,18 @@ static void process_requests(struct conn *c)
 			queue_reply(c, &r);
 			return;
 		}
-		reqlog(-1, 0, 0, "");           /* opens the log outside the timed part */
+		char target[101];
 		uint64_t t_start = mono_ns();
 		{
 			char saved = c->in[hlen];
 
 			c->in[hlen] = '\0';
+			reqlog_target(c->in, target);
 			dispatch(c->in, &r);
 			c->in[hlen] = saved;
 		}
 		queue_reply(c, &r);
-		reqlog(c->fd, t_start, mono_ns(), c->in);
+		reqlog(c->fd, t_start, mono_ns(), target);
 		memmove(c->in, c->in + hlen, c->in_len - hlen);
 		c->in_len -= hlen;
 	}
