@@ -9,8 +9,8 @@
 #     connection (pid, fd): alone in a request that is not ambiguous, or in an ambiguous one
 #     whose count says how many it held; at least 99% of those sent alone are found alone; no
 #     request d9 found (not ambiguous) holds two logged ones; the counts d9 found add up to
-#     the log's +-1%. The four slow ones are d9's four slowest, /burn mostly on CPU and /block
-#     mostly blocked. `requests` (text) lists the per-path percentiles of the preview.
+#     the log's +-1%. The four slow ones are d9's four slowest, /burn at least 45 ms on CPU and /block at least
+#     54 ms blocked in usleep. `requests` (text) lists the per-path percentiles of the preview.
 #   - requests-off: with D9_REQUESTS unset, no request event in the trace.
 #   - requests-redis: Debian's redis-server, redis-benchmark without and with pipelining (-P 16):
 #     the commands d9 counted are within 1% of what redis-benchmark sent, pipelined reads are
@@ -152,10 +152,13 @@ if names != ["GET /block", "GET /block", "GET /burn", "GET /burn"]:
     fail("the four slowest are %s, not the two /burn and two /block" % [(r["preview"], r["duration_ns"]) for r in top])
 for r in top:
     dur = r["duration_ns"]
-    if r["preview"] == "GET /burn" and not (r["cpu_ns"] >= 0.6 * dur and r["blocked_ns"] < 0.2 * dur):
-        fail("/burn is not on CPU: %s" % r)
-    if r["preview"] == "GET /block" and not (r["blocked_ns"] >= 0.6 * dur and r["blocking_call"]):
-        fail("/block is not blocked: %s" % r)
+    # absolute bounds, not shares: a loaded machine may preempt the server inside a request,
+    # which stretches it (time on CPU as far as the process can tell) but changes no cause
+    if r["preview"] == "GET /burn" and not (r["cpu_ns"] >= 45e6 and r["blocked_ns"] < 10e6):
+        fail("/burn (50 ms of CPU) is not on CPU: %s" % r)
+    if r["preview"] == "GET /block" and not (r["blocked_ns"] >= 54e6 and r["blocking_call"] == "usleep"
+                                             and r["blocking_call_ns"] >= 54e6):
+        fail("/block (a 60 ms usleep) is not blocked in usleep: %s" % r)
 amb = sum(1 for r in reqs if r["ambiguous"])
 print("PASS %s: %d of %d served requests found (%d alone of %d sent alone), %d ambiguous, counted %d; slowest 4 with their causes" % (case, found, ntruth, exact, alone, amb, counted))
 PYEOF
@@ -195,7 +198,7 @@ run_http requests-st "$ST_HTTP"
 run_http requests-epoll "$EPOLL_HTTP"
 
 # ---- off by default ------------------------------------------------------------------------------
-if pl_start "$T/off" "$ST_HTTP" -- && pl_gets 3 /fast "fast" && pl_quit && [ "$SRC" = 0 ]; then
+if pl_start "$T/off" "$ST_HTTP" -- && pl_gets 3 /fast "ok" && pl_quit && [ "$SRC" = 0 ]; then
 	d9_wait_settled "$SDIR/trace" >/dev/null 2>&1 || true
 	n=$("$PL_ANALYZE" dump "$SDIR/trace" | grep -c '"type":"Request')
 	polls=$("$PL_ANALYZE" dump "$SDIR/trace" | grep -c '"type":"PollStart"')
