@@ -9,8 +9,8 @@
 #     connection (pid, fd): alone in a request that is not ambiguous, or in an ambiguous one
 #     whose count says how many it held; at least 99% of those sent alone are found alone; no
 #     request d9 found (not ambiguous) holds two logged ones; the counts d9 found add up to
-#     the log's +-1%. The four slow ones are d9's four slowest, /burn at least 45 ms on CPU and /block at least
-#     54 ms blocked in usleep. `requests` (text) lists the per-path percentiles of the preview.
+#     the log's +-1%. The four slow ones are d9's four slowest, /burn at least 45 ms on CPU,
+#     /block at least 54 ms blocked in usleep. `requests` (text) lists per-path percentiles.
 #   - requests-off: with D9_REQUESTS unset, no request event in the trace.
 #   - requests-redis: Debian's redis-server, redis-benchmark without and with pipelining (-P 16):
 #     the commands d9 counted are within 1% of what redis-benchmark sent, pipelined reads are
