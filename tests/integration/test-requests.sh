@@ -11,6 +11,9 @@
 #     request d9 found (not ambiguous) holds two logged ones; the counts d9 found add up to
 #     the log's +-1%. The four slow ones are d9's four slowest, /burn at least 45 ms on CPU,
 #     /block at least 54 ms blocked in usleep. `requests` (text) lists per-path percentiles.
+#   - requests-viewer-*: the viewer (chromium) holds the same requests as the analyzer on the
+#     st-http trace, and a click on the slowest request's bar selects it and outlines exactly
+#     its coroutine's polls inside its time (tests/browser/viewer-requests-test.js).
 #   - requests-off: with D9_REQUESTS unset, no request event in the trace.
 #   - requests-redis: Debian's redis-server, redis-benchmark without and with pipelining (-P 16):
 #     the commands d9 counted are within 1% of what redis-benchmark sent, pipelined reads are
@@ -194,7 +197,31 @@ run_http() {
 	fi
 }
 
+# viewer CASE: the viewer's requests track on that case's trace, in chromium (requests-viewer-*)
+viewer() {
+	local br=$PL_ROOT/tests/browser
+	if ! command -v node >/dev/null || [ ! -x /usr/bin/chromium ] ||
+		! (cd "$br" && node -e "require.resolve('playwright-core')" 2>/dev/null); then
+		pl_skip requests-viewer "node, chromium or playwright-core is missing (scripts/install-deps.sh installs them)"
+		return
+	fi
+	local cfg
+	cfg=$(python3 - "$T/$1" <<'PYEOF'
+import json, os, sys
+d = sys.argv[1]
+reqs = [json.loads(l) for l in open(d + "/requests.json")]
+files = sorted(os.path.join(d, "trace", f) for f in os.listdir(d + "/trace")
+               if f.endswith((".bin", ".bin.gz", ".active")))
+print(json.dumps({"files": files, "requests": len(reqs), "artifacts": d + "/shots",
+                  "ambiguous": sum(1 for r in reqs if r["ambiguous"])}))
+PYEOF
+	)
+	timeout -s KILL 600 node "$br/viewer-requests-test.js" "$cfg" 2>"$T/$1/browser.err" ||
+		pl_fail requests-viewer "viewer-requests-test.js failed: $(tail -c 400 "$T/$1/browser.err")"
+}
+
 run_http requests-st "$ST_HTTP"
+viewer requests-st
 run_http requests-epoll "$EPOLL_HTTP"
 
 # ---- off by default ------------------------------------------------------------------------------
