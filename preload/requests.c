@@ -395,11 +395,13 @@ void d9__req_turn_end(void)
 	d9__req_npending = 0;
 	if (!d9__pl_active())
 		return;
+	int saved = errno;
 	for (unsigned i = 0; i < n; i++) {
 		struct req_fd *r = slot(pending[i].fd);
 		if (r && r->state == ST_OUT && r->id == pending[i].id && r->pending)
 			end_request(r, D9_REQ_TURN_END);
 	}
+	errno = saved;
 }
 
 /* ---- the application API --------------------------------------------------------------------- */
@@ -477,8 +479,9 @@ D9_INTERPOSE ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	if (!real_recvmsg)
 		return syscall(SYS_recvmsg, fd, msg, flags);
 	ssize_t r = real_recvmsg(fd, msg, flags);
+	/* a bad msg is the kernel's EFAULT, never ours to read */
 	if (D9_UNLIKELY(d9__pcfg.requests) && !(flags & MSG_PEEK))
-		d9__req_readv(fd, msg->msg_iov, msg->msg_iovlen, r, errno);
+		d9__req_readv(fd, r > 0 ? msg->msg_iov : NULL, r > 0 ? msg->msg_iovlen : 0, r, errno);
 	return r;
 }
 
