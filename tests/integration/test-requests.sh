@@ -10,7 +10,8 @@
 #     whose count says how many it held; at least 99% of those sent alone are found alone; no
 #     request d9 found (not ambiguous) holds two logged ones; the counts d9 found add up to
 #     the log's +-1%. The four slow ones are d9's four slowest, /burn at least 45 ms on CPU,
-#     /block at least 54 ms blocked in usleep. `requests` (text) lists per-path percentiles.
+#     /block at least 54 ms blocked in usleep. `requests` (text) lists per-path percentiles;
+#     `summary` counts the requests.
 #   - requests-viewer-*: the viewer (chromium) holds the same requests as the analyzer on the
 #     st-http trace, and a click on the slowest request's bar selects it and outlines exactly
 #     its coroutine's polls inside its time (tests/browser/viewer-requests-test.js).
@@ -188,6 +189,16 @@ run_http() {
 	fi
 	"$PL_ANALYZE" requests --json "$SDIR/trace" >"$SDIR/requests.json" 2>"$SDIR/analyze.err"
 	truth "$case" "$SDIR"
+	local ns nr
+	ns=$("$PL_ANALYZE" summary --json "$SDIR/trace" 2>/dev/null | python3 -c 'import json, sys
+print(json.load(sys.stdin).get("requests", {}).get("count", 0))')
+	nr=$(wc -l <"$SDIR/requests.json")
+	# summary counts every RequestEnd; requests leaves out the few with a gap inside
+	if [ -n "$ns" ] && [ "$ns" -ge "$nr" ] && [ "$ns" -le $((nr + nr / 100 + 1)) ]; then
+		pl_pass "$case-summary" "summary counts $ns requests ($nr listed)"
+	else
+		pl_fail "$case-summary" "summary counts '${ns}' requests, requests lists $nr"
+	fi
 	"$PL_ANALYZE" requests --top 3 "$SDIR/trace" >"$SDIR/requests.txt" 2>&1
 	if grep -q '^GET / ' "$SDIR/requests.txt" && grep -q '^GET /block ' "$SDIR/requests.txt" &&
 		grep -q '^slowest 3:' "$SDIR/requests.txt"; then
