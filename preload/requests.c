@@ -366,7 +366,18 @@ void d9__req_wrote(int fd, ssize_t n)
 	r->state = ST_OUT;
 	r->last_write = d9__now();
 	/* a request a loop served (no coroutine) ends with the loop turn that wrote its response */
-	if (r->co == 0 && !r->pending && d9__req_npending < D9__REQ_PENDING) {
+	if (r->co == 0 && !r->pending) {
+		if (D9_UNLIKELY(d9__req_npending == D9__REQ_PENDING)) {
+			/* more answered requests in one turn than the list holds: this one ends at
+			 * its first write (later writes of its response are no request's) rather than
+			 * at the peer's next request, which would add the client's think time */
+			if (d9__pl_active()) {
+				int saved = errno;
+				end_request(r, D9_REQ_TURN_END);
+				errno = saved;
+			}
+			return;
+		}
 		pending[d9__req_npending].fd = fd;
 		pending[d9__req_npending].id = r->id;
 		d9__req_npending++;
