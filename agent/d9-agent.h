@@ -225,11 +225,13 @@ static inline void d9_rec_request_begin(uint64_t id, int64_t fd, uint64_t corout
 	D9__REC(d9_enc_request_begin(&t_->enc, d9__now(), id, fd, coroutine, source, preview));
 }
 
-static inline void d9_rec_request_end(uint64_t id, uint32_t source, uint64_t bytes_in,
-	uint64_t bytes_out, uint32_t flags, uint64_t count, int64_t status, uint64_t tail_ns)
+/* now: d9__now() read by the caller (it timed tail_ns with it: one clock read, not two) */
+static inline void d9_rec_request_end(uint64_t now, uint64_t id, uint32_t source,
+	uint64_t bytes_in, uint64_t bytes_out, uint32_t flags, uint64_t count, int64_t status,
+	uint64_t tail_ns)
 {
-	D9__REC(d9_enc_request_end(&t_->enc, d9__now(), id, source, bytes_in, bytes_out, flags,
-		count, status, tail_ns));
+	D9__REC(d9_enc_request_end(&t_->enc, now, id, source, bytes_in, bytes_out, flags, count,
+		status, tail_ns));
 }
 
 static inline void d9_rec_zero_timeout_waits(uint64_t count)

@@ -122,8 +122,8 @@ static void end_request(struct req_fd *r, uint32_t flags)
 		uint64_t now = d9__now();
 		uint64_t tail = r->state == ST_OUT && now > r->last_write ?
 			d9_agent_ticks_to_ns(now - r->last_write) : 0;
-		d9_rec_request_end(r->id, D9_REQ_SRC_ZERO_CODE, r->bytes_in, r->bytes_out, flags,
-			r->proto == PROTO_HTTP || r->proto == PROTO_RESP ? r->count : 0, 0, tail);
+		d9_rec_request_end(now, r->id, D9_REQ_SRC_ZERO_CODE, r->bytes_in, r->bytes_out,
+			flags, r->proto == PROTO_HTTP || r->proto == PROTO_RESP ? r->count : 0, 0, tail);
 	}
 	r->state = ST_IDLE;
 	r->pending = 0;
@@ -279,7 +279,8 @@ void d9__req_accepted(int fd)
 			"its connection's requests are not recorded (counted)", fd, table_n);
 		/* counted in the trace: a RequestEnd of id 0 stands for a connection not tracked */
 		if (d9__pl_active())
-			d9_rec_request_end(0, D9_REQ_SRC_ZERO_CODE, 0, 0, D9_REQ_UNTRACKED, 0, 0, 0);
+			d9_rec_request_end(d9__now(), 0, D9_REQ_SRC_ZERO_CODE, 0, 0, D9_REQ_UNTRACKED,
+				0, 0, 0);
 		goto out;
 	}
 	memset(&table[fd], 0, sizeof(table[fd]));
@@ -431,7 +432,7 @@ void d9__api_request_end(uint64_t id, int status)
 	if (!d9__pl_active())
 		return;
 	int saved = errno;
-	d9_rec_request_end(id, D9_REQ_SRC_API, 0, 0, 0, 1, status, 0);
+	d9_rec_request_end(d9__now(), id, D9_REQ_SRC_API, 0, 0, 0, 1, status, 0);
 	errno = saved;
 }
 
