@@ -11,7 +11,7 @@
 #     request d9 found (not ambiguous) holds two logged ones; the counts d9 found add up to
 #     the log's +-1%. The four slow ones are d9's four slowest, /burn at least 45 ms on CPU,
 #     /block at least 54 ms blocked in usleep. `requests` (text) lists per-path percentiles;
-#     `summary` counts the requests.
+#     `summary` counts the requests; `jsonl` lists every begin and end.
 #   - requests-viewer-*: the viewer (chromium) holds the same requests as the analyzer on the
 #     st-http trace, and a click on the slowest request's bar selects it and outlines exactly
 #     its coroutine's polls inside its time (tests/browser/viewer-requests-test.js).
@@ -200,6 +200,19 @@ print(json.load(sys.stdin).get("requests", {}).get("count", 0))')
 		pl_pass "$case-summary" "summary counts $ns requests ($nr listed)"
 	else
 		pl_fail "$case-summary" "summary counts '${ns}' requests, requests lists $nr"
+	fi
+	# jsonl: every begin and end, with their fields
+	if "$PL_ANALYZE" jsonl "$SDIR/trace" 2>/dev/null | python3 -c 'import json, sys
+b = e = 0
+for l in sys.stdin:
+    x = json.loads(l)
+    if x["type"] == "RequestBegin" and x["source"] == "zero-code" and x["fd"] >= 0: b += 1
+    if x["type"] == "RequestEnd" and x["bytes_in"] > 0: e += 1
+n = int(sys.argv[1])
+sys.exit(0 if n <= b <= n + n // 100 + 2 and n <= e <= n + n // 100 + 2 else "%d begins, %d ends, %d requests" % (b, e, n))' "$nr" 2>"$SDIR/jsonl.err"; then
+		pl_pass "$case-jsonl" "RequestBegin and RequestEnd in jsonl"
+	else
+		pl_fail "$case-jsonl" "$(tail -c 200 "$SDIR/jsonl.err")"
 	fi
 	"$PL_ANALYZE" requests --top 3 "$SDIR/trace" >"$SDIR/requests.txt" 2>&1
 	if grep -q '^GET / ' "$SDIR/requests.txt" && grep -q '^GET /block ' "$SDIR/requests.txt" &&
