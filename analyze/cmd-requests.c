@@ -1,9 +1,9 @@
 /* cmd-requests.c: `d9-analyze requests`: the requests of a trace (RequestBegin to RequestEnd,
  * zero-code or the application's), the slowest first, each with its time split: on CPU (its
  * coroutine's polls, or in generic mode the loop turns, inside it, less blocking calls), blocked
- * (BlockingCalls inside), waiting to be scheduled (wake to poll) and waiting for the peer (the
- * rest), the polls and the hottest CPU stack inside it; percentiles per path when the HTTP preview
- * was on; --json: one object per request. Streaming: memory grows with open requests, the top N
+ * (BlockingCalls inside), waiting to be scheduled (wake to poll) and waiting off CPU (the rest:
+ * for the peer, a timer, another thread's work), the polls and the hottest CPU stack inside it;
+ * percentiles per path when the HTTP preview was on; --json: one object per request. Streaming: memory grows with open requests, the top N
  * and the paths, never with events. Rules: README.md, "Requests"; agent/DESIGN.md, "Requests". */
 #include "analyze.h"
 #include "d9-format.h"
@@ -177,15 +177,15 @@ static uint64_t dur_of(const struct rq *r)
 	return r->end_ns > r->begin_ns ? (uint64_t)(r->end_ns - r->begin_ns) : 0;
 }
 
-/* on CPU, waiting for the peer (the rest) */
-static void split(const struct rq *r, uint64_t *cpu, uint64_t *peer)
+/* on CPU, and waiting off CPU (the rest: the peer, a timer, another thread) */
+static void split(const struct rq *r, uint64_t *cpu, uint64_t *wait)
 {
 	uint64_t d = dur_of(r);
 	uint64_t c = r->cpu_ns > r->blocked_ns ? r->cpu_ns - r->blocked_ns : 0;
 	uint64_t used = c + r->blocked_ns + r->sched_ns;
 
 	*cpu = c;
-	*peer = d > used ? d - used : 0;
+	*wait = d > used ? d - used : 0;
 }
 
 static const char *proto_name(uint64_t flags)
@@ -196,23 +196,23 @@ static const char *proto_name(uint64_t flags)
 static void print_json(struct reqs *q, const struct rq *r)
 {
 	FILE *f = stdout;
-	uint64_t cpu, peer;
+	uint64_t cpu, wait;
 	uint32_t ns;
 	const struct d9__stack *hs = hot_stack(r, &ns);
 	const char *proto = proto_name(r->flags);
 
-	split(r, &cpu, &peer);
+	split(r, &cpu, &wait);
 	fprintf(f, "{\"id\":%" PRIu64 ",\"source\":\"%s\",\"pid\":%u,\"tid\":%u,\"worker\":%u,"
 		"\"coroutine\":%" PRIu64 ",\"fd\":%" PRId64 ",\"begin_ns\":%" PRId64
 		",\"offset_ns\":%" PRId64 ",\"begin_mono_ns\":%" PRId64 ",\"end_mono_ns\":%" PRId64
 		",\"duration_ns\":%" PRIu64 ",\"cpu_ns\":%" PRIu64 ",\"blocked_ns\":%" PRIu64
-		",\"sched_ns\":%" PRIu64 ",\"peer_ns\":%" PRIu64 ",\"polls\":%" PRIu64
+		",\"sched_ns\":%" PRIu64 ",\"waiting_ns\":%" PRIu64 ",\"polls\":%" PRIu64
 		",\"blocking_calls\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"bytes_in\":%" PRIu64
 		",\"bytes_out\":%" PRIu64 ",\"count\":%" PRIu64 ",\"ambiguous\":%s,\"closed\":%s"
 		",\"turn_end\":%s,\"no_response\":%s,\"status\":%" PRId64 ",\"protocol\":",
 		r->id, r->source == D9_REQ_SRC_API ? "api" : "zero-code", r->proc->pid, r->th->tid,
 		r->th->worker, r->co, r->fd, r->begin_real, r->begin_real - q->t->start_real,
-		r->begin_ns, r->end_ns, dur_of(r), cpu, r->blocked_ns, r->sched_ns, peer, r->polls,
+		r->begin_ns, r->end_ns, dur_of(r), cpu, r->blocked_ns, r->sched_ns, wait, r->polls,
 		r->blocking_calls, r->samples, r->bytes_in, r->bytes_out, r->count,
 		r->flags & D9_REQ_AMBIGUOUS ? "true" : "false",
 		r->flags & D9_REQ_CLOSED ? "true" : "false",
@@ -244,22 +244,22 @@ static void print_json(struct reqs *q, const struct rq *r)
 static void print_text(struct reqs *q, const struct rq *r)
 {
 	char a[32], b[32], c[32], d[32], e[32], g[32];
-	uint64_t cpu, peer;
+	uint64_t cpu, wait;
 	uint32_t ns;
 	const struct d9__stack *hs = hot_stack(r, &ns);
 
-	split(r, &cpu, &peer);
+	split(r, &cpu, &wait);
 	snprintf(a, sizeof(a), "+%.6fs", (double)(r->begin_real - q->t->start_real) / 1e9);
 	printf("%-14s %-9s pid %-7u worker %-3u coroutine %-6" PRIu64 " fd %-5" PRId64 " %s%s%s\n",
 		a, d9__fmt_dur(b, sizeof(b), (int64_t)dur_of(r)), r->proc->pid, r->th->worker, r->co,
 		r->fd, r->preview ? r->preview : r->source == D9_REQ_SRC_API ? "(api)" : "(no preview)",
 		r->flags & D9_REQ_AMBIGUOUS ? "  AMBIGUOUS" : "",
 		r->flags & D9_REQ_CLOSED ? "  closed" : "");
-	printf("    on CPU %s  blocked %s  waiting to run %s  waiting for peer %s  polls %" PRIu64
+	printf("    on CPU %s  blocked %s  waiting to run %s  waiting %s  polls %" PRIu64
 		"  in %" PRIu64 "B out %" PRIu64 "B\n", d9__fmt_dur(c, sizeof(c), (int64_t)cpu),
 		d9__fmt_dur(d, sizeof(d), (int64_t)r->blocked_ns),
 		d9__fmt_dur(e, sizeof(e), (int64_t)r->sched_ns),
-		d9__fmt_dur(g, sizeof(g), (int64_t)peer), r->polls, r->bytes_in, r->bytes_out);
+		d9__fmt_dur(g, sizeof(g), (int64_t)wait), r->polls, r->bytes_in, r->bytes_out);
 	if (r->block_call)
 		printf("    longest blocking call: %s %s\n", r->block_call,
 			d9__fmt_dur(c, sizeof(c), (int64_t)r->block_call_ns));
@@ -615,8 +615,9 @@ static void requests_help(FILE *f)
 		"Lists the requests of a trace recorded with D9_REQUESTS=1 (or the d9.h API), the\n"
 		"slowest first, with their time split: on CPU (the polls of their coroutine, or the\n"
 		"loop turns, inside them, less blocking calls), blocked (blocking calls inside),\n"
-		"waiting to run (wake to poll), waiting for the peer (the rest); their polls, longest\n"
-		"blocking call and hottest CPU stack; then percentiles per path (HTTP preview on).\n"
+		"waiting to run (wake to poll), waiting (the rest: for the peer, a timer, another\n"
+		"thread); their polls, longest blocking call and hottest CPU stack; then\n"
+		"percentiles per path (HTTP preview on).\n"
 		"Requests whose bytes held more or less than one request are AMBIGUOUS: their\n"
 		"boundaries are not known (pipelining); the count says how many requests they held.\n\n"
 		"options:\n"
