@@ -16,6 +16,8 @@
 #     st-http trace, and a click on the slowest request's bar selects it and outlines exactly
 #     its coroutine's polls inside its time (tests/browser/viewer-requests-test.js).
 #   - requests-off: with D9_REQUESTS unset, no request event in the trace.
+#   - requests-preview-query: D9_REQUESTS_PREVIEW=query keeps the query string (the st-http case
+#     checks that D9_REQUESTS_PREVIEW=1 drops it).
 #   - requests-redis: Debian's redis-server, redis-benchmark without and with pipelining (-P 16):
 #     the commands d9 counted are within 1% of what redis-benchmark sent, pipelined reads are
 #     ambiguous, single ones are not.
@@ -262,6 +264,20 @@ if pl_start "$T/off" "$ST_HTTP" -- && pl_gets 3 /fast "ok" && pl_quit && [ "$SRC
 	fi
 else
 	pl_fail requests-off "server run failed: ${PL_ERR:-exit $SRC}"
+fi
+
+# ---- the preview with its query string (D9_REQUESTS_PREVIEW=query; =1 drops it: requests-st) -----
+if pl_start "$T/query" "$ST_HTTP" D9_REQUESTS=1 D9_REQUESTS_PREVIEW=query -- &&
+	pl_gets 2 "/fast?token=x" "ok" && pl_quit && [ "$SRC" = 0 ]; then
+	pv=$("$PL_ANALYZE" requests --json "$SDIR/trace" 2>/dev/null | python3 -c 'import json, sys
+print(sorted(set(json.loads(l)["preview"] for l in sys.stdin)))')
+	if [ "$pv" = "['GET /fast?token=x']" ]; then
+		pl_pass requests-preview-query "the query kept when asked for"
+	else
+		pl_fail requests-preview-query "previews $pv, want ['GET /fast?token=x']"
+	fi
+else
+	pl_fail requests-preview-query "server run failed: ${PL_ERR:-exit $SRC}"
 fi
 
 # ---- redis ----------------------------------------------------------------------------------------
