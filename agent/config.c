@@ -313,6 +313,10 @@ int d9__config_load(struct d9__config *c)
 			return bad("D9_BLOCKING_THRESHOLD", v, why, "a duration of at least 10us, like 1ms (us, ms, s)");
 		c->pre.blocking_threshold_ns = n;
 	}
+	if ((v = getenv("D9_REQUESTS")) && *v && (why = parse_bool(v, &c->pre.requests)))
+		return bad("D9_REQUESTS", v, why, "0 or 1");
+	if ((v = getenv("D9_REQUESTS_PREVIEW")) && *v && (why = WORD(v, &c->pre.requests_preview, "0", "1", "query")))
+		return bad("D9_REQUESTS_PREVIEW", v, why, "0, 1 (method and path) or query (with the query string)");
 	if ((v = getenv("D9_QUEUE_INTERVAL")) && *v) {
 		if ((why = in_range(parse_duration(v, &n), &n, 1000000ull, UINT64_MAX)))
 			return bad("D9_QUEUE_INTERVAL", v, why, "a duration of at least 1ms, like 10ms");

@@ -17,7 +17,7 @@
 
 /* Schema flags of every segment the agent writes (Unpark statistics per interval, 0 = unknown). */
 #define D9_AGENT_SCHEMA (D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY | D9_SCHEMA_CPU_UNWIND | \
-	D9_SCHEMA_CPU_WEIGHT | D9_SCHEMA_API)
+	D9_SCHEMA_CPU_WEIGHT | D9_SCHEMA_API | D9_SCHEMA_REQUESTS)
 
 struct d9__block;
 struct d9__prof;
@@ -32,6 +32,8 @@ struct d9_preload_config {
 	uint64_t blocking_threshold_ticks; /* the same in event clock ticks (after calibration) */
 	uint64_t queue_interval_ns; /* D9_QUEUE_INTERVAL: run-queue samples */
 	uint64_t queue_interval_ticks;
+	int requests; /* D9_REQUESTS: zero-code request detection (preload/requests.c) */
+	int requests_preview; /* D9_REQUESTS_PREVIEW: 0 off, 1 method and path, 2 with the query */
 };
 extern struct d9_preload_config d9__pcfg;
 
@@ -214,6 +216,22 @@ static inline void d9_rec_sched_delay(uint64_t start, uint64_t end, uint64_t cor
 {
 	D9__REC(d9_enc_sched_delay(&t_->enc, end, coroutine, call, fd_kind,
 		d9_agent_ticks_to_ns(end - start), sched_wait_ns));
+}
+
+/* Requests (preload/requests.c, agent API): begin and end, on the calling thread. */
+static inline void d9_rec_request_begin(uint64_t id, int64_t fd, uint64_t coroutine,
+	uint32_t source, uint64_t preview)
+{
+	D9__REC(d9_enc_request_begin(&t_->enc, d9__now(), id, fd, coroutine, source, preview));
+}
+
+/* now: d9__now() read by the caller (it timed tail_ns with it: one clock read, not two) */
+static inline void d9_rec_request_end(uint64_t now, uint64_t id, uint32_t source,
+	uint64_t bytes_in, uint64_t bytes_out, uint32_t flags, uint64_t count, int64_t status,
+	uint64_t tail_ns)
+{
+	D9__REC(d9_enc_request_end(&t_->enc, now, id, source, bytes_in, bytes_out, flags, count,
+		status, tail_ns));
 }
 
 static inline void d9_rec_zero_timeout_waits(uint64_t count)

@@ -13,6 +13,7 @@ enum {
 int d9__cmd_dump(int argc, char **argv);
 int d9__cmd_summary(int argc, char **argv);
 int d9__cmd_polls(int argc, char **argv);
+int d9__cmd_requests(int argc, char **argv);
 int d9__cmd_jsonl(int argc, char **argv);
 int d9__cmd_flame(int argc, char **argv);
 int d9__cmd_chrome(int argc, char **argv);

@@ -35,12 +35,36 @@ static void put_loc(FILE *f, const struct d9__loc *l)
 	fprintf(f, ",\"location_addr\":\"0x%" PRIx64 "\"", l->function_addr);
 }
 
+/* RequestBegin / RequestEnd (README.md, "Requests"): their fields by name */
+static void put_request(FILE *f, const struct d9__ev *ev)
+{
+	const uint64_t *v = ev->raw->f;
+
+	fprintf(f, ",\"id\":%" PRIu64 ",\"source\":\"%s\"", ev->count,
+		ev->kind == D9_REQ_SRC_API ? "api" : "zero-code");
+	if (ev->type == D9_EV_REQUEST_BEGIN) {
+		fprintf(f, ",\"fd\":%" PRId64 ",\"coroutine\":%" PRIu64 ",\"preview\":", ev->object,
+			ev->co);
+		if (ev->call)
+			d9__json_cstr(f, ev->call);
+		else
+			fputs("null", f);
+		return;
+	}
+	fprintf(f, ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64 ",\"flags\":%" PRIu64
+		",\"count\":%" PRIu64 ",\"status\":%" PRId64 ",\"tail_ns\":%" PRIu64,
+		v[D9_F_RE_BYTES_IN], v[D9_F_RE_BYTES_OUT], v[D9_F_RE_FLAGS], v[D9_F_RE_COUNT], ev->value,
+		v[D9_F_RE_TAIL_NS]);
+}
+
 static void jsonl_on_event(void *ctx, const struct d9__ev *ev)
 {
 	struct jsonl *j = ctx;
 	FILE *f = stdout;
 	const char *type = !ev->th ? NULL : ev->type == D9_EV_SCHED_DELAY ? D9_SCHED_DELAY_NAME :
-		d9__api_event(ev) ? d9__api_type_name(ev) : d9_event_name(ev->type);
+		d9__api_event(ev) ? d9__api_type_name(ev) :
+		ev->type == D9_EV_REQUEST_BEGIN ? D9_REQUEST_BEGIN_NAME :
+		ev->type == D9_EV_REQUEST_END ? D9_REQUEST_END_NAME : d9_event_name(ev->type);
 
 	if (!type || (j->pid >= 0 && ev->proc->pid != j->pid))
 		return; /* pseudo events (segment and process ends); other processes */
@@ -134,6 +158,10 @@ static void jsonl_on_event(void *ctx, const struct d9__ev *ev)
 	case D9_EV_VALUE:
 	case D9_EV_CUSTOM:
 		d9__api_json(f, ev);
+		break;
+	case D9_EV_REQUEST_BEGIN:
+	case D9_EV_REQUEST_END:
+		put_request(f, ev);
 		break;
 	default:
 		break;

@@ -642,6 +642,13 @@ void d9__sum_event(void *ctx, const struct d9__ev *ev)
 		w->ztw += ev->count;
 		s->ztw += ev->count;
 		break;
+	case D9_EV_REQUEST_END:
+		if (!(ev->raw->f[D9_F_RE_FLAGS] & D9_REQ_UNTRACKED)) {
+			s->req_n++;
+			s->req_ambiguous += !!(ev->raw->f[D9_F_RE_FLAGS] & D9_REQ_AMBIGUOUS);
+			s->req_counted += ev->raw->f[D9_F_RE_COUNT] ? ev->raw->f[D9_F_RE_COUNT] : 1;
+		}
+		break;
 	default:
 		break;
 	}
@@ -1039,6 +1046,9 @@ static void print_json(FILE *f, struct sum *s)
 		",\"duration_ns\":%" PRId64 ",\"trace_start_ns\":%" PRId64 ",\"events\":%" PRIu64,
 		gen ? "generic" : "coroutines", s->seen ? s->first_real : 0, s->seen ? s->last_real : 0,
 		s->seen ? s->last_real - s->first_real : 0, t->start_real, t->events);
+	if (s->req_n) /* only in traces with requests (D9_REQUESTS=1, the API) */
+		fprintf(f, ",\"requests\":{\"count\":%" PRIu64 ",\"ambiguous\":%" PRIu64
+			",\"in_their_bytes\":%" PRIu64 "}", s->req_n, s->req_ambiguous, s->req_counted);
 	fputs(",\"dumps\":[", f);
 	for (size_t i = 0; i < t->ndumps; i++) {
 		if (i)
@@ -1391,6 +1401,10 @@ static void print_text(FILE *f, struct sum *s)
 		fmt_utc(from, sizeof(from), s->seen ? s->first_real : 0),
 		fmt_utc(to, sizeof(to), s->seen ? s->last_real : 0),
 		D(a, s->seen ? s->last_real - s->first_real : 0), t->events, t->readable);
+	if (s->req_n)
+		fprintf(f, "requests: %" PRIu64 " (%" PRIu64 " ambiguous; %" PRIu64 " in their bytes): "
+			"'d9-analyze requests' lists the slowest\n", s->req_n, s->req_ambiguous,
+			s->req_counted);
 	for (size_t i = 0; i < t->ndumps; i++) {
 		const struct d9__dump *dp = &t->dumps[i];
 		char what[128];

@@ -21,6 +21,7 @@ static const struct cmd cmds[] = {
 	{ "summary", d9__cmd_summary, "where the time went: workers, polls, locations, delays (default)" },
 	{ "check", d9__cmd_check, "diagnosis: the problems found, worst first, with what to run next" },
 	{ "polls", d9__cmd_polls, "one line per poll, with filters" },
+	{ "requests", d9__cmd_requests, "requests (D9_REQUESTS=1), slowest first, with their time split" },
 	{ "flame", d9__cmd_flame, "folded stacks of CPU samples or blocking calls, for flame graphs" },
 	{ "events", d9__cmd_events, "the application's marks, values and custom events (d9.h)" },
 	{ "jsonl", d9__cmd_jsonl, "every event as JSON lines, ids resolved" },

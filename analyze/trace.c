@@ -675,10 +675,16 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 	const struct d9_schema_type *vs = d9_reader_schema(r, D9_EV_VALUE);
 	int mark_ok = ms && ms->nfields >= 1 && !strcmp(ms->name, D9_MARK_NAME);
 	int value_ok = vs && vs->nfields >= 3 && !strcmp(vs->name, D9_VALUE_NAME);
+	/* and 16, 17 are RequestBegin, RequestEnd when it names them so */
+	const struct d9_schema_type *rbs = d9_reader_schema(r, D9_EV_REQUEST_BEGIN);
+	const struct d9_schema_type *res = d9_reader_schema(r, D9_EV_REQUEST_END);
+	int req_ok = rbs && rbs->nfields >= 5 && !strcmp(rbs->name, D9_REQUEST_BEGIN_NAME) &&
+		res && res->nfields >= 7 && !strcmp(res->name, D9_REQUEST_END_NAME);
 	d9_events_init(&it, r, c);
 	while (d9_events_next(&it, &e) == 1) {
 		if (e.type < 1 || (e.type > D9_EV_KNOWN_MAX && !(e.type == D9_EV_SCHED_DELAY && sd_ok) &&
-			!(e.type == D9_EV_MARK && mark_ok) && !(e.type == D9_EV_VALUE && value_ok)))
+			!(e.type == D9_EV_MARK && mark_ok) && !(e.type == D9_EV_VALUE && value_ok) &&
+			!((e.type == D9_EV_REQUEST_BEGIN || e.type == D9_EV_REQUEST_END) && req_ok)))
 			continue;
 		ev.co = ev.co2 = 0;
 		ev.loc = NULL;
@@ -804,6 +810,18 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 				continue;
 			}
 			ev.cvals = ss->cvals;
+			break;
+		case D9_EV_REQUEST_BEGIN:
+			ev.count = e.f[D9_F_RB_ID];
+			ev.object = (int64_t)e.f[D9_F_RB_FD];
+			ev.co = e.f[D9_F_RB_COROUTINE];
+			ev.kind = e.f[D9_F_RB_SOURCE];
+			ev.call = e.f[D9_F_RB_PREVIEW] ? seg_string(ss, e.f[D9_F_RB_PREVIEW]) : NULL;
+			break;
+		case D9_EV_REQUEST_END:
+			ev.count = e.f[D9_F_RE_ID];
+			ev.kind = e.f[D9_F_RE_SOURCE];
+			ev.value = (int64_t)e.f[D9_F_RE_STATUS];
 			break;
 		default:
 			continue;

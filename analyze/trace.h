@@ -113,6 +113,9 @@ struct d9__ev {
 	int64_t value; /* Unpark ready; Park timeout_us; SchedDelay sched_wait_ns (-1 unknown) */
 	uint64_t unwind; /* CpuSample: enum d9_unwinder and D9_UNWIND_* flags; 0 = not recorded */
 	uint64_t weight_ns; /* CpuSample: the time it stands for (D9_UNKNOWN: not recorded) */
+	/* RequestBegin: count the id, object the fd (-1 none), co the coroutine, kind the source,
+	 * call the preview (NULL none); RequestEnd: count the id, kind the source, value the
+	 * status, the rest in raw->f (D9_F_RE_*) */
 	const struct d9_event *raw;
 	/* application API (include/d9.h): Mark, Value: the name ("?" when undefined); Value: kind
 	 * (enum d9_value_kind) and value (its raw i64); CustomEvent: the schema and its decoded

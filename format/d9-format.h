@@ -67,6 +67,10 @@ enum d9_event_type {
 	/* 14: SchedDelay, described by the writer's SCHEMA chunk, not built in (positional fields
 	 * D9_F_SD_*; FORMAT.md, "SchedDelay"); 15 and up are written in the extended form */
 	D9_EV_SCHED_DELAY = 14,
+	/* 16, 17: RequestBegin, RequestEnd, described by the writer's SCHEMA chunk (positional
+	 * fields D9_F_RB_*, D9_F_RE_*; FORMAT.md, "Requests") */
+	D9_EV_REQUEST_BEGIN = 16,
+	D9_EV_REQUEST_END = 17,
 	D9_EV_KNOWN_MAX = 13,
 	D9_EV_EXTENDED = 15, /* in the first byte: the real type follows as a varint */
 };
@@ -118,6 +122,23 @@ enum { D9_F_ZTW_COUNT = 0 };
 enum { D9_F_SD_COROUTINE = 0, D9_F_SD_CALL = 1, D9_F_SD_FD_KIND = 2, D9_F_SD_DURATION_NS = 3,
 	D9_F_SD_SCHED_WAIT_NS = 4 };
 #define D9_SCHED_DELAY_NAME "SchedDelay"
+/* RequestBegin's and RequestEnd's fields, by position (schema-described types, FORMAT.md) */
+enum { D9_F_RB_ID = 0, D9_F_RB_FD = 1, D9_F_RB_COROUTINE = 2, D9_F_RB_SOURCE = 3,
+	D9_F_RB_PREVIEW = 4 };
+enum { D9_F_RE_ID = 0, D9_F_RE_SOURCE = 1, D9_F_RE_BYTES_IN = 2, D9_F_RE_BYTES_OUT = 3,
+	D9_F_RE_FLAGS = 4, D9_F_RE_COUNT = 5, D9_F_RE_STATUS = 6, D9_F_RE_TAIL_NS = 7 };
+#define D9_REQUEST_BEGIN_NAME "RequestBegin"
+#define D9_REQUEST_END_NAME "RequestEnd"
+enum d9_request_source { D9_REQ_SRC_ZERO_CODE = 0, D9_REQ_SRC_API = 1 };
+/* RequestEnd.flags */
+#define D9_REQ_AMBIGUOUS 1u /* its bytes held more or less than one request: boundaries unknown */
+#define D9_REQ_CLOSED 2u /* ended by the close of its connection */
+#define D9_REQ_TURN_END 4u /* ended at the end of the loop turn that wrote its response */
+#define D9_REQ_HTTP 8u /* the connection speaks HTTP/1.x */
+#define D9_REQ_RESP 16u /* the connection speaks RESP (redis) */
+#define D9_REQ_NO_RESPONSE 32u /* ended with nothing written */
+#define D9_REQ_UNFINISHED 64u /* still open when the agent stopped recording it */
+#define D9_REQ_UNTRACKED 128u /* id 0: a connection the agent could not track (table full) */
 
 /* ---- Application API events (include/d9.h; FORMAT.md "Application events") -------------------
  * Mark (18) and Value (19) are schema-described like SchedDelay (D9_SCHEMA_API), positional;
@@ -459,6 +480,8 @@ D9_EXPORT int d9_header_write(struct d9_wbuf *w, const struct d9_header *h);
 #define D9_SCHEMA_CPU_WEIGHT 16u
 /* The schema also lists Mark (18) and Value (19): the application API (include/d9.h). */
 #define D9_SCHEMA_API 64u
+/* The schema also lists RequestBegin (16) and RequestEnd (17) for d9_enc_request_*. */
+#define D9_SCHEMA_REQUESTS 32u
 D9_EXPORT int d9_schema_write(struct d9_wbuf *w, unsigned flags);
 D9_EXPORT int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t);
 
@@ -761,6 +784,60 @@ static inline int d9_enc_cpu_sample(struct d9_enc *e, uint64_t ticks, uint64_t c
 	return d9_enc_cpu_sample_unwind(e, ticks, coroutine, source, stack, D9_UNWIND_NONE);
 }
 
+/* The head of an event of code >= 15 (extended form): first byte, code, delta's high part. */
+static inline uint8_t *d9__enc_head_ext(struct d9_enc *e, uint32_t type, uint64_t ticks)
+{
+	uint64_t t = ticks >> e->shift;
+	uint64_t d = t > e->last ? t - e->last : 0;
+	uint8_t *p = e->p;
+
+	if (t > e->last)
+		e->last = t;
+	e->count++;
+	*p++ = (uint8_t)(D9_EV_EXTENDED | ((d & 7) << D9_EV_DELTA_SHIFT) | (d > 7 ? D9_EV_MORE : 0));
+	p = d9_put_varint(p, type);
+	if (d > 7)
+		p = d9_put_varint(p, d >> 3);
+	return p;
+}
+
+/* A request begins (D9_SCHEMA_REQUESTS): id per process and source; fd -1 when none; preview a
+ * String id (method and path) or 0. */
+static inline int d9_enc_request_begin(struct d9_enc *e, uint64_t ticks, uint64_t id, int64_t fd,
+	uint64_t coroutine, uint32_t source, uint64_t preview)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head_ext(e, D9_EV_REQUEST_BEGIN, ticks);
+	p = d9_put_varint(p, id);
+	p = d9_put_varint(p, d9_zigzag(fd));
+	p = d9__enc_coroutine(e, p, coroutine);
+	p = d9_put_varint(p, source);
+	e->p = d9_put_varint(p, preview);
+	return 0;
+}
+
+/* A request ends: flags D9_REQ_*; count the requests its bytes held when the protocol tells
+ * (0: unknown); status the application's (API) or 0; tail_ns how long before this event its
+ * response was written (the request's real end; it is seen only when the reader comes back). */
+static inline int d9_enc_request_end(struct d9_enc *e, uint64_t ticks, uint64_t id, uint32_t source,
+	uint64_t bytes_in, uint64_t bytes_out, uint32_t flags, uint64_t count, int64_t status,
+	uint64_t tail_ns)
+{
+	if (e->p >= e->end)
+		return -28;
+	uint8_t *p = d9__enc_head_ext(e, D9_EV_REQUEST_END, ticks);
+	p = d9_put_varint(p, id);
+	p = d9_put_varint(p, source);
+	p = d9_put_varint(p, bytes_in);
+	p = d9_put_varint(p, bytes_out);
+	p = d9_put_varint(p, flags);
+	p = d9_put_varint(p, count);
+	p = d9_put_varint(p, d9_zigzag(status));
+	e->p = d9_put_varint(p, tail_ns);
+	return 0;
+}
+
 static inline int d9_enc_dropped(struct d9_enc *e, uint64_t ticks, uint64_t count, uint32_t reason)
 {
 	if (e->p >= e->end)
@@ -786,24 +863,7 @@ static inline int d9_enc_zero_timeout_waits(struct d9_enc *e, uint64_t ticks, ui
 D9_EXPORT int d9_enc_raw(struct d9_enc *e, uint64_t ticks, uint32_t type, const void *fields,
 	size_t len);
 
-/* ---- Application API events (agent/api.c) ------------------------------------------------------
- * Extended head (codes 15 and up): type byte 15 with the delta's low bits, the code as a varint,
- * then the delta's high part. */
-static inline uint8_t *d9__enc_head_ext(struct d9_enc *e, uint32_t type, uint64_t ticks)
-{
-	uint64_t t = ticks >> e->shift;
-	uint64_t d = t > e->last ? t - e->last : 0;
-	uint8_t *p = e->p;
-
-	if (t > e->last)
-		e->last = t;
-	e->count++;
-	*p++ = (uint8_t)(D9_EV_EXTENDED | ((d & 7) << D9_EV_DELTA_SHIFT) | (d > 7 ? D9_EV_MORE : 0));
-	p = d9_put_varint(p, type);
-	if (d > 7)
-		p = d9_put_varint(p, d >> 3);
-	return p;
-}
+/* ---- Application API events (agent/api.c): extended heads (d9__enc_head_ext above) ---------- */
 
 /* name: a String id. Only in segments whose schema lists Mark (D9_SCHEMA_API). */
 static inline int d9_enc_mark(struct d9_enc *e, uint64_t ticks, uint64_t name)

@@ -130,6 +130,13 @@ const char *d9_value_kind_name(uint64_t kind)
 	return kind <= D9_VALUE_KIND_MAX ? names[kind] : "unknown";
 }
 
+/* RequestBegin (16) and RequestEnd (17): not built in either (D9_SCHEMA_REQUESTS). */
+static const struct builtin_field request_begin[5] = { { 'u', "id" }, { 'i', "fd" },
+	{ 'c', "coroutine" }, { 'u', "source" }, { 'u', "preview" } };
+static const struct builtin_field request_end[8] = { { 'u', "id" }, { 'u', "source" },
+	{ 'u', "bytes_in" }, { 'u', "bytes_out" }, { 'u', "flags" }, { 'u', "count" },
+	{ 'i', "status" }, { 'u', "tail_ns" } };
+
 static int builtin_fields(uint32_t type, unsigned flags)
 {
 	if (type == D9_EV_UNPARK &&
@@ -356,7 +363,7 @@ int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 	uint8_t *c = d9_chunk_open(w, D9_CHUNK_SCHEMA);
 
 	d9_wbuf_u(w, D9_EV_KNOWN_MAX + !!(flags & D9_SCHEMA_SCHED_DELAY) +
-		2 * !!(flags & D9_SCHEMA_API));
+		2 * !!(flags & D9_SCHEMA_API) + 2 * !!(flags & D9_SCHEMA_REQUESTS));
 	for (uint32_t t = 1; t <= D9_EV_KNOWN_MAX; t++) {
 		int n = builtin_fields(t, flags);
 
@@ -383,6 +390,10 @@ int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 	}
 	if (flags & D9_SCHEMA_API)
 		schema_api(w);
+	if (flags & D9_SCHEMA_REQUESTS) {
+		schema_type(w, D9_EV_REQUEST_BEGIN, D9_REQUEST_BEGIN_NAME, request_begin, 5);
+		schema_type(w, D9_EV_REQUEST_END, D9_REQUEST_END_NAME, request_end, 8);
+	}
 	return d9_chunk_close(w, c);
 }
 
@@ -676,9 +687,20 @@ void d9_chunk_count_types(const uint8_t *chunk, unsigned flags,
 		uint32_t type = *p & D9_EV_TYPE_MASK;
 		int more = *p++ & D9_EV_MORE;
 		int sd = type == D9_EV_SCHED_DELAY && (flags & D9_SCHEMA_SCHED_DELAY);
+		int nreq = 0; /* the code varint, then RequestBegin's 5 or RequestEnd's 8 fields,
+			       * Mark's 1 or Value's 3: all varints */
+		if (type == D9_EV_EXTENDED && (flags & D9_SCHEMA_REQUESTS) && p < end &&
+			(*p == D9_EV_REQUEST_BEGIN || *p == D9_EV_REQUEST_END)) {
+			nreq = *p++ == D9_EV_REQUEST_BEGIN ? 5 : 8;
+			sd = 1; /* not counted per type either */
+		} else if (type == D9_EV_EXTENDED && (flags & D9_SCHEMA_API) && p < end &&
+			(*p == D9_EV_MARK || *p == D9_EV_VALUE)) {
+			nreq = *p++ == D9_EV_MARK ? 1 : 3;
+			sd = 1;
+		}
 		if (!sd && (type == 0 || type > D9_EV_KNOWN_MAX || type == D9_EV_CUSTOM))
 			return; /* not written by d9_enc_*: nothing to count reliably */
-		int nvar = (more ? 1 : 0) + (sd ? 5 : builtin_fields(type, flags));
+		int nvar = (more ? 1 : 0) + (nreq ? nreq : sd ? 5 : builtin_fields(type, flags));
 		for (int i = 0; i < nvar && p < end; i++)
 			while (p < end && (*p++ & 0x80))
 				;

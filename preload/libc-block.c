@@ -9,6 +9,7 @@
  * writer, which unwinds them (agent/DESIGN.md, "Blocking-call stacks"). Anywhere else, and with
  * D9_BLOCKING=0, the wrappers are plain pass-throughs. */
 #include "preload.h"
+#include "requests.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -228,7 +229,9 @@ D9_INTERPOSE ssize_t read(int fd, void *buf, size_t n)
 	D9_REAL(ssize_t, read, (int, void *, size_t));
 	if (!real_read)
 		return syscall(SYS_read, fd, buf, n);
-	return TIMED("read", fd, real_read(fd, buf, n));
+	ssize_t r = TIMED("read", fd, real_read(fd, buf, n));
+	D9__REQ_HOOK(d9__req_read(fd, buf, r, errno));
+	return r;
 }
 
 D9_INTERPOSE ssize_t write(int fd, const void *buf, size_t n)
@@ -236,7 +239,9 @@ D9_INTERPOSE ssize_t write(int fd, const void *buf, size_t n)
 	D9_REAL(ssize_t, write, (int, const void *, size_t));
 	if (!real_write)
 		return syscall(SYS_write, fd, buf, n);
-	return TIMED("write", fd, real_write(fd, buf, n));
+	ssize_t r = TIMED("write", fd, real_write(fd, buf, n));
+	D9__REQ_HOOK(d9__req_wrote(fd, r));
+	return r;
 }
 
 D9_INTERPOSE ssize_t pread(int fd, void *buf, size_t n, off_t off)
@@ -270,7 +275,9 @@ D9_INTERPOSE ssize_t readv(int fd, const struct iovec *iov, int cnt)
 	D9_REAL(ssize_t, readv, (int, const struct iovec *, int));
 	if (!real_readv)
 		return syscall(SYS_readv, fd, iov, cnt);
-	return TIMED("readv", fd, real_readv(fd, iov, cnt));
+	ssize_t r = TIMED("readv", fd, real_readv(fd, iov, cnt));
+	D9__REQ_HOOK(d9__req_readv(fd, iov, cnt > 0 ? (size_t)cnt : 0, r, errno));
+	return r;
 }
 
 D9_INTERPOSE ssize_t writev(int fd, const struct iovec *iov, int cnt)
@@ -278,7 +285,9 @@ D9_INTERPOSE ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	D9_REAL(ssize_t, writev, (int, const struct iovec *, int));
 	if (!real_writev)
 		return syscall(SYS_writev, fd, iov, cnt);
-	return TIMED("writev", fd, real_writev(fd, iov, cnt));
+	ssize_t r = TIMED("writev", fd, real_writev(fd, iov, cnt));
+	D9__REQ_HOOK(d9__req_wrote(fd, r));
+	return r;
 }
 
 static mode_t open_mode(int flags, va_list ap)

@@ -4,6 +4,7 @@
  * are only counted: loops that spin on them would otherwise emit a pair per call. A State Threads
  * scheduler's idle wait also tells the adapter which descriptors woke which coroutines. */
 #include "preload.h"
+#include "requests.h"
 #include "runtime.h"
 
 #include <dlfcn.h>
@@ -48,6 +49,9 @@ static inline int64_t tv_to_us(const struct timeval *tv)
 /* Returns 1 when the wait is recorded as a park (then call d9__unpark after it). */
 static inline int park(uint32_t call, int64_t timeout_us)
 {
+	/* the loop turn ends: requests it answered end (requests.c); 0 with D9_REQUESTS off */
+	if (D9_UNLIKELY(d9__req_npending))
+		d9__req_turn_end();
 	if (timeout_us == 0) {
 		d9__pl.nowait++;
 		return 0;

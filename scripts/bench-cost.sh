@@ -6,7 +6,8 @@
 # in flight; the per-request cost is the slope (X(N2) - X(N1)) / (N2 - N1), so start-up and exit
 # cancel out. Servers: build/tests/st-http, build/tests/epoll-http (GET /fast) and Debian's
 # redis-server (GET of a 5-byte key). Modes: base (no agent), default, D9_BLOCKING=0,
-# D9_COMPRESS=0, D9_CPU_PROFILE=99, flight (D9_MODE=flight, triggers checked, none firing).
+# D9_COMPRESS=0, D9_CPU_PROFILE=99, flight (D9_MODE=flight, triggers checked, none firing),
+# requests (D9_REQUESTS=1: zero-code requests, a begin and an end per request).
 # Threads are split into the server's and the agent's (a thread
 # whose start routine lies in libd9agent.so; under strace, a thread that names itself d9-*).
 # Work driven by time (the writer's flush every D9_FLUSH_INTERVAL, the server's own timers)
@@ -26,7 +27,7 @@ else
 	n1=${COST_N1:-1000} n2=${COST_N2:-5000} reps=${COST_REPS:-2}
 fi
 servers=${COST_SERVERS:-"st-http epoll-http redis"}
-modes=${COST_MODES:-"base default noblock nocompress cpu99 flight"}
+modes=${COST_MODES:-"base default noblock nocompress cpu99 flight requests"}
 agent=$PWD/build/libd9agent.so ana=$PWD/build/d9-analyze
 
 die() { echo "bench-cost: $*" >&2; exit 1; }
@@ -219,7 +220,8 @@ run_one() {
 	nocompress) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_COMPRESS=0) ;;
 	cpu99) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_CPU_PROFILE=99) ;;
 	flight) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_MODE=flight D9_TRIGGER_POLL=1s) ;;
-	*) die "unknown mode $mode (base default noblock nocompress cpu99 flight)" ;;
+	requests) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_REQUESTS=1) ;;
+	*) die "unknown mode $mode (base default noblock nocompress cpu99 flight requests)" ;;
 	esac
 	case $srv in
 	st-http | epoll-http) cmd=("build/tests/$srv" -p 0 -P "$d/port" -t 900 -q) ;;

@@ -28,6 +28,8 @@ function d9_model_module(root) {
 	const UNKNOWN_WAKE = { t: NaN, kind: -2, waker: 0 };
 	const SCHED_DELAY = 14; /* SchedDelay: schema-described (FORMAT.md, "SchedDelay") */
 	const SD_NAME = 'SchedDelay';
+	/* RequestBegin / RequestEnd: schema-described (FORMAT.md, "Requests") */
+	const REQ_BEGIN = 16, REQ_END = 17, REQ_NAMES = { 16: 'RequestBegin', 17: 'RequestEnd' };
 	/* an unsigned value that may be unknown (null: a `+1` field holding 0; 2^64-1): NaN */
 	const orNaN = (v) => (v === null || v === undefined || typeof v === 'bigint' ? NaN : v);
 
@@ -263,6 +265,9 @@ function d9_model_module(root) {
 					/* SchedDelay: a slow call that did not wait off CPU (preempted); wait: its
 					 * sched_wait_ns, NaN unknown */
 					preempted: table({ start: Float64Array, end: Float64Array, call: Int32Array, co: Float64Array, fd: Uint8Array, wait: Float64Array }),
+					/* requests begun on this thread (FORMAT.md, "Requests"): end is the response's
+					 * last write; name the preview's name id (-1 none); flags RequestEnd's */
+					requests: table({ start: Float64Array, end: Float64Array, co: Float64Array, fd: Float64Array, flags: Uint16Array, name: Int32Array, count: Float64Array, bin: Float64Array, bout: Float64Array, id: Float64Array }),
 					/* w: the time the sample stands for, ns (NaN: unknown, an older trace) */
 					samples: table({ t: Float64Array, stack: Int32Array, source: Uint8Array, co: Float64Array, w: Float64Array }),
 					wakes: table({ t: Float64Array, woken: Float64Array, waker: Float64Array, kind: Uint8Array }),
@@ -518,6 +523,10 @@ function d9_model_module(root) {
 						L.preempted.n++;
 						break;
 					}
+					case REQ_BEGIN:
+					case REQ_END:
+						B.request(P, chunkLane.lane, ev, t, strings, mark);
+						break;
 					case 11: {
 						const k = L.drops.cols;
 						k.t.push(t); k.count.push(num(fv[0])); k.reason.push(num(fv[1]));
@@ -684,6 +693,34 @@ function d9_model_module(root) {
 			}
 			return byLane;
 		}
+		/* RequestBegin / RequestEnd (when the schema names them so): a request is drawn on the
+		 * lane of its begin, from its begin to its response's last write (the end's time less
+		 * tail_ns); one with a gap between its events, or with no begin, is not drawn */
+		request(P, lane, ev, t, strings, mark) {
+			const sc = ev.schema;
+			if (!sc || text(sc.name) !== REQ_NAMES[ev.code] || sc.fields.length < (ev.code === REQ_BEGIN ? 5 : 7))
+				return;
+			const fv = ev.f;
+			const key = String(fv[0]) + '/' + num(fv[ev.code === REQ_BEGIN ? 3 : 1]);
+			if (!P.openReq) P.openReq = new Map();
+			if (ev.code === REQ_BEGIN) {
+				const pv = num(fv[4]) ? strings.get(num(fv[4])) : undefined;
+				P.openReq.set(key, { t, lane, co: num(fv[2]), fd: num(fv[1]), name: pv ? this.name(text(pv)) : -1, mark, id: num(fv[0]) });
+				return;
+			}
+			const o = P.openReq.get(key);
+			if (!o) return;
+			P.openReq.delete(key);
+			const L = this.lanes[o.lane];
+			if (o.lane !== lane || mark !== o.mark)
+				return; /* moved threads, or a gap inside: its time is not known */
+			const tail = fv.length > 7 ? num(fv[7]) : 0;
+			const k = L.requests.cols;
+			k.start.push(o.t); k.end.push(Math.max(o.t, t - tail)); k.co.push(o.co); k.fd.push(o.fd);
+			k.flags.push(num(fv[4])); k.name.push(o.name); k.count.push(num(fv[5]));
+			k.bin.push(num(fv[2])); k.bout.push(num(fv[3])); k.id.push(o.id);
+			L.requests.n++;
+		}
 		finish() {
 			let tMin = Infinity, tMax = -Infinity;
 			const lanes = [];
@@ -706,7 +743,7 @@ function d9_model_module(root) {
 				if (L.first < tMin) tMin = L.first;
 				if (L.last > tMax) tMax = L.last;
 				const out = { src: li, proc: L.proc, tid: L.tid, worker: L.worker, name: L.name || '', first: L.first, last: L.last, nApp: L.nApp || 0 };
-				for (const kind of ['polls', 'parks', 'blocks', 'preempted', 'samples', 'wakes', 'drops', 'queue', 'turns', 'readings']) {
+				for (const kind of ['polls', 'parks', 'blocks', 'preempted', 'samples', 'wakes', 'drops', 'queue', 'turns', 'readings', 'requests']) {
 					const t = L[kind], o = { n: 0 };
 					for (const c in t.cols) o[c] = t.cols[c].done();
 					o.n = t.cols[Object.keys(t.cols)[0]].n;
@@ -721,6 +758,7 @@ function d9_model_module(root) {
 				sortBy(out.preempted, 'start');
 				sortBy(out.readings, 't');
 				sortBy(out.turns, 'start');
+				sortBy(out.requests, 'start');
 				lanes.push(out);
 			});
 			/* generic mode: no poll in the whole trace; loop turns (Unpark -> next Park) instead,
@@ -743,7 +781,7 @@ function d9_model_module(root) {
 				delete l.turns;
 			lanes.sort((a, b) => a.proc - b.proc || (b.worker ? 1 : 0) - (a.worker ? 1 : 0) || (a.worker - b.worker) || a.tid - b.tid);
 			/* drop threads with nothing to draw (agent threads) */
-			const kept = lanes.filter((l) => l.polls.n || l.parks.n || l.blocks.n || l.preempted.n || l.samples.n || l.drops.n || l.worker || l.nApp);
+			const kept = lanes.filter((l) => l.polls.n || l.parks.n || l.blocks.n || l.preempted.n || l.samples.n || l.drops.n || l.requests.n || l.worker || l.nApp);
 			const procs = this.procs.map((P) => {
 				return { pid: P.pid, process: P.process, hostname: P.hostname, cmdline: P.cmdline, segments: P.segments, cos: null, _cos: P.cos };
 			});
@@ -849,7 +887,7 @@ function d9_model_module(root) {
 	function transferables(m) {
 		const out = [m.stackOff.buffer, m.frames.buffer, m.locName.buffer];
 		for (const l of m.lanes)
-			for (const k of ['polls', 'parks', 'blocks', 'preempted', 'samples', 'wakes', 'drops', 'queue', 'readings'])
+			for (const k of ['polls', 'parks', 'blocks', 'preempted', 'samples', 'wakes', 'drops', 'queue', 'readings', 'requests'])
 				for (const c in l[k]) if (c !== 'n') out.push(l[k][c].buffer);
 		for (const p of m.procs)
 			for (const c in p.cos) out.push(p.cos[c].buffer);

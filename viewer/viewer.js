@@ -19,6 +19,7 @@
 	let rows = []; /* [{type:'proc', proc} | {type:'lane', lane}] with y */
 	let sel = null; /* { lane, i } selected poll */
 	let selPark = null; /* { lane, j } selected park (sel is null then) */
+	let selReq = null; /* { lane, k } selected request (its polls are outlined) */
 	let selArrows = []; /* its wake chain: { fromLane, t0, toLane, t1 } */
 	let range = null; /* [t0, t1] */
 	let locFilter = -1; /* name id of a location, or -1 */
@@ -146,7 +147,7 @@
 			setView(a, a + span);
 			T.dump = { t, what: dump.what };
 		}
-		sel = null; range = null; locFilter = -1; selArrows = [];
+		sel = null; selReq = null; range = null; locFilter = -1; selArrows = [];
 		status(m.events + ' events, ' + npolls + ' polls, ' + nsamples + ' samples, ' + m.procs.length + ' process(es), decoded in ' + Math.round(ms) + ' ms' +
 			(dump ? '; flight dump triggered by ' + dump.what + ': the view opens at the trigger (f: fit all)' : ''));
 		showTab(curTab);
@@ -493,6 +494,7 @@
 					counts.preempted++;
 				}
 			}
+			drawRequests(c, l, r.lane, y, W, span);
 			/* CPU samples: ticks at the top edge (dark: on-CPU, blue: off-CPU) */
 			{
 				const s = l.samples;
@@ -737,6 +739,9 @@
 		if (x < GUTTER) return;
 		const lane = laneAt(y);
 		if (lane < 0) return;
+		const rq = requestAt(lane, x, y, tl.clientWidth);
+		if (rq >= 0) { selectRequest(lane, rq); return; }
+		selReq = null;
 		const i = pollAt(lane, x, tl.clientWidth);
 		if (i >= 0) { selectPoll(lane, i); return; }
 		const j = parkAt(lane, x, tl.clientWidth);
@@ -773,6 +778,8 @@
 		if (i < 0 && pk >= 0) s += '\n' + parkText(l, pk);
 		const at = appTickText(lane, t, tol);
 		if (at) s += '\n' + at;
+		const rq = requestAt(lane, e.offsetX, e.offsetY, W);
+		if (rq >= 0) s += '\n' + requestText(l, rq);
 		tip.textContent = s;
 		tip.style.display = 'block';
 		tip.style.left = (e.clientX + 12) + 'px';
@@ -790,7 +797,7 @@
 		else if (k === '0' || k === 'f') fitAll();
 		else if (k === 'n') gotoPoi(1);
 		else if (k === 'p') gotoPoi(-1);
-		else if (k === 'Escape') { sel = null; selPark = null; selArrows = []; range = null; locFilter = -1; $('detail').innerHTML = ''; showTab(curTab); redraw(); }
+		else if (k === 'Escape') { sel = null; selPark = null; selReq = null; selArrows = []; range = null; locFilter = -1; $('detail').innerHTML = ''; showTab(curTab); redraw(); }
 		else return;
 		e.preventDefault();
 	});
@@ -935,6 +942,87 @@
 		redraw();
 	}
 	T.selectPoll = (lane, i) => selectPoll(lane, i);
+
+	/* ---- requests (D9_REQUESTS=1 or the d9.h API; README.md, "Requests") ----
+	 * A strip under the polls of the lane that read the request: green, violet when ambiguous
+	 * (pipelined: boundaries unknown). Clicking one outlines the polls (loop turns) that ran
+	 * for it: its coroutine's on that worker inside its time (any poll, in generic mode). */
+	const REQ_Y = LANE_H - 8, REQ_H = 3, REQ_AMBIGUOUS = 1;
+	function drawRequests(c, l, lane, y, W, span) {
+		const q = l.requests;
+		if (!q || !q.n) return;
+		let i = lowerBound(q.start, q.n, view.v0 - span * 4), lastX = -1;
+		for (; i < q.n && q.start[i] < view.v1; i++) {
+			if (q.end[i] < view.v0) continue;
+			const x0 = Math.max(GUTTER, xOf(q.start[i], W)), x1 = Math.min(W, xOf(q.end[i], W));
+			if (x1 - x0 < 1 && Math.floor(x0) === lastX) continue; /* one pixel column each */
+			lastX = Math.floor(x0);
+			const on = selReq && selReq.lane === lane && selReq.k === i;
+			c.fillStyle = on ? '#000' : q.flags[i] & REQ_AMBIGUOUS ? '#8a3fc7' : '#1a8f3c';
+			c.fillRect(x0, y + REQ_Y, Math.max(1, x1 - x0), REQ_H);
+		}
+		if (selReq && selReq.lane === lane) outlineRequestPolls(c, l, y, W);
+	}
+	function requestPolls(l, k) { /* the rows of l.polls that ran for request k */
+		const q = l.requests, p = l.polls, out = [];
+		for (let i = firstEndingAfter(p.end, p.n, q.start[k]); i < p.n && p.start[i] <= q.end[k]; i++)
+			if (M.generic || !q.co[k] || p.co[i] === q.co[k]) out.push(i);
+		return out;
+	}
+	function outlineRequestPolls(c, l, y, W) {
+		c.strokeStyle = '#1a8f3c';
+		c.lineWidth = 2;
+		for (const i of requestPolls(l, selReq.k)) {
+			const x0 = Math.max(GUTTER, xOf(l.polls.start[i], W)), x1 = Math.min(W, xOf(l.polls.end[i], W));
+			if (x1 < GUTTER) continue;
+			c.strokeRect(x0 + 1, y + 2, Math.max(1, x1 - x0 - 2), LANE_H - 9);
+		}
+	}
+	function requestText(l, k) {
+		const q = l.requests;
+		return 'request ' + (q.name[k] >= 0 ? nm(q.name[k]) : 'fd ' + q.fd[k]) + ', ' + fmtDur(q.end[k] - q.start[k]) +
+			(q.flags[k] & REQ_AMBIGUOUS ? ' (ambiguous: ' + (q.count[k] || '?') + ' pipelined)' : '') + ' (click: its polls)';
+	}
+	function requestAt(lane, x, y, W) {
+		const l = M.lanes[lane], q = l.requests;
+		if (!q || !q.n || y - l.y < REQ_Y - 2 || y - l.y > REQ_Y + REQ_H + 1) return -1;
+		const t = tOf(x, W), tol = 3 / (W - GUTTER) * (view.v1 - view.v0);
+		let best = -1, bd = Infinity;
+		for (let i = lowerBound(q.start, q.n, t - tol - (view.v1 - view.v0)); i < q.n && q.start[i] <= t + tol; i++) {
+			const d = t < q.start[i] ? q.start[i] - t : t > q.end[i] ? t - q.end[i] : 0;
+			if (d <= tol && d < bd) { bd = d; best = i; }
+		}
+		return best;
+	}
+	function selectRequest(lane, k) {
+		sel = null;
+		selArrows = [];
+		selReq = { lane, k };
+		const l = M.lanes[lane], q = l.requests, P = M.procs[l.proc];
+		const polls = requestPolls(l, k);
+		let running = 0;
+		for (const i of polls) running += Math.min(q.end[k], l.polls.end[i]) - Math.max(q.start[k], l.polls.start[i]);
+		const rows2 = [
+			['request', q.name[k] >= 0 ? esc(nm(q.name[k])) : '(no preview)'],
+			['duration', fmtDur(q.end[k] - q.start[k])],
+			['start', wall(q.start[k]) + ' (+' + fmtDur(q.start[k] - M.tMin) + ')'],
+			['worker', esc(laneLabel(l)) + ', pid ' + P.pid],
+			['coroutine', q.co[k] ? String(q.co[k]) : '(none: a loop)'],
+			['fd', String(q.fd[k])],
+			['bytes', q.bin[k] + ' in, ' + q.bout[k] + ' out'],
+			[M.generic ? 'loop turns' : 'polls', polls.length + ', ' + fmtDur(Math.max(0, running)) + ' inside it'],
+		];
+		if (q.flags[k] & REQ_AMBIGUOUS)
+			rows2.push(['ambiguous', 'its bytes held ' + (q.count[k] || '?') + ' requests (pipelined): their boundaries are not known']);
+		const samples = samplesIn([lane], q.start[k], q.end[k]);
+		rows2.push(['CPU samples', String(samples.length / 2)]);
+		$('detail').innerHTML = '<h3>Request</h3><dl>' + rows2.map((r) => '<dt>' + r[0] + '</dt><dd>' + r[1] + '</dd>').join('') + '</dl>';
+		T.detail = { request: true, lane, index: k, duration_ns: q.end[k] - q.start[k], start: q.start[k], end: q.end[k],
+			polls: polls, text: $('detail').innerText };
+		renderFlame(samples, 'request (' + fmtDur(q.end[k] - q.start[k]) + ')');
+		redraw();
+	}
+	T.selectRequest = (lane, k) => selectRequest(lane, k);
 
 	/* ---- details of a park (the thread waiting in epoll/select) ---- */
 	function selectPark(lane, j) {

@@ -6,6 +6,7 @@
  * Endpoints and options are documented in README.md beside it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -310,6 +311,52 @@ static void dispatch(char *head, struct reply *r)
 	body_printf(r, "not found\n");
 }
 
+
+/* HTTP_REQUEST_LOG=FILE: one line per request, "pid fd start_ns end_ns target" (CLOCK_MONOTONIC:
+ * from the complete head to the reply queued), appended with one write each (forked workers share
+ * the file), so tests can compare what a tracer found with the requests the server served. */
+static int reqlog_fd = -2;              /* -2: not opened yet, -1: off */
+
+/* The request line's target (up to 100 bytes) into t[101]: taken before dispatch, which cuts the
+ * head up in place. Also opens the log on first use, outside the timed part. */
+static void reqlog_target(const char *head, char *t)
+{
+	const char *p = strchr(head, ' ');
+	size_t k = 0;
+
+	if (reqlog_fd == -2) {
+		const char *f = getenv("HTTP_REQUEST_LOG");
+		reqlog_fd = f && *f ? open(f, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
+	}
+	p = p ? p + 1 : head;
+	while (p[k] && p[k] != ' ' && p[k] != '\r' && p[k] != '\n' && k < 100) {
+		t[k] = p[k];
+		k++;
+	}
+	t[k] = '\0';
+}
+
+static void reqlog(int fd, uint64_t start, uint64_t end, const char *target)
+{
+	char line[256];
+	int n;
+
+	if (reqlog_fd < 0)
+		return;
+	n = snprintf(line, sizeof(line), "%d %d %llu %llu %s\n", (int)getpid(), fd,
+		     (unsigned long long)start, (unsigned long long)end, target);
+	if (n > 0 && write(reqlog_fd, line, (size_t)n) < 0)
+		reqlog_fd = -1;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void queue_reply(struct conn *c, const struct reply *r)
 {
 	int n;
@@ -352,14 +399,18 @@ static void process_requests(struct conn *c)
 			queue_reply(c, &r);
 			return;
 		}
+		char target[101];
+		uint64_t t_start = mono_ns();
 		{
 			char saved = c->in[hlen];
 
 			c->in[hlen] = '\0';
+			reqlog_target(c->in, target);
 			dispatch(c->in, &r);
 			c->in[hlen] = saved;
 		}
 		queue_reply(c, &r);
+		reqlog(c->fd, t_start, mono_ns(), target);
 		memmove(c->in, c->in + hlen, c->in_len - hlen);
 		c->in_len -= hlen;
 	}

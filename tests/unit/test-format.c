@@ -721,6 +721,64 @@ TEST(sched_delay_schema_roundtrip)
 	seg_free(&s);
 }
 
+/* RequestBegin (16) and RequestEnd (17), described by the writer's schema with
+ * D9_SCHEMA_REQUESTS: extended-form events whose fields come back by position (fd and status
+ * signed); d9_chunk_count_types steps over them and counts the built-in events after them. */
+TEST(request_events_roundtrip)
+{
+	const unsigned flags = D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY | D9_SCHEMA_REQUESTS;
+	struct seg s;
+	struct d9_enc e;
+	struct dec d;
+
+	seg_std(&s, 4096, flags);
+	seg_enc_begin(&s, &e, 1, 1, 0, 0, (uint8_t)flags, 4096);
+	T_EQ(d9_enc_poll_start(&e, 1, 9, 0), 0);
+	T_EQ(d9_enc_request_begin(&e, 2, 300, 7, 9, D9_REQ_SRC_ZERO_CODE, 4), 0);
+	T_EQ(d9_enc_request_begin(&e, 20, 1ull << 40, -1, 9, D9_REQ_SRC_API, 0), 0);
+	T_EQ(d9_enc_request_end(&e, 5000, 1ull << 40, D9_REQ_SRC_API, 0, 0, 0, 1, -404, 0), 0);
+	T_EQ(d9_enc_request_end(&e, 5001, 300, D9_REQ_SRC_ZERO_CODE, 88, 164,
+		D9_REQ_HTTP | D9_REQ_AMBIGUOUS, 2, 0, 123456), 0);
+	T_EQ(d9_enc_poll_end(&e, 5002, 9), 0);
+	seg_enc_end(&s, &e);
+	T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
+	expect_clean(&d);
+	T_EQ(d.nev, 6);
+	T_EQ(d.ev[1].ev.type, D9_EV_REQUEST_BEGIN);
+	T_EQ(d.ev[1].ev.f[D9_F_RB_ID], 300);
+	T_EQ((int64_t)d.ev[1].ev.f[D9_F_RB_FD], 7);
+	T_EQ(d.ev[1].ev.f[D9_F_RB_COROUTINE], 9);
+	T_EQ(d.ev[1].ev.f[D9_F_RB_PREVIEW], 4);
+	T_EQ((int64_t)d.ev[2].ev.f[D9_F_RB_FD], -1);
+	T_EQ(d.ev[2].ev.f[D9_F_RB_SOURCE], D9_REQ_SRC_API);
+	T_EQ(d.ev[3].ev.type, D9_EV_REQUEST_END);
+	T_EQ((int64_t)d.ev[3].ev.f[D9_F_RE_STATUS], -404);
+	T_EQ(d.ev[4].ev.f[D9_F_RE_ID], 300);
+	T_EQ(d.ev[4].ev.f[D9_F_RE_BYTES_IN], 88);
+	T_EQ(d.ev[4].ev.f[D9_F_RE_BYTES_OUT], 164);
+	T_EQ(d.ev[4].ev.f[D9_F_RE_FLAGS], D9_REQ_HTTP | D9_REQ_AMBIGUOUS);
+	T_EQ(d.ev[4].ev.f[D9_F_RE_COUNT], 2);
+	T_EQ(d.ev[4].ev.f[D9_F_RE_TAIL_NS], 123456);
+	T_EQ(d.ev[5].ev.type, D9_EV_POLL_END);
+	uint64_t counts[D9_EV_KNOWN_MAX + 1] = { 0 };
+	d9_chunk_count_types(e.chunk, flags, counts);
+	T_EQ(counts[D9_EV_POLL_START], 1);
+	T_EQ(counts[D9_EV_POLL_END], 1); /* after the request events: they were stepped over */
+	struct d9_reader *r;
+	struct d9_chunk c;
+	T_EQ(d9_reader_open_mem(&r, s.buf, seg_len(&s)), 0);
+	T_EQ(d9_reader_next(r, &c), 1);
+	const struct d9_schema_type *st = d9_reader_schema(r, D9_EV_REQUEST_END);
+	T_ASSERT(st != NULL);
+	T_ASSERT(!strcmp(st->name, D9_REQUEST_END_NAME));
+	T_EQ(st->nfields, 8);
+	st = d9_reader_schema(r, D9_EV_REQUEST_BEGIN);
+	T_ASSERT(st != NULL && !strcmp(st->name, D9_REQUEST_BEGIN_NAME) && st->nfields == 5);
+	d9_reader_close(r);
+	dec_free(&d);
+	seg_free(&s);
+}
+
 /* EVENTS chunks before any SCHEMA chunk use the built-in layout, which is what d9's writer
  * writes by default (Unpark with `ready` only): FORMAT.md, "Chunk types". */
 TEST(no_schema_chunk_uses_default_layout)

@@ -1,0 +1,594 @@
+/* requests.c: zero-code requests (D9_REQUESTS=1). From the calls d9 sees on the sockets of
+ * accepted connections (accept, read/recv, write/send, close; hooks in libc-block.c and
+ * libc-net.c) a per-descriptor state machine finds where each request begins and ends and records
+ * RequestBegin/RequestEnd. It never reads a byte the program did not read itself, keeps nothing of
+ * the payload but an optional HTTP request line preview, and never guesses: bytes that held more
+ * or less than one request make the request "ambiguous". Rules: agent/DESIGN.md, "Requests". */
+#include "requests.h"
+
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+void __chk_fail(void) __attribute__((noreturn));
+/* glibc's fortified entry points (not in its headers without _FORTIFY_SOURCE) */
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+	struct sockaddr *addr, socklen_t *alen);
+
+#include "internal.h" /* d9__log_once */
+
+#define D9__REQ_FD_CAP 65536u /* descriptors tracked at most (the table is reserved, not touched) */
+#define D9__REQ_PENDING 256u /* loop-served requests a thread can end at its turn's end */
+#define D9__REQ_PREVIEW 64u /* bytes of the request line kept by the preview */
+
+enum { ST_UNTRACKED = 0, ST_IDLE = 1, ST_IN = 2, ST_OUT = 3 };
+enum { PROTO_UNKNOWN = 0, PROTO_HTTP = 1, PROTO_RESP = 2, PROTO_OTHER = 3 };
+/* RESP parser states: at a message boundary (R_START) or inside one */
+enum { R_START = 0, R_NARG, R_DOLLAR, R_BLEN, R_BULK, R_INLINE };
+
+/* One descriptor's request state. Written by the thread that moves its bytes; a connection
+ * served by one thread at a time (every server d9 knows) never races on it. */
+struct req_fd {
+	uint8_t state; /* ST_* */
+	uint8_t proto; /* PROTO_*: sniffed at the connection's first read */
+	uint8_t pstate; /* RESP parser state, or HTTP: how much of "\r\n\r\n" ended the bytes */
+	uint8_t pending; /* in the turn-end list of the thread that answered it */
+	uint32_t pleft; /* RESP: bulk strings left in the current command */
+	uint64_t pnum; /* RESP: the number being read, or the bytes left in a bulk string */
+	uint64_t since; /* HTTP: bytes since the last head's end (0: at a boundary) */
+	uint64_t id; /* the open request's id */
+	uint64_t co; /* its coroutine, 0: served by a loop (generic mode) */
+	uint64_t bytes_in, bytes_out;
+	uint64_t count; /* complete requests its bytes held (HTTP, RESP) */
+	uint64_t last_write; /* d9__now() after its last write: the response's end */
+};
+
+static struct req_fd *table; /* D9__REQ_FD_CAP entries at most, mmap'd at the first accept */
+static uint32_t table_n; /* entries in table: min(RLIMIT_NOFILE's hard limit, the cap) */
+static int table_state; /* 0 not yet, 1 being made, 2 ready, 3 failed */
+static uint64_t next_id; /* request ids, per process */
+
+__thread unsigned d9__req_npending __attribute__((tls_model("initial-exec")));
+#define D9__REQ_PV_CACHE 8 /* previews a thread remembers (their String ids) */
+struct pv_cache { uint64_t id; uint8_t len; char s[D9__REQ_PREVIEW]; };
+static __thread struct pv_cache pv_cache[D9__REQ_PV_CACHE] __attribute__((tls_model("initial-exec")));
+static __thread struct { int fd; uint64_t id; } pending[D9__REQ_PENDING]
+	__attribute__((tls_model("initial-exec")));
+
+/* The table, made at the first accepted connection: reserved address space only (pages are
+ * touched as descriptors are used), so its size follows the descriptor limit up to the cap. */
+static int table_ready(void)
+{
+	int s = __atomic_load_n(&table_state, __ATOMIC_ACQUIRE);
+
+	if (D9_LIKELY(s == 2))
+		return 1;
+	if (s != 0 || !__atomic_compare_exchange_n(&table_state, &s, 1, 0, __ATOMIC_ACQ_REL,
+			      __ATOMIC_ACQUIRE))
+		return __atomic_load_n(&table_state, __ATOMIC_ACQUIRE) == 2;
+	struct rlimit rl;
+	uint64_t n = D9__REQ_FD_CAP;
+	/* the hard limit: servers raise their soft limit after start (redis to maxclients + 32) */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max < n)
+		n = rl.rlim_max;
+	if (n == 0)
+		n = 1;
+	void *p = mmap(NULL, n * sizeof(struct req_fd), PROT_READ | PROT_WRITE,
+		MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		d9__log_once(D9_LOG_WARN, "requests: no memory for the descriptor table: requests "
+			"are not recorded");
+		__atomic_store_n(&table_state, 3, __ATOMIC_RELEASE);
+		return 0;
+	}
+	table = p;
+	table_n = (uint32_t)n;
+	__atomic_store_n(&table_state, 2, __ATOMIC_RELEASE);
+	return 1;
+}
+
+static inline struct req_fd *slot(int fd)
+{
+	if (fd < 0 || __atomic_load_n(&table_state, __ATOMIC_ACQUIRE) != 2 || (uint32_t)fd >= table_n)
+		return NULL;
+	struct req_fd *r = &table[fd];
+	return r->state == ST_UNTRACKED ? NULL : r;
+}
+
+static uint32_t proto_flags(const struct req_fd *r)
+{
+	return r->proto == PROTO_HTTP ? D9_REQ_HTTP : r->proto == PROTO_RESP ? D9_REQ_RESP : 0;
+}
+
+/* Ends r's open request with `flags`; r becomes idle. */
+static void end_request(struct req_fd *r, uint32_t flags)
+{
+	flags |= proto_flags(r);
+	if (r->state == ST_IN)
+		flags |= D9_REQ_NO_RESPONSE;
+	if (r->proto == PROTO_HTTP || r->proto == PROTO_RESP) {
+		/* more or less than one request in its bytes, or the start of the next one: where
+		 * one ended and the next began is not known */
+		int boundary = r->proto == PROTO_HTTP ? r->since == 0 : r->pstate == R_START;
+		if (r->count != 1 || !boundary)
+			flags |= D9_REQ_AMBIGUOUS;
+	}
+	if (d9__pl_active()) {
+		/* the response ended at its last write; the reader's return only tells it now */
+		uint64_t now = d9__now();
+		uint64_t tail = r->state == ST_OUT && now > r->last_write ?
+			d9_agent_ticks_to_ns(now - r->last_write) : 0;
+		d9_rec_request_end(now, r->id, D9_REQ_SRC_ZERO_CODE, r->bytes_in, r->bytes_out,
+			flags, r->proto == PROTO_HTTP || r->proto == PROTO_RESP ? r->count : 0, 0, tail);
+	}
+	r->state = ST_IDLE;
+	r->pending = 0;
+}
+
+/* ---- protocols: count whole requests, never keep bytes ----------------------------------------- */
+
+static int is_http(const uint8_t *b, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && i < 10 && b[i] >= 'A' && b[i] <= 'Z')
+		i++;
+	return i >= 3 && i < n && b[i] == ' ';
+}
+
+/* HTTP/1.x heads end with an empty line: counts "\r\n\r\n" across reads (pstate: how many of its
+ * bytes ended the previous read). A body is not parsed: its bytes leave `since` non-zero, so a
+ * request with a body is ambiguous (documented). */
+static void http_scan(struct req_fd *r, const uint8_t *b, size_t n)
+{
+	static const char term[4] = { '\r', '\n', '\r', '\n' };
+	unsigned m = r->pstate;
+	size_t last = (size_t)-1;
+
+	for (size_t i = 0; i < n; i++) {
+		if (m == 0) {
+			/* most bytes: jump to the next CR */
+			const uint8_t *cr = memchr(b + i, '\r', n - i);
+			if (!cr)
+				break;
+			i = (size_t)(cr - b);
+		}
+		if (b[i] == term[m]) {
+			if (++m == 4) {
+				r->count++;
+				last = i;
+				m = 0;
+			}
+		} else {
+			m = b[i] == '\r';
+		}
+	}
+	r->pstate = (uint8_t)m;
+	r->since = last == (size_t)-1 ? r->since + n : n - last - 1;
+}
+
+/* RESP (redis): multibulk commands (*N, then N of $len + bytes) and inline commands (a line). */
+static void resp_scan(struct req_fd *r, const uint8_t *b, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		uint8_t c = b[i];
+		switch (r->pstate) {
+		case R_START:
+			r->pnum = 0;
+			r->pstate = c == '*' ? R_NARG : R_INLINE;
+			i += c == '*';
+			continue;
+		case R_NARG:
+		case R_BLEN:
+			if (c >= '0' && c <= '9') {
+				if (r->pnum < (1ull << 40))
+					r->pnum = r->pnum * 10 + (uint64_t)(c - '0');
+			} else if (c == '\n') {
+				if (r->pstate == R_NARG) {
+					r->pleft = r->pnum > UINT32_MAX ? UINT32_MAX : (uint32_t)r->pnum;
+					if (r->pleft == 0) {
+						r->count++;
+						r->pstate = R_START;
+					} else {
+						r->pstate = R_DOLLAR;
+					}
+				} else {
+					r->pnum += 2; /* the bytes and their CRLF */
+					r->pstate = R_BULK;
+				}
+			} else if (c != '\r' && c != '-') {
+				r->proto = PROTO_OTHER; /* not RESP after all: stop counting */
+				return;
+			}
+			break;
+		case R_DOLLAR:
+			if (c != '$') {
+				r->proto = PROTO_OTHER;
+				return;
+			}
+			r->pnum = 0;
+			r->pstate = R_BLEN;
+			break;
+		case R_BULK: {
+			size_t k = n - i < r->pnum ? n - i : (size_t)r->pnum;
+			i += k;
+			r->pnum -= k;
+			if (r->pnum == 0 && --r->pleft == 0) {
+				r->count++;
+				r->pstate = R_START;
+			} else if (r->pnum == 0) {
+				r->pstate = R_DOLLAR;
+			}
+			continue;
+		}
+		case R_INLINE: {
+			const uint8_t *nl = memchr(b + i, '\n', n - i);
+			if (!nl)
+				return;
+			i = (size_t)(nl - b);
+			r->count++;
+			r->pstate = R_START;
+			break;
+		}
+		}
+		i++;
+	}
+}
+
+/* The preview: method and path of the request line at b (query string dropped unless
+ * D9_REQUESTS_PREVIEW=query), as a String id; 0 when b is not a request line. */
+static uint64_t preview(const uint8_t *b, size_t n)
+{
+	char s[D9__REQ_PREVIEW];
+	size_t k = 0, sp = 0;
+
+	for (size_t i = 0; i < n && k < sizeof(s); i++) {
+		uint8_t c = b[i];
+		if (c == '\r' || c == '\n' || c < 0x20 || c >= 0x7f)
+			break;
+		if (c == ' ' && ++sp == 2)
+			break;
+		if (c == '?' && sp == 1 && d9__pcfg.requests_preview < 2)
+			break;
+		s[k++] = (char)c;
+	}
+	if (sp == 0)
+		return 0;
+	/* a server serves a few paths again and again: the thread's last few previews are looked
+	 * up here, without the definition table's process-wide lock */
+	unsigned h = 2166136261u;
+	for (size_t i = 0; i < k; i++)
+		h = (h ^ (uint8_t)s[i]) * 16777619u;
+	struct pv_cache *c = &pv_cache[h % D9__REQ_PV_CACHE];
+	if (c->id && c->len == k && !memcmp(c->s, s, k))
+		return c->id;
+	d9__self.busy = 1; /* the definition table's lock and memory are the agent's */
+	uint64_t id = d9_agent_string(s, k);
+	d9__self.busy = 0;
+	if (id) {
+		memcpy(c->s, s, k);
+		c->len = (uint8_t)k;
+		c->id = id;
+	}
+	return id;
+}
+
+/* ---- the state machine ---------------------------------------------------------------------- */
+
+void d9__req_accepted(int fd)
+{
+	int saved = errno;
+
+	if (fd < 0 || !table_ready())
+		goto out;
+	if ((uint32_t)fd >= table_n) {
+		d9__log_once(D9_LOG_WARN, "requests: descriptor %d is past the %u the table holds: "
+			"its connection's requests are not recorded (counted)", fd, table_n);
+		/* counted in the trace: a RequestEnd of id 0 stands for a connection not tracked */
+		if (d9__pl_active())
+			d9_rec_request_end(d9__now(), 0, D9_REQ_SRC_ZERO_CODE, 0, 0, D9_REQ_UNTRACKED,
+				0, 0, 0);
+		goto out;
+	}
+	memset(&table[fd], 0, sizeof(table[fd]));
+	table[fd].state = ST_IDLE;
+out:
+	errno = saved;
+}
+
+/* n > 0 bytes of b[0..n) arrived on r (one piece of a scatter read: first says whether it is the
+ * read's first piece). */
+static void req_bytes(int fd, struct req_fd *r, const uint8_t *b, size_t n, int first)
+{
+	if (first) {
+		if (r->state == ST_OUT)
+			end_request(r, 0); /* the reader came back and the next request is there */
+		if (r->proto == PROTO_UNKNOWN)
+			r->proto = b[0] == '*' ? PROTO_RESP : is_http(b, n) ? PROTO_HTTP : PROTO_OTHER;
+		if (r->state == ST_IDLE) {
+			int at_start = r->proto == PROTO_HTTP ? r->since == 0 && r->pstate == 0 :
+				r->pstate == R_START;
+			uint64_t pv = r->proto == PROTO_HTTP && at_start && d9__pcfg.requests_preview ?
+				preview(b, n) : 0;
+			r->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
+			r->co = d9__pl.coroutine;
+			r->bytes_in = r->bytes_out = 0;
+			r->count = 0;
+			r->state = ST_IN;
+			d9_rec_request_begin(r->id, fd, r->co, D9_REQ_SRC_ZERO_CODE, pv);
+		}
+	}
+	r->bytes_in += n;
+	if (r->proto == PROTO_HTTP)
+		http_scan(r, b, n);
+	else if (r->proto == PROTO_RESP)
+		resp_scan(r, b, n);
+}
+
+void d9__req_read(int fd, const void *buf, ssize_t n, int err)
+{
+	struct req_fd *r = slot(fd);
+
+	(void)err;
+	if (!r || !d9__pl_active())
+		return;
+	int saved = errno;
+	if (n > 0)
+		req_bytes(fd, r, buf, (size_t)n, 1);
+	else if (r->state == ST_OUT || (n == 0 && r->state == ST_IN))
+		/* the reader came back for the next request (nothing yet), or the peer closed */
+		end_request(r, n == 0 ? D9_REQ_CLOSED : 0);
+	errno = saved;
+}
+
+void d9__req_readv(int fd, const struct iovec *iov, size_t cnt, ssize_t n, int err)
+{
+	struct req_fd *r = slot(fd);
+
+	if (!r || !d9__pl_active())
+		return;
+	if (n <= 0) {
+		d9__req_read(fd, NULL, n, err);
+		return;
+	}
+	int saved = errno;
+	size_t left = (size_t)n;
+	for (size_t i = 0, first = 1; i < cnt && left; i++) {
+		size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
+		if (!k)
+			continue;
+		req_bytes(fd, r, iov[i].iov_base, k, (int)first);
+		first = 0;
+		left -= k;
+	}
+	errno = saved;
+}
+
+void d9__req_wrote(int fd, ssize_t n)
+{
+	struct req_fd *r = slot(fd);
+
+	if (!r || n <= 0 || (r->state != ST_IN && r->state != ST_OUT))
+		return; /* bytes the server sends on its own (a greeting, a push) are no request's */
+	r->bytes_out += (uint64_t)n;
+	r->state = ST_OUT;
+	r->last_write = d9__now();
+	/* a request a loop served (no coroutine) ends with the loop turn that wrote its response */
+	if (r->co == 0 && !r->pending) {
+		if (D9_UNLIKELY(d9__req_npending == D9__REQ_PENDING)) {
+			/* more answered requests in one turn than the list holds: this one ends at
+			 * its first write (later writes of its response are no request's) rather than
+			 * at the peer's next request, which would add the client's think time */
+			if (d9__pl_active()) {
+				int saved = errno;
+				end_request(r, D9_REQ_TURN_END);
+				errno = saved;
+			}
+			return;
+		}
+		pending[d9__req_npending].fd = fd;
+		pending[d9__req_npending].id = r->id;
+		d9__req_npending++;
+		r->pending = 1;
+	}
+}
+
+void d9__req_close(int fd)
+{
+	if (fd < 0 || __atomic_load_n(&table_state, __ATOMIC_ACQUIRE) != 2 || (uint32_t)fd >= table_n)
+		return;
+	struct req_fd *r = &table[fd];
+	if (r->state == ST_UNTRACKED)
+		return;
+	int saved = errno;
+	if (r->state == ST_IN || r->state == ST_OUT)
+		end_request(r, D9_REQ_CLOSED);
+	r->state = ST_UNTRACKED; /* the number may next name anything: a file, a client socket */
+	errno = saved;
+}
+
+void d9__req_turn_end(void)
+{
+	unsigned n = d9__req_npending;
+
+	d9__req_npending = 0;
+	if (!d9__pl_active())
+		return;
+	int saved = errno;
+	for (unsigned i = 0; i < n; i++) {
+		struct req_fd *r = slot(pending[i].fd);
+		if (r && r->state == ST_OUT && r->id == pending[i].id && r->pending)
+			end_request(r, D9_REQ_TURN_END);
+	}
+	errno = saved;
+}
+
+/* ---- the application API --------------------------------------------------------------------- */
+
+void d9__api_request_begin(uint64_t id)
+{
+	if (!d9__pl_active())
+		return;
+	int saved = errno;
+	d9_rec_request_begin(id, -1, d9__pl.coroutine, D9_REQ_SRC_API, 0);
+	errno = saved;
+}
+
+void d9__api_request_end(uint64_t id, int status)
+{
+	if (!d9__pl_active())
+		return;
+	int saved = errno;
+	d9_rec_request_end(d9__now(), id, D9_REQ_SRC_API, 0, 0, 0, 1, status, 0);
+	errno = saved;
+}
+
+/* ---- interposers: the socket calls libc-block.c does not already wrap ----------------------------
+ * Pass-throughs with one branch when D9_REQUESTS is off; read/readv/write/writev are wrapped in
+ * libc-block.c, which calls the hooks above. recv and send are not timed as blocking calls: a
+ * server's sockets are non-blocking, and they were not wrapped before requests. */
+
+D9_INTERPOSE int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	D9_REAL(int, accept, (int, struct sockaddr *, socklen_t *));
+	if (!real_accept)
+		return (int)syscall(SYS_accept, fd, addr, len);
+	int r = real_accept(fd, addr, len);
+	D9__REQ_HOOK(d9__req_accepted(r));
+	return r;
+}
+
+D9_INTERPOSE int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	D9_REAL(int, accept4, (int, struct sockaddr *, socklen_t *, int));
+	if (!real_accept4)
+		return (int)syscall(SYS_accept4, fd, addr, len, flags);
+	int r = real_accept4(fd, addr, len, flags);
+	D9__REQ_HOOK(d9__req_accepted(r));
+	return r;
+}
+
+D9_INTERPOSE ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	D9_REAL(ssize_t, recv, (int, void *, size_t, int));
+	if (!real_recv)
+		return syscall(SYS_recvfrom, fd, buf, n, flags, NULL, NULL);
+	ssize_t r = real_recv(fd, buf, n, flags);
+	/* a peek leaves the bytes for the next read: not yet read */
+	if (D9_UNLIKELY(d9__pcfg.requests) && !(flags & MSG_PEEK))
+		d9__req_read(fd, buf, r, errno);
+	return r;
+}
+
+D9_INTERPOSE ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
+	socklen_t *alen)
+{
+	D9_REAL(ssize_t, recvfrom, (int, void *, size_t, int, struct sockaddr *, socklen_t *));
+	if (!real_recvfrom)
+		return syscall(SYS_recvfrom, fd, buf, n, flags, addr, alen);
+	ssize_t r = real_recvfrom(fd, buf, n, flags, addr, alen);
+	if (D9_UNLIKELY(d9__pcfg.requests) && !(flags & MSG_PEEK))
+		d9__req_read(fd, buf, r, errno);
+	return r;
+}
+
+D9_INTERPOSE ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	D9_REAL(ssize_t, recvmsg, (int, struct msghdr *, int));
+	if (!real_recvmsg)
+		return syscall(SYS_recvmsg, fd, msg, flags);
+	ssize_t r = real_recvmsg(fd, msg, flags);
+	/* a bad msg is the kernel's EFAULT, never ours to read */
+	if (D9_UNLIKELY(d9__pcfg.requests) && !(flags & MSG_PEEK))
+		d9__req_readv(fd, r > 0 ? msg->msg_iov : NULL, r > 0 ? msg->msg_iovlen : 0, r, errno);
+	return r;
+}
+
+/* _FORTIFY_SOURCE builds (Debian's servers) call these instead when the buffer size is known. */
+D9_INTERPOSE ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return read(fd, buf, n);
+}
+
+D9_INTERPOSE ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (n > buflen)
+		__chk_fail();
+	return recv(fd, buf, n, flags);
+}
+
+D9_INTERPOSE ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+	struct sockaddr *addr, socklen_t *alen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return recvfrom(fd, buf, n, flags, addr, alen);
+}
+
+D9_INTERPOSE ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	D9_REAL(ssize_t, send, (int, const void *, size_t, int));
+	if (!real_send)
+		return syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
+	ssize_t r = real_send(fd, buf, n, flags);
+	D9__REQ_HOOK(d9__req_wrote(fd, r));
+	return r;
+}
+
+D9_INTERPOSE ssize_t sendto(int fd, const void *buf, size_t n, int flags,
+	const struct sockaddr *addr, socklen_t alen)
+{
+	D9_REAL(ssize_t, sendto, (int, const void *, size_t, int, const struct sockaddr *, socklen_t));
+	if (!real_sendto)
+		return syscall(SYS_sendto, fd, buf, n, flags, addr, alen);
+	ssize_t r = real_sendto(fd, buf, n, flags, addr, alen);
+	D9__REQ_HOOK(d9__req_wrote(fd, r));
+	return r;
+}
+
+D9_INTERPOSE ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	D9_REAL(ssize_t, sendmsg, (int, const struct msghdr *, int));
+	if (!real_sendmsg)
+		return syscall(SYS_sendmsg, fd, msg, flags);
+	ssize_t r = real_sendmsg(fd, msg, flags);
+	D9__REQ_HOOK(d9__req_wrote(fd, r));
+	return r;
+}
+
+D9_INTERPOSE ssize_t sendfile(int out, int in, off_t *off, size_t n)
+{
+	D9_REAL(ssize_t, sendfile, (int, int, off_t *, size_t));
+	if (!real_sendfile)
+		return syscall(SYS_sendfile, out, in, off, n);
+	ssize_t r = real_sendfile(out, in, off, n);
+	D9__REQ_HOOK(d9__req_wrote(out, r));
+	return r;
+}
+
+D9_INTERPOSE ssize_t sendfile64(int out, int in, off_t *off, size_t n)
+{
+	return sendfile(out, in, off, n);
+}
+
+/* close is everywhere: with D9_REQUESTS off, one branch; on, a table look-up before the call
+ * (the number may be reused by another thread as soon as it is closed). */
+D9_INTERPOSE int close(int fd)
+{
+	D9_REAL(int, close, (int));
+	D9__REQ_HOOK(d9__req_close(fd));
+	if (!real_close)
+		return (int)syscall(SYS_close, fd);
+	return real_close(fd);
+}
