@@ -254,8 +254,12 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	r->switches = r->fd >= 0 && a.context_switch;
 	if (r->fd < 0 && (errno == EACCES || errno == EPERM) &&
 		type == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_CPU_CLOCK) {
+		int denied = errno;
 		a.exclude_kernel = 1; /* unprivileged (perf_event_paranoid 2): user time only */
 		r->fd = perf_open(&a);
+		if (r->fd >= 0)
+			d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_LIMITED, denied,
+				"perf_event_open(cpu-clock): user time only, kernel time not sampled");
 	}
 	if (r->fd < 0) {
 		err = -errno;
@@ -285,6 +289,8 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	}
 	d9__log_once(D9_LOG_WARN, "cannot map a perf sample ring: %s (perf_event_mlock_kb, "
 		"RLIMIT_MEMLOCK); some workers have no samples", strerror(errno));
+	d9__defs_recorder(D9_REC_PERF_RING, D9_REC_LIMITED, errno,
+		"mmap of a perf sample ring (perf_event_mlock_kb, RLIMIT_MEMLOCK)");
 	err = -ENOBUFS;
 err_close:
 	close(r->fd); /* just opened by this thread: ours */
@@ -475,6 +481,7 @@ static int fds_short(int err)
 {
 	rlim_t soft;
 	int cap = fds_cap(&soft);
+	char text[96];
 
 	if (err == -EDQUOT)
 		d9__log_once(D9_LOG_WARN, "perf descriptors are capped at %d (1/8 of RLIMIT_NOFILE %llu):"
@@ -486,6 +493,14 @@ static int fds_short(int err)
 			strerror(-err), err == -EMFILE ? "EMFILE" : "ENFILE", (unsigned long long)soft);
 	else
 		return 0;
+	/* the trace says it too (once): some workers have no samples */
+	if (err == -EDQUOT)
+		snprintf(text, sizeof(text), "perf descriptors capped at %d (1/8 of RLIMIT_NOFILE %llu)",
+			cap, (unsigned long long)soft);
+	else
+		snprintf(text, sizeof(text), "perf_event_open (RLIMIT_NOFILE %llu)",
+			(unsigned long long)soft);
+	d9__defs_recorder(D9_REC_PERF_FDS, D9_REC_LIMITED, err == -EDQUOT ? 0 : err, text);
 	return 1;
 }
 
@@ -532,6 +547,9 @@ void d9__profile_thread_start(struct d9__thr *t)
 			else if (e2)
 				d9__log_once(D9_LOG_WARN, "off-CPU samples (D9_SCHED_EVENTS) are off: "
 					"perf_event_open(context-switches): %s", strerror(-e2));
+			if (e2 && !p->miss_sw)
+				d9__defs_recorder(D9_REC_SCHED_EVENTS, D9_REC_OFF, e2,
+					"perf_event_open(context-switches)");
 		}
 		if (fds_short(err)) {
 			/* no descriptor for this worker: not a reason to leave perf for the others */
@@ -540,28 +558,36 @@ void d9__profile_thread_start(struct d9__thr *t)
 		} else if (err && mode == D9_PROF_AUTO && perf_denied(err)) {
 			d9__log_once(D9_LOG_WARN, "perf_event_open(cpu-clock): %s; CPU samples come from "
 				"a CPU-time timer instead (ctimer mode)", strerror(-err));
+			d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_FALLBACK, err,
+				"perf_event_open(cpu-clock)");
 			__atomic_store_n(&P.mode, D9_PROF_CTIMER, __ATOMIC_RELAXED);
 			mode = D9_PROF_CTIMER;
 		} else if (err) {
 			d9__log_once(D9_LOG_WARN, "CPU samples are off: perf_event_open(cpu-clock): %s",
 				strerror(-err));
+			d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, err,
+				"perf_event_open(cpu-clock)");
 		} else if (mode == D9_PROF_AUTO && c->cpu_hz) {
 			__atomic_store_n(&P.mode, D9_PROF_PERF, __ATOMIC_RELAXED);
 		}
 		if (p->miss_cpu || p->miss_sw)
 			thread_usage(&p->cpu0, &p->csw0);
 	}
-	if (mode == D9_PROF_CTIMER && c->cpu_hz && ct_start(p) != 0)
+	if (mode == D9_PROF_CTIMER && c->cpu_hz && ct_start(p) != 0) {
 		d9__log_once(D9_LOG_WARN, "ctimer CPU sampling is off: %s", strerror(errno));
+		d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, errno, "ctimer: timer_create");
+	}
 	d9__lock(&P.lock);
 	p->next = P.list;
 	P.list = p;
 	d9__unlock(&P.lock);
 	t->prof = p;
 	__atomic_store_n(&t->swlog, p->swlog, __ATOMIC_RELEASE);
-	if (p->has_timer && ct_arm(p, c->cpu_hz) != 0)
+	if (p->has_timer && ct_arm(p, c->cpu_hz) != 0) {
 		d9__log_once(D9_LOG_WARN, "ctimer CPU sampling is off: timer_settime: %s",
 			strerror(errno));
+		d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, errno, "ctimer: timer_settime");
+	}
 }
 
 static const uint8_t *rec_at(const struct ring *r, uint64_t off, size_t len, uint8_t *buf);
@@ -971,7 +997,10 @@ static struct d9__unwinder *unwinder(void)
 {
 	if (!P.unw_tried) {
 		P.unw_tried = 1;
-		P.unw = d9__unwind_new();
+		P.unw = d9__unwind_new(); /* logs why not */
+		if (!P.unw)
+			d9__defs_recorder(D9_REC_UNWIND, D9_REC_OFF, 0,
+				"DWARF unwinding (libdw.so.1): stacks from frame pointers only");
 	}
 	return P.unw;
 }
@@ -1043,6 +1072,8 @@ static void maps_read(void)
 	if (fd < 0) {
 		d9__log_once(D9_LOG_WARN, "cannot read /proc/self/maps (%s): frame-pointer stacks are "
 			"cut at their first frame", strerror(errno));
+		d9__defs_recorder(D9_REC_MAPS, D9_REC_LIMITED, errno,
+			"/proc/self/maps: frame-pointer stacks cut at their first frame");
 		return;
 	}
 	M.n = 0;
@@ -1075,9 +1106,12 @@ static void maps_read(void)
 			have = 0; /* a line longer than the buffer (a path): drop it */
 	}
 	close(fd); /* opened just above by this thread: ours */
-	if (!M.n && n_old)
+	if (!M.n && n_old) {
 		d9__log_once(D9_LOG_WARN, "/proc/self/maps read empty: frame-pointer stacks are cut "
 			"at their first frame");
+		d9__defs_recorder(D9_REC_MAPS, D9_REC_LIMITED, 0,
+			"/proc/self/maps read empty: frame-pointer stacks cut at their first frame");
+	}
 }
 
 static const struct mapping *maps_find(uint64_t a)
@@ -1497,9 +1531,12 @@ static void drain_perf(struct out *o, const struct d9__anchor *a)
 
 static void drain_ct(struct out *o)
 {
-	if (__atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED)) {
 		d9__log_once(D9_LOG_WARN, "ctimer samples cannot copy their stack (process_vm_readv is "
 			"refused here): their stacks hold the sampled instruction only");
+		d9__defs_recorder(D9_REC_STACK_COPY, D9_REC_OFF, 0,
+			"process_vm_readv refused: ctimer samples hold the sampled instruction only");
+	}
 	struct ct_ring *r = o->p->ct;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 
@@ -1683,9 +1720,12 @@ static void bs_drain(void)
 {
 	struct bs_slot *pool = __atomic_load_n(&bs_pool, __ATOMIC_ACQUIRE);
 
-	if (__atomic_load_n(&bs_nopool, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&bs_nopool, __ATOMIC_RELAXED)) {
 		d9__log_once(D9_LOG_WARN, "blocking-call stacks are off: cannot map their buffer (%zu "
 			"KiB)", BS_SLOTS * sizeof(struct bs_slot) >> 10);
+		d9__defs_recorder(D9_REC_BLOCKING_STACKS, D9_REC_OFF, ENOMEM,
+			"mmap of the blocking-call stack buffer");
+	}
 	if (__atomic_load_n(&bs_lost, __ATOMIC_RELAXED))
 		d9__log_once(D9_LOG_WARN, "more than %u calls past D9_BLOCKING_THRESHOLD between two "
 			"writer passes: some BlockingCalls are recorded without a stack", BS_SLOTS);
@@ -1693,9 +1733,12 @@ static void bs_drain(void)
 		struct bs_slot *s = &pool[i];
 		if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != BS_READY)
 			continue;
-		if (!s->len && __atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED))
+		if (!s->len && __atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED)) {
 			d9__log_once(D9_LOG_WARN, "blocking-call stacks cannot copy the stack "
 				"(process_vm_readv is refused here): BlockingCalls have no stack");
+			d9__defs_recorder(D9_REC_BLOCKING_STACKS, D9_REC_OFF, 0,
+				"process_vm_readv refused: BlockingCalls have no stack");
+		}
 		uint64_t ips[MAX_FRAMES], id = 0;
 		uint32_t how, n = copy_stack(s->regs, s->stack, s->len, ips, &how);
 		if (n > s->skip) {
