@@ -391,11 +391,15 @@ static int ct_install_locked(void)
 	if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
 		d9__log(D9_LOG_WARN, "signal %d (D9_PROFILE_SIGNAL) has a handler of the program; "
 			"ctimer CPU sampling is off (choose another signal)", sig);
+		d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, 0, "ctimer: D9_PROFILE_SIGNAL has "
+			"a handler of the program");
 		return 0;
 	}
 	if (old.sa_flags & SA_SIGINFO) {
 		d9__log(D9_LOG_WARN, "signal %d (D9_PROFILE_SIGNAL) has a handler of the program; "
 			"ctimer CPU sampling is off (choose another signal)", sig);
+		d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, 0, "ctimer: D9_PROFILE_SIGNAL has "
+			"a handler of the program");
 		return 0;
 	}
 	memset(&sa, 0, sizeof(sa));
@@ -1786,6 +1790,8 @@ static void ct_check_signal(void)
 	d9__unlock(&P.lock);
 	d9__log(D9_LOG_WARN, "the program changed the disposition of signal %d (D9_PROFILE_SIGNAL): "
 		"ctimer CPU sampling stopped", d9__g.cfg.profile_signal);
+	d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, 0, "ctimer: the program changed the "
+		"disposition of D9_PROFILE_SIGNAL");
 }
 
 struct d9__block *d9__profile_drain(void)
