@@ -577,6 +577,13 @@ void d9__profile_thread_start(struct d9__thr *t)
 		if (p->miss_cpu || p->miss_sw)
 			thread_usage(&p->cpu0, &p->csw0);
 	}
+	if (mode == D9_PROF_CTIMER && c->sched_events) {
+		/* context switches come from perf alone: without it they are off, say so */
+		d9__log_once(D9_LOG_WARN, "off-CPU samples (D9_SCHED_EVENTS) are off: they need "
+			"perf_event_open, and CPU samples come from the ctimer");
+		d9__defs_recorder(D9_REC_SCHED_EVENTS, D9_REC_OFF, 0,
+			"ctimer mode: off-CPU samples need perf_event_open(context-switches)");
+	}
 	if (mode == D9_PROF_CTIMER && c->cpu_hz && ct_start(p) != 0) {
 		d9__log_once(D9_LOG_WARN, "ctimer CPU sampling is off: %s", strerror(errno));
 		d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, errno, "ctimer: timer_create");

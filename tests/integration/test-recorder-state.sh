@@ -4,11 +4,12 @@
 # mocks: st-http runs under the agent behind a launcher that narrows it, so the agent is in
 # st-http alone (the launcher runs `env LD_PRELOAD=... st-http`).
 #   - recorder-seccomp: perf_event_open denied by a seccomp filter (build/tests/no-perf, EACCES),
-#     D9_CPU_PROFILE=99, /burn for CPU time, D9_ROTATION_PERIOD=1s until there are 3 segments:
-#     every segment's `dump` holds RecorderState cpu_profile/fallback errno 13 (a narrowing of the
-#     first segment stays visible in every later one), `summary` says "recorder: CPU samples from
-#     ctimer (perf_event_open(cpu-clock): Permission denied)" (text and JSON), the ctimer samples
-#     are there, and `check --json` has an info "recorder" finding with the hint about perf.
+#     D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1, /burn for CPU time, D9_ROTATION_PERIOD=1s until there
+#     are 3 segments: every segment's `dump` holds RecorderState cpu_profile/fallback errno 13 and
+#     sched_events/off, nothing else (a narrowing of the first segment stays visible in every
+#     later one), `summary` says "recorder: CPU samples from ctimer (perf_event_open(cpu-clock):
+#     Permission denied)" (text and JSON), the ctimer samples are there, and `check --json` has
+#     an info "recorder" finding with the hint about perf, and one for the off-CPU samples.
 #   - recorder-nobody: D9_SCHED_EVENTS=1 as user nobody (setpriv; SKIP: not root, no nobody):
 #     what is expected follows /proc/sys/kernel/perf_event_paranoid: <= 1 no sched_events record;
 #     2 sched_events off (EACCES or EPERM) and CPU samples of user time only; >= 3 sched_events off
@@ -112,7 +113,7 @@ PYEOF
 # ---- perf_event_open denied by seccomp: CPU samples from ctimer, said in every segment ---------
 if [ ! -x "$NOPERF" ]; then
 	pl_fail recorder-seccomp "$NOPERF is not built (make all)"
-elif rs_start "$T/seccomp" "$NOPERF" D9_CPU_PROFILE=99 D9_ROTATION_PERIOD=1s; then
+elif rs_start "$T/seccomp" "$NOPERF" D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 D9_ROTATION_PERIOD=1s; then
 	# CPU time for the ctimer to sample, until the wall-clock rotation made 3 segments
 	rs_burn() { pl_get "/burn?ms=20"; rs_nsegs 3; }
 	if ! d9_wait_for 60 rs_burn; then
@@ -124,21 +125,23 @@ for i, recs in enumerate(segs):
     got = [r for r in recs if (r["feature"], r["state"]) == (1, 2)]
     if len(got) != 1 or got[0]["errno"] != 13 or got[0]["text"] != "perf_event_open(cpu-clock)":
         fail("segment %d of %d: RecorderState %s, want one cpu_profile/fallback errno 13" % (i, len(segs), recs))
-    if len(recs) != 1:
-        fail("segment %d: other RecorderStates besides the fallback: %s" % (i, recs))
+    if sorted((r["feature"], r["state"]) for r in recs) != [(1, 2), (2, 1)]:
+        fail("segment %d: RecorderStates %s, want the fallback and off-CPU samples off" % (i, recs))
 line = "recorder: CPU samples from ctimer (perf_event_open(cpu-clock): Permission denied)"
 if line not in stext:
     fail("summary does not say %r" % line)
 pr = summ["processes"][0].get("recorder", [])
-if [(r["feature"], r["state"], r["errno"]) for r in pr] != [("cpu_profile", "fallback", 13)]:
+if sorted((r["feature"], r["state"], r["errno"]) for r in pr) != [("cpu_profile", "fallback", 13), ("sched_events", "off", 0)]:
     fail("summary --json recorder: %s" % pr)
 n = summ["cpu_samples"]["on"] + summ["cpu_samples"]["off"]
 if n == 0:
     fail("no CPU samples: the ctimer fallback did not sample")
-if len(rec) != 1 or rec[0]["severity"] != "info" or "perf_event_open" not in rec[0]["hint"] \
-        or "CPU samples from ctimer" not in rec[0]["title"]:
+fb = [f for f in rec if "CPU samples from ctimer" in f["title"]]
+off = [f for f in rec if "off-CPU samples off" in f["title"]]
+if len(rec) != 2 or len(fb) != 1 or len(off) != 1 or fb[0]["severity"] != "info" \
+        or "perf_event_open" not in fb[0]["hint"] or off[0]["severity"] not in ("info", "warning"):
     fail("check recorder findings: %s" % [(f["severity"], f["title"], f["hint"]) for f in rec])
-info += ", %d ctimer samples; check: %s" % (n, rec[0]["title"])
+info += ", %d ctimer samples; check: %s" % (n, fb[0]["title"])
 '
 	else
 		pl_fail recorder-seccomp-exit "${PL_ERR:-exit status $SRC}"
