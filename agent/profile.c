@@ -499,10 +499,10 @@ static int fds_short(int err)
 		return 0;
 	/* the trace says it too (once): some workers have no samples */
 	if (err == -EDQUOT)
-		snprintf(text, sizeof(text), "perf descriptors capped at %d (1/8 of RLIMIT_NOFILE %llu)",
+		snprintf(text, sizeof(text), "perf descriptors capped at %d, 1/8 of RLIMIT_NOFILE %llu",
 			cap, (unsigned long long)soft);
 	else
-		snprintf(text, sizeof(text), "perf_event_open (RLIMIT_NOFILE %llu)",
+		snprintf(text, sizeof(text), "perf_event_open, RLIMIT_NOFILE %llu",
 			(unsigned long long)soft);
 	d9__defs_recorder(D9_REC_PERF_FDS, D9_REC_LIMITED, err == -EDQUOT ? 0 : err, text);
 	return 1;

@@ -14,6 +14,9 @@
 #     what is expected follows /proc/sys/kernel/perf_event_paranoid: <= 1 no sched_events record;
 #     2 sched_events off (EACCES or EPERM) and CPU samples of user time only; >= 3 sched_events off
 #     and CPU samples from ctimer. check: the sched_events finding is info or warning.
+#   - recorder-fdcap: epoll-http -T 10 with D9_CPU_PROFILE=99 under prlimit --nofile=64: perf
+#     descriptors capped at 8, RecorderState perf_fds/limited and a check finding with the hint
+#     about RLIMIT_NOFILE (SKIP: no prlimit).
 #   - recorder-clean: the same as root: no RecorderState in any segment, no "recorder" finding
 #     (SKIP when perf_event_open is denied to root here: the agent says so).
 set -u
@@ -24,25 +27,27 @@ pl_san_setup recorder-state-setup || exit 0
 NOPERF=$PL_ROOT/build/tests/no-perf
 PAR=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo 2)
 
-# rs_start DIR LAUNCHER [VAR=value ...]: st-http under the agent behind LAUNCHER (words, may be
-# empty), like pl_start (D9_TRACE_PATH=DIR/trace/trace.bin, D9_FLUSH_INTERVAL=50ms, the VARs
+# rs_start DIR LAUNCHER [VAR=value ...] [-- SERVER_ARGS...]: st-http (RS_BIN: another test
+# server) under the agent behind LAUNCHER (words, may be empty), like pl_start (D9_TRACE_PATH=DIR/trace/trace.bin, D9_FLUSH_INTERVAL=50ms, the VARs
 # after; a free port, -t 50 -q). Sets SPID, SPORT, SDIR; returns 1 (PL_ERR) without a port.
 rs_start() {
-	local dir=$1 launcher=$2
+	local dir=$1 launcher=$2 bin=${RS_BIN:-$ST_HTTP} envs=()
 	shift 2
+	while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
 	mkdir -p "$dir/trace"
 	rm -f "$dir/port"
-	SDIR=$dir SBIN=$ST_HTTP SPORT=""
+	SDIR=$dir SBIN=$bin SPORT=""
 	# shellcheck disable=SC2086 # the launcher's words
 	$launcher env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$dir/trace/trace.bin" D9_FLUSH_INTERVAL=50ms \
-		"$@" "$ST_HTTP" -p 0 -P "$dir/port" -t 50 -q >"$dir/stdout" 2>"$dir/stderr" &
+		"${envs[@]}" "$bin" -p 0 -P "$dir/port" -t 50 -q "$@" >"$dir/stdout" 2>"$dir/stderr" &
 	SPID=$!
 	PL_PIDS+=("$SPID")
 	if d9_wait_for 30 eval '[ -s "$dir/port" ] || ! pl_alive "$SPID"' && [ -s "$dir/port" ]; then
 		SPORT=$(cat "$dir/port")
 		return 0
 	fi
-	PL_ERR="st-http behind '$launcher': no port file within $((30 * D9_SLOW)) s (stderr: $(head -c 300 "$dir/stderr"))"
+	PL_ERR="$(basename "$bin") behind '$launcher': no port file within $((30 * D9_SLOW)) s (stderr: $(head -c 300 "$dir/stderr"))"
 	kill -KILL "$SPID" 2>/dev/null
 	wait "$SPID" 2>/dev/null
 	return 1
@@ -196,6 +201,30 @@ info += " (perf_event_paranoid %d)" % par
 	else
 		pl_fail recorder-nobody "$PL_ERR"
 	fi
+fi
+
+# ---- perf descriptors capped by RLIMIT_NOFILE: some workers not profiled ---------------------------
+# 10 workers of epoll-http, each wanting one cpu-clock descriptor, under RLIMIT_NOFILE 64: the
+# agent keeps to 1/8 of it (8), so two workers are not profiled
+if ! command -v prlimit >/dev/null; then
+	pl_skip recorder-fdcap "no prlimit (util-linux)"
+elif RS_BIN=$EPOLL_HTTP rs_start "$T/fdcap" "prlimit --nofile=64 --" D9_CPU_PROFILE=99 -- -T 10; then
+	pl_get /fast
+	if pl_quit && [ "$SRC" = 0 ]; then
+		rs_check recorder-fdcap '
+recs = segs[-1]
+if [(r["feature"], r["state"], r["errno"], r["text"]) for r in recs] != \
+        [(3, 3, 0, "perf descriptors capped at 8, 1/8 of RLIMIT_NOFILE 64")]:
+    fail("RecorderStates %s, want perf_fds limited at 8" % recs)
+if len(rec) != 1 or "some workers not profiled" not in rec[0]["title"] or "RLIMIT_NOFILE" not in rec[0]["hint"]:
+    fail("check recorder findings: %s" % [(f["severity"], f["title"], f["hint"]) for f in rec])
+info += "; check: " + rec[0]["title"]
+'
+	else
+		pl_fail recorder-fdcap-exit "${PL_ERR:-exit status $SRC}"
+	fi
+else
+	pl_fail recorder-fdcap "$PL_ERR"
 fi
 
 # ---- a clean root run: nothing narrowed, nothing said ---------------------------------------------
