@@ -259,7 +259,7 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 		r->fd = perf_open(&a);
 		if (r->fd >= 0)
 			d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_LIMITED, denied,
-				"perf_event_open(cpu-clock): user time only, kernel time not sampled");
+				"perf_event_open(cpu-clock)");
 	}
 	if (r->fd < 0) {
 		err = -errno;
@@ -290,7 +290,7 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	d9__log_once(D9_LOG_WARN, "cannot map a perf sample ring: %s (perf_event_mlock_kb, "
 		"RLIMIT_MEMLOCK); some workers have no samples", strerror(errno));
 	d9__defs_recorder(D9_REC_PERF_RING, D9_REC_LIMITED, errno,
-		"mmap of a perf sample ring (perf_event_mlock_kb, RLIMIT_MEMLOCK)");
+		"mmap of a perf sample ring");
 	err = -ENOBUFS;
 err_close:
 	close(r->fd); /* just opened by this thread: ours */
@@ -582,7 +582,7 @@ void d9__profile_thread_start(struct d9__thr *t)
 		d9__log_once(D9_LOG_WARN, "off-CPU samples (D9_SCHED_EVENTS) are off: they need "
 			"perf_event_open, and CPU samples come from the ctimer");
 		d9__defs_recorder(D9_REC_SCHED_EVENTS, D9_REC_OFF, 0,
-			"ctimer mode: off-CPU samples need perf_event_open(context-switches)");
+			"ctimer mode: they need perf_event_open");
 	}
 	if (mode == D9_PROF_CTIMER && c->cpu_hz && ct_start(p) != 0) {
 		d9__log_once(D9_LOG_WARN, "ctimer CPU sampling is off: %s", strerror(errno));
@@ -1011,7 +1011,7 @@ static struct d9__unwinder *unwinder(void)
 		P.unw = d9__unwind_new(); /* logs why not */
 		if (!P.unw)
 			d9__defs_recorder(D9_REC_UNWIND, D9_REC_OFF, 0,
-				"DWARF unwinding (libdw.so.1): stacks from frame pointers only");
+				"libdw.so.1 not usable: frame-pointer stacks only");
 	}
 	return P.unw;
 }
@@ -1083,8 +1083,7 @@ static void maps_read(void)
 	if (fd < 0) {
 		d9__log_once(D9_LOG_WARN, "cannot read /proc/self/maps (%s): frame-pointer stacks are "
 			"cut at their first frame", strerror(errno));
-		d9__defs_recorder(D9_REC_MAPS, D9_REC_LIMITED, errno,
-			"/proc/self/maps: frame-pointer stacks cut at their first frame");
+		d9__defs_recorder(D9_REC_MAPS, D9_REC_LIMITED, errno, "/proc/self/maps");
 		return;
 	}
 	M.n = 0;
@@ -1120,8 +1119,7 @@ static void maps_read(void)
 	if (!M.n && n_old) {
 		d9__log_once(D9_LOG_WARN, "/proc/self/maps read empty: frame-pointer stacks are cut "
 			"at their first frame");
-		d9__defs_recorder(D9_REC_MAPS, D9_REC_LIMITED, 0,
-			"/proc/self/maps read empty: frame-pointer stacks cut at their first frame");
+		d9__defs_recorder(D9_REC_MAPS, D9_REC_LIMITED, 0, "/proc/self/maps read empty");
 	}
 }
 
@@ -1545,8 +1543,7 @@ static void drain_ct(struct out *o)
 	if (__atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED)) {
 		d9__log_once(D9_LOG_WARN, "ctimer samples cannot copy their stack (process_vm_readv is "
 			"refused here): their stacks hold the sampled instruction only");
-		d9__defs_recorder(D9_REC_STACK_COPY, D9_REC_OFF, 0,
-			"process_vm_readv refused: ctimer samples hold the sampled instruction only");
+		d9__defs_recorder(D9_REC_STACK_COPY, D9_REC_OFF, 0, "process_vm_readv refused");
 	}
 	struct ct_ring *r = o->p->ct;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
@@ -1748,7 +1745,7 @@ static void bs_drain(void)
 			d9__log_once(D9_LOG_WARN, "blocking-call stacks cannot copy the stack "
 				"(process_vm_readv is refused here): BlockingCalls have no stack");
 			d9__defs_recorder(D9_REC_BLOCKING_STACKS, D9_REC_OFF, 0,
-				"process_vm_readv refused: BlockingCalls have no stack");
+				"process_vm_readv refused");
 		}
 		uint64_t ips[MAX_FRAMES], id = 0;
 		uint32_t how, n = copy_stack(s->regs, s->stack, s->len, ips, &how);
