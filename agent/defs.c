@@ -356,6 +356,28 @@ void d9__defs_privileges(uint32_t from_uid, uint32_t to_uid, uint32_t flags)
 	d9__unlock(&d9__g.def_lock);
 }
 
+/* One RecorderState per feature, state and process (a forked child inherits the log and these
+ * flags): CPU samples that fall back to the ctimer and later lose it too say both. */
+static int recorder_said[D9_REC_FEATURE_MAX + 1][D9_REC_STATE_MAX + 1];
+
+void d9__defs_recorder(uint32_t feature, uint32_t state, int err, const char *text)
+{
+	struct d9_wbuf w;
+
+	if (feature > D9_REC_FEATURE_MAX || state > D9_REC_STATE_MAX ||
+		__atomic_exchange_n(&recorder_said[feature][state], 1, __ATOMIC_RELAXED))
+		return;
+	int saved = errno;
+	d9__lock(&d9__g.def_lock);
+	uint64_t sid = text ? string_locked(text, strlen(text)) : 0;
+	log_begin(&w, 48);
+	if (!w.err)
+		d9_def_recorder(&w, feature, state, (uint64_t)(err < 0 ? -err : err), sid);
+	log_commit(&w);
+	d9__unlock(&d9__g.def_lock);
+	errno = saved;
+}
+
 int d9__defs_custom_schema(uint64_t id, uint64_t name, const struct d9_custom_schema *s)
 {
 	struct d9_wbuf w;

@@ -277,6 +277,10 @@ void d9__defs_module(const char *path, uint64_t start, uint64_t end, uint64_t of
 void d9__modules_refresh(void);
 /* Appends a Privileges definition (the process gave up privileges) to the log. */
 void d9__defs_privileges(uint32_t from_uid, uint32_t to_uid, uint32_t flags);
+/* Appends a RecorderState definition (a part of the recording was narrowed: D9_REC_*; err an
+ * errno of either sign or 0; text a short detail or NULL), once per feature and process; every
+ * later segment carries it. Slow path only (takes the def lock), errno preserved. */
+void d9__defs_recorder(uint32_t feature, uint32_t state, int err, const char *text);
 /* Appends a CustomSchema definition (api.c) to the log. Returns 0 or -ENOSPC. */
 int d9__defs_custom_schema(uint64_t id, uint64_t name, const struct d9_custom_schema *s);
 /* Appends a Thread definition to the log. */

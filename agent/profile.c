@@ -254,8 +254,12 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	r->switches = r->fd >= 0 && a.context_switch;
 	if (r->fd < 0 && (errno == EACCES || errno == EPERM) &&
 		type == PERF_TYPE_SOFTWARE && config == PERF_COUNT_SW_CPU_CLOCK) {
+		int denied = errno;
 		a.exclude_kernel = 1; /* unprivileged (perf_event_paranoid 2): user time only */
 		r->fd = perf_open(&a);
+		if (r->fd >= 0)
+			d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_LIMITED, denied,
+				"perf_event_open(cpu-clock)");
 	}
 	if (r->fd < 0) {
 		err = -errno;
@@ -285,6 +289,8 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	}
 	d9__log_once(D9_LOG_WARN, "cannot map a perf sample ring: %s (perf_event_mlock_kb, "
 		"RLIMIT_MEMLOCK); some workers have no samples", strerror(errno));
+	d9__defs_recorder(D9_REC_PERF_RING, D9_REC_LIMITED, errno,
+		"mmap of a perf sample ring");
 	err = -ENOBUFS;
 err_close:
 	close(r->fd); /* just opened by this thread: ours */
@@ -385,11 +391,15 @@ static int ct_install_locked(void)
 	if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
 		d9__log(D9_LOG_WARN, "signal %d (D9_PROFILE_SIGNAL) has a handler of the program; "
 			"ctimer CPU sampling is off (choose another signal)", sig);
+		d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, 0, "ctimer: D9_PROFILE_SIGNAL has "
+			"a handler of the program");
 		return 0;
 	}
 	if (old.sa_flags & SA_SIGINFO) {
 		d9__log(D9_LOG_WARN, "signal %d (D9_PROFILE_SIGNAL) has a handler of the program; "
 			"ctimer CPU sampling is off (choose another signal)", sig);
+		d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, 0, "ctimer: D9_PROFILE_SIGNAL has "
+			"a handler of the program");
 		return 0;
 	}
 	memset(&sa, 0, sizeof(sa));
@@ -475,6 +485,7 @@ static int fds_short(int err)
 {
 	rlim_t soft;
 	int cap = fds_cap(&soft);
+	char text[96];
 
 	if (err == -EDQUOT)
 		d9__log_once(D9_LOG_WARN, "perf descriptors are capped at %d (1/8 of RLIMIT_NOFILE %llu):"
@@ -486,6 +497,14 @@ static int fds_short(int err)
 			strerror(-err), err == -EMFILE ? "EMFILE" : "ENFILE", (unsigned long long)soft);
 	else
 		return 0;
+	/* the trace says it too (once): some workers have no samples */
+	if (err == -EDQUOT)
+		snprintf(text, sizeof(text), "perf descriptors capped at %d, 1/8 of RLIMIT_NOFILE %llu",
+			cap, (unsigned long long)soft);
+	else
+		snprintf(text, sizeof(text), "perf_event_open, RLIMIT_NOFILE %llu",
+			(unsigned long long)soft);
+	d9__defs_recorder(D9_REC_PERF_FDS, D9_REC_LIMITED, err == -EDQUOT ? 0 : err, text);
 	return 1;
 }
 
@@ -532,6 +551,9 @@ void d9__profile_thread_start(struct d9__thr *t)
 			else if (e2)
 				d9__log_once(D9_LOG_WARN, "off-CPU samples (D9_SCHED_EVENTS) are off: "
 					"perf_event_open(context-switches): %s", strerror(-e2));
+			if (e2 && !p->miss_sw)
+				d9__defs_recorder(D9_REC_SCHED_EVENTS, D9_REC_OFF, e2,
+					"perf_event_open(context-switches)");
 		}
 		if (fds_short(err)) {
 			/* no descriptor for this worker: not a reason to leave perf for the others */
@@ -540,28 +562,43 @@ void d9__profile_thread_start(struct d9__thr *t)
 		} else if (err && mode == D9_PROF_AUTO && perf_denied(err)) {
 			d9__log_once(D9_LOG_WARN, "perf_event_open(cpu-clock): %s; CPU samples come from "
 				"a CPU-time timer instead (ctimer mode)", strerror(-err));
+			d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_FALLBACK, err,
+				"perf_event_open(cpu-clock)");
 			__atomic_store_n(&P.mode, D9_PROF_CTIMER, __ATOMIC_RELAXED);
 			mode = D9_PROF_CTIMER;
 		} else if (err) {
 			d9__log_once(D9_LOG_WARN, "CPU samples are off: perf_event_open(cpu-clock): %s",
 				strerror(-err));
+			d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, err,
+				"perf_event_open(cpu-clock)");
 		} else if (mode == D9_PROF_AUTO && c->cpu_hz) {
 			__atomic_store_n(&P.mode, D9_PROF_PERF, __ATOMIC_RELAXED);
 		}
 		if (p->miss_cpu || p->miss_sw)
 			thread_usage(&p->cpu0, &p->csw0);
 	}
-	if (mode == D9_PROF_CTIMER && c->cpu_hz && ct_start(p) != 0)
+	if (mode == D9_PROF_CTIMER && c->sched_events) {
+		/* context switches come from perf alone: without it they are off, say so */
+		d9__log_once(D9_LOG_WARN, "off-CPU samples (D9_SCHED_EVENTS) are off: they need "
+			"perf_event_open, and CPU samples come from the ctimer");
+		d9__defs_recorder(D9_REC_SCHED_EVENTS, D9_REC_OFF, 0,
+			"ctimer mode: they need perf_event_open");
+	}
+	if (mode == D9_PROF_CTIMER && c->cpu_hz && ct_start(p) != 0) {
 		d9__log_once(D9_LOG_WARN, "ctimer CPU sampling is off: %s", strerror(errno));
+		d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, errno, "ctimer: timer_create");
+	}
 	d9__lock(&P.lock);
 	p->next = P.list;
 	P.list = p;
 	d9__unlock(&P.lock);
 	t->prof = p;
 	__atomic_store_n(&t->swlog, p->swlog, __ATOMIC_RELEASE);
-	if (p->has_timer && ct_arm(p, c->cpu_hz) != 0)
+	if (p->has_timer && ct_arm(p, c->cpu_hz) != 0) {
 		d9__log_once(D9_LOG_WARN, "ctimer CPU sampling is off: timer_settime: %s",
 			strerror(errno));
+		d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, errno, "ctimer: timer_settime");
+	}
 }
 
 static const uint8_t *rec_at(const struct ring *r, uint64_t off, size_t len, uint8_t *buf);
@@ -971,7 +1008,10 @@ static struct d9__unwinder *unwinder(void)
 {
 	if (!P.unw_tried) {
 		P.unw_tried = 1;
-		P.unw = d9__unwind_new();
+		P.unw = d9__unwind_new(); /* logs why not */
+		if (!P.unw)
+			d9__defs_recorder(D9_REC_UNWIND, D9_REC_OFF, 0,
+				"libdw.so.1 not usable: frame-pointer stacks only");
 	}
 	return P.unw;
 }
@@ -1043,6 +1083,7 @@ static void maps_read(void)
 	if (fd < 0) {
 		d9__log_once(D9_LOG_WARN, "cannot read /proc/self/maps (%s): frame-pointer stacks are "
 			"cut at their first frame", strerror(errno));
+		d9__defs_recorder(D9_REC_MAPS, D9_REC_LIMITED, errno, "/proc/self/maps");
 		return;
 	}
 	M.n = 0;
@@ -1075,9 +1116,11 @@ static void maps_read(void)
 			have = 0; /* a line longer than the buffer (a path): drop it */
 	}
 	close(fd); /* opened just above by this thread: ours */
-	if (!M.n && n_old)
+	if (!M.n && n_old) {
 		d9__log_once(D9_LOG_WARN, "/proc/self/maps read empty: frame-pointer stacks are cut "
 			"at their first frame");
+		d9__defs_recorder(D9_REC_MAPS, D9_REC_LIMITED, 0, "/proc/self/maps read empty");
+	}
 }
 
 static const struct mapping *maps_find(uint64_t a)
@@ -1497,9 +1540,11 @@ static void drain_perf(struct out *o, const struct d9__anchor *a)
 
 static void drain_ct(struct out *o)
 {
-	if (__atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED)) {
 		d9__log_once(D9_LOG_WARN, "ctimer samples cannot copy their stack (process_vm_readv is "
 			"refused here): their stacks hold the sampled instruction only");
+		d9__defs_recorder(D9_REC_STACK_COPY, D9_REC_OFF, 0, "process_vm_readv refused");
+	}
 	struct ct_ring *r = o->p->ct;
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
 
@@ -1683,9 +1728,12 @@ static void bs_drain(void)
 {
 	struct bs_slot *pool = __atomic_load_n(&bs_pool, __ATOMIC_ACQUIRE);
 
-	if (__atomic_load_n(&bs_nopool, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&bs_nopool, __ATOMIC_RELAXED)) {
 		d9__log_once(D9_LOG_WARN, "blocking-call stacks are off: cannot map their buffer (%zu "
 			"KiB)", BS_SLOTS * sizeof(struct bs_slot) >> 10);
+		d9__defs_recorder(D9_REC_BLOCKING_STACKS, D9_REC_OFF, ENOMEM,
+			"mmap of the blocking-call stack buffer");
+	}
 	if (__atomic_load_n(&bs_lost, __ATOMIC_RELAXED))
 		d9__log_once(D9_LOG_WARN, "more than %u calls past D9_BLOCKING_THRESHOLD between two "
 			"writer passes: some BlockingCalls are recorded without a stack", BS_SLOTS);
@@ -1693,9 +1741,12 @@ static void bs_drain(void)
 		struct bs_slot *s = &pool[i];
 		if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != BS_READY)
 			continue;
-		if (!s->len && __atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED))
+		if (!s->len && __atomic_load_n(&ct_nocopy, __ATOMIC_RELAXED)) {
 			d9__log_once(D9_LOG_WARN, "blocking-call stacks cannot copy the stack "
 				"(process_vm_readv is refused here): BlockingCalls have no stack");
+			d9__defs_recorder(D9_REC_BLOCKING_STACKS, D9_REC_OFF, 0,
+				"process_vm_readv refused");
+		}
 		uint64_t ips[MAX_FRAMES], id = 0;
 		uint32_t how, n = copy_stack(s->regs, s->stack, s->len, ips, &how);
 		if (n > s->skip) {
@@ -1743,6 +1794,8 @@ static void ct_check_signal(void)
 	d9__unlock(&P.lock);
 	d9__log(D9_LOG_WARN, "the program changed the disposition of signal %d (D9_PROFILE_SIGNAL): "
 		"ctimer CPU sampling stopped", d9__g.cfg.profile_signal);
+	d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, 0, "ctimer: the program changed the "
+		"disposition of D9_PROFILE_SIGNAL");
 }
 
 struct d9__block *d9__profile_drain(void)

@@ -626,6 +626,7 @@ int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
 	if (!d9__dwsym_load(&why)) {
 		d9__log_once(D9_LOG_WARN, "libdw.so.1 is not usable (%s): segments are not symbolized; "
 			"d9-analyze names addresses from the module map", why);
+		d9__defs_recorder(D9_REC_SYMBOLS, D9_REC_OFF, 0, "libdw.so.1 not usable");
 		goto out;
 	}
 	if ((err = d9__file_open(&s.f, path, O_RDONLY)) != 0) {

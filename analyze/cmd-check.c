@@ -73,6 +73,7 @@ struct check {
 	struct finding f[MAX_FINDINGS];
 	size_t nf;
 	int oom;
+	int cpu_off; /* a RecorderState says CPU samples were off */
 };
 
 /* ---- the pass -------------------------------------------------------------------------------- */
@@ -531,6 +532,80 @@ static void find_late(struct check *c, uint64_t hog_ns)
 }
 
 /* Findings about the data: what limits what the others can say. */
+/* The kind's worst severity among the findings so far (-1: none). */
+static int severity_of(const struct check *c, const char *kind)
+{
+	int sev = -1;
+
+	for (size_t i = 0; i < c->nf; i++)
+		if (!strcmp(c->f[i].kind, kind) && c->f[i].severity > sev)
+			sev = c->f[i].severity;
+	return sev;
+}
+
+/* RecorderState definitions: one "recorder" finding per narrowing (feature and state), over
+ * the processes that had it (a forked child inherits its parent's). A warning when it took data
+ * a finding of this trace depends on, else info. */
+static void find_narrowed(struct check *c)
+{
+	struct d9__trace *t = c->t;
+	struct finding *f;
+
+	for (size_t i = 0; i < t->nprocs; i++) {
+		for (uint32_t k = 0; k < t->procs[i]->nnarrowed; k++) {
+			const struct d9__narrowing *n = &t->procs[i]->narrowed[k];
+			int seen = 0;
+			for (size_t j = 0; j < i && !seen; j++)
+				for (uint32_t m = 0; m < t->procs[j]->nnarrowed; m++)
+					seen |= t->procs[j]->narrowed[m].feature == n->feature &&
+						t->procs[j]->narrowed[m].state == n->state;
+			if (seen || !(f = add_finding(c, "recorder", 1)))
+				continue;
+			uint64_t procs = 0;
+			for (size_t j = i; j < t->nprocs; j++)
+				for (uint32_t m = 0; m < t->procs[j]->nnarrowed; m++)
+					procs += t->procs[j]->narrowed[m].feature == n->feature &&
+						t->procs[j]->narrowed[m].state == n->state;
+			const char *why = "";
+			f->severity = SEV_INFO;
+			if (n->feature == D9_REC_CPU_PROFILE && n->state == D9_REC_OFF) {
+				c->cpu_off = 1;
+				f->severity = SEV_WARNING;
+				why = ": polls that hog a worker cannot be traced to functions";
+			} else if (n->feature == D9_REC_SCHED_EVENTS && severity_of(c, "sched_delay") ==
+				SEV_SERIOUS) {
+				f->severity = SEV_WARNING;
+				why = ": the scheduling delay found has no off-CPU stacks to say where "
+					"workers waited";
+			} else if (n->feature == D9_REC_BLOCKING_STACKS && severity_of(c, "blocking") >
+				SEV_INFO) {
+				f->severity = SEV_WARNING;
+				why = ": the blocking calls found have no stacks";
+			} else if (n->feature == D9_REC_STACK_COPY && severity_of(c, "hog") > SEV_INFO) {
+				f->severity = SEV_WARNING;
+				why = ": the hogs found have no callers in their stacks";
+			}
+			char buf[256];
+			const char *fn = d9_rec_feature_name(n->feature);
+			const char *sn = d9_rec_state_name(n->state);
+			char more[48] = "";
+			if (procs > 1)
+				snprintf(more, sizeof(more), " (and %" PRIu64 " other process(es))",
+					procs - 1);
+			snprintf(f->title, sizeof(f->title), "the recorder was narrowed in pid %u%s: %s%s",
+				t->procs[i]->pid, more, d9__narrowing_text(n, buf, sizeof(buf)), why);
+			NUM_COUNT(f, "pid", t->procs[i]->pid);
+			NUM_COUNT(f, "processes", procs);
+			NUM_STR(f, "feature", fn ? fn : "unknown");
+			NUM_STR(f, "state", sn ? sn : "unknown");
+			NUM_COUNT(f, "errno", n->err);
+			NUM_STR(f, "detail", n->text);
+			set_next(c, f, "summary");
+			snprintf(f->hint, sizeof(f->hint), "%s", d9__narrowing_hint(n));
+		}
+	}
+}
+
 static void find_data(struct check *c)
 {
 	struct sum *s = &c->s;
@@ -608,6 +683,7 @@ static void find_data(struct check *c)
 		set_next(c, f, "summary");
 		snprintf(f->hint, sizeof(f->hint), "README.md, \"Privilege drops\"");
 	}
+	find_narrowed(c);
 	uint64_t bseg, bbytes;
 	d9__trace_budget(t, &bseg, &bbytes);
 	if (bseg && (f = add_finding(c, "budget", 1))) {
@@ -617,7 +693,8 @@ static void find_data(struct check *c)
 		NUM_COUNT(f, "bytes_deleted", bbytes);
 		set_next(c, f, "summary");
 	}
-	if (!samples && (f = add_finding(c, "no_profile", 1))) {
+	/* no samples because the recorder could not take them: the recorder finding says why */
+	if (!samples && !c->cpu_off && (f = add_finding(c, "no_profile", 1))) {
 		snprintf(f->title, sizeof(f->title), "no CPU samples: long polls cannot be traced to "
 			"functions (record with D9_CPU_PROFILE=1)");
 		set_next(c, f, "summary");

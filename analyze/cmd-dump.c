@@ -127,6 +127,11 @@ static void dump_def(FILE *f, const struct d9_def *d, uint64_t chunk_off)
 		fprintf(f, ",\"from_uid\":%" PRIu64 ",\"to_uid\":%" PRIu64 ",\"flags\":%" PRIu64,
 			d->u.privileges.from_uid, d->u.privileges.to_uid, d->u.privileges.flags);
 		break;
+	case D9_DEF_RECORDER:
+		fprintf(f, ",\"feature\":%" PRIu64 ",\"state\":%" PRIu64 ",\"errno\":%" PRIu64
+			",\"text\":%" PRIu64, d->u.recorder.feature, d->u.recorder.state, d->u.recorder.err,
+			d->u.recorder.text);
+		break;
 	case D9_DEF_CUSTOM_SCHEMA:
 		fprintf(f, ",\"id\":%" PRIu64 ",\"name\":%" PRIu64 ",\"fields\":", d->id,
 			d->u.custom_schema.name);

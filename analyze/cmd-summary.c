@@ -1074,6 +1074,29 @@ static void print_json(FILE *f, struct sum *s)
 				"\"kernel_samples_lost\":%s,\"perf_denied\":%s}", p->priv_from_uid,
 				p->priv_to_uid, p->priv_flags & D9_PRIV_KERNEL_SAMPLES_LOST ? "true" : "false",
 				p->priv_flags & D9_PRIV_PERF_DENIED ? "true" : "false");
+		if (p->nnarrowed)
+			fputs(",\"recorder\":[", f);
+		for (uint32_t k = 0; k < p->nnarrowed; k++) {
+			const struct d9__narrowing *n = &p->narrowed[k];
+			const char *fn = d9_rec_feature_name(n->feature), *sn = d9_rec_state_name(n->state);
+			char buf[256];
+			/* names as strings; a newer writer's unknown values as "<number>" */
+			if (fn)
+				fprintf(f, "%s{\"feature\":\"%s\"", k ? "," : "", fn);
+			else
+				fprintf(f, "%s{\"feature\":\"%u\"", k ? "," : "", n->feature);
+			if (sn)
+				fprintf(f, ",\"state\":\"%s\"", sn);
+			else
+				fprintf(f, ",\"state\":\"%u\"", n->state);
+			fprintf(f, ",\"errno\":%u,\"detail\":", n->err);
+			d9__json_cstr(f, n->text);
+			fputs(",\"text\":", f);
+			d9__json_cstr(f, d9__narrowing_text(n, buf, sizeof(buf)));
+			fputc('}', f);
+		}
+		if (p->nnarrowed)
+			fputc(']', f);
 		fputc('}', f);
 	}
 	fputs("],\"workers\":[", f);
@@ -1433,6 +1456,11 @@ static void print_text(FILE *f, struct sum *s)
 				(p->priv_flags & (D9_PRIV_PERF_DENIED | D9_PRIV_KERNEL_SAMPLES_LOST)) ==
 				D9_PRIV_KERNEL_SAMPLES_LOST ? "; CPU samples of threads profiled after it "
 				"have no kernel frames" : "");
+		for (uint32_t k = 0; k < p->nnarrowed; k++) {
+			char buf[256];
+			fprintf(f, "  recorder: %s\n", d9__narrowing_text(&p->narrowed[k], buf,
+				sizeof(buf)));
+		}
 	}
 	fprintf(f, "\nworkers:\n  %-8s %-8s %-16s %9s %7s %7s %-8s %-8s %-8s %7s %-8s  %s\n",
 		"pid", "worker", "name", unit, "busy%", "parked%", "p50", "p99", "max", "parks", "cpu",

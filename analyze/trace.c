@@ -585,6 +585,23 @@ static void do_def(struct segstate *ss, const struct d9_def *d)
 		p->priv_to_uid = (uint32_t)d->u.privileges.to_uid;
 		p->priv_flags |= (uint32_t)d->u.privileges.flags;
 		break;
+	case D9_DEF_RECORDER: {
+		/* repeated in every later segment: kept once per (feature, state) */
+		uint32_t feature = d->u.recorder.feature > UINT32_MAX ? UINT32_MAX :
+			(uint32_t)d->u.recorder.feature;
+		uint32_t state = d->u.recorder.state > UINT32_MAX ? UINT32_MAX :
+			(uint32_t)d->u.recorder.state;
+		uint32_t i;
+		for (i = 0; i < p->nnarrowed; i++)
+			if (p->narrowed[i].feature == feature && p->narrowed[i].state == state)
+				break;
+		if (i < p->nnarrowed || i == D9__NARROWED_MAX)
+			break; /* known, or more than a writer makes */
+		const char *text = seg_string(ss, d->u.recorder.text);
+		p->narrowed[p->nnarrowed++] = (struct d9__narrowing){ feature, state,
+			d->u.recorder.err > 4095 ? 0 : (uint32_t)d->u.recorder.err, text ? text : "" };
+		break;
+	}
 	case D9_DEF_COROUTINE: {
 		struct d9__loc *l = d->u.coroutine.location ?
 			d9__map_get(&ss->locs, d->u.coroutine.location) : NULL;
@@ -1043,6 +1060,75 @@ int d9__trace_exit_code(const struct d9__trace *t)
 	if (t->unreadable || t->bad_args || t->damaged_files)
 		return D9_EXIT_DAMAGED;
 	return D9_EXIT_OK;
+}
+
+const char *d9__narrowing_text(const struct d9__narrowing *n, char *buf, size_t len)
+{
+	static const struct { uint32_t feature, state; const char *what; } what[] = {
+		{ D9_REC_CPU_PROFILE, D9_REC_OFF, "CPU samples off" },
+		{ D9_REC_CPU_PROFILE, D9_REC_FALLBACK, "CPU samples from ctimer" },
+		{ D9_REC_CPU_PROFILE, D9_REC_LIMITED, "CPU samples of user time only" },
+		{ D9_REC_SCHED_EVENTS, D9_REC_OFF, "off-CPU samples off" },
+		{ D9_REC_PERF_FDS, D9_REC_LIMITED, "some workers not profiled" },
+		{ D9_REC_PERF_RING, D9_REC_LIMITED, "some workers without a sample ring" },
+		{ D9_REC_BLOCKING_STACKS, D9_REC_OFF, "blocking-call stacks off" },
+		{ D9_REC_UNWIND, D9_REC_OFF, "DWARF unwinding off" },
+		{ D9_REC_SYMBOLS, D9_REC_OFF, "segments without symbol records" },
+		{ D9_REC_MAPS, D9_REC_LIMITED, "frame-pointer stacks cut" },
+		{ D9_REC_STACK_COPY, D9_REC_OFF, "ctimer stacks without their callers" },
+	};
+	char head[64];
+	const char *w = NULL;
+
+	for (size_t i = 0; i < sizeof(what) / sizeof(what[0]); i++)
+		if (what[i].feature == n->feature && what[i].state == n->state)
+			w = what[i].what;
+	if (!w) {
+		/* a writer newer than this reader: its names, else its numbers */
+		const char *f = d9_rec_feature_name(n->feature), *st = d9_rec_state_name(n->state);
+		char fb[16], sb[16];
+		snprintf(fb, sizeof(fb), "feature %u", n->feature);
+		snprintf(sb, sizeof(sb), "state %u", n->state);
+		snprintf(head, sizeof(head), "%s %s", f ? f : fb, st ? st : sb);
+		w = head;
+	}
+	if (*n->text && n->err)
+		snprintf(buf, len, "%s (%s: %s)", w, n->text, strerror((int)n->err));
+	else if (*n->text || n->err)
+		snprintf(buf, len, "%s (%s)", w, *n->text ? n->text : strerror((int)n->err));
+	else
+		snprintf(buf, len, "%s", w);
+	return buf;
+}
+
+const char *d9__narrowing_hint(const struct d9__narrowing *n)
+{
+	switch (n->feature) {
+	case D9_REC_CPU_PROFILE:
+	case D9_REC_SCHED_EVENTS:
+		if (n->err == EMFILE || n->err == ENFILE)
+			return "raise RLIMIT_NOFILE (ulimit -n)";
+		if (n->state != D9_REC_OFF && n->state != D9_REC_FALLBACK && n->state != D9_REC_LIMITED)
+			return "";
+		return "perf_event_open must be allowed: run as root or with CAP_PERFMON, or lower "
+			"kernel.perf_event_paranoid (1 for off-CPU samples and kernel time, 2 for user "
+			"CPU samples); a seccomp filter (container) must allow perf_event_open";
+	case D9_REC_PERF_FDS:
+		return "raise RLIMIT_NOFILE (ulimit -n): the agent keeps its perf descriptors to 1/8 of it";
+	case D9_REC_PERF_RING:
+		return "raise kernel.perf_event_mlock_kb or RLIMIT_MEMLOCK (ulimit -l), or lower "
+			"D9_CPU_PROFILE";
+	case D9_REC_BLOCKING_STACKS:
+	case D9_REC_STACK_COPY:
+		return "process_vm_readv must be allowed (a seccomp filter, a container profile) and "
+			"memory available";
+	case D9_REC_UNWIND:
+	case D9_REC_SYMBOLS:
+		return "install libdw (Debian/Ubuntu: libdw1, Fedora: elfutils-libs) where the server runs";
+	case D9_REC_MAPS:
+		return "/proc must be mounted and /proc/self/maps readable by the server";
+	}
+	return "";
 }
 
 void d9__trace_budget(const struct d9__trace *t, uint64_t *segments, uint64_t *bytes)

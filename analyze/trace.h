@@ -54,6 +54,14 @@ struct d9__module {
 	size_t build_id_len;
 };
 
+/* A RecorderState of a process (FORMAT.md section 10): feature and state are D9_REC_* values
+ * (unknown ones kept as numbers). */
+#define D9__NARROWED_MAX 32
+struct d9__narrowing {
+	uint32_t feature, state, err; /* err: errno, 0 = none */
+	const char *text; /* interned; "" when none */
+};
+
 struct d9__proc {
 	uint32_t pid, ppid, idx;
 	const char *process, *cmdline, *hostname, *boot_id; /* interned */
@@ -78,6 +86,10 @@ struct d9__proc {
 	int priv_dropped;
 	uint32_t priv_from_uid, priv_to_uid; /* the first drop's uid before, the last one's after */
 	uint32_t priv_flags; /* D9_PRIV_* of every drop */
+	/* RecorderState definitions: the recording was narrowed (one per feature and state, in
+	 * the order first seen; repeated in every later segment, kept once) */
+	struct d9__narrowing narrowed[D9__NARROWED_MAX];
+	uint32_t nnarrowed;
 };
 
 struct d9__thread {
@@ -241,6 +253,11 @@ int d9__trace_generic(struct d9__trace *t);
 void d9__trace_close(struct d9__trace *t);
 /* Segments (and bytes) the directory budget deleted, summed over the input's directories. */
 void d9__trace_budget(const struct d9__trace *t, uint64_t *segments, uint64_t *bytes);
+/* What a RecorderState took away, in words, into buf: "CPU samples from ctimer
+ * (perf_event_open(cpu-clock): Permission denied)" (summary and check say the same). */
+const char *d9__narrowing_text(const struct d9__narrowing *n, char *buf, size_t len);
+/* How to get a narrowed feature back, in words ("" when there is nothing to say). */
+const char *d9__narrowing_hint(const struct d9__narrowing *n);
 /* S3 uploads summed over the processes: uploaded, bytes, failed attempts, given up. */
 void d9__trace_s3(const struct d9__trace *t, uint64_t out[4]);
 /* The exit status: D9_EXIT_NO_TRACE when no segment was readable, D9_EXIT_DAMAGED when some

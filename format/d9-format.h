@@ -224,6 +224,25 @@ enum d9_clock_source { D9_CLOCK_MONOTONIC = 0, D9_CLOCK_TSC = 1 };
 /* Privileges def flags: what the drop took away from the recording */
 #define D9_PRIV_KERNEL_SAMPLES_LOST 1u /* perf samples of threads profiled after it: user space only */
 #define D9_PRIV_PERF_DENIED 2u /* perf_event_open denied after it: no perf samples for new threads */
+/* RecorderState def (on-disk): which part of the recording was narrowed, and how */
+enum d9_rec_feature {
+	D9_REC_CPU_PROFILE = 1, /* CPU samples (perf cpu-clock, or the ctimer that replaces it) */
+	D9_REC_SCHED_EVENTS = 2, /* off-CPU samples (D9_SCHED_EVENTS, perf context-switches) */
+	D9_REC_PERF_FDS = 3, /* perf descriptors: capped by RLIMIT_NOFILE, or EMFILE/ENFILE */
+	D9_REC_PERF_RING = 4, /* a perf sample ring could not be mapped (perf_event_mlock_kb) */
+	D9_REC_BLOCKING_STACKS = 5, /* stacks of BlockingCalls */
+	D9_REC_UNWIND = 6, /* DWARF unwinding (libdw) */
+	D9_REC_SYMBOLS = 7, /* Symbol records of sealed segments (libdw) */
+	D9_REC_MAPS = 8, /* /proc/self/maps: what validates frame-pointer stacks */
+	D9_REC_STACK_COPY = 9, /* ctimer samples copy their stack (process_vm_readv) */
+	D9_REC_FEATURE_MAX = 9,
+};
+enum d9_rec_state {
+	D9_REC_OFF = 1, /* the feature records nothing from now on */
+	D9_REC_FALLBACK = 2, /* recorded by a weaker means (ctimer instead of perf) */
+	D9_REC_LIMITED = 3, /* recorded for some threads or with less detail */
+	D9_REC_STATE_MAX = 3,
+};
 
 /* ---- Definition record kinds (on-disk) ---------------------------------------------------- */
 enum d9_def_kind {
@@ -237,7 +256,8 @@ enum d9_def_kind {
 	D9_DEF_COROUTINE = 8,
 	D9_DEF_CUSTOM_SCHEMA = 9, /* reserved for custom events */
 	D9_DEF_PRIVILEGES = 10, /* the process gave up privileges (format 1.1) */
-	D9_DEF_KNOWN_MAX = 10,
+	D9_DEF_RECORDER = 11, /* RecorderState: the recorder was narrowed */
+	D9_DEF_KNOWN_MAX = 11,
 };
 #define D9_STACK_MAX_FRAMES 128
 
@@ -273,6 +293,7 @@ struct d9_def {
 		struct { uint64_t parent, location, flags; } coroutine;
 		struct { uint64_t name; const uint8_t *fields; size_t fields_len; } custom_schema;
 		struct { uint64_t from_uid, to_uid, flags; } privileges; /* flags: D9_PRIV_* */
+		struct { uint64_t feature, state, err, text; } recorder; /* D9_REC_*; err: errno or 0; text: string id */
 	} u;
 };
 
@@ -499,6 +520,13 @@ D9_EXPORT void d9_def_thread(struct d9_wbuf *w, uint64_t tid, uint64_t name, uin
 	uint64_t role);
 D9_EXPORT void d9_def_privileges(struct d9_wbuf *w, uint64_t from_uid, uint64_t to_uid,
 	uint64_t flags);
+/* A RecorderState (feature: enum d9_rec_feature, state: enum d9_rec_state, err: a positive
+ * errno or 0, text: a String id or 0). */
+D9_EXPORT void d9_def_recorder(struct d9_wbuf *w, uint64_t feature, uint64_t state, uint64_t err,
+	uint64_t text);
+/* Names of a RecorderState's feature ("cpu_profile") and state ("fallback"); NULL if unknown. */
+D9_EXPORT const char *d9_rec_feature_name(uint64_t feature);
+D9_EXPORT const char *d9_rec_state_name(uint64_t state);
 D9_EXPORT void d9_def_clock_sync(struct d9_wbuf *w, uint64_t ticks, uint64_t mono_ns,
 	uint64_t realtime_ns);
 D9_EXPORT void d9_def_coroutine(struct d9_wbuf *w, uint64_t id, uint64_t parent, uint64_t location,

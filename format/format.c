@@ -33,7 +33,14 @@ static const char *const event_names[D9_EV_KNOWN_MAX + 1] = {
 };
 static const char *const def_names[D9_DEF_KNOWN_MAX + 1] = {
 	NULL, "String", "SpawnLocation", "Stack", "Module", "Symbol", "Thread", "ClockSync",
-	"Coroutine", "CustomSchema", "Privileges",
+	"Coroutine", "CustomSchema", "Privileges", "RecorderState",
+};
+static const char *const rec_feature_names[D9_REC_FEATURE_MAX + 1] = {
+	NULL, "cpu_profile", "sched_events", "perf_fds", "perf_ring", "blocking_stacks", "unwind",
+	"symbols", "maps", "stack_copy",
+};
+static const char *const rec_state_names[D9_REC_STATE_MAX + 1] = {
+	NULL, "off", "fallback", "limited",
 };
 static const char *const wake_names[D9_WAKE_MAX + 1] = {
 	"other", "fd", "timer", "cond", "mutex", "join", "interrupt", "spawn",
@@ -51,6 +58,16 @@ static const char *const fd_names[D9_FD_MAX + 1] = {
 const char *d9_event_name(uint32_t type)
 {
 	return type <= D9_EV_KNOWN_MAX ? event_names[type] : NULL;
+}
+
+const char *d9_rec_feature_name(uint64_t feature)
+{
+	return feature <= D9_REC_FEATURE_MAX ? rec_feature_names[feature] : NULL;
+}
+
+const char *d9_rec_state_name(uint64_t state)
+{
+	return state <= D9_REC_STATE_MAX ? rec_state_names[state] : NULL;
 }
 
 const char *d9_def_name(uint32_t kind)
@@ -555,6 +572,21 @@ void d9_def_privileges(struct d9_wbuf *w, uint64_t from_uid, uint64_t to_uid, ui
 	d9_wbuf_u(&b, to_uid);
 	d9_wbuf_u(&b, flags);
 	def_emit(w, D9_DEF_PRIVILEGES, &b);
+}
+
+/* On-disk: RecorderState (FORMAT.md section 10, kind 11). */
+void d9_def_recorder(struct d9_wbuf *w, uint64_t feature, uint64_t state, uint64_t err,
+	uint64_t text)
+{
+	uint8_t buf[48];
+	struct d9_wbuf b;
+
+	d9_wbuf_init(&b, buf, sizeof(buf));
+	d9_wbuf_u(&b, feature);
+	d9_wbuf_u(&b, state);
+	d9_wbuf_u(&b, err);
+	d9_wbuf_u(&b, text);
+	def_emit(w, D9_DEF_RECORDER, &b);
 }
 
 void d9_def_clock_sync(struct d9_wbuf *w, uint64_t ticks, uint64_t mono_ns, uint64_t realtime_ns)
@@ -1437,6 +1469,13 @@ static int def_body(struct d9_def *d, struct cur *k)
 		d->u.privileges.from_uid = cur_u(k);
 		d->u.privileges.to_uid = cur_u(k);
 		d->u.privileges.flags = cur_u(k);
+		break;
+	case D9_DEF_RECORDER:
+		d->id = 0;
+		d->u.recorder.feature = cur_u(k);
+		d->u.recorder.state = cur_u(k);
+		d->u.recorder.err = cur_u(k);
+		d->u.recorder.text = cur_u(k);
 		break;
 	case D9_DEF_CUSTOM_SCHEMA: {
 		d->id = cur_u(k);

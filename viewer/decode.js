@@ -21,7 +21,7 @@ function d9_decode_module(root) {
 		'CoroutineExit', 'QueueSample', 'BlockingCall', 'CpuSample', 'Dropped', 'CustomEvent',
 		'ZeroTimeoutWaits'];
 	const DEF_NAMES = ['?', 'String', 'SpawnLocation', 'Stack', 'Module', 'Symbol', 'Thread',
-		'ClockSync', 'Coroutine', 'CustomSchema', 'Privileges'];
+		'ClockSync', 'Coroutine', 'CustomSchema', 'Privileges', 'RecorderState'];
 	/* built-in v1 schema: field order is d9's writer's order and the slot order */
 	const BUILTIN = [null,
 		[['c', 'coroutine'], ['u', 'location']],
@@ -334,6 +334,9 @@ function d9_decode_module(root) {
 			break;
 		case 10: /* Privileges (1.1) */
 			d.from_uid = k.u(); d.to_uid = k.u(); d.flags = k.u();
+			break;
+		case 11: /* RecorderState: the recorder was narrowed */
+			d.feature = k.u(); d.state = k.u(); d.errno = k.u(); d.text = k.u();
 			break;
 		default:
 			return 1;
@@ -756,6 +759,7 @@ function d9_decode_module(root) {
 				case 8: s += ',"id":' + U(d.id) + ',"parent":' + U(d.parent) + ',"location":' + U(d.location) + ',"flags":' + U(d.flags); break;
 				case 9: s += ',"id":' + U(d.id) + ',"name":' + U(d.name) + ',"fields":' + hex(d.fields); break;
 				case 10: s += ',"from_uid":' + U(d.from_uid) + ',"to_uid":' + U(d.to_uid) + ',"flags":' + U(d.flags); break;
+				case 11: s += ',"feature":' + U(d.feature) + ',"state":' + U(d.state) + ',"errno":' + U(d.errno) + ',"text":' + U(d.text); break;
 				}
 				out.push(s + '}');
 			},

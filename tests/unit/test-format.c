@@ -1094,10 +1094,11 @@ TEST(roundtrip_every_def_kind)
 	q += sizeof(cs_fields);
 	d9_def_raw(&s.w, D9_DEF_CUSTOM_SCHEMA, body, (size_t)(q - body));
 	d9_def_privileges(&s.w, 0, 65534, D9_PRIV_KERNEL_SAMPLES_LOST | D9_PRIV_PERF_DENIED);
+	d9_def_recorder(&s.w, D9_REC_CPU_PROFILE, D9_REC_FALLBACK, 13, 300);
 	seg_close(&s);
 	T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
 	expect_clean(&d);
-	T_EQ(d.ndef, 19);
+	T_EQ(d.ndef, 20);
 	const struct d9_def *v = d.def;
 
 	T_EQ(v[0].kind, D9_DEF_STRING);
@@ -1187,8 +1188,18 @@ TEST(roundtrip_every_def_kind)
 	T_EQ(v[18].u.privileges.to_uid, 65534);
 	T_EQ(v[18].u.privileges.flags, D9_PRIV_KERNEL_SAMPLES_LOST | D9_PRIV_PERF_DENIED);
 
+	T_EQ(v[19].kind, D9_DEF_RECORDER);
+	T_EQ(v[19].u.recorder.feature, D9_REC_CPU_PROFILE);
+	T_EQ(v[19].u.recorder.state, D9_REC_FALLBACK);
+	T_EQ(v[19].u.recorder.err, 13);
+	T_EQ(v[19].u.recorder.text, 300);
+	T_ASSERT(!strcmp(d9_rec_feature_name(D9_REC_CPU_PROFILE), "cpu_profile"));
+	T_ASSERT(!strcmp(d9_rec_state_name(D9_REC_LIMITED), "limited"));
+	T_ASSERT(d9_rec_feature_name(D9_REC_FEATURE_MAX + 1) == NULL);
+
 	static const char *const names[] = { NULL, "String", "SpawnLocation", "Stack", "Module",
-		"Symbol", "Thread", "ClockSync", "Coroutine", "CustomSchema", "Privileges" };
+		"Symbol", "Thread", "ClockSync", "Coroutine", "CustomSchema", "Privileges",
+		"RecorderState" };
 	for (uint32_t k = 1; k <= D9_DEF_KNOWN_MAX; k++)
 		T_ASSERT(d9_def_name(k) && !strcmp(d9_def_name(k), names[k]));
 	T_ASSERT(d9_def_name(D9_DEF_KNOWN_MAX + 1) == NULL);
