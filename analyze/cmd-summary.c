@@ -647,6 +647,7 @@ void d9__sum_event(void *ctx, const struct d9__ev *ev)
 			s->req_n++;
 			s->req_ambiguous += !!(ev->raw->f[D9_F_RE_FLAGS] & D9_REQ_AMBIGUOUS);
 			s->req_counted += ev->raw->f[D9_F_RE_COUNT] ? ev->raw->f[D9_F_RE_COUNT] : 1;
+			s->req_api += ev->raw->f[D9_F_RE_SOURCE] == D9_REQ_SRC_API;
 		}
 		break;
 	default:
@@ -1047,8 +1048,9 @@ static void print_json(FILE *f, struct sum *s)
 		gen ? "generic" : "coroutines", s->seen ? s->first_real : 0, s->seen ? s->last_real : 0,
 		s->seen ? s->last_real - s->first_real : 0, t->start_real, t->events);
 	if (s->req_n) /* only in traces with requests (D9_REQUESTS=1, the API) */
-		fprintf(f, ",\"requests\":{\"count\":%" PRIu64 ",\"ambiguous\":%" PRIu64
-			",\"in_their_bytes\":%" PRIu64 "}", s->req_n, s->req_ambiguous, s->req_counted);
+		fprintf(f, ",\"requests\":{\"count\":%" PRIu64 ",\"api\":%" PRIu64
+			",\"ambiguous\":%" PRIu64 ",\"in_their_bytes\":%" PRIu64 "}", s->req_n,
+			s->req_api, s->req_ambiguous, s->req_counted);
 	fputs(",\"dumps\":[", f);
 	for (size_t i = 0; i < t->ndumps; i++) {
 		if (i)
@@ -1425,9 +1427,10 @@ static void print_text(FILE *f, struct sum *s)
 		fmt_utc(to, sizeof(to), s->seen ? s->last_real : 0),
 		D(a, s->seen ? s->last_real - s->first_real : 0), t->events, t->readable);
 	if (s->req_n)
-		fprintf(f, "requests: %" PRIu64 " (%" PRIu64 " ambiguous; %" PRIu64 " in their bytes): "
-			"'d9-analyze requests' lists the slowest\n", s->req_n, s->req_ambiguous,
-			s->req_counted);
+		fprintf(f, "requests: %" PRIu64 " recorded (%" PRIu64 " from the application's API; %"
+			PRIu64 " ambiguous; %" PRIu64 " in their bytes): 'd9-analyze requests' lists the "
+			"slowest, an API request in place of the zero-code one it lies in\n", s->req_n,
+			s->req_api, s->req_ambiguous, s->req_counted);
 	for (size_t i = 0; i < t->ndumps; i++) {
 		const struct d9__dump *dp = &t->dumps[i];
 		char what[128];

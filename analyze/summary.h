@@ -106,7 +106,7 @@ struct sdgroup {
 };
 
 struct sum {
-	uint64_t req_n, req_ambiguous, req_counted; /* RequestEnds (d9-analyze requests has more) */
+	uint64_t req_n, req_ambiguous, req_counted, req_api; /* RequestEnds (d9-analyze requests has more) */
 	struct sdgroup sd[SD_CALLS + 1];
 	size_t nsd;
 	struct d9__trace *t;

@@ -267,6 +267,35 @@ else
 	pl_fail api-dlopen "cannot build the plugin: $(head -c 300 "$T/dl.err")"
 fi
 
+# 8b. the application's requests (d9_request_begin/end) override d9's zero-code guess: api-demo
+# serve 5 answers 5 lines on an accepted loopback connection, each inside an API request; with
+# D9_REQUESTS=1 the same exchanges are also zero-code requests, which the analyzer replaces: the
+# requests listed are exactly the program's 5 (ids, statuses, in order), and `requests` says 5
+# were replaced. Without D9_REQUESTS the API requests are recorded all the same.
+for mode in zero-code-on off; do
+	rd=$T/apireq-$mode
+	envs=(LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$rd/trace.bin" D9_EXIT_TIMEOUT=10s)
+	[ "$mode" = off ] || envs+=(D9_REQUESTS=1)
+	env "${envs[@]}" "$DEMO" serve 5 >"$T/apireq-$mode.out" 2>"$T/apireq-$mode.err"
+	r=$("$PL_ANALYZE" requests --json --top 100 "$rd" 2>>"$T/apireq-$mode.err" | python3 -c '
+import json, sys
+reqs = [json.loads(l) for l in sys.stdin if l.strip()]
+got = [(r["id"], r["source"], r["status"]) for r in reqs]
+want = [(1000 + i, "api", 200 + i) for i in range(5)]
+print("ok" if got == want else "got %r" % got)')
+	want_out=$(printf 'request %d %d
+' 1000 200 1001 201 1002 202 1003 203 1004 204)
+	repl=$("$PL_ANALYZE" requests "$rd" 2>/dev/null | sed -n 's/.*replaced by API requests \([0-9]*\).*/\1/p' | head -n 1)
+	repl=${repl:-0}
+	want_repl=5
+	[ "$mode" = off ] && want_repl=0
+	if [ "$r" = ok ] && [ "$(cat "$T/apireq-$mode.out")" = "$want_out" ] && [ "$repl" = "$want_repl" ]; then
+		pl_pass "api-requests-$mode" "the program's 5 requests (ids 1000-1004, statuses 200-204), $repl zero-code requests replaced"
+	else
+		pl_fail "api-requests-$mode" "requests: $r; replaced: $repl (want $want_repl); $(head -c 300 "$T/apireq-$mode.err")"
+	fi
+done
+
 # 9. the viewer in a browser: value tracks, ticks, hover (tests/browser/api-test.js)
 BR=$PL_ROOT/tests/browser
 if ! command -v node >/dev/null || [ ! -x /usr/bin/chromium ] || [ ! -f "$BR/node_modules/playwright-core/package.json" ]; then

@@ -3,13 +3,22 @@
  * events and prints one line per call (what the trace must hold, in order); `api-demo hostile`
  * makes absurd calls (NULL pointers, huge names, 10,000 fields, unknown handles, negative
  * lengths) and prints "rejected K": the calls the agent must count as dropped (reason api), then
- * records one good event to show it still works. Exits 0. */
+ * records one good event to show it still works; `api-demo serve N` accepts one loopback
+ * connection from a thread of its own, reads N lines from it and answers each, calling
+ * d9_request_begin(1000 + i) and d9_request_end(1000 + i, 200 + i) around each answer, and prints
+ * one line "request ID STATUS" per request (the API's requests override d9's zero-code guess of
+ * the same exchanges). Exits 0. */
 #include "../../include/d9.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 static int normal(int rounds)
 {
@@ -114,8 +123,62 @@ static int hostile(void)
 	return 0;
 }
 
+static struct sockaddr_in serve_addr;
+static int serve_n;
+
+/* The client: N lines, each answered before the next. */
+static void *client(void *arg)
+{
+	char line[32], reply[32];
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	(void)arg;
+	if (fd < 0 || connect(fd, (struct sockaddr *)&serve_addr, sizeof(serve_addr)))
+		return NULL;
+	for (int i = 0; i < serve_n; i++) {
+		int n = snprintf(line, sizeof(line), "req %d\n", i);
+		if (write(fd, line, (size_t)n) != n || read(fd, reply, sizeof(reply)) <= 0)
+			break;
+	}
+	close(fd);
+	return NULL;
+}
+
+static int serve(int n)
+{
+	socklen_t len = sizeof(serve_addr);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	pthread_t th;
+	char buf[64];
+
+	serve_addr.sin_family = AF_INET;
+	serve_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	serve_n = n;
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&serve_addr, sizeof(serve_addr)) ||
+		listen(lfd, 1) || getsockname(lfd, (struct sockaddr *)&serve_addr, &len) ||
+		pthread_create(&th, NULL, client, NULL))
+		return 1;
+	int fd = accept(lfd, NULL, NULL);
+	for (int i = 0; fd >= 0 && i < n; i++) {
+		if (read(fd, buf, sizeof(buf)) <= 0)
+			break;
+		d9_request_begin(1000 + (uint64_t)i);
+		if (write(fd, "ok\n", 3) != 3)
+			break;
+		d9_request_end(1000 + (uint64_t)i, 200 + i);
+		printf("request %d %d\n", 1000 + i, 200 + i);
+	}
+	pthread_join(th, NULL);
+	if (fd >= 0)
+		close(fd);
+	close(lfd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 2 && !strcmp(argv[1], "serve"))
+		return serve(atoi(argv[2]));
 	if (argc > 1 && !strcmp(argv[1], "hostile"))
 		return hostile();
 	return normal(argc > 1 ? atoi(argv[1]) : 5);
