@@ -1582,8 +1582,7 @@
 	 * searchable(kind, find): find(q, M) returns the items of that kind matching the lower-case
 	 * text q: { label, detail, go(), exact } (go shows the item; exact: q names it whole, listed
 	 * first). The box lists every kind's items in the Search tab; Enter goes to the first. A new
-	 * kind is one searchable() call: requests, once the model has them, are
-	 * searchable('request', (q, m) => [...]) with go() selecting the request's poll. */
+	 * kind is one searchable() call (locations, functions, coroutines, requests below). */
 	const searchKinds = [];
 	const SEARCH_MAX = 200; /* items listed per kind */
 	let searchItems = [];
@@ -1609,7 +1608,7 @@
 		if (n) n.textContent = searchText ? searchItems.length + (searchItems.length === 1 ? ' match' : ' matches') + (searchItems.length ? ' ⏎' : '') : '';
 	}
 	function searchHtml() {
-		if (!searchText) return '<i>Type in the search box: locations, functions, coroutines.</i>';
+		if (!searchText) return '<i>Type in the search box: locations, functions, coroutines, requests (by path or id).</i>';
 		if (!searchItems.length) return '<i>nothing matches “' + esc(searchText) + '”</i>';
 		let h = '<table><tr><th>found</th><th>kind</th><th></th></tr>';
 		searchItems.forEach((x, k) => {
@@ -1743,5 +1742,26 @@
 		});
 		if (total > out.length) out.push({ label: '… ' + (total - out.length) + ' more coroutines', detail: 'narrow the search', go: () => {} });
 		return out;
+	});
+	/* requests (D9_REQUESTS, the d9.h API): by their preview (method and path), or by id; the
+	 * slowest first; go selects the request (its polls outlined) and shows its time */
+	searchable('request', (q, m) => {
+		const out = [], num = /^#?\d+$/.test(q) ? Number(q.replace('#', '')) : NaN;
+		m.lanes.forEach((l, li) => {
+			const r = l.requests;
+			for (let k = 0; r && k < r.n; k++) {
+				const name = r.name[k] >= 0 ? nm(r.name[k]) : '';
+				if (num === num ? r.id[k] !== num : !name.toLowerCase().includes(q)) continue;
+				out.push({ label: 'request ' + r.id[k] + (name ? ' ' + name : ''), exact: num === num, d: r.end[k] - r.start[k],
+					detail: fmtDur(r.end[k] - r.start[k]) + ', pid ' + m.procs[l.proc].pid + (r.co[k] ? ', coroutine ' + r.co[k] : ''),
+					go: () => {
+						const pad = (r.end[k] - r.start[k]) * 2 + 10000;
+						setView(r.start[k] - pad, r.end[k] + pad);
+						selectRequest(li, k);
+						scrollToLane(li);
+					} });
+			}
+		});
+		return out.sort((a, b) => b.d - a.d);
 	});
 })();

@@ -5,7 +5,7 @@
  * `d9-analyze requests --json` found in it), artifacts (where a screenshot goes). Checks that the
  * model holds the same requests as the analyzer, then clicks the slowest request's bar with the
  * mouse: the details show it, and the polls it outlines are exactly its coroutine's polls inside
- * its time. Prints PASS/FAIL lines (tests/run.sh counts them). */
+ * its time; then searches the request's id in the search box: Enter selects it. Prints PASS/FAIL lines (tests/run.sh counts them). */
 'use strict';
 const B = require('./browser.js');
 
@@ -69,6 +69,16 @@ async function main() {
 			pass('click', 'the slowest request (' + (d / 1e6).toFixed(1) + ' ms) selected by a click, its ' + b.want.length + ' poll(s) outlined');
 		else
 			fail('click', 'outlined polls ' + JSON.stringify(det.polls.slice(0, 10)) + ', want ' + JSON.stringify(b.want.slice(0, 10)) + '; text ' + JSON.stringify(det.text.slice(0, 200)));
+		/* the search box finds a request by its id: Enter selects it, as the click did */
+		const id = await page.evaluate((x) => window.__d9test.model().lanes[x.li].requests.id[x.k], b);
+		await page.keyboard.press('Escape');
+		await page.fill('#search', String(id));
+		await page.press('#search', 'Enter');
+		const found = await until(page, (x) => { const t = window.__d9test.detail; return t && t.request && t.index === x.k && t.lane === x.li; }, b);
+		if (found)
+			pass('search', 'searching ' + id + ' + Enter selects the request');
+		else
+			fail('search', 'searching ' + id + ' + Enter selected ' + JSON.stringify(await page.evaluate(() => { const t = window.__d9test.detail; return t && { request: t.request, lane: t.lane, index: t.index }; })));
 		if (page.d9errors.length)
 			fail('errors', page.d9errors.slice(0, 3).join(' | '));
 	} finally {
