@@ -20,7 +20,8 @@
 #define D9_MAGIC "\x89" "D9T\r\n\x1a\n" /* 8 bytes, PNG-style: catches text-mode mangling */
 #define D9_MAGIC_LEN 8
 #define D9_FORMAT_MAJOR 1
-#define D9_FORMAT_MINOR 1 /* 1.1: the Privileges definition */
+#define D9_FORMAT_MINOR 2 /* 1.1: the Privileges definition; 1.2: CustomSchema and RecorderState
+			    * definitions, CustomEvent, RequestBegin/End (16, 17), Mark and Value (18, 19) */
 #define D9_PREFIX_LEN 16 /* magic, u16 major, u16 minor, u32 flags */
 #define D9_CHUNK_HDR_LEN 8 /* "D9" sync, u8 type, u8 head check, u32 payload length */
 #define D9_CHUNK_CRC_LEN 4
