@@ -42,6 +42,10 @@ void d9__unwind_free(struct d9__unwinder *u);
 int d9__unwind(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask, const uint8_t *stack,
 	size_t len, uint64_t *ips, int max, int *complete);
 
+/* The root return address that the word at `at` holds while its coroutine runs
+ * (d9_agent_stack_root_slot; agent/profile.c): 1 and *ra when `at` is such a slot, else 0. */
+int d9__stack_root_slot(uint64_t at, uint64_t *ra);
+
 /* The module map changed (dlopen/dlclose): the next d9__unwind re-reads the process's mappings.
  * Needed after a dlclose: the automatic re-read only notices addresses in no known module, not a
  * new library mapped where an unloaded one was. */
