@@ -1291,6 +1291,9 @@ static uint32_t pick(const uint64_t *dw, uint32_t ndw, int complete, const uint6
 				uint32_t n = i + 1, more = nok - j - 1;
 				if (n + more > MAX_FRAMES)
 					more = MAX_FRAMES - n;
+				/* a chain cut short that adds nothing must not cut the DWARF frames */
+				if (n + more <= ndw && !fp_complete)
+					goto whole;
 				memcpy(ips, dw, n * 8);
 				memcpy(ips + n, fp + j + 1, more * 8);
 				*how = D9_UNWIND_DWARF | (fp_complete ? 0 : D9_UNWIND_TRUNCATED) | rejected;
@@ -1298,6 +1301,7 @@ static uint32_t pick(const uint64_t *dw, uint32_t ndw, int complete, const uint6
 				return code_prefix(ips, n + more, how);
 			}
 	}
+whole:
 	if (ndw && (complete || P.stacks == D9_STACKS_DWARF || !nok ||
 		(ndw >= nok && !fp_complete))) {
 		memcpy(ips, dw, ndw * 8);
