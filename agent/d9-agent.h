@@ -286,6 +286,13 @@ uint64_t d9_agent_stack(const uint64_t *frames, uint32_t n);
  * D9_STACK_ROOTS addresses are kept. */
 #define D9_STACK_ROOTS 8
 void d9_agent_stack_root(uint64_t return_address);
+/* The stack address `slot` holds a root return address (above) while the coroutine whose entry
+ * function returns through it runs: the unwinder takes that word from here when the kernel's
+ * stack copy stops below it (at a page the program never wrote). Slots are never forgotten, so
+ * name one only on a stack that is never unmapped or put to other use, and whose every coroutine
+ * holds the same word there (ST: stacks are kept on a free list, laid out from the same top).
+ * Same cost as above; up to 8192 slots (one per coroutine stack) are kept. */
+void d9_agent_stack_root_slot(uint64_t slot, uint64_t return_address);
 /* A coroutine exists (flags: D9_COROUTINE_*) / has exited: every segment its events may land in
  * defines it (agent/coroutines.c). */
 void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_t flags);

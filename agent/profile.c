@@ -894,6 +894,70 @@ void d9_agent_stack_root(uint64_t ra)
 	}
 }
 
+/* Root slots: where a coroutine's root return address lies in its stack while the coroutine
+ * runs. The kernel's copy of a sample's stack stops at the first page the program never wrote
+ * (it copies without taking page faults), and a coroutine's outermost frame often holds a large,
+ * partly used buffer (st-http's serve_conn: 12 KiB, an 8 KiB request buffer), so the copy ends
+ * inside that frame, below the one word the unwind still needs to reach the root: the entry
+ * function's return address. Adapters name that word's address (d9_agent_stack_root_slot) and
+ * the unwinder takes it from here when, and only when, it lies above the copy. Open addressing,
+ * insert-only: a reused coroutine stack has the same slot. */
+#define ROOT_SLOTS 8192 /* a power of 2: 128 KiB of .bss, touched only by the slots in use */
+#define ROOT_SLOT_PROBES 16
+static struct {
+	uint64_t at; /* atomic; 0: free, 1: being filled; set (release) after ra */
+	uint64_t ra; /* atomic */
+} root_slots[ROOT_SLOTS];
+
+static uint32_t root_slot_hash(uint64_t at)
+{
+	return (uint32_t)((at >> 3) * 0x9e3779b97f4a7c15ull >> 40) & (ROOT_SLOTS - 1);
+}
+
+void d9_agent_stack_root_slot(uint64_t at, uint64_t ra)
+{
+	if (!at || (at & 7) || !ra)
+		return;
+	uint32_t h = root_slot_hash(at);
+	for (int i = 0; i < ROOT_SLOT_PROBES; i++) {
+		__typeof__(root_slots[0]) *e = &root_slots[(h + (uint32_t)i) & (ROOT_SLOTS - 1)];
+		uint64_t cur = __atomic_load_n(&e->at, __ATOMIC_ACQUIRE), zero = 0;
+		if (cur == at) {
+			if (__atomic_load_n(&e->ra, __ATOMIC_RELAXED) != ra)
+				__atomic_store_n(&e->ra, ra, __ATOMIC_RELAXED);
+			return;
+		}
+		if (cur)
+			continue; /* another slot's, or being claimed (1) */
+		/* claim the entry (1: ours, being filled), fill it, publish it */
+		if (!__atomic_compare_exchange_n(&e->at, &zero, 1, 0, __ATOMIC_ACQUIRE,
+			__ATOMIC_RELAXED))
+			continue; /* lost the race: a twin insert of the same slot is harmless */
+		__atomic_store_n(&e->ra, ra, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->at, at, __ATOMIC_RELEASE);
+		return;
+	}
+	d9__log_once(D9_LOG_INFO, "stack root slots are full (%d): stacks of coroutines on further "
+		"stacks may end short of their root when the stack copy does", ROOT_SLOTS);
+}
+
+int d9__stack_root_slot(uint64_t at, uint64_t *ra)
+{
+	uint32_t h = root_slot_hash(at);
+
+	for (int i = 0; i < ROOT_SLOT_PROBES; i++) {
+		__typeof__(root_slots[0]) *e = &root_slots[(h + (uint32_t)i) & (ROOT_SLOTS - 1)];
+		uint64_t cur = __atomic_load_n(&e->at, __ATOMIC_ACQUIRE);
+		if (!cur)
+			return 0;
+		if (cur == at) {
+			*ra = __atomic_load_n(&e->ra, __ATOMIC_RELAXED);
+			return *ra != 0;
+		}
+	}
+	return 0;
+}
+
 /* Ends the stack at its first frame that is a root (kept): what lies beyond is not this
  * coroutine's. A stack that reaches a root is complete, however its unwinder ended. */
 static uint32_t cut_at_root(const uint64_t *ips, uint32_t n, uint32_t *how)
@@ -1270,6 +1334,9 @@ static uint32_t pick(const uint64_t *dw, uint32_t ndw, int complete, const uint6
 				uint32_t n = i + 1, more = nok - j - 1;
 				if (n + more > MAX_FRAMES)
 					more = MAX_FRAMES - n;
+				/* a chain cut short that adds nothing must not cut the DWARF frames */
+				if (n + more <= ndw && !fp_complete)
+					goto whole;
 				memcpy(ips, dw, n * 8);
 				memcpy(ips + n, fp + j + 1, more * 8);
 				*how = D9_UNWIND_DWARF | (fp_complete ? 0 : D9_UNWIND_TRUNCATED) | rejected;
@@ -1277,6 +1344,7 @@ static uint32_t pick(const uint64_t *dw, uint32_t ndw, int complete, const uint6
 				return code_prefix(ips, n + more, how);
 			}
 	}
+whole:
 	if (ndw && (complete || P.stacks == D9_STACKS_DWARF || !nok ||
 		(ndw >= nok && !fp_complete))) {
 		memcpy(ips, dw, ndw * 8);

@@ -242,12 +242,21 @@ static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 
 /* Serves the stack copy only. Anything else (an address above the copy, a pointer into the
  * heap) fails, which ends the unwind there: the live memory no longer holds what it held at
- * the sample, and reading it could fault. */
+ * the sample, and reading it could fault. One exception, above the copy only: a coroutine's
+ * root slot (d9_agent_stack_root_slot), whose word is known without reading it. The kernel's
+ * copy stops at the first page the program never wrote, often inside the coroutine's outermost
+ * frame (a large buffer), just below the entry function's return address; that word is the
+ * root return address for as long as the coroutine runs. */
 static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
 	struct d9__unwinder *u = arg;
+	uint64_t ra;
 
 	(void)dwfl;
+	if (addr >= u->sp && addr - u->sp >= u->len && d9__stack_root_slot(addr, &ra)) {
+		*result = ra;
+		return true;
+	}
 	if (u->len < sizeof(*result) || addr < u->sp || addr - u->sp > u->len - sizeof(*result)) {
 		u->refused = 1;
 		return false;

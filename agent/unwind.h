@@ -33,14 +33,19 @@ void d9__unwind_free(struct d9__unwinder *u);
  * (subtract 1 to find the call). Returns n: 0 when mask has no IP or max < 1, 1 when only the IP
  * is known (no SP, no unwinder, IP in no module...), at most max. The stack ends early rather
  * than go on guessing when a return address lies above the copy (8 KiB: ~100 frames of 80
- * bytes), in code that .eh_frame does not cover (.debug_frame is never loaded in the host), or
- * when the SP stops growing. *complete = 1 only when the unwind reached the outermost frame (the
+ * bytes) and is no coroutine's root slot (d9__stack_root_slot gives that word), in code that
+ * .eh_frame does not cover (.debug_frame is never loaded in the host), or when the SP stops
+ * growing. *complete = 1 only when the unwind reached the outermost frame (the
  * thread's start, whose CFI leaves the return address undefined): any other end is a truncated
  * stack. Reads nothing outside the stack copy. Warm cost: ~0.4 us a frame (4-5 us for
  * 10 frames). An IP or return address in no known module re-reads the module map, at most once a
  * second; a forked child re-reads it by itself. */
 int d9__unwind(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask, const uint8_t *stack,
 	size_t len, uint64_t *ips, int max, int *complete);
+
+/* The root return address that the word at `at` holds while its coroutine runs
+ * (d9_agent_stack_root_slot; agent/profile.c): 1 and *ra when `at` is such a slot, else 0. */
+int d9__stack_root_slot(uint64_t at, uint64_t *ra);
 
 /* The module map changed (dlopen/dlclose): the next d9__unwind re-reads the process's mappings.
  * Needed after a dlclose: the automatic re-read only notices addresses in no known module, not a

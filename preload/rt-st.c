@@ -249,6 +249,10 @@ static void *trampoline(void *arg)
 	if (__atomic_load_n(&st_root, __ATOMIC_RELAXED) != ra)
 		__atomic_store_n(&st_root, ra, __ATOMIC_RELAXED);
 	d9_agent_stack_root(ra);
+	/* the slot holding it, through which the start routine (tail-called below) returns: the
+	 * unwinder needs that word when the kernel's stack copy stops inside the start routine's
+	 * frame (a large buffer with pages never written), README "## Profiling" */
+	d9_agent_stack_root_slot((uint64_t)(uintptr_t)__builtin_frame_address(0) + 8, ra);
 	if (S)
 		run(S, co); /* the first run gets no in-callback */
 	return co->start(co->arg);
