@@ -18,7 +18,7 @@ mkdir -p "$log_dir"
 jobs=${D9_TEST_JOBS:-3}
 limit=${D9_TEST_TIMEOUT:-900}
 durations=$log_dir/durations
-HEAVY=" test-rt-libco.sh test-preload-load.sh test-viewer.sh test-preload-profile.sh test-agent-accounting.sh test-stacks.sh test-real-nginx.sh test-preload-exits.sh test-requests.sh "
+HEAVY=" test-rt-libco.sh test-preload-load.sh test-viewer.sh test-preload-profile.sh test-agent-accounting.sh test-stacks.sh test-real-nginx.sh test-preload-exits.sh test-requests.sh test-docs.sh "
 
 progs=()
 for t in build/san/tests/test-* tests/integration/test-*.sh; do
