@@ -28,6 +28,8 @@
 
 #include <st.h>
 
+#include "reqlog.h" /* HTTP_REQUEST_LOG (test-requests.sh) */
+
 #define REQ_MAX        8192              /* request head limit; larger heads get 431 */
 #define BODY_MAX       4096              /* reply body limit */
 #define CONN_STACK     (128 * 1024)      /* connection coroutine stack (ST's default is 64 KiB) */
@@ -534,43 +536,6 @@ static void dispatch(char *head, struct reply *r)
 	body_printf(r, "not found\n");
 }
 
-
-/* HTTP_REQUEST_LOG=FILE: one line per request, "pid fd start_ns end_ns target" (CLOCK_MONOTONIC:
- * from the complete head to the reply written), appended with one write each (forked workers share
- * the file), so tests can compare what a tracer found with the requests the server served. */
-static int reqlog_fd = -2;              /* -2: not opened yet, -1: off */
-
-/* The request line's target (up to 100 bytes) into t[101]: taken before dispatch, which cuts the
- * head up in place. Also opens the log on first use, outside the timed part. */
-static void reqlog_target(const char *head, char *t)
-{
-	const char *p = strchr(head, ' ');
-	size_t k = 0;
-
-	if (reqlog_fd == -2) {
-		const char *f = getenv("HTTP_REQUEST_LOG");
-		reqlog_fd = f && *f ? open(f, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
-	}
-	p = p ? p + 1 : head;
-	while (p[k] && p[k] != ' ' && p[k] != '\r' && p[k] != '\n' && k < 100) {
-		t[k] = p[k];
-		k++;
-	}
-	t[k] = '\0';
-}
-
-static void reqlog(int fd, uint64_t start, uint64_t end, const char *target)
-{
-	char line[256];
-	int n;
-
-	if (reqlog_fd < 0)
-		return;
-	n = snprintf(line, sizeof(line), "%d %d %llu %llu %s\n", (int)getpid(), fd,
-		     (unsigned long long)start, (unsigned long long)end, target);
-	if (n > 0 && write(reqlog_fd, line, (size_t)n) < 0)
-		reqlog_fd = -1;
-}
 
 /* Sends the reply with one st_write. Returns 0 or -1. */
 static int send_reply(st_netfd_t nfd, const struct reply *r)
