@@ -431,8 +431,11 @@ if mode != "select":
         # leaf's caller, or stops there): most samples, not all, reach the entry
         if not mine_s or past or ended < 0.8 * len(mine_s) or below < 0.8 * len(mine_s):
             fail("%d samples of connection coroutines: %d with frames past _st_thread_main (%s), "
-                 "%d ending there, %d of them with serve_conn just above it"
-                 % (len(mine_s), len(past), past[:3], ended, below))
+                 "%d ending there, %d of them with serve_conn just above it; %s is at %s; "
+                 "the last frames of the first samples: %s"
+                 % (len(mine_s), len(past), past[:3], ended, below, stsyms.binary,
+                    "%#x (_st_thread_main %#x-%#x)" % ((stsyms.base or 0,) + stsyms.addr("_st_thread_main")),
+                    [describe_frames(frames_of(e), syms, maps)[-3:] for e in mine_s[:3]]))
         c.info = ("%d of %d samples end with serve_conn < _st_thread_main (%s), %d at it, none past "
                   "it, %d truncated" % (below, len(mine_s), os.path.basename(stsyms.binary), ended, cut))
 
