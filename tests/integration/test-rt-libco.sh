@@ -218,10 +218,13 @@ with case(prefix + "-burn") as c:
     for x, t in zip(conns[4:6], truth[:2]):
         p = longest_poll(x)
         d = poll_ns(p)
-        # the poll that ran the handler lasts what the handler measured (preemption included)
-        if not near(d, t["wall_ns"]):
-            errs.append("burn coroutine %d: longest poll %s, the handler took %s (want within 10%% + 1 ms)"
-                        % (x.id, ms(d) if d else None, ms(t["wall_ns"])))
+        # the poll that ran the handler lasts what the handler measured (preemption included),
+        # or up to 5 ms more: a preemption in the poll's part outside the handler (parsing, the
+        # reply's write) on a loaded machine; never less
+        w = t["wall_ns"]
+        if not (near(d, w) or (d and w <= d <= w * 1.1 + 1e6 + 5e6)):
+            errs.append("burn coroutine %d: longest poll %s, the handler took %s (want within 10%% + 1 ms,"
+                        " or up to 5 ms more)" % (x.id, ms(d) if d else None, ms(w)))
             continue
         inside = [e for e in samples if e["tid"] == p[0]["tid"] and p[0]["time"] <= e["time"] <= p[1]["time"]]
         burning = [e for e in inside if on_stack("burn_cpu", frames_of(e)) and e["coroutine"] == x.id]

@@ -263,13 +263,20 @@ def near(d, want, slack=0):
     # outside the calls, is in its time but in no call's; 0 on an idle machine)
     return d is not None and abs(d - want) <= 0.1 * want + 1e6 + slack
 
+# the poll holds the request's parsing, dispatch and the reply's write as well, outside the
+# handler's clock: a preemption there (a few ms on a loaded machine) is in the poll, in no
+# handler's time; the poll may be that much longer, never shorter
+POLL_EXTRA_NS = 5e6
+
 def handler_poll(x, what):
     # the poll that ran the handler: the coroutine's longest; checked against its wall time
     ds = [d for d in x.poll_ns() if d is not None]
     d = max(ds) if ds else None
-    if not near(d, truth[what]["wall_ns"]):
-        fail("the /%s coroutine %d: longest poll %s, the handler took %s (want within 10%% + 1 ms)"
-             % (what, x.id, ms(d) if d is not None else None, ms(truth[what]["wall_ns"])))
+    want = truth[what]["wall_ns"]
+    if not (near(d, want) or (d is not None and want <= d <= want * 1.1 + 1e6 + POLL_EXTRA_NS)):
+        fail("the /%s coroutine %d: longest poll %s, the handler took %s (want within 10%% + 1 ms,"
+             " or up to 5 ms more: the poll's part outside the handler)"
+             % (what, x.id, ms(d) if d is not None else None, ms(want)))
     return d
 
 def delay_ns(w):
