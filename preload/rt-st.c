@@ -431,6 +431,15 @@ static void after_poll(const struct pollfd *fds, unsigned long n, int ready)
 	sample_queue(s);
 }
 
+/* Wakes the waiters of fd for the select bits ev (POLLIN, POLLOUT, POLLPRI only, so no error bits:
+ * fd_ready's hang-up rule never applies). */
+static inline void fd_selected(struct st_state *s, int fd, short ev)
+{
+	for (struct fdw *w = s->fds[fd]; w; w = w->next)
+		if (w->events & ev)
+			wake(w->co, 0, D9_WAKE_FD, fd);
+}
+
 static void after_select(int nfds, const void *rd, const void *wr, const void *ex, int ready)
 {
 	struct st_state *s = S;
@@ -446,20 +455,18 @@ static void after_select(int nfds, const void *rd, const void *wr, const void *e
 		nfds = FD_SETSIZE;
 	if ((size_t)nfds > s->nfds)
 		nfds = (int)s->nfds;
-	int words = (nfds + BITS - 1) / BITS;
-	for (int i = 0; i < words && ready > 0; i++) {
+	for (int base = 0; base < nfds && ready > 0; base += BITS) {
+		int i = base / BITS;
 		unsigned long mr = r ? (unsigned long)__FDS_BITS(r)[i] : 0;
 		unsigned long mw = w ? (unsigned long)__FDS_BITS(w)[i] : 0;
 		unsigned long mx = x ? (unsigned long)__FDS_BITS(x)[i] : 0;
-		unsigned long m = mr | mw | mx;
-		if (i == words - 1 && nfds % BITS)
-			m &= (1ul << (nfds % BITS)) - 1;
-		for (; m; m &= m - 1) {
-			int bit = __builtin_ctzl(m);
-			unsigned long one = 1ul << bit;
-			short ev = (short)((mr & one ? POLLIN : 0) | (mw & one ? POLLOUT : 0) |
-				(mx & one ? POLLPRI : 0));
-			fd_ready(s, i * BITS + bit, ev);
+		for (unsigned long m = mr | mw | mx; m; m &= m - 1) {
+			int bit = __builtin_ctzl(m), fd = base + bit;
+			if (fd >= nfds)
+				break;
+			short ev = (short)(((mr >> bit) & 1) * POLLIN | ((mw >> bit) & 1) * POLLOUT |
+				((mx >> bit) & 1) * POLLPRI);
+			fd_selected(s, fd, ev);
 			if (--ready <= 0)
 				break;
 		}
