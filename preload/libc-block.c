@@ -29,16 +29,23 @@
 /* 1 when a call made now would be timed. */
 static inline int timed(void)
 {
-	if (D9_LIKELY(!d9__self.worker) && D9_LIKELY(!d9__self.traced))
+	if (D9_LIKELY(d9__self.worker)) {
+		/* a runtime's coroutine, or its scheduler's own code after an idle wait (libco's
+		 * loop callback runs in the scheduler and stalls every coroutine as much as they
+		 * do); tested first: a worker's scheduler calls outside both are the common
+		 * untimed case */
+		if (!d9__pl.coroutine && !d9__pl.in_turn)
+			return 0;
+	} else if (D9_LIKELY(!d9__self.traced)) {
 		return 0;
-	if (d9__self.busy || !d9__pcfg.blocking || !d9__enabled)
-		return 0;
-	if (!d9__self.worker)
-		return 1; /* a forked child outside any loop (BGSAVE): every call is the work */
-	/* a runtime's coroutine, or its scheduler's own code after an idle wait (libco's loop
-	 * callback runs in the scheduler and stalls every coroutine as much as they do) */
-	return d9__pl.coroutine != 0 || d9__pl.in_turn;
+	}
+	/* a worker's coroutine or turn, or a forked child outside any loop (BGSAVE: every call
+	 * is the work) */
+	return !d9__self.busy && d9__pcfg.blocking && d9__enabled;
 }
+
+/* The clock of TIMED: d9__now() with the clock choice read once for both reads. */
+#define TIMED_NOW(tsc) (D9_LIKELY(tsc) ? __rdtsc() : d9__now())
 
 static uint32_t fd_kind(int fd)
 {
@@ -173,9 +180,10 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 		} else {                                                          \
 			static uint64_t id_;                                      \
 			uint32_t sw_ = d9__pl.switches;                           \
-			uint64_t t0_ = d9__now();                                 \
+			int tsc_ = d9__clock_tsc;                                 \
+			uint64_t t0_ = TIMED_NOW(tsc_);                           \
 			r_ = (call);                                              \
-			uint64_t t1_ = d9__now();                                 \
+			uint64_t t1_ = TIMED_NOW(tsc_);                           \
 			/* a switch inside: a runtime's hook made it a coroutine \
 			 * wait (libco), the thread ran others: not blocked */    \
 			if (D9_UNLIKELY(t1_ - t0_ >= d9__pcfg.blocking_threshold_ticks) && \

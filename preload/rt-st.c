@@ -346,6 +346,22 @@ static uint64_t deadline_after_us(st_utime_t us)
 	return now + d9_agent_ns_to_ticks(ns);
 }
 
+/* Grows the fd-waiter table to hold fd (0), or leaves it (-ENOMEM: fd's waiters go unnamed). */
+static __attribute__((noinline, cold)) int grow_fds(struct st_state *s, int fd)
+{
+	size_t n = s->nfds ? s->nfds : 1024;
+
+	while (n <= (size_t)fd)
+		n *= 2;
+	struct fdw **t = realloc(s->fds, n * sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	memset(t + s->nfds, 0, (n - s->nfds) * sizeof(*t));
+	s->fds = t;
+	s->nfds = n;
+	return 0;
+}
+
 D9_INTERPOSE int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
 {
 	ST_REAL(st_poll);
@@ -361,28 +377,15 @@ D9_INTERPOSE int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
 	struct co *co = s->cur;
 	if (npds > 8 && !(w = malloc((size_t)npds * sizeof(*w))))
 		return real_st_poll(pds, npds, timeout);
-	/* register the waiters; the idle coroutine's select/poll names the ready ones */
-	int maxfd = -1;
-	for (int i = 0; i < npds; i++)
-		if (pds[i].fd > maxfd)
-			maxfd = pds[i].fd;
-	if (maxfd >= 0 && (size_t)maxfd >= s->nfds) {
-		size_t n = s->nfds ? s->nfds : 1024;
-		while (n <= (size_t)maxfd)
-			n *= 2;
-		struct fdw **t = realloc(s->fds, n * sizeof(*t));
-		if (t) {
-			memset(t + s->nfds, 0, (n - s->nfds) * sizeof(*t));
-			s->fds = t;
-			s->nfds = n;
-		}
-	}
+	/* register the waiters; the idle coroutine's select/poll names the ready ones (one pass:
+	 * the table grows in grow_fds, off the common path) */
 	int nreg = 0;
 	for (int i = 0; i < npds; i++) {
-		if (pds[i].fd < 0 || (size_t)pds[i].fd >= s->nfds)
+		int fd = pds[i].fd;
+		if (fd < 0 || ((size_t)fd >= s->nfds && grow_fds(s, fd) != 0))
 			continue;
-		w[nreg] = (struct fdw){ s->fds[pds[i].fd], co, pds[i].fd, pds[i].events };
-		s->fds[pds[i].fd] = &w[nreg++];
+		w[nreg] = (struct fdw){ s->fds[fd], co, fd, pds[i].events };
+		s->fds[fd] = &w[nreg++];
 	}
 	co->deadline = deadline_after_us(timeout);
 	co->wait_kind = D9_WAKE_FD;
@@ -403,7 +406,7 @@ D9_INTERPOSE int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
 	return r;
 }
 
-static void fd_ready(struct st_state *s, int fd, short revents)
+static inline void fd_ready(struct st_state *s, int fd, short revents)
 {
 	if (fd < 0 || (size_t)fd >= s->nfds)
 		return;
@@ -428,38 +431,44 @@ static void after_poll(const struct pollfd *fds, unsigned long n, int ready)
 	sample_queue(s);
 }
 
+/* Wakes the waiters of fd for the select bits ev (POLLIN, POLLOUT, POLLPRI only, so no error bits:
+ * fd_ready's hang-up rule never applies). */
+static inline void fd_selected(struct st_state *s, int fd, short ev)
+{
+	for (struct fdw *w = s->fds[fd]; w; w = w->next)
+		if (w->events & ev)
+			wake(w->co, 0, D9_WAKE_FD, fd);
+}
+
 static void after_select(int nfds, const void *rd, const void *wr, const void *ex, int ready)
 {
 	struct st_state *s = S;
 	const fd_set *r = rd, *w = wr, *x = ex;
+	enum { BITS = 8 * (int)sizeof(__fd_mask) };
 
 	if (!s || s->cur)
 		return;
 	/* a word of each set at a time: the ready descriptors, not every number below nfds (an
-	 * FD_ISSET per number cost ~44 instructions each, per idle wait; agent/COST.md) */
-	const int bits = (int)(8 * sizeof(__FDS_BITS(r ? r : w ? w : x)[0]));
+	 * FD_ISSET per number cost ~44 instructions each, per idle wait; agent/COST.md). Numbers at
+	 * or past the waiter table have no waiter: the scan stops there. */
 	if (nfds > FD_SETSIZE)
 		nfds = FD_SETSIZE;
-	for (int i = 0; i * bits < nfds && ready > 0; i++) {
-		__fd_mask mr = r ? __FDS_BITS(r)[i] : 0, mw = w ? __FDS_BITS(w)[i] : 0;
-		__fd_mask mx = x ? __FDS_BITS(x)[i] : 0;
-		unsigned long m = (unsigned long)(mr | mw | mx);
-		while (m && ready > 0) {
-			int bit = __builtin_ctzl(m);
-			int fd = i * bits + bit;
-			unsigned long one = 1ul << bit;
-			m &= m - 1;
+	if ((size_t)nfds > s->nfds)
+		nfds = (int)s->nfds;
+	for (int base = 0; base < nfds && ready > 0; base += BITS) {
+		int i = base / BITS;
+		unsigned long mr = r ? (unsigned long)__FDS_BITS(r)[i] : 0;
+		unsigned long mw = w ? (unsigned long)__FDS_BITS(w)[i] : 0;
+		unsigned long mx = x ? (unsigned long)__FDS_BITS(x)[i] : 0;
+		for (unsigned long m = mr | mw | mx; m; m &= m - 1) {
+			int bit = __builtin_ctzl(m), fd = base + bit;
 			if (fd >= nfds)
 				break;
-			short ev = 0;
-			if ((unsigned long)mr & one)
-				ev |= POLLIN;
-			if ((unsigned long)mw & one)
-				ev |= POLLOUT;
-			if ((unsigned long)mx & one)
-				ev |= POLLPRI;
-			fd_ready(s, fd, ev);
-			ready--;
+			short ev = (short)(((mr >> bit) & 1) * POLLIN | ((mw >> bit) & 1) * POLLOUT |
+				((mx >> bit) & 1) * POLLPRI);
+			fd_selected(s, fd, ev);
+			if (--ready <= 0)
+				break;
 		}
 	}
 	sample_queue(s);
