@@ -235,7 +235,7 @@ int d9__cmd_events(int argc, char **argv)
 {
 	struct events e;
 	struct d9__trace t;
-	int nargs = 0, rc;
+	int nargs = 0;
 	char **args = calloc((size_t)argc + 1, sizeof(*args));
 
 	if (!args)
@@ -280,14 +280,7 @@ int d9__cmd_events(int argc, char **argv)
 	}
 	if (d9__opt_traces("events", nargs))
 		goto usage;
-	if ((rc = d9__trace_start(&t, args, nargs)) != 0)
-		return rc;
-	if (d9__trace_run(&t, events_on_event, &e))
-		fprintf(stderr, "d9-analyze: out of memory: the output is incomplete\n");
-	fflush(stdout);
-	rc = d9__trace_exit_code(&t);
-	d9__trace_close(&t);
-	return rc;
+	return d9__trace_stream(&t, args, nargs, events_on_event, &e);
 usage:
 	free(args);
 	events_help(stderr);

@@ -190,7 +190,7 @@ int d9__cmd_jsonl(int argc, char **argv)
 {
 	struct jsonl j;
 	struct d9__trace t;
-	int nargs = 0, rc;
+	int nargs = 0;
 	char **args = calloc((size_t)argc + 1, sizeof(*args));
 
 	if (!args)
@@ -214,14 +214,7 @@ int d9__cmd_jsonl(int argc, char **argv)
 	}
 	if (d9__opt_traces("jsonl", nargs))
 		goto usage;
-	if ((rc = d9__trace_start(&t, args, nargs)) != 0)
-		return rc;
-	if (d9__trace_run(&t, jsonl_on_event, &j))
-		fprintf(stderr, "d9-analyze: out of memory: the output is incomplete\n");
-	fflush(stdout);
-	rc = d9__trace_exit_code(&t);
-	d9__trace_close(&t);
-	return rc;
+	return d9__trace_stream(&t, args, nargs, jsonl_on_event, &j);
 usage:
 	free(args);
 	jsonl_help(stderr);

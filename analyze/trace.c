@@ -1286,3 +1286,17 @@ int d9__trace_generic(struct d9__trace *t)
 		return -1;
 	return !m.polls && m.turns;
 }
+
+int d9__trace_stream(struct d9__trace *t, char **args, int nargs, d9__ev_fn *fn, void *ctx)
+{
+	int rc = d9__trace_start(t, args, nargs);
+
+	if (rc)
+		return rc;
+	if (d9__trace_run(t, fn, ctx))
+		fprintf(stderr, "d9-analyze: out of memory: the output is incomplete\n");
+	fflush(stdout);
+	rc = d9__trace_exit_code(t);
+	d9__trace_close(t);
+	return rc;
+}

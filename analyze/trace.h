@@ -240,6 +240,10 @@ int d9__trace_open(struct d9__trace *t, char **args, int nargs);
  * while it runs when the input is 64 MiB or more, stderr is a terminal and t->quiet is 0.
  * Returns 0 or -ENOMEM. */
 int d9__trace_run(struct d9__trace *t, d9__ev_fn *fn, void *ctx);
+/* A streaming command's whole run (jsonl, events): opens the inputs, runs fn over every event,
+ * flushes stdout and closes t. Returns the command's exit status (d9__trace_exit_code, or why
+ * the inputs could not be opened). */
+int d9__trace_stream(struct d9__trace *t, char **args, int nargs, d9__ev_fn *fn, void *ctx);
 /* A first pass for a command that must know something about the whole trace before its real
  * pass (polls: generic mode or not): runs fn like d9__trace_run, but without warnings or a
  * progress line, and leaves events, the data-quality counters and the warnings as they were.
