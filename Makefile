@@ -97,15 +97,15 @@ SERVER_CFLAGS := -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wshadow -Wstrict
 	-Wmissing-prototypes -Wformat=2
 servers: $(SERVER_BIN)
 
-$(B)/tests/st-http: tests/servers/st-http.c tests/servers/reqlog.h
+$(B)/tests/st-http: tests/servers/st-http.c tests/servers/reqlog.h tests/servers/clocks.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $< -lst
 
-$(B)/tests/st-http-nofp: tests/servers/st-http.c tests/servers/reqlog.h
+$(B)/tests/st-http-nofp: tests/servers/st-http.c tests/servers/reqlog.h tests/servers/clocks.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -fomit-frame-pointer -o $@ $< -lst
 
-$(B)/tests/epoll-http: tests/servers/epoll-http.c tests/servers/reqlog.h
+$(B)/tests/epoll-http: tests/servers/epoll-http.c tests/servers/reqlog.h tests/servers/clocks.h
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $< -lpthread
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "clocks.h" /* thread_cpu_ns, mono_ns, run_delay_ns */
 #include "reqlog.h" /* HTTP_REQUEST_LOG (test-requests.sh) */
 
 #define REQ_MAX     8192                /* request head limit; larger heads get 431 */
@@ -129,14 +130,6 @@ static long query_long(const char *query, const char *key, long def, long lo, lo
 			p++;
 	}
 	return def;
-}
-
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Burns `ms` milliseconds of this thread's CPU time in user code (the clock is read only every
@@ -311,16 +304,6 @@ static void dispatch(char *head, struct reply *r)
 	count(EP_OTHER);
 	r->status = 404;
 	body_printf(r, "not found\n");
-}
-
-
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void queue_reply(struct conn *c, const struct reply *r)

@@ -44,6 +44,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clocks.h" // thread_cpu_ns, mono_ns, run_delay_ns
+
 // libco's accept that registers the new socket with its hooks (declared by its examples, not its header)
 int co_accept(int fd, struct sockaddr *addr, socklen_t *len);
 
@@ -63,42 +65,6 @@ struct conn {
 	struct conn *next_done;
 };
 static struct conn *done_list; // ended coroutines, released by the event loop's callback
-
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-// CLOCK_MONOTONIC in ns: the clock of d9's trace times.
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-// This thread's run delay (ns runnable, not running) from its schedstat, 0 when unreadable: taken
-// around the blocking calls, since a preemption between or after them (in d9's wrapper, say) is
-// in the handler's time but in no call's.
-static uint64_t run_delay_ns(void)
-{
-	char buf[128];
-	unsigned long long run = 0, wait = 0;
-	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	return sscanf(buf, "%llu %llu", &run, &wait) == 2 ? wait : 0;
-}
 
 // Burns `ms` ms of this thread's CPU in user code (the clock is read every ~30 us).
 extern "C" __attribute__((noinline)) uint64_t burn_cpu(unsigned ms)

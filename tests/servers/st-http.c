@@ -28,6 +28,7 @@
 
 #include <st.h>
 
+#include "clocks.h" /* thread_cpu_ns, mono_ns, run_delay_ns */
 #include "reqlog.h" /* HTTP_REQUEST_LOG (test-requests.sh) */
 
 #define REQ_MAX        8192              /* request head limit; larger heads get 431 */
@@ -151,43 +152,6 @@ static long query_long(const char *query, const char *key, long def, long lo, lo
 			p++;
 	}
 	return def;
-}
-
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* CLOCK_MONOTONIC in ns: the clock d9's trace times are on, so the tests compare like with like. */
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* This thread's run delay (ns spent runnable, not running: preempted) from its schedstat, 0 when
- * unreadable. Taken around the blocking calls: a preemption between or after them (in d9's wrapper,
- * say) is in the handler's time but in no call's, and a test must know how much there was. */
-static uint64_t run_delay_ns(void)
-{
-	char buf[128];
-	unsigned long long run = 0, wait = 0;
-	ssize_t n;
-	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	return sscanf(buf, "%llu %llu", &run, &wait) == 2 ? wait : 0;
 }
 
 /* Burns `ms` milliseconds of this thread's CPU time in user code (the clock is read only every
@@ -535,7 +499,6 @@ static void dispatch(char *head, struct reply *r)
 	r->status = 404;
 	body_printf(r, "not found\n");
 }
-
 
 /* Sends the reply with one st_write. Returns 0 or -1. */
 static int send_reply(st_netfd_t nfd, const struct reply *r)
