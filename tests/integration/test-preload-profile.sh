@@ -71,8 +71,12 @@ def inside(p, kind=None):
 
 with case(prefix + "-decode"):
     # ctimer counts the timer's overruns as lost samples (thread CPU timers fire at the kernel's
-    # tick, slower than 999 Hz): Dropped(samples_lost) is expected there, not elsewhere
-    require(check_decodes_clean(tr, allow_dropped="ctimer" in prefix or "denied" in prefix))
+    # tick, slower than 999 Hz): Dropped(samples_lost) is expected there. Elsewhere a perf ring
+    # overflows only when the writer falls behind (a loaded machine: DWARF unwinding at 999 Hz,
+    # 21 samples lost once): samples_lost (3) is a counted loss the rate checks below judge; any
+    # other Dropped is a failure
+    require(check_decodes_clean(tr, allow_dropped=True if "ctimer" in prefix or "denied" in prefix
+                                else (3,)))
 
 with case(prefix + "-invariants"):
     require(check_st_invariants(tr))

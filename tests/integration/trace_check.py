@@ -240,7 +240,8 @@ class Trace:
 
 def check_decodes_clean(tr, sealed=True, allow_dropped=False):
     """The dump exited 0 with no problem record, every file was read to its end without corrupt
-    chunks, bad events or bad definitions, sealed files only (with sealed=True), no Dropped."""
+    chunks, bad events or bad definitions, sealed files only (with sealed=True), no Dropped
+    (allow_dropped: True for any, or a tuple of the reason codes allowed)."""
     errs = []
     if not tr.segments:
         errs.append("no segment file in %s" % (tr.paths,))
@@ -262,8 +263,10 @@ def check_decodes_clean(tr, sealed=True, allow_dropped=False):
             errs.append("%s: not sealed (no trailer)" % s.name)
         if sealed and s.name.endswith(".active"):
             errs.append("%s: still .active" % s.name)
-    if not allow_dropped:
+    if allow_dropped is not True:
         for ev in tr.events(("Dropped",)):
+            if allow_dropped and ev.get("reason") in allow_dropped:
+                continue
             errs.append("Dropped event: count %s reason %s at %s offset %d"
                         % (ev.get("count"), ev.get("reason"), ev["_seg"].name, ev["offset"]))
     return errs
