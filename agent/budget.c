@@ -89,7 +89,7 @@ static int record_lock(int type)
 	return fcntl(bud.lock.fd, F_SETLK, &l) == 0 ? 0 : -errno;
 }
 
-int d9__dirlock_take(uint64_t wait_ns)
+int d9__dirlock_take(uint64_t wait_ns, int abortable)
 {
 	int saved = errno;
 	uint64_t deadline = d9__mono_ns() + wait_ns;
@@ -112,8 +112,8 @@ int d9__dirlock_take(uint64_t wait_ns)
 			return 1;
 		}
 		/* the process is exiting and the exit cannot wait for the compressor */
-		if (d9__mono_ns() >= deadline ||
-			__atomic_load_n(&d9__g.compress_abort, __ATOMIC_RELAXED)) {
+		if (d9__mono_ns() >= deadline || (abortable &&
+			__atomic_load_n(&d9__g.compress_abort, __ATOMIC_RELAXED))) {
 			d9__unlock(&bud.mu);
 			errno = saved;
 			return -ETIMEDOUT;
@@ -331,7 +331,7 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 	int saved = errno;
 	struct ledger l = { 0 };
 
-	int taken = d9__dirlock_take(wait_ns);
+	int taken = d9__dirlock_take(wait_ns, 0);
 	if (taken < 0) {
 		d9__log(D9_LOG_DEBUG, "budget lock of %s busy: the budget is kept at the next segment",
 			g->cfg.dir);

@@ -147,7 +147,7 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 		goto err_in;
 	}
 	/* under the directory lock: a .bin the budget deleted (any process) stays deleted */
-	int taken = d9__dirlock_take(5000000000ull);
+	int taken = d9__dirlock_take(5000000000ull, 1);
 	if (taken < 0) {
 		err = -EAGAIN;
 		goto err_tmp;
@@ -226,7 +226,7 @@ static int symbolize_job(const char *path, uint32_t seq)
 		struct timespec times[2] = { st.st_atim, st.st_mtim };
 		utimensat(AT_FDCWD, tmp, times, AT_SYMLINK_NOFOLLOW);
 	}
-	int taken = d9__dirlock_take(5000000000ull);
+	int taken = d9__dirlock_take(5000000000ull, 1);
 	if (taken < 0) {
 		unlink(tmp); /* symbols are skipped for this one rather than waiting longer */
 		return 0;

@@ -322,8 +322,10 @@ void d9__budget_deleted(uint64_t *segments, uint64_t *bytes);
 /* Takes the directory lock (this process's mutex, then the lock file's record lock, tried up to
  * wait_ns). Returns 0 (held), 1 (mutex only: no usable lock file) or -ETIMEDOUT (nothing held).
  * d9__dirlock_give takes what d9__dirlock_take returned. Renames that publish a segment (gzip,
- * symbols) happen under it, so a segment the budget deleted is never brought back. */
-int d9__dirlock_take(uint64_t wait_ns);
+ * symbols) happen under it, so a segment the budget deleted is never brought back. abortable: the
+ * wait ends early when the process exits (the compressor's and the uploader's work is the next
+ * start's); the writer's budget at exit waits its full wait_ns. */
+int d9__dirlock_take(uint64_t wait_ns, int abortable);
 void d9__dirlock_give(int taken);
 void d9__budget_child(void);
 /* Parses "<stem>.<pid>.<seq><suffix>"; returns the suffix or NULL. */

@@ -421,7 +421,7 @@ fail:
 static void delete_uploaded(const char *path, struct d9__file *f)
 {
 	struct stat st;
-	int taken = d9__dirlock_take(5000000000ull);
+	int taken = d9__dirlock_take(5000000000ull, 1);
 
 	if (taken < 0)
 		return; /* left to the budget */

@@ -721,10 +721,12 @@ void *d9__writer_main(void *arg)
 			if ((nwdrops || wdrop_overflow) && d9__flight_writing())
 				write_drop_records();
 			/* the budget is kept before the last seal (the segment counts as it is; its
-			 * trailer adds a few hundred bytes), so that the trailer carries the deletions;
-			 * a short wait: the process is exiting */
+			 * trailer adds a few hundred bytes), so that the trailer carries the deletions.
+			 * The wait for the lock is a quarter of D9_EXIT_TIMEOUT: workers of one server
+			 * exit together and each keeps the budget in turn (with no wait, the last ones
+			 * left the directory over it) */
 			if (budget_due || g->seg.f.fd >= 0)
-				d9__budget_enforce(20000000u, 0);
+				d9__budget_enforce(g->cfg.exit_timeout_ns / 4, 0);
 			seg_seal();
 			d9__flight_ended("exit"); /* a dump cut short by the exit gets its manifest */
 			/* our own data is safe; recovery goes on for what fits in half the exit's wait
