@@ -442,7 +442,9 @@ if mode != "select":
                  "the last frames of the first samples: %s"
                  % (len(mine_s), len(past), past[:3], ended, below, stsyms.binary,
                     "%#x (_st_thread_main %#x-%#x)" % ((stsyms.base or 0,) + stsyms.addr("_st_thread_main")),
-                    [describe_frames(frames_of(e), syms, maps)[-3:] for e in mine_s[:3]]))
+                    ["%s (%s; unwind %d)" % (describe_frames(frames_of(e), syms, maps)[-3:],
+                                             " ".join("%#x" % a for a in frames_of(e)[-2:]),
+                                             e.get("unwind", 0)) for e in mine_s[:3]]))
         c.info = ("%d of %d samples end with serve_conn < _st_thread_main (%s), %d at it, none past "
                   "it, %d truncated" % (below, len(mine_s), os.path.basename(stsyms.binary), ended, cut))
 
