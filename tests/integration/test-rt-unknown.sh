@@ -3,7 +3,7 @@
 # false events (issue 15). build/tests/uctx-sched is a hand-written ucontext scheduler (4
 # coroutines, 25 rounds each of a little CPU and a 3 ms sleep through the scheduler, whose idle
 # waits are poll(NULL, 0, ms); one real nanosleep of 30 ms inside a coroutine, after the first
-# wait). It prints its own ground truth: the waits with a non-zero timeout it made and how long
+# wait with a timeout). It prints its own ground truth: the waits with a non-zero timeout it made and how long
 # the nanosleep took. Run under the agent with D9_RUNTIME=auto (every adapter looks) and =st:
 #   - the trace decodes cleanly; no coroutine event at all (PollStart, PollEnd, Wake, Spawn,
 #     CoroutineExit, QueueSample): no adapter took the process;

@@ -4,8 +4,11 @@
  * scheduler runs every due coroutine, and when none is due it waits in poll(NULL, 0, ms) until
  * the earliest wake-up: those waits are the only ones with a non-zero timeout, so they are the
  * parks d9's generic mode must record, one each. Coroutine 0 also makes one real blocking call
- * in its second round, after the first wait (nanosleep 30 ms, outside any hook: it stalls the whole thread), the only
- * BlockingCall the trace may hold. At the end it prints one JSON line of ground truth:
+ * in its first round after the scheduler's first wait with a timeout (nanosleep 30 ms, outside
+ * any hook: it stalls the whole thread), the only BlockingCall the trace may hold. Not simply its
+ * second round: on a loaded machine the first pass can outlast the 3 ms sleeps, the scheduler's
+ * first wait then has a zero timeout (no park), and the thread is not yet a worker whose calls
+ * generic mode times (a flake: 0 BlockingCalls). At the end it prints one JSON line of ground truth:
  * {"waits": W, "zero_waits": Z, "turns": T, "blocked_ns": B}. With an argument, it first copies
  * its /proc/self/maps there (the checker's load base for the PIE). */
 #include <poll.h>
@@ -25,6 +28,7 @@ static uint64_t wake_at[NCO];
 static int done[NCO], cur;
 static volatile uint64_t sink;
 static uint64_t blocked_ns;
+static uint64_t waits, zero_waits, turns; /* the scheduler's, read by coroutine 0 */
 
 static uint64_t now_ns(void)
 {
@@ -56,7 +60,7 @@ static void co_main(int id)
 {
 	for (int r = 0; r < ROUNDS; r++) {
 		burn(20000);
-		if (id == 0 && r == 1)
+		if (id == 0 && r >= 1 && waits > 0 && !blocked_ns)
 			block_thread();
 		wake_at[id] = now_ns() + SLEEP_MS * 1000000ull;
 		swapcontext(&co_ctx[id], &sched_ctx);
@@ -66,7 +70,6 @@ static void co_main(int id)
 
 /* the scheduler's state lives outside main's frame: swapcontext returns twice, and locals kept
  * in registers would not survive it */
-static uint64_t waits, zero_waits, turns;
 static int i_, left_;
 static uint64_t t_, next_;
 
