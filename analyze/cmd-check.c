@@ -658,9 +658,15 @@ static void find_data(struct check *c)
 		NUM_PCT(f, "truncated_pct", trunc);
 		NUM_COUNT(f, "invalid", s->st_invalid);
 		NUM_PCT(f, "invalid_pct", inval);
+		NUM_COUNT(f, "truncated_off_cpu", s->st_truncated_off);
 		set_next(c, f, "summary");
-		snprintf(f->hint, sizeof(f->hint), "see summary's stacks: line; D9_STACKS and "
-			"D9_STACK_DUMP in README.md, \"Profiling\"");
+		if (s->st_truncated_off * 2 > s->st_truncated)
+			snprintf(f->hint, sizeof(f->hint), "most are off-CPU samples (D9_SCHED_EVENTS), "
+				"which copy 2 KiB of stack: a deep stack or a large frame ends there; see "
+				"summary's stacks: line and README.md, \"Profiling\"");
+		else
+			snprintf(f->hint, sizeof(f->hint), "see summary's stacks: line; D9_STACKS and "
+				"D9_STACK_DUMP in README.md, \"Profiling\"");
 	}
 	for (size_t i = 0; i < t->nprocs; i++) {
 		struct d9__proc *p = t->procs[i];

@@ -313,6 +313,10 @@ static void stack_quality(struct sum *s, const struct d9__ev *ev)
 		s->st_recorded++;
 		s->st_by[k <= D9_UNWINDER_MAX ? k : D9_UNWINDER_MAX + 1]++;
 		s->st_truncated += !!(u & D9_UNWIND_TRUNCATED);
+		if (ev->kind == D9_CPU_OFF) {
+			s->st_recorded_off++;
+			s->st_truncated_off += !!(u & D9_UNWIND_TRUNCATED);
+		}
 		s->st_rejected += !!(u & D9_UNWIND_FP_REJECTED);
 	}
 	if (!ev->stack)
@@ -1011,8 +1015,14 @@ static void text_stack_quality(FILE *f, const struct sum *s)
 		fprintf(f, "; unwinder not recorded by this trace's writer\n");
 		return;
 	}
-	fprintf(f, ", %.1f%% truncated (%" PRIu64 "); unwinder:", share(s->st_truncated,
-		s->st_recorded), s->st_truncated);
+	fprintf(f, ", %.1f%% truncated (%" PRIu64, share(s->st_truncated, s->st_recorded),
+		s->st_truncated);
+	if (s->st_recorded_off && s->st_truncated)
+		/* off-CPU samples copy 2 KiB of stack: apart, so on-CPU stacks are judged alone */
+		fprintf(f, ": on-CPU %.1f%%, off-CPU %.1f%%", share(s->st_truncated -
+			s->st_truncated_off, s->st_recorded - s->st_recorded_off),
+			share(s->st_truncated_off, s->st_recorded_off));
+	fputs("); unwinder:", f);
 	for (uint64_t k = 0; k <= D9_UNWINDER_MAX + 1; k++)
 		if (s->st_by[k])
 			fprintf(f, " %s %.1f%%", k <= D9_UNWINDER_MAX ? d9_unwinder_name(k) : "unknown",
@@ -1255,10 +1265,11 @@ static void print_json(FILE *f, struct sum *s)
 	uint64_t all = s->cpu_on + s->cpu_off;
 	fprintf(f, ",\"stacks\":{\"samples\":%" PRIu64 ",\"invalid\":%" PRIu64
 		",\"invalid_share\":%.4f,\"recorded\":%" PRIu64 ",\"truncated\":%" PRIu64
-		",\"truncated_share\":%.4f,\"fp_rejected\":%" PRIu64 ",\"by_unwinder\":{", all,
+		",\"truncated_share\":%.4f,\"recorded_off\":%" PRIu64 ",\"truncated_off\":%" PRIu64
+		",\"fp_rejected\":%" PRIu64 ",\"by_unwinder\":{", all,
 		s->st_invalid, all ? (double)s->st_invalid / (double)all : 0.0, s->st_recorded,
 		s->st_truncated, s->st_recorded ? (double)s->st_truncated / (double)s->st_recorded : 0.0,
-		s->st_rejected);
+		s->st_recorded_off, s->st_truncated_off, s->st_rejected);
 	first = 1;
 	for (uint64_t k = 0; k <= D9_UNWINDER_MAX + 1; k++)
 		if (s->st_by[k]) {

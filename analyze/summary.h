@@ -140,6 +140,8 @@ struct sum {
 	uint8_t *stack_bad; /* by stack idx + 1: 0 not checked yet, 1 valid, 2 invalid */
 	size_t nstack_bad;
 	uint64_t st_recorded, st_by[D9_UNWINDER_MAX + 2], st_truncated, st_rejected, st_invalid;
+	/* of the recorded ones, off-CPU samples (their stack copy is 2 KiB: most truncation there) */
+	uint64_t st_recorded_off, st_truncated_off;
 	/* pairs with a gap between their ends (trace.h): left out of every duration */
 	uint64_t polls_unknown, turns_unknown, parks_unknown, sched_unknown;
 	struct d9__wakes wakes; /* wake -> poll pairs and live coroutines, in time order */

@@ -9,7 +9,8 @@
 #     (times compared in the trace's units: the tag comes from the same clock readings).
 #   - /block?ms=50 with D9_SCHED_EVENTS=1: off-CPU samples inside the /block poll, tagged with
 #     its coroutine, whose stacks hold handle_block with the innermost frame in libc (the
-#     sleeping call).
+#     sleeping call); summary --json counts the off-CPU samples and their truncated stacks
+#     apart (profile-offcpu-split) exactly as the samples say.
 #   - D9_CPU_PROFILE_MODE=ctimer: samples from the CPU-time timer, with burn_cpu (the kernel
 #     checks thread CPU timers at its tick, so the rate is at most CONFIG_HZ, 250 here).
 #   - wrk on /fast at 999 Hz (profile-io): at most 10% of the stacks truncated, and the samples
@@ -171,10 +172,31 @@ $COMMON
 $BURN" "$ST_HTTP_NOFP" "$SDIR/maps" 999 300 dwarf
 
 p=profile-offcpu
-pl_run $p "$ST_HTTP_NOFP" D9_SCHED_EVENTS=1 D9_CPU_PROFILE=99 -- "/block?ms=50" "block ms=50" /fast ok &&
+if pl_run $p "$ST_HTTP_NOFP" D9_SCHED_EVENTS=1 D9_CPU_PROFILE=99 -- "/block?ms=50" "block ms=50" /fast ok; then
 	pl_check $p "prefix = '$p'
 $COMMON
 $BLOCK" "$ST_HTTP_NOFP" "$SDIR/maps"
+	# summary's stacks split truncation by source (off-CPU samples copy 2 KiB): its counts are
+	# the samples' own
+	"$PL_ANALYZE" summary --json "$SDIR/trace" >"$SDIR/summary.json" 2>"$SDIR/analyze.err"
+	"$PL_ANALYZE" jsonl "$SDIR/trace" 2>>"$SDIR/analyze.err" | grep '"CpuSample"' >"$SDIR/samples.jsonl"
+	python3 - "$SDIR/summary.json" "$SDIR/samples.jsonl" <<'PYEOF'
+import json, sys
+try:
+    s = json.load(open(sys.argv[1]))["stacks"]
+except (OSError, ValueError, KeyError) as e:
+    print("FAIL profile-offcpu-split: no stacks in summary --json: %s" % e)
+    sys.exit(0)
+off = [json.loads(l) for l in open(sys.argv[2])]
+off = [r for r in off if r["source"] == "off_cpu" and "truncated" in r]
+got = (s.get("recorded_off"), s.get("truncated_off"))
+want = (len(off), sum(1 for r in off if r["truncated"]))
+if not off or got != want:
+    print("FAIL profile-offcpu-split: summary counts (recorded_off, truncated_off) %s, the samples %s" % (got, want))
+else:
+    print("PASS profile-offcpu-split: %d off-CPU samples, %d truncated, as summary says" % want)
+PYEOF
+fi
 
 p=profile-ctimer
 if pl_run $p "$ST_HTTP" D9_CPU_PROFILE=999 D9_CPU_PROFILE_MODE=ctimer -- "/burn?ms=300" "burn ms=300 cpu_ns=*" /fast ok; then
