@@ -77,31 +77,36 @@ EOF
 
 printf 'www.d9.test A\nmail.d9.test A\nns.d9.test A\nwww.d9.test A\n' >"$T/queries"
 
-# The independent check: per segment, frames against that segment's Module definitions.
+# The independent check: frames against the Module definitions of their process (every segment
+# of its pid, wherever in them: a module the writer first defines after a sample that ran in it is
+# still the process's, as the analyzer takes it).
 read -r -d '' CHECK <<'EOF'
-import json, sys
-segs = {}  # segment file -> (modules, stacks)
-samples = invalid = recorded = 0
-cur = None
+import json, re, sys
+mods = {}  # pid -> [(start, end)]
+samples = []  # (pid, frames, unwind)
+stacks = {}
+pid = None
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if r.get("rec") == "file":
-        cur = segs.setdefault(r.get("name", len(segs)), ([], {}))
+        m = re.search(r"\.(\d+)\.\d+\.bin", r.get("name", ""))
+        pid = int(m.group(1)) if m else r.get("name")
+        stacks = {}
         continue
-    if cur is None:
-        cur = segs.setdefault("?", ([], {}))
     if r.get("rec") == "def" and r.get("kind") == "Module":
-        cur[0].append((r["start"], r["end"]))
+        mods.setdefault(pid, []).append((r["start"], r["end"]))
     elif r.get("rec") == "def" and r.get("kind") == "Stack":
-        cur[1][r["id"]] = r["frames"]
+        stacks[r["id"]] = r["frames"]
     elif r.get("rec") == "event" and r.get("type") == "CpuSample":
-        samples += 1
-        recorded += bool(r.get("unwind", 0) & 7)
-        fr = cur[1].get(r["stack"], [])
-        inmod = lambda a: any(lo <= a < hi for lo, hi in cur[0])
-        if any(not inmod(a if i == 0 else a - 1) for i, a in enumerate(fr)) or \
-                any(fr[i] == fr[i - 1] for i in range(1, len(fr))):
-            invalid += 1
+        samples.append((pid, stacks.get(r["stack"], []), r.get("unwind", 0)))
+invalid = recorded = 0
+for pid, fr, unwind in samples:
+    recorded += bool(unwind & 7)
+    inmod = lambda a: any(lo <= a < hi for lo, hi in mods.get(pid, []))
+    if any(not inmod(a if i == 0 else a - 1) for i, a in enumerate(fr)) or \
+            any(fr[i] == fr[i - 1] for i in range(1, len(fr))):
+        invalid += 1
+samples = len(samples)
 print(samples, invalid, recorded)
 EOF
 
