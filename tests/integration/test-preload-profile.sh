@@ -171,6 +171,23 @@ pl_run $p "$ST_HTTP_NOFP" D9_CPU_PROFILE=999 D9_STACKS=dwarf -- "/burn?ms=300" "
 $COMMON
 $BURN" "$ST_HTTP_NOFP" "$SDIR/maps" 999 300 dwarf
 
+# stacks_check NAME <<PYTHON: PYTHON (standard input) runs with `s`, the "stacks" of summary
+# --json for $SDIR/trace, and `samples`, its CpuSamples as jsonl dicts, and prints PASS/FAIL
+# lines; without a summary, NAME fails.
+stacks_check() {
+	"$PL_ANALYZE" summary --json "$SDIR/trace" >"$SDIR/summary.json" 2>"$SDIR/analyze.err"
+	"$PL_ANALYZE" jsonl "$SDIR/trace" 2>>"$SDIR/analyze.err" | grep '"CpuSample"' >"$SDIR/samples.jsonl"
+	python3 -c "import json, sys
+name = sys.argv[1]
+try:
+    s = json.load(open(sys.argv[2]))['stacks']
+except (OSError, ValueError, KeyError) as e:
+    print('FAIL %s: no stacks in summary --json: %s' % (name, e))
+    sys.exit(0)
+samples = [json.loads(l) for l in open(sys.argv[3])]
+$(cat)" "$1" "$SDIR/summary.json" "$SDIR/samples.jsonl"
+}
+
 p=profile-offcpu
 if pl_run $p "$ST_HTTP_NOFP" D9_SCHED_EVENTS=1 D9_CPU_PROFILE=99 -- "/block?ms=50" "block ms=50" /fast ok; then
 	pl_check $p "prefix = '$p'
@@ -178,17 +195,8 @@ $COMMON
 $BLOCK" "$ST_HTTP_NOFP" "$SDIR/maps"
 	# summary's stacks split truncation by source (off-CPU samples copy 2 KiB): its counts are
 	# the samples' own
-	"$PL_ANALYZE" summary --json "$SDIR/trace" >"$SDIR/summary.json" 2>"$SDIR/analyze.err"
-	"$PL_ANALYZE" jsonl "$SDIR/trace" 2>>"$SDIR/analyze.err" | grep '"CpuSample"' >"$SDIR/samples.jsonl"
-	python3 - "$SDIR/summary.json" "$SDIR/samples.jsonl" <<'PYEOF'
-import json, sys
-try:
-    s = json.load(open(sys.argv[1]))["stacks"]
-except (OSError, ValueError, KeyError) as e:
-    print("FAIL profile-offcpu-split: no stacks in summary --json: %s" % e)
-    sys.exit(0)
-off = [json.loads(l) for l in open(sys.argv[2])]
-off = [r for r in off if r["source"] == "off_cpu" and "truncated" in r]
+	stacks_check profile-offcpu-split <<'PYEOF'
+off = [r for r in samples if r["source"] == "off_cpu" and "truncated" in r]
 got = (s.get("recorded_off"), s.get("truncated_off"))
 want = (len(off), sum(1 for r in off if r["truncated"]))
 if not off or got != want:
@@ -234,15 +242,7 @@ elif pl_start "$T/$p" "$ST_HTTP" D9_CPU_PROFILE=999 --; then
 	elif grep -q 'perf_event_open(cpu-clock)' "$SDIR/stderr"; then
 		pl_skip $p "perf sampling is unavailable here: $(grep -m1 perf_event_open "$SDIR/stderr")"
 	else
-		"$PL_ANALYZE" summary --json "$SDIR/trace" >"$SDIR/summary.json" 2>"$SDIR/analyze.err"
-		"$PL_ANALYZE" jsonl "$SDIR/trace" 2>>"$SDIR/analyze.err" | grep '"CpuSample"' >"$SDIR/samples.jsonl"
-		python3 - "$SDIR/summary.json" "$SDIR/samples.jsonl" <<'PYEOF'
-import json, sys
-try:
-    s = json.load(open(sys.argv[1]))["stacks"]
-except (OSError, ValueError, KeyError) as e:
-    print("FAIL profile-io-truncated: no stacks in summary --json: %s" % e)
-    sys.exit(0)
+		stacks_check profile-io-truncated <<'PYEOF'
 if s["samples"] < 100:
     print("FAIL profile-io-truncated: %d samples in 2 s of load at 999 Hz, want >= 100" % s["samples"])
 elif s["truncated_share"] > 0.10 or s["invalid"]:
@@ -253,8 +253,7 @@ else:
           % (s["truncated"], s["samples"], 100 * s["truncated_share"], s["by_unwinder"]))
 io = good = 0
 bad = []
-for line in open(sys.argv[2]):
-    r = json.loads(line)
+for r in samples:
     st = r.get("stack") or []
     if not any(f.split(" ")[0] in ("st_write", "st_write_resid", "st_writev_resid", "st_read") for f in st):
         continue
