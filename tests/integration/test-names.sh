@@ -51,13 +51,28 @@ done
 BURNER='d9test::Burner<d9test::Spin>::run(long)'
 HANDLER='d9test::Server::handle_burn(std::'
 
-# burn_sampled TRACE_DIR: the compressed (so symbolized) segments hold at least 100 on-CPU
-# samples. The segment sealed at exit is left out: the exit gives the nice-19 compressor 2 s,
+# burn_sampled TRACE_DIR: the compressed (so symbolized) segments hold at least 50 on-CPU
+# samples (the 200 ms burn gives ~200 at 999 Hz; a loaded machine's writer may fall behind and
+# lose some from the perf ring, counted: the sample rate is test-preload-profile's to judge, the
+# names need only enough for the burner to be the heaviest stack). The segment sealed at exit is left out: the exit gives the nice-19 compressor 2 s,
 # which a loaded machine may not honour, and this test is about names, not about the exit.
 burn_sampled() {
 	"$PL_ANALYZE" summary --json "$1"/*.bin.gz 2>/dev/null | python3 -c '
 import json, sys
-sys.exit(0 if json.load(sys.stdin).get("cpu_samples", {}).get("on", 0) >= 100 else 1)' 2>/dev/null
+sys.exit(0 if json.load(sys.stdin).get("cpu_samples", {}).get("on", 0) >= 50 else 1)' 2>/dev/null
+}
+
+# burn_state TRACE_DIR: what a failed burn_sampled found, for its message: the segment files by
+# kind, and the CPU samples and drops of all of them
+burn_state() {
+	local gz bin act
+	gz=$(compgen -G "$1/*.bin.gz" | wc -l) bin=$(compgen -G "$1/*.bin" | wc -l)
+	act=$(compgen -G "$1/*.active" | wc -l)
+	printf '%s .bin.gz, %s .bin, %s .active; all segments: ' "$gz" "$bin" "$act"
+	"$PL_ANALYZE" summary --json "$1" 2>/dev/null | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print("%s on-CPU samples, drops %s" % (s.get("cpu_samples", {}).get("on"), s.get("drops")))' 2>&1
 }
 
 # burn NAME DIR BINARY [VAR=value ...]: runs BINARY under the agent (trace in DIR/trace), one
@@ -78,7 +93,7 @@ burn() {
 	# the burn's samples are in sealed, compressed segments before the exit (segments seal
 	# every second)
 	if ! d9_wait_for 60 burn_sampled "$dir/trace"; then
-		pl_fail "$name" "fewer than 100 CPU samples in compressed segments within $((60 * D9_SLOW)) s"
+		pl_fail "$name" "fewer than 50 CPU samples in compressed segments within $((60 * D9_SLOW)) s ($(burn_state "$dir/trace"))"
 		return 1
 	fi
 	pl_quit
