@@ -6,11 +6,16 @@
  * in the directory, renames itself with prctl(PR_SET_NAME, "pd-renamed") and waits some more.
  * Prints "child PID turns N" and "parent PID turns N" (waits made); exits 0 when everything the
  * program itself checks held.
- * "busy": parent and child (which drops first) each sleep 20 us at a time for 6 s inside a loop
- * turn (after one epoll_wait: blocking calls with a low D9_BLOCKING_THRESHOLD), the parent ending
- * last.
+ * "busy": parent and child (which drops first) each sleep 20 us at a time inside a loop turn
+ * (after one epoll_wait: blocking calls with a low D9_BLOCKING_THRESHOLD), the parent ending last:
+ * at least 6 s, then until the directory budget has deleted a segment in the tree (the ledgers of
+ * the lock files, which root can read), 30 s at most; the parent tells the child to stop through
+ * a pipe. A loaded machine makes fewer sleeps a second, and a flat 6 s once wrote too little.
  * Built and run by test-real-privdrop.sh; usage: priv-drop early|late|busy TRACE_DIR UID GID. */
+#define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +64,37 @@ static int have_segment(const char *dir)
 	return found;
 }
 
+/* Segments the directory budget deleted in the tree at dir: the ledgers ("d9 budget 1\n", 4 NULs,
+ * then the count as u64 LE) of dir/trace.lock and dir/d9-uid-N/trace.lock. */
+static unsigned long long budget_deleted(const char *dir)
+{
+	char path[4200];
+	unsigned long long n = 0;
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	while (d && (e = readdir(d))) {
+		if (strcmp(e->d_name, "trace.lock") && strncmp(e->d_name, "d9-uid-", 7))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s%s", dir, e->d_name,
+			strcmp(e->d_name, "trace.lock") ? "/trace.lock" : "");
+		unsigned char b[32];
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (read(fd, b, sizeof(b)) == (ssize_t)sizeof(b) && !memcmp(b, "d9 budget 1\n", 12)) {
+			unsigned long long v = 0;
+			for (int i = 7; i >= 0; i--)
+				v = v << 8 | b[16 + i];
+			n += v;
+		}
+		close(fd);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 5 || (strcmp(argv[1], "early") && strcmp(argv[1], "late") &&
@@ -71,20 +107,29 @@ int main(int argc, char **argv)
 	gid_t gid = (gid_t)atoi(argv[4]);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	if (!strcmp(argv[1], "busy")) {
-		int status;
+		int status, stop[2];
 		prctl(PR_SET_TIMERSLACK, 1UL); /* 20 us sleeps, not 70 (the default 50 us slack) */
+		if (pipe2(stop, O_CLOEXEC))
+			return 3;
 		pid_t pid = fork();
 		if (pid < 0)
 			return 3;
 		if (pid == 0) {
+			close(stop[1]);
 			if (setgroups(0, NULL) || setgid(gid) || setuid(uid))
 				_exit(5);
 			waits(ep, 1);
-			spin(6000);
+			/* until the parent closes its end (EOF), 30 s at most */
+			struct pollfd pf = { .fd = stop[0], .events = POLLIN };
+			for (int i = 0; i < 30 && poll(&pf, 1, 0) == 0; i++)
+				spin(1000);
 			exit(0);
 		}
+		close(stop[0]);
 		waits(ep, 1);
-		spin(6000);
+		for (int i = 0; i < 30 && (i < 6 || !budget_deleted(argv[2])); i++)
+			spin(1000);
+		close(stop[1]);
 		if (waitpid(pid, &status, 0) != pid)
 			return 7;
 		return WIFEXITED(status) ? WEXITSTATUS(status) : 8;
