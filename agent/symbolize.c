@@ -629,7 +629,12 @@ int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
 		d9__defs_recorder(D9_REC_SYMBOLS, D9_REC_OFF, 0, "libdw.so.1 not usable");
 		goto out;
 	}
-	if ((err = d9__file_open(&s.f, path, O_RDONLY)) != 0) {
+	if ((err = d9__file_open(&s.f, path, O_RDONLY)) == -ENOENT) {
+		/* the directory budget (this process's or another's) deleted it: nothing to name */
+		d9__log(D9_LOG_DEBUG, "%s is gone before its symbols (directory budget)", path);
+		goto out;
+	}
+	if (err) {
 		s.why = strerror(-err);
 		goto fail;
 	}

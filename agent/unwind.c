@@ -14,8 +14,10 @@
 #include <dwarf.h>
 #include <elf.h>
 #include <elfutils/libdwfl.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -36,6 +38,7 @@ static struct {
 	int (*report_end)(Dwfl *, int (*)(Dwfl_Module *, void *, const char *, Dwarf_Addr, void *),
 		void *);
 	int (*linux_proc_report)(Dwfl *, pid_t);
+	int (*linux_proc_maps_report)(Dwfl *, FILE *); /* may be NULL */
 	Dwfl_Module *(*addrmodule)(Dwfl *, Dwarf_Addr);
 	Dwarf_CFI *(*eh_cfi)(Dwfl_Module *, Dwarf_Addr *);
 	const char *(*module_info)(Dwfl_Module *, void ***, Dwarf_Addr *, Dwarf_Addr *, Dwarf_Addr *,
@@ -152,6 +155,7 @@ static int dw_load(void)
 	SYM(elf_end, "elf_end");
 #undef SYM
 	*(void **)&dw.frame_reg = dlsym(h, "dwfl_frame_reg");
+	*(void **)&dw.linux_proc_maps_report = dlsym(h, "dwfl_linux_proc_maps_report");
 	dw.cb.find_elf = find_elf;
 	dw.cb.find_debuginfo = find_debuginfo;
 	dw.cb.debuginfo_path = &debuginfo_path;
@@ -212,6 +216,20 @@ static int report(struct d9__unwinder *u, const char *why)
 	memset(u->known, 0, sizeof(u->known));
 	dw.report_begin(u->dwfl);
 	int rc = dw.linux_proc_report(u->dwfl, u->pid);
+	if ((rc == EACCES || rc == EPERM) && dw.linux_proc_maps_report) {
+		/* a process that changed its credentials (a worker that dropped root: nginx, named)
+		 * is not dumpable, and the kernel then refuses /proc/PID/auxv even to the process
+		 * itself; libdw reads it first (for the vDSO's address) and gives up. Its maps stay
+		 * readable: the modules from them, without the vDSO (a sample inside it ends there) */
+		FILE *f = fopen("/proc/self/maps", "re");
+		if (f) {
+			rc = dw.linux_proc_maps_report(u->dwfl, f);
+			fclose(f);
+			d9__log_once(D9_LOG_INFO, "DWARF unwinding: /proc/self/auxv is refused (the "
+				"process changed its credentials); modules are read from /proc/self/maps, "
+				"without the vDSO");
+		}
+	}
 	if (dw.report_end(u->dwfl, NULL, NULL) != 0 && rc == 0)
 		rc = -1;
 	if (rc != 0)

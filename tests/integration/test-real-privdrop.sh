@@ -14,9 +14,13 @@
 #   - privdrop-MODE-access: nothing is opened to others: the directory stays root's and 0700, the
 #     subdirectory is nobody's and 0700, every segment file is its writer's and 0600, and no
 #     temporary file is left.
-#   - privdrop-budget: "busy" (root and its dropped child record blocking calls fast for 6 s) under
-#     D9_MAX_TOTAL_SIZE=2M: once both ended the whole tree (root's directory and the child's
-#     d9-uid one) holds at most 2M +1%, kept by root, which may delete in both; deletions counted.
+#   - privdrop-budget: "busy" (root and its dropped child record blocking calls fast, until the
+#     budget deleted a segment) under D9_MAX_TOTAL_SIZE=2M: once both ended the whole tree
+#     (root's directory and the child's d9-uid one) holds at most 2M +1%, kept by root, which may
+#     delete in both; deletions counted.
+#   - privdrop-stacks: the dropped child's BlockingCall stacks reach main (DWARF unwinding after
+#     the drop, priv-drop being built without frame pointers), and the agent never says it cannot
+#     read the module map.
 # Skips (counted, with the reason) when not run as root or the machine has no user nobody.
 set -u
 # shellcheck source=lib-preload.sh
@@ -38,6 +42,9 @@ if ! cc -O1 -o "$T/priv-drop" "$PL_ROOT/tests/integration/priv-drop.c" 2>"$T/cc.
 	pl_fail "$NAME" "cannot build priv-drop.c: $(head -c 300 "$T/cc.err")"
 	exit 0
 fi
+# the dropped child reads its own executable's unwind tables (libdw opens the file by path), as a
+# daemon in /usr/sbin can: the test directory must let it through to the binary
+chmod 0711 "$T"
 
 for mode in early late; do
 	d=$T/$mode
@@ -173,5 +180,29 @@ elif not deleted:
     print("SKIP %s: the run wrote %d bytes, too little to need the budget" % (name, total))
 else:
     print("PASS %s: %d bytes in %d files (%s) after %d segment(s) deleted" % (name, total, files, where, deleted))
+PY
+	# the child's stacks after its drop are unwound with DWARF: a process that changed its
+	# credentials is not dumpable and the kernel refuses its /proc/PID/auxv, which libdw's
+	# module report reads first; the agent then reads the modules from /proc/self/maps. Before,
+	# the child's BlockingCall stacks held one frame (spin: priv-drop is built -O1, without
+	# frame pointers) and stderr said "cannot read the module map".
+	"$PL_ANALYZE" jsonl "$d" 2>/dev/null | grep '"BlockingCall"' >"$T/busy.calls"
+	python3 - "$NAME-stacks" "$d" "$T/busy.calls" "$T/busy.err" <<'PY'
+import json, os, re, sys
+name, d, calls, err = sys.argv[1:]
+kids = set()
+for root, dirs, names in os.walk(d):
+    if os.path.basename(root).startswith("d9-uid-"):
+        kids |= set(int(m.group(1)) for m in (re.match(r"trace\.(\d+)\.", n) for n in names) if m)
+got = [json.loads(l) for l in open(calls)]
+mine = [r for r in got if r["pid"] in kids and r.get("stack")]
+deep = [r for r in mine if any(f.split(" ")[0] == "main" for f in r["stack"])]
+said = [l for l in open(err).read().splitlines() if "module map" in l]
+if not kids or len(mine) < 100 or len(deep) < 0.9 * len(mine) or said:
+    print("FAIL %s: the dropped child %s: %d BlockingCalls with a stack, %d reaching main "
+          "(e.g. %s); the agent said %s" % (name, sorted(kids), len(mine), len(deep),
+          [r["stack"] for r in mine[:1]], said[:1]))
+else:
+    print("PASS %s: %d of the dropped child's %d BlockingCall stacks reach main" % (name, len(deep), len(mine)))
 PY
 fi
