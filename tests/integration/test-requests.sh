@@ -9,8 +9,8 @@
 #     connection (pid, fd): alone in a request that is not ambiguous, or in an ambiguous one
 #     whose count says how many it held; at least 99% of those sent alone are found alone; no
 #     request d9 found (not ambiguous) holds two logged ones; the counts d9 found add up to
-#     the log's +-1%. The four slow ones are d9's four slowest, /burn at least 45 ms on CPU,
-#     /block at least 54 ms blocked in usleep. `requests` (text) lists per-path percentiles;
+#     the log's +-1%. The four slow ones are found, /burn at least 45 ms on CPU, /block at least
+#     54 ms blocked in usleep. `requests` (text) lists per-path percentiles;
 #     `summary` counts the requests; `jsonl` lists every begin and end.
 #   - requests-viewer-*: the viewer (chromium) holds the same requests as the analyzer on the
 #     st-http trace, and a click on the slowest request's bar selects it and outlines exactly
@@ -154,10 +154,16 @@ if exact < 0.99 * alone:
     fail("%d of %d requests sent alone found alone (want 99%%)" % (exact, alone))
 if abs(counted - ntruth) > 0.01 * ntruth:
     fail("d9 counted %d requests, the server served %d (want +-1%%)" % (counted, ntruth))
-top = sorted(reqs, key=lambda r: -r["duration_ns"])[:4]
+# the four slow requests: the ones d9 found holding them (not "d9's four slowest": on a loaded
+# machine a plain request preempted for 76 ms once outranked a 60 ms /block)
+top = []
+for k, ts in truth.items():
+    for t in ts:
+        if t[2] in ("/burn?ms=50", "/block?ms=60"):
+            top += [r for r in by.get(k, []) if r["begin_mono_ns"] - 2000 <= t[0] <= r["end_mono_ns"]][:1]
 names = sorted(r["preview"] or "?" for r in top)
 if names != ["GET /block", "GET /block", "GET /burn", "GET /burn"]:
-    fail("the four slowest are %s, not the two /burn and two /block" % [(r["preview"], r["duration_ns"]) for r in top])
+    fail("the four slow requests are found as %s, not the two /burn and two /block" % [(r["preview"], r["duration_ns"]) for r in top])
 for r in top:
     dur = r["duration_ns"]
     # absolute bounds, not shares: a loaded machine may preempt the server inside a request,
@@ -168,7 +174,7 @@ for r in top:
                                              and r["blocking_call_ns"] >= 54e6):
         fail("/block (a 60 ms usleep) is not blocked in usleep: %s" % r)
 amb = sum(1 for r in reqs if r["ambiguous"])
-print("PASS %s: %d of %d served requests found (%d alone of %d sent alone), %d ambiguous, counted %d; slowest 4 with their causes" % (case, found, ntruth, exact, alone, amb, counted))
+print("PASS %s: %d of %d served requests found (%d alone of %d sent alone), %d ambiguous, counted %d; the 4 slow ones with their causes" % (case, found, ntruth, exact, alone, amb, counted))
 PYEOF
 }
 
