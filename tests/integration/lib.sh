@@ -104,12 +104,21 @@ d9_wait_for() {
 # d9_series_settled DIR [gz]: the background work on DIR's sealed segments is done: no
 # temporary file (.tmp-*, .active.tmp, .recovering-*) and, with gz, no .bin left beside the
 # .bin.gz files (the compressor symbolizes a segment, then gzips it: .bin.gz means both are
-# done). At least one sealed segment; the .active file of a live process may be there.
+# done). At least one sealed segment; the .active file of a live process may be there. A
+# .tmp-PID.* of a process that is gone is its compressor's, cut short by the exit (the next start
+# removes it, agent/DESIGN.md "Recovery"): nothing will change it, so it does not
+# count (a loaded CI run waited 120 s for one).
 d9_series_settled() {
-	local f sealed=0
+	local f p sealed=0
 	for f in "$1"/*; do
 		case "$f" in
-		*.tmp-* | *.active.tmp | *.recovering-*) return 1 ;;
+		*.tmp-*)
+			p=${f##*.tmp-}
+			p=${p%%.*}
+			[[ "$p" =~ ^[0-9]+$ ]] && [ ! -d "/proc/$p" ] && continue
+			return 1
+			;;
+		*.active.tmp | *.recovering-*) return 1 ;;
 		*.bin) [ "${2:-}" = gz ] && return 1; sealed=1 ;;
 		*.bin.gz) sealed=1 ;;
 		esac
