@@ -26,15 +26,18 @@ for f in "$PL_ROOT"/tests/fuzz/corpus/* "$T"/corpus/*; do
 		bad+=("$(basename "$f"): $(grep -m1 -E 'ERROR: |runtime error|Sanitizer' "$T/c.err")")
 	elif [ "$rc" != 0 ] && [ "$rc" != 3 ] && [ "$rc" != 4 ]; then
 		bad+=("$(basename "$f"): exit $rc")
-	elif ! why=$(python3 -c '
+	else
+		why=$(python3 -c '
 import json, sys
 for i, l in enumerate(open(sys.argv[1], "rb")):
     try:
         if not isinstance(json.loads(l), dict):
             sys.exit("line %d is not an object" % (i + 1))
     except ValueError as e:
-        sys.exit("line %d: %s" % (i + 1, e))' "$T/c.out" 2>&1); then
-		bad+=("$(basename "$f"): $why")
+        sys.exit("line %d: %s" % (i + 1, e))' "$T/c.out" 2>&1)
+		prc=$?
+		# a failure once said nothing at all: its status and the output's start say more
+		[ "$prc" != 0 ] && bad+=("$(basename "$f"): ${why:-the JSON check exited $prc silently} (jsonl exit $rc, $(wc -c <"$T/c.out") bytes: $(head -c 120 "$T/c.out" | tr '\n' ' '))")
 	fi
 	lines=$((lines + $(wc -l <"$T/c.out")))
 done
