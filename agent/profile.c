@@ -962,12 +962,17 @@ int d9__stack_root_slot(uint64_t at, uint64_t *ra)
  * coroutine's. A stack that reaches a root is complete, however its unwinder ended. */
 static uint32_t cut_at_root(const uint64_t *ips, uint32_t n, uint32_t *how)
 {
-	for (uint32_t i = 1; i < n; i++)
+	for (uint32_t i = 0; i < n; i++)
 		for (int k = 0; k < D9_STACK_ROOTS; k++) {
 			uint64_t r = __atomic_load_n(&roots[k], __ATOMIC_RELAXED);
 			if (!r)
 				break;
-			if (ips[i] == r) {
+			/* a return address that is a root; or the sampled instruction itself a few bytes
+			 * past one (the window the ST adapter gives its st_thread_exit call): the entry
+			 * function's own code after the start routine returned, whose caller is another
+			 * context's stale frame (rt-srs-static-stack-root once went on into
+			 * st_thread_create) */
+			if ((i && ips[i] == r) || (!i && ips[0] > r && ips[0] - r <= 32)) {
 				*how &= ~D9_UNWIND_TRUNCATED;
 				return i + 1;
 			}
