@@ -6,11 +6,12 @@
  * in the directory, renames itself with prctl(PR_SET_NAME, "pd-renamed") and waits some more.
  * Prints "child PID turns N" and "parent PID turns N" (waits made); exits 0 when everything the
  * program itself checks held.
- * "busy": parent and child (which drops first) each sleep 20 us at a time inside a loop turn
- * (after one epoll_wait: blocking calls with a low D9_BLOCKING_THRESHOLD), the parent ending last:
- * at least 6 s, then until the directory budget has deleted a segment in the tree (the ledgers of
- * the lock files, which root can read), 30 s at most; the parent tells the child to stop through
- * a pipe. A loaded machine makes fewer sleeps a second, and a flat 6 s once wrote too little.
+ * "busy": parent and child (which drops first) each make 20 us sleeps inside a loop turn (after
+ * one epoll_wait): the sleeps are the workload, blocking calls with a low D9_BLOCKING_THRESHOLD,
+ * not a wait. They go on until the directory budget has deleted a segment in the tree (the
+ * ledgers of the lock files, which root can read; checked every 100 ms), 30 s at most; the parent
+ * tells the child to stop through a pipe and ends last. A loaded machine makes fewer sleeps a
+ * second: a flat 6 s once wrote too little.
  * Built and run by test-real-privdrop.sh; usage: priv-drop early|late|busy TRACE_DIR UID GID. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -121,14 +122,14 @@ int main(int argc, char **argv)
 			waits(ep, 1);
 			/* until the parent closes its end (EOF), 30 s at most */
 			struct pollfd pf = { .fd = stop[0], .events = POLLIN };
-			for (int i = 0; i < 30 && poll(&pf, 1, 0) == 0; i++)
-				spin(1000);
+			for (int i = 0; i < 300 && poll(&pf, 1, 0) == 0; i++)
+				spin(100);
 			exit(0);
 		}
 		close(stop[0]);
 		waits(ep, 1);
-		for (int i = 0; i < 30 && (i < 6 || !budget_deleted(argv[2])); i++)
-			spin(1000);
+		for (int i = 0; i < 300 && !budget_deleted(argv[2]); i++)
+			spin(100);
 		close(stop[1]);
 		if (waitpid(pid, &status, 0) != pid)
 			return 7;

@@ -139,8 +139,9 @@ done
 
 # ---- one budget for the tree ---------------------------------------------------------------------
 # busy: root and its child (dropped to nobody) each make tens of thousands of 20 us sleeps a second
-# inside a loop turn for at least 6 s, then until the budget has deleted a segment (30 s at most), every one a BlockingCall (D9_BLOCKING_THRESHOLD=10us; no perf needed,
-# which the child no longer gets), segments sealed every second, uncompressed, under
+# inside a loop turn (the load, not a wait) until the budget has deleted a segment (30 s at most),
+# every one a BlockingCall (D9_BLOCKING_THRESHOLD=10us; no perf needed, which the child no longer
+# gets), segments sealed every second, uncompressed, under
 # D9_MAX_TOTAL_SIZE=2M. The child
 # keeps its d9-uid directory within the budget; root, which ends last, keeps the whole tree (both
 # directories) within it. Once both ended: at most 2M +1% in the tree, deletions counted; a run
