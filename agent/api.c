@@ -58,9 +58,9 @@ static __attribute__((noinline, cold)) void api_drop(const char *why)
 		d9__log(D9_LOG_WARN, "application API call rejected (%s); rejected calls are counted "
 			"as dropped events, reason api, without further messages", why);
 	int ok = D9_LIKELY(d9__enabled) &&
-		d9_enc_dropped(&t->enc, d9__now(), 1, D9_DROP_API) == 0;
+		d9_raw_dropped(&t->raw, d9__now(), 1, D9_DROP_API) == 0;
 	for (unsigned r = 0; !ok && d9__slow(t, r); r++)
-		ok = d9_enc_dropped(&t->enc, d9__now(), 1, D9_DROP_API) == 0;
+		ok = d9_raw_dropped(&t->raw, d9__now(), 1, D9_DROP_API) == 0;
 	if (ok) {
 		t->block_dropped++; /* the trailer's dropped_events (writer.c) */
 		t->block_drop_records++;
@@ -237,7 +237,7 @@ static void api_mark(uint32_t h)
 		api_drop("a mark of an unknown name handle");
 		return;
 	}
-	D9__REC(d9_enc_mark(&t_->enc, d9__now(), sid));
+	D9__REC(d9__raw_one(&t_->raw, d9__now(), D9_EV_MARK, sid));
 }
 
 static void api_value(uint32_t h, uint32_t kind, int64_t v)
@@ -248,7 +248,7 @@ static void api_value(uint32_t h, uint32_t kind, int64_t v)
 		api_drop("a value of an unknown name handle");
 		return;
 	}
-	D9__REC(d9_enc_value(&t_->enc, d9__now(), sid, kind, v));
+	D9__REC(d9_raw_value(&t_->raw, d9__now(), sid, kind, v));
 }
 
 static void api_gauge(uint32_t h, int64_t v)
@@ -288,17 +288,20 @@ static inline size_t varint_len(uint64_t v)
 	return n;
 }
 
-/* Encodes one CustomEvent of schema id straight into the thread's chunk: len is the payload's
- * exact size (computed by api_event). Returns 0 or -ENOSPC (nothing written). */
-static int enc_event(struct d9_enc *e, uint64_t ticks, uint32_t id, const struct api_schema *s,
+/* Stores one CustomEvent of schema id as a raw record (d9-agent.h): the schema, len, then the
+ * payload encoded here (the writer copies it as it is); len is the payload's exact size (computed
+ * by api_event). Returns 0 or -ENOSPC (nothing written). */
+static int enc_event(struct d9__raw *r, uint64_t ticks, uint32_t id, const struct api_schema *s,
 	const union d9_arg *args, size_t len)
 {
-	/* the slack after end holds the head and the two varints; the payload fits before end */
-	if (e->p >= e->end || (size_t)(e->end - e->p) < len)
+	unsigned words = D9__RW_CUSTOM + (unsigned)((len + 7) / 8);
+	uint64_t *w = d9__raw_take(r, words, ticks);
+	if (!w)
 		return -ENOSPC;
-	uint8_t *p = d9__enc_head(e, D9_EV_CUSTOM, ticks);
-	p = d9_put_varint(p, id);
-	p = d9_put_varint(p, len);
+	w[1] = D9__RAW_HDR(D9_EV_CUSTOM, words, 0);
+	w[2] = id;
+	w[3] = len;
+	uint8_t *p = (uint8_t *)(w + 4);
 	for (uint32_t i = 0; i < s->cs.nfields; i++) {
 		const union d9_arg *a = &args[i];
 		switch (s->cs.f[i].type) {
@@ -325,7 +328,6 @@ static int enc_event(struct d9_enc *e, uint64_t ticks, uint32_t id, const struct
 		}
 		}
 	}
-	e->p = p;
 	return 0;
 }
 
@@ -368,7 +370,7 @@ static void api_event(uint32_t h, const union d9_arg *args, uint32_t nargs)
 		}
 		}
 	}
-	D9__REC(enc_event(&t_->enc, d9__now(), h, s, args, len));
+	D9__REC(enc_event(&t_->raw, d9__now(), h, s, args, len));
 }
 
 static void api_request_begin(uint64_t id)

@@ -22,6 +22,47 @@
 struct d9__block;
 struct d9__prof;
 
+/* ---- Raw records ---------------------------------------------------------------------------
+ * A recording thread does not encode: it stores each event as a raw record of whole words into
+ * its block, and the writer encodes the block when it takes it (agent/raw.c, d9__raw_encode).
+ * Word 0 is the time in clock ticks, word 1 the head (D9__RAW_HDR: the event type, the record's
+ * length in words, one small field), then the fields, one word each. Each record is at least as
+ * long as the most bytes its encoding can take (its D9__RW_* length: unwritten words pad it), so
+ * a block's encoding always fits in the block (agent/DESIGN.md, "Raw records"). */
+struct d9__raw {
+	uint64_t *p, *end; /* write position and end; end == NULL forces the slow path */
+	uint32_t count; /* records in the block */
+	uint64_t base; /* the chunk's base time (ticks): the block's first delta counts from it */
+	uint64_t last; /* time of the thread's last record (ticks) */
+};
+#define D9__RAW_HDR(type, words, small) \
+	((uint64_t)(type) | (uint64_t)(words) << 8 | (uint64_t)(uint32_t)(small) << 32)
+#define D9__RAW_TYPE(h) ((uint32_t)((h) & 0xff))
+#define D9__RAW_WORDS(h) ((uint32_t)(((h) >> 8) & 0xffffff))
+#define D9__RAW_SMALL(h) ((uint32_t)((h) >> 32))
+/* Record lengths in words: 2 + the fields, rounded up to the encoding's worst case (head 10
+ * bytes, extended head 11, each varint or coroutine field 10, a u32 field 5). */
+enum {
+	D9__RW_POLL_START = 4, /* co, location: 30 bytes at most */
+	D9__RW_POLL_END = 3, /* co: 20 */
+	D9__RW_PARK = 4, /* timeout (call in the head): 25 */
+	D9__RW_UNPARK = 5, /* ready, cpu, wait: 40 */
+	D9__RW_WAKE = 5, /* woken, waker, object (kind in the head): 40 */
+	D9__RW_SPAWN = 5, /* co, parent, location: 40 */
+	D9__RW_COROUTINE_EXIT = 3, /* co: 20 */
+	D9__RW_QUEUE_SAMPLE = 3, /* runnable: 20 */
+	D9__RW_CALL = 7, /* co, call, duration, last (fd_kind in the head): 55 */
+	D9__RW_REQUEST_BEGIN = 7, /* id, fd, co, preview (source in the head): 56 */
+	D9__RW_REQUEST_END = 11, /* id, in, out, flags, count, status, tail (source): 81 */
+	D9__RW_DROPPED = 4, /* count (reason in the head): 25 */
+	D9__RW_ZERO_WAITS = 3, /* count: 20 */
+	D9__RW_MARK = 3, /* name: 21 */
+	D9__RW_VALUE = 5, /* name, value (kind in the head): 36 */
+	D9__RW_CUSTOM = 4, /* schema, length, then the payload's words: 30 + the payload */
+};
+/* A block keeps this much room after its records: the encoded chunk's heads and CRC. */
+#define D9__RAW_RESERVE 64u
+
 /* Options preload/ reads (set once by the agent's configuration, D9_* variables). */
 /* runtime: D9_RUNTIME_AUTO, D9_RUNTIME_GENERIC, or i + 1 for preload/runtimes.c's d9__runtimes[i] */
 enum { D9_RUNTIME_AUTO = 0, D9_RUNTIME_GENERIC = -1 };
@@ -40,7 +81,7 @@ extern struct d9_preload_config d9__pcfg;
 /* Per-thread recording state; lives in initial-exec TLS. The writer thread reads some fields of
  * other threads' states (under the registry lock) to flush quiet threads: see `park`. */
 struct d9__thr {
-	struct d9_enc enc; /* encoder into blk; enc.end == NULL forces the slow path */
+	struct d9__raw raw; /* raw records into blk (above) */
 	struct d9__block *blk; /* current block, or NULL */
 	uint32_t tid;
 	uint32_t worker; /* 0: not a worker */
@@ -98,10 +139,177 @@ uint64_t d9_agent_ns_to_ticks(uint64_t ns);
 /* Ticks per event time unit (2^shift): converts tick differences to the units of Wake objects. */
 extern uint8_t d9__shift;
 
-/* The encoder re-checks room itself and writes nothing when it fails (full, or the writer just
- * cleared enc.end to ask for the chunk): any failure takes the slow path and the event is
+/* ---- Raw record stores: each returns 0, or -ENOSPC when the block has no room (nothing stored) */
+
+/* The record's words with its time stored, or NULL when they do not fit (also when the writer
+ * cleared end to ask for the block, or before the thread has one). */
+static inline uint64_t *d9__raw_take(struct d9__raw *r, unsigned words, uint64_t now)
+{
+	uint64_t *p = r->p;
+
+	if (D9_UNLIKELY((uintptr_t)(p + words) > (uintptr_t)r->end))
+		return NULL;
+	r->p = p + words;
+	r->count++;
+	r->last = now;
+	p[0] = now;
+	return p;
+}
+
+static inline int d9_raw_poll_start(struct d9__raw *r, uint64_t now, uint64_t co, uint64_t loc)
+{
+	uint64_t *p = d9__raw_take(r, D9__RW_POLL_START, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(D9_EV_POLL_START, D9__RW_POLL_START, 0);
+	p[2] = co;
+	p[3] = loc;
+	return 0;
+}
+
+static inline int d9_raw_poll_end(struct d9__raw *r, uint64_t now, uint64_t co)
+{
+	uint64_t *p = d9__raw_take(r, D9__RW_POLL_END, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(D9_EV_POLL_END, D9__RW_POLL_END, 0);
+	p[2] = co;
+	return 0;
+}
+
+static inline int d9_raw_park(struct d9__raw *r, uint64_t now, uint32_t call, int64_t timeout_us)
+{
+	uint64_t *p = d9__raw_take(r, D9__RW_PARK, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(D9_EV_PARK, D9__RW_PARK, call);
+	p[2] = (uint64_t)timeout_us;
+	return 0;
+}
+
+static inline int d9_raw_unpark(struct d9__raw *r, uint64_t now, int64_t ready, uint64_t cpu_ns,
+	uint64_t sched_wait_ns)
+{
+	uint64_t *p = d9__raw_take(r, D9__RW_UNPARK, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(D9_EV_UNPARK, D9__RW_UNPARK, 0);
+	p[2] = (uint64_t)ready;
+	p[3] = cpu_ns;
+	p[4] = sched_wait_ns;
+	return 0;
+}
+
+static inline int d9_raw_wake(struct d9__raw *r, uint64_t now, uint64_t woken, uint64_t waker,
+	uint32_t kind, int64_t object)
+{
+	uint64_t *p = d9__raw_take(r, D9__RW_WAKE, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(D9_EV_WAKE, D9__RW_WAKE, kind);
+	p[2] = woken;
+	p[3] = waker;
+	p[4] = (uint64_t)object;
+	return 0;
+}
+
+static inline int d9_raw_spawn(struct d9__raw *r, uint64_t now, uint64_t co, uint64_t parent,
+	uint64_t loc)
+{
+	uint64_t *p = d9__raw_take(r, D9__RW_SPAWN, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(D9_EV_SPAWN, D9__RW_SPAWN, 0);
+	p[2] = co;
+	p[3] = parent;
+	p[4] = loc;
+	return 0;
+}
+
+/* The one-field events: CoroutineExit, QueueSample, ZeroTimeoutWaits, Mark. */
+static inline int d9__raw_one(struct d9__raw *r, uint64_t now, uint32_t type, uint64_t v)
+{
+	uint64_t *p = d9__raw_take(r, 3, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(type, 3, 0);
+	p[2] = v;
+	return 0;
+}
+
+/* BlockingCall (last: its Stack id) and SchedDelay (last: sched_wait_ns). */
+static inline int d9_raw_call(struct d9__raw *r, uint64_t now, uint32_t type, uint64_t co,
+	uint64_t call, uint32_t fd_kind, uint64_t duration_ns, uint64_t last)
+{
+	uint64_t *p = d9__raw_take(r, D9__RW_CALL, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(type, D9__RW_CALL, fd_kind);
+	p[2] = co;
+	p[3] = call;
+	p[4] = duration_ns;
+	p[5] = last;
+	return 0;
+}
+
+static inline int d9_raw_request_begin(struct d9__raw *r, uint64_t now, uint64_t id, int64_t fd,
+	uint64_t co, uint32_t source, uint64_t preview)
+{
+	uint64_t *p = d9__raw_take(r, D9__RW_REQUEST_BEGIN, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(D9_EV_REQUEST_BEGIN, D9__RW_REQUEST_BEGIN, source);
+	p[2] = id;
+	p[3] = (uint64_t)fd;
+	p[4] = co;
+	p[5] = preview;
+	return 0;
+}
+
+static inline int d9_raw_request_end(struct d9__raw *r, uint64_t now, uint64_t id,
+	uint32_t source, uint64_t bytes_in, uint64_t bytes_out, uint32_t flags, uint64_t count,
+	int64_t status, uint64_t tail_ns)
+{
+	uint64_t *p = d9__raw_take(r, D9__RW_REQUEST_END, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(D9_EV_REQUEST_END, D9__RW_REQUEST_END, source);
+	p[2] = id;
+	p[3] = bytes_in;
+	p[4] = bytes_out;
+	p[5] = flags;
+	p[6] = count;
+	p[7] = (uint64_t)status;
+	p[8] = tail_ns;
+	return 0;
+}
+
+static inline int d9_raw_dropped(struct d9__raw *r, uint64_t now, uint64_t count, uint32_t reason)
+{
+	uint64_t *p = d9__raw_take(r, D9__RW_DROPPED, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(D9_EV_DROPPED, D9__RW_DROPPED, reason);
+	p[2] = count;
+	return 0;
+}
+
+static inline int d9_raw_value(struct d9__raw *r, uint64_t now, uint64_t name, uint32_t kind,
+	int64_t value)
+{
+	uint64_t *p = d9__raw_take(r, D9__RW_VALUE, now);
+	if (!p)
+		return -28;
+	p[1] = D9__RAW_HDR(D9_EV_VALUE, D9__RW_VALUE, kind);
+	p[2] = name;
+	p[3] = (uint64_t)value;
+	return 0;
+}
+
+/* The store re-checks room itself and writes nothing when it fails (full, or the writer just
+ * cleared raw.end to ask for the chunk): any failure takes the slow path and the event is
  * retried, so an event is never lost without being counted. The retry itself can fail: the
- * writer may clear enc.end of the block the slow path has just taken, before the event is in it
+ * writer may clear raw.end of the block the slow path has just taken, before the event is in it
  * (a flush pass asks every running thread for its chunk). So the slow path runs again, handing
  * off the empty block; after D9__SLOW_TRIES rounds the event is counted as dropped. */
 #define D9__REC(call)                                                      \
@@ -153,7 +361,7 @@ static inline void d9_rec_poll_start(uint64_t coroutine, uint64_t location)
 	struct d9__thr *t = &d9__self;
 	uint64_t now = d9__now();
 
-	if (D9_UNLIKELY(!d9__enabled || d9_enc_poll_start(&t->enc, now, coroutine, location) != 0))
+	if (D9_UNLIKELY(!d9__enabled || d9_raw_poll_start(&t->raw, now, coroutine, location) != 0))
 		d9__rec_poll_start_slow(coroutine, location);
 	else
 		d9__switched(t, now, coroutine);
@@ -164,7 +372,7 @@ static inline void d9_rec_poll_end(uint64_t coroutine)
 	struct d9__thr *t = &d9__self;
 	uint64_t now = d9__now();
 
-	if (D9_UNLIKELY(!d9__enabled || d9_enc_poll_end(&t->enc, now, coroutine) != 0))
+	if (D9_UNLIKELY(!d9__enabled || d9_raw_poll_end(&t->raw, now, coroutine) != 0))
 		d9__rec_poll_end_slow(coroutine);
 	else
 		d9__switched(t, now, 0);
@@ -173,30 +381,30 @@ static inline void d9_rec_poll_end(uint64_t coroutine)
 static inline void d9_rec_wake(uint64_t woken, uint64_t waker, uint32_t kind, int64_t object)
 {
 	if (D9_UNLIKELY(!d9__enabled ||
-		    d9_enc_wake(&d9__self.enc, d9__now(), woken, waker, kind, object) != 0))
+		    d9_raw_wake(&d9__self.raw, d9__now(), woken, waker, kind, object) != 0))
 		d9__rec_wake_slow(woken, waker, kind, object);
 }
 
 static inline void d9_rec_spawn(uint64_t coroutine, uint64_t parent, uint64_t location)
 {
-	D9__REC(d9_enc_spawn(&t_->enc, d9__now(), coroutine, parent, location));
+	D9__REC(d9_raw_spawn(&t_->raw, d9__now(), coroutine, parent, location));
 }
 
 static inline void d9_rec_coroutine_exit(uint64_t coroutine)
 {
-	D9__REC(d9_enc_coroutine_exit(&t_->enc, d9__now(), coroutine));
+	D9__REC(d9__raw_one(&t_->raw, d9__now(), D9_EV_COROUTINE_EXIT, coroutine));
 }
 
 static inline void d9_rec_queue_sample(uint64_t runnable)
 {
-	D9__REC(d9_enc_queue_sample(&t_->enc, d9__now(), runnable));
+	D9__REC(d9__raw_one(&t_->raw, d9__now(), D9_EV_QUEUE_SAMPLE, runnable));
 }
 
 /* start: d9__now() when the call began; call: a string id (d9_agent_string). */
 static inline void d9_rec_blocking_call(uint64_t start, uint64_t coroutine, uint64_t call,
 	uint32_t fd_kind, uint64_t stack)
 {
-	D9__REC(d9_enc_blocking_call(&t_->enc, d9__now(), coroutine, call, fd_kind,
+	D9__REC(d9_raw_call(&t_->raw, d9__now(), D9_EV_BLOCKING_CALL, coroutine, call, fd_kind,
 		d9_agent_ticks_to_ns(d9__now() - start), stack));
 }
 
@@ -214,7 +422,7 @@ void d9_rec_blocking_call_regs(uint64_t start, uint64_t coroutine, uint64_t call
 static inline void d9_rec_sched_delay(uint64_t start, uint64_t end, uint64_t coroutine,
 	uint64_t call, uint32_t fd_kind, uint64_t sched_wait_ns)
 {
-	D9__REC(d9_enc_sched_delay(&t_->enc, end, coroutine, call, fd_kind,
+	D9__REC(d9_raw_call(&t_->raw, end, D9_EV_SCHED_DELAY, coroutine, call, fd_kind,
 		d9_agent_ticks_to_ns(end - start), sched_wait_ns));
 }
 
@@ -222,7 +430,7 @@ static inline void d9_rec_sched_delay(uint64_t start, uint64_t end, uint64_t cor
 static inline void d9_rec_request_begin(uint64_t id, int64_t fd, uint64_t coroutine,
 	uint32_t source, uint64_t preview)
 {
-	D9__REC(d9_enc_request_begin(&t_->enc, d9__now(), id, fd, coroutine, source, preview));
+	D9__REC(d9_raw_request_begin(&t_->raw, d9__now(), id, fd, coroutine, source, preview));
 }
 
 /* now: d9__now() read by the caller (it timed tail_ns with it: one clock read, not two) */
@@ -230,13 +438,13 @@ static inline void d9_rec_request_end(uint64_t now, uint64_t id, uint32_t source
 	uint64_t bytes_in, uint64_t bytes_out, uint32_t flags, uint64_t count, int64_t status,
 	uint64_t tail_ns)
 {
-	D9__REC(d9_enc_request_end(&t_->enc, now, id, source, bytes_in, bytes_out, flags, count,
+	D9__REC(d9_raw_request_end(&t_->raw, now, id, source, bytes_in, bytes_out, flags, count,
 		status, tail_ns));
 }
 
 static inline void d9_rec_zero_timeout_waits(uint64_t count)
 {
-	D9__REC(d9_enc_zero_timeout_waits(&t_->enc, d9__now(), count));
+	D9__REC(d9__raw_one(&t_->raw, d9__now(), D9_EV_ZERO_TIMEOUT_WAITS, count));
 }
 
 /* Park: the thread is about to block in a wait (call: enum d9_wait_call). While parked, the

@@ -118,10 +118,23 @@ struct d9__block {
 	uint64_t lost_samples; /* of which samples (reason samples_lost) */
 	uint32_t drop_records; /* Dropped records among the chunk's events */
 	uint32_t types[D9_EV_KNOWN_MAX + 1]; /* events of each built-in type (the encoder's) */
-	uint8_t pad[4];
+	uint8_t raw; /* 1: data holds a thread's raw records (size bytes of them from
+		      * d9__raw_start, first_time their base ticks) until d9__raw_encode */
+	uint8_t pad[3];
 	uint8_t data[]; /* the chunk */
 };
 #define D9_BLOCK_DATA (D9_BLOCK_SIZE - sizeof(struct d9__block))
+
+/* Where a block's raw records start: its data, aligned to a word. */
+static inline uint64_t *d9__raw_start(struct d9__block *b)
+{
+	return (uint64_t *)(void *)(((uintptr_t)b->data + 7) & ~(uintptr_t)7);
+}
+
+/* ---- raw records (raw.c) ------------------------------------------------------------------------
+ * Encodes a handed-off block's raw records into its chunk, in place (writer thread; before the
+ * block is written or kept). A block that is not raw is left as it is. */
+void d9__raw_encode(struct d9__block *b);
 
 /* ---- definitions (defs.c) --------------------------------------------------------------------- */
 struct d9__deflog {

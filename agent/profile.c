@@ -1645,7 +1645,6 @@ static void drain_ct(struct out *o)
 
 #define BS_SLOTS 32u /* slots of the pool: calls past the threshold between two writer passes */
 #define BS_STACK 32768u /* bytes of stack copied per call, at most */
-#define BS_ID_MAX (1ull << 28) /* Stack ids the 4-byte field holds */
 
 enum { BS_FREE, BS_FILLING, BS_READY };
 
@@ -1653,7 +1652,7 @@ struct bs_slot {
 	uint32_t state; /* atomic: BS_FREE -> BS_FILLING (the host thread) -> BS_READY -> BS_FREE */
 	uint32_t skip; /* innermost frames that are the agent's (the capture, the interposer) */
 	uint32_t len; /* bytes of stack copied */
-	uint32_t off; /* offset of the 4-byte stack field in blk->data */
+	uint32_t off; /* offset of the raw record's stack word in blk->data */
 	struct d9__block *blk; /* the block holding the BlockingCall (still unwritten: see above) */
 	uint64_t regs[CT_NREGS]; /* in PERF_REG order of D9__UNWIND_REGS_MASK */
 	uint8_t stack[BS_STACK];
@@ -1720,26 +1719,17 @@ static uint32_t bs_copy(uint8_t *to, uint64_t sp)
 	return r > 0 ? (uint32_t)r & ~7u : 0;
 }
 
-/* BlockingCall with a 4-byte stack field (0 for now) at *field, which the writer fills
- * (bs_drain). A reader accepts the non-minimal varint (FORMAT.md, "varint"); the event is
- * shorter than the encoder's slack (D9_ENC_EVENT_MAX), sized for a 10-byte stack field. Written
- * like every d9_enc_*: the position moves once, past the whole event. */
-static int bs_enc(struct d9_enc *e, uint64_t now, uint64_t start, uint64_t coroutine,
-	uint64_t call, uint32_t fd_kind, uint8_t **field)
+/* BlockingCall as a raw record (d9-agent.h) whose stack word (0 for now) is at *field: the writer
+ * fills it (bs_drain) before it encodes the block (raw.c). */
+static int bs_enc(struct d9__raw *r, uint64_t now, uint64_t start, uint64_t coroutine,
+	uint64_t call, uint32_t fd_kind, uint64_t **field)
 {
-	if (e->p >= e->end)
+	uint64_t *p = r->p;
+
+	if (d9_raw_call(r, now, D9_EV_BLOCKING_CALL, coroutine, call, fd_kind,
+		    d9_agent_ticks_to_ns(now - start), 0) != 0)
 		return -28;
-	uint8_t *p = d9__enc_head(e, D9_EV_BLOCKING_CALL, now);
-	p = d9__enc_coroutine(e, p, coroutine);
-	p = d9_put_varint(p, call);
-	p = d9_put_varint(p, fd_kind);
-	p = d9_put_varint(p, d9_agent_ticks_to_ns(now - start));
-	*field = p;
-	p[0] = 0x80;
-	p[1] = 0x80;
-	p[2] = 0x80;
-	p[3] = 0x00;
-	e->p = p + 4;
+	*field = p + 5;
 	return 0;
 }
 
@@ -1768,11 +1758,11 @@ void d9_rec_blocking_call_regs(uint64_t start, uint64_t coroutine, uint64_t call
 	 * block may be taken by the writer (d9__collect); a running one hands it off itself */
 	d9__unpark(t);
 	uint64_t now = d9__now();
-	uint8_t *field = NULL;
-	int rc = d9__enabled ? bs_enc(&t->enc, now, start, coroutine, call, fd_kind, &field) : -1;
+	uint64_t *field = NULL;
+	int rc = d9__enabled ? bs_enc(&t->raw, now, start, coroutine, call, fd_kind, &field) : -1;
 	for (unsigned r = 0; rc != 0 && d9__slow(t, r); r++) {
 		now = d9__now();
-		rc = bs_enc(&t->enc, now, start, coroutine, call, fd_kind, &field);
+		rc = bs_enc(&t->raw, now, start, coroutine, call, fd_kind, &field);
 	}
 	if (rc != 0 || !t->blk) {
 		/* not recorded (dropped and counted, or recording off): nothing to fill */
@@ -1781,7 +1771,7 @@ void d9_rec_blocking_call_regs(uint64_t start, uint64_t coroutine, uint64_t call
 		return;
 	}
 	s->blk = t->blk;
-	s->off = (uint32_t)(field - t->blk->data);
+	s->off = (uint32_t)((uint8_t *)field - t->blk->data);
 	__atomic_store_n(&s->state, BS_READY, __ATOMIC_RELEASE);
 	if (__atomic_add_fetch(&bs_ready, 1, __ATOMIC_RELAXED) == BS_SLOTS / 4) {
 		/* a quarter of the pool waits: wake the writer rather than lose stacks (rare: a call
@@ -1826,13 +1816,9 @@ static void bs_drain(void)
 			n = cut_at_root(ips + s->skip, n - s->skip, &how);
 			id = d9_agent_stack(ips + s->skip, n);
 		}
-		if (id >= BS_ID_MAX)
-			id = 0;
-		uint8_t *f = s->blk->data + s->off; /* the 4-byte varint bs_enc wrote */
-		f[0] = (uint8_t)(id | 0x80);
-		f[1] = (uint8_t)(id >> 7 | 0x80);
-		f[2] = (uint8_t)(id >> 14 | 0x80);
-		f[3] = (uint8_t)(id >> 21 & 0x7f);
+		/* the raw record's stack word (bs_enc); the block is still raw: it is encoded
+		 * after this drain (writer.c, write_list) */
+		memcpy(s->blk->data + s->off, &id, sizeof(id));
 		__atomic_store_n(&s->state, BS_FREE, __ATOMIC_RELEASE);
 		__atomic_sub_fetch(&bs_ready, 1, __ATOMIC_RELAXED);
 	}

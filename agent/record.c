@@ -1,8 +1,9 @@
-/* record.c: per-thread recording. The hot path (d9-agent.h) encodes into the thread's block;
- * this file is everything around it: taking and handing off blocks, counting drops when the
- * memory cap is reached (never blocking), the registry of recording threads, and the park/steal
- * protocol that lets the writer flush threads that went quiet. It must never block a recording
- * thread on the writer or on I/O. agent/DESIGN.md explains the protocol. */
+/* record.c: per-thread recording. The hot path (d9-agent.h) stores raw records into the
+ * thread's block, which the writer encodes (raw.c); this file is everything around it: taking
+ * and handing off blocks, counting drops when the memory cap is reached (never blocking), the
+ * registry of recording threads, and the park/steal protocol that lets the writer flush threads
+ * that went quiet. It must never block a recording thread on the writer or on I/O.
+ * agent/DESIGN.md explains the protocol. */
 #include "internal.h"
 
 #include <errno.h>
@@ -89,6 +90,8 @@ struct d9__block *d9__pool_get(void)
 	if (b)
 		__atomic_sub_fetch(&g->nfree, 1, __ATOMIC_RELAXED);
 	d9__unlock(&g->pool_lock);
+	if (b)
+		b->raw = 0; /* an encoded chunk until a thread's handoff says otherwise */
 	return b;
 }
 
@@ -124,18 +127,20 @@ void d9__handoff(struct d9__thr *t)
 
 	if (!b)
 		return;
-	b->size = (uint32_t)d9_enc_end(&t->enc, 0); /* the writer fills the CRC */
-	b->count = t->enc.count;
-	memcpy(b->types, t->enc.types, sizeof(b->types));
+	/* raw records: the writer encodes them (raw.c, d9__raw_encode) and fills the rest */
+	b->size = (uint32_t)((uint8_t *)t->raw.p - (uint8_t *)d9__raw_start(b));
+	b->count = t->raw.count;
+	b->raw = 1;
 	b->tid = t->tid;
 	b->worker = t->worker;
-	b->first_time = d9_enc_first_time(&t->enc);
-	b->last_time = t->enc.last;
+	b->first_time = t->raw.base;
+	b->last_time = 0;
 	b->dropped = t->block_dropped;
 	b->drop_records = t->block_drop_records;
 	b->lost_samples = 0;
 	t->blk = NULL;
-	t->enc.p = t->enc.end = NULL;
+	t->raw.p = t->raw.end = NULL;
+	t->raw.count = 0;
 	t->block_dropped = 0;
 	t->block_drop_records = 0;
 	if (b->count)
@@ -234,7 +239,7 @@ static int slow(struct d9__thr *t, unsigned retry)
 	if (!t->registered)
 		thread_register(t);
 	if (t->blk)
-		d9__handoff(t); /* full, or the writer asked for it (enc.end cleared) */
+		d9__handoff(t); /* full, or the writer asked for it (raw.end cleared) */
 	if (__atomic_load_n(&g->nfree, __ATOMIC_RELAXED) == 0) {
 		t->dropped++;
 		return 0;
@@ -245,15 +250,17 @@ static int slow(struct d9__thr *t, unsigned retry)
 		return 0;
 	}
 	uint64_t now = d9__now();
-	d9_enc_begin(&t->enc, b->data, D9_BLOCK_DATA, t->tid, t->worker, now, d9__shift,
-		D9_AGENT_SCHEMA);
+	t->raw.p = d9__raw_start(b);
+	t->raw.count = 0;
+	t->raw.base = now;
+	t->raw.end = (uint64_t *)(void *)(b->data + D9_BLOCK_DATA - D9__RAW_RESERVE);
 	/* the chunk's start time before the block is published: the writer reads blk, then
 	 * chunk_mono_ns, and must not take a fresh block for an old one (d9__collect) */
 	t->chunk_mono_ns = d9__mono_ns();
 	__atomic_store_n(&t->blk, b, __ATOMIC_RELEASE);
-	/* the writer may have cleared enc.end already: then the Dropped record is not written
+	/* the writer may have cleared raw.end already: then the Dropped record is not written
 	 * and its count waits for the next block (the caller's retry comes back here) */
-	if (t->dropped && d9_enc_dropped(&t->enc, now, t->dropped, D9_DROP_BUFFERS_FULL) == 0) {
+	if (t->dropped && d9_raw_dropped(&t->raw, now, t->dropped, D9_DROP_BUFFERS_FULL) == 0) {
 		t->block_dropped += t->dropped;
 		t->block_drop_records++;
 		t->dropped = 0;
@@ -265,26 +272,26 @@ static int slow(struct d9__thr *t, unsigned retry)
 __attribute__((noinline, cold)) void d9__rec_poll_start_slow(uint64_t coroutine, uint64_t location)
 {
 	uint64_t co_ = coroutine;
-	D9__REC_AT(now_, d9_enc_poll_start(&t_->enc, now_, coroutine, location));
+	D9__REC_AT(now_, d9_raw_poll_start(&t_->raw, now_, coroutine, location));
 }
 
 __attribute__((noinline, cold)) void d9__rec_poll_end_slow(uint64_t coroutine)
 {
 	uint64_t co_ = 0;
-	D9__REC_AT(now_, d9_enc_poll_end(&t_->enc, now_, coroutine));
+	D9__REC_AT(now_, d9_raw_poll_end(&t_->raw, now_, coroutine));
 }
 
 __attribute__((noinline, cold)) void d9__rec_wake_slow(uint64_t woken, uint64_t waker,
 	uint32_t kind, int64_t object)
 {
-	D9__REC(d9_enc_wake(&t_->enc, d9__now(), woken, waker, kind, object));
+	D9__REC(d9_raw_wake(&t_->raw, d9__now(), woken, waker, kind, object));
 }
 
 __attribute__((noinline, cold)) static void park_slow(uint32_t call, int64_t timeout_us)
 {
 	struct d9__thr *self = &d9__self;
 
-	D9__REC(d9_enc_park(&t_->enc, d9__now(), call, timeout_us));
+	D9__REC(d9_raw_park(&t_->raw, d9__now(), call, timeout_us));
 	if (self->blk)
 		__atomic_store_n(&self->park, D9__PARKED, __ATOMIC_RELEASE);
 }
@@ -293,7 +300,7 @@ void d9_rec_park(uint32_t call, int64_t timeout_us)
 {
 	struct d9__thr *self = &d9__self;
 
-	if (D9_UNLIKELY(!d9__enabled || d9_enc_park(&self->enc, d9__now(), call, timeout_us) != 0)) {
+	if (D9_UNLIKELY(!d9__enabled || d9_raw_park(&self->raw, d9__now(), call, timeout_us) != 0)) {
 		park_slow(call, timeout_us);
 		return;
 	}
@@ -304,7 +311,7 @@ void d9_rec_park(uint32_t call, int64_t timeout_us)
 __attribute__((noinline, cold)) static void unpark_slow(int64_t ready, uint64_t cpu_ns,
 	uint64_t sched_wait_ns)
 {
-	D9__REC(d9_enc_unpark(&t_->enc, d9__now(), ready, cpu_ns, sched_wait_ns));
+	D9__REC(d9_raw_unpark(&t_->raw, d9__now(), ready, cpu_ns, sched_wait_ns));
 }
 
 void d9_rec_unpark_at(uint64_t now, int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
@@ -314,7 +321,7 @@ void d9_rec_unpark_at(uint64_t now, int64_t ready, uint64_t cpu_ns, uint64_t sch
 	if (__atomic_load_n(&self->park, __ATOMIC_RELAXED) != D9__RUNNING)
 		d9__unpark(self);
 	if (D9_UNLIKELY(!d9__enabled ||
-		    d9_enc_unpark(&self->enc, now, ready, cpu_ns, sched_wait_ns) != 0))
+		    d9_raw_unpark(&self->raw, now, ready, cpu_ns, sched_wait_ns) != 0))
 		unpark_slow(ready, cpu_ns, sched_wait_ns);
 }
 
@@ -395,7 +402,7 @@ void d9__collect(uint64_t older_than_mono_ns, int all)
 				    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 				continue;
 			/* the thread is parked and spins in unpark() until we are done */
-			int take = t->blk && t->enc.count &&
+			int take = t->blk && t->raw.count &&
 				(all || t->chunk_mono_ns <= older_than_mono_ns);
 			if (take)
 				d9__handoff(t);
@@ -407,14 +414,14 @@ void d9__collect(uint64_t older_than_mono_ns, int all)
 			__atomic_store_n(&t->park, take ? D9__STOLEN : D9__PARKED, __ATOMIC_RELEASE);
 		} else if (state == D9__RUNNING && __atomic_load_n(&t->blk, __ATOMIC_ACQUIRE)) {
 			/* A running thread hands its chunk off itself at its next event: clearing
-			 * enc.end sends that event down the slow path. If the thread is inside the
+			 * raw.end sends that event down the slow path. If the thread is inside the
 			 * slow path right now this request may be lost; the next pass repeats it. It
 			 * may also hit the block the slow path has just taken, before the event the
 			 * slow path was for is in it: that event goes round the slow path again
 			 * (D9__REC). chunk_mono_ns is set before blk (acquire above), so a timed pass
 			 * does not take a fresh block for an old chunk; mostly flush passes do. */
 			if (all || __atomic_load_n(&t->chunk_mono_ns, __ATOMIC_RELAXED) <= older_than_mono_ns)
-				__atomic_store_n(&t->enc.end, NULL, __ATOMIC_RELAXED);
+				__atomic_store_n(&t->raw.end, NULL, __ATOMIC_RELAXED);
 		}
 	}
 	d9__unlock(&g->reg_lock);
@@ -430,7 +437,7 @@ void d9__unflushed_report(void (*count)(uint32_t tid, uint32_t worker, uint64_t 
 			!__atomic_load_n(&t->blk, __ATOMIC_ACQUIRE))
 			continue;
 		/* the thread's own counter, read while it may still be appending: a lower bound */
-		uint32_t n = __atomic_load_n(&t->enc.count, __ATOMIC_RELAXED);
+		uint32_t n = __atomic_load_n(&t->raw.count, __ATOMIC_RELAXED);
 		if (n)
 			count(t->tid, t->worker, n);
 	}

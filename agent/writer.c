@@ -617,6 +617,7 @@ static void write_list(struct d9__block *q)
 	}
 	while (q) {
 		struct d9__block *next = q->next;
+		d9__raw_encode(q); /* a thread's raw records become its chunk (raw.c) */
 		write_block(q);
 		q = next;
 	}

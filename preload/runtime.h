@@ -61,11 +61,11 @@ uint64_t d9__rt_location(struct d9__loc_cache *c, void *start, void *callsite);
 
 /* A run-queue sample (QueueSample of `runnable`) when D9_QUEUE_INTERVAL has passed since
  * *next_sample was set. Called right after an event was recorded (a PollStart, or the Unpark of
- * the scheduler's idle wait): that event's time, the encoder's last (in units), saves a clock
+ * the scheduler's idle wait): that event's time, the thread's last record's, saves a clock
  * read. In line: most calls only compare. */
 static inline void d9__rt_sample_queue(uint64_t runnable, uint64_t *next_sample)
 {
-	uint64_t now = d9__self.enc.last << d9__shift;
+	uint64_t now = d9__self.raw.last;
 
 	if (D9_UNLIKELY(now >= *next_sample)) {
 		d9_rec_queue_sample(runnable);

@@ -125,8 +125,9 @@ info = "%d sealed + 1 .active, all %d events decode" % (len(sealed), c["events"]
 ' "$T/kill.json" "$T/kill.out"
 fi
 
-# A crash can also cut a chunk in half: append the first 3000 bytes of a real chunk (copied from
-# the middle of a sealed segment) to the .active file, as if the writer died inside write(2).
+# A crash can also cut a chunk in half: append the first half (3000 bytes at most) of a real chunk
+# (the file's last one) to the .active file, as if the writer died inside write(2). A whole copy
+# would be a valid chunk, not a torn one: flushed chunks can be shorter than 3000 bytes.
 active=$(ls "$d"/*.active 2>/dev/null | head -n 1)
 if [ -n "$active" ]; then
 	python3 - "$active" <<'EOF'
@@ -134,7 +135,9 @@ import sys
 path = sys.argv[1]
 data = open(path, "rb").read()
 i = data.rfind(b"D9\x04")          # the last EVENTS chunk head
-tail = data[i:i + 3000] if i > 0 else b"D9\x04\x00" + b"\xff" * 2996
+# its length: the 8-byte head (u32 payload length at offset 4), the payload, a 4-byte CRC
+n = 8 + int.from_bytes(data[i + 4:i + 8], "little") + 4 if i > 0 else 0
+tail = data[i:i + min(3000, n // 2)] if i > 0 else b"D9\x04\x00" + b"\xff" * 2996
 open(path, "ab").write(tail)
 EOF
 	d9_check "$T/torn.json" --no-worker-check "$active"

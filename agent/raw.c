@@ -1,0 +1,104 @@
+/* raw.c: the writer's half of the raw records. A recording thread stores each event as a few
+ * whole words (d9-agent.h, "Raw records"): no varints, no coroutine list, no type counts on its
+ * hot path. When the writer takes the block it encodes the records into the block's chunk here,
+ * with the same encoder (format/) the thread used to call, so the chunk's bytes are exactly what
+ * they were. Each record is at least as long as its worst-case encoding, and a block keeps
+ * D9__RAW_RESERVE bytes for the chunk's heads, so the chunk always fits in the block. */
+#include "internal.h"
+
+#include <string.h>
+
+/* One record into e. Returns 0, or -1 for a record that is not one (a bug: the rest of the
+ * block is then counted as dropped, never guessed at). */
+static int encode_one(struct d9_enc *e, const uint64_t *p, uint32_t words)
+{
+	uint64_t now = p[0], h = p[1];
+	uint32_t small = D9__RAW_SMALL(h);
+
+	switch (D9__RAW_TYPE(h)) {
+	case D9_EV_POLL_START:
+		return words == D9__RW_POLL_START ? d9_enc_poll_start(e, now, p[2], p[3]) : -1;
+	case D9_EV_POLL_END:
+		return words == D9__RW_POLL_END ? d9_enc_poll_end(e, now, p[2]) : -1;
+	case D9_EV_PARK:
+		return words == D9__RW_PARK ? d9_enc_park(e, now, small, (int64_t)p[2]) : -1;
+	case D9_EV_UNPARK:
+		return words == D9__RW_UNPARK ? d9_enc_unpark(e, now, (int64_t)p[2], p[3], p[4]) : -1;
+	case D9_EV_WAKE:
+		return words == D9__RW_WAKE ? d9_enc_wake(e, now, p[2], p[3], small, (int64_t)p[4]) : -1;
+	case D9_EV_SPAWN:
+		return words == D9__RW_SPAWN ? d9_enc_spawn(e, now, p[2], p[3], p[4]) : -1;
+	case D9_EV_COROUTINE_EXIT:
+		return words == 3 ? d9_enc_coroutine_exit(e, now, p[2]) : -1;
+	case D9_EV_QUEUE_SAMPLE:
+		return words == 3 ? d9_enc_queue_sample(e, now, p[2]) : -1;
+	case D9_EV_ZERO_TIMEOUT_WAITS:
+		return words == 3 ? d9_enc_zero_timeout_waits(e, now, p[2]) : -1;
+	case D9_EV_MARK:
+		return words == 3 ? d9_enc_mark(e, now, p[2]) : -1;
+	case D9_EV_BLOCKING_CALL:
+		return words == D9__RW_CALL ?
+			d9_enc_blocking_call(e, now, p[2], p[3], small, p[4], p[5]) : -1;
+	case D9_EV_SCHED_DELAY:
+		return words == D9__RW_CALL ?
+			d9_enc_sched_delay(e, now, p[2], p[3], small, p[4], p[5]) : -1;
+	case D9_EV_REQUEST_BEGIN:
+		return words == D9__RW_REQUEST_BEGIN ?
+			d9_enc_request_begin(e, now, p[2], (int64_t)p[3], p[4], small, p[5]) : -1;
+	case D9_EV_REQUEST_END:
+		return words == D9__RW_REQUEST_END ? d9_enc_request_end(e, now, p[2], small, p[3],
+			p[4], (uint32_t)p[5], p[6], (int64_t)p[7], p[8]) : -1;
+	case D9_EV_DROPPED:
+		return words == D9__RW_DROPPED ? d9_enc_dropped(e, now, p[2], small) : -1;
+	case D9_EV_VALUE:
+		return words == D9__RW_VALUE ? d9_enc_value(e, now, p[2], small, (int64_t)p[3]) : -1;
+	case D9_EV_CUSTOM:
+		/* schema, payload length, payload bytes padded to words */
+		if (words < D9__RW_CUSTOM || p[3] > D9_CUSTOM_DATA_MAX ||
+			(words - D9__RW_CUSTOM) * 8 < p[3])
+			return -1;
+		return d9_enc_custom(e, now, p[2], p + 4, (size_t)p[3]);
+	default:
+		return -1;
+	}
+}
+
+void d9__raw_encode(struct d9__block *b)
+{
+	/* the chunk is built aside, then copied over the records it came from; the slack past
+	 * D9_BLOCK_DATA only keeps the encoder's own end-of-buffer margin out of the count */
+	static uint8_t out[D9_BLOCK_DATA + 2 * D9_ENC_EVENT_MAX];
+	struct d9_enc e;
+
+	if (!b->raw)
+		return;
+	b->raw = 0;
+	const uint64_t *p = d9__raw_start(b), *end = p + b->size / 8;
+	memset(&e, 0, sizeof(e));
+	d9_enc_begin(&e, out, sizeof(out), b->tid, b->worker, b->first_time, d9__shift,
+		D9_AGENT_SCHEMA);
+	uint32_t n = 0;
+	for (; p + 2 <= end; n++) {
+		uint32_t words = D9__RAW_WORDS(p[1]);
+		if (words < 3 || p + words > end || encode_one(&e, p, words) != 0)
+			break;
+		p += words;
+	}
+	if (n < b->count) {
+		/* cannot happen (a record the stores above did not write): count, do not guess */
+		uint64_t lost = b->count - n;
+		if (d9_enc_dropped(&e, (uint64_t)e.last << d9__shift, lost, D9_DROP_BUFFERS_FULL) == 0) {
+			b->dropped += lost;
+			b->drop_records++;
+		}
+		d9__log_once(D9_LOG_ERROR, "internal: a block held %llu records that could not be "
+			"encoded; counted as dropped", (unsigned long long)lost);
+	}
+	size_t size = d9_enc_end(&e, 0);
+	memcpy(b->data, out, size);
+	b->size = (uint32_t)size;
+	b->count = e.count;
+	memcpy(b->types, e.types, sizeof(b->types));
+	b->first_time = d9_enc_first_time(&e);
+	b->last_time = e.last;
+}
