@@ -450,10 +450,43 @@ static inline void d9_rec_zero_timeout_waits(uint64_t count)
 /* Park: the thread is about to block in a wait (call: enum d9_wait_call). While parked, the
  * writer may take the thread's chunk so quiet threads still reach the file every flush interval;
  * d9_rec_unpark takes the thread back (one compare-and-swap each). */
-void d9_rec_park(uint32_t call, int64_t timeout_us);
-void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns);
-/* The same at `now` (d9__now(), read by the caller just before). */
-void d9_rec_unpark_at(uint64_t now, int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns);
+void d9__rec_park_slow(uint32_t call, int64_t timeout_us);
+void d9__rec_unpark_slow(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns);
+/* Takes back a thread that the writer may be flushing: after this the thread owns its state. */
+void d9__unpark(struct d9__thr *t);
+
+static inline void d9_rec_park(uint32_t call, int64_t timeout_us)
+{
+	struct d9__thr *t = &d9__self;
+
+	if (D9_UNLIKELY(!d9__enabled || d9_raw_park(&t->raw, d9__now(), call, timeout_us) != 0)) {
+		d9__rec_park_slow(call, timeout_us);
+		return;
+	}
+	if (t->blk)
+		__atomic_store_n(&t->park, D9__PARKED, __ATOMIC_RELEASE);
+}
+
+/* Unpark at `now` (d9__now(), read by the caller just before). */
+static inline void d9_rec_unpark_at(uint64_t now, int64_t ready, uint64_t cpu_ns,
+	uint64_t sched_wait_ns)
+{
+	struct d9__thr *t = &d9__self;
+
+	uint32_t expect = D9__PARKED;
+	/* parked: take the thread back in line; the writer is taking its chunk: wait for it */
+	if (__atomic_load_n(&t->park, __ATOMIC_RELAXED) != D9__RUNNING &&
+		!__atomic_compare_exchange_n(&t->park, &expect, D9__RUNNING, 0, __ATOMIC_ACQ_REL,
+			__ATOMIC_ACQUIRE))
+		d9__unpark(t);
+	if (D9_UNLIKELY(!d9__enabled || d9_raw_unpark(&t->raw, now, ready, cpu_ns, sched_wait_ns) != 0))
+		d9__rec_unpark_slow(ready, cpu_ns, sched_wait_ns);
+}
+
+static inline void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
+{
+	d9_rec_unpark_at(d9__now(), ready, cpu_ns, sched_wait_ns);
+}
 
 /* The calling thread's scheduler statistics so far (/proc/thread-self/schedstat): CPU time and
  * time runnable but waiting for a CPU, ns. Costs two syscalls (the descriptor's check and a

@@ -268,8 +268,6 @@ void d9__pool_put(struct d9__block *b);
 void d9__queue_push(struct d9__block *b);
 /* Finishes the thread's chunk and queues it; t->blk becomes NULL. */
 void d9__handoff(struct d9__thr *t);
-/* Takes the calling thread back from a parked state (the writer may be taking its chunk). */
-void d9__unpark(struct d9__thr *t);
 /* Writer: asks running threads for their chunks and takes parked threads' chunks. */
 void d9__collect(uint64_t older_than_mono_ns, int all);
 /* Hands a thread's unrecorded drop count to the writer, which records it (pool lock). */

@@ -193,7 +193,6 @@ static void thread_unregister(struct d9__thr *t)
 	t->registered = 0;
 }
 
-/* Takes back a thread that the writer may be flushing: after this the thread owns its state. */
 void d9__unpark(struct d9__thr *t)
 {
 	if (__atomic_load_n(&t->park, __ATOMIC_RELAXED) == D9__RUNNING)
@@ -287,7 +286,8 @@ __attribute__((noinline, cold)) void d9__rec_wake_slow(uint64_t woken, uint64_t 
 	D9__REC(d9_raw_wake(&t_->raw, d9__now(), woken, waker, kind, object));
 }
 
-__attribute__((noinline, cold)) static void park_slow(uint32_t call, int64_t timeout_us)
+/* The retry loops of the inline Park and Unpark (d9-agent.h). */
+__attribute__((noinline, cold)) void d9__rec_park_slow(uint32_t call, int64_t timeout_us)
 {
 	struct d9__thr *self = &d9__self;
 
@@ -296,38 +296,10 @@ __attribute__((noinline, cold)) static void park_slow(uint32_t call, int64_t tim
 		__atomic_store_n(&self->park, D9__PARKED, __ATOMIC_RELEASE);
 }
 
-void d9_rec_park(uint32_t call, int64_t timeout_us)
-{
-	struct d9__thr *self = &d9__self;
-
-	if (D9_UNLIKELY(!d9__enabled || d9_raw_park(&self->raw, d9__now(), call, timeout_us) != 0)) {
-		park_slow(call, timeout_us);
-		return;
-	}
-	if (self->blk)
-		__atomic_store_n(&self->park, D9__PARKED, __ATOMIC_RELEASE);
-}
-
-__attribute__((noinline, cold)) static void unpark_slow(int64_t ready, uint64_t cpu_ns,
+__attribute__((noinline, cold)) void d9__rec_unpark_slow(int64_t ready, uint64_t cpu_ns,
 	uint64_t sched_wait_ns)
 {
 	D9__REC(d9_raw_unpark(&t_->raw, d9__now(), ready, cpu_ns, sched_wait_ns));
-}
-
-void d9_rec_unpark_at(uint64_t now, int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
-{
-	struct d9__thr *self = &d9__self;
-
-	if (__atomic_load_n(&self->park, __ATOMIC_RELAXED) != D9__RUNNING)
-		d9__unpark(self);
-	if (D9_UNLIKELY(!d9__enabled ||
-		    d9_raw_unpark(&self->raw, now, ready, cpu_ns, sched_wait_ns) != 0))
-		unpark_slow(ready, cpu_ns, sched_wait_ns);
-}
-
-void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
-{
-	d9_rec_unpark_at(d9__now(), ready, cpu_ns, sched_wait_ns);
 }
 
 /* ---- scheduler statistics -------------------------------------------------------------------

@@ -47,7 +47,7 @@ static inline int64_t tv_to_us(const struct timeval *tv)
 }
 
 /* Returns 1 when the wait is recorded as a park (then call d9__unpark after it). */
-static inline int park(uint32_t call, int64_t timeout_us)
+static inline __attribute__((always_inline)) int park(uint32_t call, int64_t timeout_us)
 {
 	/* the loop turn ends: requests it answered end (requests.c); 0 with D9_REQUESTS off */
 	if (D9_UNLIKELY(d9__req_npending))
@@ -107,7 +107,7 @@ int d9__pl_schedstat(uint64_t now)
 	return err;
 }
 
-static inline void unpark(int ret, int err)
+static inline __attribute__((always_inline)) void unpark(int ret, int err)
 {
 	uint64_t cpu = D9_UNKNOWN, wait = D9_UNKNOWN;
 	uint64_t now = d9__now();
