@@ -60,8 +60,9 @@ enum {
 	D9__RW_VALUE = 5, /* name, value (kind in the head): 36 */
 	D9__RW_CUSTOM = 4, /* schema, length, then the payload's words: 30 + the payload */
 };
-/* A block keeps this much room after its records: the encoded chunk's heads and CRC. */
-#define D9__RAW_RESERVE 64u
+/* A block keeps this much room after its records: the encoded chunk's CRC and the encoder's
+ * margin at the end of its buffer (D9_ENC_EVENT_MAX); the heads go before the records. */
+#define D9__RAW_RESERVE 128u
 
 /* Options preload/ reads (set once by the agent's configuration, D9_* variables). */
 /* runtime: D9_RUNTIME_AUTO, D9_RUNTIME_GENERIC, or i + 1 for preload/runtimes.c's d9__runtimes[i] */

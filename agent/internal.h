@@ -125,10 +125,13 @@ struct d9__block {
 };
 #define D9_BLOCK_DATA (D9_BLOCK_SIZE - sizeof(struct d9__block))
 
-/* Where a block's raw records start: its data, aligned to a word. */
+/* Where a block's raw records start: past the room of the chunk's heads, aligned to a word. The
+ * writer encodes the records in place, heads first (raw.c): the encoding never catches up with
+ * the record it reads. */
 static inline uint64_t *d9__raw_start(struct d9__block *b)
 {
-	return (uint64_t *)(void *)(((uintptr_t)b->data + 7) & ~(uintptr_t)7);
+	return (uint64_t *)(void *)(((uintptr_t)b->data + D9_CHUNK_HDR_LEN + D9_EVENTS_HDR_LEN + 7) &
+		~(uintptr_t)7);
 }
 
 /* ---- raw records (raw.c) ------------------------------------------------------------------------
@@ -209,6 +212,8 @@ struct d9__agent {
 	size_t arena_blocks, arena_used;
 	struct d9__block *free_list;
 	struct d9__block *q_head, *q_tail; /* full chunks waiting for the writer */
+	uint32_t q_len; /* blocks in that queue */
+	uint32_t flush_waiters; /* d9_agent_flush calls waiting for the writer's passes */
 	uint32_t nfree; /* atomic hint: free blocks available (0: starving) */
 	uint64_t passes; /* writer passes completed */
 	int flush_req; /* a flush was asked for (d9_agent_flush, exit, signal) */

@@ -378,8 +378,10 @@ int d9_agent_flush(int timeout_ms)
 	 * threads handed off in between */
 	uint64_t target = g->passes + 2;
 	g->flush_req = 1;
+	g->flush_waiters++; /* the threads' hand-offs wake the writer at once (d9__queue_push) */
 	pthread_cond_signal(&g->writer_cond);
 	int err = wait_writer(passes_reached, &target, timeout_ms);
+	g->flush_waiters--;
 	d9__unlock(&g->pool_lock);
 	d9__self.busy = 0;
 	return err;

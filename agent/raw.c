@@ -1,9 +1,10 @@
 /* raw.c: the writer's half of the raw records. A recording thread stores each event as a few
  * whole words (d9-agent.h, "Raw records"): no varints, no coroutine list, no type counts on its
  * hot path. When the writer takes the block it encodes the records into the block's chunk here,
- * with the same encoder (format/) the thread used to call, so the chunk's bytes are exactly what
- * they were. Each record is at least as long as its worst-case encoding, and a block keeps
- * D9__RAW_RESERVE bytes for the chunk's heads, so the chunk always fits in the block. */
+ * in place, with the same encoder (format/) the thread used to call, so the chunk's bytes are
+ * exactly what they were. The records start past the room of the chunk's heads, and each record
+ * is at least as long as the most bytes its encoding writes (tests/unit/test-raw.c), so the
+ * encoding, written from the block's start, never reaches a record before it is read. */
 #include "internal.h"
 
 #include <string.h>
@@ -52,12 +53,16 @@ static int encode_one(struct d9_enc *e, const uint64_t *p, uint32_t words)
 		return words == D9__RW_DROPPED ? d9_enc_dropped(e, now, p[2], small) : -1;
 	case D9_EV_VALUE:
 		return words == D9__RW_VALUE ? d9_enc_value(e, now, p[2], small, (int64_t)p[3]) : -1;
-	case D9_EV_CUSTOM:
-		/* schema, payload length, payload bytes padded to words */
+	case D9_EV_CUSTOM: {
+		/* schema, payload length, payload bytes padded to words; the payload is copied
+		 * aside first: its encoding may overlap it */
+		static uint8_t payload[D9_CUSTOM_DATA_MAX];
 		if (words < D9__RW_CUSTOM || p[3] > D9_CUSTOM_DATA_MAX ||
 			(words - D9__RW_CUSTOM) * 8 < p[3])
 			return -1;
-		return d9_enc_custom(e, now, p[2], p + 4, (size_t)p[3]);
+		memcpy(payload, p + 4, (size_t)p[3]);
+		return d9_enc_custom(e, now, p[2], payload, (size_t)p[3]);
+	}
 	default:
 		return -1;
 	}
@@ -65,9 +70,6 @@ static int encode_one(struct d9_enc *e, const uint64_t *p, uint32_t words)
 
 void d9__raw_encode(struct d9__block *b)
 {
-	/* the chunk is built aside, then copied over the records it came from; the slack past
-	 * D9_BLOCK_DATA only keeps the encoder's own end-of-buffer margin out of the count */
-	static uint8_t out[D9_BLOCK_DATA + 2 * D9_ENC_EVENT_MAX];
 	struct d9_enc e;
 
 	if (!b->raw)
@@ -75,7 +77,7 @@ void d9__raw_encode(struct d9__block *b)
 	b->raw = 0;
 	const uint64_t *p = d9__raw_start(b), *end = p + b->size / 8;
 	memset(&e, 0, sizeof(e));
-	d9_enc_begin(&e, out, sizeof(out), b->tid, b->worker, b->first_time, d9__shift,
+	d9_enc_begin(&e, b->data, D9_BLOCK_DATA, b->tid, b->worker, b->first_time, d9__shift,
 		D9_AGENT_SCHEMA);
 	uint32_t n = 0;
 	for (; p + 2 <= end; n++) {
@@ -94,9 +96,7 @@ void d9__raw_encode(struct d9__block *b)
 		d9__log_once(D9_LOG_ERROR, "internal: a block held %llu records that could not be "
 			"encoded; counted as dropped", (unsigned long long)lost);
 	}
-	size_t size = d9_enc_end(&e, 0);
-	memcpy(b->data, out, size);
-	b->size = (uint32_t)size;
+	b->size = (uint32_t)d9_enc_end(&e, 0);
 	b->count = e.count;
 	memcpy(b->types, e.types, sizeof(b->types));
 	b->first_time = d9_enc_first_time(&e);

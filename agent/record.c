@@ -38,6 +38,8 @@ void d9__record_init(void)
 	pthread_condattr_destroy(&ca);
 	g->free_list = NULL;
 	g->q_head = g->q_tail = NULL;
+	g->q_len = 0;
+	g->flush_waiters = 0;
 	g->arena_used = 0;
 	g->threads = NULL;
 	g->nworkers = 0;
@@ -117,7 +119,14 @@ void d9__queue_push(struct d9__block *b)
 	else
 		g->q_head = b;
 	g->q_tail = b;
-	pthread_cond_signal(&g->writer_cond);
+	g->q_len++;
+	/* The writer comes by at least every 50 ms and takes the whole queue. Waking it for each
+	 * block would cost the recording thread a futex call every ~1,900 events (a block of raw
+	 * records) and the writer a pass for each: only a queue of 16 blocks or an eighth of the
+	 * memory, memory running short, or a flush waiting for this block wakes it now. */
+	if (g->q_len >= 16 || g->q_len * 8 >= g->arena_blocks || g->flush_waiters ||
+		__atomic_load_n(&g->nfree, __ATOMIC_RELAXED) < g->arena_blocks / 4)
+		pthread_cond_signal(&g->writer_cond);
 	d9__unlock(&g->pool_lock);
 }
 

@@ -600,6 +600,7 @@ static struct d9__block *take_queue(void)
 
 	struct d9__block *q = g->q_head;
 	g->q_head = g->q_tail = NULL;
+	g->q_len = 0;
 	return q;
 }
 

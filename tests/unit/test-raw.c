@@ -1,9 +1,11 @@
 /* test-raw.c: the raw records' lengths (agent/d9-agent.h, "Raw records") against the encoder.
  * A recording thread stores each event as D9__RW_* words and the writer encodes the block in
- * place of those words (agent/raw.c): that is safe only if no event's encoding is longer than its
- * record, and the block's reserve holds the chunk's heads. Each test encodes one event with the
- * longest fields the encoder can be given (a time delta of 2^64 - 1 units, coroutine ids far from
- * every recent one, u64 fields of 2^64 - 1) and checks its length against the record's. */
+ * place, over those words (agent/raw.c): that is safe only if no event's encoding writes more
+ * bytes than its record holds (Park's copies 16 bytes of its cached timeout whatever its length),
+ * the records start past the chunk's heads, and the block's reserve holds the CRC and the
+ * encoder's end margin. Each test encodes one event with the longest fields the encoder can be
+ * given (a time delta of 2^64 - 1 units, coroutine ids far from every recent one, u64 fields of
+ * 2^64 - 1) and checks how far it wrote against the record's length. */
 #include "d9-agent.h"
 #include "t.h"
 
@@ -25,14 +27,32 @@ static struct d9_enc enc(void)
 #define BIG UINT64_MAX
 #define T0 UINT64_MAX /* the time: a delta of 2^64 - 1 units (shift 0, base 0) */
 
-/* the encoding of the event `call` makes fits in `words` words */
+/* How far past the encoder's position `call` writes: the last byte that differs from a fill,
+ * over two fills (a written byte may equal one of them). */
+#define EXTENT(call)                                                             \
+	({                                                                       \
+		size_t x_ = 0;                                                   \
+		for (int f_ = 0; f_ < 2; f_++) {                                 \
+			struct d9_enc e_ = enc();                               \
+			struct d9_enc *e = &e_;                                  \
+			uint8_t *p0 = e->p;                                      \
+			memset(p0, f_ ? 0x5a : 0xa5, 4096);                     \
+			T_EQ((call), 0);                                         \
+			for (size_t i_ = 4096; i_ > x_; i_--)                   \
+				if (p0[i_ - 1] != (f_ ? 0x5a : 0xa5)) {         \
+					x_ = i_;                                 \
+					break;                                   \
+				}                                                \
+			if ((size_t)(e->p - p0) > x_)                           \
+				x_ = (size_t)(e->p - p0);                       \
+		}                                                                \
+		x_;                                                              \
+	})
+
+/* the bytes the event `call` writes fit in `words` words */
 #define FITS(words, call)                                                        \
 	do {                                                                     \
-		struct d9_enc e_ = enc();                                       \
-		struct d9_enc *e = &e_;                                          \
-		uint8_t *p0 = e->p;                                              \
-		T_EQ((call), 0);                                                 \
-		size_t n_ = (size_t)(e->p - p0);                                 \
+		size_t n_ = EXTENT(call);                                        \
 		if (n_ > (size_t)(words) * 8)                                   \
 			T_FAIL("%s: %zu bytes in a %u-word record", #call, n_,   \
 				(unsigned)(words));                             \
@@ -63,12 +83,16 @@ TEST(raw_record_lengths)
 	FITS(D9__RW_CUSTOM + 1, d9_enc_custom(e, T0, BIG, payload, 1));
 }
 
-/* The chunk's heads and CRC fit the room a block keeps after its records. */
-TEST(raw_block_reserve)
+/* The first event goes right after the heads (where a block's records start, rounded up to a
+ * word), and the room a block keeps after its records holds the CRC and the encoder's margin. */
+TEST(raw_block_layout)
 {
-	if (D9_CHUNK_OVERHEAD + D9_EVENTS_HDR_LEN > D9__RAW_RESERVE)
-		T_FAIL("chunk heads %d bytes, reserve %u", D9_CHUNK_OVERHEAD + D9_EVENTS_HDR_LEN,
-			D9__RAW_RESERVE);
+	struct d9_enc e = enc();
+
+	T_EQ((size_t)(e.p - buf), (size_t)(D9_CHUNK_HDR_LEN + D9_EVENTS_HDR_LEN));
+	if (D9_CHUNK_CRC_LEN + D9_ENC_EVENT_MAX + 8 > D9__RAW_RESERVE)
+		T_FAIL("CRC %d and encoder margin %d bytes, reserve %u", D9_CHUNK_CRC_LEN,
+			D9_ENC_EVENT_MAX, D9__RAW_RESERVE);
 }
 
 /* The head word keeps each part: the largest custom record's length and a u32 small field. */
