@@ -237,7 +237,7 @@ static void api_mark(uint32_t h)
 		api_drop("a mark of an unknown name handle");
 		return;
 	}
-	D9__REC(d9__raw_one(&t_->raw, d9__now(), D9_EV_MARK, sid));
+	D9__REC(d9__raw_one(&t_->raw, d9__now(), D9__RAW_HDR(D9_EV_MARK, D9__RW_MARK, 0), sid));
 }
 
 static void api_value(uint32_t h, uint32_t kind, int64_t v)

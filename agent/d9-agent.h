@@ -157,6 +157,18 @@ static inline uint64_t *d9__raw_take(struct d9__raw *r, unsigned words, uint64_t
 	return p;
 }
 
+/* The events of one field: PollEnd, Park, Dropped, CoroutineExit, QueueSample, ZeroTimeoutWaits,
+ * Mark. */
+static inline int d9__raw_one(struct d9__raw *r, uint64_t now, uint64_t head, uint64_t v)
+{
+	uint64_t *p = d9__raw_take(r, D9__RAW_WORDS(head), now);
+	if (!p)
+		return -28;
+	p[1] = head;
+	p[2] = v;
+	return 0;
+}
+
 static inline int d9_raw_poll_start(struct d9__raw *r, uint64_t now, uint64_t co, uint64_t loc)
 {
 	uint64_t *p = d9__raw_take(r, D9__RW_POLL_START, now);
@@ -170,72 +182,47 @@ static inline int d9_raw_poll_start(struct d9__raw *r, uint64_t now, uint64_t co
 
 static inline int d9_raw_poll_end(struct d9__raw *r, uint64_t now, uint64_t co)
 {
-	uint64_t *p = d9__raw_take(r, D9__RW_POLL_END, now);
-	if (!p)
-		return -28;
-	p[1] = D9__RAW_HDR(D9_EV_POLL_END, D9__RW_POLL_END, 0);
-	p[2] = co;
-	return 0;
+	return d9__raw_one(r, now, D9__RAW_HDR(D9_EV_POLL_END, D9__RW_POLL_END, 0), co);
 }
 
 static inline int d9_raw_park(struct d9__raw *r, uint64_t now, uint32_t call, int64_t timeout_us)
 {
-	uint64_t *p = d9__raw_take(r, D9__RW_PARK, now);
+	return d9__raw_one(r, now, D9__RAW_HDR(D9_EV_PARK, D9__RW_PARK, call),
+		(uint64_t)timeout_us);
+}
+
+/* The events of three fields in five words: Unpark, Wake, Spawn. */
+static inline int d9__raw_three(struct d9__raw *r, uint64_t now, uint64_t head, uint64_t a,
+	uint64_t b, uint64_t c)
+{
+	uint64_t *p = d9__raw_take(r, D9__RAW_WORDS(head), now);
 	if (!p)
 		return -28;
-	p[1] = D9__RAW_HDR(D9_EV_PARK, D9__RW_PARK, call);
-	p[2] = (uint64_t)timeout_us;
+	p[1] = head;
+	p[2] = a;
+	p[3] = b;
+	p[4] = c;
 	return 0;
 }
 
 static inline int d9_raw_unpark(struct d9__raw *r, uint64_t now, int64_t ready, uint64_t cpu_ns,
 	uint64_t sched_wait_ns)
 {
-	uint64_t *p = d9__raw_take(r, D9__RW_UNPARK, now);
-	if (!p)
-		return -28;
-	p[1] = D9__RAW_HDR(D9_EV_UNPARK, D9__RW_UNPARK, 0);
-	p[2] = (uint64_t)ready;
-	p[3] = cpu_ns;
-	p[4] = sched_wait_ns;
-	return 0;
+	return d9__raw_three(r, now, D9__RAW_HDR(D9_EV_UNPARK, D9__RW_UNPARK, 0), (uint64_t)ready,
+		cpu_ns, sched_wait_ns);
 }
 
 static inline int d9_raw_wake(struct d9__raw *r, uint64_t now, uint64_t woken, uint64_t waker,
 	uint32_t kind, int64_t object)
 {
-	uint64_t *p = d9__raw_take(r, D9__RW_WAKE, now);
-	if (!p)
-		return -28;
-	p[1] = D9__RAW_HDR(D9_EV_WAKE, D9__RW_WAKE, kind);
-	p[2] = woken;
-	p[3] = waker;
-	p[4] = (uint64_t)object;
-	return 0;
+	return d9__raw_three(r, now, D9__RAW_HDR(D9_EV_WAKE, D9__RW_WAKE, kind), woken, waker,
+		(uint64_t)object);
 }
 
 static inline int d9_raw_spawn(struct d9__raw *r, uint64_t now, uint64_t co, uint64_t parent,
 	uint64_t loc)
 {
-	uint64_t *p = d9__raw_take(r, D9__RW_SPAWN, now);
-	if (!p)
-		return -28;
-	p[1] = D9__RAW_HDR(D9_EV_SPAWN, D9__RW_SPAWN, 0);
-	p[2] = co;
-	p[3] = parent;
-	p[4] = loc;
-	return 0;
-}
-
-/* The one-field events: CoroutineExit, QueueSample, ZeroTimeoutWaits, Mark. */
-static inline int d9__raw_one(struct d9__raw *r, uint64_t now, uint32_t type, uint64_t v)
-{
-	uint64_t *p = d9__raw_take(r, 3, now);
-	if (!p)
-		return -28;
-	p[1] = D9__RAW_HDR(type, 3, 0);
-	p[2] = v;
-	return 0;
+	return d9__raw_three(r, now, D9__RAW_HDR(D9_EV_SPAWN, D9__RW_SPAWN, 0), co, parent, loc);
 }
 
 /* BlockingCall (last: its Stack id) and SchedDelay (last: sched_wait_ns). */
@@ -287,12 +274,7 @@ static inline int d9_raw_request_end(struct d9__raw *r, uint64_t now, uint64_t i
 
 static inline int d9_raw_dropped(struct d9__raw *r, uint64_t now, uint64_t count, uint32_t reason)
 {
-	uint64_t *p = d9__raw_take(r, D9__RW_DROPPED, now);
-	if (!p)
-		return -28;
-	p[1] = D9__RAW_HDR(D9_EV_DROPPED, D9__RW_DROPPED, reason);
-	p[2] = count;
-	return 0;
+	return d9__raw_one(r, now, D9__RAW_HDR(D9_EV_DROPPED, D9__RW_DROPPED, reason), count);
 }
 
 static inline int d9_raw_value(struct d9__raw *r, uint64_t now, uint64_t name, uint32_t kind,
@@ -393,12 +375,14 @@ static inline void d9_rec_spawn(uint64_t coroutine, uint64_t parent, uint64_t lo
 
 static inline void d9_rec_coroutine_exit(uint64_t coroutine)
 {
-	D9__REC(d9__raw_one(&t_->raw, d9__now(), D9_EV_COROUTINE_EXIT, coroutine));
+	D9__REC(d9__raw_one(&t_->raw, d9__now(),
+		D9__RAW_HDR(D9_EV_COROUTINE_EXIT, D9__RW_COROUTINE_EXIT, 0), coroutine));
 }
 
 static inline void d9_rec_queue_sample(uint64_t runnable)
 {
-	D9__REC(d9__raw_one(&t_->raw, d9__now(), D9_EV_QUEUE_SAMPLE, runnable));
+	D9__REC(d9__raw_one(&t_->raw, d9__now(),
+		D9__RAW_HDR(D9_EV_QUEUE_SAMPLE, D9__RW_QUEUE_SAMPLE, 0), runnable));
 }
 
 /* start: d9__now() when the call began; call: a string id (d9_agent_string). */
@@ -445,7 +429,8 @@ static inline void d9_rec_request_end(uint64_t now, uint64_t id, uint32_t source
 
 static inline void d9_rec_zero_timeout_waits(uint64_t count)
 {
-	D9__REC(d9__raw_one(&t_->raw, d9__now(), D9_EV_ZERO_TIMEOUT_WAITS, count));
+	D9__REC(d9__raw_one(&t_->raw, d9__now(),
+		D9__RAW_HDR(D9_EV_ZERO_TIMEOUT_WAITS, D9__RW_ZERO_WAITS, 0), count));
 }
 
 /* Park: the thread is about to block in a wait (call: enum d9_wait_call). While parked, the
