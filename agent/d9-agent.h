@@ -157,27 +157,37 @@ static inline uint64_t *d9__raw_take(struct d9__raw *r, unsigned words, uint64_t
 	return p;
 }
 
-/* The events of one field: PollEnd, Park, Dropped, CoroutineExit, QueueSample, ZeroTimeoutWaits,
- * Mark. */
-static inline int d9__raw_one(struct d9__raw *r, uint64_t now, uint64_t head, uint64_t v)
+/* A record of up to four fields, a..d into words 2..5 (the head gives the type, the record's
+ * length and its small field); n: how many of them it has. Every store below but RequestEnd's
+ * and a CustomEvent's (api.c) is this, folded to its constant n. */
+static inline int d9__raw_put(struct d9__raw *r, uint64_t now, uint64_t head, unsigned n,
+	uint64_t a, uint64_t b, uint64_t c, uint64_t d)
 {
 	uint64_t *p = d9__raw_take(r, D9__RAW_WORDS(head), now);
 	if (!p)
 		return -28;
 	p[1] = head;
-	p[2] = v;
+	p[2] = a;
+	if (n > 1)
+		p[3] = b;
+	if (n > 2)
+		p[4] = c;
+	if (n > 3)
+		p[5] = d;
 	return 0;
+}
+
+/* The events of one field: PollEnd, Park, Dropped, CoroutineExit, QueueSample, ZeroTimeoutWaits,
+ * Mark. */
+static inline int d9__raw_one(struct d9__raw *r, uint64_t now, uint64_t head, uint64_t v)
+{
+	return d9__raw_put(r, now, head, 1, v, 0, 0, 0);
 }
 
 static inline int d9_raw_poll_start(struct d9__raw *r, uint64_t now, uint64_t co, uint64_t loc)
 {
-	uint64_t *p = d9__raw_take(r, D9__RW_POLL_START, now);
-	if (!p)
-		return -28;
-	p[1] = D9__RAW_HDR(D9_EV_POLL_START, D9__RW_POLL_START, 0);
-	p[2] = co;
-	p[3] = loc;
-	return 0;
+	return d9__raw_put(r, now, D9__RAW_HDR(D9_EV_POLL_START, D9__RW_POLL_START, 0), 2, co, loc,
+		0, 0);
 }
 
 static inline int d9_raw_poll_end(struct d9__raw *r, uint64_t now, uint64_t co)
@@ -191,67 +201,41 @@ static inline int d9_raw_park(struct d9__raw *r, uint64_t now, uint32_t call, in
 		(uint64_t)timeout_us);
 }
 
-/* The events of three fields in five words: Unpark, Wake, Spawn. */
-static inline int d9__raw_three(struct d9__raw *r, uint64_t now, uint64_t head, uint64_t a,
-	uint64_t b, uint64_t c)
-{
-	uint64_t *p = d9__raw_take(r, D9__RAW_WORDS(head), now);
-	if (!p)
-		return -28;
-	p[1] = head;
-	p[2] = a;
-	p[3] = b;
-	p[4] = c;
-	return 0;
-}
-
 static inline int d9_raw_unpark(struct d9__raw *r, uint64_t now, int64_t ready, uint64_t cpu_ns,
 	uint64_t sched_wait_ns)
 {
-	return d9__raw_three(r, now, D9__RAW_HDR(D9_EV_UNPARK, D9__RW_UNPARK, 0), (uint64_t)ready,
-		cpu_ns, sched_wait_ns);
+	return d9__raw_put(r, now, D9__RAW_HDR(D9_EV_UNPARK, D9__RW_UNPARK, 0), 3, (uint64_t)ready,
+		cpu_ns, sched_wait_ns, 0);
 }
 
 static inline int d9_raw_wake(struct d9__raw *r, uint64_t now, uint64_t woken, uint64_t waker,
 	uint32_t kind, int64_t object)
 {
-	return d9__raw_three(r, now, D9__RAW_HDR(D9_EV_WAKE, D9__RW_WAKE, kind), woken, waker,
-		(uint64_t)object);
+	return d9__raw_put(r, now, D9__RAW_HDR(D9_EV_WAKE, D9__RW_WAKE, kind), 3, woken, waker,
+		(uint64_t)object, 0);
 }
 
 static inline int d9_raw_spawn(struct d9__raw *r, uint64_t now, uint64_t co, uint64_t parent,
 	uint64_t loc)
 {
-	return d9__raw_three(r, now, D9__RAW_HDR(D9_EV_SPAWN, D9__RW_SPAWN, 0), co, parent, loc);
+	return d9__raw_put(r, now, D9__RAW_HDR(D9_EV_SPAWN, D9__RW_SPAWN, 0), 3, co, parent, loc, 0);
 }
 
-/* BlockingCall (last: its Stack id) and SchedDelay (last: sched_wait_ns). */
+/* BlockingCall (last: its Stack id) and SchedDelay (last: sched_wait_ns); `last` is the record's
+ * word D9__RAW_CALL_LAST (the blocking-call stacks fill it later: profile.c). */
+enum { D9__RAW_CALL_LAST = 5 };
 static inline int d9_raw_call(struct d9__raw *r, uint64_t now, uint32_t type, uint64_t co,
 	uint64_t call, uint32_t fd_kind, uint64_t duration_ns, uint64_t last)
 {
-	uint64_t *p = d9__raw_take(r, D9__RW_CALL, now);
-	if (!p)
-		return -28;
-	p[1] = D9__RAW_HDR(type, D9__RW_CALL, fd_kind);
-	p[2] = co;
-	p[3] = call;
-	p[4] = duration_ns;
-	p[5] = last;
-	return 0;
+	return d9__raw_put(r, now, D9__RAW_HDR(type, D9__RW_CALL, fd_kind), 4, co, call,
+		duration_ns, last);
 }
 
 static inline int d9_raw_request_begin(struct d9__raw *r, uint64_t now, uint64_t id, int64_t fd,
 	uint64_t co, uint32_t source, uint64_t preview)
 {
-	uint64_t *p = d9__raw_take(r, D9__RW_REQUEST_BEGIN, now);
-	if (!p)
-		return -28;
-	p[1] = D9__RAW_HDR(D9_EV_REQUEST_BEGIN, D9__RW_REQUEST_BEGIN, source);
-	p[2] = id;
-	p[3] = (uint64_t)fd;
-	p[4] = co;
-	p[5] = preview;
-	return 0;
+	return d9__raw_put(r, now, D9__RAW_HDR(D9_EV_REQUEST_BEGIN, D9__RW_REQUEST_BEGIN, source), 4,
+		id, (uint64_t)fd, co, preview);
 }
 
 static inline int d9_raw_request_end(struct d9__raw *r, uint64_t now, uint64_t id,
@@ -280,13 +264,8 @@ static inline int d9_raw_dropped(struct d9__raw *r, uint64_t now, uint64_t count
 static inline int d9_raw_value(struct d9__raw *r, uint64_t now, uint64_t name, uint32_t kind,
 	int64_t value)
 {
-	uint64_t *p = d9__raw_take(r, D9__RW_VALUE, now);
-	if (!p)
-		return -28;
-	p[1] = D9__RAW_HDR(D9_EV_VALUE, D9__RW_VALUE, kind);
-	p[2] = name;
-	p[3] = (uint64_t)value;
-	return 0;
+	return d9__raw_put(r, now, D9__RAW_HDR(D9_EV_VALUE, D9__RW_VALUE, kind), 2, name,
+		(uint64_t)value, 0, 0);
 }
 
 /* The store re-checks room itself and writes nothing when it fails (full, or the writer just

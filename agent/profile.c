@@ -1729,7 +1729,7 @@ static int bs_enc(struct d9__raw *r, uint64_t now, uint64_t start, uint64_t coro
 	if (d9_raw_call(r, now, D9_EV_BLOCKING_CALL, coroutine, call, fd_kind,
 		    d9_agent_ticks_to_ns(now - start), 0) != 0)
 		return -28;
-	*field = p + 5;
+	*field = p + D9__RAW_CALL_LAST;
 	return 0;
 }
 

@@ -39,10 +39,12 @@ static int encode_one(struct d9_enc *e, const uint64_t *p, uint32_t words)
 		return words == 3 ? d9_enc_mark(e, now, p[2]) : -1;
 	case D9_EV_BLOCKING_CALL:
 		return words == D9__RW_CALL ?
-			d9_enc_blocking_call(e, now, p[2], p[3], small, p[4], p[5]) : -1;
+			d9_enc_blocking_call(e, now, p[2], p[3], small, p[4],
+			p[D9__RAW_CALL_LAST]) : -1;
 	case D9_EV_SCHED_DELAY:
 		return words == D9__RW_CALL ?
-			d9_enc_sched_delay(e, now, p[2], p[3], small, p[4], p[5]) : -1;
+			d9_enc_sched_delay(e, now, p[2], p[3], small, p[4],
+			p[D9__RAW_CALL_LAST]) : -1;
 	case D9_EV_REQUEST_BEGIN:
 		return words == D9__RW_REQUEST_BEGIN ?
 			d9_enc_request_begin(e, now, p[2], (int64_t)p[3], p[4], small, p[5]) : -1;
