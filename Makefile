@@ -13,7 +13,7 @@ ALL_CFLAGS := $(CFLAGS_BASE) -Iformat -Iagent -Ipreload $(CFLAGS)
 ifneq ($(SAN),)
 ALL_CFLAGS += -fsanitize=$(SAN) -fno-sanitize-recover=all
 endif
-LDLIBS_FMT := -lz
+LDLIBS_FMT := -lz -ldeflate
 # dwsym.c demangles C++ names with libiberty's allocation-free demangler (static, PIC on Debian);
 # the agent keeps its symbols hidden so they never interpose on the host's own copy
 LDLIBS_DEM := -liberty
@@ -209,7 +209,7 @@ $(B)/san/d9-analyze: $(B)/san/obj/$(B)/gen/profile.pb-c.o
 FUZZ_FLAGS := -std=gnu11 -O1 -g -Iformat -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 $(B)/fuzz/fuzz-decode: tests/fuzz/fuzz-decode.c $(FORMAT_SRC) format/d9-format.h
 	@mkdir -p $(dir $@)
-	$(CLANG) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz-decode.c $(FORMAT_SRC) -lz
+	$(CLANG) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz-decode.c $(FORMAT_SRC) -lz -ldeflate
 
 FUZZ_TIME ?= 600
 fuzz: $(B)/fuzz/fuzz-decode

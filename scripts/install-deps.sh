@@ -6,7 +6,7 @@ set -euo pipefail
 
 pkgs=(
 	build-essential pkg-config clang libclang-rt-14-dev   # toolchain, libFuzzer + sanitizers
-	zlib1g-dev libdw-dev libelf-dev libcurl4-openssl-dev
+	zlib1g-dev libdeflate-dev libdw-dev libelf-dev libcurl4-openssl-dev
 	libprotobuf-c-dev protobuf-c-compiler                  # `d9-analyze pprof` (analyze/proto/)
 	golang-go                                             # go tool pprof: test-pprof.sh reads the profiles
 	libiberty-dev                                         # C++ demangler (static, linked in)

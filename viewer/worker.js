@@ -6,13 +6,13 @@
 function d9_worker_main(self) {
 	'use strict';
 
-	/* Inflates a gzip file. A damaged or cut stream keeps what was inflated before the damage. */
-	async function gunzip(buf) {
-		const out = [];
-		let n = 0, err = null;
+	/* Inflates one gzip stream into out (an array of chunks); returns the bytes added and the
+	 * error, if any. A damaged or cut stream keeps what was inflated before the damage. */
+	async function inflate(bytes, out) {
+		let n = 0;
 		try {
 			const ds = new DecompressionStream('gzip');
-			const reader = new Blob([buf]).stream().pipeThrough(ds).getReader();
+			const reader = new Blob([bytes]).stream().pipeThrough(ds).getReader();
 			for (;;) {
 				const r = await reader.read();
 				if (r.done) break;
@@ -20,7 +20,46 @@ function d9_worker_main(self) {
 				n += r.value.length;
 			}
 		} catch (e) {
-			err = String(e && e.message || e);
+			return { n, err: String(e && e.message || e) };
+		}
+		return { n, err: null };
+	}
+
+	/* The members of a segment the agent compressed (FORMAT.md, "Compressed segments"): each
+	 * gzip member's extra field "D9" holds its length. Returns [offset, length] pairs, the last one
+	 * cut to what the file holds, or null for any other gzip file (inflated as one stream).
+	 * Browsers differ on gzip files of several members; one stream per member works in all. */
+	function d9Members(u8) {
+		const out = [];
+		let off = 0;
+		while (off < u8.length) {
+			const h = u8.subarray(off, off + 20);
+			const ours = h.length === 20 && h[0] === 0x1f && h[1] === 0x8b && h[2] === 8 &&
+				(h[3] & 4) && h[10] === 8 && h[11] === 0 && h[12] === 0x44 && h[13] === 0x39 &&
+				h[14] === 4 && h[15] === 0;
+			const len = ours ? (h[16] | h[17] << 8 | h[18] << 16 | h[19] << 24) >>> 0 : 0;
+			if (!ours || len < 28) {
+				if (!off)
+					return null;
+				out.push([off, u8.length - off]); /* damaged: inflating it says so */
+				break;
+			}
+			out.push([off, Math.min(len, u8.length - off)]);
+			off += len;
+		}
+		return out;
+	}
+
+	/* Inflates a gzip file, member by member when the agent wrote it. */
+	async function gunzip(buf) {
+		const out = [];
+		let n = 0, err = null;
+		const members = d9Members(buf) || [[0, buf.length]];
+		for (const [off, len] of members) {
+			const r = await inflate(buf.subarray(off, off + len), out);
+			n += r.n;
+			if ((err = r.err))
+				break;
 		}
 		const u8 = new Uint8Array(n);
 		let p = 0;

@@ -2,6 +2,8 @@
 /* viewer-test.js: the viewer in a real browser (Debian's chromium through playwright-core, no
  * network). Run by tests/integration/test-viewer.sh with one JSON argument naming its inputs:
  *   golden, golden_jsonl: a golden segment and its `d9-analyze jsonl` output;
+ *   members, members_cut: the golden segment in the agent's gzip layout of several members, and
+ *   the same cut inside its last but one member;
  *   truncated: a truncated segment; real, real_jsonl: the files of a real st-http trace with
  *   CPU samples and its jsonl; report: the file `d9-analyze html` wrote for it; artifacts: where
  *   screenshots go.
@@ -93,6 +95,22 @@ async function golden(browser) {
 		pass('drop-gzip', 'basic.bin.gz dropped: ' + dropped.events + ' events, as from basic.bin');
 	else
 		fail('drop-gzip', JSON.stringify(dropped) + ' vs ' + st.events + ' events from basic.bin');
+	/* the agent's gzip layout, one member per piece (FORMAT.md, "Compressed segments"): every
+	 * member inflated; cut inside the last but one, the members before it are kept and the cut is
+	 * said */
+	await loadFiles(page, [cfg.members]);
+	const mem = await page.evaluate(() => ({ events: window.__d9test.events, msg: window.__d9test.message }));
+	if (mem.events === st.events && !/truncated|damaged|not readable/.test(mem.msg))
+		pass('gzip-members', 'a segment of several gzip members: ' + mem.events + ' events, as from basic.bin');
+	else
+		fail('gzip-members', JSON.stringify(mem) + ' vs ' + st.events + ' events from basic.bin');
+	await loadFiles(page, [cfg.members_cut]);
+	const cut = await page.evaluate(() => ({ events: window.__d9test.events, msg: window.__d9test.message }));
+	if (/gzip data ends early or is damaged after (\d+) inflated bytes/.test(cut.msg) &&
+		+RegExp.$1 >= 1000 && cut.events > 0 && cut.events < st.events)
+		pass('gzip-members-cut', cut.events + ' events; ' + cut.msg.split('\n')[0]);
+	else
+		fail('gzip-members-cut', JSON.stringify(cut) + ' (expected some of ' + st.events + ' events and the cut after at least 1000 inflated bytes)');
 	/* a truncated file: what could be read, and where it stopped */
 	await loadFiles(page, [cfg.truncated]);
 	let msg = await page.evaluate(() => window.__d9test.message);

@@ -3,7 +3,8 @@
 # test-agent-rotation.sh: the segment series on disk. Rotation by size (D9_MAX_FILE_SIZE) and by
 # wall-clock aligned time (D9_ROTATION_PERIOD); the total budget (D9_MAX_TOTAL_SIZE) sampled while
 # the writer is busy; max_file_size clamped to half the budget; D9_COMPRESS on (.bin.gz) and off
-# (.bin); segment names <stem>.<pid>.<seq 6 digits>; every segment self-contained and every
+# (.bin), the compressed layout (gzip members of 64 KiB of the segment each, walked by the
+# lengths in their extra fields); segment names <stem>.<pid>.<seq 6 digits>; every segment self-contained and every
 # event accounted for across segments; trailers that agree with what the segment holds.
 set -u
 # shellcheck source=lib.sh
@@ -234,6 +235,41 @@ if c["sealed"] != len(names):
     fail("%d of %d segments sealed" % (c["sealed"], len(names)))
 info = "%d x %s" % (len(names), suffix) + (", the last %s" % names[-1][-7:] if mode == "on" else "")
 ' "$T/c$mode.json" "$T/c$mode.out" "$mode" "$d"
+	[ "$mode" = on ] || continue
+	# the layout FORMAT.md gives ("Compressed segments"): one gzip member per 64 KiB of the
+	# segment, each naming its own length in the extra field "D9", which walks the file exactly
+	d9_py compress-gzip-members '
+import gzip, os, struct, zlib
+gz = [n for n in files(f[0]) if n.endswith(".bin.gz")]
+members = 0
+for n in gz:
+    b = open(os.path.join(f[0], n), "rb").read()
+    off, sizes = 0, []
+    while off < len(b):
+        h = b[off:off + 20]
+        if len(h) < 20 or h[:4] != b"\x1f\x8b\x08\x04" or h[10:16] != b"\x08\x00D9\x04\x00":
+            fail("%s: no d9 member head at offset %d of %d: %s" % (n, off, len(b), h.hex()))
+            break
+        ln = struct.unpack_from("<I", h, 16)[0]
+        if ln < 28 or off + ln > len(b):
+            fail("%s: member at %d claims %d bytes, the file has %d" % (n, off, ln, len(b)))
+            break
+        z = zlib.decompressobj(-15)
+        data = z.decompress(b[off + 20:off + ln - 8])
+        crc, isize = struct.unpack_from("<II", b, off + ln - 8)
+        if not z.eof or z.unused_data or zlib.crc32(data) != crc or len(data) != isize:
+            fail("%s: member at %d: deflate data does not end at its length, or CRC/ISIZE differ" % (n, off))
+        sizes.append(isize)
+        off += ln
+    if any(s != 65536 for s in sizes[:-1]) or not sizes or sizes[-1] > 65536:
+        fail("%s: member sizes %s: expected 65536 each but the last" % (n, sizes[:8]))
+    if len(gzip.decompress(b)) != sum(sizes):
+        fail("%s: gzip reads %d bytes, the members hold %d" % (n, len(gzip.decompress(b)), sum(sizes)))
+    members += len(sizes)
+if len(gz) < 2 or members < 8 * len(gz):
+    fail("%d members in %d compressed 1 MiB segments: expected 16 or more each" % (members, len(gz)))
+info = "%d segments of %d gzip members in all, each member walked by its length" % (len(gz), members)
+' "$d"
 done
 # ---- exit while the compressor is still at work ------------------------------------------------------
 # One 32 MB segment (the default D9_MAX_FILE_SIZE is 64M): at exit the agent gives the compressor

@@ -10,7 +10,9 @@
 #     which keys are compared;
 #   - `d9-analyze html` writes a report of that trace (exit 0), and 3 for a file that is no trace;
 #   - in Debian's chromium through playwright-core (tests/browser/viewer-test.js): poll bars
-#     drawn for a known window of the golden trace, the messages for a truncated file and a file
+#     drawn for a known window of the golden trace, a golden segment in the agent's gzip layout of
+#     several members read whole and, cut inside a member, read up to the cut, the messages for
+#     a truncated file and a file
 #     that is no trace, the real trace: the burn poll clicked shows its details and a flame graph
 #     naming burn_cpu, the /block poll's off-CPU flame graph names usleep (SKIP when the kernel
 #     gives no off-CPU samples), a shift+drag range gives the aggregated flame graph and location
@@ -186,12 +188,31 @@ if [ ! -x /usr/bin/chromium ] || [ ! -f "$BR/node_modules/playwright-core/packag
 	exit 0
 fi
 "$PL_ANALYZE" jsonl "$PL_ROOT/tests/golden/basic.bin" >"$T/golden.jsonl" 2>/dev/null
+# basic.bin in the agent's compressed layout (FORMAT.md, "Compressed segments": one gzip member
+# per piece, its length in the extra field "D9"), in 200-byte pieces so that it has several
+# members; and the same cut inside its last but one member
+python3 - "$PL_ROOT/tests/golden/basic.bin" "$T/members.bin.gz" "$T/members-cut.bin.gz" <<'PYEOF'
+import struct, sys, zlib
+raw = open(sys.argv[1], "rb").read()
+out = b""
+for p in range(0, len(raw), 200):
+    piece = raw[p:p + 200]
+    c = zlib.compressobj(1, zlib.DEFLATED, -15)
+    z = c.compress(piece) + c.flush()
+    n = 20 + len(z) + 8
+    out += bytes([0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 4, 3, 8, 0, 0x44, 0x39, 4, 0]) + struct.pack("<I", n)
+    out += z + struct.pack("<II", zlib.crc32(piece), len(piece))
+    if p // 200 == len(raw) // 200 - 1:
+        cut = len(out) - len(z) // 2 - 8
+open(sys.argv[2], "wb").write(out)
+open(sys.argv[3], "wb").write(out[:cut])
+PYEOF
 cfg=$(python3 -c 'import json, sys
 a = sys.argv
 print(json.dumps({"golden": a[1], "golden_jsonl": a[2], "truncated": a[3], "real_jsonl": a[4],
-	"report": a[5], "artifacts": a[6], "real": a[7:]}))' \
+	"report": a[5], "artifacts": a[6], "members": a[7], "members_cut": a[8], "real": a[9:]}))' \
 	"$PL_ROOT/tests/golden/basic.bin" "$T/golden.jsonl" "$PL_ROOT/tests/golden/truncated.bin" \
-	"$T/real.jsonl" "$T/report.html" "$ART" "${real[@]}")
+	"$T/real.jsonl" "$T/report.html" "$ART" "$T/members.bin.gz" "$T/members-cut.bin.gz" "${real[@]}")
 timeout -s KILL 600 node "$BR/viewer-test.js" "$cfg" 2>"$T/browser.err"
 rc=$?
 [ "$rc" = 0 ] || pl_fail viewer-browser "viewer-test.js exited with $rc: $(tail -c 400 "$T/browser.err")"
