@@ -32,7 +32,7 @@ TOOL_BIN    := $(patsubst tests/tools/%.c,$(B)/tests/%,$(TOOL_SRC))
 SERVER_BIN  := $(B)/tests/st-http $(B)/tests/st-http-nofp $(B)/tests/epoll-http $(B)/tests/busy-workers \
 	$(B)/tests/cxx-http
 SERVER_BIN  += $(B)/tests/uv-http
-SERVER_BIN  += $(B)/tests/uctx-sched $(B)/tests/mutex-wait
+SERVER_BIN  += $(B)/tests/uctx-sched $(B)/tests/mutex-wait $(B)/tests/nbfd
 SERVER_BIN  += $(B)/tests/api-demo $(B)/tests/api-demo-nopie
 
 .PHONY: all deps test test-run demo bench fuzz clean golden servers
@@ -122,6 +122,11 @@ $(B)/tests/uv-http: tests/servers/uv-http.c
 $(B)/tests/uctx-sched: tests/servers/uctx-sched.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $<
+
+# reads the blocking-call wrapper must time, and reads it need not (test-preload-nbfd.sh)
+$(B)/tests/nbfd: tests/servers/nbfd.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $< -lpthread
 
 # pthread_mutex_lock under the blocking-call wrapper (test-preload-mutex.sh)
 $(B)/tests/mutex-wait: tests/servers/mutex-wait.c

@@ -172,10 +172,17 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 }
 
 /* Times `call` when this thread may record; `fd` names the descriptor (-1: none). */
-#define TIMED(name, fd, call)                                                     \
+#define TIMED(name, fd, call) TIMED_IF(1, name, fd, call)
+
+/* TIMED for reads and writes: not on a socket or pipe known to be non-blocking (libc-fds.c),
+ * where the call returns at once; it was timed only to tell preemption inside it (a SchedDelay),
+ * and the two clock reads cost more than the rest of the wrapper. */
+#define TIMED_IO(name, fd, call) TIMED_IF(!d9__fd_cannot_wait(fd), name, fd, call)
+
+#define TIMED_IF(cond, name, fd, call)                                            \
 	({                                                                        \
 		__typeof__(call) r_;                                              \
-		if (D9_LIKELY(!timed())) {                                        \
+		if (D9_LIKELY(!timed()) || !(cond)) {                             \
 			r_ = (call);                                              \
 		} else {                                                          \
 			static uint64_t id_;                                      \
@@ -237,7 +244,7 @@ D9_INTERPOSE ssize_t read(int fd, void *buf, size_t n)
 	D9_REAL(ssize_t, read, (int, void *, size_t));
 	if (!real_read)
 		return syscall(SYS_read, fd, buf, n);
-	ssize_t r = TIMED("read", fd, real_read(fd, buf, n));
+	ssize_t r = TIMED_IO("read", fd, real_read(fd, buf, n));
 	D9__REQ_HOOK(d9__req_read(fd, buf, r, errno));
 	return r;
 }
@@ -247,7 +254,7 @@ D9_INTERPOSE ssize_t write(int fd, const void *buf, size_t n)
 	D9_REAL(ssize_t, write, (int, const void *, size_t));
 	if (!real_write)
 		return syscall(SYS_write, fd, buf, n);
-	ssize_t r = TIMED("write", fd, real_write(fd, buf, n));
+	ssize_t r = TIMED_IO("write", fd, real_write(fd, buf, n));
 	D9__REQ_HOOK(d9__req_wrote(fd, r));
 	return r;
 }
@@ -283,7 +290,7 @@ D9_INTERPOSE ssize_t readv(int fd, const struct iovec *iov, int cnt)
 	D9_REAL(ssize_t, readv, (int, const struct iovec *, int));
 	if (!real_readv)
 		return syscall(SYS_readv, fd, iov, cnt);
-	ssize_t r = TIMED("readv", fd, real_readv(fd, iov, cnt));
+	ssize_t r = TIMED_IO("readv", fd, real_readv(fd, iov, cnt));
 	D9__REQ_HOOK(d9__req_readv(fd, iov, cnt > 0 ? (size_t)cnt : 0, r, errno));
 	return r;
 }
@@ -293,7 +300,7 @@ D9_INTERPOSE ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	D9_REAL(ssize_t, writev, (int, const struct iovec *, int));
 	if (!real_writev)
 		return syscall(SYS_writev, fd, iov, cnt);
-	ssize_t r = TIMED("writev", fd, real_writev(fd, iov, cnt));
+	ssize_t r = TIMED_IO("writev", fd, real_writev(fd, iov, cnt));
 	D9__REQ_HOOK(d9__req_wrote(fd, r));
 	return r;
 }
@@ -310,9 +317,10 @@ D9_INTERPOSE int open(const char *path, int flags, ...)
 	va_start(ap, flags);
 	mode_t mode = open_mode(flags, ap);
 	va_end(ap);
-	if (!real_open)
-		return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
-	return TIMED("open", -1, real_open(path, flags, mode));
+	int r = real_open ? TIMED("open", -1, real_open(path, flags, mode))
+			  : (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+	d9__fd_forget(r); /* the number may have been a socket closed unseen */
+	return r;
 }
 
 D9_INTERPOSE int open64(const char *path, int flags, ...)
@@ -331,9 +339,10 @@ D9_INTERPOSE int openat(int dirfd, const char *path, int flags, ...)
 	va_start(ap, flags);
 	mode_t mode = open_mode(flags, ap);
 	va_end(ap);
-	if (!real_openat)
-		return (int)syscall(SYS_openat, dirfd, path, flags, mode);
-	return TIMED("openat", -1, real_openat(dirfd, path, flags, mode));
+	int r = real_openat ? TIMED("openat", -1, real_openat(dirfd, path, flags, mode))
+			    : (int)syscall(SYS_openat, dirfd, path, flags, mode);
+	d9__fd_forget(r);
+	return r;
 }
 
 D9_INTERPOSE int openat64(int dirfd, const char *path, int flags, ...)
@@ -366,7 +375,7 @@ D9_INTERPOSE int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	D9_REAL(int, connect, (int, const struct sockaddr *, socklen_t));
 	if (!real_connect)
 		return (int)syscall(SYS_connect, fd, addr, len);
-	return TIMED("connect", fd, real_connect(fd, addr, len));
+	return TIMED_IO("connect", fd, real_connect(fd, addr, len));
 }
 
 D9_INTERPOSE int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
@@ -394,6 +403,17 @@ static int is_wait_lock(int cmd)
 	return cmd == F_SETLKW || cmd == F_OFD_SETLKW;
 }
 
+/* What an fcntl that returned r tells libc-fds.c: F_SETFL sets the mode, a duplicate shares it. */
+static void fd_mode_seen(int fd, int cmd, void *arg, int r)
+{
+	if (cmd == F_SETFL)
+		r == 0 ? d9__fd_set_nonblock(fd, ((long)arg & O_NONBLOCK) != 0) : d9__fd_forget(fd);
+	else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+		d9__fd_forget(fd);
+		d9__fd_forget(r);
+	}
+}
+
 D9_INTERPOSE int fcntl(int fd, int cmd, ...)
 {
 	D9_REAL(int, fcntl, (int, int, ...));
@@ -401,11 +421,15 @@ D9_INTERPOSE int fcntl(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *); /* every fcntl argument fits a pointer-sized register */
 	va_end(ap);
+	int r;
 	if (!real_fcntl)
-		return (int)syscall(SYS_fcntl, fd, cmd, arg);
-	if (!is_wait_lock(cmd))
-		return real_fcntl(fd, cmd, arg);
-	return TIMED("fcntl", fd, real_fcntl(fd, cmd, arg));
+		r = (int)syscall(SYS_fcntl, fd, cmd, arg);
+	else if (!is_wait_lock(cmd))
+		r = real_fcntl(fd, cmd, arg);
+	else
+		r = TIMED("fcntl", fd, real_fcntl(fd, cmd, arg));
+	fd_mode_seen(fd, cmd, arg, r);
+	return r;
 }
 
 D9_INTERPOSE int fcntl64(int fd, int cmd, ...)
@@ -415,11 +439,15 @@ D9_INTERPOSE int fcntl64(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
+	int r;
 	if (!real_fcntl64)
-		return (int)syscall(SYS_fcntl, fd, cmd, arg);
-	if (!is_wait_lock(cmd))
-		return real_fcntl64(fd, cmd, arg);
-	return TIMED("fcntl", fd, real_fcntl64(fd, cmd, arg));
+		r = (int)syscall(SYS_fcntl, fd, cmd, arg);
+	else if (!is_wait_lock(cmd))
+		r = real_fcntl64(fd, cmd, arg);
+	else
+		r = TIMED("fcntl", fd, real_fcntl64(fd, cmd, arg));
+	fd_mode_seen(fd, cmd, arg, r);
+	return r;
 }
 
 /* ---- processes and threads ---------------------------------------------------------------------- */

@@ -8,6 +8,7 @@
  * start, and the analyzer reads it as it is. Design: agent/DESIGN.md, "Exit, signals, fork". */
 #include "preload.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -119,6 +120,17 @@ D9_INTERPOSE long syscall(long number, ...)
 	}
 	if (exec)
 		d9_agent_exec_failed();
+	/* descriptors whose number or mode may have changed unseen are timed again (libc-fds.c) */
+	if (number == SYS_close || number == SYS_fcntl || number == SYS_ioctl) {
+		d9__fd_forget((int)a[0]); /* fcntl: F_SETFL or F_DUPFD, perhaps */
+		if (number == SYS_fcntl && (a[1] == F_DUPFD || a[1] == F_DUPFD_CLOEXEC))
+			d9__fd_forget((int)r);
+	} else if (number == SYS_dup || number == SYS_dup2 || number == SYS_dup3) {
+		d9__fd_forget((int)a[0]);
+		d9__fd_forget(number == SYS_dup ? (int)r : (int)a[1]);
+	} else if (number == SYS_close_range) {
+		d9__fd_forget_range((unsigned int)a[0], (unsigned int)a[1]);
+	}
 	return r;
 }
 

@@ -56,6 +56,26 @@ static inline int d9__pl_active(void)
 	return d9__enabled && !d9__self.busy && d9__self.role != D9_ROLE_AGENT;
 }
 
+/* libc-fds.c: the descriptors known to be sockets or pipes in non-blocking mode, one bit each in
+ * two tables (stream, non-blocking) for numbers below D9__FD_BITS; a read or write on them cannot
+ * wait, so the blocking-call wrappers do not time it. */
+#define D9__FD_BITS 65536
+extern uint64_t d9__fd_stream[D9__FD_BITS / 64], d9__fd_nonblock[D9__FD_BITS / 64];
+void d9__fd_made(int fd, int stream, int nonblock);
+void d9__fd_forget(int fd);
+void d9__fd_set_nonblock(int fd, int on);
+void d9__fd_forget_range(unsigned int first, unsigned int last);
+void d9__fd_forget_all(void);
+
+static inline int d9__fd_cannot_wait(int fd)
+{
+	if ((unsigned int)fd >= D9__FD_BITS)
+		return 0;
+	unsigned int w = (unsigned int)fd >> 6;
+	return (int)((__atomic_load_n(&d9__fd_stream[w], __ATOMIC_RELAXED) &
+		__atomic_load_n(&d9__fd_nonblock[w], __ATOMIC_RELAXED)) >> (fd & 63) & 1);
+}
+
 /* runtimes.c: called by the agent at exit (see lifecycle.c). */
 void d9__preload_at_exit(void);
 

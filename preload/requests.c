@@ -483,9 +483,10 @@ static __attribute__((noinline)) int accept_req(int fd, struct sockaddr *addr, s
 
 D9_INTERPOSE int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	if (D9_LIKELY(!d9__pcfg.requests && fast_accept))
-		return fast_accept(fd, addr, len); /* a tail call */
-	return accept_req(fd, addr, len);
+	int r = D9_LIKELY(!d9__pcfg.requests && fast_accept) ? fast_accept(fd, addr, len)
+							    : accept_req(fd, addr, len);
+	d9__fd_made(r, 1, 0); /* Linux: an accepted socket does not inherit O_NONBLOCK */
+	return r;
 }
 
 static __attribute__((noinline)) int accept4_req(int fd, struct sockaddr *addr, socklen_t *len, int flags)
@@ -501,9 +502,10 @@ static __attribute__((noinline)) int accept4_req(int fd, struct sockaddr *addr, 
 
 D9_INTERPOSE int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
-	if (D9_LIKELY(!d9__pcfg.requests && fast_accept4))
-		return fast_accept4(fd, addr, len, flags); /* a tail call */
-	return accept4_req(fd, addr, len, flags);
+	int r = D9_LIKELY(!d9__pcfg.requests && fast_accept4) ? fast_accept4(fd, addr, len, flags)
+							     : accept4_req(fd, addr, len, flags);
+	d9__fd_made(r, 1, flags & SOCK_NONBLOCK);
+	return r;
 }
 
 static __attribute__((noinline)) ssize_t recv_req(int fd, void *buf, size_t n, int flags)
@@ -675,6 +677,7 @@ D9_INTERPOSE int close(int fd)
 {
 	D9_REAL(int, close, (int));
 	D9__REQ_HOOK(d9__req_close(fd));
+	d9__fd_forget(fd); /* before: the number is free for another thread once closed */
 	if (!real_close)
 		return (int)syscall(SYS_close, fd);
 	return real_close(fd);

@@ -11,9 +11,11 @@
 #     wall time bound above; the summary shows the worker's sched wait.
 #   - st-hog: st-http (Debian's libst, select) pinned with the hog, wrk on /fast for 3 s with
 #     D9_BLOCKING_THRESHOLD=50us: 0 BlockingCalls on sockets (ST's sockets are non-blocking: a
-#     slow write there is preemption), scheduling delay > 0 in the summary; the preempted calls
-#     are SchedDelay events inside a poll of their coroutine, each >= 50 us with a run delay no
-#     longer than the call, all counted by the summary's preempted_calls; and, as the control
+#     slow write there is preemption), scheduling delay > 0 in the summary; the preempted calls,
+#     if any, are SchedDelay events inside a poll of their coroutine, each >= 50 us with a run
+#     delay no longer than the call, all counted by the summary's preempted_calls (reads and
+#     writes on ST's non-blocking sockets are not timed at all: preload/libc-fds.c, so there
+#     are usually none; test-preload-nbfd.sh and test-viewer.sh make some); and, as the control
 #     that the check can fail, /block?ms=30 (a libc usleep) under the same hog is still a
 #     BlockingCall.
 #   - srs-hog: the same with SRS's State Threads (epoll), built from
