@@ -414,6 +414,22 @@ static void fd_mode_seen(int fd, int cmd, void *arg, int r)
 	}
 }
 
+/* fcntl and fcntl64 through real (NULL: not found, the system call itself). In line: a
+ * BlockingCall's stack starts two frames up, at the interposer's caller. */
+static inline __attribute__((always_inline)) int fcntl_via(int (*real)(int, int, ...), int fd, int cmd, void *arg)
+{
+	int r;
+
+	if (!real)
+		r = (int)syscall(SYS_fcntl, fd, cmd, arg);
+	else if (!is_wait_lock(cmd))
+		r = real(fd, cmd, arg);
+	else
+		r = TIMED("fcntl", fd, real(fd, cmd, arg));
+	fd_mode_seen(fd, cmd, arg, r);
+	return r;
+}
+
 D9_INTERPOSE int fcntl(int fd, int cmd, ...)
 {
 	D9_REAL(int, fcntl, (int, int, ...));
@@ -421,15 +437,7 @@ D9_INTERPOSE int fcntl(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *); /* every fcntl argument fits a pointer-sized register */
 	va_end(ap);
-	int r;
-	if (!real_fcntl)
-		r = (int)syscall(SYS_fcntl, fd, cmd, arg);
-	else if (!is_wait_lock(cmd))
-		r = real_fcntl(fd, cmd, arg);
-	else
-		r = TIMED("fcntl", fd, real_fcntl(fd, cmd, arg));
-	fd_mode_seen(fd, cmd, arg, r);
-	return r;
+	return fcntl_via(real_fcntl, fd, cmd, arg);
 }
 
 D9_INTERPOSE int fcntl64(int fd, int cmd, ...)
@@ -439,15 +447,7 @@ D9_INTERPOSE int fcntl64(int fd, int cmd, ...)
 	va_start(ap, cmd);
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
-	int r;
-	if (!real_fcntl64)
-		r = (int)syscall(SYS_fcntl, fd, cmd, arg);
-	else if (!is_wait_lock(cmd))
-		r = real_fcntl64(fd, cmd, arg);
-	else
-		r = TIMED("fcntl", fd, real_fcntl64(fd, cmd, arg));
-	fd_mode_seen(fd, cmd, arg, r);
-	return r;
+	return fcntl_via(real_fcntl64, fd, cmd, arg);
 }
 
 /* ---- processes and threads ---------------------------------------------------------------------- */
