@@ -97,9 +97,18 @@ static int deflate_file(struct d9__file *in, struct d9__file *out)
 		if (!(obuf = malloc(ocap)))
 			return -ENOMEM;
 	}
-	do { /* an empty input still makes one (empty) member: a valid gzip file */
-		if ((n = read_own(in, ibuf, sizeof(ibuf), off)) < 0)
-			return (int)n;
+	for (;;) {
+		/* a full piece unless the file ends: a short read is not taken for the end */
+		for (n = 0; n < GZ_PIECE;) {
+			ssize_t k = read_own(in, ibuf + n, (size_t)(GZ_PIECE - n), off + (uint64_t)n);
+			if (k < 0)
+				return (int)k;
+			if (k == 0)
+				break;
+			n += k;
+		}
+		if (n == 0 && off)
+			return 0; /* an empty input still makes one (empty) member: a valid gzip file */
 		off += (uint64_t)n;
 		size_t z = libdeflate_deflate_compress(c, ibuf, (size_t)n, obuf + GZ_HEAD,
 			ocap - GZ_HEAD - GZ_TAIL);
@@ -115,10 +124,11 @@ static int deflate_file(struct d9__file *in, struct d9__file *out)
 		int err = d9__file_write(out, obuf, len);
 		if (err)
 			return err;
+		if (n < GZ_PIECE)
+			return 0; /* the file ended inside this piece */
 		if (__atomic_load_n(&d9__g.compress_abort, __ATOMIC_RELAXED))
 			return -ECANCELED; /* the process is exiting: leave the .bin as it is */
-	} while (n == (ssize_t)sizeof(ibuf));
-	return 0;
+	}
 }
 
 int d9__gzip_file(const char *src, uint64_t *out_size)
