@@ -70,14 +70,6 @@ enum {
 	GZ_TAIL = 8, /* CRC-32, ISIZE */
 };
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
 /* Writes in, one member per GZ_PIECE bytes, into out. zlib's gz* calls are not used: they write
  * and close their descriptor without asking whether it is still ours. */
 static int deflate_file(struct d9__file *in, struct d9__file *out)
@@ -118,9 +110,9 @@ static int deflate_file(struct d9__file *in, struct d9__file *out)
 		static const uint8_t head[16] = { 0x1f, 0x8b, 8, 4 /* FEXTRA */, 0, 0, 0, 0,
 			4 /* fastest */, 3 /* Unix */, 8, 0, 'D', '9', 4, 0 };
 		memcpy(obuf, head, sizeof(head));
-		put_le32(obuf + 16, len);
-		put_le32(obuf + GZ_HEAD + z, libdeflate_crc32(0, ibuf, (size_t)n));
-		put_le32(obuf + GZ_HEAD + z + 4, (uint32_t)n);
+		d9_store_le32(obuf + 16, len);
+		d9_store_le32(obuf + GZ_HEAD + z, libdeflate_crc32(0, ibuf, (size_t)n));
+		d9_store_le32(obuf + GZ_HEAD + z + 4, (uint32_t)n);
 		int err = d9__file_write(out, obuf, len);
 		if (err)
 			return err;

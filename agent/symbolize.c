@@ -381,48 +381,41 @@ struct name_frame { const char *fn, *file; int line; };
 static struct {
 	struct name *e; /* open addressing, 2 * NAMES_MAX slots; a == 0: free */
 	struct name_frame *f;
-	size_t n, nf, fcap;
-	char **s; /* interned strings, open addressing, 4 * NAMES_MAX slots */
-	size_t sn, bytes;
+	size_t n, nf, fcap, bytes;
+	struct strtab st; /* the names' strings */
 } names; /* the compressor thread's */
+
+static void strtab_free(struct strtab *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		free(t->s[i]);
+	free(t->s);
+	free(t->hash);
+	free(t->idx);
+}
 
 static void names_reset(void)
 {
-	for (size_t i = 0; names.s && i < 4 * NAMES_MAX; i++)
-		free(names.s[i]);
-	free(names.s);
+	strtab_free(&names.st);
 	free(names.e);
 	free(names.f);
 	memset(&names, 0, sizeof(names));
 }
 
-static size_t str_hash(const char *v)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	while (*v)
-		h = (h ^ (uint8_t)*v++) * 1099511628211ull;
-	return (size_t)h;
-}
-
-/* The kept copy of v (NULL stays NULL), or NULL when memory runs out. */
+/* The kept copy of v (NULL stays NULL); *err = 1 when memory runs out. */
 static const char *names_str(const char *v, int *err)
 {
 	if (!v)
 		return NULL;
-	size_t j = str_hash(v) & (4 * NAMES_MAX - 1);
-	while (names.s[j] && strcmp(names.s[j], v))
-		j = (j + 1) & (4 * NAMES_MAX - 1);
-	if (!names.s[j]) {
-		size_t len = strlen(v);
-		if (names.sn + 1 >= 2 * NAMES_MAX || !(names.s[j] = strdup(v))) {
-			*err = 1;
-			return NULL;
-		}
-		names.sn++;
-		names.bytes += len + 1;
+	size_t before = names.st.n;
+	long i = str_index(&names.st, v);
+	if (i < 0) {
+		*err = 1;
+		return NULL;
 	}
-	return names.s[j];
+	if ((size_t)i >= before)
+		names.bytes += strlen(v) + 1;
+	return names.st.s[i];
 }
 
 static struct name *names_slot(Dwfl_Module *dm, uint64_t a)
@@ -458,11 +451,8 @@ static void names_put(Dwfl_Module *dm, uint64_t a, const struct d9__dwsym_frame 
 
 	if (names.n >= NAMES_MAX || names.bytes >= NAMES_BYTES)
 		names_reset();
-	if (!names.e && (!(names.e = calloc(2 * NAMES_MAX, sizeof(*names.e))) ||
-		!(names.s = calloc(4 * NAMES_MAX, sizeof(*names.s))))) {
-		names_reset();
+	if (!names.e && !(names.e = calloc(2 * NAMES_MAX, sizeof(*names.e))))
 		return;
-	}
 	if (names.nf + (size_t)n > names.fcap) {
 		size_t cap = names.fcap ? names.fcap * 2 : 4096;
 		struct name_frame *nf = realloc(names.f, cap * sizeof(*nf));
@@ -878,11 +868,7 @@ out:
 	free(chunk);
 	free(str.p);
 	free(sym.p);
-	for (size_t i = 0; i < st.n; i++)
-		free(st.s[i]);
-	free(st.s);
-	free(st.hash);
-	free(st.idx);
+	strtab_free(&st);
 	seg_free(&s);
 	errno = saved;
 	return ret;
