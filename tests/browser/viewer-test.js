@@ -42,6 +42,9 @@ function refPolls(ev) {
 	return out;
 }
 
+/* What the page read last: its event count and its message. */
+const loaded = (page) => page.evaluate(() => ({ events: window.__d9test.events, msg: window.__d9test.message }));
+
 async function golden(browser) {
 	const page = await B.newPage(browser);
 	await loadFiles(page, [cfg.golden]);
@@ -90,7 +93,7 @@ async function golden(browser) {
 		document.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
 	}, gz);
 	await page.waitForFunction((n) => window.__d9test.loads > n, nbefore, { timeout: WAIT_MS });
-	const dropped = await page.evaluate(() => ({ events: window.__d9test.events, msg: window.__d9test.message }));
+	const dropped = await loaded(page);
 	if (dropped.events === st.events && !/truncated|damaged|not readable/.test(dropped.msg))
 		pass('drop-gzip', 'basic.bin.gz dropped: ' + dropped.events + ' events, as from basic.bin');
 	else
@@ -99,13 +102,13 @@ async function golden(browser) {
 	 * member inflated; cut inside the last but one, the members before it are kept and the cut is
 	 * said */
 	await loadFiles(page, [cfg.members]);
-	const mem = await page.evaluate(() => ({ events: window.__d9test.events, msg: window.__d9test.message }));
+	const mem = await loaded(page);
 	if (mem.events === st.events && !/truncated|damaged|not readable/.test(mem.msg))
 		pass('gzip-members', 'a segment of several gzip members: ' + mem.events + ' events, as from basic.bin');
 	else
 		fail('gzip-members', JSON.stringify(mem) + ' vs ' + st.events + ' events from basic.bin');
 	await loadFiles(page, [cfg.members_cut]);
-	const cut = await page.evaluate(() => ({ events: window.__d9test.events, msg: window.__d9test.message }));
+	const cut = await loaded(page);
 	if (/gzip data ends early or is damaged after (\d+) inflated bytes/.test(cut.msg) &&
 		+RegExp.$1 >= 1000 && cut.events > 0 && cut.events < st.events)
 		pass('gzip-members-cut', cut.events + ' events; ' + cut.msg.split('\n')[0]);
@@ -161,7 +164,7 @@ async function real(browser) {
 	await loadFiles(page, cfg.real);
 	const ref = readJsonl(cfg.real_jsonl);
 	const nref = ref.filter((e) => e.type !== 'CustomEvent').length;
-	const st = await page.evaluate(() => ({ events: window.__d9test.events, msg: window.__d9test.message }));
+	const st = await loaded(page);
 	if (st.events === nref) pass('real-load', st.events + ' events, as many as d9-analyze jsonl');
 	else fail('real-load', 'viewer ' + st.events + ' events, jsonl ' + nref + ' (' + st.msg + ')');
 	const burn = await findBurn(page);
