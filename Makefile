@@ -33,6 +33,7 @@ SERVER_BIN  := $(B)/tests/st-http $(B)/tests/st-http-nofp $(B)/tests/epoll-http 
 	$(B)/tests/cxx-http
 SERVER_BIN  += $(B)/tests/uv-http
 SERVER_BIN  += $(B)/tests/uctx-sched $(B)/tests/mutex-wait $(B)/tests/nbfd
+SERVER_BIN  += $(B)/tests/direct $(B)/tests/libcount-read.so
 SERVER_BIN  += $(B)/tests/api-demo $(B)/tests/api-demo-nopie
 
 .PHONY: all deps test test-run demo bench fuzz clean golden servers
@@ -127,6 +128,16 @@ $(B)/tests/uctx-sched: tests/servers/uctx-sched.c
 $(B)/tests/nbfd: tests/servers/nbfd.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SERVER_CFLAGS) -fno-omit-frame-pointer -o $@ $< -lpthread
+
+# the calls whose wrappers may enter the kernel themselves, and an interposer after the agent's
+# (test-preload-direct.sh)
+$(B)/tests/direct: tests/servers/direct.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -o $@ $< -lpthread
+
+$(B)/tests/libcount-read.so: tests/servers/count-read.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SERVER_CFLAGS) -shared -fPIC -o $@ $< -ldl
 
 # pthread_mutex_lock under the blocking-call wrapper (test-preload-mutex.sh)
 $(B)/tests/mutex-wait: tests/servers/mutex-wait.c

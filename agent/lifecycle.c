@@ -34,7 +34,10 @@ int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *))
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	uint8_t busy = d9__self.busy;
+	d9__self.busy = 1; /* the agent's thread, not the host's (preload/libc-direct.c) */
 	int err = pthread_create(th, NULL, fn, NULL);
+	d9__self.busy = busy;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return -err;
 }

@@ -244,7 +244,7 @@ D9_INTERPOSE ssize_t read(int fd, void *buf, size_t n)
 	D9_REAL(ssize_t, read, (int, void *, size_t));
 	if (!real_read)
 		return syscall(SYS_read, fd, buf, n);
-	ssize_t r = TIMED_IO("read", fd, real_read(fd, buf, n));
+	ssize_t r = TIMED_IO("read", fd, D9__SYS(real_read(fd, buf, n), SYS_read, fd, buf, n));
 	D9__REQ_HOOK(d9__req_read(fd, buf, r, errno));
 	return r;
 }
@@ -254,7 +254,7 @@ D9_INTERPOSE ssize_t write(int fd, const void *buf, size_t n)
 	D9_REAL(ssize_t, write, (int, const void *, size_t));
 	if (!real_write)
 		return syscall(SYS_write, fd, buf, n);
-	ssize_t r = TIMED_IO("write", fd, real_write(fd, buf, n));
+	ssize_t r = TIMED_IO("write", fd, D9__SYS(real_write(fd, buf, n), SYS_write, fd, buf, n));
 	D9__REQ_HOOK(d9__req_wrote(fd, r));
 	return r;
 }
@@ -290,7 +290,7 @@ D9_INTERPOSE ssize_t readv(int fd, const struct iovec *iov, int cnt)
 	D9_REAL(ssize_t, readv, (int, const struct iovec *, int));
 	if (!real_readv)
 		return syscall(SYS_readv, fd, iov, cnt);
-	ssize_t r = TIMED_IO("readv", fd, real_readv(fd, iov, cnt));
+	ssize_t r = TIMED_IO("readv", fd, D9__SYS(real_readv(fd, iov, cnt), SYS_readv, fd, iov, cnt));
 	D9__REQ_HOOK(d9__req_readv(fd, iov, cnt > 0 ? (size_t)cnt : 0, r, errno));
 	return r;
 }
@@ -300,7 +300,7 @@ D9_INTERPOSE ssize_t writev(int fd, const struct iovec *iov, int cnt)
 	D9_REAL(ssize_t, writev, (int, const struct iovec *, int));
 	if (!real_writev)
 		return syscall(SYS_writev, fd, iov, cnt);
-	ssize_t r = TIMED_IO("writev", fd, real_writev(fd, iov, cnt));
+	ssize_t r = TIMED_IO("writev", fd, D9__SYS(real_writev(fd, iov, cnt), SYS_writev, fd, iov, cnt));
 	D9__REQ_HOOK(d9__req_wrote(fd, r));
 	return r;
 }

@@ -4,7 +4,8 @@
  * on itself, prctl(PR_SET_NAME)) is defined again at once; a rename of another thread (memcached
  * names its mc-worker threads from the main thread) only marks the names stale, and the writer
  * reads /proc/self/task/TID/comm (defs.c). Thread creation itself needs no wrapper: the agent
- * registers threads lazily, and fork is handled by the agent's pthread_atfork handlers. */
+ * registers threads lazily, and fork is handled by the agent's pthread_atfork handlers
+ * (libc-direct.c wraps pthread_create, but only to see that the host has threads). */
 #include "preload.h"
 
 #include <pthread.h>

@@ -136,8 +136,10 @@ D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 	if (!real_epoll_wait)
 		return (int)syscall(SYS_epoll_wait, epfd, events, maxevents, timeout);
 	if (!park(D9_CALL_EPOLL_WAIT, ms_to_us(timeout)))
-		return real_epoll_wait(epfd, events, maxevents, timeout);
-	int r = real_epoll_wait(epfd, events, maxevents, timeout);
+		return D9__SYS(real_epoll_wait(epfd, events, maxevents, timeout), SYS_epoll_wait,
+			epfd, events, maxevents, timeout);
+	int r = D9__SYS(real_epoll_wait(epfd, events, maxevents, timeout), SYS_epoll_wait, epfd,
+		events, maxevents, timeout);
 	int e = errno;
 	unpark(r, e);
 	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
@@ -153,8 +155,10 @@ D9_INTERPOSE int epoll_pwait(int epfd, struct epoll_event *events, int maxevents
 	if (!real_epoll_pwait)
 		return (int)syscall(SYS_epoll_pwait, epfd, events, maxevents, timeout, sigmask, _NSIG / 8);
 	if (!park(D9_CALL_EPOLL_PWAIT, ms_to_us(timeout)))
-		return real_epoll_pwait(epfd, events, maxevents, timeout, sigmask);
-	int r = real_epoll_pwait(epfd, events, maxevents, timeout, sigmask);
+		return D9__SYS(real_epoll_pwait(epfd, events, maxevents, timeout, sigmask),
+			SYS_epoll_pwait, epfd, events, maxevents, timeout, sigmask, _NSIG / 8);
+	int r = D9__SYS(real_epoll_pwait(epfd, events, maxevents, timeout, sigmask),
+		SYS_epoll_pwait, epfd, events, maxevents, timeout, sigmask, _NSIG / 8);
 	int e = errno;
 	unpark(r, e);
 	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
@@ -189,7 +193,7 @@ D9_INTERPOSE int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 	if (!real_poll)
 		return (int)syscall(SYS_poll, fds, nfds, timeout);
 	int parked = park(D9_CALL_POLL, ms_to_us(timeout));
-	int r = real_poll(fds, nfds, timeout);
+	int r = D9__SYS(real_poll(fds, nfds, timeout), SYS_poll, fds, nfds, timeout);
 	int e = errno;
 	if (parked)
 		unpark(r, e);
@@ -222,7 +226,7 @@ D9_INTERPOSE int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct tim
 	if (!real_select)
 		return (int)syscall(SYS_select, nfds, rd, wr, ex, tv);
 	int parked = park(D9_CALL_SELECT, tv_to_us(tv));
-	int r = real_select(nfds, rd, wr, ex, tv);
+	int r = D9__SYS(real_select(nfds, rd, wr, ex, tv), SYS_select, nfds, rd, wr, ex, tv);
 	int e = errno;
 	if (parked)
 		unpark(r, e);

@@ -76,6 +76,57 @@ static inline int d9__fd_cannot_wait(int fd)
 		__atomic_load_n(&d9__fd_nonblock[w], __ATOMIC_RELAXED)) >> (fd & 63) & 1);
 }
 
+/* libc-direct.c: nonzero while the wrappers of the hottest cancellable calls (read, write, readv,
+ * writev, recv, recvfrom, recvmsg, send, sendto, sendmsg, close, epoll_wait, epoll_pwait, poll,
+ * select) may enter the kernel themselves, as glibc does in a process with one thread: the host
+ * has started no thread of its own and cancelled none, and each of those names resolves to the
+ * C library itself (no other interposer after the agent). Only the agent's own threads would
+ * make glibc take its cancellation path there; agent/DESIGN.md, "Direct system calls". */
+extern int d9__direct;
+
+static inline int d9__direct_on(void)
+{
+	return __atomic_load_n(&d9__direct, __ATOMIC_RELAXED);
+}
+
+#if defined(__x86_64__)
+static inline long d9__syscall6(long nr, long a, long b, long c, long d, long e, long f)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long r;
+
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+
+/* The kernel's answer the way the C library gives it: -1 with errno for -4095..-1. */
+static inline long d9__sysret(long r)
+{
+	if (D9_UNLIKELY((unsigned long)r > -4096ul)) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+/* `call` (the C library's function), or system call `nr` with up to six arguments while
+ * d9__direct holds. */
+#define D9__SYS_ARGS(a, b, c, d, e, f, ...)                                          \
+	(long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f)
+#define D9__SYS(call, nr, ...)                                                       \
+	(D9_LIKELY(d9__direct_on()) ?                                                \
+		(__typeof__(call))d9__sysret(                                        \
+			d9__syscall6(nr, D9__SYS_ARGS(__VA_ARGS__, 0, 0, 0, 0, 0, 0))) : \
+		(call))
+#else
+#define D9__SYS(call, nr, ...) (call)
+#endif
+
 /* runtimes.c: called by the agent at exit (see lifecycle.c). */
 void d9__preload_at_exit(void);
 

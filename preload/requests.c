@@ -453,9 +453,10 @@ void d9__api_request_end(uint64_t id, int status)
 }
 
 /* ---- interposers: the socket calls libc-block.c does not already wrap ----------------------------
- * Pass-throughs when D9_REQUESTS is off: one branch and a tail call to libc's (measured: the
- * wrapper that called libc and tested the flag after it cost epoll-http about 30 instructions a
- * call in saved registers); read/readv/write/writev are wrapped in
+ * Pass-throughs when D9_REQUESTS is off: one branch and the system call itself (d9__direct,
+ * libc-direct.c) or a tail call to libc's (measured: the wrapper that called libc and tested the
+ * flag after it cost epoll-http about 30 instructions a call in saved registers);
+ * read/readv/write/writev are wrapped in
  * libc-block.c, which calls the hooks above. recv and send are not timed as blocking calls: a
  * server's sockets are non-blocking, and they were not wrapped before requests. */
 
@@ -514,7 +515,7 @@ static __attribute__((noinline)) ssize_t recv_req(int fd, void *buf, size_t n, i
 	fast_recv = real_recv;
 	if (!real_recv)
 		return syscall(SYS_recvfrom, fd, buf, n, flags, NULL, NULL);
-	ssize_t r = real_recv(fd, buf, n, flags);
+	ssize_t r = D9__SYS(real_recv(fd, buf, n, flags), SYS_recvfrom, fd, buf, n, flags, 0, 0);
 	/* a peek leaves the bytes for the next read: not yet read */
 	if (D9_UNLIKELY(d9__pcfg.requests) && !(flags & MSG_PEEK))
 		d9__req_read(fd, buf, r, errno);
@@ -524,7 +525,7 @@ static __attribute__((noinline)) ssize_t recv_req(int fd, void *buf, size_t n, i
 D9_INTERPOSE ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	if (D9_LIKELY(!d9__pcfg.requests && fast_recv))
-		return fast_recv(fd, buf, n, flags); /* a tail call */
+		return D9__SYS(fast_recv(fd, buf, n, flags), SYS_recvfrom, fd, buf, n, flags, 0, 0);
 	return recv_req(fd, buf, n, flags);
 }
 
@@ -535,7 +536,8 @@ static __attribute__((noinline)) ssize_t recvfrom_req(int fd, void *buf, size_t 
 	fast_recvfrom = real_recvfrom;
 	if (!real_recvfrom)
 		return syscall(SYS_recvfrom, fd, buf, n, flags, addr, alen);
-	ssize_t r = real_recvfrom(fd, buf, n, flags, addr, alen);
+	ssize_t r = D9__SYS(real_recvfrom(fd, buf, n, flags, addr, alen), SYS_recvfrom, fd, buf,
+		n, flags, addr, alen);
 	if (D9_UNLIKELY(d9__pcfg.requests) && !(flags & MSG_PEEK))
 		d9__req_read(fd, buf, r, errno);
 	return r;
@@ -545,7 +547,8 @@ D9_INTERPOSE ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct soc
 	socklen_t *alen)
 {
 	if (D9_LIKELY(!d9__pcfg.requests && fast_recvfrom))
-		return fast_recvfrom(fd, buf, n, flags, addr, alen); /* a tail call */
+		return D9__SYS(fast_recvfrom(fd, buf, n, flags, addr, alen), SYS_recvfrom, fd, buf, n,
+			flags, addr, alen);
 	return recvfrom_req(fd, buf, n, flags, addr, alen);
 }
 
@@ -555,7 +558,7 @@ static __attribute__((noinline)) ssize_t recvmsg_req(int fd, struct msghdr *msg,
 	fast_recvmsg = real_recvmsg;
 	if (!real_recvmsg)
 		return syscall(SYS_recvmsg, fd, msg, flags);
-	ssize_t r = real_recvmsg(fd, msg, flags);
+	ssize_t r = D9__SYS(real_recvmsg(fd, msg, flags), SYS_recvmsg, fd, msg, flags);
 	/* a bad msg is the kernel's EFAULT, never ours to read */
 	if (D9_UNLIKELY(d9__pcfg.requests) && !(flags & MSG_PEEK))
 		d9__req_readv(fd, r > 0 ? msg->msg_iov : NULL, r > 0 ? msg->msg_iovlen : 0, r, errno);
@@ -565,7 +568,7 @@ static __attribute__((noinline)) ssize_t recvmsg_req(int fd, struct msghdr *msg,
 D9_INTERPOSE ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	if (D9_LIKELY(!d9__pcfg.requests && fast_recvmsg))
-		return fast_recvmsg(fd, msg, flags); /* a tail call */
+		return D9__SYS(fast_recvmsg(fd, msg, flags), SYS_recvmsg, fd, msg, flags);
 	return recvmsg_req(fd, msg, flags);
 }
 
@@ -598,7 +601,7 @@ static __attribute__((noinline)) ssize_t send_req(int fd, const void *buf, size_
 	fast_send = real_send;
 	if (!real_send)
 		return syscall(SYS_sendto, fd, buf, n, flags, NULL, 0);
-	ssize_t r = real_send(fd, buf, n, flags);
+	ssize_t r = D9__SYS(real_send(fd, buf, n, flags), SYS_sendto, fd, buf, n, flags, 0, 0);
 	D9__REQ_HOOK(d9__req_wrote(fd, r));
 	return r;
 }
@@ -606,7 +609,7 @@ static __attribute__((noinline)) ssize_t send_req(int fd, const void *buf, size_
 D9_INTERPOSE ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	if (D9_LIKELY(!d9__pcfg.requests && fast_send))
-		return fast_send(fd, buf, n, flags); /* a tail call */
+		return D9__SYS(fast_send(fd, buf, n, flags), SYS_sendto, fd, buf, n, flags, 0, 0);
 	return send_req(fd, buf, n, flags);
 }
 
@@ -617,7 +620,8 @@ static __attribute__((noinline)) ssize_t sendto_req(int fd, const void *buf, siz
 	fast_sendto = real_sendto;
 	if (!real_sendto)
 		return syscall(SYS_sendto, fd, buf, n, flags, addr, alen);
-	ssize_t r = real_sendto(fd, buf, n, flags, addr, alen);
+	ssize_t r = D9__SYS(real_sendto(fd, buf, n, flags, addr, alen), SYS_sendto, fd, buf, n,
+		flags, addr, alen);
 	D9__REQ_HOOK(d9__req_wrote(fd, r));
 	return r;
 }
@@ -626,7 +630,8 @@ D9_INTERPOSE ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 	const struct sockaddr *addr, socklen_t alen)
 {
 	if (D9_LIKELY(!d9__pcfg.requests && fast_sendto))
-		return fast_sendto(fd, buf, n, flags, addr, alen); /* a tail call */
+		return D9__SYS(fast_sendto(fd, buf, n, flags, addr, alen), SYS_sendto, fd, buf, n, flags,
+			addr, alen);
 	return sendto_req(fd, buf, n, flags, addr, alen);
 }
 
@@ -636,7 +641,7 @@ static __attribute__((noinline)) ssize_t sendmsg_req(int fd, const struct msghdr
 	fast_sendmsg = real_sendmsg;
 	if (!real_sendmsg)
 		return syscall(SYS_sendmsg, fd, msg, flags);
-	ssize_t r = real_sendmsg(fd, msg, flags);
+	ssize_t r = D9__SYS(real_sendmsg(fd, msg, flags), SYS_sendmsg, fd, msg, flags);
 	D9__REQ_HOOK(d9__req_wrote(fd, r));
 	return r;
 }
@@ -644,7 +649,7 @@ static __attribute__((noinline)) ssize_t sendmsg_req(int fd, const struct msghdr
 D9_INTERPOSE ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
 	if (D9_LIKELY(!d9__pcfg.requests && fast_sendmsg))
-		return fast_sendmsg(fd, msg, flags); /* a tail call */
+		return D9__SYS(fast_sendmsg(fd, msg, flags), SYS_sendmsg, fd, msg, flags);
 	return sendmsg_req(fd, msg, flags);
 }
 
@@ -680,5 +685,5 @@ D9_INTERPOSE int close(int fd)
 	d9__fd_forget(fd); /* before: the number is free for another thread once closed */
 	if (!real_close)
 		return (int)syscall(SYS_close, fd);
-	return real_close(fd);
+	return D9__SYS(real_close(fd), SYS_close, fd);
 }

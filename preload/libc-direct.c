@@ -1,0 +1,97 @@
+/* libc-direct.c: when the wrappers may enter the kernel themselves (d9__direct, preload.h).
+ *
+ * glibc 2.36 runs a cancellable call (read, write, recv, send, epoll_wait, poll, select, close,
+ * ...) in one of two ways. With one thread in the process it makes the system call and nothing
+ * else. With two or more it first marks the thread as cancellable asynchronously and unmarks it
+ * after (two atomic read-modify-writes of its cancel state, about 40 instructions and, on these
+ * VMs, more time than the wrapper around it), so that pthread_cancel can interrupt the call. A
+ * single-threaded server run with the agent is no longer single-threaded (d9-writer,
+ * d9-compress), and would pay that on every call for a cancellation nobody can ask for: no
+ * thread of the host exists to call pthread_cancel.
+ *
+ * So while the host has started no thread of its own and cancelled none, the hottest wrappers
+ * make the system call as glibc would in the process without the agent. The state ends for good
+ * at the first pthread_create or thrd_create by the host (the agent's own threads and those the
+ * libraries it calls start do not count) and at the first pthread_cancel by anyone; it never
+ * begins when another thread already ran before the agent loaded (glibc's own
+ * __libc_single_threaded), or when any of the names resolves past the agent to something other
+ * than the C library (another interposer, whose wrapper must still run). What this cannot see is
+ * in agent/DESIGN.md, "Direct system calls". */
+#include "preload.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/single_threaded.h>
+#include <threads.h>
+
+int d9__direct;
+
+/* The names whose wrappers use D9__SYS. */
+static const char *const direct_names[] = {
+	"read", "write", "readv", "writev", "recv", "recvfrom", "recvmsg", "send", "sendto",
+	"sendmsg", "close", "epoll_wait", "epoll_pwait", "poll", "select",
+};
+
+static void direct_off(void)
+{
+	__atomic_store_n(&d9__direct, 0, __ATOMIC_RELAXED);
+}
+
+/* Before the agent's own constructor starts its threads: priority 101 runs first in this
+ * object. */
+__attribute__((constructor(101))) static void direct_init(void)
+{
+#if defined(__x86_64__)
+	if (!__libc_single_threaded)
+		return; /* loaded late, into a process with threads already */
+	void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+	if (!libc)
+		return;
+	int ok = 1;
+	for (size_t i = 0; ok && i < sizeof direct_names / sizeof direct_names[0]; i++) {
+		void *next = d9__real(direct_names[i], NULL);
+		ok = next && next == dlsym(libc, direct_names[i]);
+	}
+	dlclose(libc);
+	__atomic_store_n(&d9__direct, ok, __ATOMIC_RELAXED);
+#endif
+}
+
+/* A thread started by the host, not by the agent or a library on an agent thread (libcurl's
+ * resolver). */
+static void host_starts_thread(void)
+{
+	if (!d9__self.busy && d9__self.role != D9_ROLE_AGENT)
+		direct_off();
+}
+
+D9_INTERPOSE int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
+	void *arg)
+{
+	D9_REAL(int, pthread_create, (pthread_t *, const pthread_attr_t *, void *(*)(void *),
+		void *));
+	host_starts_thread();
+	if (!real_pthread_create)
+		return EAGAIN;
+	return real_pthread_create(th, attr, fn, arg);
+}
+
+/* glibc's thrd_create starts its thread without calling pthread_create through the PLT. */
+D9_INTERPOSE int thrd_create(thrd_t *th, thrd_start_t fn, void *arg)
+{
+	D9_REAL(int, thrd_create, (thrd_t *, thrd_start_t, void *));
+	host_starts_thread();
+	if (!real_thrd_create)
+		return thrd_error;
+	return real_thrd_create(th, fn, arg);
+}
+
+/* Before the request: from now on every call goes through the C library, which acts on it. */
+D9_INTERPOSE int pthread_cancel(pthread_t th)
+{
+	D9_REAL(int, pthread_cancel, (pthread_t));
+	direct_off();
+	if (!real_pthread_cancel)
+		return ESRCH;
+	return real_pthread_cancel(th);
+}
