@@ -264,7 +264,8 @@ D9_INTERPOSE ssize_t pread(int fd, void *buf, size_t n, off_t off)
 	D9_REAL(ssize_t, pread, (int, void *, size_t, off_t));
 	if (!real_pread)
 		return syscall(SYS_pread64, fd, buf, n, off);
-	return TIMED("pread", fd, real_pread(fd, buf, n, off));
+	return TIMED("pread", fd,
+		D9__SYS(real_pread(fd, buf, n, off), SYS_pread64, fd, buf, n, off));
 }
 
 D9_INTERPOSE ssize_t pread64(int fd, void *buf, size_t n, off_t off)
@@ -277,7 +278,8 @@ D9_INTERPOSE ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	D9_REAL(ssize_t, pwrite, (int, const void *, size_t, off_t));
 	if (!real_pwrite)
 		return syscall(SYS_pwrite64, fd, buf, n, off);
-	return TIMED("pwrite", fd, real_pwrite(fd, buf, n, off));
+	return TIMED("pwrite", fd,
+		D9__SYS(real_pwrite(fd, buf, n, off), SYS_pwrite64, fd, buf, n, off));
 }
 
 D9_INTERPOSE ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
@@ -317,8 +319,9 @@ D9_INTERPOSE int open(const char *path, int flags, ...)
 	va_start(ap, flags);
 	mode_t mode = open_mode(flags, ap);
 	va_end(ap);
-	int r = real_open ? TIMED("open", -1, real_open(path, flags, mode))
-			  : (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+	int r = !real_open ? (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode) :
+		TIMED("open", -1, D9__SYS(real_open(path, flags, mode), SYS_openat, AT_FDCWD, path,
+			flags, mode));
 	d9__fd_forget(r); /* the number may have been a socket closed unseen */
 	return r;
 }
@@ -339,8 +342,9 @@ D9_INTERPOSE int openat(int dirfd, const char *path, int flags, ...)
 	va_start(ap, flags);
 	mode_t mode = open_mode(flags, ap);
 	va_end(ap);
-	int r = real_openat ? TIMED("openat", -1, real_openat(dirfd, path, flags, mode))
-			    : (int)syscall(SYS_openat, dirfd, path, flags, mode);
+	int r = !real_openat ? (int)syscall(SYS_openat, dirfd, path, flags, mode) :
+		TIMED("openat", -1, D9__SYS(real_openat(dirfd, path, flags, mode), SYS_openat, dirfd,
+			path, flags, mode));
 	d9__fd_forget(r);
 	return r;
 }
@@ -375,7 +379,8 @@ D9_INTERPOSE int connect(int fd, const struct sockaddr *addr, socklen_t len)
 	D9_REAL(int, connect, (int, const struct sockaddr *, socklen_t));
 	if (!real_connect)
 		return (int)syscall(SYS_connect, fd, addr, len);
-	return TIMED_IO("connect", fd, real_connect(fd, addr, len));
+	return TIMED_IO("connect", fd,
+		D9__SYS(real_connect(fd, addr, len), SYS_connect, fd, addr, len));
 }
 
 D9_INTERPOSE int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,

@@ -28,8 +28,9 @@ int d9__direct;
 
 /* The names whose wrappers use D9__SYS. */
 static const char *const direct_names[] = {
-	"read", "write", "readv", "writev", "recv", "recvfrom", "recvmsg", "send", "sendto",
-	"sendmsg", "close", "epoll_wait", "epoll_pwait", "poll", "select",
+	"read", "write", "readv", "writev", "pread", "pwrite", "recv", "recvfrom", "recvmsg",
+	"send", "sendto", "sendmsg", "open", "openat", "close", "accept", "accept4", "connect",
+	"epoll_wait", "epoll_pwait", "poll", "select",
 };
 
 static void direct_off(void)

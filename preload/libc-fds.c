@@ -19,14 +19,19 @@
 
 uint64_t d9__fd_stream[D9__FD_BITS / 64], d9__fd_nonblock[D9__FD_BITS / 64];
 
+/* A plain load first: the bit is usually as wanted already (close and open of numbers that
+ * were never sockets), and a locked read-modify-write costs more than the rest of the wrapper. */
 static void set_bit(uint64_t *t, int fd, int on)
 {
 	uint64_t m = 1ull << (fd & 63);
+	uint64_t *w = &t[fd >> 6];
 
+	if (!(__atomic_load_n(w, __ATOMIC_RELAXED) & m) == !on)
+		return;
 	if (on)
-		__atomic_fetch_or(&t[fd >> 6], m, __ATOMIC_RELAXED);
+		__atomic_fetch_or(w, m, __ATOMIC_RELAXED);
 	else
-		__atomic_fetch_and(&t[fd >> 6], ~m, __ATOMIC_RELAXED);
+		__atomic_fetch_and(w, ~m, __ATOMIC_RELAXED);
 }
 
 void d9__fd_made(int fd, int stream, int nonblock)

@@ -477,15 +477,16 @@ static __attribute__((noinline)) int accept_req(int fd, struct sockaddr *addr, s
 	fast_accept = real_accept;
 	if (!real_accept)
 		return (int)syscall(SYS_accept, fd, addr, len);
-	int r = real_accept(fd, addr, len);
+	int r = D9__SYS(real_accept(fd, addr, len), SYS_accept, fd, addr, len);
 	D9__REQ_HOOK(d9__req_accepted(r));
 	return r;
 }
 
 D9_INTERPOSE int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	int r = D9_LIKELY(!d9__pcfg.requests && fast_accept) ? fast_accept(fd, addr, len)
-							    : accept_req(fd, addr, len);
+	int r = D9_LIKELY(!d9__pcfg.requests && fast_accept) ?
+		D9__SYS(fast_accept(fd, addr, len), SYS_accept, fd, addr, len) :
+		accept_req(fd, addr, len);
 	d9__fd_made(r, 1, 0); /* Linux: an accepted socket does not inherit O_NONBLOCK */
 	return r;
 }
@@ -496,15 +497,16 @@ static __attribute__((noinline)) int accept4_req(int fd, struct sockaddr *addr, 
 	fast_accept4 = real_accept4;
 	if (!real_accept4)
 		return (int)syscall(SYS_accept4, fd, addr, len, flags);
-	int r = real_accept4(fd, addr, len, flags);
+	int r = D9__SYS(real_accept4(fd, addr, len, flags), SYS_accept4, fd, addr, len, flags);
 	D9__REQ_HOOK(d9__req_accepted(r));
 	return r;
 }
 
 D9_INTERPOSE int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
-	int r = D9_LIKELY(!d9__pcfg.requests && fast_accept4) ? fast_accept4(fd, addr, len, flags)
-							     : accept4_req(fd, addr, len, flags);
+	int r = D9_LIKELY(!d9__pcfg.requests && fast_accept4) ?
+		D9__SYS(fast_accept4(fd, addr, len, flags), SYS_accept4, fd, addr, len, flags) :
+		accept4_req(fd, addr, len, flags);
 	d9__fd_made(r, 1, flags & SOCK_NONBLOCK);
 	return r;
 }
