@@ -11,6 +11,10 @@
 #     dup2'ed onto it; closed by syscall(SYS_close) and reused by syscall(SYS_pipe2); made
 #     blocking through a dup): each is exactly one "read" BlockingCall of 29 ms or more inside its
 #     read, as the program measured it.
+#   - nbfd-stacks, nbfd-stacks-requests: in `d9-analyze flame --blocking`, the frame under each
+#     read or write BlockingCall is nbfd's own (wait_read or big_reads, with its source line),
+#     none of the agent's (the wrappers' timed paths are functions of their own), seven of them in
+#     wait_read; the same with D9_REQUESTS=1, where the wrappers take their slow path.
 # SKIP: a pipe cannot be given 1 MiB (fs.pipe-max-size, unprivileged).
 set -u
 . "$(dirname "$0")/lib-preload.sh"
@@ -79,3 +83,40 @@ if [ "$rc" -ne 0 ] || ! grep -q '"spans"' "$SDIR/truth.json"; then
 	exit 0
 fi
 pl_check preload-nbfd "$CHECKS" "$SDIR/truth.json"
+
+# stacks_ok NAME DIR: the frame under each read/write BlockingCall leaf is nbfd's own
+stacks_ok() {
+	local out
+	out=$("$PL_ANALYZE" flame --blocking "$2" 2>&1)
+	if ! python3 - "$out" <<'PYEOF'
+import re, sys
+lines = [l for l in sys.argv[1].splitlines() if re.search(r";(read|write) \d+$", l)]
+bad = [l for l in lines if not re.search(r"(^|;)(wait_read|big_reads) \(nbfd\.c:\d+\);(read|write) \d+$", l)]
+waits = [l for l in lines if re.search(r"(^|;)wait_read \(nbfd\.c:\d+\);read \d+$", l)]
+if bad or len(waits) < 7:
+    print("%d stacks with another frame under the call (%s), %d reads under wait_read (want 7)"
+          % (len(bad), " | ".join(l[-120:] for l in bad[:2]), len(waits)))
+    sys.exit(1)
+print("%d read/write stacks, each with nbfd's own frame under the call" % len(lines))
+PYEOF
+	then
+		return 1
+	fi
+}
+if msg=$(stacks_ok nbfd-stacks "$SDIR/trace"); then
+	pl_pass nbfd-stacks "$msg"
+else
+	pl_fail nbfd-stacks "$msg"
+fi
+RDIR=$T/requests
+mkdir -p "$RDIR/trace"
+env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$RDIR/trace/trace.bin" D9_BLOCKING_THRESHOLD=10us D9_REQUESTS=1 \
+	"${PL_NICE[@]}" timeout -s KILL 60 "$NB" >"$RDIR/truth.json" 2>"$RDIR/stderr"
+rc=$?
+if [ "$rc" -ne 0 ]; then
+	pl_fail nbfd-stacks-requests "nbfd exited $rc with D9_REQUESTS=1: $(head -c 300 "$RDIR/stderr")"
+elif msg=$(stacks_ok nbfd-stacks-requests "$RDIR/trace"); then
+	pl_pass nbfd-stacks-requests "$msg (D9_REQUESTS=1)"
+else
+	pl_fail nbfd-stacks-requests "$msg (D9_REQUESTS=1)"
+fi
