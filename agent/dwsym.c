@@ -464,8 +464,19 @@ int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, in
 		return by_fde ? plt_name(dm, a, f) || fde_name(dm, a, f) : 0;
 	if (is_agent(dm)) {
 		/* the interposer's symbol is the call's name; the agent's own source lines and
-		 * inlined helpers would read as the program's code */
-		set_frame(&f[0], name, NULL, 0);
+		 * inlined helpers would read as the program's code. A part of an interposer split
+		 * off into a function of its own is named "interposer.part" (preload/libc-block.c's
+		 * read.timed), like the compiler's clones (accept.part.0): the name ends at the dot */
+		size_t len = strcspn(name, ".");
+		if (name[len] && len > 0 && len < sizeof(f[0].dem)) {
+			memcpy(f[0].dem, name, len);
+			f[0].dem[len] = 0;
+			f[0].fn = f[0].dem;
+			f[0].file = NULL;
+			f[0].line = 0;
+		} else {
+			set_frame(&f[0], name, NULL, 0);
+		}
 		return 1;
 	}
 	const char *file = NULL;

@@ -242,11 +242,14 @@ D9_INTERPOSE unsigned int sleep(unsigned int seconds)
 /* read, write, readv and writev are on every request's path, nearly always untimed (a
  * non-blocking socket or pipe, or outside a coroutine and a loop turn) and with D9_REQUESTS off:
  * that path is the whole wrapper, the timed call and the requests hook are functions of their
- * own, so that it saves no registers for them. The BlockingCall's stack starts two frames above
+ * own, so that it saves no registers for them. Their symbols are "read.timed", "read.slow":
+ * a stack that holds one reads "read" (agent/dwsym.c names the agent's frames by the symbol up
+ * to its dot). The BlockingCall's stack starts two frames above
  * record() (TIMED_IF): the wrapper reaches fn_timed by a tail call and the slow function
  * (D9_REQUESTS=1, first call) times the call itself, so either way those two frames are the
  * agent's; test-preload-nbfd.sh checks the innermost frame left is the program's, in both modes. */
 #define IO_TIMED_FN(fn, ret, params, call)                                           \
+	static ret fn##_timed params __asm__(#fn ".timed");                          \
 	static __attribute__((noinline)) ret fn##_timed params                       \
 	{                                                                            \
 		return TIMED_IF(1, #fn, fd, call);                                   \
@@ -269,6 +272,7 @@ IO_TIMED_FN(writev, ssize_t, (int fd, const struct iovec *iov, int cnt),
 	D9__SYS(real_writev(fd, iov, cnt), SYS_writev, fd, iov, cnt))
 
 /* The first call (the C library's function not found yet) and D9_REQUESTS=1. */
+static ssize_t read_slow(int fd, void *buf, size_t n) __asm__("read.slow");
 static __attribute__((noinline)) ssize_t read_slow(int fd, void *buf, size_t n)
 {
 	if (!real_read && !(real_read = (ssize_t(*)(int, void *, size_t))d9__real("read", NULL)))
@@ -286,6 +290,7 @@ D9_INTERPOSE ssize_t read(int fd, void *buf, size_t n)
 		(fd, buf, n));
 }
 
+static ssize_t write_slow(int fd, const void *buf, size_t n) __asm__("write.slow");
 static __attribute__((noinline)) ssize_t write_slow(int fd, const void *buf, size_t n)
 {
 	if (!real_write &&
@@ -332,6 +337,7 @@ D9_INTERPOSE ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 	return pwrite(fd, buf, n, off);
 }
 
+static ssize_t readv_slow(int fd, const struct iovec *iov, int cnt) __asm__("readv.slow");
 static __attribute__((noinline)) ssize_t readv_slow(int fd, const struct iovec *iov, int cnt)
 {
 	if (!real_readv &&
@@ -351,6 +357,7 @@ D9_INTERPOSE ssize_t readv(int fd, const struct iovec *iov, int cnt)
 		(fd, iov, cnt));
 }
 
+static ssize_t writev_slow(int fd, const struct iovec *iov, int cnt) __asm__("writev.slow");
 static __attribute__((noinline)) ssize_t writev_slow(int fd, const struct iovec *iov, int cnt)
 {
 	if (!real_writev &&

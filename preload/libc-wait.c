@@ -220,13 +220,52 @@ D9_INTERPOSE int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *t
 	return r;
 }
 
+/* select as glibc 2.36 makes it on x86-64, the same system call (pselect6: a seccomp filter
+ * written for glibc allows it, maybe not the old select) with the same handling of the timeout:
+ * negative parts are EINVAL, microseconds past a second are carried into the seconds (the sum
+ * capped), and the time left is written back to *tv even on error. */
+static int select_direct(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
+{
+#if defined(__x86_64__)
+	struct timespec ts, *pts = NULL;
+
+	if (tv) {
+		int64_t s = tv->tv_sec;
+		int32_t us = (int32_t)tv->tv_usec;
+		if (s < 0 || us < 0) {
+			errno = EINVAL;
+			return -1;
+		}
+		if (us / 1000000 > INT64_MAX - s) {
+			ts.tv_sec = INT64_MAX;
+			ts.tv_nsec = 999999999;
+		} else {
+			ts.tv_sec = s + us / 1000000;
+			ts.tv_nsec = (long)(us % 1000000) * 1000;
+		}
+		pts = &ts;
+	}
+	long r = d9__syscall6(SYS_pselect6, nfds, (long)rd, (long)wr, (long)ex, (long)pts, 0);
+	if (tv) {
+		tv->tv_sec = ts.tv_sec;
+		tv->tv_usec = ts.tv_nsec / 1000;
+	}
+	return (int)d9__sysret(r);
+#else
+	(void)nfds, (void)rd, (void)wr, (void)ex, (void)tv;
+	errno = ENOSYS; /* never called: d9__direct is set on x86-64 only */
+	return -1;
+#endif
+}
+
 D9_INTERPOSE int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
 	D9_REAL(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *));
 	if (!real_select)
 		return (int)syscall(SYS_select, nfds, rd, wr, ex, tv);
 	int parked = park(D9_CALL_SELECT, tv_to_us(tv));
-	int r = D9__SYS(real_select(nfds, rd, wr, ex, tv), SYS_select, nfds, rd, wr, ex, tv);
+	int r = d9__direct_on() ? select_direct(nfds, rd, wr, ex, tv) :
+		real_select(nfds, rd, wr, ex, tv);
 	int e = errno;
 	if (parked)
 		unpark(r, e);

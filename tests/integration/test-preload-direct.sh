@@ -2,12 +2,16 @@
 # test-preload-direct.sh: the wrappers that enter the kernel themselves while the host has no
 # thread of its own (preload/libc-direct.c, agent/DESIGN.md "Direct system calls"), with
 # build/tests/direct (tests/servers/direct.c):
-#   - direct-same-results: 72 results of read, write, readv, writev, pread, pwrite, recv,
+#   - direct-same-results: 75 results of read, write, readv, writev, pread, pwrite, recv,
 #     recvfrom, recvmsg, send, sendto, sendmsg, open, openat, close, accept, accept4, connect,
 #     epoll_wait, epoll_pwait, poll and select, in success and error cases and interrupted by a
 #     signal with and without SA_RESTART, give the same results,
 #     errno and data without the agent, with it (direct), and with it in a program that started
 #     a thread first (through the C library);
+#   - direct-same-syscalls: under strace, the main thread makes the same sequence of socket and
+#     wait system calls with the agent as without it (pselect6 for select, recvfrom for recv,
+#     ...: a seccomp filter written for glibc allows them). SKIP without strace, or where it
+#     cannot trace;
 #   - direct-cancel-read, direct-cancel-thrd: a thread the program started (pthread_create, or
 #     thrd_create, which glibc does not route through pthread_create) and that sits in read or
 #     epoll_wait is ended by pthread_cancel. A wrapper still entering the kernel itself after the
@@ -53,6 +57,26 @@ elif [ -z "$(pl_trace_files "$T/a")" ]; then
 	pl_fail direct-same-results "the agent recorded nothing: it was not running"
 else
 	pl_pass direct-same-results "$lines results the same without the agent, with it, and with a thread of the program's own"
+fi
+
+# ---- the same system calls ------------------------------------------------------------------
+SYSCALLS=select,pselect6,poll,ppoll,epoll_wait,epoll_pwait,epoll_pwait2,recvfrom,sendto,recvmsg,sendmsg,accept,accept4,connect,readv,writev
+names() { sed -n 's/^\([a-z0-9_]*\)(.*/\1/p' "$1"; }
+if ! command -v strace >/dev/null; then
+	pl_skip direct-same-syscalls "strace is not installed (make deps)"
+elif ! timeout -s KILL 60 strace -o "$T/strace.none" -e trace="$SYSCALLS" "$DIRECT" sem >/dev/null 2>&1 ||
+	[ "$(names "$T/strace.none" | wc -l)" -lt 20 ]; then
+	pl_skip direct-same-syscalls "strace cannot trace here: $(head -c 200 "$T/strace.none" 2>/dev/null)"
+else
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/s/trace.bin" timeout -s KILL 60 \
+		strace -o "$T/strace.agent" -e trace="$SYSCALLS" "$DIRECT" sem >/dev/null 2>&1
+	names "$T/strace.none" >"$T/names.none"
+	names "$T/strace.agent" >"$T/names.agent"
+	if diff "$T/names.none" "$T/names.agent" >"$T/names.diff"; then
+		pl_pass direct-same-syscalls "$(wc -l <"$T/names.none") socket and wait system calls, the same with the agent"
+	else
+		pl_fail direct-same-syscalls "other system calls with the agent: $(head -c 300 "$T/names.diff")"
+	fi
 fi
 
 # ---- cancellation ---------------------------------------------------------------------------

@@ -197,6 +197,17 @@ static int sem(void)
 	tv = (struct timeval){ 0, 20000 };
 	CALL("select timeout", select(s[1] + 1, &rd, NULL, NULL, &tv));
 	printf("%-28s %ld %ld\n", "select time left", (long)tv.tv_sec, (long)tv.tv_usec);
+	send(s[0], "s", 1, 0);
+	FD_ZERO(&rd);
+	FD_SET(s[1], &rd);
+	tv = (struct timeval){ 1, 2500000 }; /* 3.5 s: the microseconds carried into seconds */
+	CALL("select carried time", select(s[1] + 1, &rd, NULL, NULL, &tv));
+	printf("%-28s %ld\n", "select seconds left", (long)tv.tv_sec);
+	recv(s[1], buf, sizeof buf, 0);
+	FD_ZERO(&rd);
+	FD_SET(s[1], &rd);
+	tv = (struct timeval){ -1, 5 };
+	CALL("select negative seconds", select(s[1] + 1, &rd, NULL, NULL, &tv));
 	tv = (struct timeval){ 0, -1 };
 	CALL("select negative time", select(s[1] + 1, &rd, NULL, NULL, &tv));
 	CALL("select bad nfds", select(-1, NULL, NULL, NULL, &tv));
