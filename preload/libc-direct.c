@@ -26,6 +26,10 @@
 
 int d9__direct;
 
+/* glibc 2.32 and later; weak, so that an older C library (which the agent is not built for, but
+ * a host might bring) leaves the flag off instead of failing the program's start */
+#pragma weak __libc_single_threaded
+
 /* The names whose wrappers use D9__SYS. */
 static const char *const direct_names[] = {
 	"read", "write", "readv", "writev", "pread", "pwrite", "recv", "recvfrom", "recvmsg",
@@ -43,7 +47,7 @@ static void direct_off(void)
 __attribute__((constructor(101))) static void direct_init(void)
 {
 #if defined(__x86_64__)
-	if (!__libc_single_threaded)
+	if (!&__libc_single_threaded || !__libc_single_threaded)
 		return; /* loaded late, into a process with threads already */
 	void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
 	if (!libc)
