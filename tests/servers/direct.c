@@ -80,7 +80,8 @@ static void on_alarm(int sig)
 	(void)sig;
 }
 
-/* arms a one-shot SIGALRM in 20 ms, with or without SA_RESTART */
+/* SIGALRM every 20 ms, with or without SA_RESTART, until alarm_off: a signal that comes before
+ * the call begins (a loaded machine) is followed by another during it */
 static void alarm_soon(int restart)
 {
 	struct sigaction sa;
@@ -88,7 +89,13 @@ static void alarm_soon(int restart)
 	sa.sa_handler = on_alarm;
 	sa.sa_flags = restart ? SA_RESTART : 0;
 	sigaction(SIGALRM, &sa, NULL);
-	struct itimerval it = { { 0, 0 }, { 0, 20000 } };
+	struct itimerval it = { { 0, 20000 }, { 0, 20000 } };
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void alarm_off(void)
+{
+	struct itimerval it = { { 0, 0 }, { 0, 0 } };
 	setitimer(ITIMER_REAL, &it, NULL);
 }
 
@@ -215,14 +222,18 @@ static int sem(void)
 	/* a signal during the wait */
 	alarm_soon(0);
 	CALL("read interrupted", read(q[0], buf, 1));
+	alarm_off();
 	alarm_soon(1);
 	CALL("poll interrupted", poll(&pf, 1, -1));
+	alarm_off();
 	alarm_soon(1);
 	CALL("epoll_wait interrupted", epoll_wait(ep, got, 4, -1));
+	alarm_off();
 	alarm_soon(1);
 	FD_ZERO(&rd);
 	FD_SET(q[0], &rd);
 	CALL("select interrupted", select(q[0] + 1, &rd, NULL, NULL, NULL));
+	alarm_off();
 	/* SA_RESTART: the read goes on after the handler, until a child writes */
 	fflush(stdout);
 	pid_t child = fork();
@@ -236,6 +247,7 @@ static int sem(void)
 	}
 	alarm_soon(1);
 	CALL_READ("read restarted", read(q[0], buf, sizeof buf), buf);
+	alarm_off();
 	waitpid(child, NULL, 0);
 
 	/* open, openat, pread, pwrite: descriptor numbers differ with the agent's own files open, so
