@@ -467,15 +467,12 @@ int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, in
 		 * inlined helpers would read as the program's code. A part of an interposer split
 		 * off into a function of its own is named "interposer.part" (preload/libc-block.c's
 		 * read.timed), like the compiler's clones (accept.part.0): the name ends at the dot */
-		size_t len = strcspn(name, ".");
-		if (name[len] && len > 0 && len < sizeof(f[0].dem)) {
-			memcpy(f[0].dem, name, len);
+		set_frame(&f[0], name, NULL, 0);
+		size_t len = strcspn(f[0].fn, ".");
+		if (f[0].fn[len] && len > 0 && len < sizeof(f[0].dem)) {
+			memmove(f[0].dem, f[0].fn, len); /* fn may be dem itself */
 			f[0].dem[len] = 0;
 			f[0].fn = f[0].dem;
-			f[0].file = NULL;
-			f[0].line = 0;
-		} else {
-			set_frame(&f[0], name, NULL, 0);
 		}
 		return 1;
 	}

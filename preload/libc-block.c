@@ -242,72 +242,47 @@ D9_INTERPOSE unsigned int sleep(unsigned int seconds)
 /* read, write, readv and writev are on every request's path, nearly always untimed (a
  * non-blocking socket or pipe, or outside a coroutine and a loop turn) and with D9_REQUESTS off:
  * that path is the whole wrapper, the timed call and the requests hook are functions of their
- * own, so that it saves no registers for them. Their symbols are "read.timed", "read.slow":
- * a stack that holds one reads "read" (agent/dwsym.c names the agent's frames by the symbol up
- * to its dot). The BlockingCall's stack starts two frames above
+ * own, so that it saves no registers for them. IO_WRAPPER writes the four. Their symbols are
+ * "read.timed", "read.slow": a stack that holds one reads "read" (agent/dwsym.c names the
+ * agent's frames by the symbol up to its dot). The BlockingCall's stack starts two frames above
  * record() (TIMED_IF): the wrapper reaches fn_timed by a tail call and the slow function
  * (D9_REQUESTS=1, first call) times the call itself, so either way those two frames are the
  * agent's; test-preload-nbfd.sh checks the innermost frame left is the program's, in both modes. */
-#define IO_TIMED_FN(fn, ret, params, call)                                           \
-	static ret fn##_timed params __asm__(#fn ".timed");                          \
-	static __attribute__((noinline)) ret fn##_timed params                       \
+#define IO_WRAPPER(fn, params, args, nr, hook)                                        \
+	static ssize_t(*real_##fn) params;                                           \
+	/* the C library's function, or the system call itself (libc-direct.c) */    \
+	static inline __attribute__((always_inline)) ssize_t fn##_call params        \
 	{                                                                            \
-		return TIMED_IF(1, #fn, fd, call);                                   \
+		return D9__SYS(real_##fn args, nr, D9__IO_ARGS args);                \
+	}                                                                            \
+	static ssize_t fn##_timed params __asm__(#fn ".timed");                      \
+	static __attribute__((noinline)) ssize_t fn##_timed params                   \
+	{                                                                            \
+		return TIMED_IF(1, #fn, fd, fn##_call args);                         \
+	}                                                                            \
+	/* the first call (the C library's function not found yet) and D9_REQUESTS=1 */ \
+	static ssize_t fn##_slow params __asm__(#fn ".slow");                        \
+	static __attribute__((noinline)) ssize_t fn##_slow params                    \
+	{                                                                            \
+		if (!real_##fn && !(real_##fn = (ssize_t(*) params)d9__real(#fn, NULL))) \
+			return syscall(nr, D9__IO_ARGS args);                        \
+		ssize_t r = TIMED_IO(#fn, fd, fn##_call args);                       \
+		D9__REQ_HOOK(hook);                                                  \
+		return r;                                                            \
+	}                                                                            \
+	D9_INTERPOSE ssize_t fn params                                               \
+	{                                                                            \
+		if (D9_UNLIKELY(!real_##fn || d9__pcfg.requests))                    \
+			return fn##_slow args;                                       \
+		return D9_LIKELY(!timed()) || d9__fd_cannot_wait(fd) ? fn##_call args \
+								     : fn##_timed args; \
 	}
-#define IO_CALL(fn, fd, call, args) \
-	(D9_LIKELY(!timed()) || d9__fd_cannot_wait(fd) ? (call) : fn##_timed args)
+#define D9__IO_ARGS(...) __VA_ARGS__
 
-static ssize_t (*real_read)(int, void *, size_t);
-static ssize_t (*real_write)(int, const void *, size_t);
-static ssize_t (*real_readv)(int, const struct iovec *, int);
-static ssize_t (*real_writev)(int, const struct iovec *, int);
-
-IO_TIMED_FN(read, ssize_t, (int fd, void *buf, size_t n),
-	D9__SYS(real_read(fd, buf, n), SYS_read, fd, buf, n))
-IO_TIMED_FN(write, ssize_t, (int fd, const void *buf, size_t n),
-	D9__SYS(real_write(fd, buf, n), SYS_write, fd, buf, n))
-IO_TIMED_FN(readv, ssize_t, (int fd, const struct iovec *iov, int cnt),
-	D9__SYS(real_readv(fd, iov, cnt), SYS_readv, fd, iov, cnt))
-IO_TIMED_FN(writev, ssize_t, (int fd, const struct iovec *iov, int cnt),
-	D9__SYS(real_writev(fd, iov, cnt), SYS_writev, fd, iov, cnt))
-
-/* The first call (the C library's function not found yet) and D9_REQUESTS=1. */
-static ssize_t read_slow(int fd, void *buf, size_t n) __asm__("read.slow");
-static __attribute__((noinline)) ssize_t read_slow(int fd, void *buf, size_t n)
-{
-	if (!real_read && !(real_read = (ssize_t(*)(int, void *, size_t))d9__real("read", NULL)))
-		return syscall(SYS_read, fd, buf, n);
-	ssize_t r = TIMED_IO("read", fd, D9__SYS(real_read(fd, buf, n), SYS_read, fd, buf, n));
-	D9__REQ_HOOK(d9__req_read(fd, buf, r, errno));
-	return r;
-}
-
-D9_INTERPOSE ssize_t read(int fd, void *buf, size_t n)
-{
-	if (D9_UNLIKELY(!real_read || d9__pcfg.requests))
-		return read_slow(fd, buf, n);
-	return IO_CALL(read, fd, D9__SYS(real_read(fd, buf, n), SYS_read, fd, buf, n),
-		(fd, buf, n));
-}
-
-static ssize_t write_slow(int fd, const void *buf, size_t n) __asm__("write.slow");
-static __attribute__((noinline)) ssize_t write_slow(int fd, const void *buf, size_t n)
-{
-	if (!real_write &&
-		!(real_write = (ssize_t(*)(int, const void *, size_t))d9__real("write", NULL)))
-		return syscall(SYS_write, fd, buf, n);
-	ssize_t r = TIMED_IO("write", fd, D9__SYS(real_write(fd, buf, n), SYS_write, fd, buf, n));
-	D9__REQ_HOOK(d9__req_wrote(fd, r));
-	return r;
-}
-
-D9_INTERPOSE ssize_t write(int fd, const void *buf, size_t n)
-{
-	if (D9_UNLIKELY(!real_write || d9__pcfg.requests))
-		return write_slow(fd, buf, n);
-	return IO_CALL(write, fd, D9__SYS(real_write(fd, buf, n), SYS_write, fd, buf, n),
-		(fd, buf, n));
-}
+IO_WRAPPER(read, (int fd, void *buf, size_t n), (fd, buf, n), SYS_read,
+	d9__req_read(fd, buf, r, errno))
+IO_WRAPPER(write, (int fd, const void *buf, size_t n), (fd, buf, n), SYS_write,
+	d9__req_wrote(fd, r))
 
 D9_INTERPOSE ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
@@ -337,45 +312,10 @@ D9_INTERPOSE ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 	return pwrite(fd, buf, n, off);
 }
 
-static ssize_t readv_slow(int fd, const struct iovec *iov, int cnt) __asm__("readv.slow");
-static __attribute__((noinline)) ssize_t readv_slow(int fd, const struct iovec *iov, int cnt)
-{
-	if (!real_readv &&
-		!(real_readv = (ssize_t(*)(int, const struct iovec *, int))d9__real("readv", NULL)))
-		return syscall(SYS_readv, fd, iov, cnt);
-	ssize_t r = TIMED_IO("readv", fd,
-		D9__SYS(real_readv(fd, iov, cnt), SYS_readv, fd, iov, cnt));
-	D9__REQ_HOOK(d9__req_readv(fd, iov, cnt > 0 ? (size_t)cnt : 0, r, errno));
-	return r;
-}
-
-D9_INTERPOSE ssize_t readv(int fd, const struct iovec *iov, int cnt)
-{
-	if (D9_UNLIKELY(!real_readv || d9__pcfg.requests))
-		return readv_slow(fd, iov, cnt);
-	return IO_CALL(readv, fd, D9__SYS(real_readv(fd, iov, cnt), SYS_readv, fd, iov, cnt),
-		(fd, iov, cnt));
-}
-
-static ssize_t writev_slow(int fd, const struct iovec *iov, int cnt) __asm__("writev.slow");
-static __attribute__((noinline)) ssize_t writev_slow(int fd, const struct iovec *iov, int cnt)
-{
-	if (!real_writev &&
-		!(real_writev = (ssize_t(*)(int, const struct iovec *, int))d9__real("writev", NULL)))
-		return syscall(SYS_writev, fd, iov, cnt);
-	ssize_t r = TIMED_IO("writev", fd,
-		D9__SYS(real_writev(fd, iov, cnt), SYS_writev, fd, iov, cnt));
-	D9__REQ_HOOK(d9__req_wrote(fd, r));
-	return r;
-}
-
-D9_INTERPOSE ssize_t writev(int fd, const struct iovec *iov, int cnt)
-{
-	if (D9_UNLIKELY(!real_writev || d9__pcfg.requests))
-		return writev_slow(fd, iov, cnt);
-	return IO_CALL(writev, fd,
-		D9__SYS(real_writev(fd, iov, cnt), SYS_writev, fd, iov, cnt), (fd, iov, cnt));
-}
+IO_WRAPPER(readv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), SYS_readv,
+	d9__req_readv(fd, iov, cnt > 0 ? (size_t)cnt : 0, r, errno))
+IO_WRAPPER(writev, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), SYS_writev,
+	d9__req_wrote(fd, r))
 
 static mode_t open_mode(int flags, va_list ap)
 {

@@ -30,7 +30,7 @@ int d9__direct;
  * a host might bring) leaves the flag off instead of failing the program's start */
 #pragma weak __libc_single_threaded
 
-/* The names whose wrappers use D9__SYS. */
+/* The names whose wrappers use D9__SYS (select: select_direct, libc-wait.c). */
 static const char *const direct_names[] = {
 	"read", "write", "readv", "writev", "pread", "pwrite", "recv", "recvfrom", "recvmsg",
 	"send", "sendto", "sendmsg", "open", "openat", "close", "accept", "accept4", "connect",

@@ -135,11 +135,11 @@ D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 	D9_REAL(int, epoll_wait, (int, struct epoll_event *, int, int));
 	if (!real_epoll_wait)
 		return (int)syscall(SYS_epoll_wait, epfd, events, maxevents, timeout);
-	if (!park(D9_CALL_EPOLL_WAIT, ms_to_us(timeout)))
-		return D9__SYS(real_epoll_wait(epfd, events, maxevents, timeout), SYS_epoll_wait,
-			epfd, events, maxevents, timeout);
+	int parked = park(D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
 	int r = D9__SYS(real_epoll_wait(epfd, events, maxevents, timeout), SYS_epoll_wait, epfd,
 		events, maxevents, timeout);
+	if (!parked)
+		return r;
 	int e = errno;
 	unpark(r, e);
 	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
@@ -154,11 +154,11 @@ D9_INTERPOSE int epoll_pwait(int epfd, struct epoll_event *events, int maxevents
 	D9_REAL(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *));
 	if (!real_epoll_pwait)
 		return (int)syscall(SYS_epoll_pwait, epfd, events, maxevents, timeout, sigmask, _NSIG / 8);
-	if (!park(D9_CALL_EPOLL_PWAIT, ms_to_us(timeout)))
-		return D9__SYS(real_epoll_pwait(epfd, events, maxevents, timeout, sigmask),
-			SYS_epoll_pwait, epfd, events, maxevents, timeout, sigmask, _NSIG / 8);
+	int parked = park(D9_CALL_EPOLL_PWAIT, ms_to_us(timeout));
 	int r = D9__SYS(real_epoll_pwait(epfd, events, maxevents, timeout, sigmask),
 		SYS_epoll_pwait, epfd, events, maxevents, timeout, sigmask, _NSIG / 8);
+	if (!parked)
+		return r;
 	int e = errno;
 	unpark(r, e);
 	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)

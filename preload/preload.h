@@ -76,12 +76,11 @@ static inline int d9__fd_cannot_wait(int fd)
 		__atomic_load_n(&d9__fd_nonblock[w], __ATOMIC_RELAXED)) >> (fd & 63) & 1);
 }
 
-/* libc-direct.c: nonzero while the wrappers of the hottest cancellable calls (read, write, readv,
- * writev, pread, pwrite, recv, recvfrom, recvmsg, send, sendto, sendmsg, open, openat, close,
- * accept, accept4, connect, epoll_wait, epoll_pwait, poll, select) may enter the kernel themselves, as glibc does in a process with one thread: the host
- * has started no thread of its own and cancelled none, and each of those names resolves to the
- * C library itself (no other interposer after the agent). Only the agent's own threads would
- * make glibc take its cancellation path there; agent/DESIGN.md, "Direct system calls". */
+/* libc-direct.c: nonzero while the wrappers of the hottest cancellable calls (its direct_names)
+ * may enter the kernel themselves, as glibc does in a process with one thread: the host has
+ * started no thread of its own and cancelled none, and each of those names resolves to the C
+ * library itself (no other interposer after the agent). Only the agent's own threads would make
+ * glibc take its cancellation path there; agent/DESIGN.md, "Direct system calls". */
 extern int d9__direct;
 
 static inline int d9__direct_on(void)

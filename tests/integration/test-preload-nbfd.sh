@@ -84,10 +84,10 @@ if [ "$rc" -ne 0 ] || ! grep -q '"spans"' "$SDIR/truth.json"; then
 fi
 pl_check preload-nbfd "$CHECKS" "$SDIR/truth.json"
 
-# stacks_ok NAME DIR: the frame under each read/write BlockingCall leaf is nbfd's own
+# stacks_ok DIR: the frame under each read/write BlockingCall leaf is nbfd's own
 stacks_ok() {
 	local out
-	out=$("$PL_ANALYZE" flame --blocking "$2" 2>&1)
+	out=$("$PL_ANALYZE" flame --blocking "$1" 2>&1)
 	if ! python3 - "$out" <<'PYEOF'
 import re, sys
 lines = [l for l in sys.argv[1].splitlines() if re.search(r";(read|write) \d+$", l)]
@@ -103,7 +103,7 @@ PYEOF
 		return 1
 	fi
 }
-if msg=$(stacks_ok nbfd-stacks "$SDIR/trace"); then
+if msg=$(stacks_ok "$SDIR/trace"); then
 	pl_pass nbfd-stacks "$msg"
 else
 	pl_fail nbfd-stacks "$msg"
@@ -115,7 +115,7 @@ env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$RDIR/trace/trace.bin" D9_BLOCKING_THRES
 rc=$?
 if [ "$rc" -ne 0 ]; then
 	pl_fail nbfd-stacks-requests "nbfd exited $rc with D9_REQUESTS=1: $(head -c 300 "$RDIR/stderr")"
-elif msg=$(stacks_ok nbfd-stacks-requests "$RDIR/trace"); then
+elif msg=$(stacks_ok "$RDIR/trace"); then
 	pl_pass nbfd-stacks-requests "$msg (D9_REQUESTS=1)"
 else
 	pl_fail nbfd-stacks-requests "$msg (D9_REQUESTS=1)"
