@@ -16,6 +16,7 @@
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,8 @@
 #define D9__UNWIND_REFRESH_NS 1000000000ull
 /* Slots of the cache of code addresses whose .eh_frame entry is known to exist (a power of 2). */
 #define D9__UNWIND_KNOWN 4096
+/* Slots of the cache of unwind rules by code address (a power of 2): ~100 bytes each. */
+#define D9__UNWIND_ROWS 2048
 
 /* The libdw (and libelf, its dependency) entry points used here, looked up once. */
 static struct {
@@ -44,6 +47,10 @@ static struct {
 	const char *(*module_info)(Dwfl_Module *, void ***, Dwarf_Addr *, Dwarf_Addr *, Dwarf_Addr *,
 		Dwarf_Addr *, const char **, const char **);
 	int (*cfi_addrframe)(Dwarf_CFI *, Dwarf_Addr, Dwarf_Frame **);
+	/* the rows' rules, for the cache (fast_walk); any NULL: libdw does every frame */
+	int (*frame_info)(Dwarf_Frame *, Dwarf_Addr *, Dwarf_Addr *, bool *);
+	int (*frame_cfa)(Dwarf_Frame *, Dwarf_Op **, size_t *);
+	int (*frame_register)(Dwarf_Frame *, int, Dwarf_Op[3], Dwarf_Op **, size_t *);
 	bool (*attach_state)(Dwfl *, Elf *, pid_t, const Dwfl_Thread_Callbacks *, void *);
 	int (*getthread_frames)(Dwfl *, pid_t, int (*)(Dwfl_Frame *, void *), void *);
 	bool (*frame_pc)(Dwfl_Frame *, Dwarf_Addr *, bool *);
@@ -114,6 +121,15 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 	return fd;
 }
 
+/* Counts forks: a child's unwinder reads its own module map (getpid at every sample would cost a
+ * system call each). */
+static unsigned fork_gen;
+
+static void on_fork_child(void)
+{
+	fork_gen++;
+}
+
 static int dw_load(void)
 {
 	if (dw.tried)
@@ -155,6 +171,10 @@ static int dw_load(void)
 	SYM(elf_end, "elf_end");
 #undef SYM
 	*(void **)&dw.frame_reg = dlsym(h, "dwfl_frame_reg");
+	*(void **)&dw.frame_info = dlsym(h, "dwarf_frame_info");
+	*(void **)&dw.frame_cfa = dlsym(h, "dwarf_frame_cfa");
+	*(void **)&dw.frame_register = dlsym(h, "dwarf_frame_register");
+	pthread_atfork(NULL, NULL, on_fork_child);
 	*(void **)&dw.linux_proc_maps_report = dlsym(h, "dwfl_linux_proc_maps_report");
 	dw.cb.find_elf = find_elf;
 	dw.cb.find_debuginfo = find_debuginfo;
@@ -173,6 +193,24 @@ static const signed char perf_to_dwarf[24] = {
 #define DWARF_SP 7
 #define DWARF_IP 16
 #define DWARF_NREGS 17
+
+/* One row of a module's .eh_frame, as libdw reads it for one code address, in the few forms
+ * that fast_walk applies exactly as libdw's unwinder does (frame_unwind.c, handle_cfi): the CFA
+ * a register plus an offset, each register undefined, unchanged, saved at CFA + n, equal to
+ * CFA + n, or in another register. */
+enum { RULE_UNDEF, RULE_SAME, RULE_AT_CFA, RULE_CFA_PLUS, RULE_REG };
+enum {
+	ROW_OK, /* the rules below apply */
+	ROW_NO_CFI, /* the module's .eh_frame does not cover the address: the stack ends there */
+	ROW_LIBDW, /* anything else (a signal frame, an expression): libdw unwinds the sample */
+};
+struct row {
+	uint64_t at; /* the address looked up (0: an empty slot) */
+	int32_t cfa_off;
+	int32_t val[DWARF_NREGS]; /* RULE_AT_CFA, RULE_CFA_PLUS: n; RULE_REG: the register */
+	uint8_t rule[DWARF_NREGS];
+	uint8_t cfa_reg, kind;
+};
 
 struct d9__unwinder {
 	Dwfl *dwfl;
@@ -196,6 +234,12 @@ struct d9__unwinder {
 	/* pcs (as looked up: return addresses minus 1) in a module whose .eh_frame covers them,
 	 * direct-mapped; 0 is empty. Cleared whenever the module map is read again. */
 	uint64_t known[D9__UNWIND_KNOWN];
+	/* rows by looked-up address, direct-mapped (fast_walk); NULL: every sample goes to libdw.
+	 * Cleared whenever the module map is read again. */
+	struct row *rows;
+	unsigned gen; /* fork_gen when the modules were reported */
+	int fast; /* fast_walk first (d9__unwind_set_fast) */
+	uint64_t nfast, nslow; /* samples unwound by fast_walk, and by libdw */
 };
 
 static uint64_t now_ns(void)
@@ -211,9 +255,12 @@ static uint64_t now_ns(void)
 static int report(struct d9__unwinder *u, const char *why)
 {
 	u->pid = getpid();
+	u->gen = fork_gen;
 	u->stale = 0;
 	u->reported_ns = now_ns();
 	memset(u->known, 0, sizeof(u->known));
+	if (u->rows)
+		memset(u->rows, 0, D9__UNWIND_ROWS * sizeof(*u->rows));
 	dw.report_begin(u->dwfl);
 	int rc = dw.linux_proc_report(u->dwfl, u->pid);
 	if ((rc == EACCES || rc == EPERM) && dw.linux_proc_maps_report) {
@@ -258,28 +305,37 @@ static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 	return true;
 }
 
-/* Serves the stack copy only. Anything else (an address above the copy, a pointer into the
+/* Serves the stack copy only (1 and *result, or 0: u->refused is set). Anything else (an address above the copy, a pointer into the
  * heap) fails, which ends the unwind there: the live memory no longer holds what it held at
  * the sample, and reading it could fault. One exception, above the copy only: a coroutine's
  * root slot (d9_agent_stack_root_slot), whose word is known without reading it. The kernel's
  * copy stops at the first page the program never wrote, often inside the coroutine's outermost
  * frame (a large buffer), just below the entry function's return address; that word is the
  * root return address for as long as the coroutine runs. */
-static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+static int read_word(struct d9__unwinder *u, uint64_t addr, uint64_t *result)
 {
-	struct d9__unwinder *u = arg;
 	uint64_t ra;
 
-	(void)dwfl;
 	if (addr >= u->sp && addr - u->sp >= u->len && d9__stack_root_slot(addr, &ra)) {
 		*result = ra;
-		return true;
+		return 1;
 	}
 	if (u->len < sizeof(*result) || addr < u->sp || addr - u->sp > u->len - sizeof(*result)) {
 		u->refused = 1;
-		return false;
+		return 0;
 	}
 	memcpy(result, u->stack + (addr - u->sp), sizeof(*result));
+	return 1;
+}
+
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	uint64_t v;
+
+	(void)dwfl;
+	if (!read_word(arg, addr, &v))
+		return false;
+	*result = v;
 	return true;
 }
 
@@ -329,6 +385,17 @@ static int has_eh_frame(Dwfl_Module *mod, Dwarf_Addr pc)
 	return 1;
 }
 
+static void log_no_cfi(Dwfl_Module *mod, Dwarf_Addr at)
+{
+	if (d9__log_level >= D9_LOG_DEBUG) {
+		Dwarf_Addr lo = 0, hi = 0;
+		const char *name = dw.module_info(mod, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
+		d9__log(D9_LOG_DEBUG, "DWARF unwinding: %#llx (%s %#llx-%#llx) has no .eh_frame "
+			"entry: the stack ends there", (unsigned long long)at, name ? name : "?",
+			(unsigned long long)lo, (unsigned long long)hi);
+	}
+}
+
 /* One frame, innermost first. Stops at max frames, a zero pc, a frame whose SP does not lie above
  * its callee's (a loop, or garbage taken for a return address), and after a frame in a module
  * whose .eh_frame does not cover it: libdw would go on to the module's .debug_frame, which means
@@ -368,17 +435,177 @@ static int on_frame(Dwfl_Frame *f, void *arg)
 		return lax ? DWARF_CB_ABORT : DWARF_CB_OK;
 	}
 	if (!has_eh_frame(mod, at)) {
-		if (d9__log_level >= D9_LOG_DEBUG) {
-			Dwarf_Addr lo = 0, hi = 0;
-			const char *name = dw.module_info(mod, NULL, &lo, &hi, NULL, NULL, NULL, NULL);
-			d9__log(D9_LOG_DEBUG, "DWARF unwinding: %#llx (%s %#llx-%#llx) has no .eh_frame "
-				"entry: the stack ends there", (unsigned long long)at, name ? name : "?",
-				(unsigned long long)lo, (unsigned long long)hi);
-		}
+		log_no_cfi(mod, at);
 		return DWARF_CB_ABORT;
 	}
 	*slot = at;
 	return DWARF_CB_OK;
+}
+
+/* ---- The fast path: cached rows ------------------------------------------------------------
+ * libdw unwinds a frame in ~0.5 us, most of it allocating and freeing its states and the row it
+ * reads from .eh_frame again each time; an off-CPU sample is taken at every context switch, so
+ * with D9_SCHED_EVENTS that was the writer's whole cost (about 5 us a sample on redis). The
+ * rows a sample's frames need are few and come back sample after sample, so each is read from
+ * libdw once and kept, and fast_walk applies them the way libdw's unwinder does (elfutils 0.188
+ * libdwfl/frame_unwind.c handle_cfi, dwfl_frame.c dwfl_thread_getframes) with on_frame's checks.
+ * A sample with any frame outside these forms (a module unknown, a signal frame, a DWARF
+ * expression) goes to libdw whole, so every sample's frames are libdw's (tests/tools/
+ * unwind-check.c compares the two on real samples). */
+
+static int fits32(uint64_t v)
+{
+	return (int64_t)v >= INT32_MIN && (int64_t)v <= INT32_MAX;
+}
+
+/* The rule of register i, from dwarf_frame_register's answer; 0, or -1 for a form left to libdw. */
+static int set_rule(struct row *r, int i, Dwarf_Op *mem, Dwarf_Op *ops, size_t nops)
+{
+	if (nops == 0) {
+		if (ops != mem && ops != NULL)
+			return -1;
+		r->rule[i] = ops ? RULE_UNDEF : RULE_SAME;
+		return 0;
+	}
+	if (ops != mem)
+		return -1; /* an expression */
+	if (nops == 1 && ops[0].atom == DW_OP_regx) {
+		if (ops[0].number >= DWARF_NREGS)
+			return -1;
+		r->rule[i] = RULE_REG;
+		r->val[i] = (int32_t)ops[0].number;
+		return 0;
+	}
+	if (ops[0].atom != DW_OP_call_frame_cfa)
+		return -1;
+	size_t k = 1;
+	if (k < nops && ops[k].atom == DW_OP_plus_uconst) {
+		if (!fits32(ops[k].number))
+			return -1;
+		r->val[i] = (int32_t)(int64_t)ops[k].number;
+		k++;
+	}
+	r->rule[i] = RULE_AT_CFA;
+	if (k < nops && ops[k].atom == DW_OP_stack_value) {
+		r->rule[i] = RULE_CFA_PLUS;
+		k++;
+	}
+	return k == nops ? 0 : -1;
+}
+
+/* Reads the row of the looked-up address at from libdw into r. */
+static void fill_row(struct d9__unwinder *u, uint64_t at, struct row *r)
+{
+	Dwarf_Addr bias;
+	Dwarf_Frame *frame;
+	Dwarf_Op mem[3], *ops;
+	size_t nops;
+	bool signal = true;
+	Dwfl_Module *lax;
+
+	memset(r, 0, sizeof(*r));
+	r->at = at;
+	r->kind = ROW_LIBDW;
+	Dwfl_Module *mod = module_at(u, at, &lax);
+	if (!mod)
+		return; /* a library loaded since, JIT code: walk() and on_frame decide */
+	Dwarf_CFI *cfi = dw.eh_cfi(mod, &bias);
+	if (!cfi || dw.cfi_addrframe(cfi, at - bias, &frame) != 0) {
+		log_no_cfi(mod, at);
+		r->kind = ROW_NO_CFI;
+		return;
+	}
+	/* libdw takes the return address from the CIE's column: x86-64's is rip (16) */
+	if (dw.frame_info(frame, NULL, NULL, &signal) != DWARF_IP || signal)
+		goto out;
+	if (dw.frame_cfa(frame, &ops, &nops) != 0 || nops != 1 || ops[0].atom != DW_OP_bregx ||
+		ops[0].number >= DWARF_NREGS || !fits32(ops[0].number2))
+		goto out;
+	r->cfa_reg = (uint8_t)ops[0].number;
+	r->cfa_off = (int32_t)(int64_t)ops[0].number2;
+	for (int i = 0; i < DWARF_NREGS; i++)
+		if (dw.frame_register(frame, i, mem, &ops, &nops) != 0 ||
+			set_rule(r, i, mem, ops, nops) != 0)
+			goto out;
+	r->kind = ROW_OK;
+out:
+	free(frame);
+}
+
+/* Unwinds the sample in u from the rows, with walk()'s result: the frame count and *complete.
+ * -1: a frame needs libdw (walk() then unwinds the whole sample). */
+static int fast_walk(struct d9__unwinder *u, int *complete)
+{
+	uint64_t regs[DWARF_NREGS], next[DWARF_NREGS], last_sp = 0;
+	uint32_t set = u->have;
+	int n = 0;
+
+	memcpy(regs, u->regs, sizeof(regs));
+	u->refused = 0;
+	u->unknown = 0;
+	*complete = 0;
+	for (;;) {
+		/* on_frame, for the frame whose registers are regs */
+		uint64_t pc = regs[DWARF_IP], sp = set >> DWARF_SP & 1 ? regs[DWARF_SP] : 0;
+		if (pc == 0)
+			return n;
+		if (n > 0 && ((sp && last_sp && sp <= last_sp) || (!sp && pc == u->ips[n - 1])))
+			return n;
+		last_sp = sp;
+		u->ips[n++] = pc;
+		if (n >= u->max)
+			return n;
+		uint64_t at = n == 1 ? pc : pc - 1;
+		struct row *r = &u->rows[(at ^ at >> 11 ^ at >> 22) & (D9__UNWIND_ROWS - 1)];
+		if (r->at != at)
+			fill_row(u, at, r);
+		if (r->kind == ROW_NO_CFI)
+			return n;
+		if (r->kind != ROW_OK)
+			return -1;
+		/* the caller's registers, as handle_cfi computes them */
+		int have_cfa = set >> r->cfa_reg & 1, ra_undefined = 0;
+		uint64_t cfa = have_cfa ? regs[r->cfa_reg] + (uint64_t)(int64_t)r->cfa_off : 0, v;
+		uint32_t nset = 0;
+		for (int i = 0; i < DWARF_NREGS; i++) {
+			switch (r->rule[i]) {
+			case RULE_UNDEF:
+				ra_undefined |= i == DWARF_IP;
+				continue;
+			case RULE_SAME:
+				if (!(set >> i & 1))
+					continue;
+				v = regs[i];
+				break;
+			case RULE_AT_CFA:
+				if (!have_cfa || !read_word(u, cfa + (uint64_t)(int64_t)r->val[i], &v))
+					continue;
+				break;
+			case RULE_CFA_PLUS:
+				if (!have_cfa)
+					continue;
+				v = cfa + (uint64_t)(int64_t)r->val[i];
+				break;
+			default: /* RULE_REG */
+				if (!(set >> r->val[i] & 1))
+					continue;
+				v = regs[r->val[i]];
+				break;
+			}
+			next[i] = v;
+			nset |= 1u << i;
+		}
+		/* the end: the return address undefined (the outermost frame) or 0 is the stack's
+		 * end (libdw returns 0); one that could not be had is an error (-1) */
+		if (ra_undefined || (nset >> DWARF_IP & 1 && next[DWARF_IP] == 0)) {
+			*complete = !u->refused;
+			return n;
+		}
+		if (!(nset >> DWARF_IP & 1))
+			return n;
+		memcpy(regs, next, sizeof(regs));
+		set = nset;
+	}
 }
 
 struct d9__unwinder *d9__unwind_new(void)
@@ -413,6 +640,11 @@ struct d9__unwinder *d9__unwind_new(void)
 	}
 	if (report(u, "start") != 0)
 		goto err_report; /* logged */
+	if (dw.frame_info && dw.frame_cfa && dw.frame_register && dw.frame_reg) {
+		/* without the cache every sample goes to libdw, as before it existed */
+		u->rows = calloc(D9__UNWIND_ROWS, sizeof(*u->rows));
+		u->fast = u->rows != NULL;
+	}
 	if (!dw.attach_state(u->dwfl, u->elf, u->pid, &thread_callbacks, u)) {
 		d9__log_once(D9_LOG_WARN, "DWARF unwinding off: dwfl_attach_state: %s",
 			dw.errmsg(-1));
@@ -436,6 +668,7 @@ void d9__unwind_free(struct d9__unwinder *u)
 		return;
 	dw.end(u->dwfl); /* detaches the process state first; its backend is ours to close */
 	dw.elf_end(u->elf);
+	free(u->rows);
 	free(u);
 }
 
@@ -443,6 +676,18 @@ void d9__unwind_modules_changed(struct d9__unwinder *u)
 {
 	if (u)
 		u->stale = 1;
+}
+
+void d9__unwind_set_fast(struct d9__unwinder *u, int on)
+{
+	if (u)
+		u->fast = on && u->rows;
+}
+
+void d9__unwind_counts(const struct d9__unwinder *u, uint64_t *fast, uint64_t *slow)
+{
+	*fast = u ? u->nfast : 0;
+	*slow = u ? u->nslow : 0;
 }
 
 /* One pass of libdw over the sample in u; returns the frame count. *complete = 1 when libdw
@@ -494,14 +739,20 @@ int d9__unwind(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask, cons
 	u->ips = ips;
 	u->max = max;
 	Dwfl_Module *lax;
-	if (u->stale || u->pid != getpid())
+	if (u->stale || u->gen != fork_gen)
 		report(u, u->stale ? "modules changed" : "new process");
 	else if (now_ns() - u->reported_ns >= D9__UNWIND_REFRESH_NS && !module_at(u, ips[0], &lax))
 		report(u, "IP in no module"); /* maybe a library loaded since (no dlopen hook saw it) */
-	int n = walk(u, complete);
-	if (u->unknown && now_ns() - u->reported_ns >= D9__UNWIND_REFRESH_NS) {
-		report(u, "return address in no module");
+	int n = u->fast ? fast_walk(u, complete) : -1;
+	if (n >= 0) {
+		u->nfast++;
+	} else {
+		u->nslow++;
 		n = walk(u, complete);
+		if (u->unknown && now_ns() - u->reported_ns >= D9__UNWIND_REFRESH_NS) {
+			report(u, "return address in no module");
+			n = walk(u, complete);
+		}
 	}
 	if (u->unknown)
 		*complete = 0; /* libdw's frame-pointer guess took over somewhere */

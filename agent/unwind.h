@@ -37,11 +37,17 @@ void d9__unwind_free(struct d9__unwinder *u);
  * .eh_frame does not cover (.debug_frame is never loaded in the host), or when the SP stops
  * growing. *complete = 1 only when the unwind reached the outermost frame (the
  * thread's start, whose CFI leaves the return address undefined): any other end is a truncated
- * stack. Reads nothing outside the stack copy. Warm cost: ~0.4 us a frame (4-5 us for
- * 10 frames). An IP or return address in no known module re-reads the module map, at most once a
+ * stack. Reads nothing outside the stack copy. Warm cost: ~0.7 us for 10 frames from the
+ * cache of rows (unwind.c, fast_walk), ~6 us when libdw unwinds the sample itself. An IP or return address in no known module re-reads the module map, at most once a
  * second; a forked child re-reads it by itself. */
 int d9__unwind(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask, const uint8_t *stack,
 	size_t len, uint64_t *ips, int max, int *complete);
+
+/* on = 0: every sample goes to libdw, as it did before the cache of rows (unwind.c, fast_walk),
+ * whose results must be the same (tests/tools/unwind-check.c compares them). *fast and *slow:
+ * samples the cache unwound, and samples libdw unwound. */
+void d9__unwind_set_fast(struct d9__unwinder *u, int on);
+void d9__unwind_counts(const struct d9__unwinder *u, uint64_t *fast, uint64_t *slow);
 
 /* The root return address that the word at `at` holds while its coroutine runs
  * (d9_agent_stack_root_slot; agent/profile.c): 1 and *ra when `at` is such a slot, else 0. */

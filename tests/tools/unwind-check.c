@@ -180,6 +180,36 @@ static void fail(const char *name, const char *fmt, ...)
 	printf("\n");
 }
 
+/* ---- the cache of rows against libdw alone ------------------------------------------------------ */
+static size_t same_n, same_bad;
+static char same_why[300];
+
+/* d9__unwind as the agent calls it (the cache of rows first), then again with libdw alone
+ * (d9__unwind_set_fast 0): the frames and the completeness must be the same. Returns the first. */
+static int unwind_both(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask,
+	const uint8_t *stack, size_t len, uint64_t *ips, int max, int *complete)
+{
+	uint64_t slow[MAX_FRAMES];
+	int slow_complete = 0;
+	int n = d9__unwind(u, regs, mask, stack, len, ips, max, complete);
+	d9__unwind_set_fast(u, 0);
+	int m = d9__unwind(u, regs, mask, stack, len, slow, max, &slow_complete);
+	d9__unwind_set_fast(u, 1);
+	same_n++;
+	if (n == m && *complete == slow_complete && (n < 1 || !memcmp(ips, slow, (size_t)n * 8)))
+		return n;
+	if (!same_bad++) {
+		int k = 0;
+		while (k < n && k < m && ips[k] == slow[k])
+			k++;
+		snprintf(same_why, sizeof(same_why), "ip %#" PRIx64 ", copy %zu bytes, max %d: cache "
+			"%d frames (complete %d), libdw %d (complete %d), first difference at frame %d "
+			"(%#" PRIx64 " against %#" PRIx64 ")", regs[8], len, max, n, *complete, m,
+			slow_complete, k, k < n ? ips[k] : 0, k < m ? slow[k] : 0);
+	}
+	return n;
+}
+
 /* ---- sampling: a cpu-clock event on the main thread, drained by a reader thread ---------------- */
 struct sample {
 	uint64_t ip;
@@ -485,6 +515,7 @@ static void check_samples(struct d9__unwinder *u, struct prof *p, double new_us)
 	int depth_max = 0;
 	char why[5][256] = { "", "", "", "", "" };
 	double first_us = -1;
+	size_t real_n = 0, real_fast = 0;
 
 	for (size_t i = 0; i < p->n; i++) {
 		struct sample *s = &p->s[i];
@@ -497,6 +528,38 @@ static void check_samples(struct d9__unwinder *u, struct prof *p, double new_us)
 			MAX_FRAMES, &complete_);
 		if (first_us < 0)
 			first_us = (double)(now_ns() - t0) / 1e3;
+		/* the cache of rows against libdw: this copy, shorter ones (return addresses above
+		 * the copy, refused reads), and fewer frames allowed */
+		uint64_t f0, s0, f1, s1, cmp[MAX_FRAMES];
+		d9__unwind_counts(u, &f0, &s0);
+		unwind_both(u, s->regs, D9__UNWIND_REGS_MASK, s->stack, s->dyn_size, cmp,
+			MAX_FRAMES, &complete_);
+		d9__unwind_counts(u, &f1, &s1);
+		real_fast += f1 - f0;
+		real_n++;
+		for (size_t cut = 64; cut < s->dyn_size; cut *= 4)
+			unwind_both(u, s->regs, D9__UNWIND_REGS_MASK, s->stack, cut, cmp, MAX_FRAMES,
+				&complete_);
+		unwind_both(u, s->regs, D9__UNWIND_REGS_MASK, s->stack, s->dyn_size, cmp, 3,
+			&complete_);
+		if (classify(s->ip, 0) == F_VLA) {
+			/* made up from this IP, where CFA = rbp + 16: a second frame in the same code
+			 * whose saved rbp points below its own SP, so the third frame's SP goes down,
+			 * where both must stop; and a first frame whose CFA lies below its SP */
+			uint64_t bent[17] = { 0 }, fake[64] = { 0 }, base = 0x7ffd00000000ull;
+			bent[7] = base;
+			bent[8] = s->ip;
+			bent[6] = base + 256; /* frame 1: CFA base + 272, its caller's SP */
+			fake[264 / 8] = s->ip + 1; /* a return address into the same rows */
+			fake[256 / 8] = base + 128; /* frame 2's rbp: CFA base + 144, below base + 272 */
+			fake[136 / 8] = s->ip + 1;
+			fake[128 / 8] = base + 64;
+			unwind_both(u, bent, D9__UNWIND_REGS_MASK, (const uint8_t *)fake, sizeof(fake),
+				cmp, MAX_FRAMES, &complete_);
+			bent[6] = base - 64;
+			unwind_both(u, bent, D9__UNWIND_REGS_MASK, (const uint8_t *)fake, sizeof(fake),
+				cmp, MAX_FRAMES, &complete_);
+		}
 		if (n < 1 || ips[0] != s->ip) {
 			fail("unwind-ip", "sample %zu: n %d, ips[0] %#" PRIx64 ", sample ip %#" PRIx64,
 				i, n, n > 0 ? ips[0] : 0, s->ip);
@@ -626,6 +689,14 @@ static void check_samples(struct d9__unwinder *u, struct prof *p, double new_us)
 		pass("unwind-no-frame-pointers", "a frame-pointer walk reaches main in %zu of %zu "
 			"samples that DWARF unwinds", fp_ok, own_ok);
 
+	/* the cache must serve most real samples, or it saves nothing */
+	if (real_n < 100 || real_fast * 10 < real_n * 9)
+		fail("unwind-fast-path", "the cache of rows unwound %zu of %zu samples (want >= 90%%)",
+			real_fast, real_n);
+	else
+		pass("unwind-fast-path", "the cache of rows unwound %zu of %zu samples; libdw the "
+			"others", real_fast, real_n);
+
 	/* Cost: every sample again, warm (modules and CFI already loaded), 5 rounds; the stacks
 	 * 100 frames deep (unwind_deep) apart from the others. Wall time per call for the
 	 * percentiles; the means are this thread's CPU time, which a busy machine's preemptions do
@@ -652,6 +723,17 @@ static void check_samples(struct d9__unwinder *u, struct prof *p, double new_us)
 			}
 		cpu[deep_pass] = cpu_ns() - c0;
 	}
+	/* libdw alone, for the record (agent/COST.md): one round of the same samples */
+	uint64_t c_slow = cpu_ns(), n_slow = 0;
+	d9__unwind_set_fast(u, 0);
+	for (size_t i = 0; i < p->n && is_deep; i++)
+		if (p->s[i].nregs && !is_deep[i]) {
+			d9__unwind(u, p->s[i].regs, D9__UNWIND_REGS_MASK, p->s[i].stack,
+				p->s[i].dyn_size, ips, MAX_FRAMES, &complete_);
+			n_slow++;
+		}
+	d9__unwind_set_fast(u, 1);
+	c_slow = cpu_ns() - c_slow;
 	free(is_deep);
 	if (!calls[0] || !calls[1]) {
 		fail("unwind-cost", "no sample to time");
@@ -667,6 +749,8 @@ static void check_samples(struct d9__unwinder *u, struct prof *p, double new_us)
 		"p99 %.1f us, max %.1f us\n", new_us, first_us, mean, fr, mean_deep, fr_deep,
 		(double)(cpu[0] + cpu[1]) / 1e3 / (double)(frames[0] + frames[1]), us[m / 2],
 		us[m * 99 / 100], us[m - 1]);
+	printf("# libdw alone (no cache of rows): %.1f us per unwind of the same stacks\n",
+		n_slow ? (double)c_slow / 1e3 / (double)n_slow : 0.0);
 	printf("# depth of the checked stacks: mean %.1f, max %d frames\n",
 		depth_n ? (double)depth_sum / (double)depth_n : 0.0, depth_max);
 	/* a generous bound, not a benchmark: a few thousand unwinds per second must stay cheap */
@@ -708,7 +792,9 @@ static void check_bad_input(struct d9__unwinder *u)
 	uint8_t *stack = m + page; /* STACK_DUMP bytes between two guard pages */
 	uint64_t code[] = { (uint64_t)(uintptr_t)strlen, (uint64_t)(uintptr_t)qsort,
 		(uint64_t)(uintptr_t)unwind_burn, (uint64_t)(uintptr_t)unwind_middle,
-		(uint64_t)(uintptr_t)printf, (uint64_t)(uintptr_t)d9__unwind };
+		(uint64_t)(uintptr_t)printf, (uint64_t)(uintptr_t)d9__unwind,
+		(uint64_t)(uintptr_t)unwind_vla }; /* CFA = rbp + 16: an SP that can go down */
+	const int ncode = (int)(sizeof(code) / sizeof(code[0]));
 	unsigned seed = 12345;
 	int worst = 0, bad = 0;
 	char why[200] = "";
@@ -719,18 +805,18 @@ static void check_bad_input(struct d9__unwinder *u)
 		uint64_t *w = (uint64_t *)stack;
 		for (size_t k = 0; k < STACK_DUMP / 8; k++) {
 			int c = rand_r(&seed) % 4;
-			w[k] = c == 0 ? code[rand_r(&seed) % 6] + (uint64_t)(rand_r(&seed) % 512) :
+			w[k] = c == 0 ? code[rand_r(&seed) % ncode] + (uint64_t)(rand_r(&seed) % 512) :
 				c == 1 ? regs[7] + (uint64_t)(rand_r(&seed) % STACK_DUMP) :
 				((uint64_t)rand_r(&seed) << 31) ^ (uint64_t)rand_r(&seed);
 		}
-		regs[8] = code[it % 6] + (uint64_t)(rand_r(&seed) % 2048);
+		regs[8] = code[it % ncode] + (uint64_t)(rand_r(&seed) % 2048);
 		if (it % 7 == 0)
 			regs[6] = regs[7] + (uint64_t)(rand_r(&seed) % STACK_DUMP); /* rbp in the copy */
 		size_t len = (size_t)(rand_r(&seed) % (STACK_DUMP + 1));
 		int max = 1 + rand_r(&seed) % MAX_FRAMES;
 		/* a short copy ends at the upper guard page too */
-		int n = d9__unwind(u, regs, D9__UNWIND_REGS_MASK, stack + STACK_DUMP - len, len, ips,
-			max, &complete_);
+		int n = unwind_both(u, regs, D9__UNWIND_REGS_MASK, stack + STACK_DUMP - len, len,
+			ips, max, &complete_);
 		if (n < 1 || n > max || ips[0] != regs[8]) {
 			if (!bad++)
 				snprintf(why, sizeof(why), "iteration %d: n %d of max %d, ips[0] %#" PRIx64
@@ -904,6 +990,12 @@ int main(void)
 	}
 	check_bad_input(u);
 	check_dlopen(u);
+	if (same_bad || same_n < 20000)
+		fail("unwind-fast-same", "%zu of %zu unwinds differ between the cache of rows and "
+			"libdw alone (want 0 of >= 20000); first: %s", same_bad, same_n, same_why);
+	else
+		pass("unwind-fast-same", "%zu unwinds (real samples, shorter copies, fewer frames, "
+			"random input): the cache of rows gives libdw's frames and completeness", same_n);
 	int during = fds_new(fds_before, &no_cloexec, first, sizeof(first));
 	printf("# resident memory: %ld KiB before d9__unwind_new, %ld KiB after every unwind; %d "
 		"descriptors before\n", rss0, rss_kib(), nfds);
