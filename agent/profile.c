@@ -58,6 +58,7 @@
 #define COPY_MAX (4u << 20) /* bytes of exited workers' samples held for the writer, at most */
 #define MAPS_MAX 65536 /* mappings kept from /proc/self/maps, at most */
 #define MAPS_REFRESH_NS 100000000ull /* re-reading the maps for an unknown address: at most */
+#define MAPS_MAX_AGE_NS 1000000000ull /* ... and for one in no mapping at all, at most */
 #define ANON_MAX 256 /* anonymous code mappings (JIT) made modules, at most */
 #define PERF_REG_BP 6 /* PERF_REG_X86_BP, PERF_REG_X86_SP: bits of the sample's register mask */
 #define PERF_REG_SP 7
@@ -1208,18 +1209,39 @@ static const struct mapping *maps_find(uint64_t a)
 	return NULL;
 }
 
+/* 1 unless the page holding a is known to be unmapped: mincore says ENOMEM for an unmapped range
+ * (a question to the kernel: nothing of the host's memory is read). */
+static int maybe_mapped(uint64_t a)
+{
+	static uint64_t page_size; /* writer thread only */
+	unsigned char vec;
+
+	if (a >= KERNEL_ADDR)
+		return 0;
+	if (!page_size)
+		page_size = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t page = a & ~(page_size - 1);
+	return mincore((void *)(uintptr_t)page, 1, &vec) == 0 || errno != ENOMEM;
+}
+
 /* The mapping holding a, re-reading the maps (at most every MAPS_REFRESH_NS, 100 ms: kresd's
- * LuaJIT maps new traces all the time) when none does: a library mapped since, a thread stack,
- * JIT code. Garbage frames of code built without frame pointers also land here: on redis with
- * 99 Hz profiling the re-reads are about 0.3% of the process's CPU (agent/COST.md, section 8). */
+ * LuaJIT maps new traces all the time) when none does and the page is mapped now: a library
+ * mapped since, a thread stack, JIT code. Garbage frames of code built without frame pointers
+ * also land here, in no mapping at all: those re-read the maps only when the table is
+ * MAPS_MAX_AGE_NS old (so mappings removed since leave it within a second). Before mincore
+ * sorted them out, they re-read the maps every 100 ms: on redis with 99 Hz profiling a quarter
+ * of the writer's CPU (agent/COST.md, sections 8 and 10). */
 static const struct mapping *mapping_of(uint64_t a)
 {
 	if (M.stale || !M.read_ns)
 		maps_read();
 	const struct mapping *m = maps_find(a);
-	if (!m && mono_ns() - M.read_ns >= MAPS_REFRESH_NS) {
-		maps_read();
-		m = maps_find(a);
+	if (!m) {
+		uint64_t age = mono_ns() - M.read_ns;
+		if (age >= MAPS_MAX_AGE_NS || (age >= MAPS_REFRESH_NS && maybe_mapped(a))) {
+			maps_read();
+			m = maps_find(a);
+		}
 	}
 	return m;
 }
