@@ -165,4 +165,45 @@ else
 	d9_fail disk-full-fork "the driver did not fork: $(head -c 300 "$T/fork.err")"
 	d9_kill "$pid"
 fi
+# ---- blocks taken ahead are given back at the seal -----------------------------------------------
+# The writer allocates a segment's blocks 1 MiB ahead of its end (fallocate KEEP_SIZE: one call
+# per MiB, not per chunk); the seal truncates the file to its size, which frees them, so a sealed
+# segment holds no more blocks than its bytes (the disk budget counts sizes). On an 8 MiB tmpfs
+# with room: while the run records, its .active segment has blocks past its end; after the
+# exit, no .bin has.
+blocks_ahead() { # DIR: 0 when an .active file there holds >= 512 KiB of blocks past its size
+	local f
+	for f in "$1"/*.active; do
+		[ -f "$f" ] || continue
+		set -- $(stat -c '%s %b %B' "$f")
+		[ $(($2 * $3)) -ge $(($1 + 512 * 1024)) ] && return 0
+	done
+	return 1
+}
+if ! d9_mount_tmpfs "$T/ahead" 8m; then
+	d9_skip prealloc-given-back "cannot mount a tmpfs: $D9_MOUNT_ERR"
+else
+	d9_bg pid "$T/ahead.out" "$T/ahead.err" D9_TRACE_PATH="$T/ahead/t/trace.bin" D9_COMPRESS=0 \
+		-- -t 1 -n 4000 --park-every 20 --sleep-us 2000
+	d9_wait_for 30 blocks_ahead "$T/ahead/t"
+	ahead=$?
+	d9_wait_pid "$pid" 60
+	rc=$D9_RC
+	over="" nbin=0
+	for f in "$T"/ahead/t/*.bin; do
+		[ -f "$f" ] || continue
+		nbin=$((nbin + 1))
+		read -r size nb bs < <(stat -c '%s %b %B' "$f")
+		[ $((nb * bs)) -gt $((size + 65536)) ] && over="$over $(basename "$f"): $size bytes in $((nb * bs))"
+	done
+	if [ "$rc" -ne 0 ] || [ "$nbin" -eq 0 ]; then
+		d9_fail prealloc-given-back "exit status $rc, $nbin sealed segments: $(head -c 300 "$T/ahead.err")"
+	elif [ "$ahead" -ne 0 ]; then
+		d9_fail prealloc-given-back "no .active segment held blocks past its end while recording"
+	elif [ -n "$over" ]; then
+		d9_fail prealloc-given-back "sealed segments hold blocks past their end:$over"
+	else
+		d9_pass prealloc-given-back "blocks taken 1 MiB ahead while recording; $nbin sealed segments hold none past their end"
+	fi
+fi
 exit 0
