@@ -305,13 +305,13 @@ static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 	return true;
 }
 
-/* Serves the stack copy only (1 and *result, or 0: u->refused is set). Anything else (an address above the copy, a pointer into the
- * heap) fails, which ends the unwind there: the live memory no longer holds what it held at
- * the sample, and reading it could fault. One exception, above the copy only: a coroutine's
- * root slot (d9_agent_stack_root_slot), whose word is known without reading it. The kernel's
- * copy stops at the first page the program never wrote, often inside the coroutine's outermost
- * frame (a large buffer), just below the entry function's return address; that word is the
- * root return address for as long as the coroutine runs. */
+/* Serves the stack copy only (1 and *result, or 0 with u->refused set). Anything else (an
+ * address above the copy, a pointer into the heap) fails, which ends the unwind there: the live
+ * memory no longer holds what it held at the sample, and reading it could fault. One exception,
+ * above the copy only: a coroutine's root slot (d9_agent_stack_root_slot), whose word is known
+ * without reading it. The kernel's copy stops at the first page the program never wrote, often
+ * inside the coroutine's outermost frame (a large buffer), just below the entry function's
+ * return address; that word is the root return address for as long as the coroutine runs. */
 static int read_word(struct d9__unwinder *u, uint64_t addr, uint64_t *result)
 {
 	uint64_t ra;
