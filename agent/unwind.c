@@ -200,9 +200,9 @@ static const signed char perf_to_dwarf[24] = {
  * CFA + n, or in another register. */
 enum { RULE_UNDEF, RULE_SAME, RULE_AT_CFA, RULE_CFA_PLUS, RULE_REG };
 enum {
+	ROW_LIBDW, /* anything else (a signal frame, an expression): libdw unwinds the sample */
 	ROW_OK, /* the rules below apply */
 	ROW_NO_CFI, /* the module's .eh_frame does not cover the address: the stack ends there */
-	ROW_LIBDW, /* anything else (a signal frame, an expression): libdw unwinds the sample */
 };
 struct row {
 	uint64_t at; /* the address looked up (0: an empty slot) */
@@ -425,7 +425,7 @@ static int on_frame(Dwfl_Frame *f, void *arg)
 		return DWARF_CB_ABORT;
 	Dwarf_Addr at = u->n == 1 ? pc : pc - 1; /* a return address: look up its call */
 	uint64_t *slot = &u->known[(at ^ at >> 12 ^ at >> 24) & (D9__UNWIND_KNOWN - 1)];
-	if (*slot == at)
+	if (at && *slot == at) /* 0 is an empty slot */
 		return DWARF_CB_OK; /* the same few return addresses come back sample after sample */
 	Dwfl_Module *lax, *mod = module_at(u, at, &lax);
 	if (!mod) {
@@ -556,6 +556,8 @@ static int fast_walk(struct d9__unwinder *u, int *complete)
 		if (n >= u->max)
 			return n;
 		uint64_t at = n == 1 ? pc : pc - 1;
+		if (at == 0)
+			return -1; /* a return address of 1: no row has the key 0 (an empty slot) */
 		struct row *r = &u->rows[(at ^ at >> 11 ^ at >> 22) & (D9__UNWIND_ROWS - 1)];
 		if (r->at != at)
 			fill_row(u, at, r);
@@ -596,13 +598,16 @@ static int fast_walk(struct d9__unwinder *u, int *complete)
 			nset |= 1u << i;
 		}
 		/* the end: the return address undefined (the outermost frame) or 0 is the stack's
-		 * end (libdw returns 0); one that could not be had is an error (-1) */
+		 * end (libdw returns 0) */
 		if (ra_undefined || (nset >> DWARF_IP & 1 && next[DWARF_IP] == 0)) {
 			*complete = !u->refused;
 			return n;
 		}
+		/* one that could not be had: after a refused read, an incomplete stack either way;
+		 * otherwise (a register the rows leave undefined) elfutils versions differ on what
+		 * the stack is: libdw says */
 		if (!(nset >> DWARF_IP & 1))
-			return n;
+			return u->refused ? n : -1;
 		memcpy(regs, next, sizeof(regs));
 		set = nset;
 	}

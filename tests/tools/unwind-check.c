@@ -41,6 +41,7 @@ void unwind_burn(uint64_t until_cpu_ns);
 void unwind_middle(uint64_t until_cpu_ns);
 void unwind_outer(uint64_t until_cpu_ns);
 void unwind_leaf(void);
+extern const char unwind_rcx_ra[]; /* a return address in a frame whose CFA is rcx + 8 */
 int unwind_deep(int depth, uint64_t until_cpu_ns);
 uint64_t unwind_vla(int n);
 
@@ -76,6 +77,23 @@ __attribute__((noipa)) void unwind_leaf(void)
 {
 	__asm__ volatile("");
 }
+
+/* Hand-written: from the label on, the CFA is rcx + 8, a register that x86-64's rows leave
+ * undefined in a caller, so a frame returning here has no CFA (check_bad_input). Never called. */
+__asm__(".text\n"
+	".globl unwind_rcx_frame\n"
+	".type unwind_rcx_frame, @function\n"
+	"unwind_rcx_frame:\n"
+	".cfi_startproc\n"
+	"\tmov %rsp, %rcx\n"
+	".cfi_def_cfa_register %rcx\n"
+	"\tnop\n"
+	".globl unwind_rcx_ra\n"
+	"unwind_rcx_ra:\n"
+	"\tnop\n"
+	"\tret\n"
+	".cfi_endproc\n"
+	".size unwind_rcx_frame, .-unwind_rcx_frame\n");
 
 __attribute__((noipa)) int unwind_cmp(const void *a, const void *b)
 {
@@ -830,6 +848,19 @@ static void check_bad_input(struct d9__unwinder *u)
 	else
 		pass("unwind-bad-input", "20000 random register sets and stacks: no crash, no read "
 			"outside the copy, 1 <= n <= max (deepest %d)", worst);
+
+	/* Made up, against libdw alone: the entry of unwind_leaf (CFA = rsp + 8) returning to 1
+	 * (a row looked up at 0, the empty slot's key), and returning into a frame whose CFA
+	 * register is undefined (no return address, and no read refused) */
+	memset(regs, 0, sizeof(regs));
+	regs[7] = 0x7ffd00000000ull;
+	regs[8] = (uint64_t)(uintptr_t)unwind_leaf;
+	uint64_t made[8] = { 1, 0, 0, 0, 0, 0, 0, 0 };
+	unwind_both(u, regs, D9__UNWIND_REGS_MASK, (const uint8_t *)made, sizeof(made), ips, 8,
+		&complete_);
+	made[0] = (uint64_t)(uintptr_t)unwind_rcx_ra;
+	unwind_both(u, regs, D9__UNWIND_REGS_MASK, (const uint8_t *)made, sizeof(made), ips, 8,
+		&complete_);
 
 	/* Trivial cases */
 	memset(regs, 0, sizeof(regs));
