@@ -189,7 +189,7 @@ static uint64_t seg_limit(void)
 /* 0 when size more bytes (and the reserve) fit; -ENOSPC (or -EDQUOT) otherwise. */
 static int room_for(struct d9__segment *s, size_t size)
 {
-	uint64_t need = s->size + size + RESERVE, ahead = need + PREALLOC;
+	uint64_t need = s->size + size + RESERVE, ahead = s->no_ahead ? need : need + PREALLOC;
 
 	if (no_fallocate || need <= s->alloc_end)
 		return 0;
@@ -199,8 +199,10 @@ static int room_for(struct d9__segment *s, size_t size)
 		ahead = need > d9__g.cfg.max_file_size ? need : d9__g.cfg.max_file_size;
 	int err = fallocate(s->f.fd, FALLOC_FL_KEEP_SIZE, (off_t)s->size,
 		(off_t)(ahead - s->size)) == 0 ? 0 : errno;
-	if (err && ahead > need && (err == ENOSPC || err == EDQUOT)) {
-		ahead = need; /* a disk nearly full: only what this write needs */
+	if (err && ahead > need && (err == ENOSPC || err == EDQUOT || err == EFBIG)) {
+		/* a disk nearly full: only what each write needs, for the rest of this segment */
+		s->no_ahead = 1;
+		ahead = need;
 		err = fallocate(s->f.fd, FALLOC_FL_KEEP_SIZE, (off_t)s->size,
 			(off_t)(need - s->size)) == 0 ? 0 : errno;
 	}
@@ -334,6 +336,7 @@ static int seg_open(void)
 	s->tr.chunks = 2; /* header and schema */
 	s->size = s->good = 0;
 	s->alloc_end = 0;
+	s->no_ahead = 0;
 	s->deflog_written = 0;
 	err = w.err ? w.err : d9__file_write(&s->f, head, (size_t)(w.p - head));
 	if (!err) {
