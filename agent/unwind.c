@@ -200,7 +200,9 @@ static const signed char perf_to_dwarf[24] = {
  * CFA + n, or in another register. */
 enum { RULE_UNDEF, RULE_SAME, RULE_AT_CFA, RULE_CFA_PLUS, RULE_REG };
 enum {
-	ROW_LIBDW, /* anything else (a signal frame, an expression): libdw unwinds the sample */
+	/* anything else (a signal frame, an expression): libdw unwinds the sample; also an empty
+	 * slot, whose key 0 is what a return address of 1 looks up */
+	ROW_LIBDW,
 	ROW_OK, /* the rules below apply */
 	ROW_NO_CFI, /* the module's .eh_frame does not cover the address: the stack ends there */
 };
@@ -371,18 +373,23 @@ static Dwfl_Module *module_at(struct d9__unwinder *u, Dwarf_Addr pc, Dwfl_Module
 	return pc >= lo && pc < hi ? mod : NULL;
 }
 
-/* 1 when the module's .eh_frame describes the frame at pc (a return address already moved back
- * into its call instruction). */
-static int has_eh_frame(Dwfl_Module *mod, Dwarf_Addr pc)
+/* The row of the module's .eh_frame for the frame at pc (a return address already moved back
+ * into its call instruction; the caller frees it), or NULL when .eh_frame does not cover pc. */
+static Dwarf_Frame *eh_frame_row(Dwfl_Module *mod, Dwarf_Addr pc)
 {
 	Dwarf_Addr bias;
 	Dwarf_Frame *frame;
 	Dwarf_CFI *cfi = dw.eh_cfi(mod, &bias);
 
-	if (!cfi || dw.cfi_addrframe(cfi, pc - bias, &frame) != 0)
-		return 0;
+	return cfi && dw.cfi_addrframe(cfi, pc - bias, &frame) == 0 ? frame : NULL;
+}
+
+static int has_eh_frame(Dwfl_Module *mod, Dwarf_Addr pc)
+{
+	Dwarf_Frame *frame = eh_frame_row(mod, pc);
+
 	free(frame);
-	return 1;
+	return frame != NULL;
 }
 
 static void log_no_cfi(Dwfl_Module *mod, Dwarf_Addr at)
@@ -496,7 +503,6 @@ static int set_rule(struct row *r, int i, Dwarf_Op *mem, Dwarf_Op *ops, size_t n
 /* Reads the row of the looked-up address at from libdw into r. */
 static void fill_row(struct d9__unwinder *u, uint64_t at, struct row *r)
 {
-	Dwarf_Addr bias;
 	Dwarf_Frame *frame;
 	Dwarf_Op mem[3], *ops;
 	size_t nops;
@@ -509,8 +515,7 @@ static void fill_row(struct d9__unwinder *u, uint64_t at, struct row *r)
 	Dwfl_Module *mod = module_at(u, at, &lax);
 	if (!mod)
 		return; /* a library loaded since, JIT code: walk() and on_frame decide */
-	Dwarf_CFI *cfi = dw.eh_cfi(mod, &bias);
-	if (!cfi || dw.cfi_addrframe(cfi, at - bias, &frame) != 0) {
+	if (!(frame = eh_frame_row(mod, at))) {
 		log_no_cfi(mod, at);
 		r->kind = ROW_NO_CFI;
 		return;
@@ -556,8 +561,6 @@ static int fast_walk(struct d9__unwinder *u, int *complete)
 		if (n >= u->max)
 			return n;
 		uint64_t at = n == 1 ? pc : pc - 1;
-		if (at == 0)
-			return -1; /* a return address of 1: no row has the key 0 (an empty slot) */
 		struct row *r = &u->rows[(at ^ at >> 11 ^ at >> 22) & (D9__UNWIND_ROWS - 1)];
 		if (r->at != at)
 			fill_row(u, at, r);

@@ -197,23 +197,23 @@ static int room_for(struct d9__segment *s, size_t size)
 		return 0; /* the write's own check reports a lost descriptor */
 	if (ahead > d9__g.cfg.max_file_size)
 		ahead = need > d9__g.cfg.max_file_size ? need : d9__g.cfg.max_file_size;
-	int err = fallocate(s->f.fd, FALLOC_FL_KEEP_SIZE, (off_t)s->size,
-		(off_t)(ahead - s->size)) == 0 ? 0 : errno;
-	if (err && ahead > need && (err == ENOSPC || err == EDQUOT || err == EFBIG)) {
+	for (;;) {
+		if (fallocate(s->f.fd, FALLOC_FL_KEEP_SIZE, (off_t)s->size,
+			(off_t)(ahead - s->size)) == 0) {
+			s->alloc_end = ahead;
+			return 0;
+		}
+		int err = errno;
+		if (err != ENOSPC && err != EDQUOT && err != EFBIG) {
+			no_fallocate = 1; /* EOPNOTSUPP and the like: no reserve on this file system */
+			return 0;
+		}
+		if (ahead == need)
+			return -err;
 		/* a disk nearly full: only what each write needs, for the rest of this segment */
 		s->no_ahead = 1;
 		ahead = need;
-		err = fallocate(s->f.fd, FALLOC_FL_KEEP_SIZE, (off_t)s->size,
-			(off_t)(need - s->size)) == 0 ? 0 : errno;
 	}
-	if (!err) {
-		s->alloc_end = ahead;
-		return 0;
-	}
-	if (err == ENOSPC || err == EDQUOT || err == EFBIG)
-		return -err;
-	no_fallocate = 1; /* EOPNOTSUPP and the like: no reserve on this file system */
-	return 0;
 }
 
 /* Writes definition records (a buffer it frees) as DEFS chunks into the active segment. */
