@@ -319,6 +319,20 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 		g->compressor_started = 1;
 }
 
+/* A stop for the compressor (compress_stop set): woken now rather than at its next due time,
+ * so that a pause can join it (lifecycle.c, join_threads). The lock is waited for until
+ * deadline at most (the exit's), as seal_now waits for the pool lock. */
+void d9__compressor_wake(uint64_t deadline)
+{
+	struct d9__agent *g = &d9__g;
+	struct timespec until = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
+
+	if (pthread_mutex_clocklock(&g->disk_lock, CLOCK_MONOTONIC, &until) == 0) {
+		pthread_cond_signal(&g->disk_cond);
+		d9__unlock(&g->disk_lock);
+	}
+}
+
 void d9__sealed_forget(const char *path)
 {
 	struct d9__agent *g = &d9__g;
@@ -445,8 +459,15 @@ void *d9__compressor_main(void *arg)
 				d9__lock(&g->disk_lock);
 				continue;
 			}
-			/* timed: a signal handler cannot signal the condition, it only sets compress_stop */
-			uint64_t t = d9__mono_ns() + 100000000u;
+			/* until a seal or a stop wakes it, or its next due time: the next look for
+			 * the work of dead processes, a failed segment's retry; at most a second
+			 * (an exit in a signal handler sets compress_stop without a wake) */
+			uint64_t now = d9__mono_ns(), t = now + 1000000000u;
+			if (g->cfg.compress && adopt_at < t)
+				t = adopt_at;
+			for (size_t i = 0; i < g->nsealed; i++)
+				if (g->sealed[i].retry_at_ns > now && g->sealed[i].retry_at_ns < t)
+					t = g->sealed[i].retry_at_ns;
 			struct timespec until = { (time_t)(t / 1000000000u), (long)(t % 1000000000u) };
 			pthread_cond_timedwait(&g->disk_cond, &g->disk_lock, &until);
 			continue;

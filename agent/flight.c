@@ -712,6 +712,7 @@ static void on_dump_signal(int sig)
 	(void)sig;
 	__atomic_store_n(&sig_time, d9__now(), __ATOMIC_RELAXED);
 	__atomic_store_n(&sig_pending, 1, __ATOMIC_RELEASE);
+	d9__writer_wake(); /* seen at the writer's next pass: now */
 }
 
 /* D9_DUMP_SIGNAL: installed only when the host leaves the signal at its default action or

@@ -208,7 +208,8 @@ struct d9__agent {
 
 	/* blocks: one reservation of max_memory, carved on demand (pool lock) */
 	pthread_mutex_t pool_lock;
-	pthread_cond_t writer_cond; /* work for the writer */
+	uint32_t writer_word; /* futex word: bumped by d9__writer_wake (work for the writer) */
+	uint32_t writer_sleeps; /* the writer is (about to be) in its futex wait */
 	pthread_cond_t done_cond; /* the writer finished a pass (flush waiters) */
 	uint8_t *arena;
 	size_t arena_blocks, arena_used;
@@ -273,6 +274,10 @@ void d9__record_init(void); /* (re)creates the pool and registry state */
 struct d9__block *d9__pool_get(void);
 void d9__pool_put(struct d9__block *b);
 void d9__queue_push(struct d9__block *b);
+/* Work for the writer: wakes it if it sleeps (any thread, also a signal handler) */
+void d9__writer_wake(void);
+/* The writer's sleep (pool lock held, released meanwhile) until a wake after `seen` or wake_ns */
+void d9__writer_sleep(uint32_t seen, uint64_t wake_ns);
 /* Finishes the thread's chunk and queues it; t->blk becomes NULL. */
 void d9__handoff(struct d9__thr *t);
 /* Writer: asks running threads for their chunks and takes parked threads' chunks. */
@@ -327,6 +332,7 @@ int d9__mkdirs(const char *dir);
 void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign);
 /* The budget deleted path: dropped from the list (a job being worked on is marked doomed). */
 void d9__sealed_forget(const char *path);
+void d9__compressor_wake(uint64_t deadline); /* after compress_stop: wakes it now */
 
 /* budget.c: the directory budget shared by every process writing the stem there (DESIGN.md,
  * "The directory budget"). Only agent threads call these. */
@@ -379,6 +385,9 @@ int d9__file_check(const struct d9__file *f);
 /* write/ftruncate/close, each only after d9__file_check; return 0 or -errno. close always
  * forgets the descriptor. */
 int d9__file_write(struct d9__file *f, const void *buf, size_t n);
+/* The write alone, for a caller that checked f (or opened it) just before, on the same thread,
+ * with nothing of the host's in between (the writer's chunks: seg_ready checks) */
+int d9__file_write_checked(struct d9__file *f, const void *buf, size_t n);
 int d9__file_truncate(struct d9__file *f, uint64_t size);
 int d9__file_close(struct d9__file *f);
 /* A close-on-exec duplicate of a checked descriptor, at a high number, or -1. */

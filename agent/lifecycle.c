@@ -102,16 +102,17 @@ static int seal_now(int ended)
 		__atomic_store_n(&g->compress_stop, 1, __ATOMIC_RELEASE);
 		__atomic_store_n(&g->compress_abort, 1, __ATOMIC_RELEASE);
 		d9__tmp_abandon();
+		if (!inside)
+			d9__compressor_wake(deadline); /* a pause joins it (join_threads) */
 	}
+	/* also from a thread inside the agent, or a signal handler: a futex wake, no lock */
+	d9__writer_wake();
 	int sealed = 0, waited = 0;
 	if (!inside) {
-		/* under the pool lock, so the writer cannot miss the wake-up between its look at
-		 * `stop` and its wait (it would sleep up to 50 ms), and woken by its last broadcast
-		 * (no polling delay at every child's exit); a thread inside the agent may hold that
-		 * lock: then it polls, and the writer finds `stop` at its next timed wake-up */
+		/* woken by the writer's last broadcast (no polling delay at every child's exit); a
+		 * thread inside the agent may hold the pool lock: then it polls */
 		struct timespec until = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
 		if (pthread_mutex_clocklock(&g->pool_lock, CLOCK_MONOTONIC, &until) == 0) {
-			pthread_cond_signal(&g->writer_cond);
 			while (g->state != D9__STOPPED &&
 				pthread_cond_timedwait(&g->done_cond, &g->pool_lock, &until) != ETIMEDOUT)
 				;
@@ -382,7 +383,7 @@ int d9_agent_flush(int timeout_ms)
 	uint64_t target = g->passes + 2;
 	g->flush_req = 1;
 	g->flush_waiters++; /* the threads' hand-offs wake the writer at once (d9__queue_push) */
-	pthread_cond_signal(&g->writer_cond);
+	d9__writer_wake();
 	int err = wait_writer(passes_reached, &target, timeout_ms);
 	g->flush_waiters--;
 	d9__unlock(&g->pool_lock);
@@ -482,7 +483,7 @@ static int dir_for(uid_t euid)
 	d9__lock(&g->pool_lock);
 	__atomic_store_n(&g->dir_switch, 1, __ATOMIC_RELEASE);
 	g->flush_req = 1;
-	pthread_cond_signal(&g->writer_cond);
+	d9__writer_wake();
 	if (wait_writer(dir_switched, NULL, DIR_SWITCH_WAIT_MS) != 0)
 		d9__log_once(D9_LOG_WARN, "the writer did not move to the new trace directory within %d "
 			"ms; the open segment may stay .active", DIR_SWITCH_WAIT_MS);

@@ -1802,7 +1802,7 @@ void d9_rec_blocking_call_regs(uint64_t start, uint64_t coroutine, uint64_t call
 		 * past the threshold is) */
 		t->busy = 1;
 		d9__lock(&d9__g.pool_lock);
-		pthread_cond_signal(&d9__g.writer_cond);
+		d9__writer_wake();
 		d9__unlock(&d9__g.pool_lock);
 		t->busy = 0;
 	}

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -33,7 +34,6 @@ void d9__record_init(void)
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&g->writer_cond, &ca);
 	pthread_cond_init(&g->done_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	g->free_list = NULL;
@@ -46,6 +46,7 @@ void d9__record_init(void)
 	g->passes = 0;
 	g->flush_req = 0;
 	g->stop = 0;
+	g->writer_sleeps = 0; /* a forked child: its writer is not the parent's */
 	g->npending = 0; /* a forked child does not inherit the parent's drop reports */
 	g->pending_overflow = 0;
 	__atomic_store_n(&g->nfree, (uint32_t)g->arena_blocks, __ATOMIC_RELAXED);
@@ -108,6 +109,43 @@ void d9__pool_put(struct d9__block *b)
 	d9__unlock(&g->pool_lock);
 }
 
+/* ---- waking the writer ---------------------------------------------------------------------------
+ * The writer sleeps on a futex word of its own rather than a condition variable: a signal
+ * handler (the dump signal, an exit from a fatal signal) can wake it too, since FUTEX_WAKE is a
+ * plain system call. So it sleeps until there is work or its next periodic pass is due (the flush
+ * interval; 10 ms when profiling: the sample rings), not a fixed 50 ms: an idle process's writer
+ * wakes once per flush interval. A wake bumps the word; the writer sleeps only while the word
+ * is the one it saw before its last pass, so a wake during a pass makes another pass, and
+ * FUTEX_WAIT returns at once when a wake came between that look and the sleep. The system call
+ * is made only when the writer sleeps (or is about to: then the word's compare catches it). */
+void d9__writer_wake(void)
+{
+	struct d9__agent *g = &d9__g;
+
+	__atomic_add_fetch(&g->writer_word, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&g->writer_sleeps, __ATOMIC_SEQ_CST)) {
+		int saved = errno;
+		syscall(SYS_futex, &g->writer_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+		errno = saved;
+	}
+}
+
+/* Writer thread, pool lock held (released while it sleeps): sleeps until a wake after `seen`
+ * or until wake_ns (CLOCK_MONOTONIC). */
+void d9__writer_sleep(uint32_t seen, uint64_t wake_ns)
+{
+	struct d9__agent *g = &d9__g;
+	struct timespec until = { (time_t)(wake_ns / 1000000000u), (long)(wake_ns % 1000000000u) };
+
+	__atomic_store_n(&g->writer_sleeps, 1, __ATOMIC_SEQ_CST);
+	d9__unlock(&g->pool_lock);
+	/* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline */
+	syscall(SYS_futex, &g->writer_word, FUTEX_WAIT_BITSET_PRIVATE, seen, &until, NULL,
+		FUTEX_BITSET_MATCH_ANY);
+	__atomic_store_n(&g->writer_sleeps, 0, __ATOMIC_SEQ_CST);
+	d9__lock(&g->pool_lock);
+}
+
 void d9__queue_push(struct d9__block *b)
 {
 	struct d9__agent *g = &d9__g;
@@ -120,13 +158,14 @@ void d9__queue_push(struct d9__block *b)
 		g->q_head = b;
 	g->q_tail = b;
 	g->q_len++;
-	/* The writer comes by at least every 50 ms and takes the whole queue. Waking it for each
-	 * block would cost the recording thread a futex call every ~1,900 events (a block of raw
-	 * records) and the writer a pass for each: only a queue of 16 blocks or an eighth of the
-	 * memory, memory running short, or a flush waiting for this block wakes it now. */
+	/* The writer comes by every flush interval (10 ms when profiling) and takes the whole
+	 * queue. Waking it for each block would cost the recording thread a futex call every
+	 * ~1,900 events (a block of raw records) and the writer a pass for each: only a queue of
+	 * 16 blocks or an eighth of the memory, memory running short, or a flush waiting for this
+	 * block wakes it now. */
 	if (g->q_len >= 16 || g->q_len * 8 >= g->arena_blocks || g->flush_waiters ||
 		__atomic_load_n(&g->nfree, __ATOMIC_RELAXED) < g->arena_blocks / 4)
-		pthread_cond_signal(&g->writer_cond);
+		d9__writer_wake();
 	d9__unlock(&g->pool_lock);
 }
 
@@ -511,7 +550,7 @@ void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count)
 		g->pending[i].count += count;
 	else
 		g->pending_overflow += count; /* recorded under tid 0 */
-	pthread_cond_signal(&g->writer_cond);
+	d9__writer_wake();
 	d9__unlock(&g->pool_lock);
 }
 

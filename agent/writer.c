@@ -471,7 +471,8 @@ static void write_failed(int err, const char *what)
 	g->write_failing = 1;
 }
 
-/* types: the chunk's events of each built-in type, as its encoder counted them. */
+/* types: the chunk's events of each built-in type, as its encoder counted them. Called right
+ * after seg_ready (which checked or opened the segment's descriptor). */
 static int write_chunk(struct d9__segment *s, uint8_t *chunk, size_t size, uint32_t count,
 	const uint32_t *types, uint64_t first, uint64_t last, uint64_t dropped, uint64_t lost,
 	int reserve)
@@ -486,7 +487,9 @@ static int write_chunk(struct d9__segment *s, uint8_t *chunk, size_t size, uint3
 		err = room_for(s, size);
 	if (!err) {
 		d9_chunk_fill_crc(chunk);
-		err = d9__file_write(&s->f, chunk, size);
+		/* every caller made sure of the segment with seg_ready just before (its check, or a
+		 * new file): one fstat per chunk, not two */
+		err = d9__file_write_checked(&s->f, chunk, size);
 		if (err)
 			cut_back(s);
 	}
@@ -688,16 +691,29 @@ void *d9__writer_main(void *arg)
 	int recovering = !g->forked;
 
 	d9__lock(&g->pool_lock);
+	uint32_t seen = __atomic_load_n(&g->writer_word, __ATOMIC_SEQ_CST);
 	for (;;) {
 		uint64_t now = d9__mono_ns();
-		if (!g->q_head && !g->flush_req && !g->stop && now < next_collect && !recovering) {
-			/* at most 50 ms (10 ms when profiling: the sample rings are drained): a signal handler sets `stop` but cannot signal the condition */
-			uint64_t cap = drain_ns ? drain_ns : 50000000u;
-			uint64_t wake = next_collect < now + cap ? next_collect : now + cap;
-			struct timespec until = { (time_t)(wake / 1000000000u),
-				(long)(wake % 1000000000u) };
-			pthread_cond_timedwait(&g->writer_cond, &g->pool_lock, &until);
+		uint32_t word = __atomic_load_n(&g->writer_word, __ATOMIC_SEQ_CST);
+		if (word == seen && !g->q_head && !g->flush_req && !g->stop && now < next_collect &&
+			!recovering) {
+			/* until woken (d9__writer_wake: hand-offs, flushes, the exit, the dump
+			 * signal) or the next periodic pass: 10 ms when profiling (the sample rings
+			 * are drained), a time-based rotation's time, else the flush interval */
+			uint64_t wake = next_collect;
+			if (drain_ns && now + drain_ns < wake)
+				wake = now + drain_ns;
+			uint64_t rot = g->seg.f.fd >= 0 ? g->seg.rotate_at_real_ns : 0;
+			if (rot) {
+				uint64_t real = d9__realtime_ns();
+				uint64_t at = rot > real ? now + (rot - real) : now;
+				if (at < wake)
+					wake = at;
+			}
+			d9__writer_sleep(word, wake);
+			word = __atomic_load_n(&g->writer_word, __ATOMIC_SEQ_CST);
 		}
+		seen = word; /* a wake from here on makes another pass */
 		int stopping = __atomic_load_n(&g->stop, __ATOMIC_ACQUIRE);
 		int flush = g->flush_req || stopping;
 		g->flush_req = 0;

@@ -5,11 +5,25 @@
 # thread that spins uses ~100% (the compressor once waited on a CLOCK_REALTIME condition with
 # CLOCK_MONOTONIC deadlines, and every wait returned at once). Not a timing claim: the bound is
 # ten times what a sleeping thread uses even on a loaded machine. Also with profiling on, where the
-# writer wakes every 10 ms to drain the sample rings.
+# writer wakes every 10 ms to drain the sample rings. And the threads do nothing while there is
+# nothing to do: their wake-ups are counted (voluntary context switches).
 set -u
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 d9_setup agent-idle
+
+# wakes PID NAME: voluntary context switches of the thread of PID named NAME (each sleep that
+# ended: a timed wait running out, or a wake-up)
+wakes() {
+	local f
+	for f in /proc/"$1"/task/*; do
+		if [ "$(cat "$f/comm" 2>/dev/null)" = "$2" ]; then
+			sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$f/status"
+			return
+		fi
+	done
+	echo ""
+}
 
 # cpu_ticks PID NAME: utime + stime (clock ticks) of the thread of PID named NAME
 cpu_ticks() {
@@ -23,9 +37,11 @@ cpu_ticks() {
 	echo ""
 }
 
+# idle NAME MAXWAKES ENV...: MAXWAKES bounds the writer's and the compressor's wake-ups over
+# the 2 s (a count, not a time: a loaded machine wakes a sleeping thread no more often), or "-"
 idle() {
-	local name=$1 d=$T/$1
-	shift
+	local name=$1 d=$T/$1 maxw=$2
+	shift 2
 	d9_bg pid "$T/$name.out" "$T/$name.err" D9_TRACE_PATH="$d/trace.bin" "$@" -- -t 2 -n 1000 --exit hang
 	if ! d9_wait_for 20 grep -qs '"role":"parent"' "$T/$name.out" || ! d9_wait_for 10 compgen -G "$d/*.active" >/dev/null; then
 		d9_fail "$name" "the driver did not start recording: $(head -c 300 "$T/$name.err")"
@@ -37,8 +53,11 @@ idle() {
 	local hz w0 c0 w1 c1
 	hz=$(getconf CLK_TCK)
 	w0=$(cpu_ticks "$pid" d9-writer) c0=$(cpu_ticks "$pid" d9-compress)
+	local ww0 cw0 ww1 cw1
+	ww0=$(wakes "$pid" d9-writer) cw0=$(wakes "$pid" d9-compress)
 	sleep 2
 	w1=$(cpu_ticks "$pid" d9-writer) c1=$(cpu_ticks "$pid" d9-compress)
+	ww1=$(wakes "$pid" d9-writer) cw1=$(wakes "$pid" d9-compress)
 	d9_kill "$pid"
 	if [ -z "$w0" ] || [ -z "$w1" ] || [ -z "$c0" ] || [ -z "$c1" ]; then
 		d9_fail "$name" "no d9-writer or d9-compress thread found (writer '$w0', compress '$c0')"
@@ -50,7 +69,17 @@ idle() {
 	else
 		d9_fail "$name" "CPU over 2 s idle: d9-writer ${wms} ms, d9-compress ${cms} ms (at most 200 each)"
 	fi
+	[ "$maxw" = - ] && return
+	local ww=$((ww1 - ww0)) cw=$((cw1 - cw0))
+	if [ "$ww" -le "${maxw%/*}" ] && [ "$cw" -le "${maxw#*/}" ]; then
+		d9_pass "$name-wakes" "wake-ups over 2 s idle: d9-writer $ww, d9-compress $cw (at most ${maxw%/*} and ${maxw#*/})"
+	else
+		d9_fail "$name-wakes" "wake-ups over 2 s idle: d9-writer $ww, d9-compress $cw (at most ${maxw%/*} and ${maxw#*/})"
+	fi
 }
 
-idle idle-default
-idle idle-profiling D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1
+# Wake-ups: the writer once per flush interval (20 in 2 s at the default 100 ms; 2 at 1 s), the
+# compressor once a second at most; before they slept at most 50 and 100 ms (40 and 20).
+idle idle-default 30/5
+idle idle-flush-1s 5/5 D9_FLUSH_INTERVAL=1s
+idle idle-profiling - D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1
