@@ -324,6 +324,10 @@ else:
     files = sorted(glob.glob(os.path.join(d, "st.*")), key=lambda p: int(p.rsplit(".", 1)[1]))
     for i, f in enumerate(files):
         calls, name, by = 0, "main" if i == 0 else "?", {}
+        # the agent's /proc/thread-self/schedstat readings (open, pread64, close of that
+        # descriptor): at most one per 30 ms per busy worker, so their count follows the run's
+        # pace, not its requests, and the idle run (no Unparks) has none to measure them by
+        sched, sfd = 0, None
         for line in open(f, errors="replace"):
             if line.startswith(("---", "+++")):
                 continue
@@ -335,7 +339,16 @@ else:
             nm = re.match(r'prctl\(PR_SET_NAME, "([^"]*)"', line)
             if nm:
                 name = nm.group(1)
+            if line.startswith('openat(AT_FDCWD, "/proc/thread-self/schedstat"'):
+                sched += 1
+                fd = re.search(r"= (\d+)$", line.strip())
+                sfd = fd.group(1) if fd else None
+            elif sfd and re.match(r"(pread64|close)\(" + sfd + r"\b", line):
+                sched += 1
+                if line.startswith("close("):
+                    sfd = None
         run["threads"].append({"tid": int(f.rsplit(".", 1)[1]), "name": name, "syscalls": calls,
+                               "syscalls_nosched": calls - sched, "schedstat": sched,
                                "role": "agent" if name.startswith("d9-") else "server",
                                "by_syscall": by})
 raw = gz = 0
@@ -521,6 +534,14 @@ for srv in dict.fromkeys(r["server"] for r in runs):
         m, a, b = model(srv, "strace", mode, "syscalls")
         if not m:
             continue
+        # the schedstat readings are time-driven too (while busy): the untimed figure is the
+        # model's of the other calls, and their own share is reported apart
+        m2 = model(srv, "strace", mode, "syscalls_nosched")[0]
+        if m2:
+            m["schedstat_per_request"] = {k: m["per_request"][k] - m2["per_request"][k]
+                                          for k in m["per_request"]}
+            if "per_request_untimed" in m2:
+                m["per_request_untimed"] = m2["per_request_untimed"]
         names = {}
         for r, sign in ((a, -1), (b, 1)):
             for t in r["threads"]:
@@ -612,8 +633,10 @@ for srv, r in d["servers"].items():
     if "added" in sc:
         b, a, add = sc["base"]["per_request"], sc["default"]["per_request"], sc["added"]
         au = sc.get("added_untimed")
+        ss = sc["default"].get("schedstat_per_request")
         print(f"  {srv:10} base {b['all']:.3f}, default {a['all']:.3f} (server threads"
               f" {a['server']:.3f}, agent threads {a['agent']:.3f}): added {add['all']:+.3f}"
               f" {sc['verdict']}" + (f"; untimed {au['all']:+.3f} {sc['verdict_untimed']}"
-                                      if au else ""))
+                                      if au else "") +
+              (f" (schedstat readings {ss['all']:.3f})" if ss else ""))
 PY
