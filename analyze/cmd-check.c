@@ -978,6 +978,7 @@ int d9__cmd_check(int argc, char **argv)
 	}
 	if (d9__trace_run(&t, check_event, c) || c->s.oom || c->oom)
 		fprintf(stderr, "d9-analyze: out of memory: the diagnosis is incomplete\n");
+	d9__sum_judge_stacks(&c->s);
 	diagnose(c);
 	rc = D9_EXIT_OK;
 	for (size_t i = 0; i < c->nf; i++) {

@@ -319,23 +319,19 @@ static void stack_quality(struct sum *s, const struct d9__ev *ev)
 		}
 		s->st_rejected += !!(u & D9_UNWIND_FP_REJECTED);
 	}
-	if (!ev->stack)
-		return;
-	size_t i = (size_t)ev->stack->idx + 1;
-	if (i >= s->nstack_bad) {
-		size_t n = i + 1 > s->nstack_bad * 2 ? i + 1 : s->nstack_bad * 2;
-		uint8_t *b = realloc(s->stack_bad, n);
-		if (!b) {
-			s->oom = 1;
-			return;
-		}
-		memset(b + s->nstack_bad, 0, n - s->nstack_bad);
-		s->stack_bad = b;
-		s->nstack_bad = n;
+}
+
+/* Judged once the whole trace is read, not at a stack's first sample: the writer may define a
+ * module (a JIT region it finds at its next read of /proc/self/maps) after a sample that ran in
+ * it, and the frame is the process's all the same. The samples per stack are cpu_sample's. */
+void d9__sum_judge_stacks(struct sum *s)
+{
+	s->st_invalid = 0;
+	for (size_t i = 1; i < s->nstack_cnt && i - 1 < s->t->nstacks; i++) {
+		uint64_t n = s->stack_on[i] + s->stack_off[i];
+		if (n && stack_invalid(s->t->stacks[i - 1]))
+			s->st_invalid += n;
 	}
-	if (!s->stack_bad[i])
-		s->stack_bad[i] = stack_invalid(ev->stack) ? 2 : 1;
-	s->st_invalid += s->stack_bad[i] == 2;
 }
 
 static void cpu_sample(struct sum *s, struct wstat *w, const struct d9__ev *ev)
@@ -735,7 +731,6 @@ void d9__sum_free(struct sum *s)
 	free(s->bl);
 	d9__map_free(&s->bmap);
 	free(s->stack_on);
-	free(s->stack_bad);
 	free(s->stack_off);
 	free(s->stack_on_ns);
 	free(s->stack_off_ns);
@@ -1777,6 +1772,7 @@ int d9__cmd_summary(int argc, char **argv)
 	}
 	if (d9__trace_run(&t, d9__sum_event, &s) || s.oom)
 		fprintf(stderr, "d9-analyze: out of memory: the summary is incomplete\n");
+	d9__sum_judge_stacks(&s);
 	if (json)
 		print_json(stdout, &s);
 	else

@@ -137,9 +137,8 @@ struct sum {
 	uint64_t co_mismatch; /* samples naming a coroutine other than their poll's */
 	/* stack quality of the CPU samples: what the writer recorded (CpuSample.unwind, when its
 	 * schema has it) and the analyzer's own check of the frames */
-	uint8_t *stack_bad; /* by stack idx + 1: 0 not checked yet, 1 valid, 2 invalid */
-	size_t nstack_bad;
-	uint64_t st_recorded, st_by[D9_UNWINDER_MAX + 2], st_truncated, st_rejected, st_invalid;
+	uint64_t st_recorded, st_by[D9_UNWINDER_MAX + 2], st_truncated, st_rejected;
+	uint64_t st_invalid; /* set by d9__sum_judge_stacks, after the reading */
 	/* of the recorded ones, off-CPU samples (their stack copy is 2 KiB: most truncation there) */
 	uint64_t st_recorded_off, st_truncated_off;
 	/* pairs with a gap between their ends (trace.h): left out of every duration */
@@ -164,6 +163,9 @@ int d9__sum_init(struct sum *s, struct d9__trace *t, int top, int64_t min_ns);
 void d9__sum_free(struct sum *s);
 /* The d9__ev_fn of the pass (ctx: the struct sum). */
 void d9__sum_event(void *ctx, const struct d9__ev *ev);
+/* After the last event: the samples whose stack holds a frame in no module of its process (all
+ * the modules the trace defines for it, wherever) or a repeated frame, into s->st_invalid. */
+void d9__sum_judge_stacks(struct sum *s);
 /* Generic mode: no poll anywhere but loop turns: turns take the place of polls. */
 int d9__sum_generic(const struct sum *s);
 /* The workers (threads with a worker id and events), in (process, worker) order, into *out

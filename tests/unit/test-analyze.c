@@ -219,6 +219,7 @@ static void summarise(struct d9__trace *t, struct sum *s, const char *dir, int t
 	T_EQ(d9__sum_init(s, t, top, min_ns), 0);
 	T_EQ(d9__trace_run(t, d9__sum_event, s), 0);
 	T_EQ(s->oom, 0);
+	d9__sum_judge_stacks(s);
 }
 
 static struct wstat *worker(struct sum *s, uint32_t tid)
@@ -1196,6 +1197,48 @@ TEST(hotspots_inlined_frames)
 	T_EQ(s.lp[0].hot[0].samples, 3);
 	T_EQ(s.lp[0].hot[0].stack->n, 2);
 	T_EQ(s.lp[0].hot[1].samples, 2);
+	d9__sum_free(&s);
+	d9__trace_close(&t);
+}
+
+/* A stack is judged against every module its process defines, wherever in the trace: a module
+ * the writer defines after a sample that ran in it (a JIT region it finds at its next read of
+ * /proc/self/maps) leaves that stack valid; a frame in no module, and a repeated frame, do not. */
+TEST(stacks_judged_against_all_modules)
+{
+	char *d = tmpdir();
+	struct gen g;
+	struct d9__trace t;
+	struct sum s;
+	const uint64_t lib = 0x7f1000000000ull, jit = 0x7f2000001000ull;
+	uint64_t a[2] = { jit + 0x10, lib + 0x20 }, b[1] = { 0x1234 }, c[2] = { lib + 0x30, lib + 0x30 };
+
+	gen_begin(&g, 500, 0);
+	defs_open(&g);
+	str(&g, 1, "/usr/lib/libx.so");
+	str(&g, 2, "[anon]");
+	d9_def_module(&g.w, 1, 1, lib, lib + 0x10000, 0, NULL, 0);
+	d9_def_stack(&g.w, 1, a, 2);
+	d9_def_stack(&g.w, 2, b, 1);
+	d9_def_stack(&g.w, 3, c, 2);
+	defs_close(&g);
+	struct d9_enc *e = ev_open(&g, 500, 1);
+	d9_enc_cpu_sample(e, B + 10, 0, D9_CPU_ON, 1); /* its first frame's module comes later */
+	d9_enc_cpu_sample(e, B + 11, 0, D9_CPU_ON, 2); /* no module: invalid */
+	d9_enc_cpu_sample(e, B + 12, 0, D9_CPU_OFF, 2);
+	d9_enc_cpu_sample(e, B + 13, 0, D9_CPU_ON, 3); /* a repeated frame: invalid */
+	ev_close(&g);
+	defs_open(&g);
+	d9_def_module(&g.w, 2, 2, jit, jit + 0x1000, 0, NULL, 0);
+	defs_close(&g);
+	e = ev_open(&g, 500, 1);
+	d9_enc_cpu_sample(e, B + 20, 0, D9_CPU_ON, 1);
+	ev_close(&g);
+	gen_write(&g, d, "j.bin");
+	summarise(&t, &s, d, 10, 0, NULL, NULL);
+	T_EQ(s.cpu_on, 4);
+	T_EQ(s.cpu_off, 1);
+	T_EQ(s.st_invalid, 3);
 	d9__sum_free(&s);
 	d9__trace_close(&t);
 }
