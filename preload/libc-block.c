@@ -176,13 +176,15 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 
 /* TIMED for reads and writes: not on a socket or pipe known to be non-blocking (libc-fds.c),
  * where the call returns at once; it was timed only to tell preemption inside it (a SchedDelay),
- * and the two clock reads cost more than the rest of the wrapper. */
+ * and the two clock reads cost more than the rest of the wrapper. The descriptor is looked up
+ * before timed(): a server's reads and writes are mostly on such sockets, inside a coroutine or a
+ * loop turn where timed() would go through all its tests (16 instructions a call). */
 #define TIMED_IO(name, fd, call) TIMED_IF(!d9__fd_cannot_wait(fd), name, fd, call)
 
 #define TIMED_IF(cond, name, fd, call)                                            \
 	({                                                                        \
 		__typeof__(call) r_;                                              \
-		if (D9_LIKELY(!timed()) || !(cond)) {                             \
+		if (!(cond) || D9_LIKELY(!timed())) {                             \
 			r_ = (call);                                              \
 		} else {                                                          \
 			static uint64_t id_;                                      \
@@ -274,7 +276,7 @@ D9_INTERPOSE unsigned int sleep(unsigned int seconds)
 	{                                                                            \
 		if (D9_UNLIKELY(!real_##fn || d9__pcfg.requests))                    \
 			return fn##_slow args;                                       \
-		return D9_LIKELY(!timed()) || d9__fd_cannot_wait(fd) ? fn##_call args \
+		return d9__fd_cannot_wait(fd) || D9_LIKELY(!timed()) ? fn##_call args \
 								     : fn##_timed args; \
 	}
 #define D9__IO_ARGS(...) __VA_ARGS__

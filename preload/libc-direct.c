@@ -26,6 +26,12 @@
 
 int d9__direct;
 
+long d9__sys_fail(long r)
+{
+	errno = (int)-r;
+	return -1;
+}
+
 /* glibc 2.32 and later; weak, so that an older C library (which the agent is not built for, but
  * a host might bring) leaves the flag off instead of failing the program's start */
 #pragma weak __libc_single_threaded

@@ -130,6 +130,22 @@ static inline __attribute__((always_inline)) void unpark(int ret, int err)
 	d9__pl.in_turn = 1;
 }
 
+/* After a wait: its Unpark, with -errno when the wait failed. errno is read only then, and
+ * saved only around a runtime's look at the ready descriptors (HOOK): the Unpark's own slow paths
+ * (d9__slow, d9_agent_schedstat, d9__unpark) leave it as it was. */
+static inline __attribute__((always_inline)) void after_wait(int parked, int r)
+{
+	if (parked)
+		unpark(r, r < 0 ? errno : 0);
+}
+
+#define HOOK(call)                                                                   \
+	do {                                                                         \
+		int e_ = errno;                                                      \
+		call;                                                                \
+		errno = e_;                                                          \
+	} while (0)
+
 D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
 {
 	D9_REAL(int, epoll_wait, (int, struct epoll_event *, int, int));
@@ -140,11 +156,9 @@ D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 		events, maxevents, timeout);
 	if (!parked)
 		return r;
-	int e = errno;
-	unpark(r, e);
+	after_wait(1, r);
 	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
-		d9__pl.rt->after_epoll(epfd, events, r);
-	errno = e;
+		HOOK(d9__pl.rt->after_epoll(epfd, events, r));
 	return r;
 }
 
@@ -159,11 +173,9 @@ D9_INTERPOSE int epoll_pwait(int epfd, struct epoll_event *events, int maxevents
 		SYS_epoll_pwait, epfd, events, maxevents, timeout, sigmask, _NSIG / 8);
 	if (!parked)
 		return r;
-	int e = errno;
-	unpark(r, e);
+	after_wait(1, r);
 	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
-		d9__pl.rt->after_epoll(epfd, events, r);
-	errno = e;
+		HOOK(d9__pl.rt->after_epoll(epfd, events, r));
 	return r;
 }
 
@@ -179,11 +191,9 @@ D9_INTERPOSE int epoll_pwait2(int epfd, struct epoll_event *events, int maxevent
 	if (!park(D9_CALL_EPOLL_PWAIT2, ts_to_us(timeout)))
 		return real_epoll_pwait2(epfd, events, maxevents, timeout, sigmask);
 	int r = real_epoll_pwait2(epfd, events, maxevents, timeout, sigmask);
-	int e = errno;
-	unpark(r, e);
+	after_wait(1, r);
 	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
-		d9__pl.rt->after_epoll(epfd, events, r);
-	errno = e;
+		HOOK(d9__pl.rt->after_epoll(epfd, events, r));
 	return r;
 }
 
@@ -194,12 +204,9 @@ D9_INTERPOSE int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 		return (int)syscall(SYS_poll, fds, nfds, timeout);
 	int parked = park(D9_CALL_POLL, ms_to_us(timeout));
 	int r = D9__SYS(real_poll(fds, nfds, timeout), SYS_poll, fds, nfds, timeout);
-	int e = errno;
-	if (parked)
-		unpark(r, e);
+	after_wait(parked, r);
 	if (d9__pl.rt && r > 0 && d9__pl.rt->after_poll)
-		d9__pl.rt->after_poll(fds, nfds, r);
-	errno = e;
+		HOOK(d9__pl.rt->after_poll(fds, nfds, r));
 	return r;
 }
 
@@ -211,12 +218,9 @@ D9_INTERPOSE int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *t
 		return (int)syscall(SYS_ppoll, fds, nfds, tmo, sigmask, _NSIG / 8);
 	int parked = park(D9_CALL_PPOLL, ts_to_us(tmo));
 	int r = real_ppoll(fds, nfds, tmo, sigmask);
-	int e = errno;
-	if (parked)
-		unpark(r, e);
+	after_wait(parked, r);
 	if (d9__pl.rt && r > 0 && d9__pl.rt->after_poll)
-		d9__pl.rt->after_poll(fds, nfds, r);
-	errno = e;
+		HOOK(d9__pl.rt->after_poll(fds, nfds, r));
 	return r;
 }
 
@@ -236,7 +240,10 @@ static int select_direct(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct ti
 			errno = EINVAL;
 			return -1;
 		}
-		if (us / 1000000 > INT64_MAX - s) {
+		if (D9_LIKELY(us < 1000000)) { /* the usual form: no carry, no division */
+			ts.tv_sec = s;
+			ts.tv_nsec = (long)us * 1000;
+		} else if (us / 1000000 > INT64_MAX - s) {
 			ts.tv_sec = INT64_MAX;
 			ts.tv_nsec = 999999999;
 		} else {
@@ -266,12 +273,9 @@ D9_INTERPOSE int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct tim
 	int parked = park(D9_CALL_SELECT, tv_to_us(tv));
 	int r = d9__direct_on() ? select_direct(nfds, rd, wr, ex, tv) :
 		real_select(nfds, rd, wr, ex, tv);
-	int e = errno;
-	if (parked)
-		unpark(r, e);
+	after_wait(parked, r);
 	if (d9__pl.rt && r > 0 && d9__pl.rt->after_select)
-		d9__pl.rt->after_select(nfds, rd, wr, ex, r);
-	errno = e;
+		HOOK(d9__pl.rt->after_select(nfds, rd, wr, ex, r));
 	return r;
 }
 
@@ -286,11 +290,8 @@ D9_INTERPOSE int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const str
 	}
 	int parked = park(D9_CALL_PSELECT, ts_to_us(tmo));
 	int r = real_pselect(nfds, rd, wr, ex, tmo, sigmask);
-	int e = errno;
-	if (parked)
-		unpark(r, e);
+	after_wait(parked, r);
 	if (d9__pl.rt && r > 0 && d9__pl.rt->after_select)
-		d9__pl.rt->after_select(nfds, rd, wr, ex, r);
-	errno = e;
+		HOOK(d9__pl.rt->after_select(nfds, rd, wr, ex, r));
 	return r;
 }

@@ -103,13 +103,15 @@ static inline long d9__syscall6(long nr, long a, long b, long c, long d, long e,
 	return r;
 }
 
+/* libc-direct.c: errno = -r, returns -1. Out of line: a wrapper whose system call is its last
+ * act then needs no frame and no saved register (a tail jump on the error path). */
+long d9__sys_fail(long r) __attribute__((noinline, cold));
+
 /* The kernel's answer the way the C library gives it: -1 with errno for -4095..-1. */
 static inline long d9__sysret(long r)
 {
-	if (D9_UNLIKELY((unsigned long)r > -4096ul)) {
-		errno = (int)-r;
-		return -1;
-	}
+	if (D9_UNLIKELY((unsigned long)r > -4096ul))
+		return d9__sys_fail(r);
 	return r;
 }
 
@@ -117,12 +119,13 @@ static inline long d9__sysret(long r)
  * d9__direct holds. */
 #define D9__SYS_ARGS(a, b, c, d, e, f, ...)                                          \
 	(long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f)
+/* System call `nr` itself, as the C library's function would make it (d9__direct holds). */
+#define D9__SYSCALL(nr, ...)                                                         \
+	d9__sysret(d9__syscall6(nr, D9__SYS_ARGS(__VA_ARGS__, 0, 0, 0, 0, 0, 0)))
 #define D9__SYS(call, nr, ...)                                                       \
-	(D9_LIKELY(d9__direct_on()) ?                                                \
-		(__typeof__(call))d9__sysret(                                        \
-			d9__syscall6(nr, D9__SYS_ARGS(__VA_ARGS__, 0, 0, 0, 0, 0, 0))) : \
-		(call))
+	(D9_LIKELY(d9__direct_on()) ? (__typeof__(call))D9__SYSCALL(nr, __VA_ARGS__) : (call))
 #else
+#define D9__SYSCALL(nr, ...) (errno = ENOSYS, -1L) /* never: d9__direct is x86-64's only */
 #define D9__SYS(call, nr, ...) (call)
 #endif
 

@@ -526,8 +526,12 @@ static __attribute__((noinline)) ssize_t recv_req(int fd, void *buf, size_t n, i
 
 D9_INTERPOSE ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	if (D9_LIKELY(!d9__pcfg.requests && fast_recv))
-		return D9__SYS(fast_recv(fd, buf, n, flags), SYS_recvfrom, fd, buf, n, flags, 0, 0);
+	if (D9_LIKELY(!d9__pcfg.requests)) {
+		if (D9_LIKELY(d9__direct_on()))
+			return D9__SYSCALL(SYS_recvfrom, fd, buf, n, flags, 0, 0);
+		if (fast_recv)
+			return fast_recv(fd, buf, n, flags);
+	}
 	return recv_req(fd, buf, n, flags);
 }
 
@@ -548,9 +552,12 @@ static __attribute__((noinline)) ssize_t recvfrom_req(int fd, void *buf, size_t 
 D9_INTERPOSE ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
 	socklen_t *alen)
 {
-	if (D9_LIKELY(!d9__pcfg.requests && fast_recvfrom))
-		return D9__SYS(fast_recvfrom(fd, buf, n, flags, addr, alen), SYS_recvfrom, fd, buf, n,
-			flags, addr, alen);
+	if (D9_LIKELY(!d9__pcfg.requests)) {
+		if (D9_LIKELY(d9__direct_on()))
+			return D9__SYSCALL(SYS_recvfrom, fd, buf, n, flags, addr, alen);
+		if (fast_recvfrom)
+			return fast_recvfrom(fd, buf, n, flags, addr, alen);
+	}
 	return recvfrom_req(fd, buf, n, flags, addr, alen);
 }
 
@@ -569,8 +576,12 @@ static __attribute__((noinline)) ssize_t recvmsg_req(int fd, struct msghdr *msg,
 
 D9_INTERPOSE ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	if (D9_LIKELY(!d9__pcfg.requests && fast_recvmsg))
-		return D9__SYS(fast_recvmsg(fd, msg, flags), SYS_recvmsg, fd, msg, flags);
+	if (D9_LIKELY(!d9__pcfg.requests)) {
+		if (D9_LIKELY(d9__direct_on()))
+			return D9__SYSCALL(SYS_recvmsg, fd, msg, flags);
+		if (fast_recvmsg)
+			return fast_recvmsg(fd, msg, flags);
+	}
 	return recvmsg_req(fd, msg, flags);
 }
 
@@ -610,8 +621,12 @@ static __attribute__((noinline)) ssize_t send_req(int fd, const void *buf, size_
 
 D9_INTERPOSE ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	if (D9_LIKELY(!d9__pcfg.requests && fast_send))
-		return D9__SYS(fast_send(fd, buf, n, flags), SYS_sendto, fd, buf, n, flags, 0, 0);
+	if (D9_LIKELY(!d9__pcfg.requests)) {
+		if (D9_LIKELY(d9__direct_on()))
+			return D9__SYSCALL(SYS_sendto, fd, buf, n, flags, 0, 0);
+		if (fast_send)
+			return fast_send(fd, buf, n, flags);
+	}
 	return send_req(fd, buf, n, flags);
 }
 
@@ -631,9 +646,12 @@ static __attribute__((noinline)) ssize_t sendto_req(int fd, const void *buf, siz
 D9_INTERPOSE ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 	const struct sockaddr *addr, socklen_t alen)
 {
-	if (D9_LIKELY(!d9__pcfg.requests && fast_sendto))
-		return D9__SYS(fast_sendto(fd, buf, n, flags, addr, alen), SYS_sendto, fd, buf, n, flags,
-			addr, alen);
+	if (D9_LIKELY(!d9__pcfg.requests)) {
+		if (D9_LIKELY(d9__direct_on()))
+			return D9__SYSCALL(SYS_sendto, fd, buf, n, flags, addr, alen);
+		if (fast_sendto)
+			return fast_sendto(fd, buf, n, flags, addr, alen);
+	}
 	return sendto_req(fd, buf, n, flags, addr, alen);
 }
 
@@ -650,8 +668,12 @@ static __attribute__((noinline)) ssize_t sendmsg_req(int fd, const struct msghdr
 
 D9_INTERPOSE ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	if (D9_LIKELY(!d9__pcfg.requests && fast_sendmsg))
-		return D9__SYS(fast_sendmsg(fd, msg, flags), SYS_sendmsg, fd, msg, flags);
+	if (D9_LIKELY(!d9__pcfg.requests)) {
+		if (D9_LIKELY(d9__direct_on()))
+			return D9__SYSCALL(SYS_sendmsg, fd, msg, flags);
+		if (fast_sendmsg)
+			return fast_sendmsg(fd, msg, flags);
+	}
 	return sendmsg_req(fd, msg, flags);
 }
 
