@@ -126,18 +126,11 @@ int d9__file_check(const struct d9__file *f)
 
 int d9__file_write(struct d9__file *f, const void *buf, size_t n)
 {
-	int err = d9__file_check(f);
-
-	return err ? err : d9__file_write_checked(f, buf, n);
-}
-
-int d9__file_write_checked(struct d9__file *f, const void *buf, size_t n)
-{
 	const uint8_t *p = buf;
 	int saved = errno;
-	int err = 0;
+	int err = d9__file_check(f);
 
-	while (n > 0) {
+	while (!err && n > 0) {
 		ssize_t w = write(f->fd, p, n);
 		if (w < 0) {
 			if (errno == EINTR)

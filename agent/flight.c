@@ -684,6 +684,14 @@ int d9__flight_pass(int periodic)
 	return now_units() >= fr.end_time;
 }
 
+uint64_t d9__flight_due_in_ns(void)
+{
+	if (!d9__g.cfg.flight || fr.state == IDLE)
+		return UINT64_MAX;
+	uint64_t now = now_units();
+	return now >= fr.end_time ? 0 : units_to_ns(fr.end_time - now);
+}
+
 /* The writer sealed the dump (ended: "after", or "exit" when the process ends during it). */
 void d9__flight_ended(const char *ended)
 {

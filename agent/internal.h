@@ -219,7 +219,7 @@ struct d9__agent {
 	uint32_t flush_waiters; /* d9_agent_flush calls waiting for the writer's passes */
 	uint32_t nfree; /* atomic hint: free blocks available (0: starving) */
 	uint64_t passes; /* writer passes completed */
-	int flush_req; /* a flush was asked for (d9_agent_flush, exit, signal) */
+	int flush_req; /* flush passes asked for in a row (d9_agent_flush: 2; a directory switch) */
 	struct d9__drop pending[D9_PENDING_DROPS]; /* drops of threads that could not record them */
 	size_t npending;
 	uint64_t pending_overflow;
@@ -385,9 +385,6 @@ int d9__file_check(const struct d9__file *f);
 /* write/ftruncate/close, each only after d9__file_check; return 0 or -errno. close always
  * forgets the descriptor. */
 int d9__file_write(struct d9__file *f, const void *buf, size_t n);
-/* The write alone, for a caller that checked f (or opened it) just before, on the same thread,
- * with nothing of the host's in between (the writer's chunks: seg_ready checks) */
-int d9__file_write_checked(struct d9__file *f, const void *buf, size_t n);
 int d9__file_truncate(struct d9__file *f, uint64_t size);
 int d9__file_close(struct d9__file *f);
 /* A close-on-exec duplicate of a checked descriptor, at a high number, or -1. */
@@ -410,6 +407,9 @@ int d9__flight_writing(void);
  * Returns 1 when the running dump is due to end (the writer collects, writes and seals, then
  * calls d9__flight_ended). */
 int d9__flight_pass(int periodic);
+/* How long until the running dump is due to end (0: due now), UINT64_MAX when none runs: the
+ * writer's sleep ends then. */
+uint64_t d9__flight_due_in_ns(void);
 void d9__flight_ended(const char *ended); /* "after" or "exit": writes the manifest */
 /* Events dropped (their count) that D9_TRIGGER_DROPS counts. */
 void d9__flight_drops(uint64_t count, uint32_t tid, uint32_t worker);

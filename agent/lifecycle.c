@@ -102,11 +102,12 @@ static int seal_now(int ended)
 		__atomic_store_n(&g->compress_stop, 1, __ATOMIC_RELEASE);
 		__atomic_store_n(&g->compress_abort, 1, __ATOMIC_RELEASE);
 		d9__tmp_abandon();
-		if (!inside)
-			d9__compressor_wake(deadline); /* a pause joins it (join_threads) */
 	}
-	/* also from a thread inside the agent, or a signal handler: a futex wake, no lock */
+	/* the writer first (it takes no lock): also from a thread inside the agent, or a signal
+	 * handler; the compressor's wake may wait for disk_lock, which the writer's seal takes */
 	d9__writer_wake();
+	if (g->compressor_started && !inside)
+		d9__compressor_wake(deadline); /* a pause joins it (join_threads) */
 	int sealed = 0, waited = 0;
 	if (!inside) {
 		/* woken by the writer's last broadcast (no polling delay at every child's exit); a
@@ -381,7 +382,7 @@ int d9_agent_flush(int timeout_ms)
 	/* two passes: the first collects every thread's chunk, the second writes what running
 	 * threads handed off in between */
 	uint64_t target = g->passes + 2;
-	g->flush_req = 1;
+	g->flush_req = 2; /* two passes in a row: the writer does not sleep in between */
 	g->flush_waiters++; /* the threads' hand-offs wake the writer at once (d9__queue_push) */
 	d9__writer_wake();
 	int err = wait_writer(passes_reached, &target, timeout_ms);
@@ -482,7 +483,8 @@ static int dir_for(uid_t euid)
 	}
 	d9__lock(&g->pool_lock);
 	__atomic_store_n(&g->dir_switch, 1, __ATOMIC_RELEASE);
-	g->flush_req = 1;
+	if (!g->flush_req)
+		g->flush_req = 1;
 	d9__writer_wake();
 	if (wait_writer(dir_switched, NULL, DIR_SWITCH_WAIT_MS) != 0)
 		d9__log_once(D9_LOG_WARN, "the writer did not move to the new trace directory within %d "

@@ -471,8 +471,7 @@ static void write_failed(int err, const char *what)
 	g->write_failing = 1;
 }
 
-/* types: the chunk's events of each built-in type, as its encoder counted them. Called right
- * after seg_ready (which checked or opened the segment's descriptor). */
+/* types: the chunk's events of each built-in type, as its encoder counted them. */
 static int write_chunk(struct d9__segment *s, uint8_t *chunk, size_t size, uint32_t count,
 	const uint32_t *types, uint64_t first, uint64_t last, uint64_t dropped, uint64_t lost,
 	int reserve)
@@ -487,9 +486,7 @@ static int write_chunk(struct d9__segment *s, uint8_t *chunk, size_t size, uint3
 		err = room_for(s, size);
 	if (!err) {
 		d9_chunk_fill_crc(chunk);
-		/* every caller made sure of the segment with seg_ready just before (its check, or a
-		 * new file): one fstat per chunk, not two */
-		err = d9__file_write_checked(&s->f, chunk, size);
+		err = d9__file_write(&s->f, chunk, size);
 		if (err)
 			cut_back(s);
 	}
@@ -710,13 +707,17 @@ void *d9__writer_main(void *arg)
 				if (at < wake)
 					wake = at;
 			}
+			uint64_t due = d9__flight_due_in_ns(); /* a flight dump's end */
+			if (due != UINT64_MAX && now + due < wake)
+				wake = now + due;
 			d9__writer_sleep(word, wake);
 			word = __atomic_load_n(&g->writer_word, __ATOMIC_SEQ_CST);
 		}
 		seen = word; /* a wake from here on makes another pass */
 		int stopping = __atomic_load_n(&g->stop, __ATOMIC_ACQUIRE);
 		int flush = g->flush_req || stopping;
-		g->flush_req = 0;
+		if (g->flush_req)
+			g->flush_req--; /* d9_agent_flush asks for two passes in a row */
 		struct d9__block *q = take_queue();
 		d9__unlock(&g->pool_lock);
 

@@ -125,6 +125,24 @@ info = "%d sealed + 1 .active, all %d events decode" % (len(sealed), c["events"]
 ' "$T/kill.json" "$T/kill.out"
 fi
 
+# d9_agent_flush asks the writer for two passes in a row: it returns at once even when the next
+# periodic pass is a minute away (it once waited for that pass, and timed out)
+d2=$T/sigkill-slowflush
+kill_run "$d2" "$T/kill2.out" "$T/kill2.err" D9_FLUSH_INTERVAL=60s
+rc=$?
+if [ "$rc" -ne 137 ]; then
+	d9_fail flush-two-passes "exit status $rc, expected 137 (SIGKILL): $(head -c 300 "$T/kill2.err")"
+elif grep -q 'd9_agent_flush returned' "$T/kill2.err"; then
+	d9_fail flush-two-passes "with D9_FLUSH_INTERVAL=60s: $(grep -m1 'd9_agent_flush returned' "$T/kill2.err")"
+else
+	d9_check "$T/kill2.json" --expect-n 600000 --park-every 1000 --driver "$T/kill2.out" "$d2"
+	d9_py flush-two-passes '
+c = one(f[0]); drv = parent(f[1])
+accounting(c, drv, expect_drops=False)
+info = "d9_agent_flush returned 0 with D9_FLUSH_INTERVAL=60s; all %d events decode" % c["events"]
+' "$T/kill2.json" "$T/kill2.out"
+fi
+
 # A crash can also cut a chunk in half: append the first half (3000 bytes at most) of a real chunk
 # (the file's last one) to the .active file, as if the writer died inside write(2). A whole copy
 # would be a valid chunk, not a torn one: flushed chunks can be shorter than 3000 bytes.

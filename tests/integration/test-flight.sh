@@ -302,6 +302,30 @@ else
 	pl_fail flight-sig "$PL_ERR"
 fi
 
+# ---- 2b. a dump ends at its time, not at the next flush-interval pass ---------------------------
+# The writer sleeps until its next periodic pass (here a minute away) or a wake-up; the end of a
+# running dump (D9_FLIGHT_AFTER after the trigger) is one of the times it wakes for. Before, the
+# dump waited for the periodic pass. The deadline is far above the second the dump lasts.
+D=$T/after/trace
+if pl_start "$T/after" "$ST_HTTP" D9_MODE=flight D9_DUMP_SIGNAL=USR2 D9_FLIGHT_AFTER=1s \
+	D9_FLUSH_INTERVAL=60s --; then
+	pl_gets 2 /fast ok || pl_fail flight-after-requests "$PL_ERR"
+	kill -USR2 "$SPID"
+	if d9_wait_for 30 eval '[ "$(nmanifests "$D")" -ge 1 ]'; then
+		pl_quit
+		check_dump flight-ends-on-time "$D" "$(manifests "$D" | head -n1)" '
+if m["trigger"]["trigger"] != "signal" or m["ended"] != "after":
+    fail("trigger %s, ended %s: want signal, after" % (m["trigger"], m["ended"]))
+info = "a 1 s dump sealed although the next periodic pass was a minute away"
+'
+	else
+		pl_fail flight-ends-on-time "no manifest within 30 s of SIGUSR2 (D9_FLIGHT_AFTER=1s, D9_FLUSH_INTERVAL=60s): $(ls "$D" | tr '\n' ' ')"
+		pl_quit
+	fi
+else
+	pl_fail flight-after "$PL_ERR"
+fi
+
 # ---- 2a. an exit during a dump seals it: the manifest says so -------------------------------------
 D=$T/exit/trace
 if pl_start "$T/exit" "$ST_HTTP" D9_MODE=flight D9_FLIGHT_AFTER=1h --; then

@@ -730,8 +730,11 @@ int main(int argc, char **argv)
 		usleep(300000); /* a few writer passes */
 		d9_rec_queue_sample(0);
 	}
-	if (opt.flush || opt.exit == EXIT_KILL || opt.exec)
-		d9_agent_flush(10000);
+	if (opt.flush || opt.exit == EXIT_KILL || opt.exec) {
+		int fr = d9_agent_flush(10000);
+		if (fr)
+			fprintf(stderr, "d9-driver: d9_agent_flush returned %d\n", fr);
+	}
 	if (opt.exec) {
 		execl("/bin/ls", "ls", "-l", "/proc/self/fd/", (char *)NULL);
 		return 127;
