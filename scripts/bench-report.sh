@@ -543,7 +543,8 @@ if dcost:
           "writer's wake-ups. The idle run has no Unparks, so the time-driven model cannot "
           "measure the readings: they are counted by name in the strace output (the open of "
           "that file and the pread64 and close of its descriptor), shown apart (\"schedstat "
-          "readings\") and left out of the figure without the time-driven part.")
+          "readings\") and left out of the figure without the time-driven part; so are the few "
+          "readings of calls that ran past the threshold under strace.")
         W("")
     said = [(sname, mode, l) for sname, sv in dcost["servers"].items()
             for mode, m in sv["modes"].items() for l in m.get("stderr", [])]
