@@ -140,8 +140,13 @@ void d9__writer_sleep(uint32_t seen, uint64_t wake_ns)
 	__atomic_store_n(&g->writer_sleeps, 1, __ATOMIC_SEQ_CST);
 	d9__unlock(&g->pool_lock);
 	/* FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline */
-	syscall(SYS_futex, &g->writer_word, FUTEX_WAIT_BITSET_PRIVATE, seen, &until, NULL,
-		FUTEX_BITSET_MATCH_ANY);
+	if (syscall(SYS_futex, &g->writer_word, FUTEX_WAIT_BITSET_PRIVATE, seen, &until, NULL,
+		    FUTEX_BITSET_MATCH_ANY) != 0 && errno != EAGAIN && errno != ETIMEDOUT &&
+		errno != EINTR) {
+		/* refused (a seccomp filter): a short sleep rather than a writer that spins */
+		struct timespec ts = { 0, 10000000 };
+		nanosleep(&ts, NULL);
+	}
 	__atomic_store_n(&g->writer_sleeps, 0, __ATOMIC_SEQ_CST);
 	d9__lock(&g->pool_lock);
 }
