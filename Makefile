@@ -68,6 +68,7 @@ $(B)/san/d9-analyze: $(patsubst %.c,$(B)/san/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC
 
 # test-analyze.c #includes the analyzer's sources: rebuild it when they change
 $(B)/san/obj/tests/unit/test-analyze.o: $(ANALYZE_SRC) $(wildcard analyze/*.h)
+$(B)/san/obj/tests/unit/test-http-scan.o: preload/http-scan.h
 
 $(B)/san/tests/%: $(B)/san/obj/tests/unit/%.o $(B)/san/obj/format/format.o
 	@mkdir -p $(dir $@)

@@ -240,7 +240,7 @@ static inline int d9_raw_request_begin(struct d9__raw *r, uint64_t now, uint64_t
 
 static inline int d9_raw_request_end(struct d9__raw *r, uint64_t now, uint64_t id,
 	uint32_t source, uint64_t bytes_in, uint64_t bytes_out, uint32_t flags, uint64_t count,
-	int64_t status, uint64_t tail_ns)
+	int64_t status, uint64_t tail_ticks)
 {
 	uint64_t *p = d9__raw_take(r, D9__RW_REQUEST_END, now);
 	if (!p)
@@ -252,7 +252,7 @@ static inline int d9_raw_request_end(struct d9__raw *r, uint64_t now, uint64_t i
 	p[5] = flags;
 	p[6] = count;
 	p[7] = (uint64_t)status;
-	p[8] = tail_ns;
+	p[8] = tail_ticks; /* in clock ticks: the writer makes them ns (raw.c) */
 	return 0;
 }
 
@@ -398,12 +398,13 @@ static inline void d9_rec_request_begin(uint64_t id, int64_t fd, uint64_t corout
 }
 
 /* now: d9__now() read by the caller (it timed tail_ns with it: one clock read, not two) */
+/* tail_ticks: the time from the response's last write to now, in clock ticks (d9__now()). */
 static inline void d9_rec_request_end(uint64_t now, uint64_t id, uint32_t source,
 	uint64_t bytes_in, uint64_t bytes_out, uint32_t flags, uint64_t count, int64_t status,
-	uint64_t tail_ns)
+	uint64_t tail_ticks)
 {
 	D9__REC(d9_raw_request_end(&t_->raw, now, id, source, bytes_in, bytes_out, flags, count,
-		status, tail_ns));
+		status, tail_ticks));
 }
 
 static inline void d9_rec_zero_timeout_waits(uint64_t count)

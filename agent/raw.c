@@ -49,8 +49,10 @@ static int encode_one(struct d9_enc *e, const uint64_t *p, uint32_t words)
 		return words == D9__RW_REQUEST_BEGIN ?
 			d9_enc_request_begin(e, now, p[2], (int64_t)p[3], p[4], small, p[5]) : -1;
 	case D9_EV_REQUEST_END:
+		/* the tail is recorded in clock ticks: converted here, off the recording thread */
 		return words == D9__RW_REQUEST_END ? d9_enc_request_end(e, now, p[2], small, p[3],
-			p[4], (uint32_t)p[5], p[6], (int64_t)p[7], p[8]) : -1;
+			p[4], (uint32_t)p[5], p[6], (int64_t)p[7],
+			p[8] ? d9_agent_ticks_to_ns(p[8]) : 0) : -1;
 	case D9_EV_DROPPED:
 		return words == D9__RW_DROPPED ? d9_enc_dropped(e, now, p[2], small) : -1;
 	case D9_EV_VALUE:

@@ -5,6 +5,7 @@
  * the payload but an optional HTTP request line preview, and never guesses: bytes that held more
  * or less than one request make the request "ambiguous". Rules: agent/DESIGN.md, "Requests". */
 #include "requests.h"
+#include "http-scan.h"
 
 #include <string.h>
 #include <sys/mman.h>
@@ -123,8 +124,7 @@ static void end_request(struct req_fd *r, uint32_t flags)
 	if (d9__pl_active()) {
 		/* the response ended at its last write; the reader's return only tells it now */
 		uint64_t now = d9__now();
-		uint64_t tail = r->state == ST_OUT && now > r->last_write ?
-			d9_agent_ticks_to_ns(now - r->last_write) : 0;
+		uint64_t tail = r->state == ST_OUT && now > r->last_write ? now - r->last_write : 0;
 		d9_rec_request_end(now, r->id, D9_REQ_SRC_ZERO_CODE, r->bytes_in, r->bytes_out,
 			flags, r->proto == PROTO_HTTP || r->proto == PROTO_RESP ? r->count : 0, 0, tail);
 	}
@@ -143,35 +143,12 @@ static int is_http(const uint8_t *b, size_t n)
 	return i >= 3 && i < n && b[i] == ' ';
 }
 
-/* HTTP/1.x heads end with an empty line: counts "\r\n\r\n" across reads (pstate: how many of its
- * bytes ended the previous read). A body is not parsed: its bytes leave `since` non-zero, so a
- * request with a body is ambiguous (documented). */
+/* HTTP/1.x heads end with an empty line: counts "\r\n\r\n" across reads (http-scan.h). A body
+ * is not parsed: its bytes leave `since` non-zero, so a request with a body is ambiguous
+ * (documented). */
 static void http_scan(struct req_fd *r, const uint8_t *b, size_t n)
 {
-	static const char term[4] = { '\r', '\n', '\r', '\n' };
-	unsigned m = r->pstate;
-	size_t last = (size_t)-1;
-
-	for (size_t i = 0; i < n; i++) {
-		if (m == 0) {
-			/* most bytes: jump to the next CR */
-			const uint8_t *cr = memchr(b + i, '\r', n - i);
-			if (!cr)
-				break;
-			i = (size_t)(cr - b);
-		}
-		if (b[i] == term[m]) {
-			if (++m == 4) {
-				r->count++;
-				last = i;
-				m = 0;
-			}
-		} else {
-			m = b[i] == '\r';
-		}
-	}
-	r->pstate = (uint8_t)m;
-	r->since = last == (size_t)-1 ? r->since + n : n - last - 1;
+	d9__http_scan(&r->pstate, &r->count, &r->since, b, n);
 }
 
 /* RESP (redis): multibulk commands (*N, then N of $len + bytes) and inline commands (a line). */

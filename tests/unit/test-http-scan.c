@@ -1,0 +1,101 @@
+/* test-http-scan.c: preload/http-scan.h's scan for the ends of HTTP request heads (a Horspool
+ * search that skips most bytes) against the rule it implements, byte by byte: "\r\n\r\n" ends a
+ * head, a mismatch falls back to a lone CR, a terminator may be cut by the end of a read. Random
+ * inputs, mostly CR and LF, cut into random reads; and a pipelined pair of real heads cut at
+ * every byte. */
+#include "../../preload/http-scan.h"
+#include "t.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The rule: the scanner requests.c used before, one byte at a time. */
+static void by_byte(uint8_t *m_io, uint64_t *count, uint64_t *since, const uint8_t *b, size_t n)
+{
+	static const char term[4] = { '\r', '\n', '\r', '\n' };
+	unsigned m = *m_io;
+	size_t last = (size_t)-1;
+
+	for (size_t i = 0; i < n; i++) {
+		if (b[i] == (uint8_t)term[m]) {
+			if (++m == 4) {
+				++*count;
+				last = i;
+				m = 0;
+			}
+		} else {
+			m = b[i] == '\r';
+		}
+	}
+	*m_io = (uint8_t)m;
+	*since = last == (size_t)-1 ? *since + n : n - last - 1;
+}
+
+/* Both scans over b cut at the given points; fails at the first read where they differ. */
+static void compare(const uint8_t *b, size_t n, const size_t *cuts, size_t ncuts)
+{
+	uint8_t m1 = 0, m2 = 0;
+	uint64_t c1 = 0, c2 = 0, s1 = 0, s2 = 0;
+	size_t at = 0;
+
+	for (size_t k = 0; k <= ncuts; k++) {
+		size_t end = k < ncuts ? cuts[k] : n;
+		d9__http_scan(&m1, &c1, &s1, b + at, end - at);
+		by_byte(&m2, &c2, &s2, b + at, end - at);
+		if (m1 != m2 || c1 != c2 || s1 != s2)
+			T_FAIL("read %zu of [%zu, %zu) of a %zu-byte input: scan m %u count %llu since "
+				"%llu, by byte m %u count %llu since %llu", k, at, end, n, m1,
+				(unsigned long long)c1, (unsigned long long)s1, m2,
+				(unsigned long long)c2, (unsigned long long)s2);
+		at = end;
+	}
+}
+
+TEST(random_inputs_and_reads)
+{
+	static const uint8_t alpha[] = { '\r', '\n', '\r', '\n', 'a', ' ' };
+	uint8_t b[96];
+	size_t cuts[8];
+
+	srand(14);
+	for (int round = 0; round < 200000; round++) {
+		size_t n = (size_t)rand() % sizeof(b);
+		for (size_t i = 0; i < n; i++)
+			b[i] = alpha[rand() % (int)sizeof(alpha)];
+		size_t ncuts = n ? (size_t)rand() % 8 : 0;
+		for (size_t k = 0; k < ncuts; k++)
+			cuts[k] = (size_t)rand() % (n + 1);
+		/* sorted: the reads follow each other */
+		for (size_t k = 1; k < ncuts; k++)
+			for (size_t j = k; j > 0 && cuts[j - 1] > cuts[j]; j--) {
+				size_t x = cuts[j];
+				cuts[j] = cuts[j - 1];
+				cuts[j - 1] = x;
+			}
+		compare(b, n, cuts, ncuts);
+	}
+}
+
+TEST(pipelined_heads_cut_anywhere)
+{
+	const char *h = "GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /bb?q=1 HTTP/1.1\r\nHost: x\r\n"
+			"Accept: */*\r\n\r\n";
+	size_t n = strlen(h);
+
+	for (size_t c1 = 0; c1 <= n; c1++)
+		for (size_t c2 = c1; c2 <= n; c2++) {
+			size_t cuts[2] = { c1, c2 };
+			compare((const uint8_t *)h, n, cuts, 2);
+		}
+	uint8_t m = 0;
+	uint64_t count = 0, since = 0;
+	d9__http_scan(&m, &count, &since, (const uint8_t *)h, n);
+	T_EQ(count, 2);
+	T_EQ(since, 0);
+	T_EQ(m, 0);
+}
+
+int main(int argc, char **argv)
+{
+	return t_main(argc, argv);
+}
