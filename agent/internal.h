@@ -219,7 +219,8 @@ struct d9__agent {
 	uint32_t flush_waiters; /* d9_agent_flush calls waiting for the writer's passes */
 	uint32_t nfree; /* atomic hint: free blocks available (0: starving) */
 	uint64_t passes; /* writer passes completed */
-	int flush_req; /* flush passes asked for in a row (d9_agent_flush: 2; a directory switch) */
+	int in_pass; /* the writer is in a pass (it started before a flush asked for one) */
+	int flush_req; /* a flush was asked for (d9_agent_flush, a directory switch) */
 	struct d9__drop pending[D9_PENDING_DROPS]; /* drops of threads that could not record them */
 	size_t npending;
 	uint64_t pending_overflow;

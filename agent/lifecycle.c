@@ -381,8 +381,10 @@ int d9_agent_flush(int timeout_ms)
 	d9__lock(&g->pool_lock);
 	/* two passes: the first collects every thread's chunk, the second writes what running
 	 * threads handed off in between */
-	uint64_t target = g->passes + 2;
-	g->flush_req = 2; /* two passes in a row: the writer does not sleep in between */
+	/* two passes after the one under way: the first collects every thread's chunk, the
+	 * second comes at the first hand-off of a running thread, or 50 ms later (writer.c) */
+	uint64_t target = g->passes + 2 + (uint64_t)g->in_pass;
+	g->flush_req = 1;
 	g->flush_waiters++; /* the threads' hand-offs wake the writer at once (d9__queue_push) */
 	d9__writer_wake();
 	int err = wait_writer(passes_reached, &target, timeout_ms);
@@ -483,8 +485,7 @@ static int dir_for(uid_t euid)
 	}
 	d9__lock(&g->pool_lock);
 	__atomic_store_n(&g->dir_switch, 1, __ATOMIC_RELEASE);
-	if (!g->flush_req)
-		g->flush_req = 1;
+	g->flush_req = 1;
 	d9__writer_wake();
 	if (wait_writer(dir_switched, NULL, DIR_SWITCH_WAIT_MS) != 0)
 		d9__log_once(D9_LOG_WARN, "the writer did not move to the new trace directory within %d "

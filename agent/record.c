@@ -44,6 +44,7 @@ void d9__record_init(void)
 	g->threads = NULL;
 	g->nworkers = 0;
 	g->passes = 0;
+	g->in_pass = 0;
 	g->flush_req = 0;
 	g->stop = 0;
 	g->writer_sleeps = 0; /* a forked child: its writer is not the parent's */
@@ -144,6 +145,8 @@ void d9__writer_sleep(uint32_t seen, uint64_t wake_ns)
 		    FUTEX_BITSET_MATCH_ANY) != 0 && errno != EAGAIN && errno != ETIMEDOUT &&
 		errno != EINTR) {
 		/* refused (a seccomp filter): a short sleep rather than a writer that spins */
+		d9__log_once(D9_LOG_WARN, "futex wait refused (%s): the writer wakes every 10 ms",
+			strerror(errno));
 		struct timespec ts = { 0, 10000000 };
 		nanosleep(&ts, NULL);
 	}

@@ -710,14 +710,18 @@ void *d9__writer_main(void *arg)
 			uint64_t due = d9__flight_due_in_ns(); /* a flight dump's end */
 			if (due != UINT64_MAX && now + due < wake)
 				wake = now + due;
+			/* a d9_agent_flush waits for a second pass: at the first hand-off of a
+			 * running thread (which wakes the writer), 50 ms after the first at most */
+			if (g->flush_waiters && now + 50000000u < wake)
+				wake = now + 50000000u;
 			d9__writer_sleep(word, wake);
 			word = __atomic_load_n(&g->writer_word, __ATOMIC_SEQ_CST);
 		}
 		seen = word; /* a wake from here on makes another pass */
+		g->in_pass = 1; /* d9_agent_flush counts a pass already under way as not its own */
 		int stopping = __atomic_load_n(&g->stop, __ATOMIC_ACQUIRE);
 		int flush = g->flush_req || stopping;
-		if (g->flush_req)
-			g->flush_req--; /* d9_agent_flush asks for two passes in a row */
+		g->flush_req = 0;
 		struct d9__block *q = take_queue();
 		d9__unlock(&g->pool_lock);
 
@@ -783,6 +787,7 @@ void *d9__writer_main(void *arg)
 		}
 		d9__lock(&g->pool_lock);
 		g->passes++;
+		g->in_pass = 0;
 		pthread_cond_broadcast(&g->done_cond);
 		if (stopping) {
 			g->state = D9__STOPPED;
