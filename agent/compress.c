@@ -325,7 +325,7 @@ void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign)
 void d9__compressor_wake(uint64_t deadline)
 {
 	struct d9__agent *g = &d9__g;
-	struct timespec until = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
+	struct timespec until = d9__timespec(deadline);
 
 	if (pthread_mutex_clocklock(&g->disk_lock, CLOCK_MONOTONIC, &until) == 0) {
 		pthread_cond_signal(&g->disk_cond);
@@ -468,7 +468,7 @@ void *d9__compressor_main(void *arg)
 			for (size_t i = 0; i < g->nsealed; i++)
 				if (g->sealed[i].retry_at_ns > now && g->sealed[i].retry_at_ns < t)
 					t = g->sealed[i].retry_at_ns;
-			struct timespec until = { (time_t)(t / 1000000000u), (long)(t % 1000000000u) };
+			struct timespec until = d9__timespec(t);
 			pthread_cond_timedwait(&g->disk_cond, &g->disk_lock, &until);
 			continue;
 		}

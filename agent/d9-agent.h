@@ -397,8 +397,8 @@ static inline void d9_rec_request_begin(uint64_t id, int64_t fd, uint64_t corout
 	D9__REC(d9_raw_request_begin(&t_->raw, d9__now(), id, fd, coroutine, source, preview));
 }
 
-/* now: d9__now() read by the caller (it timed tail_ns with it: one clock read, not two) */
-/* tail_ticks: the time from the response's last write to now, in clock ticks (d9__now()). */
+/* now: d9__now() read by the caller, which timed tail_ticks with it (one clock read, not two):
+ * the time from the response's last write to now, in clock ticks. */
 static inline void d9_rec_request_end(uint64_t now, uint64_t id, uint32_t source,
 	uint64_t bytes_in, uint64_t bytes_out, uint32_t flags, uint64_t count, int64_t status,
 	uint64_t tail_ticks)

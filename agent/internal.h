@@ -106,6 +106,11 @@ uint64_t d9__clock_tps(void); /* ticks per second */
 uint64_t d9__clock_baseline_ns(void); /* the calibration baseline's length so far */
 uint64_t d9__mono_ns(void);
 uint64_t d9__realtime_ns(void);
+/* A time in ns as a struct timespec (the deadlines of timed waits) */
+static inline struct timespec d9__timespec(uint64_t ns)
+{
+	return (struct timespec){ (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+}
 
 /* ---- blocks ----------------------------------------------------------------------------------- */
 struct d9__block {

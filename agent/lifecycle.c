@@ -112,7 +112,7 @@ static int seal_now(int ended)
 	if (!inside) {
 		/* woken by the writer's last broadcast (no polling delay at every child's exit); a
 		 * thread inside the agent may hold the pool lock: then it polls */
-		struct timespec until = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
+		struct timespec until = d9__timespec(deadline);
 		if (pthread_mutex_clocklock(&g->pool_lock, CLOCK_MONOTONIC, &until) == 0) {
 			while (g->state != D9__STOPPED &&
 				pthread_cond_timedwait(&g->done_cond, &g->pool_lock, &until) != ETIMEDOUT)
@@ -171,7 +171,7 @@ static void join_threads(void)
 	g->writer_started = 0;
 	if (g->compressor_started) {
 		uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns;
-		struct timespec ts = { (time_t)(until / 1000000000u), (long)(until % 1000000000u) };
+		struct timespec ts = d9__timespec(until);
 		if (pthread_clockjoin_np(g->compressor, NULL, CLOCK_MONOTONIC, &ts) == 0) {
 			g->compressor_started = 0;
 			g->compress_stop = g->compress_abort = g->compressor_done = 0;
@@ -355,7 +355,7 @@ static int wait_writer(int (*pred)(void *), void *arg, int timeout_ms)
 {
 	struct d9__agent *g = &d9__g;
 	uint64_t deadline = d9__mono_ns() + (uint64_t)timeout_ms * 1000000u;
-	struct timespec until = { (time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u) };
+	struct timespec until = d9__timespec(deadline);
 
 	while (!pred(arg)) {
 		if (pthread_cond_timedwait(&g->done_cond, &g->pool_lock, &until) == ETIMEDOUT)
@@ -379,8 +379,6 @@ int d9_agent_flush(int timeout_ms)
 	d9__unpark(&d9__self);
 	d9__handoff(&d9__self);
 	d9__lock(&g->pool_lock);
-	/* two passes: the first collects every thread's chunk, the second writes what running
-	 * threads handed off in between */
 	/* two passes after the one under way: the first collects every thread's chunk, the
 	 * second comes at the first hand-off of a running thread, or 50 ms later (writer.c) */
 	uint64_t target = g->passes + 2 + (uint64_t)g->in_pass;

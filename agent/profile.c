@@ -1800,11 +1800,7 @@ void d9_rec_blocking_call_regs(uint64_t start, uint64_t coroutine, uint64_t call
 	if (__atomic_add_fetch(&bs_ready, 1, __ATOMIC_RELAXED) == BS_SLOTS / 4) {
 		/* a quarter of the pool waits: wake the writer rather than lose stacks (rare: a call
 		 * past the threshold is) */
-		t->busy = 1;
-		d9__lock(&d9__g.pool_lock);
-		d9__writer_wake();
-		d9__unlock(&d9__g.pool_lock);
-		t->busy = 0;
+		d9__writer_wake(); /* no lock: a futex word (record.c) */
 	}
 	errno = saved;
 }

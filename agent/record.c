@@ -136,7 +136,7 @@ void d9__writer_wake(void)
 void d9__writer_sleep(uint32_t seen, uint64_t wake_ns)
 {
 	struct d9__agent *g = &d9__g;
-	struct timespec until = { (time_t)(wake_ns / 1000000000u), (long)(wake_ns % 1000000000u) };
+	struct timespec until = d9__timespec(wake_ns);
 
 	__atomic_store_n(&g->writer_sleeps, 1, __ATOMIC_SEQ_CST);
 	d9__unlock(&g->pool_lock);

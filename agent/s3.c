@@ -458,7 +458,7 @@ static int unqueue(const char *path)
 
 static void wait_until(uint64_t until_ns)
 {
-	struct timespec ts = { (time_t)(until_ns / 1000000000u), (long)(until_ns % 1000000000u) };
+	struct timespec ts = d9__timespec(until_ns);
 
 	pthread_cond_timedwait(&s3.cond, &s3.mu, &ts);
 }

@@ -130,20 +130,19 @@ static inline __attribute__((always_inline)) void unpark(int ret, int err)
 	d9__pl.in_turn = 1;
 }
 
-/* After a wait: its Unpark, with -errno when the wait failed. errno is read only then, and
- * saved only around a runtime's look at the ready descriptors (HOOK): the Unpark's own slow paths
- * (d9__slow, d9_agent_schedstat, d9__unpark) leave it as it was. */
-static inline __attribute__((always_inline)) void after_wait(int parked, int r)
-{
-	if (parked)
-		unpark(r, r < 0 ? errno : 0);
-}
-
-#define HOOK(call)                                                                   \
+/* After a wait: its Unpark (when parked), with -errno when the wait failed, then the runtime's
+ * look at the ready descriptors (its `hook`). errno is read only for a failed wait, and saved only
+ * around the hook: the Unpark's own slow paths (d9__slow, d9_agent_schedstat, d9__unpark) leave
+ * it as it was. */
+#define AFTER_WAIT(parked, r, hook, ...)                                             \
 	do {                                                                         \
-		int e_ = errno;                                                      \
-		call;                                                                \
-		errno = e_;                                                          \
+		if (parked)                                                          \
+			unpark(r, (r) < 0 ? errno : 0);                             \
+		if (d9__pl.rt && (r) > 0 && d9__pl.rt->hook) {                       \
+			int e_ = errno;                                              \
+			d9__pl.rt->hook(__VA_ARGS__);                                \
+			errno = e_;                                                  \
+		}                                                                    \
 	} while (0)
 
 D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
@@ -156,9 +155,7 @@ D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 		events, maxevents, timeout);
 	if (!parked)
 		return r;
-	after_wait(1, r);
-	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
-		HOOK(d9__pl.rt->after_epoll(epfd, events, r));
+	AFTER_WAIT(1, r, after_epoll, epfd, events, r);
 	return r;
 }
 
@@ -173,9 +170,7 @@ D9_INTERPOSE int epoll_pwait(int epfd, struct epoll_event *events, int maxevents
 		SYS_epoll_pwait, epfd, events, maxevents, timeout, sigmask, _NSIG / 8);
 	if (!parked)
 		return r;
-	after_wait(1, r);
-	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
-		HOOK(d9__pl.rt->after_epoll(epfd, events, r));
+	AFTER_WAIT(1, r, after_epoll, epfd, events, r);
 	return r;
 }
 
@@ -191,9 +186,7 @@ D9_INTERPOSE int epoll_pwait2(int epfd, struct epoll_event *events, int maxevent
 	if (!park(D9_CALL_EPOLL_PWAIT2, ts_to_us(timeout)))
 		return real_epoll_pwait2(epfd, events, maxevents, timeout, sigmask);
 	int r = real_epoll_pwait2(epfd, events, maxevents, timeout, sigmask);
-	after_wait(1, r);
-	if (d9__pl.rt && r > 0 && d9__pl.rt->after_epoll)
-		HOOK(d9__pl.rt->after_epoll(epfd, events, r));
+	AFTER_WAIT(1, r, after_epoll, epfd, events, r);
 	return r;
 }
 
@@ -204,9 +197,7 @@ D9_INTERPOSE int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 		return (int)syscall(SYS_poll, fds, nfds, timeout);
 	int parked = park(D9_CALL_POLL, ms_to_us(timeout));
 	int r = D9__SYS(real_poll(fds, nfds, timeout), SYS_poll, fds, nfds, timeout);
-	after_wait(parked, r);
-	if (d9__pl.rt && r > 0 && d9__pl.rt->after_poll)
-		HOOK(d9__pl.rt->after_poll(fds, nfds, r));
+	AFTER_WAIT(parked, r, after_poll, fds, nfds, r);
 	return r;
 }
 
@@ -218,9 +209,7 @@ D9_INTERPOSE int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *t
 		return (int)syscall(SYS_ppoll, fds, nfds, tmo, sigmask, _NSIG / 8);
 	int parked = park(D9_CALL_PPOLL, ts_to_us(tmo));
 	int r = real_ppoll(fds, nfds, tmo, sigmask);
-	after_wait(parked, r);
-	if (d9__pl.rt && r > 0 && d9__pl.rt->after_poll)
-		HOOK(d9__pl.rt->after_poll(fds, nfds, r));
+	AFTER_WAIT(parked, r, after_poll, fds, nfds, r);
 	return r;
 }
 
@@ -273,9 +262,7 @@ D9_INTERPOSE int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct tim
 	int parked = park(D9_CALL_SELECT, tv_to_us(tv));
 	int r = d9__direct_on() ? select_direct(nfds, rd, wr, ex, tv) :
 		real_select(nfds, rd, wr, ex, tv);
-	after_wait(parked, r);
-	if (d9__pl.rt && r > 0 && d9__pl.rt->after_select)
-		HOOK(d9__pl.rt->after_select(nfds, rd, wr, ex, r));
+	AFTER_WAIT(parked, r, after_select, nfds, rd, wr, ex, r);
 	return r;
 }
 
@@ -290,8 +277,6 @@ D9_INTERPOSE int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const str
 	}
 	int parked = park(D9_CALL_PSELECT, ts_to_us(tmo));
 	int r = real_pselect(nfds, rd, wr, ex, tmo, sigmask);
-	after_wait(parked, r);
-	if (d9__pl.rt && r > 0 && d9__pl.rt->after_select)
-		HOOK(d9__pl.rt->after_select(nfds, rd, wr, ex, r));
+	AFTER_WAIT(parked, r, after_select, nfds, rd, wr, ex, r);
 	return r;
 }

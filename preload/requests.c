@@ -488,6 +488,13 @@ D9_INTERPOSE int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flag
 	return r;
 }
 
+/* A socket call without D9_REQUESTS: the system call itself while direct calls hold (preload.h),
+ * else the C library's function once known; with requests (or before that), the hooked `req`. */
+#define PASS(fast, args, req, nr, ...)                                               \
+	(D9_UNLIKELY(d9__pcfg.requests) ? req args :                                 \
+	 D9_LIKELY(d9__direct_on()) ? D9__SYSCALL(nr, __VA_ARGS__) :                  \
+	 fast ? fast args : req args)
+
 static __attribute__((noinline)) ssize_t recv_req(int fd, void *buf, size_t n, int flags)
 {
 	D9_REAL(ssize_t, recv, (int, void *, size_t, int));
@@ -503,13 +510,7 @@ static __attribute__((noinline)) ssize_t recv_req(int fd, void *buf, size_t n, i
 
 D9_INTERPOSE ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	if (D9_LIKELY(!d9__pcfg.requests)) {
-		if (D9_LIKELY(d9__direct_on()))
-			return D9__SYSCALL(SYS_recvfrom, fd, buf, n, flags, 0, 0);
-		if (fast_recv)
-			return fast_recv(fd, buf, n, flags);
-	}
-	return recv_req(fd, buf, n, flags);
+	return PASS(fast_recv, (fd, buf, n, flags), recv_req, SYS_recvfrom, fd, buf, n, flags, 0, 0);
 }
 
 static __attribute__((noinline)) ssize_t recvfrom_req(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
@@ -529,13 +530,8 @@ static __attribute__((noinline)) ssize_t recvfrom_req(int fd, void *buf, size_t 
 D9_INTERPOSE ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr,
 	socklen_t *alen)
 {
-	if (D9_LIKELY(!d9__pcfg.requests)) {
-		if (D9_LIKELY(d9__direct_on()))
-			return D9__SYSCALL(SYS_recvfrom, fd, buf, n, flags, addr, alen);
-		if (fast_recvfrom)
-			return fast_recvfrom(fd, buf, n, flags, addr, alen);
-	}
-	return recvfrom_req(fd, buf, n, flags, addr, alen);
+	return PASS(fast_recvfrom, (fd, buf, n, flags, addr, alen), recvfrom_req, SYS_recvfrom, fd,
+		buf, n, flags, addr, alen);
 }
 
 static __attribute__((noinline)) ssize_t recvmsg_req(int fd, struct msghdr *msg, int flags)
@@ -553,13 +549,7 @@ static __attribute__((noinline)) ssize_t recvmsg_req(int fd, struct msghdr *msg,
 
 D9_INTERPOSE ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	if (D9_LIKELY(!d9__pcfg.requests)) {
-		if (D9_LIKELY(d9__direct_on()))
-			return D9__SYSCALL(SYS_recvmsg, fd, msg, flags);
-		if (fast_recvmsg)
-			return fast_recvmsg(fd, msg, flags);
-	}
-	return recvmsg_req(fd, msg, flags);
+	return PASS(fast_recvmsg, (fd, msg, flags), recvmsg_req, SYS_recvmsg, fd, msg, flags);
 }
 
 /* _FORTIFY_SOURCE builds (Debian's servers) call these instead when the buffer size is known. */
@@ -598,13 +588,7 @@ static __attribute__((noinline)) ssize_t send_req(int fd, const void *buf, size_
 
 D9_INTERPOSE ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
-	if (D9_LIKELY(!d9__pcfg.requests)) {
-		if (D9_LIKELY(d9__direct_on()))
-			return D9__SYSCALL(SYS_sendto, fd, buf, n, flags, 0, 0);
-		if (fast_send)
-			return fast_send(fd, buf, n, flags);
-	}
-	return send_req(fd, buf, n, flags);
+	return PASS(fast_send, (fd, buf, n, flags), send_req, SYS_sendto, fd, buf, n, flags, 0, 0);
 }
 
 static __attribute__((noinline)) ssize_t sendto_req(int fd, const void *buf, size_t n, int flags,
@@ -623,13 +607,8 @@ static __attribute__((noinline)) ssize_t sendto_req(int fd, const void *buf, siz
 D9_INTERPOSE ssize_t sendto(int fd, const void *buf, size_t n, int flags,
 	const struct sockaddr *addr, socklen_t alen)
 {
-	if (D9_LIKELY(!d9__pcfg.requests)) {
-		if (D9_LIKELY(d9__direct_on()))
-			return D9__SYSCALL(SYS_sendto, fd, buf, n, flags, addr, alen);
-		if (fast_sendto)
-			return fast_sendto(fd, buf, n, flags, addr, alen);
-	}
-	return sendto_req(fd, buf, n, flags, addr, alen);
+	return PASS(fast_sendto, (fd, buf, n, flags, addr, alen), sendto_req, SYS_sendto, fd, buf,
+		n, flags, addr, alen);
 }
 
 static __attribute__((noinline)) ssize_t sendmsg_req(int fd, const struct msghdr *msg, int flags)
@@ -645,13 +624,7 @@ static __attribute__((noinline)) ssize_t sendmsg_req(int fd, const struct msghdr
 
 D9_INTERPOSE ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	if (D9_LIKELY(!d9__pcfg.requests)) {
-		if (D9_LIKELY(d9__direct_on()))
-			return D9__SYSCALL(SYS_sendmsg, fd, msg, flags);
-		if (fast_sendmsg)
-			return fast_sendmsg(fd, msg, flags);
-	}
-	return sendmsg_req(fd, msg, flags);
+	return PASS(fast_sendmsg, (fd, msg, flags), sendmsg_req, SYS_sendmsg, fd, msg, flags);
 }
 
 static __attribute__((noinline)) ssize_t sendfile_req(int out, int in, off_t *off, size_t n)

@@ -12,29 +12,30 @@ set -u
 . "$(dirname "$0")/lib.sh"
 d9_setup agent-idle
 
-# wakes PID NAME: voluntary context switches of the thread of PID named NAME (each sleep that
-# ended: a timed wait running out, or a wake-up)
-wakes() {
+# task_of PID NAME: the /proc directory of the thread of PID named NAME (nothing if none)
+task_of() {
 	local f
 	for f in /proc/"$1"/task/*; do
 		if [ "$(cat "$f/comm" 2>/dev/null)" = "$2" ]; then
-			sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$f/status"
+			echo "$f"
 			return
 		fi
 	done
-	echo ""
 }
 
-# cpu_ticks PID NAME: utime + stime (clock ticks) of the thread of PID named NAME
+# wakes PID NAME: voluntary context switches of that thread (each sleep that ended: a timed wait
+# running out, or a wake-up)
+wakes() {
+	local f
+	f=$(task_of "$1" "$2")
+	[ -n "$f" ] && sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$f/status"
+}
+
+# cpu_ticks PID NAME: utime + stime (clock ticks) of that thread
 cpu_ticks() {
 	local f
-	for f in /proc/"$1"/task/*; do
-		if [ "$(cat "$f/comm" 2>/dev/null)" = "$2" ]; then
-			sed 's/.*) //' "$f/stat" | awk '{ print $12 + $13 }'
-			return
-		fi
-	done
-	echo ""
+	f=$(task_of "$1" "$2")
+	[ -n "$f" ] && sed 's/.*) //' "$f/stat" | awk '{ print $12 + $13 }'
 }
 
 # idle NAME MAXWAKES ENV...: MAXWAKES bounds the writer's and the compressor's wake-ups over
