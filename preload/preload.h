@@ -28,6 +28,7 @@ struct d9__pl {
 	uint64_t ss_cpu, ss_delay; /* cumulative CPU and run-delay ns then */
 	uint64_t ss_uat; /* d9__now() of the last Unpark that read schedstat */
 	uint64_t ss_ucpu, ss_udelay; /* the reading the last Unpark with statistics ended at */
+	int *errnop; /* this thread's errno (__errno_location), 0: not asked yet (d9__sys_fail) */
 };
 
 /* libc-wait.c: reads the thread's schedstat into d9__pl (ss_at, ss_cpu, ss_delay) at `now`;
