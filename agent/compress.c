@@ -160,8 +160,10 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 		err = cerr;
 	if (err)
 		goto err_tmp;
-	/* from here the exit path must not remove it: a complete .gz may be renamed in */
-	if (!__atomic_exchange_n(&d9__g.tmp_live, 0, __ATOMIC_ACQ_REL)) {
+	/* The exit path (d9__tmp_abandon) removes the file while it is announced, up to the
+	 * rename: then the rename fails and the .bin stays for the next start. So a process that
+	 * exits while this waits for the directory lock leaves no temporary file behind. */
+	if (!__atomic_load_n(&d9__g.tmp_live, __ATOMIC_ACQUIRE)) {
 		/* the exit path gave up on us, maybe before the file existed: ours to remove */
 		unlink(tmp);
 		err = -ECANCELED;
@@ -183,6 +185,7 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 		d9__dirlock_give(taken);
 		goto err_tmp;
 	}
+	d9__tmp_done(); /* renamed: nothing is left for the exit path to remove */
 	unlink(src);
 	d9__dirlock_give(taken);
 	d9__file_close(&in);
@@ -226,17 +229,22 @@ static int symbolize_job(const char *path, uint32_t seq)
 	d9__tmp_name(tmp, sizeof(tmp), base, ".tmp-");
 	d9__tmp_announce(tmp);
 	int r = d9__symbolize_segment(path, tmp, &size);
-	if (!__atomic_exchange_n(&g->tmp_live, 0, __ATOMIC_ACQ_REL)) {
+	/* as in d9__gzip_file: the exit path removes the file while it is announced, up to the
+	 * rename */
+	if (!__atomic_load_n(&g->tmp_live, __ATOMIC_ACQUIRE)) {
 		unlink(tmp); /* the exit path gave up on us: nothing is renamed any more */
 		return -ECANCELED;
 	}
-	if (r <= 0)
+	if (r <= 0) {
+		d9__tmp_done();
 		return r == -ECANCELED ? r : 0;
+	}
 	if (size > g->cfg.max_file_size) {
 		/* no segment is larger than D9_MAX_FILE_SIZE: this one stays without symbols (the
 		 * analyzer names its addresses from the module map) */
 		d9__log_once(D9_LOG_INFO, "%s stays without symbol records: with them it would "
 			"exceed D9_MAX_FILE_SIZE (said once)", path);
+		d9__tmp_done();
 		unlink(tmp);
 		return 0;
 	}
@@ -249,6 +257,7 @@ static int symbolize_job(const char *path, uint32_t seq)
 	}
 	int taken = d9__dirlock_take(5000000000ull, 1);
 	if (taken < 0) {
+		d9__tmp_done();
 		unlink(tmp); /* symbols are skipped for this one rather than waiting longer */
 		return 0;
 	}
@@ -257,10 +266,15 @@ static int symbolize_job(const char *path, uint32_t seq)
 	for (size_t i = 0; i < g->nsealed && !job; i++)
 		if (g->sealed[i].seq == seq && g->sealed[i].compressing)
 			job = &g->sealed[i];
-	if (!job || job->doomed || lstat(path, &st) != 0) {
-		unlink(tmp);
-	} else if (rename(tmp, path) != 0) {
-		d9__log_once(D9_LOG_WARN, "cannot rename %s: %s", tmp, strerror(errno));
+	int present = job && !job->doomed && lstat(path, &st) == 0;
+	int moved = present && rename(tmp, path) == 0;
+	int err = errno;
+	d9__tmp_done();
+	if (!moved) {
+		/* a file the exit path removed meanwhile: the segment stays without symbols, quietly */
+		if (present && !(err == ENOENT &&
+			__atomic_load_n(&g->compress_abort, __ATOMIC_ACQUIRE)))
+			d9__log_once(D9_LOG_WARN, "cannot rename %s: %s", tmp, strerror(err));
 		unlink(tmp);
 	} else if (!job->foreign) {
 		job->size = size;

@@ -240,3 +240,65 @@ if len(names) < 2 or total > 2 * 1048576:
 info = said[0]
 ' "$d" "$T/planted.err" "$T/victim"
 fi
+
+# ---- an exit while the compressor waits for the directory lock ------------------------------------
+# The compressor writes the whole .gz under a temporary name, then takes the directory's lock to
+# rename it. Another process holds that lock here; the program exits while the compressor waits
+# for it (its thread sleeping between tries, the temporary file complete). The exit removes the
+# temporary file (the .bin stays for the next start): an exiting process leaves none behind.
+d=$T/lockwait
+mkdir -p "$d"
+# D9_EXIT_TIMEOUT=1ms: the exit does not wait for the writer (whose own budget waits for the lock
+# too), so nothing else gives the compressor time to clean up after itself
+d9_bg lw_pid "$T/lockwait.out" "$T/lockwait.err" D9_TRACE_PATH="$d/trace.bin" \
+	D9_ROTATION_PERIOD=1s D9_EXIT_TIMEOUT=1ms -- -t 1 -n 100000000 --sleep-every 1000 \
+	--sleep-us 1000 --exit hang
+# compress_tid PID: the d9-compress thread of PID
+compress_tid() {
+	local f
+	for f in /proc/"$1"/task/*; do
+		[ "$(cat "$f/comm" 2>/dev/null)" = d9-compress ] && { basename "$f"; return 0; }
+	done
+	return 1
+}
+# lock_waiting PID: a temporary .gz of PID exists and its compressor sleeps between tries for
+# the lock (nanosleep, clock_nanosleep: its other waits are on futexes)
+lock_waiting() {
+	local tid nr
+	ls "$d"/trace."$1".*.tmp-"$1".* >/dev/null 2>&1 || return 1
+	tid=$(compress_tid "$1") || return 1
+	nr=$(cut -d' ' -f1 "/proc/$1/task/$tid/syscall" 2>/dev/null)
+	[ "$nr" = 35 ] || [ "$nr" = 230 ]
+}
+if ! d9_wait_for 60 eval 'ls "$d"/*.bin.gz >/dev/null 2>&1'; then
+	d9_fail budget-exit-lock-wait "no segment was compressed: $(ls "$d" | tr '\n' ' ') $(head -c 300 "$T/lockwait.err")"
+	d9_kill "$lw_pid"
+else
+	# the lock file exists now (the compressor took it); hold it until told to stop
+	python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+open(sys.argv[2], "w").close()
+while os.path.exists(sys.argv[2]):
+    time.sleep(0.05)' "$d/trace.lock" "$T/lockwait.held" &
+	holder=$!
+	D9_BG_PIDS+=("$holder")
+	if ! d9_wait_for 30 test -e "$T/lockwait.held"; then
+		d9_fail budget-exit-lock-wait "the test could not take $d/trace.lock"
+		d9_kill "$lw_pid"
+	elif ! d9_wait_for 60 lock_waiting "$lw_pid"; then
+		d9_fail budget-exit-lock-wait "the compressor did not wait for the lock with a temporary file: $(ls "$d" | tr '\n' ' ')"
+		d9_kill "$lw_pid"
+	else
+		tmp=$(ls "$d"/trace."$lw_pid".*.tmp-"$lw_pid".* 2>/dev/null | head -1)
+		d9_kill "$lw_pid" TERM
+		left=$(ls "$d" | grep "\.tmp-$lw_pid\." | tr '\n' ' ')
+		if [ -n "$left" ]; then
+			d9_fail budget-exit-lock-wait "the exit left $left"
+		else
+			d9_pass budget-exit-lock-wait "$(basename "$tmp") removed at the exit (the lock was held elsewhere)"
+		fi
+	fi
+	rm -f "$T/lockwait.held"
+	wait "$holder" 2>/dev/null
+fi
