@@ -74,6 +74,12 @@ $(B)/san/tests/%: $(B)/san/obj/tests/unit/%.o $(B)/san/obj/format/format.o
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lpthread -lm
 
+# test-raw-encode runs the writer's raw.c itself (the test stands in for what it calls)
+$(B)/san/tests/test-raw-encode: $(B)/san/obj/tests/unit/test-raw-encode.o $(B)/san/obj/agent/raw.o \
+		$(B)/san/obj/format/format.o
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lpthread -lm
+
 # the recording core as a static archive: the test driver and benchmarks link it directly, so
 # they exercise the real inline hot path (objects are pulled in only when referenced)
 $(B)/libd9core.a: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(wildcard agent/*.c))

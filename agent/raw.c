@@ -2,16 +2,18 @@
  * whole words (d9-agent.h, "Raw records"): no varints, no coroutine list, no type counts on its
  * hot path. When the writer takes the block it encodes the records into the block's chunk here,
  * in place, with the same encoder (format/) the thread used to call, so the chunk's bytes are
- * exactly what they were. The records start past the room of the chunk's heads, and each record
- * is at least as long as the most bytes its encoding writes (tests/unit/test-raw.c), so the
- * encoding, written from the block's start, never reaches a record before it is read. */
+ * exactly what they were (tests/unit/test-raw-encode.c). The records start past the room of the
+ * chunk's heads, and each record is at least as long as the most bytes its encoding writes
+ * (tests/unit/test-raw.c), so the encoding, written from the block's start, never reaches a
+ * record before it is read. */
 #include "internal.h"
 
 #include <string.h>
 
 /* One record into e. Returns 0, or -1 for a record that is not one (a bug: the rest of the
  * block is then counted as dropped, never guessed at). */
-static int encode_one(struct d9_enc *e, const uint64_t *p, uint32_t words)
+static __attribute__((noinline)) int encode_one(struct d9_enc *e, const uint64_t *p,
+	uint32_t words)
 {
 	uint64_t now = p[0], h = p[1];
 	uint32_t small = D9__RAW_SMALL(h);
@@ -83,16 +85,74 @@ void d9__raw_encode(struct d9__block *b)
 	memset(&e, 0, sizeof(e));
 	d9_enc_begin(&e, b->data, D9_BLOCK_DATA, b->tid, b->worker, b->first_time, d9__shift,
 		D9_AGENT_SCHEMA);
-	uint32_t n = 0;
-	for (; p + 2 <= end; n++) {
-		uint32_t words = D9__RAW_WORDS(p[1]);
-		if (words < 3 || p + words > end || encode_one(&e, p, words) != 0)
+	/* The five events a scheduler records most are encoded here, with the encoder's position,
+	 * last time and count in locals (through e they were loaded and stored at every event: its
+	 * fields are written through byte pointers, which may alias them) and each recognised by
+	 * its head's type and length at once: 84 instructions per Park or Unpark before, 76 here
+	 * (agent/COST.md, section 12). The bytes are d9_enc_*'s (the head's and fields' code is
+	 * theirs: tests/unit/test-raw-encode.c); the other events go through encode_one. */
+#define HOT(type, words) ((uint32_t)(type) | (uint32_t)(words) << 8)
+	uint8_t *q = e.p, *const limit = e.end;
+	uint64_t last = e.last;
+	uint32_t count = e.count, words;
+	const unsigned shift = d9__shift;
+	for (; p + 2 <= end; p += words) {
+		uint64_t h = p[1];
+		uint32_t type = D9__RAW_TYPE(h);
+		words = D9__RAW_WORDS(h);
+		if (words < 3 || p + words > end)
 			break;
-		p += words;
+		uint64_t t = p[0] >> shift, d = t > last ? t - last : 0;
+		uint32_t tw = (uint32_t)h;
+		if (D9_UNLIKELY(q >= limit)) {
+			goto other; /* -ENOSPC there */
+		} else if (tw == HOT(D9_EV_PARK, D9__RW_PARK)) {
+			int64_t timeout = (int64_t)p[2];
+			q = d9__enc_park_fields(&e, d9__enc_type_delta(q, type, d), D9__RAW_SMALL(h),
+				timeout);
+		} else if (tw == HOT(D9_EV_UNPARK, D9__RW_UNPARK)) {
+			int64_t ready = (int64_t)p[2];
+			uint64_t cpu = p[3], wait = p[4];
+			q = d9__enc_unpark_fields(d9__enc_type_delta(q, type, d), D9_AGENT_SCHEMA,
+				ready, cpu, wait);
+		} else if (tw == HOT(D9_EV_POLL_START, D9__RW_POLL_START)) {
+			uint64_t co = p[2], loc = p[3];
+			q = d9__enc_poll_start_fields(&e, d9__enc_type_delta(q, type, d), co, loc);
+		} else if (tw == HOT(D9_EV_POLL_END, D9__RW_POLL_END)) {
+			uint64_t co = p[2];
+			q = d9__enc_coroutine(&e, d9__enc_type_delta(q, type, d), co);
+		} else if (tw == HOT(D9_EV_WAKE, D9__RW_WAKE)) {
+			uint64_t woken = p[2], waker = p[3];
+			int64_t object = (int64_t)p[4];
+			q = d9__enc_wake_fields(&e, d9__enc_type_delta(q, type, d), woken, waker,
+				D9__RAW_SMALL(h), object);
+		} else {
+other:
+			e.p = q;
+			e.last = last;
+			e.count = count;
+			if (encode_one(&e, p, words) != 0)
+				goto done;
+			q = e.p;
+			last = e.last;
+			count = e.count;
+			continue;
+		}
+		/* d9__enc_head's bookkeeping */
+		if (t > last)
+			last = t;
+		count++;
+		e.types[type]++;
 	}
-	if (n < b->count) {
+#undef HOT
+	e.p = q;
+	e.last = last;
+	e.count = count;
+done:
+	/* one event per record */
+	if (e.count < b->count) {
 		/* cannot happen (a record the stores above did not write): count, do not guess */
-		uint64_t lost = b->count - n;
+		uint64_t lost = b->count - e.count;
 		if (d9_enc_dropped(&e, (uint64_t)e.last << d9__shift, lost, D9_DROP_BUFFERS_FULL) == 0) {
 			b->dropped += lost;
 			b->drop_records++;

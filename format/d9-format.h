@@ -584,17 +584,10 @@ static inline int d9_enc_room(const struct d9_enc *e)
 	return e->p < e->end;
 }
 
-static inline uint8_t *d9__enc_head(struct d9_enc *e, uint32_t type, uint64_t ticks)
+/* The head byte of an event of `type` d units after the previous one, then the rest of d. */
+static inline __attribute__((always_inline)) uint8_t *d9__enc_type_delta(uint8_t *p,
+	uint32_t type, uint64_t d)
 {
-	uint64_t t = ticks >> e->shift;
-	uint64_t d = t > e->last ? t - e->last : 0;
-	uint8_t *p = e->p;
-
-	if (t > e->last)
-		e->last = t;
-	e->count++;
-	if (type <= D9_EV_KNOWN_MAX) /* a constant at every call site: folded */
-		e->types[type]++;
 	/* the low three bits of the delta ride in the type byte: lossless; scheduler steps under
 	 * 8 units (~1 us) cost nothing more, and one varint byte covers up to 1023 units */
 	if (d < 8) {
@@ -604,6 +597,19 @@ static inline uint8_t *d9__enc_head(struct d9_enc *e, uint32_t type, uint64_t ti
 		p = d9_put_varint(p, d >> 3);
 	}
 	return p;
+}
+
+static inline uint8_t *d9__enc_head(struct d9_enc *e, uint32_t type, uint64_t ticks)
+{
+	uint64_t t = ticks >> e->shift;
+	uint64_t d = t > e->last ? t - e->last : 0;
+
+	if (t > e->last)
+		e->last = t;
+	e->count++;
+	if (type <= D9_EV_KNOWN_MAX) /* a constant at every call site: folded */
+		e->types[type]++;
+	return d9__enc_type_delta(e->p, type, d);
 }
 
 /* A coroutine field: a busy worker touches a handful of coroutines at a time (wake, then poll
@@ -641,15 +647,66 @@ static inline uint8_t *d9__enc_coroutine(struct d9_enc *e, uint8_t *p, uint64_t 
 	return p;
 }
 
+/* The fields of the five events a scheduler records most, after their head: d9_enc_* below, and
+ * the writer's encoding of raw records (agent/raw.c), which keeps the head's state in registers. */
+static inline uint8_t *d9__enc_poll_start_fields(struct d9_enc *e, uint8_t *p, uint64_t coroutine,
+	uint64_t location)
+{
+	p = d9__enc_coroutine(e, p, coroutine);
+	return d9_put_varint(p, location);
+}
+
+/* timeout_us: -1 for an infinite wait. */
+static inline uint8_t *d9__enc_park_fields(struct d9_enc *e, uint8_t *p, uint32_t call,
+	int64_t timeout_us)
+{
+	p = d9_put_varint(p, call);
+	if (__builtin_expect(timeout_us != e->park_timeout || !e->park_len, 0)) {
+		e->park_timeout = timeout_us;
+		e->park_len = (uint8_t)(d9_put_varint(e->park_bytes, d9_zigzag(timeout_us)) -
+			e->park_bytes);
+	}
+	/* 16 bytes copied, park_len of them kept: the slack after end holds them */
+	memcpy(p, e->park_bytes, 16);
+	return p + e->park_len;
+}
+
+/* cpu_ns and sched_wait_ns are written only when the schema has them: as they are with
+ * D9_SCHEMA_UNPARK_STATS (D9_UNKNOWN then takes 10 bytes and decodes as D9_UNKNOWN), plus one
+ * with D9_SCHEMA_UNPARK_INTERVAL (D9_UNKNOWN is written as 0: one byte). */
+static inline uint8_t *d9__enc_unpark_fields(uint8_t *p, unsigned flags, int64_t ready,
+	uint64_t cpu_ns, uint64_t sched_wait_ns)
+{
+	p = d9_put_varint(p, d9_zigzag(ready));
+	if (flags & D9_SCHEMA_UNPARK_INTERVAL) {
+		p = d9_put_varint(p, cpu_ns == D9_UNKNOWN ? 0 : cpu_ns + 1);
+		p = d9_put_varint(p, sched_wait_ns == D9_UNKNOWN ? 0 : sched_wait_ns + 1);
+	} else if (flags & D9_SCHEMA_UNPARK_STATS) {
+		p = d9_put_varint(p, cpu_ns);
+		p = d9_put_varint(p, sched_wait_ns);
+	}
+	return p;
+}
+
+/* object: the fd for D9_WAKE_FD; for D9_WAKE_TIMER the deadline in units relative to this
+ * event's time (negative: the deadline had passed); an address or 0 otherwise. Objects need
+ * |object| < 2^60 (kind takes 3 bits of the packed field). */
+static inline uint8_t *d9__enc_wake_fields(struct d9_enc *e, uint8_t *p, uint64_t woken,
+	uint64_t waker, uint32_t kind, int64_t object)
+{
+	p = d9__enc_coroutine(e, p, woken);
+	p = d9__enc_coroutine(e, p, waker);
+	return d9_put_varint(p, d9_zigzag(object) << 3 | (kind & 7));
+}
+
 /* Each returns 0, or -ENOSPC when the chunk is full (nothing written). */
 static inline int d9_enc_poll_start(struct d9_enc *e, uint64_t ticks, uint64_t coroutine,
 	uint64_t location)
 {
 	if (e->p >= e->end)
 		return -28;
-	uint8_t *p = d9__enc_head(e, D9_EV_POLL_START, ticks);
-	p = d9__enc_coroutine(e, p, coroutine);
-	e->p = d9_put_varint(p, location);
+	e->p = d9__enc_poll_start_fields(e, d9__enc_head(e, D9_EV_POLL_START, ticks), coroutine,
+		location);
 	return 0;
 }
 
@@ -662,57 +719,31 @@ static inline int d9_enc_poll_end(struct d9_enc *e, uint64_t ticks, uint64_t cor
 	return 0;
 }
 
-/* timeout_us: -1 for an infinite wait. */
 static inline int d9_enc_park(struct d9_enc *e, uint64_t ticks, uint32_t call, int64_t timeout_us)
 {
 	if (e->p >= e->end)
 		return -28;
-	uint8_t *p = d9__enc_head(e, D9_EV_PARK, ticks);
-	p = d9_put_varint(p, call);
-	if (__builtin_expect(timeout_us != e->park_timeout || !e->park_len, 0)) {
-		e->park_timeout = timeout_us;
-		e->park_len = (uint8_t)(d9_put_varint(e->park_bytes, d9_zigzag(timeout_us)) -
-			e->park_bytes);
-	}
-	/* 16 bytes copied, park_len of them kept: the slack after end holds them */
-	memcpy(p, e->park_bytes, 16);
-	e->p = p + e->park_len;
+	e->p = d9__enc_park_fields(e, d9__enc_head(e, D9_EV_PARK, ticks), call, timeout_us);
 	return 0;
 }
 
-/* cpu_ns and sched_wait_ns are written only when the schema has them: as they are with
- * D9_SCHEMA_UNPARK_STATS (D9_UNKNOWN then takes 10 bytes and decodes as D9_UNKNOWN), plus one
- * with D9_SCHEMA_UNPARK_INTERVAL (D9_UNKNOWN is written as 0: one byte). */
 static inline int d9_enc_unpark(struct d9_enc *e, uint64_t ticks, int64_t ready, uint64_t cpu_ns,
 	uint64_t sched_wait_ns)
 {
 	if (e->p >= e->end)
 		return -28;
-	uint8_t *p = d9__enc_head(e, D9_EV_UNPARK, ticks);
-	p = d9_put_varint(p, d9_zigzag(ready));
-	if (e->flags & D9_SCHEMA_UNPARK_INTERVAL) {
-		p = d9_put_varint(p, cpu_ns == D9_UNKNOWN ? 0 : cpu_ns + 1);
-		p = d9_put_varint(p, sched_wait_ns == D9_UNKNOWN ? 0 : sched_wait_ns + 1);
-	} else if (e->flags & D9_SCHEMA_UNPARK_STATS) {
-		p = d9_put_varint(p, cpu_ns);
-		p = d9_put_varint(p, sched_wait_ns);
-	}
-	e->p = p;
+	e->p = d9__enc_unpark_fields(d9__enc_head(e, D9_EV_UNPARK, ticks), e->flags, ready, cpu_ns,
+		sched_wait_ns);
 	return 0;
 }
 
-/* object: the fd for D9_WAKE_FD; for D9_WAKE_TIMER the deadline in units relative to this
- * event's time (negative: the deadline had passed); an address or 0 otherwise. Objects need
- * |object| < 2^60 (kind takes 3 bits of the packed field). */
 static inline int d9_enc_wake(struct d9_enc *e, uint64_t ticks, uint64_t woken, uint64_t waker,
 	uint32_t kind, int64_t object)
 {
 	if (e->p >= e->end)
 		return -28;
-	uint8_t *p = d9__enc_head(e, D9_EV_WAKE, ticks);
-	p = d9__enc_coroutine(e, p, woken);
-	p = d9__enc_coroutine(e, p, waker);
-	e->p = d9_put_varint(p, d9_zigzag(object) << 3 | (kind & 7));
+	e->p = d9__enc_wake_fields(e, d9__enc_head(e, D9_EV_WAKE, ticks), woken, waker, kind,
+		object);
 	return 0;
 }
 
