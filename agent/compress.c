@@ -23,10 +23,24 @@ int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *)); /* lifecycle.c */
 
 #define RETRY_NS (30 * 1000000000ull) /* a segment that failed to compress waits this long */
 
-void d9__tmp_announce(const char *path)
+/* The exit path sets compress_abort, then reads tmp_creating; this sets tmp_creating, then reads
+ * compress_abort (both sequentially consistent): either the creation sees the abort and makes
+ * nothing, or the exit path waits until the file is made and announced, and removes it. So an
+ * exit never leaves a temporary file that was created after it gave the compressor up. */
+int d9__tmp_create(struct d9__file *out, const char *path)
 {
-	snprintf(d9__g.compress_tmp, sizeof(d9__g.compress_tmp), "%s", path);
-	__atomic_store_n(&d9__g.tmp_live, 1, __ATOMIC_RELEASE);
+	struct d9__agent *g = &d9__g;
+	int err = -ECANCELED;
+
+	__atomic_store_n(&g->tmp_creating, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&g->compress_abort, __ATOMIC_SEQ_CST)) {
+		snprintf(g->compress_tmp, sizeof(g->compress_tmp), "%s", path);
+		__atomic_store_n(&g->tmp_live, 1, __ATOMIC_RELEASE);
+		if ((err = d9__file_create(out, path, O_WRONLY)) != 0)
+			__atomic_store_n(&g->tmp_live, 0, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&g->tmp_creating, 0, __ATOMIC_SEQ_CST);
+	return err;
 }
 
 void d9__tmp_done(void)
@@ -34,12 +48,19 @@ void d9__tmp_done(void)
 	__atomic_store_n(&d9__g.tmp_live, 0, __ATOMIC_RELEASE);
 }
 
-void d9__tmp_abandon(void)
+void d9__tmp_abandon(uint64_t deadline)
 {
+	struct d9__agent *g = &d9__g;
 	int saved = errno;
 
-	if (__atomic_exchange_n(&d9__g.tmp_live, 0, __ATOMIC_ACQ_REL))
-		unlink(d9__g.compress_tmp);
+	/* a creation takes a few system calls; the compressor runs at nice 19, so it may need
+	 * the CPU back to finish one: yield to it until the exit's deadline */
+	while (__atomic_load_n(&g->tmp_creating, __ATOMIC_SEQ_CST) && d9__mono_ns() < deadline) {
+		struct timespec ts = { 0, 100000 };
+		nanosleep(&ts, NULL);
+	}
+	if (__atomic_exchange_n(&g->tmp_live, 0, __ATOMIC_ACQ_REL))
+		unlink(g->compress_tmp);
 	errno = saved;
 }
 
@@ -137,8 +158,7 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	 * keeps anyone from placing a file or link there first */
 	do {
 		d9__tmp_name(tmp, sizeof(tmp), dst, ".tmp-");
-		d9__tmp_announce(tmp);
-		err = d9__file_create(&out, tmp, O_WRONLY);
+		err = d9__tmp_create(&out, tmp);
 	} while (err == -EEXIST);
 	if (err)
 		goto err_in;
@@ -227,17 +247,16 @@ static int symbolize_job(const char *path, uint32_t seq)
 	char base[4300];
 	snprintf(base, sizeof(base), "%s.gz", path);
 	d9__tmp_name(tmp, sizeof(tmp), base, ".tmp-");
-	d9__tmp_announce(tmp);
+	/* tmp is made by d9__tmp_create (write_segment); as in d9__gzip_file, the exit path
+	 * removes it while it is announced, up to the rename */
 	int r = d9__symbolize_segment(path, tmp, &size);
-	/* as in d9__gzip_file: the exit path removes the file while it is announced, up to the
-	 * rename */
-	if (!__atomic_load_n(&g->tmp_live, __ATOMIC_ACQUIRE)) {
-		unlink(tmp); /* the exit path gave up on us: nothing is renamed any more */
-		return -ECANCELED;
-	}
 	if (r <= 0) {
 		d9__tmp_done();
 		return r == -ECANCELED ? r : 0;
+	}
+	if (!__atomic_load_n(&g->tmp_live, __ATOMIC_ACQUIRE)) {
+		unlink(tmp); /* the exit path gave up on us: nothing is renamed any more */
+		return -ECANCELED;
 	}
 	if (size > g->cfg.max_file_size) {
 		/* no segment is larger than D9_MAX_FILE_SIZE: this one stays without symbols (the
@@ -456,6 +475,8 @@ void *d9__compressor_main(void *arg)
 	d9__lock(&g->disk_lock);
 	for (;;) {
 		struct d9__sealed *job = NULL;
+		if (__atomic_load_n(&g->compress_abort, __ATOMIC_ACQUIRE))
+			break; /* the process is exiting: no new job (its .bin files stay) */
 		for (size_t i = 0; i < g->nsealed && !job; i++) {
 			size_t n = strlen(g->sealed[i].path);
 			if (n > 4 && !strcmp(g->sealed[i].path + n - 4, ".bin") &&

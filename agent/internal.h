@@ -267,6 +267,7 @@ struct d9__agent {
 	 * when the compressor is given up on (async-signal-safe: a flag and unlink) */
 	char compress_tmp[4300];
 	int tmp_live;
+	int tmp_creating; /* 1 while d9__tmp_create runs: the exit path waits for it to end */
 
 	int exit_done;
 	int dir_switch; /* privilege drop: the writer seals and moves to the prepared directory */
@@ -395,11 +396,14 @@ int d9__file_truncate(struct d9__file *f, uint64_t size);
 int d9__file_close(struct d9__file *f);
 /* A close-on-exec duplicate of a checked descriptor, at a high number, or -1. */
 int d9__file_dup(const struct d9__file *f);
-/* compress.c: the compressor's temporary file, announced for the exit path (d9__tmp_abandon). */
-void d9__tmp_announce(const char *path);
+/* compress.c: the compressor's temporary file, announced for the exit path (d9__tmp_abandon)
+ * from its creation until d9__tmp_done. d9__tmp_create makes it (O_EXCL), unless the exit path
+ * has already given the compressor up (-ECANCELED). */
+int d9__tmp_create(struct d9__file *out, const char *path);
 void d9__tmp_done(void);
-/* Exit path, the compressor given up on: removes its temporary file (async-signal-safe). */
-void d9__tmp_abandon(void);
+/* Exit path, the compressor given up on (compress_abort set before): waits until deadline at
+ * most for a creation under way, then removes the file (async-signal-safe). */
+void d9__tmp_abandon(uint64_t deadline);
 /* An unpredictable temporary name: <base><tag><pid>.<random>. */
 void d9__tmp_name(char *out, size_t cap, const char *base, const char *tag);
 

@@ -100,8 +100,8 @@ static int seal_now(int ended)
 		 * with) and drops what it has (its .bin stays; a temporary file it opens after this
 		 * is a dead process's leftover for the next start) */
 		__atomic_store_n(&g->compress_stop, 1, __ATOMIC_RELEASE);
-		__atomic_store_n(&g->compress_abort, 1, __ATOMIC_RELEASE);
-		d9__tmp_abandon();
+		__atomic_store_n(&g->compress_abort, 1, __ATOMIC_SEQ_CST); /* d9__tmp_create */
+		d9__tmp_abandon(deadline);
 	}
 	/* the writer first (it takes no lock): also from a thread inside the agent, or a signal
 	 * handler; the compressor's wake may wait for disk_lock, which the writer's seal takes */
@@ -630,6 +630,7 @@ static void fork_child(void)
 	g->compress_abort = 0;
 	g->compressor_done = 0;
 	g->tmp_live = 0; /* the parent's compressor's file, not ours to remove */
+	g->tmp_creating = 0;
 	g->write_failing = 0;
 	g->exit_done = 0;
 	g->dir_switch = 0; /* a drop in progress in the parent is the parent's (the child has no writer) */

@@ -684,7 +684,7 @@ static int write_segment(struct seg *s, const char *tmp, const uint8_t *chunk, s
 		return -ENOMEM;
 	}
 	struct d9__file out;
-	if ((err = d9__file_create(&out, tmp, O_WRONLY)) != 0)
+	if ((err = d9__tmp_create(&out, tmp)) != 0)
 		goto err_tr;
 	if ((err = copy_range(&s->f, &out, 0, s->insert_at)) ||
 		(err = d9__file_write(&out, chunk, chunk_len)) ||
