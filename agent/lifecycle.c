@@ -97,15 +97,16 @@ static int seal_now(int ended)
 	__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
 	if (g->compressor_started) {
 		/* first, so it starts nothing (symbolizing loads libdw: CPU the exit would compete
-		 * with) and drops what it has (its .bin stays; a temporary file it opens after this
-		 * is a dead process's leftover for the next start) */
+		 * with) and drops what it has (its .bin stays; it makes no temporary file after
+		 * this: d9__tmp_create) */
 		__atomic_store_n(&g->compress_stop, 1, __ATOMIC_RELEASE);
-		__atomic_store_n(&g->compress_abort, 1, __ATOMIC_SEQ_CST); /* d9__tmp_create */
-		d9__tmp_abandon(deadline);
+		__atomic_store_n(&g->compress_abort, 1, __ATOMIC_SEQ_CST);
 	}
 	/* the writer first (it takes no lock): also from a thread inside the agent, or a signal
 	 * handler; the compressor's wake may wait for disk_lock, which the writer's seal takes */
 	d9__writer_wake();
+	if (g->compressor_started)
+		d9__tmp_abandon(deadline); /* after the wake: its wait is the writer's sealing time */
 	if (g->compressor_started && !inside)
 		d9__compressor_wake(deadline); /* a pause joins it (join_threads) */
 	int sealed = 0, waited = 0;
