@@ -33,11 +33,12 @@ int d9__tmp_create(struct d9__file *out, const char *path)
 	int err = -ECANCELED;
 
 	__atomic_store_n(&g->tmp_creating, 1, __ATOMIC_SEQ_CST);
-	if (!__atomic_load_n(&g->compress_abort, __ATOMIC_SEQ_CST)) {
+	/* announced once made: an exit that stops waiting (its deadline) never removes a file of
+	 * that name that is not ours (then the file is the compressor's to remove, at its abort) */
+	if (!__atomic_load_n(&g->compress_abort, __ATOMIC_SEQ_CST) &&
+		(err = d9__file_create(out, path, O_WRONLY)) == 0) {
 		snprintf(g->compress_tmp, sizeof(g->compress_tmp), "%s", path);
 		__atomic_store_n(&g->tmp_live, 1, __ATOMIC_RELEASE);
-		if ((err = d9__file_create(out, path, O_WRONLY)) != 0)
-			__atomic_store_n(&g->tmp_live, 0, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&g->tmp_creating, 0, __ATOMIC_SEQ_CST);
 	return err;
@@ -191,8 +192,9 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	}
 	/* under the directory lock: a .bin the budget deleted (any process) stays deleted */
 	int taken = d9__dirlock_take(5000000000ull, 1);
+	int exiting = __atomic_load_n(&d9__g.compress_abort, __ATOMIC_ACQUIRE);
 	if (taken < 0) {
-		err = -EAGAIN;
+		err = exiting ? -ECANCELED : -EAGAIN; /* an exit is no failure to compress */
 		goto err_tmp;
 	}
 	if (lstat(src, &st) != 0 || st.st_dev != in.dev || st.st_ino != in.ino) {
@@ -202,6 +204,8 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	}
 	if (rename(tmp, dst) != 0) {
 		err = -errno;
+		if (err == -ENOENT && __atomic_load_n(&d9__g.compress_abort, __ATOMIC_ACQUIRE))
+			err = -ECANCELED; /* the exit removed it: the .bin stays, not deleted */
 		d9__dirlock_give(taken);
 		goto err_tmp;
 	}

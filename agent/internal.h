@@ -263,8 +263,9 @@ struct d9__agent {
 	int compressor_done; /* the compressor thread has finished (async-signal-safe to read) */
 	int compress_abort; /* exit cannot wait longer: the compressor drops its current job */
 	uint64_t compress_failures; /* segments that failed to compress (each stays .bin) */
-	/* the compressor's temporary file while it exists (tmp_live 1): removed by the exit path
-	 * when the compressor is given up on (async-signal-safe: a flag and unlink) */
+	/* the compressor's temporary file from its creation until its rename (tmp_live 1):
+	 * removed by the exit path when the compressor is given up on (async-signal-safe: a flag
+	 * and unlink) */
 	char compress_tmp[4300];
 	int tmp_live;
 	int tmp_creating; /* 1 while d9__tmp_create runs: the exit path waits for it to end */

@@ -88,7 +88,7 @@ void d9__raw_encode(struct d9__block *b)
 	/* The five events a scheduler records most are encoded here, with the encoder's position,
 	 * last time and count in locals (through e they were loaded and stored at every event: its
 	 * fields are written through byte pointers, which may alias them) and each recognised by
-	 * its head's type and length at once: 84 instructions per Park or Unpark before, 76 here
+	 * its head's type and length at once: 84 instructions per Park or Unpark before, 67 here
 	 * (agent/COST.md, section 12). The bytes are d9_enc_*'s (the head's and fields' code is
 	 * theirs: tests/unit/test-raw-encode.c); the other events go through encode_one. */
 #define HOT(type, words) ((uint32_t)(type) | (uint32_t)(words) << 8)

@@ -293,10 +293,14 @@ while os.path.exists(sys.argv[2]):
 		tmp=$(ls "$d"/trace."$lw_pid".*.tmp-"$lw_pid".* 2>/dev/null | head -1)
 		d9_kill "$lw_pid" TERM
 		left=$(ls "$d" | grep "\.tmp-$lw_pid\." | tr '\n' ' ')
+		bin=${tmp%.gz.tmp-*}
 		if [ -n "$left" ]; then
 			d9_fail budget-exit-lock-wait "the exit left $left"
+		elif [ -z "$tmp" ] || [ ! -e "$bin" ]; then
+			# the job's segment stays .bin for the next start: nothing lost
+			d9_fail budget-exit-lock-wait "the segment of ${tmp:-the temporary file} is gone: $(ls "$d" | tr '\n' ' ')"
 		else
-			d9_pass budget-exit-lock-wait "$(basename "$tmp") removed at the exit (the lock was held elsewhere)"
+			d9_pass budget-exit-lock-wait "$(basename "$tmp") removed at the exit (the lock was held elsewhere), $(basename "$bin") kept"
 		fi
 	fi
 	rm -f "$T/lockwait.held"

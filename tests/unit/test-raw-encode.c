@@ -3,14 +3,13 @@
  * PollEnd, Wake) with its own loop, the encoder's state in locals, and the rest through the
  * d9_enc_* calls; the chunk it makes must be byte for byte the one those calls make for the same
  * events, with the same count and per-type counts. Random blocks: every record type the agent
- * writes in raw form, time steps from 0 to 2^40 units, coroutines near and far from the recent
- * ones (the one-byte MRU codes and the varint), timeouts that repeat and change (Park's cached
- * bytes), schedstat fields known and unknown. Then a block with a damaged record: the rest is
+ * writes in raw form, time steps from 0 to 2^40 clock ticks (2^32 units at shift 8) and
+ * backwards, coroutines near and far from the recent ones (the one-byte MRU codes and the
+ * varint), timeouts that repeat and change (Park's cached bytes), schedstat fields known and
+ * unknown. Then a block with a damaged record: the rest is
  * counted as dropped, never guessed at. Links agent/raw.c with the stand-ins below. */
 #include "internal.h"
 #include "t.h"
-
-#include <stdarg.h>
 
 /* raw.c's outside world: the clock's shift, its tick conversion, its log */
 uint8_t d9__shift = 8;
