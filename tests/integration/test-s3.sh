@@ -80,11 +80,8 @@ fi
 
 # ---- upload: keys, bytes, session token, '=' in the prefix, signatures -------------------------------
 d=$T/up
-# D9_EXIT_TIMEOUT=10s: the uploads' counts reach the trace in the trailer of a segment sealed
-# after them, here the one the exit seals; with the default 100 ms a loaded machine left it
-# .active (by design: the next start recovers it), without the trailer s3-trailer-counts reads
 d9_bg pid "$T/up.out" "$T/up.err" "${S3ENV[@]}" "${CREDS[@]}" AWS_SESSION_TOKEN=tok-1 \
-	D9_S3_PREFIX="d9/env=test" D9_TRACE_PATH="$d/trace.bin" D9_EXIT_TIMEOUT=10s -- \
+	D9_S3_PREFIX="d9/env=test" D9_TRACE_PATH="$d/trace.bin" -- \
 	-t 2 -n 500 --sleep-every 1 --sleep-us 5000 --exit hang
 UP_PID=$pid
 if ! d9_wait_for 120 uploaded_all "$d" "d9/env=test"; then
