@@ -90,8 +90,13 @@ void d9__raw_encode(struct d9__block *b)
 	 * its head's type and length at once: per event 84 -> 70 for Park or Unpark, 68 -> 63 for
 	 * QueueSample (agent/COST.md, section 12). The bytes are d9_enc_*'s (the head's and fields'
 	 * code is theirs: tests/unit/test-raw-encode.c); the other events go through encode_one,
-	 * inline but cold (out of line, its call and frame cost the other events 50 more). */
+	 * inline but cold (out of line, its call and frame made QueueSample cost 120). */
 #define HOT(type, words) ((uint32_t)(type) | (uint32_t)(words) << 8)
+#ifdef __clang__
+#define D9__COLD_LABEL /* clang takes `cold` on functions only */
+#else
+#define D9__COLD_LABEL __attribute__((cold))
+#endif
 	uint8_t *q = e.p, *const limit = e.end;
 	uint64_t last = e.last;
 	uint32_t count = e.count, words;
@@ -130,7 +135,7 @@ void d9__raw_encode(struct d9__block *b)
 			q = d9__enc_wake_fields(&e, d9__enc_type_delta(q, type, d), woken, waker,
 				D9__RAW_SMALL(h), object);
 		} else {
-other: __attribute__((cold));
+other: D9__COLD_LABEL;
 			e.p = q;
 			e.last = last;
 			e.count = count;
@@ -148,6 +153,7 @@ other: __attribute__((cold));
 		e.types[type]++;
 	}
 #undef HOT
+#undef D9__COLD_LABEL
 	e.p = q;
 	e.last = last;
 	e.count = count;

@@ -11,12 +11,14 @@ set -u
 . "$(dirname "$0")/lib.sh"
 d9_setup agent-accounting
 
-# ---- 4 threads x 1M events, 64 MiB of buffers: no drop at all ---------------------------------
-# 4M QueueSamples are ~10 MB encoded, well inside the default 64M buffer cap, so nothing may be
-# dropped whatever the scheduling. Parks every 10000 events exercise the writer's chunk stealing.
+# ---- 4 threads x 1M events, 160 MiB of buffers: no drop at all --------------------------------
+# 4M QueueSamples are ~10 MB encoded but 96 MB as the threads' raw records (3 words each), over
+# the default 64M cap: with it, no drop depended on the writer keeping up (it did not, twice, on
+# a loaded machine). D9_MAX_MEMORY=160M holds them all, so nothing may be dropped whatever the
+# scheduling. Parks every 10000 events exercise the writer's chunk stealing.
 N=1000000
 d=$T/nodrop
-d9_run "$T/nodrop.out" "$T/nodrop.err" D9_TRACE_PATH="$d/trace.bin" -- \
+d9_run "$T/nodrop.out" "$T/nodrop.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_MEMORY=160M -- \
 	-t 4 -n $N --park-every 10000 --sleep-us 50
 rc=$?
 d9_check "$T/nodrop.json" --expect-n $N --park-every 10000 --driver "$T/nodrop.out" "$d"

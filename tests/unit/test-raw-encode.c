@@ -1,6 +1,6 @@
 /* test-raw-encode.c: the writer's encoding of raw records (agent/raw.c) against the encoder it
- * must equal. raw.c encodes the five events a scheduler records most (Park, Unpark, PollStart,
- * PollEnd, Wake) with its own loop, the encoder's state in locals, and the rest through the
+ * must equal. raw.c encodes the six events a scheduler records most (Park, Unpark, PollStart,
+ * PollEnd, Wake, QueueSample) with its own loop, the encoder's state in locals, and the rest through the
  * d9_enc_* calls; the chunk it makes must be byte for byte the one those calls make for the same
  * events, with the same count and per-type counts. Random blocks: every record type the agent
  * writes in raw form, time steps from 0 to 2^40 clock ticks (2^32 units at shift 8) and
@@ -130,7 +130,7 @@ static size_t fill_block(struct d9_enc *e, size_t fill, uint64_t *kept_types)
 		case 8:
 			n = D9__RW_QUEUE_SAMPLE;
 			w[1] = D9__RAW_HDR(D9_EV_QUEUE_SAMPLE, n, 0);
-			w[2] = r >> 50;
+			w[2] = (r >> 34) & 1 ? r >> 50 : rnd() >> ((r >> 35) & 63);
 			T_EQ(d9_enc_queue_sample(e, t, w[2]), 0);
 			break;
 		case 9:
