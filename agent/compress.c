@@ -192,9 +192,8 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	}
 	/* under the directory lock: a .bin the budget deleted (any process) stays deleted */
 	int taken = d9__dirlock_take(5000000000ull, 1);
-	int exiting = __atomic_load_n(&d9__g.compress_abort, __ATOMIC_ACQUIRE);
 	if (taken < 0) {
-		err = exiting ? -ECANCELED : -EAGAIN; /* an exit is no failure to compress */
+		err = -EAGAIN;
 		goto err_tmp;
 	}
 	if (lstat(src, &st) != 0 || st.st_dev != in.dev || st.st_ino != in.ino) {
@@ -204,8 +203,6 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	}
 	if (rename(tmp, dst) != 0) {
 		err = -errno;
-		if (err == -ENOENT && __atomic_load_n(&d9__g.compress_abort, __ATOMIC_ACQUIRE))
-			err = -ECANCELED; /* the exit removed it: the .bin stays, not deleted */
 		d9__dirlock_give(taken);
 		goto err_tmp;
 	}
@@ -215,6 +212,11 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	d9__file_close(&in);
 	return 0;
 err_tmp:
+	/* once the exit has begun, no failure is the segment's (the lock's wait cut short, the
+	 * file the exit removed before the rename): a cancel, and the .bin stays for the next
+	 * start */
+	if (__atomic_load_n(&d9__g.compress_abort, __ATOMIC_ACQUIRE))
+		err = -ECANCELED;
 	d9__tmp_done();
 	unlink(tmp);
 err_in:

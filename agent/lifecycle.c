@@ -66,8 +66,9 @@ void d9__runtimes_attach(void) __attribute__((weak));
  * parked threads' chunks, writes everything, seals the segment and stops; this waits for that
  * at most D9_EXIT_TIMEOUT. Compression and symbolization are not waited for: the compressor drops
  * its job (its .bin stays, its temporary file goes: removed here, after a creation under way,
- * within the same deadline) and the next start or the analyzer finishes them. Safe in a signal handler that interrupted anything: a thread caught inside the agent
- * (busy) takes no lock and waits by polling. Only the first caller seals; another thread ending
+ * within the same deadline) and the next start or the analyzer finishes them. Safe in a signal
+ * handler that interrupted anything: a thread caught inside the agent (busy) takes no lock and
+ * waits by polling. Only the first caller seals; another thread ending
  * at the same time waits for that seal. ended: the running coroutine ends its poll here (exit,
  * _exit, exec: the program's own call); a fatal signal cuts it, and the trace says so by ending
  * with its open PollStart. Returns 1 when the writer stopped (sealed). */

@@ -17,23 +17,14 @@ static int encode_one(struct d9_enc *e, const uint64_t *p, uint32_t words)
 	uint64_t now = p[0], h = p[1];
 	uint32_t small = D9__RAW_SMALL(h);
 
+	/* Park, Unpark, PollStart, PollEnd, Wake and QueueSample are d9__raw_encode's own: one
+	 * reaches this only when the chunk is full or the record is damaged, and ends the block
+	 * either way (the default below) */
 	switch (D9__RAW_TYPE(h)) {
-	case D9_EV_POLL_START:
-		return words == D9__RW_POLL_START ? d9_enc_poll_start(e, now, p[2], p[3]) : -1;
-	case D9_EV_POLL_END:
-		return words == D9__RW_POLL_END ? d9_enc_poll_end(e, now, p[2]) : -1;
-	case D9_EV_PARK:
-		return words == D9__RW_PARK ? d9_enc_park(e, now, small, (int64_t)p[2]) : -1;
-	case D9_EV_UNPARK:
-		return words == D9__RW_UNPARK ? d9_enc_unpark(e, now, (int64_t)p[2], p[3], p[4]) : -1;
-	case D9_EV_WAKE:
-		return words == D9__RW_WAKE ? d9_enc_wake(e, now, p[2], p[3], small, (int64_t)p[4]) : -1;
 	case D9_EV_SPAWN:
 		return words == D9__RW_SPAWN ? d9_enc_spawn(e, now, p[2], p[3], p[4]) : -1;
 	case D9_EV_COROUTINE_EXIT:
 		return words == 3 ? d9_enc_coroutine_exit(e, now, p[2]) : -1;
-	case D9_EV_QUEUE_SAMPLE:
-		return words == 3 ? d9_enc_queue_sample(e, now, p[2]) : -1;
 	case D9_EV_ZERO_TIMEOUT_WAITS:
 		return words == 3 ? d9_enc_zero_timeout_waits(e, now, p[2]) : -1;
 	case D9_EV_MARK:
