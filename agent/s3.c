@@ -512,6 +512,8 @@ static void *uploader_main(void *arg)
 				if (!err) {
 					count(&s3.uploaded, 1);
 					count(&s3.uploaded_bytes, size);
+					d9__log(D9_LOG_DEBUG, "S3 upload: %s stored (%llu bytes)",
+						j.path, (unsigned long long)size);
 				} else if (err == -ENOENT) {
 					count(&s3.evicted, 1);
 				} else {

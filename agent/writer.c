@@ -26,14 +26,19 @@ static struct d9__drop reports[D9_PENDING_DROPS];
 static size_t nreports;
 static int logged_failure, logged_recovery;
 
+/* The S3 counts the last trailer of this process carried (seg_seal). */
+static uint64_t s3_sealed[4];
+
 void d9__writer_child(void);
-/* In a forked child: the parent's unwritten drop counts belong to the parent. */
+/* In a forked child: the parent's unwritten drop counts belong to the parent, and its S3 counts
+ * (the child's start from zero, s3.c). */
 void d9__writer_child(void)
 {
 	nwdrops = 0;
 	wdrop_overflow = 0;
 	nreports = 0;
 	logged_failure = logged_recovery = 0;
+	memset(s3_sealed, 0, sizeof(s3_sealed));
 	d9__budget_child();
 	d9__flight_child();
 }
@@ -392,6 +397,16 @@ static int seg_owned(struct d9__segment *s)
 	return err;
 }
 
+/* Whether uploads settled since the last trailer: they reach no trailer unless one more segment
+ * is sealed (the exit's, below; the counts are this process's and die with it). */
+static int s3_unreported(void)
+{
+	uint64_t c[4];
+
+	d9__s3_counts(c);
+	return memcmp(c, s3_sealed, sizeof(c)) != 0;
+}
+
 static void seg_seal(void)
 {
 	struct d9__segment *s = &d9__g.seg;
@@ -416,6 +431,7 @@ static void seg_seal(void)
 	if (sealed_ok) {
 		s->size += (uint64_t)(w.p - buf);
 		s->good = s->size;
+		memcpy(s3_sealed, s3c, sizeof(s3c));
 	} else {
 		cut_back(s);
 	}
@@ -768,6 +784,12 @@ void *d9__writer_main(void *arg)
 			d9__unflushed_report(count_unflushed);
 			if ((nwdrops || wdrop_overflow) && d9__flight_writing())
 				write_drop_records();
+			/* uploads settled since the last seal (a time-based rotation sealed it and
+			 * nothing was recorded since): a segment of their own, or no trailer would
+			 * count them (FORMAT.md section 11) */
+			if (g->seg.f.fd < 0 && !g->write_failing && d9__flight_writing() &&
+				s3_unreported())
+				seg_ready(0);
 			/* the budget is kept before the last seal (the segment counts as it is; its
 			 * trailer adds a few hundred bytes), so that the trailer carries the deletions.
 			 * The wait for the lock is a quarter of D9_EXIT_TIMEOUT: workers of one server

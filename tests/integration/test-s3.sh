@@ -80,11 +80,27 @@ fi
 
 # ---- upload: keys, bytes, session token, '=' in the prefix, signatures -------------------------------
 d=$T/up
+# D9_LOG=debug: the agent says "stored" once it has counted an upload (after the object is in
+# the store), which is what the trailer check below waits for
 d9_bg pid "$T/up.out" "$T/up.err" "${S3ENV[@]}" "${CREDS[@]}" AWS_SESSION_TOKEN=tok-1 \
-	D9_S3_PREFIX="d9/env=test" D9_TRACE_PATH="$d/trace.bin" -- \
+	D9_LOG=debug D9_S3_PREFIX="d9/env=test" D9_TRACE_PATH="$d/trace.bin" -- \
 	-t 2 -n 500 --sleep-every 1 --sleep-us 5000 --exit hang
 UP_PID=$pid
-if ! d9_wait_for 120 uploaded_all "$d" "d9/env=test"; then
+# every event of the driver (it records for about 2.5 s, then hangs) in sealed, compressed
+# segments (the time-based rotation seals the last one), each stored, and each upload counted by
+# the agent: the last upload comes after the last seal, so only the exit can put it in a trailer
+up_counted() {
+	local want got
+	[ -s "$T/up.out" ] && ! compgen -G "$d/*.active" >/dev/null &&
+		! compgen -G "$d/*.bin" >/dev/null || return 1
+	want=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).readline())["events"])' \
+		"$T/up.out" 2>/dev/null) || return 1
+	got=$("$ANALYZE" summary --json "$d" 2>/dev/null |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["events"])' 2>/dev/null) || return 1
+	[ "$got" = "$want" ] && uploaded_all "$d" "d9/env=test" &&
+		[ "$(grep -c 'S3 upload: .* stored' "$T/up.err")" -ge "$(compgen -G "$d/*.bin.gz" | wc -l)" ]
+}
+if ! d9_wait_for 120 up_counted; then
 	d9_fail s3-upload "not every sealed segment was uploaded: local $(ls "$d" | tr '\n' ' '); stored $(s3keys | head -5 | tr '\n' ' '); $(tail -c 300 "$T/up.err")"
 else
 	if grep -q libcurl "/proc/$UP_PID/maps"; then
@@ -133,17 +149,22 @@ info = "%d segments, keys like %s" % (len(local), mine[min(mine)])
 	else
 		d9_fail s3-signatures "$(head -c 600 <<<"$out")"
 	fi
-	# the trailers count the uploads (FORMAT.md section 11): the last segment's running totals
+	# the trailers count the uploads (FORMAT.md section 11): every upload the agent made, the
+	# last ones (after the last time-based seal: the driver hangs) in the segment its exit
+	# seals for them
 	"$ANALYZE" summary --json "$d" >"$T/up.sum" 2>/dev/null
 	d9_py s3-trailer-counts '
+import re
 q = one(f[0])["data_quality"]
-if q["s3_uploaded"] < 1 or q["s3_uploaded_bytes"] < 100:
-    fail("summary shows %d segments, %d bytes uploaded (files: %s)" % (q["s3_uploaded"],
-         q["s3_uploaded_bytes"], sorted(os.listdir(f[1]))))
+stored = [l for l in open(f[2], errors="replace") if "S3 upload: " in l and " stored (" in l]
+want, want_bytes = len(stored), sum(int(re.search(r"stored \((\d+) bytes", l).group(1)) for l in stored)
+if q["s3_uploaded"] != want or q["s3_uploaded_bytes"] != want_bytes:
+    fail("summary shows %d segments, %d bytes uploaded; the agent stored %d, %d bytes (files: %s)" %
+         (q["s3_uploaded"], q["s3_uploaded_bytes"], want, want_bytes, sorted(os.listdir(f[1]))))
 if q["s3_failures"] or q["s3_evicted"]:
     fail("failures %d, evicted %d with a working endpoint" % (q["s3_failures"], q["s3_evicted"]))
-info = "%d uploaded, %d bytes" % (q["s3_uploaded"], q["s3_uploaded_bytes"])
-' "$T/up.sum" "$d"
+info = "%d uploaded, %d bytes, as the agent stored them" % (q["s3_uploaded"], q["s3_uploaded_bytes"])
+' "$T/up.sum" "$d" "$T/up.err"
 fi
 
 # ---- a real server under LD_PRELOAD keeps answering while its segments are uploaded ---------------------
