@@ -107,12 +107,20 @@ __attribute__((constructor)) static void s3_init(void)
 	errno = saved;
 }
 
+/* The four counts as of one moment: under mu, where the uploader adds an upload's two together
+ * (a seal between them would pair N uploads with N - 1 uploads' bytes). Writer thread. */
 void d9__s3_counts(uint64_t out[4])
 {
+	if (!s3.configured) {
+		memset(out, 0, 4 * sizeof(*out));
+		return;
+	}
+	d9__lock(&s3.mu);
 	out[0] = __atomic_load_n(&s3.uploaded, __ATOMIC_RELAXED);
 	out[1] = __atomic_load_n(&s3.uploaded_bytes, __ATOMIC_RELAXED);
 	out[2] = __atomic_load_n(&s3.failures, __ATOMIC_RELAXED);
 	out[3] = __atomic_load_n(&s3.evicted, __ATOMIC_RELAXED);
+	d9__unlock(&s3.mu);
 }
 
 static void count(uint64_t *c, uint64_t n)

@@ -263,7 +263,9 @@ static int write_pending_defs(struct d9__segment *s)
 
 /* ---- segments ----------------------------------------------------------------------------------- */
 
-static int seg_open(void)
+/* Opens the next segment; budget: 0 for the exit's segment of S3 counts, whose budget pass
+ * comes before its seal (a few KB, not room for D9_MAX_FILE_SIZE, within the exit's deadline). */
+static int seg_open(int budget)
 {
 	struct d9__agent *g = &d9__g;
 	struct d9__segment *s = &g->seg;
@@ -308,7 +310,7 @@ static int seg_open(void)
 	}
 	/* the directory budget, with room for this segment to grow to D9_MAX_FILE_SIZE (its
 	 * .active.tmp); a busy lock leaves it to the next seal or segment */
-	if (d9__budget_enforce(200000000u, g->cfg.max_file_size) == 0)
+	if (budget && d9__budget_enforce(200000000u, g->cfg.max_file_size) == 0)
 		budget_due = 0;
 	process_identity();
 	d9__clock_anchor(&a);
@@ -431,7 +433,6 @@ static void seg_seal(void)
 	if (sealed_ok) {
 		s->size += (uint64_t)(w.p - buf);
 		s->good = s->size;
-		memcpy(s3_sealed, s3c, sizeof(s3c));
 	} else {
 		cut_back(s);
 	}
@@ -446,6 +447,8 @@ static void seg_seal(void)
 		d9__log_once(D9_LOG_WARN, "cannot rename %s: %s", s->path, strerror(-renamed));
 		return;
 	}
+	if (sealed_ok) /* recovery would redo an .active's trailer, without the counts */
+		memcpy(s3_sealed, s3c, sizeof(s3c));
 	d9__log(D9_LOG_DEBUG, "segment %s sealed (%llu bytes)", sealed, (unsigned long long)s->size);
 	d9__sealed_add(sealed, s->size, s->seq, 0);
 	budget_due = 1;
@@ -534,7 +537,7 @@ static int seg_ready(size_t size)
 	if (s->f.fd >= 0 && s->size + size > seg_limit() && s->tr.events > 0)
 		seg_seal();
 	if (s->f.fd < 0)
-		return seg_open();
+		return seg_open(1);
 	return 0;
 }
 
@@ -789,7 +792,7 @@ void *d9__writer_main(void *arg)
 			 * count them (FORMAT.md section 11) */
 			if (g->seg.f.fd < 0 && !g->write_failing && d9__flight_writing() &&
 				s3_unreported())
-				seg_ready(0);
+				seg_open(0);
 			/* the budget is kept before the last seal (the segment counts as it is; its
 			 * trailer adds a few hundred bytes), so that the trailer carries the deletions.
 			 * The wait for the lock is a quarter of D9_EXIT_TIMEOUT: workers of one server

@@ -90,15 +90,17 @@ UP_PID=$pid
 # segments (the time-based rotation seals the last one), each stored, and each upload counted by
 # the agent: the last upload comes after the last seal, so only the exit can put it in a trailer
 up_counted() {
-	local want got
+	local want got f
 	[ -s "$T/up.out" ] && ! compgen -G "$d/*.active" >/dev/null &&
 		! compgen -G "$d/*.bin" >/dev/null || return 1
 	want=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).readline())["events"])' \
 		"$T/up.out" 2>/dev/null) || return 1
 	got=$("$ANALYZE" summary --json "$d" 2>/dev/null |
 		python3 -c 'import json, sys; print(json.load(sys.stdin)["events"])' 2>/dev/null) || return 1
-	[ "$got" = "$want" ] && uploaded_all "$d" "d9/env=test" &&
-		[ "$(grep -c 'S3 upload: .* stored' "$T/up.err")" -ge "$(compgen -G "$d/*.bin.gz" | wc -l)" ]
+	[ "$got" = "$want" ] && uploaded_all "$d" "d9/env=test" || return 1
+	for f in "$d"/*.bin.gz; do
+		grep -qF "/${f##*/} stored (" "$T/up.err" || return 1
+	done
 }
 if ! d9_wait_for 120 up_counted; then
 	d9_fail s3-upload "not every sealed segment was uploaded: local $(ls "$d" | tr '\n' ' '); stored $(s3keys | head -5 | tr '\n' ' '); $(tail -c 300 "$T/up.err")"
@@ -156,8 +158,10 @@ info = "%d segments, keys like %s" % (len(local), mine[min(mine)])
 	d9_py s3-trailer-counts '
 import re
 q = one(f[0])["data_quality"]
-stored = [l for l in open(f[2], errors="replace") if "S3 upload: " in l and " stored (" in l]
-want, want_bytes = len(stored), sum(int(re.search(r"stored \((\d+) bytes", l).group(1)) for l in stored)
+stored = re.findall(r"S3 upload: (\S+) stored \((\d+) bytes\)", open(f[2], errors="replace").read())
+if len(set(p for p, _ in stored)) != len(stored):
+    fail("a file stored twice: %s" % stored)
+want, want_bytes = len(stored), sum(int(b) for _, b in stored)
 if q["s3_uploaded"] != want or q["s3_uploaded_bytes"] != want_bytes:
     fail("summary shows %d segments, %d bytes uploaded; the agent stored %d, %d bytes (files: %s)" %
          (q["s3_uploaded"], q["s3_uploaded_bytes"], want, want_bytes, sorted(os.listdir(f[1]))))
