@@ -129,8 +129,9 @@ if micro:
         P(f"  {k:14} {v['ns_per_event']['median']:6.2f} ns  ({v['events_per_s_all_threads'] / 1e6:.1f}M"
           " events/s in all)")
     for k, v in micro["callgrind"]["instructions_per_event"].items():
+        wt = "n/a" if v["writer_thread"] is None else f"{v['writer_thread']:.1f}"
         P(f"  callgrind {k:9} {v['record_thread']:.1f} instr/event recording thread,"
-          f" {v['writer_thread']:.1f} d9-writer")
+          f" {wt} d9-writer")
 if fmt:
     r = fmt["results"]
     P(f"format: encode {r['encode']['events_per_s'] / 1e6:.0f}M events/s"
@@ -272,7 +273,7 @@ if prof_.get("host_thread_pct_by_object"):
 if micro:
     for k, v in micro["callgrind"]["instructions_per_event"].items():
         w = v.get("writer_thread_by_function", {})
-        if k == "tsc" and w:
+        if k == "tsc" and w and v["writer_thread"] is not None:
             notes.append(f"Per event, besides the recording thread's {v['record_thread']:.0f} "
                          "instructions (of which the driver's loop is one part, see Hot path), "
                          f"d9-writer runs {v['writer_thread']:.0f}: " +
@@ -580,7 +581,9 @@ if micro:
         for k, v in cg["instructions_per_event"].items():
             split = ", ".join(f"{f} {n:g}" for f, n in v["record_thread_by_file"].items())
             wsplit = ", ".join(f"{f} {n:g}" for f, n in v.get("writer_thread_by_function", {}).items())
-            W(f"| {k} | {v['record_thread']:.1f} | {split} | {v['writer_thread']:.1f} | {wsplit} |")
+            wt = ("n/a (the trace lacks events: the exit did not wait for the writer)"
+                  if v["writer_thread"] is None else f"{v['writer_thread']:.1f}")
+            W(f"| {k} | {v['record_thread']:.1f} | {split} | {wt} | {wsplit} |")
         W("")
 if fmt or ana:
     W("## Format and analyzer")
