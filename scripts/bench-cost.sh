@@ -381,6 +381,13 @@ for f in ("stderr", "valgrind.log"):
     except OSError:
         pass
 run["stderr"] = said[:5]
+# a run meant to have the agent that has none (the library rebuilt under the bench: "cannot be
+# preloaded (file too short)") would count as the agent's cost at zero: the bench stops
+if mode != "base" and (any("cannot be preloaded" in l for l in said) or
+                       not any(t["role"] == "agent" for t in run.get("threads", [])) and
+                       not run.get("events")):
+    sys.exit("bench-cost: %s %s n=%s ran without the agent: %s" % (run["server"], mode, run["n"],
+             "; ".join(said[:2]) or "no agent thread, no event in its trace"))
 print(json.dumps(run))
 PY
 	rm -rf "$d"
