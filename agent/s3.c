@@ -63,7 +63,7 @@ static struct {
 	char busy[4200];
 	pthread_t th;
 	pid_t pid; /* whose queue and counters these are (a forked child starts its own) */
-	/* running totals of this process, read by the writer for each trailer */
+	/* running totals of this process, read by the writer for each trailer (all under mu) */
 	uint64_t uploaded, uploaded_bytes, failures, evicted;
 } s3 = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -116,16 +116,11 @@ void d9__s3_counts(uint64_t out[4])
 		return;
 	}
 	d9__lock(&s3.mu);
-	out[0] = __atomic_load_n(&s3.uploaded, __ATOMIC_RELAXED);
-	out[1] = __atomic_load_n(&s3.uploaded_bytes, __ATOMIC_RELAXED);
-	out[2] = __atomic_load_n(&s3.failures, __ATOMIC_RELAXED);
-	out[3] = __atomic_load_n(&s3.evicted, __ATOMIC_RELAXED);
+	out[0] = s3.uploaded;
+	out[1] = s3.uploaded_bytes;
+	out[2] = s3.failures;
+	out[3] = s3.evicted;
 	d9__unlock(&s3.mu);
-}
-
-static void count(uint64_t *c, uint64_t n)
-{
-	__atomic_fetch_add(c, n, __ATOMIC_RELAXED);
 }
 
 /* ---- libcurl ------------------------------------------------------------------------------------ */
@@ -518,20 +513,20 @@ static void *uploader_main(void *arg)
 			/* stored; gone before it could be (a budget, the host); or never storable */
 			if (unqueue(j.path)) {
 				if (!err) {
-					count(&s3.uploaded, 1);
-					count(&s3.uploaded_bytes, size);
+					s3.uploaded += 1;
+					s3.uploaded_bytes += size;
 					d9__log(D9_LOG_DEBUG, "S3 upload: %s stored (%llu bytes)",
 						j.path, (unsigned long long)size);
 				} else if (err == -ENOENT) {
-					count(&s3.evicted, 1);
+					s3.evicted += 1;
 				} else {
-					count(&s3.failures, 1);
+					s3.failures += 1;
 					d9__log_once(D9_LOG_WARN, "S3 upload: %s is skipped: %s (said once)",
 						j.path, res.why);
 				}
 			}
 		} else {
-			count(&s3.failures, 1);
+			s3.failures += 1;
 			backoff = backoff ? backoff * 2 : BACKOFF_MIN_NS;
 			if (backoff > BACKOFF_MAX_NS)
 				backoff = BACKOFF_MAX_NS;
@@ -566,13 +561,13 @@ static struct job *enqueue(const char *path, int ready, int is_dump)
 			"segments are not uploaded (counted)", QUEUE_MAX);
 		memmove(&s3.q[0], &s3.q[1], (s3.nq - 1) * sizeof(*s3.q));
 		s3.nq--;
-		count(&s3.evicted, 1);
+		s3.evicted += 1;
 	}
 	if (s3.nq == s3.qcap) {
 		size_t cap = s3.qcap ? s3.qcap * 2 : 64;
 		struct job *q = realloc(s3.q, cap * sizeof(*q));
 		if (!q) {
-			count(&s3.evicted, 1);
+			s3.evicted += 1;
 			return NULL;
 		}
 		s3.q = q;
@@ -660,7 +655,7 @@ void d9__s3_evicted(const char *path)
 	if (s3.uploading && (!strcmp(s3.busy, path) || !strcmp(s3.busy, gz)))
 		goto out;
 	if (unqueue(path) || unqueue(gz))
-		count(&s3.evicted, 1);
+		s3.evicted += 1;
 out:
 	d9__unlock(&s3.mu);
 }
