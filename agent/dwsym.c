@@ -146,6 +146,10 @@ static int host_find_elf(Dwfl_Module *m, void **user, const char *name, Dwarf_Ad
 
 static Dwfl_Callbacks host_cb, standard_cb;
 
+/* The agent's loader gate (lifecycle.c: a fork waits for it); d9-analyze, which links this file
+ * without the agent, calls dlopen itself. */
+void *d9__dlopen(const char *path, int flags) __attribute__((weak));
+
 int d9__dwsym_load(const char **why)
 {
 	static const char *why_not; /* why libdw is not usable */
@@ -153,7 +157,8 @@ int d9__dwsym_load(const char **why)
 	if (d9__dw.tried)
 		goto out;
 	d9__dw.tried = 1;
-	void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *h = d9__dlopen ? d9__dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL) :
+		dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		why_not = "not found";
 		goto out;

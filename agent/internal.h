@@ -170,6 +170,14 @@ static inline void d9__unlock(pthread_mutex_t *m)
 	pthread_mutex_unlock(m);
 }
 
+/* The loader (lifecycle.c): every dl_iterate_phdr, dlopen and dlclose of the agent goes through
+ * this gate, which a fork waits for (glibc leaves the loader's lock held in a child forked while
+ * another thread is inside). Never held while taking def_lock's holders' locks in reverse. */
+void d9__loader_enter(void);
+void d9__loader_leave(void);
+void *d9__dlopen(const char *path, int flags);
+void d9__dlclose(void *h);
+
 /* ---- descriptors of the agent's own (files.c) ---- */
 struct d9__file {
 	int fd; /* -1: none; else used only while fstat shows dev/ino below */

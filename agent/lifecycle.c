@@ -8,6 +8,7 @@
 #include "internal.h"
 #include "symbolize.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -587,14 +588,66 @@ out:
 	errno = saved;
 }
 
+/* ---- the loader and fork -------------------------------------------------------------------------
+ * glibc does not reset the loader's write lock (dl_load_write_lock) in a forked child: a thread
+ * inside dl_iterate_phdr, or in the part of dlopen/dlclose that changes the list of objects, at
+ * the moment of a fork leaves it held for ever in the child. Every dl_iterate_phdr, dlopen and
+ * dlclose of the agent goes through loader_mu, and the fork waits for it: no agent thread is
+ * inside the loader when a fork copies the process. (The writer's module scan did: a forked
+ * worker hung at its first C++ throw, dlopen or exit.) */
+static pthread_mutex_t loader_mu = PTHREAD_MUTEX_INITIALIZER;
+static int loader_forking; /* fork_prepare took loader_mu */
+
+/* The longest a fork waits for an agent thread's loader call: a scan takes microseconds, a
+ * dlopen milliseconds. It is reached only when that call waits for the fork itself (a library
+ * constructor that calls pthread_atfork, which glibc holds during the fork's handlers); such a
+ * call is in a constructor, not in the locked part, and the fork goes on without the gate. */
+#define LOADER_FORK_WAIT_NS 2000000000ull
+
+void d9__loader_enter(void)
+{
+	d9__lock(&loader_mu);
+}
+
+void d9__loader_leave(void)
+{
+	d9__unlock(&loader_mu);
+}
+
+void *d9__dlopen(const char *path, int flags)
+{
+	d9__loader_enter();
+	void *h = dlopen(path, flags);
+	d9__loader_leave();
+	return h;
+}
+
+void d9__dlclose(void *h)
+{
+	d9__loader_enter();
+	dlclose(h);
+	d9__loader_leave();
+}
+
+/* The loader gate first, then the definitions lock: the writer takes them in that order (its
+ * module scan defines modules inside dl_iterate_phdr). */
 static void fork_prepare(void)
 {
+	struct timespec until = d9__timespec(d9__mono_ns() + LOADER_FORK_WAIT_NS);
+	uint8_t busy = d9__self.busy;
+
+	d9__self.busy = 1;
+	loader_forking = pthread_mutex_clocklock(&loader_mu, CLOCK_MONOTONIC, &until) == 0;
+	d9__self.busy = busy;
 	d9__lock(&d9__g.def_lock);
 }
 
 static void fork_parent(void)
 {
 	d9__unlock(&d9__g.def_lock);
+	if (loader_forking)
+		d9__unlock(&loader_mu);
+	loader_forking = 0;
 }
 
 /* The disk lock and condition. The compressor waits on the condition with CLOCK_MONOTONIC
@@ -621,6 +674,8 @@ static void fork_child(void)
 	int trace = g->state == D9__RUNNING_ && d9__self.registered && d9__self.role != D9_ROLE_AGENT;
 
 	pthread_mutex_init(&g->def_lock, NULL);
+	pthread_mutex_init(&loader_mu, NULL);
+	loader_forking = 0;
 	if (g->state == D9__OFF || g->state == D9__FAILED)
 		return;
 	d9__file_close(&g->seg.f); /* the parent's segment, if the child still has it */

@@ -79,6 +79,8 @@ void d9__modules_refresh(void)
 {
 	int first = 1;
 
+	d9__loader_enter(); /* a fork waits (lifecycle.c) */
 	dl_iterate_phdr(on_module, &first);
+	d9__loader_leave();
 	scanned = 1;
 }

@@ -131,13 +131,13 @@ void d9__s3_counts(uint64_t out[4])
  * already uses OpenSSL keeps its own choice. */
 static void openssl_no_atexit(void)
 {
-	void *crypto = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+	void *crypto = d9__dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
 
 	if (crypto) {
-		dlclose(crypto); /* already there: the host's (or a library's) */
+		d9__dlclose(crypto); /* already there: the host's (or a library's) */
 		return;
 	}
-	crypto = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
+	crypto = d9__dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
 	if (!crypto)
 		return;
 	int (*init)(uint64_t, const void *);
@@ -152,7 +152,7 @@ static int curl_load(struct curl_api *c, char *why, size_t cap)
 	openssl_no_atexit();
 	/* RTLD_LOCAL: its symbols never interpose on the host's; a host that has its own libcurl
 	 * shares the loaded copy (same soname) */
-	c->lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+	c->lib = d9__dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
 	if (!c->lib) {
 		snprintf(why, cap, "cannot load libcurl.so.4 (%s)", dlerror());
 		return -ENOENT;

@@ -65,6 +65,13 @@ void d9__s3_key_part(char *s, size_t cap);
 int d9__s3_key(const struct d9__s3_cfg *c, char *out, size_t cap, uint64_t start_realtime_ns,
 	const char *service, const char *host, const char *boot_id, uint32_t pid, const char *name);
 
+/* gmtime_r without glibc's time-zone lock: UTC needs no zone, and that lock is not reset in a
+ * forked child, so an agent thread holding it at a host's fork would hang the child's first
+ * localtime (agent/DESIGN.md, "Exit, signals, fork"). Returns tm, or NULL (EOVERFLOW) when the
+ * year does not fit an int, as glibc does. */
+struct tm;
+struct tm *d9__utc_tm(int64_t t, struct tm *tm);
+
 /* The "aws:amz:<region>:s3" of CURLOPT_AWS_SIGV4 into out. */
 void d9__s3_sigv4(const struct d9__s3_cfg *c, char *out, size_t cap);
 

@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,14 +409,51 @@ void d9__s3_key_part(char *s, size_t cap)
 			*s = '_';
 }
 
+struct tm *d9__utc_tm(int64_t t, struct tm *tm)
+{
+	static const int before[12] = { 0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334 };
+	int64_t days = t / 86400, secs = t % 86400;
+
+	if (secs < 0) {
+		secs += 86400;
+		days--;
+	}
+	/* the proleptic Gregorian calendar in 400-year eras, from 0000-03-01 (H. Hinnant's
+	 * days_from_civil, inverted) */
+	int64_t z = days + 719468;
+	int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+	int64_t doe = z - era * 146097; /* [0, 146096] */
+	int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365; /* [0, 399] */
+	int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100); /* from March 1st */
+	int64_t mp = (5 * doy + 2) / 153;
+	int mday = (int)(doy - (153 * mp + 2) / 5 + 1);
+	int mon = (int)(mp < 10 ? mp + 2 : mp - 10); /* 0 = January */
+	int64_t year = yoe + era * 400 + (mon < 2);
+	if (year - 1900 > INT_MAX || year - 1900 < INT_MIN) {
+		errno = EOVERFLOW;
+		return NULL;
+	}
+	int leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+	memset(tm, 0, sizeof(*tm));
+	tm->tm_sec = (int)(secs % 60);
+	tm->tm_min = (int)(secs / 60 % 60);
+	tm->tm_hour = (int)(secs / 3600);
+	tm->tm_mday = mday;
+	tm->tm_mon = mon;
+	tm->tm_year = (int)(year - 1900);
+	tm->tm_wday = (int)(((days + 4) % 7 + 7) % 7); /* 1970-01-01 was a Thursday */
+	tm->tm_yday = before[mon] + mday - 1 + (leap && mon > 1);
+	tm->tm_zone = "GMT"; /* as glibc's gmtime_r */
+	return tm;
+}
+
 int d9__s3_key(const struct d9__s3_cfg *c, char *out, size_t cap, uint64_t start_realtime_ns,
 	const char *service, const char *host, const char *boot_id, uint32_t pid, const char *name)
 {
 	char sv[128], hs[256], boot[64], nm[256];
-	time_t t = (time_t)(start_realtime_ns / 1000000000u);
 	struct tm tm;
 
-	gmtime_r(&t, &tm);
+	d9__utc_tm((int64_t)(start_realtime_ns / 1000000000u), &tm);
 	snprintf(sv, sizeof(sv), "%s", c->service[0] ? c->service : service ? service : "");
 	snprintf(hs, sizeof(hs), "%s", c->host[0] ? c->host : host ? host : "");
 	snprintf(boot, sizeof(boot), "%s", boot_id ? boot_id : "");

@@ -135,7 +135,7 @@ static int dw_load(void)
 	if (dw.tried)
 		return dw.ok;
 	dw.tried = 1;
-	void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *h = d9__dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		const char *e = dlerror();
 		d9__log_once(D9_LOG_WARN, "DWARF unwinding off: cannot load libdw.so.1 (%s)",

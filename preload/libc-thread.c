@@ -1,4 +1,4 @@
-/* libc-thread.c: thread names. A thread is defined in the trace (tid, name, worker id) when it
+/* libc-thread.c: thread names, and gmtime_r on the agent's threads (below). A thread is defined in the trace (tid, name, worker id) when it
  * first records; a name set later is written as a new definition, which supersedes the earlier
  * one (FORMAT.md, definitions: the last one wins). A thread renaming itself (pthread_setname_np
  * on itself, prctl(PR_SET_NAME)) is defined again at once; a rename of another thread (memcached
@@ -7,10 +7,12 @@
  * registers threads lazily, and fork is handled by the agent's pthread_atfork handlers
  * (libc-direct.c wraps pthread_create, but only to see that the host has threads). */
 #include "preload.h"
+#include "s3.h"
 
 #include <pthread.h>
 #include <stdarg.h>
 #include <sys/prctl.h>
+#include <time.h>
 
 D9_INTERPOSE int pthread_setname_np(pthread_t th, const char *name)
 {
@@ -51,4 +53,18 @@ D9_INTERPOSE int prctl(int option, ...)
 		errno = saved;
 	}
 	return r;
+}
+
+/* ---- gmtime_r on the agent's threads ---------------------------------------------------------
+ * glibc's gmtime_r takes the time-zone lock, which a fork does not reset: the uploader thread
+ * (libcurl's SigV4 signing calls gmtime_r for every request) caught inside it by a host's fork
+ * would hang the child's first localtime, strftime or log line for ever. On an agent thread the
+ * answer is computed without the lock (UTC needs no zone); the host's calls go to libc as they
+ * are. */
+D9_INTERPOSE struct tm *gmtime_r(const time_t *t, struct tm *tm)
+{
+	D9_REAL(struct tm *, gmtime_r, (const time_t *, struct tm *));
+	if (d9__self.role == D9_ROLE_AGENT || !real_gmtime_r)
+		return d9__utc_tm((int64_t)*t, tm);
+	return real_gmtime_r(t, tm);
 }

@@ -69,7 +69,9 @@ static int image_cb(struct dl_phdr_info *info, size_t size, void *arg)
 static int image_get(struct image *im)
 {
 	memset(im, 0, sizeof(*im));
+	d9__loader_enter(); /* a fork waits (agent/lifecycle.c) */
 	dl_iterate_phdr(image_cb, im);
+	d9__loader_leave();
 	return im->phdr ? 0 : -ENOENT;
 }
 
@@ -308,7 +310,7 @@ static int dwx_load(void)
 	tried = 1;
 	if (!d9__dwsym_load(NULL))
 		return 0;
-	void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+	void *h = d9__dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
 	if (!h)
 		return 0;
 #define SYM(field, name) if (!(*(void **)&dwx.field = dlsym(h, name))) return 0
@@ -554,7 +556,7 @@ static const char *cs_load(void)
 		return why;
 	cs.tried = 1;
 	why = "libcapstone.so.4 not found (Debian: libcapstone4)";
-	void *h = dlopen("libcapstone.so.4", RTLD_NOW | RTLD_LOCAL);
+	void *h = d9__dlopen("libcapstone.so.4", RTLD_NOW | RTLD_LOCAL);
 	if (!h)
 		return why;
 	why = "libcapstone.so.4 lacks a function";

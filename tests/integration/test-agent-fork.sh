@@ -4,6 +4,8 @@
 # (its pid in the segment names and headers) and its own writer, never deadlocks, and exits 0;
 # the parent's series is undisturbed; both decode with exact accounting. Across exec no agent fd
 # survives (every one is O_CLOEXEC), also while the writer recovers old .active files at start.
+# A child forked while the writer walks the loader's list (dl_iterate_phdr) does not hang on the
+# loader's lock (fork-loader.c under LD_PRELOAD).
 set -u
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -118,6 +120,41 @@ else
 		d9_fail exec-during-recovery-no-fd-leak "no file was recovered: the test proves nothing"
 	else
 		d9_pass exec-during-recovery-no-fd-leak "300 execs while $recovered files were recovered"
+	fi
+fi
+
+# ---- fork while the writer walks the loader's list --------------------------------------------------
+# fork-loader.c under LD_PRELOAD: the main thread loads and unloads a small library, then forks,
+# 1000 times; each child walks the loaded objects, loads the library and formats a local time.
+# glibc leaves the loader's lock held in a child forked while another thread is inside
+# dl_iterate_phdr; the writer's module scan (every pass, D9_FLUSH_INTERVAL=1ms here) was such a
+# thread, and children hung within the first 100 forks. Every child must exit 0; the program
+# alone (no agent) is the control, and the trace must hold the parent's events (its writer ran).
+fl=$T/fork-loader
+if [ ! -e "$D9_ROOT/build/libd9agent.so" ]; then
+	d9_fail fork-loader-no-deadlock "build/libd9agent.so is not built (make all)"
+elif ! ${CC:-cc} -O2 -o "$fl" "$D9_ROOT/tests/integration/fork-loader.c" -ldl -lpthread 2>"$T/flcc.err" ||
+	! echo 'int d9_tiny(void) { return 1; }' | ${CC:-cc} -shared -fPIC -x c - -o "$T/libtiny.so" 2>>"$T/flcc.err"; then
+	d9_skip fork-loader-no-deadlock "cannot build fork-loader.c: $(head -c 200 "$T/flcc.err")"
+elif ! { timeout -s KILL 120 "$fl" "$T/libtiny.so" 300 >"$T/flbase.out" 2>&1; } 2>/dev/null; then
+	d9_skip fork-loader-no-deadlock "the program fails without the agent: $(head -c 200 "$T/flbase.out")"
+else
+	d=$T/forkloader
+	{ env LD_PRELOAD="$D9_ROOT/build/libd9agent.so" D9_TRACE_PATH="$d/trace.bin" D9_FLUSH_INTERVAL=1ms \
+		timeout -s KILL $((120 * D9_SLOW)) "$fl" "$T/libtiny.so" 1000 >"$T/fl.out" 2>"$T/fl.err"; } 2>/dev/null
+	rc=$?
+	if [ "$rc" -ne 0 ]; then
+		d9_fail fork-loader-no-deadlock "exit status $rc: $(head -c 200 "$T/fl.out") $(head -c 200 "$T/fl.err")"
+	elif ! d9_wait_settled "$d"; then
+		d9_fail fork-loader-no-deadlock "$D9_SETTLE_ERR"
+	else
+		timeout -s KILL 120 "$ANALYZE" summary --json "$d" >"$T/fl.json" 2>"$T/fl.json.err"
+		d9_py fork-loader-no-deadlock '
+s = one(f[0])
+if s["events"] <= 0:
+    fail("the trace holds no event: the writer did not run, the test proves nothing")
+info = "1000 children exited; the parent recorded %d events" % s["events"]
+' "$T/fl.json"
 	fi
 fi
 exit 0

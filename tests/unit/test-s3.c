@@ -174,6 +174,50 @@ TEST(trailer_s3_counts)
 	T_EQ(out.s3_evicted, 1);
 }
 
+/* d9__utc_tm (the agent threads' gmtime_r, without glibc's time-zone lock) gives glibc's answer
+ * field for field: the epoch's edges, leap days and centuries, the year 2038, negative times,
+ * far years, then a million pseudo-random seconds over +-10^12 s; and NULL where glibc does. */
+static void utc_same(int64_t t)
+{
+	struct tm a, b;
+	time_t tt = (time_t)t;
+	struct tm *ra = gmtime_r(&tt, &a), *rb = d9__utc_tm(t, &b);
+
+	if (!ra || !rb) {
+		if (!!ra != !!rb)
+			T_FAIL("t=%lld: glibc %s, d9__utc_tm %s", (long long)t, ra ? "a time" : "NULL",
+				rb ? "a time" : "NULL");
+		return;
+	}
+	if (a.tm_sec != b.tm_sec || a.tm_min != b.tm_min || a.tm_hour != b.tm_hour ||
+		a.tm_mday != b.tm_mday || a.tm_mon != b.tm_mon || a.tm_year != b.tm_year ||
+		a.tm_wday != b.tm_wday || a.tm_yday != b.tm_yday || a.tm_isdst != b.tm_isdst ||
+		a.tm_gmtoff != b.tm_gmtoff || strcmp(a.tm_zone, b.tm_zone))
+		T_FAIL("t=%lld: glibc %d-%d-%d %d:%d:%d wday %d yday %d, d9__utc_tm %d-%d-%d %d:%d:%d "
+			"wday %d yday %d", (long long)t, a.tm_year, a.tm_mon, a.tm_mday, a.tm_hour,
+			a.tm_min, a.tm_sec, a.tm_wday, a.tm_yday, b.tm_year, b.tm_mon, b.tm_mday,
+			b.tm_hour, b.tm_min, b.tm_sec, b.tm_wday, b.tm_yday);
+}
+
+TEST(utc_tm_as_glibc)
+{
+	static const int64_t edges[] = { 0, -1, 1, 86399, 86400, -86400, -86401, 951782400,
+		951868800, 4107542400, 4107456000, 2147483647, 2147483648, -2147483648LL,
+		253402300799LL, 253402300800LL, -62135596800LL, -62135596801LL, 67767976233316800LL,
+		67768036191676799LL, 67768036191676800LL, -67768040609740800LL, -67768040609740801LL,
+		INT64_MAX, INT64_MIN };
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+
+	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+		utc_same(edges[i]);
+	for (int i = 0; i < 1000000; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		utc_same((int64_t)(x % 2000000000001ull) - 1000000000000LL);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	return t_main(argc, argv);
