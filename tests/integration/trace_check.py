@@ -682,13 +682,27 @@ class Symbols:
 
 
 def module_base(maps_path, binary):
-    """The address where the file offset 0 of `binary` is mapped (a PIE's load base)."""
+    """The address where the file offset 0 of `binary` is mapped by the loader (a PIE's load
+    base). Other mappings of the same file may be there too: the agent's libdw maps a module
+    read-only, at offset 0, while it symbolizes or unwinds, and a copy of the maps taken then
+    lists that one as well (rt-srs-shared-stack-root once took its address for libst's base).
+    The loader's is the offset-0 mapping followed by the code where GNU ld puts it: an
+    executable mapping at base + its file offset."""
     real = os.path.realpath(binary)
+    maps = []
     with open(maps_path) as fh:
         for line in fh:
             f = line.split()
-            if len(f) >= 6 and os.path.realpath(f[5]) == real and int(f[2], 16) == 0:
-                return int(f[0].split("-")[0], 16)
+            if len(f) >= 6 and os.path.realpath(f[5]) == real:
+                lo = int(f[0].split("-")[0], 16)
+                maps.append((lo, f[1], int(f[2], 16)))
+    code = [(lo, off) for lo, perms, off in maps if "x" in perms]
+    for lo, perms, off in maps:
+        if off == 0 and any(c - coff == lo for c, coff in code):
+            return lo
+    first = [lo for lo, perms, off in maps if off == 0]
+    if first:
+        return first[0] # a layout where code does not sit at its file offset (not GNU ld's)
     fail("%s is not mapped in %s" % (binary, maps_path))
 
 
