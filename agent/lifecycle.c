@@ -97,18 +97,17 @@ static int seal_now(int ended)
 		d9__handoff(t);
 	}
 	__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
-	if (g->compressor_started) {
-		/* first, so it starts nothing (symbolizing loads libdw: CPU the exit would compete
-		 * with) and drops what it has (its .bin stays; it makes no temporary file after
-		 * this: d9__tmp_create) */
-		__atomic_store_n(&g->compress_stop, 1, __ATOMIC_RELEASE);
-		__atomic_store_n(&g->compress_abort, 1, __ATOMIC_SEQ_CST);
-	}
+	/* first, so the compressor starts nothing (symbolizing loads libdw: CPU the exit would
+	 * compete with) and drops what it has (its .bin stays; it makes no temporary file after
+	 * this: d9__tmp_create). Also when none has started: the writer starts one itself (a
+	 * forked child's first seal, D9_COMPRESS=0 with symbols) and may be doing so now; that one
+	 * then finds the abort before its first job, and the wait below covers a file it makes */
+	__atomic_store_n(&g->compress_stop, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&g->compress_abort, 1, __ATOMIC_SEQ_CST);
 	/* the writer first (it takes no lock): also from a thread inside the agent, or a signal
 	 * handler; the compressor's wake may wait for disk_lock, which the writer's seal takes */
 	d9__writer_wake();
-	if (g->compressor_started)
-		d9__tmp_abandon(deadline); /* after the wake: its wait is the writer's sealing time */
+	d9__tmp_abandon(deadline); /* after the wake: its wait is the writer's sealing time */
 	if (g->compressor_started && !inside)
 		d9__compressor_wake(deadline); /* a pause joins it (join_threads) */
 	int sealed = 0, waited = 0;
@@ -172,6 +171,8 @@ static void join_threads(void)
 	if (g->writer_started)
 		pthread_join(g->writer, NULL); /* it returned when it stopped */
 	g->writer_started = 0;
+	if (!g->compressor_started) /* the seal's stop was for a compressor the writer might start */
+		g->compress_stop = g->compress_abort = g->compressor_done = 0;
 	if (g->compressor_started) {
 		uint64_t until = d9__mono_ns() + g->cfg.exit_timeout_ns;
 		struct timespec ts = d9__timespec(until);
