@@ -275,37 +275,49 @@ run = {"tool": tool, "server": srv, "mode": mode, "n": int(n), "idle_s": float(i
        "req_s": float(secs), "rep": int(rep), "threads": []}
 
 def callgrind_thread(path, agent):
-    """(Ir total, start routine, in the agent?) of one callgrind.out file of one thread: the
-    start routine is what start_thread calls outside libc (a cob= line names the called object
-    of the next call only, when it differs from the caller's); the agent's, if any is in
-    libd9agent.so (libc or the host's malloc may be called there too)"""
+    """(Ir total, start routine, in the agent?, Ir of schedstat readings) of one callgrind.out
+    file of one thread: the start routine is what start_thread calls outside libc (a cob= line
+    names the called object of the next call only, when it differs from the caller's); the
+    agent's, if any is in libd9agent.so (libc or the host's malloc may be called there too).
+    The readings' Ir is the inclusive cost of every call to d9_agent_schedstat (the cost line
+    after its calls= line)."""
     total, calls, in_start, cob = None, [], False, None
+    sched, to_sched, cost_next = 0, False, False
     agent = os.path.realpath(agent)
     with open(path) as f:
         for line in f:
+            if cost_next:
+                cost_next = False
+                p = line.split()
+                if to_sched and len(p) >= 2 and p[1].isdigit():
+                    sched += int(p[1])
+                to_sched = False
             if line.startswith(("totals:", "summary:")):
                 total = int(line.split()[1])
             elif line.startswith("fn="):
                 in_start = line.strip() == "fn=start_thread"
                 cob = None
+            elif line.startswith("cfn="):
+                to_sched = line.rstrip().endswith(" d9_agent_schedstat") or \
+                    line.rstrip() == "cfn=d9_agent_schedstat"
+                if in_start and cob:
+                    calls.append((line[4:].strip(), cob))
             elif in_start and line.startswith("cob="):
                 cob = line[4:].strip()
-            elif in_start and line.startswith("cfn="):
-                if cob:
-                    calls.append((line[4:].strip(), cob))
             elif line.startswith("calls="):
                 cob = None
+                cost_next = True
     for fn, ob in calls:
         if os.path.realpath(ob) == agent:
-            return total, fn, True
+            return total, fn, True, sched
     for fn, ob in calls:
         if "libc.so" not in ob and "ld-linux" not in ob:
-            return total, fn, False
-    return total, None, False
+            return total, fn, False, sched
+    return total, None, False, sched
 
 if tool == "callgrind":
     for f in sorted(glob.glob(os.path.join(d, "cg.out-*"))):
-        total, start, in_agent = callgrind_thread(f, agent)
+        total, start, in_agent, sched = callgrind_thread(f, agent)
         tid = int(f.rsplit("-", 1)[1])
         if tid == 1:
             role, name = "server", "main"
@@ -313,13 +325,15 @@ if tool == "callgrind":
             role, name = "agent", start
         else:
             role, name = "server", start or "?"
-        run["threads"].append({"tid": tid, "role": role, "name": name, "ir": total})
+        run["threads"].append({"tid": tid, "role": role, "name": name, "ir": total,
+                               "ir_nosched": total - sched if total is not None else None})
     # the adopting run's compressor (see adopt()): the compression of this run's segments
     for f in sorted(glob.glob(os.path.join(d, "adopt.out-*"))):
-        total, start, in_agent = callgrind_thread(f, agent)
+        total, start, in_agent, _ = callgrind_thread(f, agent)
         if in_agent and start == "d9__compressor_main":
             run["threads"].append({"tid": -int(f.rsplit("-", 1)[1]), "role": "agent",
-                                   "name": start, "ir": total, "adopted": True})
+                                   "name": start, "ir": total, "ir_nosched": total,
+                                   "adopted": True})
 else:
     files = sorted(glob.glob(os.path.join(d, "st.*")), key=lambda p: int(p.rsplit(".", 1)[1]))
     for i, f in enumerate(files):
@@ -516,6 +530,15 @@ for srv in dict.fromkeys(r["server"] for r in runs):
         m, a, b = model(srv, "callgrind", mode, "ir")
         if not m:
             continue
+        # as for syscalls below: the schedstat readings (at an Unpark at most every 30 ms per
+        # worker) follow the run's pace, and under valgrind a request takes milliseconds, so
+        # they land on requests; the untimed figure leaves them out and they are shown apart
+        m2 = model(srv, "callgrind", mode, "ir_nosched")[0]
+        if m2:
+            m["schedstat_per_request"] = {k: m["per_request"][k] - m2["per_request"][k]
+                                          for k in m["per_request"]}
+            if "per_request_untimed" in m2:
+                m["per_request_untimed"] = m2["per_request_untimed"]
         dn = n2 - n1
         ta, tb = agent_threads(a), agent_threads(b)
         m["agent_threads_per_request"] = {k: (tb.get(k, 0) - ta.get(k, 0)) / dn for k in tb}
@@ -613,14 +636,17 @@ for srv, r in d["servers"].items():
     for mode, m in r["modes"].items():
         ip, add, td = m["per_request"], m.get("added"), m.get("time_driven")
         tds = td["server"]["share_per_request"] + td["agent"]["share_per_request"] if td else None
+        if tds is not None and m.get("schedstat_per_request"):
+            tds += m["schedstat_per_request"]["all"] # time-driven too, measured apart
         sp = m.get("repeat_spread_per_request")
         sp = sp["server"] + sp["agent"] if sp and m.get("reps", 1) > 1 else None
         v, vu = m.get("verdict"), m.get("verdict_untimed")
         verdict = ""
         if v:
             verdict = f"server {v['server']}, all {v['all']}"
-            if vu and abs(tds or 0) <= abs(ip["all"]):
-                verdict += f" ({vu['server']}, {vu['all']})"
+            au = m.get("added_untimed")
+            if vu and au and abs(tds or 0) <= abs(ip["all"]):
+                verdict += f" (untimed {au['server']:.0f} / {au['all']:.0f}: {vu['server']}, {vu['all']})"
             elif vu:
                 verdict += " (time-driven part larger than the slope: no estimate)"
         if m.get("unsteady"):

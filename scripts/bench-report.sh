@@ -416,8 +416,11 @@ if dcost:
       "each count is modelled as fixed + b × requests + c × seconds, and c × (t2 - t1) / "
       f"({n2} - {n1}) is the part of the slope that time caused. Under valgrind a request takes "
       "about 50 times longer than natively, so this part is far larger here than on a real "
-      "server: the verdicts are given on the raw slope (conservative) and, in brackets, without "
-      "the time-driven part.")
+      "server. The agent's `/proc/thread-self/schedstat` readings (at an Unpark, at most one per "
+      "30 ms per worker) are time-driven too, but the idle run has no Unpark to show them: their "
+      "instructions (every call of `d9_agent_schedstat`, inclusive) are measured apart and "
+      "counted in that column. The verdicts are given on the raw slope (conservative) and, in "
+      "brackets, without the time-driven part.")
     W("")
     W("| server | mode | server threads | agent threads | added, server threads (<= 150) |"
       " added, all (<= 300) | of the slope, time-driven | verdict: server, all (without the "
@@ -429,6 +432,8 @@ if dcost:
             v, vu = m.get("verdict"), m.get("verdict_untimed")
             tds = (td["server"]["share_per_request"] + td["agent"]["share_per_request"]) if td \
                 else None
+            if tds is not None and m.get("schedstat_per_request"):
+                tds += m["schedstat_per_request"]["all"] # the readings, measured apart
             verdict = ""
             if v:
                 verdict = f"{v['server']}, {v['all']}"
