@@ -600,9 +600,13 @@ static pthread_mutex_t loader_mu = PTHREAD_MUTEX_INITIALIZER;
 static int loader_forking; /* fork_prepare took loader_mu */
 
 /* The longest a fork waits for an agent thread's loader call: a scan takes microseconds, a
- * dlopen milliseconds. It is reached only when that call waits for the fork itself (a library
- * constructor that calls pthread_atfork, which glibc holds during the fork's handlers); such a
- * call is in a constructor, not in the locked part, and the fork goes on without the gate. */
+ * dlopen milliseconds of CPU. It is reached when that call waits for the fork itself (a library
+ * constructor that calls pthread_atfork, or a host thread's dlopen/dlclose that does and holds
+ * the loader's main lock meanwhile: glibc holds its atfork lock during the fork's handlers),
+ * and then the call is not in the loader's write-locked part, so the fork goes on without the
+ * gate; or when the caller, at nice 19 (the compressor loading libdw, the uploader libcurl),
+ * gets too little CPU on a saturated machine. Each happens at most once per library and
+ * process; a 2 s stall of one fork, never a hang. */
 #define LOADER_FORK_WAIT_NS 2000000000ull
 
 void d9__loader_enter(void)

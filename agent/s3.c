@@ -142,8 +142,12 @@ static void openssl_no_atexit(void)
 		return;
 	int (*init)(uint64_t, const void *);
 	*(void **)&init = dlsym(crypto, "OPENSSL_init_crypto");
-	if (init)
+	if (init) {
+		/* through the loader gate: depending on openssl.cnf it loads providers or engines */
+		d9__loader_enter();
 		init(0x00080000ull /* OPENSSL_INIT_NO_ATEXIT */, NULL);
+		d9__loader_leave();
+	}
 	/* kept loaded: libcurl's libssl needs it */
 }
 
@@ -172,7 +176,10 @@ static int curl_load(struct curl_api *c, char *why, size_t cap)
 	SYM(slist_append, "curl_slist_append");
 	SYM(slist_free_all, "curl_slist_free_all");
 #undef SYM
-	if (c->global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	d9__loader_enter(); /* TLS and its configuration may load more (OpenSSL, above) */
+	int gerr = c->global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK;
+	d9__loader_leave();
+	if (gerr) {
 		snprintf(why, cap, "curl_global_init failed");
 		return -EIO;
 	}

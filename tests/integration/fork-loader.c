@@ -1,19 +1,21 @@
 #define _GNU_SOURCE
 /* fork-loader.c: a threaded host that forks after loading and unloading a library, for
  * test-agent-fork.sh (run under LD_PRELOAD=libd9agent.so; it knows nothing of d9).
- *   fork-loader LIB N: a thread waits in epoll_wait (1 ms) in a loop, so that a traced host has
+ *   fork-loader LIB N [SECONDS]: a thread waits in epoll_wait (1 ms) in a loop, so that a traced host has
  *   a writer that runs. The main thread, N times: loads and unloads LIB (dlopen/dlclose: the
  *   loader's list changed, which makes the agent's writer walk every module at its next pass),
  *   waits 0 to 1 ms (a different moment of the writer's pass each time), forks, and waits for
  *   the child. Each child does what a forked worker may do first: walks the loaded objects
  *   (dl_iterate_phdr, as a C++ throw does), loads LIB (dlopen, as NSS does) and formats a local
- *   time (localtime_r, as a log line does), then exits 0. A child that is not done within 5 s
- *   is killed by its own alarm: a lock of libc that no thread of the child will ever release.
+ *   time (localtime_r, as a log line does), then exits 0. A child that is not done within
+ *   SECONDS (default 5) is killed by its own alarm: a lock of libc that no thread of the child
+ *   will ever release.
  *   Only the forking thread itself loads libraries (a host thread that did while another
  *   forks would make the host unsafe on its own: glibc does not reset that lock in the child).
- * Stops at the first child that does not exit 0 and exits 1, saying which; else prints
+ * Stops at the first child that does not exit 0 and exits 1, saying which and how; else prints
  * "ok N children". */
 #include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 static const char *lib;
+static unsigned alarm_s = 5;
 static volatile int done;
 
 static void *waiter(void *arg)
@@ -52,7 +55,7 @@ static void child(void)
 	struct tm tm;
 	time_t now = time(NULL);
 
-	alarm(5);
+	alarm(alarm_s);
 	dl_iterate_phdr(count, &n);
 	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	if (!h || n == 0)
@@ -66,8 +69,9 @@ int main(int argc, char **argv)
 	pthread_t b;
 	int n, hung = 0;
 
-	if (argc != 3 || (n = atoi(argv[2])) <= 0) {
-		fprintf(stderr, "usage: fork-loader LIB N\n");
+	if ((argc != 3 && argc != 4) || (n = atoi(argv[2])) <= 0 ||
+		(argc == 4 && (alarm_s = (unsigned)atoi(argv[3])) == 0)) {
+		fprintf(stderr, "usage: fork-loader LIB N [SECONDS]\n");
 		return 2;
 	}
 	lib = argv[1];
@@ -84,18 +88,24 @@ int main(int argc, char **argv)
 			return 1;
 		if (pid == 0)
 			child();
-		int st;
-		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		int st = 0;
+		pid_t w;
+		while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+			;
+		if (w != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 			hung = i + 1;
+			printf("child %d of %d: %s %d%s\n", hung, n,
+				w != pid ? "waitpid failed, errno" : WIFSIGNALED(st) ? "killed by signal" :
+				"exit status", w != pid ? errno : WIFSIGNALED(st) ? WTERMSIG(st) :
+				WEXITSTATUS(st), WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ?
+				" (its alarm: it hung)" : "");
 			break;
 		}
 	}
 	done = 1;
 	pthread_join(b, NULL);
-	if (hung) {
-		printf("child %d of %d did not exit 0 within 5 s\n", hung, n);
+	if (hung)
 		return 1;
-	}
 	printf("ok %d children\n", n);
 	return 0;
 }

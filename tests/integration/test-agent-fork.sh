@@ -136,19 +136,19 @@ if [ ! -e "$D9_ROOT/build/libd9agent.so" ]; then
 elif ! ${CC:-cc} -O2 -o "$fl" "$D9_ROOT/tests/integration/fork-loader.c" -ldl -lpthread 2>"$T/flcc.err" ||
 	! echo 'int d9_tiny(void) { return 1; }' | ${CC:-cc} -shared -fPIC -x c - -o "$T/libtiny.so" 2>>"$T/flcc.err"; then
 	d9_skip fork-loader-no-deadlock "cannot build fork-loader.c: $(head -c 200 "$T/flcc.err")"
-elif ! { timeout -s KILL 120 "$fl" "$T/libtiny.so" 300 >"$T/flbase.out" 2>&1; } 2>/dev/null; then
+elif ! { timeout -s KILL $((120 * D9_SLOW)) "$fl" "$T/libtiny.so" 300 $((5 * D9_SLOW)) >"$T/flbase.out" 2>&1; } 2>/dev/null; then
 	d9_skip fork-loader-no-deadlock "the program fails without the agent: $(head -c 200 "$T/flbase.out")"
 else
 	d=$T/forkloader
 	{ env LD_PRELOAD="$D9_ROOT/build/libd9agent.so" D9_TRACE_PATH="$d/trace.bin" D9_FLUSH_INTERVAL=1ms \
-		timeout -s KILL $((120 * D9_SLOW)) "$fl" "$T/libtiny.so" 1000 >"$T/fl.out" 2>"$T/fl.err"; } 2>/dev/null
+		timeout -s KILL $((120 * D9_SLOW)) "$fl" "$T/libtiny.so" 1000 $((5 * D9_SLOW)) >"$T/fl.out" 2>"$T/fl.err"; } 2>/dev/null
 	rc=$?
 	if [ "$rc" -ne 0 ]; then
 		d9_fail fork-loader-no-deadlock "exit status $rc: $(head -c 200 "$T/fl.out") $(head -c 200 "$T/fl.err")"
 	elif ! d9_wait_settled "$d"; then
 		d9_fail fork-loader-no-deadlock "$D9_SETTLE_ERR"
 	else
-		timeout -s KILL 120 "$ANALYZE" summary --json "$d" >"$T/fl.json" 2>"$T/fl.json.err"
+		timeout -s KILL $((120 * D9_SLOW)) "$ANALYZE" summary --json "$d" >"$T/fl.json" 2>"$T/fl.json.err"
 		d9_py fork-loader-no-deadlock '
 s = one(f[0])
 if s["events"] <= 0:
