@@ -523,6 +523,19 @@ def model(srv, tool, mode, key):
         out["time_driven"], out["per_request_untimed"] = td, un
     return out, a, b
 
+def sched_apart(m, srv, tool, mode, key):
+    """The schedstat readings (at an Unpark, at most every 30 ms per worker) are time-driven
+    too: their number follows the run's pace, and under valgrind or strace a request takes
+    milliseconds, so they land on requests, while the idle run (no Unpark) cannot show them.
+    The untimed figure is the model's of the count without them (key: syscalls or instructions
+    outside the readings), and their own share is reported apart."""
+    m2 = model(srv, tool, mode, key)[0]
+    if m2:
+        m["schedstat_per_request"] = {k: m["per_request"][k] - m2["per_request"][k]
+                                      for k in m["per_request"]}
+        if "per_request_untimed" in m2:
+            m["per_request_untimed"] = m2["per_request_untimed"]
+
 res = {}
 for srv in dict.fromkeys(r["server"] for r in runs):
     res[srv] = {"modes": {}, "syscalls": {}}
@@ -530,15 +543,7 @@ for srv in dict.fromkeys(r["server"] for r in runs):
         m, a, b = model(srv, "callgrind", mode, "ir")
         if not m:
             continue
-        # as for syscalls below: the schedstat readings (at an Unpark at most every 30 ms per
-        # worker) follow the run's pace, and under valgrind a request takes milliseconds, so
-        # they land on requests; the untimed figure leaves them out and they are shown apart
-        m2 = model(srv, "callgrind", mode, "ir_nosched")[0]
-        if m2:
-            m["schedstat_per_request"] = {k: m["per_request"][k] - m2["per_request"][k]
-                                          for k in m["per_request"]}
-            if "per_request_untimed" in m2:
-                m["per_request_untimed"] = m2["per_request_untimed"]
+        sched_apart(m, srv, "callgrind", mode, "ir_nosched")
         dn = n2 - n1
         ta, tb = agent_threads(a), agent_threads(b)
         m["agent_threads_per_request"] = {k: (tb.get(k, 0) - ta.get(k, 0)) / dn for k in tb}
@@ -564,14 +569,7 @@ for srv in dict.fromkeys(r["server"] for r in runs):
         m, a, b = model(srv, "strace", mode, "syscalls")
         if not m:
             continue
-        # the schedstat readings are time-driven too (while busy): the untimed figure is the
-        # model's of the other calls, and their own share is reported apart
-        m2 = model(srv, "strace", mode, "syscalls_nosched")[0]
-        if m2:
-            m["schedstat_per_request"] = {k: m["per_request"][k] - m2["per_request"][k]
-                                          for k in m["per_request"]}
-            if "per_request_untimed" in m2:
-                m["per_request_untimed"] = m2["per_request_untimed"]
+        sched_apart(m, srv, "strace", mode, "syscalls_nosched")
         names = {}
         for r, sign in ((a, -1), (b, 1)):
             for t in r["threads"]:
