@@ -8,8 +8,9 @@
 # rotating every second. Checks: keys, bytes, session token, '=' sent as %3D; libcurl loaded only
 # when S3 is configured; the analyzer reading s3:// with time/service/host selection and `ls`;
 # the breaker with the endpoint down then back, 403 and 500; a slow endpoint; eviction under the
-# budget while uploads wait; delete after upload; credentials files, good and bad. The host
-# finishes its work in each.
+# budget while uploads wait; delete after upload; credentials files, good and bad; uploads go on
+# while a host thread holds glibc's time-zone lock (tz-hold.c). The host finishes its work in
+# each.
 set -u
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -203,6 +204,44 @@ else
 		d9_pass s3-preload-server "$srv_served requests answered while its segments were uploaded"
 	fi
 	d9_kill "$SRV_PID"
+fi
+
+# ---- uploads while a host thread holds glibc's time-zone lock ---------------------------------------------
+# glibc does not reset that lock in a forked child: an agent thread inside it at a host's fork
+# would hang the child's first localtime. The uploader's gmtime_r calls (the key; libcurl's
+# SigV4 signing) must not take it (agent/DESIGN.md, "libc's locks that a fork does not reset").
+# tz-hold.c under LD_PRELOAD with TZ naming a FIFO: its holder thread blocks in localtime_r's
+# open of the zone file with the lock held; a segment must be stored meanwhile.
+tzh=$T/tz-hold
+tz_holder_blocked() { # the holder thread waits in open/openat (x86-64: 2, 257)
+	local tid
+	tid=$(sed -n 's/^holder //p' "$T/tz/out" 2>/dev/null)
+	[ -n "$tid" ] && case "$(cut -d' ' -f1 "/proc/$TZ_PID/task/$tid/syscall" 2>/dev/null)" in
+		2 | 257) return 0 ;; *) return 1 ;; esac
+}
+if ! ${CC:-cc} -O2 -o "$tzh" "$D9_ROOT/tests/integration/tz-hold.c" -lpthread 2>"$T/tzcc.err"; then
+	d9_skip s3-tz-lock "cannot build tz-hold.c: $(head -c 200 "$T/tzcc.err")"
+elif ! mkfifo "$T/tzfifo"; then
+	d9_skip s3-tz-lock "cannot make a FIFO in $T"
+else
+	mkdir -p "$T/tz"
+	env LD_PRELOAD="$D9_ROOT/build/libd9agent.so" "${S3ENV[@]}" "${CREDS[@]}" D9_S3_PREFIX=tz \
+		D9_LOG=debug TZ=":$T/tzfifo" D9_TRACE_PATH="$T/tz/trace.bin" "$tzh" $((60 * D9_SLOW)) \
+		>"$T/tz/out" 2>"$T/tz/err" &
+	TZ_PID=$!
+	D9_BG_PIDS+=("$TZ_PID")
+	if ! d9_wait_for 30 tz_holder_blocked; then
+		d9_fail s3-tz-lock "the holder thread never blocked in the zone file's open: $(head -c 200 "$T/tz/out")"
+	elif ! d9_wait_for 60 grep -q "S3 upload: .* stored" "$T/tz/err"; then
+		d9_fail s3-tz-lock "no segment was stored while a host thread held the time-zone lock: $(tail -c 300 "$T/tz/err")"
+	elif ! tz_holder_blocked; then
+		d9_fail s3-tz-lock "the holder thread left its open before the upload: the test proves nothing"
+	else
+		d9_pass s3-tz-lock "$(grep -c 'S3 upload: .* stored' "$T/tz/err") segment(s) stored while localtime_r held the lock"
+	fi
+	# the writer end's open lets the holder's open return (then EOF: no zone, UTC)
+	timeout 10 sh -c ': >"$1"' sh "$T/tzfifo" 2>/dev/null
+	d9_kill "$TZ_PID"
 fi
 
 # ---- not configured: libcurl is never loaded ------------------------------------------------------------
