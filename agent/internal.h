@@ -177,6 +177,8 @@ void d9__loader_enter(void);
 void d9__loader_leave(void);
 void *d9__dlopen(const char *path, int flags);
 void d9__dlclose(void *h);
+struct dl_phdr_info;
+int d9__dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg);
 
 /* ---- descriptors of the agent's own (files.c) ---- */
 struct d9__file {

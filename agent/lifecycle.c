@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <linux/perf_event.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -589,7 +590,7 @@ out:
 	errno = saved;
 }
 
-/* ---- the loader and fork -------------------------------------------------------------------------
+/* ---- the loader and fork ---------------------------------------------------------------------
  * glibc does not reset the loader's write lock (dl_load_write_lock) in a forked child: a thread
  * inside dl_iterate_phdr, or in the part of dlopen/dlclose that changes the list of objects, at
  * the moment of a fork leaves it held for ever in the child. Every dl_iterate_phdr, dlopen and
@@ -632,6 +633,14 @@ void d9__dlclose(void *h)
 	d9__loader_enter();
 	dlclose(h);
 	d9__loader_leave();
+}
+
+int d9__dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+	d9__loader_enter();
+	int r = dl_iterate_phdr(cb, arg);
+	d9__loader_leave();
+	return r;
 }
 
 /* The loader gate first, then the definitions lock: the writer takes them in that order (its

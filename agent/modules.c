@@ -79,8 +79,6 @@ void d9__modules_refresh(void)
 {
 	int first = 1;
 
-	d9__loader_enter(); /* a fork waits (lifecycle.c) */
-	dl_iterate_phdr(on_module, &first);
-	d9__loader_leave();
+	d9__dl_iterate_phdr(on_module, &first); /* a fork waits (lifecycle.c) */
 	scanned = 1;
 }

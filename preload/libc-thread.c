@@ -1,11 +1,12 @@
-/* libc-thread.c: thread names, and gmtime_r on the agent's threads (below). A thread is defined in the trace (tid, name, worker id) when it
- * first records; a name set later is written as a new definition, which supersedes the earlier
- * one (FORMAT.md, definitions: the last one wins). A thread renaming itself (pthread_setname_np
- * on itself, prctl(PR_SET_NAME)) is defined again at once; a rename of another thread (memcached
- * names its mc-worker threads from the main thread) only marks the names stale, and the writer
- * reads /proc/self/task/TID/comm (defs.c). Thread creation itself needs no wrapper: the agent
- * registers threads lazily, and fork is handled by the agent's pthread_atfork handlers
- * (libc-direct.c wraps pthread_create, but only to see that the host has threads). */
+/* libc-thread.c: thread names, and gmtime_r on the agent's threads (at the end). A thread is
+ * defined in the trace (tid, name, worker id) when it first records; a name set later is written
+ * as a new definition, which supersedes the earlier one (FORMAT.md, definitions: the last one
+ * wins). A thread renaming itself (pthread_setname_np on itself, prctl(PR_SET_NAME)) is defined
+ * again at once; a rename of another thread (memcached names its mc-worker threads from the main
+ * thread) only marks the names stale, and the writer reads /proc/self/task/TID/comm (defs.c).
+ * Thread creation itself needs no wrapper: the agent registers threads lazily, and fork is handled
+ * by the agent's pthread_atfork handlers (libc-direct.c wraps pthread_create, but only to see that
+ * the host has threads). */
 #include "preload.h"
 #include "s3.h"
 

@@ -69,9 +69,7 @@ static int image_cb(struct dl_phdr_info *info, size_t size, void *arg)
 static int image_get(struct image *im)
 {
 	memset(im, 0, sizeof(*im));
-	d9__loader_enter(); /* a fork waits (agent/lifecycle.c) */
-	dl_iterate_phdr(image_cb, im);
-	d9__loader_leave();
+	d9__dl_iterate_phdr(image_cb, im); /* a fork waits (agent/lifecycle.c) */
 	return im->phdr ? 0 : -ENOENT;
 }
 

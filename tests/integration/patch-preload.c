@@ -49,11 +49,14 @@ void d9__log(int level, const char *fmt, ...)
 }
 
 /* patch.c goes through the agent's loader gate (lifecycle.c); here there is no fork to wait */
-void d9__loader_enter(void) {}
-void d9__loader_leave(void) {}
 void *d9__dlopen(const char *path, int flags)
 {
 	return dlopen(path, flags);
+}
+
+int d9__dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+	return dl_iterate_phdr(cb, arg);
 }
 
 #define HOOK(fn)                                                                 \
