@@ -15,8 +15,9 @@
 #define D9_LIKELY(x) __builtin_expect(!!(x), 1)
 #define D9_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* Schema flags of every segment the agent writes (Unpark statistics per interval, 0 = unknown). */
-#define D9_AGENT_SCHEMA (D9_SCHEMA_UNPARK_INTERVAL | D9_SCHEMA_SCHED_DELAY | D9_SCHEMA_CPU_UNWIND | \
+/* Schema flags of every segment the agent writes (format 1.3's compact Park and Unpark: Unpark
+ * statistics per interval in an UnparkStats after the Unpark). */
+#define D9_AGENT_SCHEMA (D9_SCHEMA_COMPACT_WAITS | D9_SCHEMA_SCHED_DELAY | D9_SCHEMA_CPU_UNWIND | \
 	D9_SCHEMA_CPU_WEIGHT | D9_SCHEMA_API | D9_SCHEMA_REQUESTS)
 
 struct d9__block;
@@ -46,7 +47,8 @@ enum {
 	D9__RW_POLL_START = 4, /* co, location: 30 bytes at most */
 	D9__RW_POLL_END = 3, /* co: 20 */
 	D9__RW_PARK = 4, /* timeout (call in the head): 25 */
-	D9__RW_UNPARK = 5, /* ready, cpu, wait: 40 */
+	D9__RW_UNPARK = 3, /* ready: 20 */
+	D9__RW_UNPARK_STATS = 6, /* ready, cpu, wait: 42 (the Unpark and its UnparkStats) */
 	D9__RW_WAKE = 5, /* woken, waker, object (kind in the head): 40 */
 	D9__RW_SPAWN = 5, /* co, parent, location: 40 */
 	D9__RW_COROUTINE_EXIT = 3, /* co: 20 */
@@ -201,11 +203,16 @@ static inline int d9_raw_park(struct d9__raw *r, uint64_t now, uint32_t call, in
 		(uint64_t)timeout_us);
 }
 
+/* An Unpark without statistics is one word of fields; one with them (at most one per 30 ms
+ * per worker) three. */
 static inline int d9_raw_unpark(struct d9__raw *r, uint64_t now, int64_t ready, uint64_t cpu_ns,
 	uint64_t sched_wait_ns)
 {
-	return d9__raw_put(r, now, D9__RAW_HDR(D9_EV_UNPARK, D9__RW_UNPARK, 0), 3, (uint64_t)ready,
-		cpu_ns, sched_wait_ns, 0);
+	if (D9_LIKELY(cpu_ns == D9_UNKNOWN && sched_wait_ns == D9_UNKNOWN))
+		return d9__raw_one(r, now, D9__RAW_HDR(D9_EV_UNPARK, D9__RW_UNPARK, 0),
+			(uint64_t)ready);
+	return d9__raw_put(r, now, D9__RAW_HDR(D9_EV_UNPARK, D9__RW_UNPARK_STATS, 0), 3,
+		(uint64_t)ready, cpu_ns, sched_wait_ns, 0);
 }
 
 static inline int d9_raw_wake(struct d9__raw *r, uint64_t now, uint64_t woken, uint64_t waker,

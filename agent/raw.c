@@ -19,8 +19,12 @@ static int encode_one(struct d9_enc *e, const uint64_t *p, uint32_t words)
 
 	/* Park, Unpark, PollStart, PollEnd, Wake and QueueSample are d9__raw_encode's own: one
 	 * reaches this only when the chunk is full or the record is damaged, and ends the block
-	 * either way (the default below) */
+	 * either way (the default below); but an Unpark with statistics (its UnparkStats after
+	 * it) is encoded here */
 	switch (D9__RAW_TYPE(h)) {
+	case D9_EV_UNPARK: /* with statistics: the plain one is d9__raw_encode's */
+		return words == D9__RW_UNPARK_STATS ?
+			d9_enc_unpark(e, now, (int64_t)p[2], p[3], p[4]) : -1;
 	case D9_EV_SPAWN:
 		return words == D9__RW_SPAWN ? d9_enc_spawn(e, now, p[2], p[3], p[4]) : -1;
 	case D9_EV_COROUTINE_EXIT:
@@ -83,6 +87,7 @@ void d9__raw_encode(struct d9__block *b)
 	 * code is theirs: tests/unit/test-raw-encode.c); the other events go through encode_one,
 	 * inline but cold (out of line, its call and frame made QueueSample cost 120). */
 #define HOT(type, words) ((uint32_t)(type) | (uint32_t)(words) << 8)
+	_Static_assert(D9_AGENT_SCHEMA & D9_SCHEMA_COMPACT_WAITS, "Park and Unpark below are 1.3's");
 #ifdef __clang__
 #define D9__COLD_LABEL /* clang takes `cold` on functions only */
 #else
@@ -104,13 +109,11 @@ void d9__raw_encode(struct d9__block *b)
 			goto other; /* -ENOSPC there */
 		} else if (tw == HOT(D9_EV_PARK, D9__RW_PARK)) {
 			int64_t timeout = (int64_t)p[2];
-			q = d9__enc_park_fields(&e, d9__enc_type_delta(q, type, d), D9__RAW_SMALL(h),
-				timeout);
+			q = d9__enc_park_delta_fields(&e, d9__enc_type_delta(q, type, d),
+				D9__RAW_SMALL(h), timeout);
 		} else if (tw == HOT(D9_EV_UNPARK, D9__RW_UNPARK)) {
 			int64_t ready = (int64_t)p[2];
-			uint64_t cpu = p[3], wait = p[4];
-			q = d9__enc_unpark_fields(d9__enc_type_delta(q, type, d), D9_AGENT_SCHEMA,
-				ready, cpu, wait);
+			q = d9_put_varint(d9__enc_type_delta(q, type, d), d9_zigzag(ready));
 		} else if (tw == HOT(D9_EV_POLL_START, D9__RW_POLL_START)) {
 			uint64_t co = p[2], loc = p[3];
 			q = d9__enc_poll_start_fields(&e, d9__enc_type_delta(q, type, d), co, loc);

@@ -141,6 +141,16 @@ static void dump_def(FILE *f, const struct d9_def *d, uint64_t chunk_off)
 	fputs("}\n", f);
 }
 
+/* An Unpark statistic, decoded: null when unknown. */
+static void dump_stat(FILE *f, const char *name, uint64_t v)
+{
+	fprintf(f, ",\"%s\":", name);
+	if (v == D9_UNKNOWN)
+		fputs("null", f);
+	else
+		fprintf(f, "%" PRIu64, v);
+}
+
 static void dump_event(FILE *f, struct d9_reader *r, const struct d9_chunk *c,
 	const struct d9_event *ev)
 {
@@ -153,9 +163,15 @@ static void dump_event(FILE *f, struct d9_reader *r, const struct d9_chunk *c,
 	d9__json_cstr(f, s ? s->name : "?");
 	fprintf(f, ",\"code\":%u,\"time\":%" PRIu64 ",\"mono_ns\":%" PRId64, ev->type, ev->time,
 		d9_time_to_mono_ns(h, ev->time));
+	int stats = 0; /* Unpark statistics printed */
 	for (int i = 0; s && i < s->nfields; i++) {
 		const struct d9_schema_field *fd = &s->fields[i];
 		int slot = known ? fd->slot : i;
+		if (slot == D9_SLOT_TIMEOUT_DELTA) {
+			/* Park's timeout as a difference (format 1.3): shown decoded */
+			fprintf(f, ",\"timeout_us\":%" PRId64, (int64_t)ev->f[D9_F_PARK_TIMEOUT_US]);
+			continue;
+		}
 		if (slot == D9_SLOT_KIND_OBJECT) {
 			/* Wake's packed field: shown as the two fields it holds */
 			fprintf(f, ",\"kind\":%" PRIu64 ",\"object\":%" PRId64, ev->f[D9_F_WAKE_KIND],
@@ -174,13 +190,13 @@ static void dump_event(FILE *f, struct d9_reader *r, const struct d9_chunk *c,
 		if (slot == D9_SLOT_CPU_NS_P1 || slot == D9_SLOT_SCHED_WAIT_NS_P1) {
 			/* Unpark's value-plus-one fields: shown decoded, null when unknown */
 			int to = slot == D9_SLOT_CPU_NS_P1 ? D9_F_UNPARK_CPU_NS : D9_F_UNPARK_SCHED_WAIT_NS;
-			fprintf(f, to == D9_F_UNPARK_CPU_NS ? ",\"cpu_ns\":" : ",\"sched_wait_ns\":");
-			if (ev->f[to] == D9_UNKNOWN)
-				fputs("null", f);
-			else
-				fprintf(f, "%" PRIu64, ev->f[to]);
+			dump_stat(f, to == D9_F_UNPARK_CPU_NS ? "cpu_ns" : "sched_wait_ns", ev->f[to]);
+			stats = 1;
 			continue;
 		}
+		if (known && (slot == D9_F_UNPARK_CPU_NS || slot == D9_F_UNPARK_SCHED_WAIT_NS) &&
+			ev->type == D9_EV_UNPARK)
+			stats = 1;
 		if (slot < 0 || slot >= D9_EV_MAX_FIELDS)
 			continue; /* a field this decoder does not keep */
 		fputc(',', f);
@@ -192,6 +208,11 @@ static void dump_event(FILE *f, struct d9_reader *r, const struct d9_chunk *c,
 			hex(f, ev->fdata[slot], (size_t)ev->f[slot]);
 		else
 			fprintf(f, "%" PRIu64, ev->f[slot]);
+	}
+	if (ev->type == D9_EV_UNPARK && !stats && ev->nfields > D9_F_UNPARK_SCHED_WAIT_NS) {
+		/* statistics from the UnparkStats after it (format 1.3): after its fields */
+		dump_stat(f, "cpu_ns", ev->f[D9_F_UNPARK_CPU_NS]);
+		dump_stat(f, "sched_wait_ns", ev->f[D9_F_UNPARK_SCHED_WAIT_NS]);
 	}
 	fputs("}\n", f);
 }

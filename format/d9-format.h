@@ -20,8 +20,9 @@
 #define D9_MAGIC "\x89" "D9T\r\n\x1a\n" /* 8 bytes, PNG-style: catches text-mode mangling */
 #define D9_MAGIC_LEN 8
 #define D9_FORMAT_MAJOR 1
-#define D9_FORMAT_MINOR 2 /* 1.1: the Privileges definition; 1.2: CustomSchema and RecorderState
-			    * definitions, CustomEvent, RequestBegin/End (16, 17), Mark and Value (18, 19) */
+#define D9_FORMAT_MINOR 3 /* 1.1: the Privileges definition; 1.2: CustomSchema and RecorderState
+			    * definitions, CustomEvent, RequestBegin/End (16, 17), Mark and Value (18, 19);
+			    * 1.3: Park's timeout_us_delta, UnparkStats (20) */
 #define D9_PREFIX_LEN 16 /* magic, u16 major, u16 minor, u32 flags */
 #define D9_CHUNK_HDR_LEN 8 /* "D9" sync, u8 type, u8 head check, u32 payload length */
 #define D9_CHUNK_CRC_LEN 4
@@ -102,6 +103,14 @@ enum { D9_F_UNPARK_READY = 0, D9_F_UNPARK_CPU_NS = 1, D9_F_UNPARK_SCHED_WAIT_NS 
  * the two slots above from them. */
 #define D9_SLOT_CPU_NS_P1 (-3)
 #define D9_SLOT_SCHED_WAIT_NS_P1 (-4)
+/* Park field `timeout_us_delta`: the timeout minus the chunk's previous Park's (-1 before the
+ * first): decoders fill D9_F_PARK_TIMEOUT_US from it. */
+#define D9_SLOT_TIMEOUT_DELTA (-6)
+/* UnparkStats (code 20, schema-described, FORMAT.md "Unpark statistics"): `cpu_ns+1` and
+ * `sched_wait_ns+1` of the Unpark just before it. Not an event of its own: counted with its
+ * Unpark, and the reference decoder merges it into that Unpark. On disk it begins `0F 14`. */
+enum { D9_EV_UNPARK_STATS = 20 };
+#define D9_UNPARK_STATS_NAME "UnparkStats"
 enum { D9_F_WAKE_WOKEN = 0, D9_F_WAKE_WAKER = 1, D9_F_WAKE_KIND = 2, D9_F_WAKE_OBJECT = 3 };
 /* On disk Wake packs kind and object into one field, kind_object = zigzag(object) << 3 | kind;
  * decoders split it into the two slots above. */
@@ -389,6 +398,7 @@ struct d9_events_iter {
 	uint64_t base_off, time;
 	uint64_t mru[D9_MRU]; /* most recent coroutine ids of the chunk, [0] newest */
 	uint32_t left;
+	int64_t park_timeout; /* the chunk's previous Park's timeout_us (-1 before the first) */
 };
 D9_EXPORT void d9_events_init(struct d9_events_iter *it, struct d9_reader *r, const struct d9_chunk *c);
 D9_EXPORT int d9_events_next(struct d9_events_iter *it, struct d9_event *ev);
@@ -504,6 +514,10 @@ D9_EXPORT int d9_header_write(struct d9_wbuf *w, const struct d9_header *h);
 #define D9_SCHEMA_API 64u
 /* The schema also lists RequestBegin (16) and RequestEnd (17) for d9_enc_request_*. */
 #define D9_SCHEMA_REQUESTS 32u
+/* Format 1.3's compact waits (what the agent writes): Park lists `timeout_us_delta` instead of
+ * `timeout_us`, Unpark lists `ready` only, and the schema lists UnparkStats (20), written after
+ * an Unpark that has statistics. */
+#define D9_SCHEMA_COMPACT_WAITS 128u
 D9_EXPORT int d9_schema_write(struct d9_wbuf *w, unsigned flags);
 D9_EXPORT int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t);
 
@@ -553,9 +567,11 @@ struct d9_enc {
 	uint8_t shift;
 	uint8_t flags; /* D9_SCHEMA_* flags the segment's schema was written with */
 	/* Park's timeout as last encoded (a loop waits with the same timeout again and again: its
-	 * bytes are copied, not encoded again); kept across chunks, len 0: none yet */
+	 * bytes are copied, not encoded again); kept across chunks, len 0: none yet. With
+	 * D9_SCHEMA_COMPACT_WAITS park_prev is the chunk's previous Park's timeout (-1 at start). */
 	uint8_t park_len;
 	int64_t park_timeout;
+	int64_t park_prev;
 	uint8_t park_bytes[16];
 };
 #define D9_ENC_EVENT_MAX 96 /* most bytes one fixed-field event can take */
@@ -671,6 +687,21 @@ static inline uint8_t *d9__enc_park_fields(struct d9_enc *e, uint8_t *p, uint32_
 	return p + e->park_len;
 }
 
+/* The same with D9_SCHEMA_COMPACT_WAITS: the timeout as `timeout_us_delta`, one byte `00` when
+ * it is the chunk's previous Park's. */
+static inline uint8_t *d9__enc_park_delta_fields(struct d9_enc *e, uint8_t *p, uint32_t call,
+	int64_t timeout_us)
+{
+	p = d9_put_varint(p, call);
+	if (__builtin_expect(timeout_us == e->park_prev, 1)) {
+		*p++ = 0;
+		return p;
+	}
+	p = d9_put_varint(p, d9_zigzag((int64_t)((uint64_t)timeout_us - (uint64_t)e->park_prev)));
+	e->park_prev = timeout_us;
+	return p;
+}
+
 /* cpu_ns and sched_wait_ns are written only when the schema has them: as they are with
  * D9_SCHEMA_UNPARK_STATS (D9_UNKNOWN then takes 10 bytes and decodes as D9_UNKNOWN), plus one
  * with D9_SCHEMA_UNPARK_INTERVAL (D9_UNKNOWN is written as 0: one byte). */
@@ -678,7 +709,15 @@ static inline uint8_t *d9__enc_unpark_fields(uint8_t *p, unsigned flags, int64_t
 	uint64_t cpu_ns, uint64_t sched_wait_ns)
 {
 	p = d9_put_varint(p, d9_zigzag(ready));
-	if (flags & D9_SCHEMA_UNPARK_INTERVAL) {
+	if (flags & D9_SCHEMA_COMPACT_WAITS) {
+		/* an UnparkStats after it, at delta 0, only when a statistic is known */
+		if (cpu_ns != D9_UNKNOWN || sched_wait_ns != D9_UNKNOWN) {
+			*p++ = D9_EV_EXTENDED;
+			*p++ = D9_EV_UNPARK_STATS;
+			p = d9_put_varint(p, cpu_ns == D9_UNKNOWN ? 0 : cpu_ns + 1);
+			p = d9_put_varint(p, sched_wait_ns == D9_UNKNOWN ? 0 : sched_wait_ns + 1);
+		}
+	} else if (flags & D9_SCHEMA_UNPARK_INTERVAL) {
 		p = d9_put_varint(p, cpu_ns == D9_UNKNOWN ? 0 : cpu_ns + 1);
 		p = d9_put_varint(p, sched_wait_ns == D9_UNKNOWN ? 0 : sched_wait_ns + 1);
 	} else if (flags & D9_SCHEMA_UNPARK_STATS) {
@@ -723,7 +762,9 @@ static inline int d9_enc_park(struct d9_enc *e, uint64_t ticks, uint32_t call, i
 {
 	if (e->p >= e->end)
 		return -28;
-	e->p = d9__enc_park_fields(e, d9__enc_head(e, D9_EV_PARK, ticks), call, timeout_us);
+	uint8_t *p = d9__enc_head(e, D9_EV_PARK, ticks);
+	e->p = e->flags & D9_SCHEMA_COMPACT_WAITS ? d9__enc_park_delta_fields(e, p, call, timeout_us) :
+		d9__enc_park_fields(e, p, call, timeout_us);
 	return 0;
 }
 

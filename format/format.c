@@ -138,6 +138,9 @@ static const struct builtin_field sched_delay[5] = { { 'c', "coroutine" }, { 'u'
 
 /* Mark and Value (codes 18, 19): not built in; listed with D9_SCHEMA_API. */
 static const struct builtin_field api_mark[1] = { { 'u', "name" } };
+/* UnparkStats (20): D9_SCHEMA_COMPACT_WAITS */
+static const struct builtin_field unpark_stats[2] = { { 'u', "cpu_ns+1" },
+	{ 'u', "sched_wait_ns+1" } };
 static const struct builtin_field api_value[3] = { { 'u', "name" }, { 'u', "kind" },
 	{ 'i', "value" } };
 
@@ -157,8 +160,8 @@ static const struct builtin_field request_end[8] = { { 'u', "id" }, { 'u', "sour
 
 static int builtin_fields(uint32_t type, unsigned flags)
 {
-	if (type == D9_EV_UNPARK &&
-		!(flags & (D9_SCHEMA_UNPARK_STATS | D9_SCHEMA_UNPARK_INTERVAL)))
+	if (type == D9_EV_UNPARK && ((flags & D9_SCHEMA_COMPACT_WAITS) ||
+		!(flags & (D9_SCHEMA_UNPARK_STATS | D9_SCHEMA_UNPARK_INTERVAL))))
 		return 1;
 	if (type == D9_EV_CPU_SAMPLE && !(flags & D9_SCHEMA_CPU_UNWIND))
 		return 3;
@@ -174,6 +177,8 @@ static const char *builtin_field_name(uint32_t type, int i, unsigned flags)
 
 	if (type == D9_EV_UNPARK && (flags & D9_SCHEMA_UNPARK_INTERVAL))
 		return interval[i];
+	if (type == D9_EV_PARK && i == D9_F_PARK_TIMEOUT_US && (flags & D9_SCHEMA_COMPACT_WAITS))
+		return "timeout_us_delta";
 	return builtin[type].f[i].name;
 }
 
@@ -199,6 +204,8 @@ static int slot_of(uint32_t type, const char *name)
 	}
 	if (type == D9_EV_CPU_SAMPLE && !strcmp(name, "weight_ns+1"))
 		return D9_SLOT_WEIGHT_NS_P1;
+	if (type == D9_EV_PARK && !strcmp(name, "timeout_us_delta"))
+		return D9_SLOT_TIMEOUT_DELTA;
 	for (int i = 0; i < builtin[type].nfields; i++)
 		if (strcmp(builtin[type].f[i].name, name) == 0)
 			return i;
@@ -381,7 +388,8 @@ int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 	uint8_t *c = d9_chunk_open(w, D9_CHUNK_SCHEMA);
 
 	d9_wbuf_u(w, D9_EV_KNOWN_MAX + !!(flags & D9_SCHEMA_SCHED_DELAY) +
-		2 * !!(flags & D9_SCHEMA_API) + 2 * !!(flags & D9_SCHEMA_REQUESTS));
+		2 * !!(flags & D9_SCHEMA_API) + 2 * !!(flags & D9_SCHEMA_REQUESTS) +
+		!!(flags & D9_SCHEMA_COMPACT_WAITS));
 	for (uint32_t t = 1; t <= D9_EV_KNOWN_MAX; t++) {
 		int n = builtin_fields(t, flags);
 
@@ -412,6 +420,8 @@ int d9_schema_write(struct d9_wbuf *w, unsigned flags)
 		schema_type(w, D9_EV_REQUEST_BEGIN, D9_REQUEST_BEGIN_NAME, request_begin, 5);
 		schema_type(w, D9_EV_REQUEST_END, D9_REQUEST_END_NAME, request_end, 8);
 	}
+	if (flags & D9_SCHEMA_COMPACT_WAITS)
+		schema_type(w, D9_EV_UNPARK_STATS, D9_UNPARK_STATS_NAME, unpark_stats, 2);
 	return d9_chunk_close(w, c);
 }
 
@@ -660,6 +670,7 @@ int d9_enc_begin(struct d9_enc *e, void *buf, size_t cap, uint32_t tid, uint32_t
 	e->last = base_ticks >> shift;
 	d9_store_le64(p + 16, e->last);
 	memset(e->mru, 0, sizeof(e->mru));
+	e->park_prev = -1;
 	e->count = 0;
 	e->p = p + D9_CHUNK_HDR_LEN + D9_EVENTS_HDR_LEN;
 	e->end = p + cap - D9_CHUNK_CRC_LEN - D9_ENC_EVENT_MAX + 1; /* p < end: one event fits */
@@ -729,6 +740,11 @@ void d9_chunk_count_types(const uint8_t *chunk, unsigned flags,
 		} else if (type == D9_EV_EXTENDED && (flags & D9_SCHEMA_API) && p < end &&
 			(*p == D9_EV_MARK || *p == D9_EV_VALUE)) {
 			nreq = *p++ == D9_EV_MARK ? 1 : 3;
+			sd = 1;
+		} else if (type == D9_EV_EXTENDED && (flags & D9_SCHEMA_COMPACT_WAITS) && p < end &&
+			*p == D9_EV_UNPARK_STATS) {
+			p++;
+			nreq = 2; /* counted with its Unpark */
 			sd = 1;
 		}
 		if (!sd && (type == 0 || type > D9_EV_KNOWN_MAX || type == D9_EV_CUSTOM))
@@ -1551,6 +1567,7 @@ void d9_events_init(struct d9_events_iter *it, struct d9_reader *r, const struct
 	it->end = c->payload + c->len;
 	it->time = c->base_time;
 	memset(it->mru, 0, sizeof(it->mru));
+	it->park_timeout = -1;
 	it->left = c->count;
 }
 
@@ -1567,6 +1584,26 @@ void d9_reader_bad_event(struct d9_reader *r, uint64_t offset, const char *msg)
 {
 	r->st.bad_events++;
 	report(r, D9_PROB_BAD_EVENT, offset, "%s at offset %llu", msg, (unsigned long long)offset);
+}
+
+/* The UnparkStats at it->p, when the schema names code 20 so, into the Unpark just decoded
+ * (FORMAT.md, "Unpark statistics"). Damage in it is reported as usual; the Unpark stands. */
+static void merge_unpark_stats(struct d9_events_iter *it, struct d9_event *ev)
+{
+	const struct d9_schema_type *s = &it->r->schema[D9_EV_UNPARK_STATS];
+	struct d9_event st;
+
+	if (!s->present || strcmp(s->name, D9_UNPARK_STATS_NAME) != 0 ||
+		d9_events_next(it, &st) != 1)
+		return;
+	/* both statistics are the Unpark's fields now, known or not (a name missing: unknown) */
+	ev->nfields = D9_F_UNPARK_SCHED_WAIT_NS + 1;
+	for (int i = 0; i < s->nfields && i < D9_EV_MAX_FIELDS; i++) {
+		int to = !strcmp(s->fields[i].name, "cpu_ns+1") ? D9_F_UNPARK_CPU_NS :
+			!strcmp(s->fields[i].name, "sched_wait_ns+1") ? D9_F_UNPARK_SCHED_WAIT_NS : -1;
+		if (to >= 0)
+			ev->f[to] = st.f[i] ? st.f[i] - 1 : D9_UNKNOWN;
+	}
 }
 
 int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
@@ -1672,6 +1709,10 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 			ev->f[D9_F_CPU_WEIGHT_NS] = v ? v - 1 : D9_UNKNOWN;
 			if (D9_F_CPU_WEIGHT_NS + 1 > (int)ev->nfields)
 				ev->nfields = D9_F_CPU_WEIGHT_NS + 1;
+		} else if (slot == D9_SLOT_TIMEOUT_DELTA) {
+			ev->f[D9_F_PARK_TIMEOUT_US] = (uint64_t)it->park_timeout + v;
+			if (D9_F_PARK_TIMEOUT_US + 1 > (int)ev->nfields)
+				ev->nfields = D9_F_PARK_TIMEOUT_US + 1;
 		} else if (slot == D9_SLOT_CPU_NS_P1 || slot == D9_SLOT_SCHED_WAIT_NS_P1) {
 			int to = slot == D9_SLOT_CPU_NS_P1 ? D9_F_UNPARK_CPU_NS : D9_F_UNPARK_SCHED_WAIT_NS;
 			ev->f[to] = v ? v - 1 : D9_UNKNOWN;
@@ -1686,6 +1727,11 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 	it->p = k.p;
 	if (it->left)
 		it->left--;
+	if (type == D9_EV_PARK)
+		it->park_timeout = (int64_t)ev->f[D9_F_PARK_TIMEOUT_US];
+	else if (type == D9_EV_UNPARK && it->end - it->p >= 2 && it->p[0] == D9_EV_EXTENDED &&
+		it->p[1] == D9_EV_UNPARK_STATS)
+		merge_unpark_stats(it, ev);
 	return 1;
 }
 

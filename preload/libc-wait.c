@@ -125,8 +125,11 @@ static inline __attribute__((always_inline)) void unpark(int ret, int err)
 		d9__pl.ss_ucpu = d9__pl.ss_cpu;
 		d9__pl.ss_udelay = d9__pl.ss_delay;
 		d9__pl.ss_base = 1;
+		d9_rec_unpark_at(now, ret < 0 ? -err : ret, cpu, wait);
+	} else {
+		/* its own call, with the constants: the record's choice (d9_raw_unpark) folds away */
+		d9_rec_unpark_at(now, ret < 0 ? -err : ret, D9_UNKNOWN, D9_UNKNOWN);
 	}
-	d9_rec_unpark_at(now, ret < 0 ? -err : ret, cpu, wait);
 	d9__pl.in_turn = 1;
 }
 

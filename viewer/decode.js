@@ -14,6 +14,12 @@ function d9_decode_module(root) {
 	const SLOT_CPU_P1 = 101, SLOT_SCHED_P1 = 102;
 	/* CpuSample's `weight_ns+1`: value plus one, 0 = unknown (null in f[4]; also when not listed) */
 	const SLOT_WEIGHT_P1 = 103;
+	/* Park's `timeout_us_delta` (format 1.3): the difference from the chunk's previous Park's
+	 * timeout (-1 before the first), decoded into f[1] */
+	const SLOT_TIMEOUT_DELTA = 104;
+	/* UnparkStats (format 1.3): an Unpark's statistics in a record of its own right after it,
+	 * beginning 0F 14; merged into that Unpark (FORMAT.md, "Unpark statistics") */
+	const UNPARK_STATS = 20;
 	const SAFE = 9007199254740991;
 	const MAGIC = [0x89, 0x44, 0x39, 0x54, 0x0d, 0x0a, 0x1a, 0x0a];
 
@@ -226,6 +232,8 @@ function d9_decode_module(root) {
 			return 3; /* CpuSample's unwind (schema-listed; 0 when a writer does not list it) */
 		if (code === 10 && name === 'weight_ns+1')
 			return SLOT_WEIGHT_P1;
+		if (code === 3 && name === 'timeout_us_delta')
+			return SLOT_TIMEOUT_DELTA;
 		const b = BUILTIN[code];
 		for (let i = 0; i < b.length; i++)
 			if (b[i][1] === name)
@@ -397,12 +405,79 @@ function d9_decode_module(root) {
 		const k = new Cur(u8, pl + 24, end);
 		const m = [0, 0, 0, 0];
 		let time = ch.base_time;
-		const ev = { code: 0, offset: 0, time: 0, f: new Array(MAX_FIELDS).fill(0), fdata: new Array(MAX_FIELDS).fill(null), schema: null };
+		let parkTimeout = -1; /* the chunk's previous Park's timeout_us */
+		const ev = { code: 0, offset: 0, time: 0, f: new Array(MAX_FIELDS).fill(0), fdata: new Array(MAX_FIELDS).fill(null), schema: null, stats: false };
+		const st = { f: new Array(MAX_FIELDS).fill(0), fdata: new Array(MAX_FIELDS).fill(null) };
 		const fail = (off, why) => {
 			r.stats.bad_events++;
 			r.problem('bad_event', off, why + ' at offset ' + off + '; rest of chunk skipped');
 		};
 		const sink = r.sink;
+		/* the fields of schema entry s into f and fd (known: a built-in type, mapped by name);
+		 * false when the event is damaged (reported, the rest of the chunk dropped) */
+		const readFields = (s, known, f, fd, off) => {
+			const fields = s.fields;
+			for (let i = 0; i < fields.length; i++) {
+				const fl = fields[i];
+				let v;
+				let data = null;
+				if (fl.enc === 'b') {
+					data = k.bytes();
+					v = data ? data.length : 0;
+				} else {
+					v = k.u();
+					if (fl.enc === 'c' && v !== 0) {
+						let id;
+						if (v <= 4) {
+							id = m[v - 1];
+							if (!id) {
+								fail(off, 'coroutine field names an empty slot');
+								return false;
+							}
+							for (let j = v - 1; j > 0; j--)
+								m[j] = m[j - 1];
+						} else {
+							id = add64(m[0], unzigzag(typeof v === 'number' ? v - 5 : v - 5n));
+							if (!id) {
+								fail(off, 'coroutine field decodes to id 0');
+								return false;
+							}
+							m[3] = m[2]; m[2] = m[1]; m[1] = m[0];
+						}
+						m[0] = id;
+						v = id;
+					} else if (fl.enc === 'i') {
+						v = unzigzag(v);
+					}
+				}
+				if (k.err) {
+					fail(off, 'event overruns its chunk');
+					return false;
+				}
+				const slot = known ? fl.slot : i;
+				if (slot === SLOT_KIND_OBJECT) {
+					if (typeof v === 'number' && v >= 0) {
+						f[2] = v % 8;
+						f[3] = unzigzag(Math.floor(v / 8));
+					} else {
+						const bv = BigInt.asUintN(64, big(v));
+						f[2] = Number(bv & 7n);
+						f[3] = unzigzag(norm(bv >> 3n));
+					}
+				} else if (slot === SLOT_CPU_P1 || slot === SLOT_SCHED_P1 || slot === SLOT_WEIGHT_P1) {
+					f[slot === SLOT_CPU_P1 ? 1 : slot === SLOT_SCHED_P1 ? 2 : 4] = v === 0 ? null : typeof v === 'number' ? v - 1 : norm(v - 1n);
+				} else if (slot === SLOT_TIMEOUT_DELTA) {
+					/* signed 64-bit wrapping, as the C reader's uint64 sum */
+					const t = typeof v === 'number' && typeof parkTimeout === 'number' ? parkTimeout + v : NaN;
+					f[1] = Number.isSafeInteger(t) ? t : norm(BigInt.asIntN(64, big(parkTimeout) + big(v)));
+				} else if (slot >= 0 && slot < MAX_FIELDS) {
+					f[slot] = v;
+					if (data)
+						fd[slot] = data;
+				}
+			}
+			return true;
+		};
 		while (k.p < end) {
 			const off = k.p;
 			const b0 = u8[k.p++];
@@ -438,55 +513,31 @@ function d9_decode_module(root) {
 			else if (type === 10)
 				f[4] = null; /* CpuSample's weight not listed or not recorded: unknown, never 0 */
 			time = add64(time, delta);
-			const known = type <= 13;
-			const fields = s.fields;
-			for (let i = 0; i < fields.length; i++) {
-				const fl = fields[i];
-				let v;
-				let data = null;
-				if (fl.enc === 'b') {
-					data = k.bytes();
-					v = data ? data.length : 0;
-				} else {
-					v = k.u();
-					if (fl.enc === 'c' && v !== 0) {
-						let id;
-						if (v <= 4) {
-							id = m[v - 1];
-							if (!id)
-								return fail(off, 'coroutine field names an empty slot');
-							for (let j = v - 1; j > 0; j--)
-								m[j] = m[j - 1];
-						} else {
-							id = add64(m[0], unzigzag(typeof v === 'number' ? v - 5 : v - 5n));
-							if (!id)
-								return fail(off, 'coroutine field decodes to id 0');
-							m[3] = m[2]; m[2] = m[1]; m[1] = m[0];
-						}
-						m[0] = id;
-						v = id;
-					} else if (fl.enc === 'i') {
-						v = unzigzag(v);
-					}
+			if (!readFields(s, type <= 13, f, fd, off))
+				return;
+			ev.stats = false;
+			let damaged = false;
+			if (type === 3) {
+				parkTimeout = f[1];
+			} else if (type === 4 && k.p + 1 < end && u8[k.p] === 0x0f && u8[k.p + 1] === UNPARK_STATS &&
+				r.schema[UNPARK_STATS] && latin1(r.schema[UNPARK_STATS].name) === 'UnparkStats') {
+				/* its UnparkStats: decoded like any event (delta 0), merged, not reported */
+				const so = k.p, ss = r.schema[UNPARK_STATS];
+				k.p += 2;
+				for (let j = 0; j < MAX_FIELDS; j++) {
+					st.f[j] = 0;
+					st.fdata[j] = null;
 				}
-				if (k.err)
-					return fail(off, 'event overruns its chunk');
-				const slot = known ? fl.slot : i;
-				if (slot === SLOT_KIND_OBJECT) {
-					if (typeof v === 'number' && v >= 0) {
-						f[2] = v % 8;
-						f[3] = unzigzag(Math.floor(v / 8));
-					} else {
-						const bv = BigInt.asUintN(64, big(v));
-						f[2] = Number(bv & 7n);
-						f[3] = unzigzag(norm(bv >> 3n));
+				if (!readFields(ss, false, st.f, st.fdata, so)) {
+					damaged = true; /* reported; the Unpark before it stands */
+				} else {
+					for (let i = 0; i < ss.fields.length && i < MAX_FIELDS; i++) {
+						const key = ss.fields[i].key, v = st.f[i];
+						const to = key === 'cpu_ns+1' ? 1 : key === 'sched_wait_ns+1' ? 2 : 0;
+						if (to)
+							f[to] = v === 0 ? null : typeof v === 'number' ? v - 1 : norm(v - 1n);
 					}
-				} else if (slot === SLOT_CPU_P1 || slot === SLOT_SCHED_P1 || slot === SLOT_WEIGHT_P1) {
-					f[slot === SLOT_CPU_P1 ? 1 : slot === SLOT_SCHED_P1 ? 2 : 4] = v === 0 ? null : typeof v === 'number' ? v - 1 : norm(v - 1n);
-				} else if (slot >= 0 && slot < MAX_FIELDS) {
-					f[slot] = v;
-					if (data)
-						fd[slot] = data;
+					ev.stats = true;
 				}
 			}
 			ev.code = type;
@@ -495,6 +546,8 @@ function d9_decode_module(root) {
 			ev.schema = s;
 			if (sink.event)
 				sink.event(ev, ch);
+			if (damaged)
+				return;
 		}
 	}
 
@@ -769,9 +822,16 @@ function d9_decode_module(root) {
 					',"type":' + jsonBytes(s.name) + ',"code":' + ev.code + ',"time":' + u64str(ev.time) +
 					',"mono_ns":' + monoNsExact(h, ev.time).toString();
 				const known = ev.code <= 13;
+				let stats = false; /* Unpark statistics printed */
 				for (let i = 0; i < s.fields.length; i++) {
 					const fd = s.fields[i];
 					const slot = known ? fd.slot : i;
+					if (slot === SLOT_TIMEOUT_DELTA) {
+						line += ',"timeout_us":' + i64str(ev.f[1]);
+						continue;
+					}
+					if (known && ev.code === 4 && (slot === 1 || slot === 2))
+						stats = true;
 					if (slot === SLOT_KIND_OBJECT) {
 						line += ',"kind":' + u64str(ev.f[2]) + ',"object":' + i64str(ev.f[3]);
 						continue;
@@ -779,6 +839,7 @@ function d9_decode_module(root) {
 					if (slot === SLOT_CPU_P1 || slot === SLOT_SCHED_P1) {
 						const v = ev.f[slot === SLOT_CPU_P1 ? 1 : 2];
 						line += (slot === SLOT_CPU_P1 ? ',"cpu_ns":' : ',"sched_wait_ns":') + (v === null ? 'null' : u64str(v));
+						stats = true;
 						continue;
 					}
 					if (slot === SLOT_WEIGHT_P1) {
@@ -791,6 +852,11 @@ function d9_decode_module(root) {
 					if (fd.enc === 'i') line += i64str(ev.f[slot]);
 					else if (fd.enc === 'b') line += hex(ev.fdata[slot]);
 					else line += u64str(ev.f[slot]);
+				}
+				if (ev.code === 4 && ev.stats && !stats) {
+					/* from the UnparkStats after it (format 1.3): after its own fields */
+					line += ',"cpu_ns":' + (ev.f[1] === null ? 'null' : u64str(ev.f[1]));
+					line += ',"sched_wait_ns":' + (ev.f[2] === null ? 'null' : u64str(ev.f[2]));
 				}
 				out.push(line + '}');
 			},

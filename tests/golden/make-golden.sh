@@ -10,7 +10,8 @@ gen=build/tests/gen-golden
 analyze=build/d9-analyze
 dir=tests/golden
 # name and the exit status dump must give for it (test-golden.sh holds the same table)
-files=("basic.bin 0" "truncated.bin 4" "corrupt-chunk.bin 4" "unknown-types.bin 0" "basic.bin.gz 0")
+files=("basic.bin 0" "truncated.bin 4" "corrupt-chunk.bin 4" "unknown-types.bin 0" "basic.bin.gz 0"
+	"compact-waits.bin 0")
 
 for b in "$gen" "$analyze"; do
 	if [ ! -x "$b" ]; then

@@ -11,7 +11,8 @@ san=build/san/d9-analyze
 gen=build/tests/gen-golden
 dir=tests/golden
 # name and the exit status dump must give for it (make-golden.sh holds the same table)
-files=("basic.bin 0" "truncated.bin 4" "corrupt-chunk.bin 4" "unknown-types.bin 0" "basic.bin.gz 0")
+files=("basic.bin 0" "truncated.bin 4" "corrupt-chunk.bin 4" "unknown-types.bin 0" "basic.bin.gz 0"
+	"compact-waits.bin 0")
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

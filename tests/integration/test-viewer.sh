@@ -32,15 +32,16 @@ if ! command -v node >/dev/null; then
 fi
 
 # ---- decoder conformance ---------------------------------------------------------------------------
-bad=()
+bad=() ngold=0
 for f in "$PL_ROOT"/tests/golden/*.bin "$PL_ROOT"/tests/golden/basic.bin.gz; do
+	ngold=$((ngold + 1))
 	node "$BR/dump.js" "$f" >"$T/g.out" 2>"$T/g.err" || bad+=("$(basename "$f"): node failed: $(head -c 200 "$T/g.err")")
 	cmp -s "$T/g.out" "$f.jsonl" || bad+=("$(basename "$f"): $(diff "$f.jsonl" "$T/g.out" | head -n 3 | cut -c1-200)")
 done
 if [ "${#bad[@]}" -gt 0 ]; then
 	pl_fail viewer-decoder-golden "${bad[*]:0:3}"
 else
-	pl_pass viewer-decoder-golden "5 golden files byte for byte"
+	pl_pass viewer-decoder-golden "$ngold golden files byte for byte"
 fi
 
 mkdir -p "$T/js" "$T/c"
@@ -68,7 +69,8 @@ python3 - "$PL_ROOT/tests/golden" "$T/mut" <<'PYEOF'
 import random, struct, sys, zlib
 gold, out = sys.argv[1:]
 random.seed(11)
-srcs = [open("%s/%s" % (gold, n), "rb").read() for n in ("basic.bin", "unknown-types.bin")]
+srcs = [open("%s/%s" % (gold, n), "rb").read() for n in ("basic.bin", "unknown-types.bin",
+                                                           "compact-waits.bin")]
 def chunks(b):
     p, res = 16, []
     while p + 12 <= len(b):

@@ -254,6 +254,42 @@ static void build_basic(struct seg *s)
 	put_trailer(s, 17, 3, 0); /* as the Dropped events say */
 }
 
+/* compact-waits.bin: format 1.3's layout of Park and Unpark, as the agent writes it: timeouts as
+ * differences from the chunk's previous Park's (repeated, changed, and from -1 again in a second
+ * chunk), Unparks with and without an UnparkStats, and one UnparkStats that follows no Unpark
+ * (an event of code 20 of its own). */
+static void build_compact(struct seg *s)
+{
+	const unsigned flags = D9_SCHEMA_COMPACT_WAITS | D9_SCHEMA_SCHED_DELAY;
+	static const uint8_t stray[] = { 0x05, 0x00 }; /* cpu_ns+1 5, sched_wait_ns+1 unknown */
+	struct d9_enc e;
+
+	seg_init(s);
+	put_header(s, 0);
+	put_schema(s, flags);
+	put_defs(s);
+	events_begin(s, &e, 4243, 1, BASE_TICKS, flags);
+	EMIT(s, &e, D9_EV_PARK, AT(1), d9_enc_park(&e, AT(1), D9_CALL_EPOLL_WAIT, -1));
+	EMIT(s, &e, D9_EV_UNPARK, AT(90), d9_enc_unpark(&e, AT(90), 1, D9_UNKNOWN, D9_UNKNOWN));
+	EMIT(s, &e, D9_EV_PARK, AT(95), d9_enc_park(&e, AT(95), D9_CALL_EPOLL_WAIT, 7494000));
+	EMIT(s, &e, D9_EV_UNPARK, AT(200), d9_enc_unpark(&e, AT(200), 2, 250000, 1200));
+	EMIT(s, &e, D9_EV_PARK, AT(204), d9_enc_park(&e, AT(204), D9_CALL_EPOLL_WAIT, 7494000));
+	EMIT(s, &e, D9_EV_UNPARK, AT(300), d9_enc_unpark(&e, AT(300), 0, 0, D9_UNKNOWN));
+	EMIT(s, &e, D9_EV_PARK, AT(301), d9_enc_park(&e, AT(301), D9_CALL_POLL, 6000));
+	EMIT(s, &e, D9_EV_UNPARK, AT(400), d9_enc_unpark(&e, AT(400), -4, D9_UNKNOWN, 7));
+	EMIT(s, &e, D9_EV_SCHED_DELAY, AT(410), d9_enc_sched_delay(&e, AT(410), 0, 4, D9_FD_SOCKET,
+		2500000, 2400000));
+	EMIT(s, &e, D9_EV_UNPARK_STATS, AT(410), d9_enc_raw(&e, AT(410), D9_EV_UNPARK_STATS, stray,
+		sizeof(stray)));
+	EMIT(s, &e, D9_EV_PARK, AT(420), d9_enc_park(&e, AT(420), D9_CALL_POLL, -1));
+	events_end(s, &e);
+	events_begin(s, &e, 4243, 1, AT(500), flags);
+	EMIT(s, &e, D9_EV_UNPARK, AT(500), d9_enc_unpark(&e, AT(500), 1, D9_UNKNOWN, D9_UNKNOWN));
+	EMIT(s, &e, D9_EV_PARK, AT(510), d9_enc_park(&e, AT(510), D9_CALL_EPOLL_WAIT, 7494000));
+	events_end(s, &e);
+	put_trailer(s, 0, 0, 0);
+}
+
 /* A schema entry written by hand (for a type d9 v1 does not know). */
 static void schema_type(struct d9_wbuf *w, uint32_t code, const char *name, int nf,
 	const char *encs, const char *const *names)
@@ -357,7 +393,7 @@ static int write_gz(const char *dir, const char *name, const void *p, size_t n)
 
 int main(int argc, char **argv)
 {
-	static struct seg basic, unknown;
+	static struct seg basic, unknown, compact;
 	static uint8_t tmp[SEG_CAP];
 
 	if (argc != 2) {
@@ -366,7 +402,8 @@ int main(int argc, char **argv)
 	}
 	build_basic(&basic);
 	build_unknown_types(&unknown);
-	if (basic.failed || unknown.failed || basic.nevents != 3) {
+	build_compact(&compact);
+	if (basic.failed || unknown.failed || compact.failed || basic.nevents != 3) {
 		fprintf(stderr, "gen-golden: a chunk did not fit its buffer\n");
 		return 1;
 	}
@@ -385,5 +422,7 @@ int main(int argc, char **argv)
 
 	err |= write_file(dir, "unknown-types.bin", unknown.buf, (size_t)(unknown.w.p - unknown.buf));
 	err |= write_gz(dir, "basic.bin.gz", basic.buf, len);
+	err |= write_file(dir, "compact-waits.bin", compact.buf,
+		(size_t)(compact.w.p - compact.buf));
 	return err ? 1 : 0;
 }

@@ -225,7 +225,9 @@ static uint32_t known_nfields(uint32_t type, unsigned flags)
 {
 	static const uint8_t n[D9_EV_KNOWN_MAX + 1] = { 0, 2, 1, 2, 3, 4, 3, 1, 1, 5, 3, 2, 2 };
 
-	if (type == D9_EV_UNPARK && !(flags & (D9_SCHEMA_UNPARK_STATS | D9_SCHEMA_UNPARK_INTERVAL)))
+	/* with D9_SCHEMA_COMPACT_WAITS: 3 when an UnparkStats follows (every_type's Unparks) */
+	if (type == D9_EV_UNPARK && !(flags & (D9_SCHEMA_UNPARK_STATS | D9_SCHEMA_UNPARK_INTERVAL |
+		D9_SCHEMA_COMPACT_WAITS)))
 		return 1;
 	return n[type];
 }
@@ -600,7 +602,8 @@ static void roundtrip_every_type(unsigned flags)
 	struct evspec want[NELEM(every_type)];
 
 	memcpy(want, every_type, sizeof(want));
-	if (!(flags & (D9_SCHEMA_UNPARK_STATS | D9_SCHEMA_UNPARK_INTERVAL))) {
+	if (!(flags & (D9_SCHEMA_UNPARK_STATS | D9_SCHEMA_UNPARK_INTERVAL |
+		D9_SCHEMA_COMPACT_WAITS))) {
 		for (size_t i = 0; i < NELEM(want); i++)
 			if (want[i].type == D9_EV_UNPARK)
 				want[i].f[1] = want[i].f[2] = 0;
@@ -674,6 +677,94 @@ TEST(unpark_interval_unknown_and_zero)
 	uint64_t counts[D9_EV_KNOWN_MAX + 1] = { 0 };
 	d9_chunk_count_types(e.chunk, D9_SCHEMA_UNPARK_INTERVAL, counts);
 	T_EQ(counts[D9_EV_UNPARK], 3);
+	dec_free(&d);
+	seg_free(&s);
+}
+
+/* Format 1.3 (the agent's layout), with every other type around it */
+TEST(roundtrip_every_event_type_compact_waits)
+{
+	roundtrip_every_type(D9_SCHEMA_COMPACT_WAITS);
+}
+
+/* Format 1.3's compact waits: Park's timeout as the difference from the chunk's previous Park's
+ * (one byte when the same, -1 before the chunk's first), an Unpark's statistics in an
+ * UnparkStats after it only when known, merged by the decoder and counted with the Unpark. */
+TEST(compact_waits)
+{
+	const unsigned flags = D9_SCHEMA_COMPACT_WAITS | D9_SCHEMA_SCHED_DELAY;
+	struct seg s;
+	struct d9_enc e;
+	struct dec d;
+	uint8_t *before;
+
+	seg_std(&s, 8192, flags);
+	seg_enc_begin(&s, &e, 1, 1, 0, 0, (uint8_t)flags, 4096);
+	before = e.p;
+	T_EQ(d9_enc_park(&e, 1, D9_CALL_EPOLL_WAIT, -1), 0);
+	T_EQ(e.p - before, 3); /* head, call, 00: -1 is the chunk's start */
+	before = e.p;
+	T_EQ(d9_enc_unpark(&e, 2, 1, D9_UNKNOWN, D9_UNKNOWN), 0);
+	T_EQ(e.p - before, 2); /* head, ready: no statistics, no bytes */
+	T_EQ(d9_enc_park(&e, 3, D9_CALL_EPOLL_WAIT, 7494000), 0);
+	before = e.p;
+	T_EQ(d9_enc_park(&e, 4, D9_CALL_EPOLL_WAIT, 7494000), 0);
+	T_EQ(e.p - before, 3); /* the same timeout again */
+	T_EQ(d9_enc_park(&e, 5, D9_CALL_POLL, 6000), 0);
+	before = e.p;
+	T_EQ(d9_enc_unpark(&e, 6, 0, 200000000, D9_UNKNOWN), 0);
+	/* 0F 14, then 200000001 (4 bytes) and 00 */
+	T_EQ(e.p[-7], D9_EV_EXTENDED);
+	T_EQ(e.p[-6], D9_EV_UNPARK_STATS);
+	T_EQ(e.p - before, 2 + 2 + 4 + 1);
+	T_EQ(d9_enc_unpark(&e, 7, 3, 0, 0), 0);
+	/* a stray UnparkStats (after a SchedDelay): an event of code 20 of its own */
+	T_EQ(d9_enc_sched_delay(&e, 8, 0, 5, D9_FD_SOCKET, 60000, D9_UNKNOWN), 0);
+	static const uint8_t stats[] = { 0x05, 0x00 };
+	T_EQ(d9_enc_raw(&e, 8, D9_EV_UNPARK_STATS, stats, sizeof(stats)), 0);
+	T_EQ(d9_enc_park(&e, 9, D9_CALL_POLL, INT64_MAX >> 2), 0);
+	T_EQ(d9_enc_park(&e, 10, D9_CALL_POLL, -(INT64_MAX >> 2)), 0);
+	uint32_t count = e.count;
+	uint64_t counts[D9_EV_KNOWN_MAX + 1] = { 0 };
+	seg_enc_end(&s, &e);
+	d9_chunk_count_types(e.chunk, flags, counts);
+	T_EQ(counts[D9_EV_PARK], 6);
+	T_EQ(counts[D9_EV_UNPARK], 3);
+	/* a second chunk starts again from -1 */
+	seg_enc_begin(&s, &e, 1, 1, 20, 0, (uint8_t)flags, 4096);
+	T_EQ(d9_enc_park(&e, 21, D9_CALL_EPOLL_WAIT, 7494000), 0);
+	T_EQ(d9_enc_park(&e, 22, D9_CALL_EPOLL_WAIT, -1), 0);
+	seg_enc_end(&s, &e);
+	T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
+	expect_clean(&d);
+	T_EQ(d.nev, 13);
+	T_EQ(count, 11); /* the UnparkStats after an Unpark are not events */
+	T_EQ(d.chunk[1].count, 11);
+	static const int64_t to[] = { -1, 7494000, 7494000, 6000, INT64_MAX >> 2, -(INT64_MAX >> 2),
+		7494000, -1 };
+	static const size_t at[] = { 0, 2, 3, 4, 9, 10, 11, 12 };
+	for (size_t i = 0; i < NELEM(at); i++) {
+		T_EQ(d.ev[at[i]].ev.type, D9_EV_PARK);
+		T_EQ((int64_t)d.ev[at[i]].ev.f[D9_F_PARK_TIMEOUT_US], to[i]);
+		T_EQ(d.ev[at[i]].ev.nfields, 2);
+	}
+	T_EQ(d.ev[1].ev.type, D9_EV_UNPARK);
+	T_EQ(d.ev[1].ev.nfields, 1);
+	T_EQ(d.ev[1].ev.f[D9_F_UNPARK_CPU_NS], D9_UNKNOWN);
+	T_EQ(d.ev[1].ev.f[D9_F_UNPARK_SCHED_WAIT_NS], D9_UNKNOWN);
+	T_EQ(d.ev[5].ev.type, D9_EV_UNPARK);
+	T_EQ(d.ev[5].ev.f[D9_F_UNPARK_READY], 0);
+	T_EQ(d.ev[5].ev.f[D9_F_UNPARK_CPU_NS], 200000000);
+	T_EQ(d.ev[5].ev.f[D9_F_UNPARK_SCHED_WAIT_NS], D9_UNKNOWN);
+	T_EQ(d.ev[5].ev.nfields, 3);
+	T_EQ(d.ev[6].ev.type, D9_EV_UNPARK);
+	T_EQ(d.ev[6].ev.f[D9_F_UNPARK_READY], 3);
+	T_EQ(d.ev[6].ev.f[D9_F_UNPARK_CPU_NS], 0);
+	T_EQ(d.ev[6].ev.f[D9_F_UNPARK_SCHED_WAIT_NS], 0);
+	T_EQ(d.ev[7].ev.type, D9_EV_SCHED_DELAY);
+	T_EQ(d.ev[8].ev.type, D9_EV_UNPARK_STATS);
+	T_EQ(d.ev[8].ev.f[0], 5);
+	T_EQ(d.ev[8].ev.f[1], 0);
 	dec_free(&d);
 	seg_free(&s);
 }
@@ -2608,7 +2699,9 @@ struct sink {
 static void sink_begin(struct sink *k, uint64_t ticks)
 {
 	T_ASSERT(k->len + SINK_CHUNK <= k->cap);
-	T_EQ(d9_enc_begin(&k->e, k->out + k->len, SINK_CHUNK, 4243, 1, ticks, k->shift, 0), 0);
+	/* the agent's layout of Park and Unpark (format 1.3) */
+	T_EQ(d9_enc_begin(&k->e, k->out + k->len, SINK_CHUNK, 4243, 1, ticks, k->shift,
+		D9_SCHEMA_COMPACT_WAITS), 0);
 }
 
 static void sink_end(struct sink *k)
@@ -2683,7 +2776,7 @@ static void st_worker_stream(struct sink *k, uint64_t requests, uint32_t populat
 		if (nconns && prng_below(&r, 100) < 2) {
 			/* select timed out: a keep-alive timer fires */
 			uint64_t c = prng_below(&r, nconns);
-			sink_emit(k, D9_EV_UNPARK, t, 0, 0, 0, 0);
+			sink_emit(k, D9_EV_UNPARK, t, 0, D9_UNKNOWN, D9_UNKNOWN, 0);
 			t += gap_uniform_ns(&r, 0.2, 1);
 			sink_emit(k, D9_EV_WAKE, t, conns[c].id, 0, D9_WAKE_TIMER,
 				U(-(int64_t)prng_below(&r, 4)));
@@ -2705,7 +2798,7 @@ static void st_worker_stream(struct sink *k, uint64_t requests, uint32_t populat
 				conns[c].mark = round;
 				run[nrun++] = (int64_t)c;
 			}
-			sink_emit(k, D9_EV_UNPARK, t, (uint64_t)nrun, 0, 0, 0);
+			sink_emit(k, D9_EV_UNPARK, t, (uint64_t)nrun, D9_UNKNOWN, D9_UNKNOWN, 0);
 			for (int i = 0; i < nrun; i++) {
 				t += gap_uniform_ns(&r, 0.2, 1);
 				if (run[i] < 0)
@@ -2821,14 +2914,14 @@ TEST(compactness)
 	/* the stream decodes back exactly: every event, every field, every time */
 	struct seg s;
 	struct dec d;
-	seg_std(&s, k.len + 4096, 0);
+	seg_std(&s, k.len + 4096, D9_SCHEMA_COMPACT_WAITS);
 	memcpy(s.w.p, k.out, k.len);
 	s.w.p += k.len;
 	T_EQ(dec_mem(&d, s.buf, seg_len(&s)), 0);
 	expect_clean(&d);
 	T_EQ(d.nev, k.events);
 	T_EQ(d.nchunk, 1 + k.chunks);
-	expect_events(d.ev, k.log, k.nlog, k.log[0].ticks, 7, 0);
+	expect_events(d.ev, k.log, k.nlog, k.log[0].ticks, 7, 0); /* 0: Unparks without statistics */
 	dec_free(&d);
 	seg_free(&s);
 

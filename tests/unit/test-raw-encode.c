@@ -88,7 +88,8 @@ static size_t fill_block(struct d9_enc *e, size_t fill, uint64_t *kept_types)
 			int64_t ready = (r >> 34) & 1 ? -(int64_t)((r >> 35) & 0xff) : (int64_t)((r >> 35) & 3);
 			uint64_t cpu = (r >> 40) & 1 ? D9_UNKNOWN : rnd() >> ((r >> 41) & 63);
 			uint64_t wait = (r >> 47) & 1 ? D9_UNKNOWN : rnd() >> ((r >> 48) & 63);
-			n = D9__RW_UNPARK;
+			/* the recording thread's choice of record (d9_raw_unpark) */
+			n = cpu == D9_UNKNOWN && wait == D9_UNKNOWN ? D9__RW_UNPARK : D9__RW_UNPARK_STATS;
 			w[1] = D9__RAW_HDR(D9_EV_UNPARK, n, 0);
 			w[2] = (uint64_t)ready;
 			w[3] = cpu;

@@ -63,7 +63,9 @@ TEST(raw_record_lengths)
 	FITS(D9__RW_POLL_START, d9_enc_poll_start(e, T0, FAR, BIG));
 	FITS(D9__RW_POLL_END, d9_enc_poll_end(e, T0, FAR));
 	FITS(D9__RW_PARK, d9_enc_park(e, T0, UINT32_MAX, INT64_MIN));
-	FITS(D9__RW_UNPARK, d9_enc_unpark(e, T0, INT64_MIN, BIG - 1, BIG - 1));
+	FITS(D9__RW_UNPARK, d9_enc_unpark(e, T0, INT64_MIN, D9_UNKNOWN, D9_UNKNOWN));
+	FITS(D9__RW_UNPARK_STATS, d9_enc_unpark(e, T0, INT64_MIN, BIG - 1, BIG - 1));
+	FITS(D9__RW_UNPARK_STATS, d9_enc_unpark(e, T0, INT64_MIN, BIG - 1, D9_UNKNOWN));
 	FITS(D9__RW_WAKE, d9_enc_wake(e, T0, FAR, FAR * 2 + 1, 7, -(1ll << 59)));
 	FITS(D9__RW_SPAWN, d9_enc_spawn(e, T0, FAR, FAR * 2 + 1, BIG));
 	FITS(3, d9_enc_coroutine_exit(e, T0, FAR));
