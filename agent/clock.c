@@ -19,7 +19,7 @@ uint8_t d9__shift = 5;
 static struct d9__anchor first; /* the calibration baseline */
 static uint64_t tps = 1000000000u;
 
-static void update_ticks(void);
+void d9__clock_update_ticks(void);
 
 uint64_t d9__mono_ns(void)
 {
@@ -97,12 +97,13 @@ void d9__clock_calibrate(void)
 	if (dm < 1000000)
 		return;
 	tps = (uint64_t)((unsigned __int128)(now.ticks - first.ticks) * 1000000000u / dm);
-	update_ticks();
+	d9__clock_update_ticks();
 }
 
 /* Derived tick thresholds preload/ compares against without dividing. */
-static void update_ticks(void)
+void d9__clock_update_ticks(void)
 {
+	d9__pcfg.schedstat_ticks = (uint64_t)((unsigned __int128)D9__SCHED_READ_NS * tps / 1000000000u);
 	d9__pcfg.blocking_threshold_ticks = (uint64_t)((unsigned __int128)d9__pcfg.blocking_threshold_ns * tps / 1000000000u);
 	d9__pcfg.queue_interval_ticks = (uint64_t)((unsigned __int128)d9__pcfg.queue_interval_ns * tps / 1000000000u);
 }
@@ -139,7 +140,7 @@ void d9__clock_calibrate_start(void)
 		if (hz)
 			tps = hz;
 	}
-	update_ticks();
+	d9__clock_update_ticks();
 }
 
 /* How long the calibration baseline is now (ns): from load, or the parent's load in a child. */

@@ -69,6 +69,10 @@ enum {
 /* Options preload/ reads (set once by the agent's configuration, D9_* variables). */
 /* runtime: D9_RUNTIME_AUTO, D9_RUNTIME_GENERIC, or i + 1 for preload/runtimes.c's d9__runtimes[i] */
 enum { D9_RUNTIME_AUTO = 0, D9_RUNTIME_GENERIC = -1 };
+/* An Unpark reads /proc/thread-self/schedstat (three syscalls) at most this often per worker
+ * (preload/libc-wait.c, "Scheduler statistics"). */
+#define D9__SCHED_READ_NS 30000000u
+
 struct d9_preload_config {
 	int runtime; /* D9_RUNTIME */
 	int blocking; /* D9_BLOCKING: wrap blocking calls */
@@ -77,6 +81,9 @@ struct d9_preload_config {
 	uint64_t queue_interval_ns; /* D9_QUEUE_INTERVAL: run-queue samples */
 	uint64_t queue_interval_ticks;
 	int requests; /* D9_REQUESTS: zero-code request detection (preload/requests.c) */
+	/* D9__SCHED_READ_NS in event clock ticks: an Unpark reads schedstat at most this often
+	 * (preload/libc-wait.c); follows the clock's calibration, never 0 once the agent is set up */
+	uint64_t schedstat_ticks;
 	int requests_preview; /* D9_REQUESTS_PREVIEW: 0 off, 1 method and path, 2 with the query */
 };
 extern struct d9_preload_config d9__pcfg;
@@ -428,16 +435,27 @@ void d9__rec_unpark_slow(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
 /* Takes back a thread that the writer may be flushing: after this the thread owns its state. */
 void d9__unpark(struct d9__thr *t);
 
-static inline void d9_rec_park(uint32_t call, int64_t timeout_us)
+/* d9_rec_park for a caller that has just seen d9__enabled set (a toggle in between records one
+ * Park more, as one just before the toggle would). */
+static inline void d9_rec_park_on(uint32_t call, int64_t timeout_us)
 {
 	struct d9__thr *t = &d9__self;
 
-	if (D9_UNLIKELY(!d9__enabled || d9_raw_park(&t->raw, d9__now(), call, timeout_us) != 0)) {
+	if (D9_UNLIKELY(d9_raw_park(&t->raw, d9__now(), call, timeout_us) != 0)) {
 		d9__rec_park_slow(call, timeout_us);
 		return;
 	}
 	if (t->blk)
 		__atomic_store_n(&t->park, D9__PARKED, __ATOMIC_RELEASE);
+}
+
+static inline void d9_rec_park(uint32_t call, int64_t timeout_us)
+{
+	if (D9_UNLIKELY(!d9__enabled)) {
+		d9__rec_park_slow(call, timeout_us);
+		return;
+	}
+	d9_rec_park_on(call, timeout_us);
 }
 
 /* Unpark at `now` (d9__now(), read by the caller just before). */

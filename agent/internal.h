@@ -102,6 +102,8 @@ void d9__clock_anchor(struct d9__anchor *a);
 /* Refines the TSC frequency from the first anchor to now (writer thread). */
 void d9__clock_calibrate(void);
 void d9__clock_calibrate_start(void);
+/* The tick thresholds of d9__pcfg at the clock's current rate. */
+void d9__clock_update_ticks(void);
 uint64_t d9__clock_tps(void); /* ticks per second */
 uint64_t d9__clock_baseline_ns(void); /* the calibration baseline's length so far */
 uint64_t d9__mono_ns(void);

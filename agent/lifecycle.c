@@ -60,6 +60,7 @@ static int wait_flag(const int *flag, int value, uint64_t deadline_ns)
 /* preload/ closes what is open on the exiting thread (the running coroutine's poll); absent in
  * programs that link the recording core without preload/ (the test driver). */
 void d9__preload_at_exit(void) __attribute__((weak));
+void d9__direct_sync(void) __attribute__((weak)); /* preload/libc-direct.c */
 /* preload/runtimes.c: each runtime adapter looks for its runtime (runtime.h) */
 void d9__runtimes_attach(void) __attribute__((weak));
 
@@ -735,6 +736,9 @@ __attribute__((constructor)) static void d9__init(void)
 		goto out;
 	d9__clock_init(g->cfg.clock);
 	d9__pcfg = g->cfg.pre;
+	d9__clock_update_ticks(); /* at the clock's first rate: the writer refines it */
+	if (d9__direct_sync)
+		d9__direct_sync(); /* D9_REQUESTS is known now */
 	d9__profile_init();
 	disk_init();
 	d9__record_init();

@@ -25,6 +25,7 @@
 #include <threads.h>
 
 int d9__direct;
+int d9__pass_direct;
 
 /* errno's address is asked of the C library once per thread (a call through the PLT each time
  * otherwise: 6 of this function's 14 instructions); a thread's TLS keeps its address for the
@@ -57,8 +58,15 @@ static const char *const direct_names[] = {
 	"epoll_wait", "epoll_pwait", "poll", "select",
 };
 
+void d9__direct_sync(void)
+{
+	__atomic_store_n(&d9__pass_direct, d9__direct_on() && !d9__pcfg.requests,
+		__ATOMIC_RELAXED);
+}
+
 static void direct_off(void)
 {
+	__atomic_store_n(&d9__pass_direct, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&d9__direct, 0, __ATOMIC_RELAXED);
 }
 
@@ -79,6 +87,7 @@ __attribute__((constructor(101))) static void direct_init(void)
 	}
 	dlclose(libc);
 	__atomic_store_n(&d9__direct, ok, __ATOMIC_RELAXED);
+	d9__direct_sync();
 #endif
 }
 

@@ -58,17 +58,21 @@ static inline __attribute__((always_inline)) int park(uint32_t call, int64_t tim
 	}
 	if (d9__pl.coroutine && d9__pl.rt && d9__pl.rt->wait_yields && d9__pl.rt->wait_yields(call))
 		return 0; /* the runtime makes it a coroutine yield: its scheduler's wait is the park */
-	if (!d9__pl_active())
+	if (D9_UNLIKELY(!d9__self.worker)) {
+		if (!d9__pl_active() || !d9_agent_become_worker())
+			return 0;
+	} else if (D9_UNLIKELY(!d9__enabled || d9__self.busy)) {
+		/* d9__pl_active() but for the role: a worker is never the agent's own thread
+		 * (d9_agent_become_worker refuses those) */
 		return 0;
-	if (D9_UNLIKELY(!d9__self.worker) && !d9_agent_become_worker())
-		return 0;
+	}
 	d9__pl.in_turn = 0;
 	if (d9__pl.nowait) {
 		/* the loop spun on zero-timeout waits since its last park: one count, not a pair each */
 		d9_rec_zero_timeout_waits(d9__pl.nowait);
 		d9__pl.nowait = 0;
 	}
-	d9_rec_park(call, timeout_us);
+	d9_rec_park_on(call, timeout_us);
 	return 1;
 }
 
@@ -76,14 +80,12 @@ static inline __attribute__((always_inline)) int park(uint32_t call, int64_t tim
  * Unpark carries the thread's CPU time and run delay (time runnable but waiting for a CPU) from
  * /proc/thread-self/schedstat, as deltas since the previous Unpark that carried them: a reading
  * costs three syscalls (open, pread, close: no descriptor is kept), so it is taken at an Unpark only when
- * D9__SCHED_READ_NS have passed since the thread's last such Unpark, which keeps the cost at
+ * D9__SCHED_READ_NS (d9-agent.h; d9__pcfg.schedstat_ticks in clock ticks) have passed since
+ * the thread's last such Unpark, which keeps the cost at
  * most one syscall per worker per 10 ms and none per request. An Unpark without a reading says
  * "unknown" (not 0); one with a reading covers every park cycle since the previous one. The
  * blocking-call wrappers (libc-block.c) take readings too, for calls that ran past the threshold,
  * and use the last reading to tell waiting from preemption. */
-#define D9__SCHED_READ_NS 30000000u /* three syscalls (open, pread, close): one per 10 ms */
-
-static uint64_t sched_read_ticks; /* D9__SCHED_READ_NS in event clock ticks, 0: not yet */
 static int sched_off; /* the host's threads cannot read schedstat: stop trying */
 
 int d9__pl_schedstat(uint64_t now)
@@ -112,9 +114,8 @@ static inline __attribute__((always_inline)) void unpark(int ret, int err)
 	uint64_t cpu = D9_UNKNOWN, wait = D9_UNKNOWN;
 	uint64_t now = d9__now();
 
-	if (D9_UNLIKELY(!sched_read_ticks))
-		sched_read_ticks = d9_agent_ns_to_ticks(D9__SCHED_READ_NS);
-	if (D9_UNLIKELY(now - d9__pl.ss_uat >= sched_read_ticks) && d9__pl_schedstat(now) >= 0) {
+	if (D9_UNLIKELY(now - d9__pl.ss_uat >= d9__pcfg.schedstat_ticks) &&
+		d9__pl_schedstat(now) >= 0) {
 		d9__pl.ss_uat = now;
 		if (d9__pl.ss_base) {
 			/* the counters are cumulative and monotonic: a smaller value is a bad read */

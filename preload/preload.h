@@ -89,6 +89,19 @@ static inline int d9__direct_on(void)
 	return __atomic_load_n(&d9__direct, __ATOMIC_RELAXED);
 }
 
+/* d9__direct and D9_REQUESTS off, in one word: the leaf wrappers' (requests.c, PASS) one test
+ * on their common path. libc-direct.c keeps it (d9__direct_sync). */
+extern int d9__pass_direct;
+
+static inline int d9__pass_direct_on(void)
+{
+	return __atomic_load_n(&d9__pass_direct, __ATOMIC_RELAXED);
+}
+
+/* Makes d9__pass_direct agree with d9__direct and d9__pcfg.requests again (the agent calls it
+ * once its configuration is read). */
+void d9__direct_sync(void);
+
 #if defined(__x86_64__)
 static inline long d9__syscall6(long nr, long a, long b, long c, long d, long e, long f)
 {

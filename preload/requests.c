@@ -491,8 +491,8 @@ D9_INTERPOSE int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flag
 /* A socket call without D9_REQUESTS: the system call itself while direct calls hold (preload.h),
  * else the C library's function once known; with requests (or before that), the hooked `req`. */
 #define PASS(fast, args, req, nr, ...)                                               \
-	(D9_UNLIKELY(d9__pcfg.requests) ? req args :                                 \
-	 D9_LIKELY(d9__direct_on()) ? D9__SYSCALL(nr, __VA_ARGS__) :                  \
+	(D9_LIKELY(d9__pass_direct_on()) ? D9__SYSCALL(nr, __VA_ARGS__) :              \
+	 D9_UNLIKELY(d9__pcfg.requests) ? req args :                                  \
 	 fast ? fast args : req args)
 
 static __attribute__((noinline)) ssize_t recv_req(int fd, void *buf, size_t n, int flags)
