@@ -163,7 +163,7 @@ static void dump_event(FILE *f, struct d9_reader *r, const struct d9_chunk *c,
 	d9__json_cstr(f, s ? s->name : "?");
 	fprintf(f, ",\"code\":%u,\"time\":%" PRIu64 ",\"mono_ns\":%" PRId64, ev->type, ev->time,
 		d9_time_to_mono_ns(h, ev->time));
-	int stats = 0; /* Unpark statistics printed */
+	int cpu_done = 0, wait_done = 0; /* Unpark statistics printed */
 	for (int i = 0; s && i < s->nfields; i++) {
 		const struct d9_schema_field *fd = &s->fields[i];
 		int slot = known ? fd->slot : i;
@@ -191,12 +191,13 @@ static void dump_event(FILE *f, struct d9_reader *r, const struct d9_chunk *c,
 			/* Unpark's value-plus-one fields: shown decoded, null when unknown */
 			int to = slot == D9_SLOT_CPU_NS_P1 ? D9_F_UNPARK_CPU_NS : D9_F_UNPARK_SCHED_WAIT_NS;
 			dump_stat(f, to == D9_F_UNPARK_CPU_NS ? "cpu_ns" : "sched_wait_ns", ev->f[to]);
-			stats = 1;
+			*(to == D9_F_UNPARK_CPU_NS ? &cpu_done : &wait_done) = 1;
 			continue;
 		}
-		if (known && (slot == D9_F_UNPARK_CPU_NS || slot == D9_F_UNPARK_SCHED_WAIT_NS) &&
-			ev->type == D9_EV_UNPARK)
-			stats = 1;
+		if (known && ev->type == D9_EV_UNPARK && slot == D9_F_UNPARK_CPU_NS)
+			cpu_done = 1;
+		if (known && ev->type == D9_EV_UNPARK && slot == D9_F_UNPARK_SCHED_WAIT_NS)
+			wait_done = 1;
 		if (slot < 0 || slot >= D9_EV_MAX_FIELDS)
 			continue; /* a field this decoder does not keep */
 		fputc(',', f);
@@ -205,14 +206,17 @@ static void dump_event(FILE *f, struct d9_reader *r, const struct d9_chunk *c,
 		if (fd->enc == D9_FIELD_I)
 			fprintf(f, "%" PRId64, (int64_t)ev->f[slot]);
 		else if (fd->enc == D9_FIELD_B)
-			hex(f, ev->fdata[slot], (size_t)ev->f[slot]);
+			hex(f, ev->fdata[slot], ev->fdata[slot] ? ev->flen[slot] : 0);
 		else
 			fprintf(f, "%" PRIu64, ev->f[slot]);
 	}
-	if (ev->type == D9_EV_UNPARK && !stats && ev->nfields > D9_F_UNPARK_SCHED_WAIT_NS) {
-		/* statistics from the UnparkStats after it (format 1.3): after its fields */
-		dump_stat(f, "cpu_ns", ev->f[D9_F_UNPARK_CPU_NS]);
-		dump_stat(f, "sched_wait_ns", ev->f[D9_F_UNPARK_SCHED_WAIT_NS]);
+	if (ev->type == D9_EV_UNPARK && ev->stats_merged) {
+		/* statistics from the UnparkStats after it (format 1.3), those its own fields did
+		 * not print: after its fields */
+		if (!cpu_done)
+			dump_stat(f, "cpu_ns", ev->f[D9_F_UNPARK_CPU_NS]);
+		if (!wait_done)
+			dump_stat(f, "sched_wait_ns", ev->f[D9_F_UNPARK_SCHED_WAIT_NS]);
 	}
 	fputs("}\n", f);
 }

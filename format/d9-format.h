@@ -315,6 +315,10 @@ struct d9_event {
 	const uint8_t *data; /* the first 'b' field, if any (f[slot] holds its length) */
 	uint32_t data_len;
 	const uint8_t *fdata[D9_EV_MAX_FIELDS]; /* every 'b' field's bytes, by slot */
+	/* their lengths (valid where fdata is set: a later field of the same slot may overwrite
+	 * f[slot], as hostile schemas do) */
+	uint32_t flen[D9_EV_MAX_FIELDS];
+	uint8_t stats_merged; /* Unparks: the statistics came from an UnparkStats (format 1.3) */
 	size_t offset; /* offset of the event in the file, for messages */
 };
 

@@ -1598,6 +1598,7 @@ static void merge_unpark_stats(struct d9_events_iter *it, struct d9_event *ev)
 		return;
 	/* both statistics are the Unpark's fields now, known or not (a name missing: unknown) */
 	ev->nfields = D9_F_UNPARK_SCHED_WAIT_NS + 1;
+	ev->stats_merged = 1;
 	for (int i = 0; i < s->nfields && i < D9_EV_MAX_FIELDS; i++) {
 		int to = !strcmp(s->fields[i].name, "cpu_ns+1") ? D9_F_UNPARK_CPU_NS :
 			!strcmp(s->fields[i].name, "sched_wait_ns+1") ? D9_F_UNPARK_SCHED_WAIT_NS : -1;
@@ -1646,6 +1647,7 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 		ev->f[j] = 0;
 		ev->fdata[j] = NULL;
 	}
+	ev->stats_merged = 0;
 	if (type == D9_EV_UNPARK) {
 		/* not listed by the schema, or listed as unknown: never a measured 0 */
 		ev->f[D9_F_UNPARK_CPU_NS] = D9_UNKNOWN;
@@ -1670,8 +1672,10 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 				ev->data_len = (uint32_t)n;
 			}
 			int bslot = known ? f->slot : i;
-			if (!k.err && bslot >= 0 && bslot < D9_EV_MAX_FIELDS)
+			if (!k.err && bslot >= 0 && bslot < D9_EV_MAX_FIELDS) {
 				ev->fdata[bslot] = d;
+				ev->flen[bslot] = (uint32_t)n;
+			}
 			v = n;
 		} else {
 			v = cur_u(&k);

@@ -561,6 +561,18 @@ function d9_decode_module(root) {
 			if (!k.err && type <= 13)
 				t.type_counts[type] = count;
 		}
+		/* optional, as format.c reads them: the directory budget's deletions, then S3's counts;
+		 * a trailer cut inside them is damaged */
+		if (!k.err && k.p < end) {
+			t.budget_deleted_segments = k.u();
+			t.budget_deleted_bytes = k.u();
+		}
+		if (!k.err && k.p < end) {
+			t.s3_uploaded = k.u();
+			t.s3_uploaded_bytes = k.u();
+			t.s3_failures = k.u();
+			t.s3_evicted = k.u();
+		}
 		return k.err ? null : t;
 	}
 
@@ -822,7 +834,7 @@ function d9_decode_module(root) {
 					',"type":' + jsonBytes(s.name) + ',"code":' + ev.code + ',"time":' + u64str(ev.time) +
 					',"mono_ns":' + monoNsExact(h, ev.time).toString();
 				const known = ev.code <= 13;
-				let stats = false; /* Unpark statistics printed */
+				let cpuDone = false, waitDone = false; /* Unpark statistics printed */
 				for (let i = 0; i < s.fields.length; i++) {
 					const fd = s.fields[i];
 					const slot = known ? fd.slot : i;
@@ -830,8 +842,10 @@ function d9_decode_module(root) {
 						line += ',"timeout_us":' + i64str(ev.f[1]);
 						continue;
 					}
-					if (known && ev.code === 4 && (slot === 1 || slot === 2))
-						stats = true;
+					if (known && ev.code === 4 && slot === 1)
+						cpuDone = true;
+					if (known && ev.code === 4 && slot === 2)
+						waitDone = true;
 					if (slot === SLOT_KIND_OBJECT) {
 						line += ',"kind":' + u64str(ev.f[2]) + ',"object":' + i64str(ev.f[3]);
 						continue;
@@ -839,7 +853,10 @@ function d9_decode_module(root) {
 					if (slot === SLOT_CPU_P1 || slot === SLOT_SCHED_P1) {
 						const v = ev.f[slot === SLOT_CPU_P1 ? 1 : 2];
 						line += (slot === SLOT_CPU_P1 ? ',"cpu_ns":' : ',"sched_wait_ns":') + (v === null ? 'null' : u64str(v));
-						stats = true;
+						if (slot === SLOT_CPU_P1)
+							cpuDone = true;
+						else
+							waitDone = true;
 						continue;
 					}
 					if (slot === SLOT_WEIGHT_P1) {
@@ -849,14 +866,19 @@ function d9_decode_module(root) {
 					if (slot < 0 || slot >= MAX_FIELDS)
 						continue;
 					line += ',' + jsonBytes(fd.name) + ':';
-					if (fd.enc === 'i') line += i64str(ev.f[slot]);
+					/* an unknown statistic (null) in a plain field: 2^64-1, as format.c holds it */
+					const v = ev.f[slot] === null ? (fd.enc === 'i' ? -1 : 18446744073709551615n) : ev.f[slot];
+					if (fd.enc === 'i') line += i64str(v);
 					else if (fd.enc === 'b') line += hex(ev.fdata[slot]);
-					else line += u64str(ev.f[slot]);
+					else line += u64str(v);
 				}
-				if (ev.code === 4 && ev.stats && !stats) {
-					/* from the UnparkStats after it (format 1.3): after its own fields */
-					line += ',"cpu_ns":' + (ev.f[1] === null ? 'null' : u64str(ev.f[1]));
-					line += ',"sched_wait_ns":' + (ev.f[2] === null ? 'null' : u64str(ev.f[2]));
+				if (ev.code === 4 && ev.stats) {
+					/* from the UnparkStats after it (format 1.3), those its own fields did not
+					 * print: after its fields */
+					if (!cpuDone)
+						line += ',"cpu_ns":' + (ev.f[1] === null ? 'null' : u64str(ev.f[1]));
+					if (!waitDone)
+						line += ',"sched_wait_ns":' + (ev.f[2] === null ? 'null' : u64str(ev.f[2]));
 				}
 				out.push(line + '}');
 			},

@@ -154,15 +154,15 @@ else:
 result("blocking", errs, "usleep %.3f ms" % (us[0]["dur"] / 1e3) if len(us) == 1 else "")
 
 errs = []
+# on a loaded machine any poll may run past 19 ms (preempted: the trace says so truly), so the
+# burn is the serve_conn poll of 19 ms to 1 s that holds the /block one's usleep no more
 long_ = [p for p in polls if p["dur"] >= 19000 and
          not any(p["ts"] <= b["ts"] + 0.001 and b["ts"] <= p["ts"] + p["dur"] for b in us)]
-if len(long_) != 1:
-    errs.append("%d polls >= 19 ms besides the /block one, want 1 (the burn): %s" % (len(long_), long_))
-elif not long_[0]["name"].startswith("serve_conn"):
-    errs.append("burn poll named %r, want serve_conn's location" % long_[0]["name"])
-elif long_[0]["dur"] >= 1e6:
-    errs.append("burn poll %s us" % long_[0]["dur"])
-result("burn", errs, "%s, %.3f ms" % (long_[0]["name"], long_[0]["dur"] / 1e3) if len(long_) == 1 else "")
+burn = [p for p in long_ if p["name"].startswith("serve_conn") and p["dur"] < 1e6]
+if not burn:
+    errs.append("no serve_conn poll of 19 ms to 1 s besides the /block one (the burn): %s" % long_)
+result("burn", errs, "%s, %.3f ms (%d long polls)" % (burn[0]["name"], burn[0]["dur"] / 1e3,
+       len(long_)) if burn else "")
 
 # flows: every "s" has one "f" with its id, binding to a poll slice of the woken coroutine
 errs = []

@@ -3,7 +3,8 @@
 #   - decoder conformance: viewer/decode.js prints exactly the golden tests/golden/*.jsonl, and
 #     what `d9-analyze dump` prints for every fuzz corpus file (gzip files with damaged streams
 #     aside: their messages are zlib's wording) and for 300 golden segments damaged inside
-#     chunk payloads (checks recomputed, fixed seed);
+#     chunk payloads (checks recomputed, fixed seed); format 1.3's compact waits on segments
+#     built byte by byte (tests/browser/format13-test.js), checked and compared with the dump;
 #   - parity: the decoder's events equal `d9-analyze jsonl` on the golden segments and on a real
 #     trace of st-http under the agent with CPU samples, on- and off-CPU where permitted (3 x
 #     /fast, /burn?ms=20, /sleep?ms=50, /block?ms=30, /fanout?k=4); tests/browser/parity.js says
@@ -101,6 +102,25 @@ if [ "${#bad[@]}" -gt 0 ] || [ "$n" -lt 300 ]; then
 	pl_fail viewer-decoder-mutants "${#bad[@]} of $n damaged segments differ from d9-analyze dump: ${bad[*]:0:5} $(head -c 200 "$T/mut.err")"
 else
 	pl_pass viewer-decoder-mutants "$n damaged golden segments, the same lines as d9-analyze dump"
+fi
+
+# format 1.3 (Park's timeout_us_delta, UnparkStats) on segments built byte by byte
+# (tests/browser/format13-test.js says which), then the same lines as d9-analyze dump on them
+node "$BR/format13-test.js" "$T/f13" 2>"$T/f13.err" >"$T/f13.out"
+rc=$?
+cat "$T/f13.out"
+[ "$rc" = 0 ] || grep -q '^FAIL ' "$T/f13.out" ||
+	pl_fail viewer-format13 "format13-test.js exited with status $rc: $(head -c 300 "$T/f13.err")"
+bad=() n=0
+for f in "$T"/f13/*.bin; do
+	[ -e "$f" ] || continue
+	n=$((n + 1))
+	cmp -s <("$PL_ANALYZE" dump "$f" 2>/dev/null) <(node "$BR/dump.js" "$f") || bad+=("$(basename "$f")")
+done
+if [ "${#bad[@]}" -gt 0 ] || [ "$n" -lt 7 ]; then
+	pl_fail viewer-format13-dump "${#bad[@]} of $n segments differ from d9-analyze dump: ${bad[*]:0:5}"
+else
+	pl_pass viewer-format13-dump "$n format 1.3 segments, the same lines as d9-analyze dump"
 fi
 
 # ---- parity with d9-analyze jsonl ---------------------------------------------------------------------
