@@ -38,17 +38,14 @@ function check(name, got, want, detail) {
 }
 
 /* ---- writing (FORMAT.md sections 2 to 9) ---- */
-const CRC_TABLE = new Int32Array(256);
-for (let n = 0; n < 256; n++) {
-	let c = n;
-	for (let k = 0; k < 8; k++)
-		c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-	CRC_TABLE[n] = c;
-}
+/* CRC-32 (zlib's) bit by bit: slow, short, and not decode.js's table */
 function crc32(bytes) {
 	let c = -1;
-	for (const b of bytes)
-		c = CRC_TABLE[(c ^ b) & 0xff] ^ (c >>> 8);
+	for (const b of bytes) {
+		c ^= b;
+		for (let k = 0; k < 8; k++)
+			c = c & 1 ? (c >>> 1) ^ 0xedb88320 : c >>> 1;
+	}
 	return (c ^ -1) >>> 0;
 }
 function le(v, n) {
