@@ -375,6 +375,11 @@ static void gen_valid(void)
 	/* the same segment gzip-compressed, as rotation leaves it (.bin.gz) */
 	write_gz("valid-full.d9.gz", seg, n);
 
+	/* the agent's layout of Park and Unpark (format 1.3): timeouts as differences, every
+	 * Unpark followed by its UnparkStats */
+	build_full(&w, D9_SCHEMA_COMPACT_WAITS | D9_SCHEMA_SCHED_DELAY);
+	write_wbuf("valid-compact-waits.d9", &w);
+
 	/* no UNPARK_STATS, no trailer: an .active segment still being written */
 	base_header(&h);
 	seg_begin(&w, seg, &h);
