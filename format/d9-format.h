@@ -318,7 +318,8 @@ struct d9_event {
 	/* their lengths (valid where fdata is set: a later field of the same slot may overwrite
 	 * f[slot], as hostile schemas do) */
 	uint32_t flen[D9_EV_MAX_FIELDS];
-	uint8_t stats_merged; /* Unparks: the statistics came from an UnparkStats (format 1.3) */
+	uint8_t stats_merged; /* Unparks only (not set for others): the statistics came from an
+			       * UnparkStats (format 1.3) */
 	size_t offset; /* offset of the event in the file, for messages */
 };
 

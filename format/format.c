@@ -1647,8 +1647,8 @@ int d9_events_next(struct d9_events_iter *it, struct d9_event *ev)
 		ev->f[j] = 0;
 		ev->fdata[j] = NULL;
 	}
-	ev->stats_merged = 0;
 	if (type == D9_EV_UNPARK) {
+		ev->stats_merged = 0; /* read for Unparks only */
 		/* not listed by the schema, or listed as unknown: never a measured 0 */
 		ev->f[D9_F_UNPARK_CPU_NS] = D9_UNKNOWN;
 		ev->f[D9_F_UNPARK_SCHED_WAIT_NS] = D9_UNKNOWN;
