@@ -304,10 +304,12 @@ void d9__handoff(struct d9__thr *t);
 void d9__collect(uint64_t older_than_mono_ns, int all);
 /* Hands a thread's unrecorded drop count to the writer, which records it (pool lock). */
 void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count);
-/* At the last seal: calls count for each thread that still holds recorded events in its chunk
- * (running, or blocked in a call d9 does not park in): those events never reach the file, and the
- * trace counts them as dropped instead (reason other). */
-void d9__unflushed_report(void (*count)(uint32_t tid, uint32_t worker, uint64_t n));
+/* At the last seal: calls count for each running thread (or one blocked in a call d9 does not
+ * park in) that still holds recorded events in its chunk, which never reach the file (reason
+ * other), or a count of events it could not record for want of a free block (buffers full): the
+ * trace counts both as dropped. */
+void d9__unflushed_report(void (*count)(uint32_t tid, uint32_t worker, uint64_t n,
+	uint32_t reason));
 
 /* defs.c */
 void d9__defs_init(void);

@@ -455,19 +455,25 @@ void d9__collect(uint64_t older_than_mono_ns, int all)
 	d9__unlock(&g->reg_lock);
 }
 
-void d9__unflushed_report(void (*count)(uint32_t tid, uint32_t worker, uint64_t n))
+void d9__unflushed_report(void (*count)(uint32_t tid, uint32_t worker, uint64_t n,
+	uint32_t reason))
 {
 	struct d9__agent *g = &d9__g;
 
 	d9__lock(&g->reg_lock);
 	for (struct d9__thr *t = g->threads; t; t = t->next) {
-		if (__atomic_load_n(&t->park, __ATOMIC_ACQUIRE) != D9__RUNNING ||
-			!__atomic_load_n(&t->blk, __ATOMIC_ACQUIRE))
-			continue;
-		/* the thread's own counter, read while it may still be appending: a lower bound */
-		uint32_t n = __atomic_load_n(&t->raw.count, __ATOMIC_RELAXED);
+		if (__atomic_load_n(&t->park, __ATOMIC_ACQUIRE) != D9__RUNNING)
+			continue; /* a parked thread's are d9__collect's */
+		/* the thread's own counters, read while it may still be appending: lower bounds */
+		uint32_t n = __atomic_load_n(&t->blk, __ATOMIC_ACQUIRE) ?
+			__atomic_load_n(&t->raw.count, __ATOMIC_RELAXED) : 0;
 		if (n)
-			count(t->tid, t->worker, n);
+			count(t->tid, t->worker, n, D9_DROP_OTHER);
+		/* starved (no free block) and still running: its count waits for a block that
+		 * will not come */
+		uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
+		if (dropped)
+			count(t->tid, t->worker, dropped, D9_DROP_BUFFERS_FULL);
 	}
 	d9__unlock(&g->reg_lock);
 }

@@ -541,11 +541,6 @@ static int seg_ready(size_t size)
 	return 0;
 }
 
-/* Events still in a running thread's chunk when the last segment is sealed: lost, counted. */
-static void count_unflushed(uint32_t tid, uint32_t worker, uint64_t count)
-{
-	count_drop(tid, worker, count, D9_DROP_OTHER);
-}
 
 /* Records the write-error drop counts, one chunk per thread, once writing works again. */
 static void write_drop_records(void)
@@ -784,7 +779,9 @@ void *d9__writer_main(void *arg)
 		if (budget_due && !stopping && d9__budget_enforce(200000000u, 0) == 0)
 			budget_due = 0;
 		if (stopping) {
-			d9__unflushed_report(count_unflushed);
+			/* events still in a running thread's chunk when the last segment is sealed,
+			 * and those it could not record for want of a block: lost, counted */
+			d9__unflushed_report(count_drop);
 			if ((nwdrops || wdrop_overflow) && d9__flight_writing())
 				write_drop_records();
 			/* uploads settled since the last seal (a time-based rotation sealed it and

@@ -30,7 +30,10 @@ d9_cleanup() {
 	for p in "${D9_BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	for p in "${D9_BG_PIDS[@]}"; do wait "$p" 2>/dev/null; done
 	for m in "${D9_MOUNTS[@]}"; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
-	[ -n "${T:-}" ] && rm -rf "$T"
+	# D9_TEST_KEEP=1 keeps the test's files (traces, outputs) for a look after a failure
+	if [ -n "${T:-}" ]; then
+		if [ -n "${D9_TEST_KEEP:-}" ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
+	fi
 }
 
 # d9_setup NAME: checks that the tools are built, clears D9_* from the environment, makes $T.

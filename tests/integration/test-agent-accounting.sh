@@ -112,4 +112,28 @@ if dr != 2000:
     fail("%d drops recorded, expected 2000 (2 threads x 1000 events with no free buffer)" % dr)
 ' "$T/exitfull.json" "$T/exitfull.out"
 fi
+
+# ---- a process that exits while threads are starved ----------------------------------------------
+# The same 16 holders keep every block, running; 2 more threads record 1000 events each (all
+# dropped) and stay alive, running; then main records 1000 events of its own (all dropped) and
+# calls exit(). Nothing is left to carry the counts but the exit: main's 1000 (its own seal), the
+# other two's 2000 (the writer's last pass), each holder's one unwritten event (reason other).
+d=$T/exitstarved
+d9_run "$T/exitstarved.out" "$T/exitstarved.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_MEMORY=1M -- \
+	-t 18 --holders 16 -n 1000 --exit exit-starved
+rc=$?
+d9_check "$T/exitstarved.json" --driver "$T/exitstarved.out" "$d"
+if [ "$rc" -ne 0 ]; then
+	d9_fail accounting-drops-at-exit-starved "driver exited $rc: $(head -c 300 "$T/exitstarved.err")"
+else
+	d9_py accounting-drops-at-exit-starved '
+c = one(f[0]); drv = parent(f[1])
+ev, dr = accounting(c, drv)
+reasons = c["drop_reasons"]
+if reasons.get("buffers_full") != 3000 or reasons.get("other") != 16:
+    fail("drops by reason %s, expected buffers_full 3000 (3 starved threads x 1000), other 16 "
+         "(one unwritten event per holder)" % reasons)
+info = "%d dropped, %s" % (dr, reasons)
+' "$T/exitstarved.json" "$T/exitstarved.out"
+fi
 exit 0

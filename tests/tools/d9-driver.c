@@ -27,10 +27,10 @@
 #include <unistd.h>
 
 enum exit_mode { EXIT_RETURN, EXIT_EXIT, EXIT_EXIT_PARKED, EXIT_SIGTERM, EXIT_SIGINT, EXIT_KILL,
-	EXIT_HANG, EXIT_JOIN_HANG };
+	EXIT_HANG, EXIT_JOIN_HANG, EXIT_STARVED };
 
 static const char *const exit_names[] = { "return", "exit", "exit-parked", "sigterm", "sigint",
-	"kill", "hang", "join-hang" };
+	"kill", "hang", "join-hang", "exit-starved" };
 
 static struct {
 	int threads;
@@ -56,6 +56,7 @@ struct thr {
 };
 
 static struct thr *thrs;
+static int nthrs; /* opt.threads, and main's own entry with --exit exit-starved */
 static const char *dlopen_path; /* --dlopen: a library to load after recording */
 static const char *close_fds_dir; /* --close-fds: the host's files go there */
 static pthread_barrier_t start_barrier, end_barrier;
@@ -171,8 +172,8 @@ static void *thread_main(void *arg)
 	}
 	if (t->index >= opt.holders || !opt.holders)
 		pthread_barrier_wait(&end_barrier);
-	if (opt.exit == EXIT_HANG || opt.exit == EXIT_EXIT_PARKED)
-		hang_forever();
+	if (opt.exit == EXIT_HANG || opt.exit == EXIT_EXIT_PARKED || opt.exit == EXIT_STARVED)
+		hang_forever(); /* exit-starved: running (not parked), with no block */
 	return NULL;
 }
 
@@ -300,7 +301,7 @@ static void print_result(uint64_t start_mono, uint64_t end_mono, uint64_t start_
 		"\"enabled\":%d,\"active\":%d,\"threads\":[", (int)getpid(), (int)getppid(),
 		exit_names[opt.exit], d9__clock_tsc ? "tsc" : "monotonic",
 		__atomic_load_n(&d9__enabled, __ATOMIC_RELAXED), d9_agent_active());
-	for (int i = 0; i < opt.threads; i++) {
+	for (int i = 0; i < nthrs; i++) {
 		struct thr *t = &thrs[i];
 		printf("%s{\"tid\":%u,\"worker\":%u,\"seqs\":%" PRIu64 ",\"attempted\":%" PRIu64
 			",\"first_mono_ns\":%" PRIu64 ",\"last_mono_ns\":%" PRIu64 ",\"first_real_ns\":%" PRIu64
@@ -530,6 +531,9 @@ static void usage(FILE *f)
 		"                   kill: d9_agent_flush, then SIGKILL itself\n"
 		"                   hang: the workers park and everything sleeps until killed\n"
 		"                   join-hang: the workers exit, main sleeps until killed\n"
+		"                   exit-starved: with --holders, the holders keep their blocks, the\n"
+		"                   other workers stay alive, main records N seqs (no free block:\n"
+		"                   all dropped) and calls exit()\n"
 		"  --holders H      threads 0..H-1 hold a block (seq 1, running) until the others exited\n"
 		"  --spawn-ls K     once the agent runs, fork+exec `ls -l /proc/self/fd` K times\n"
 		"  --settle-ms M    sleep M ms before each thread's last event\n"
@@ -635,7 +639,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc || opt.holders >= opt.threads) {
+	if (optind != argc || opt.holders >= opt.threads || (opt.exit == EXIT_STARVED && !opt.holders)) {
 		usage(stderr);
 		return 2;
 	}
@@ -663,6 +667,7 @@ int main(int argc, char **argv)
 		thrs = calloc(1, sizeof(*thrs));
 		if (!thrs)
 			return 1;
+		nthrs = 1;
 		thrs[0].tid = (uint32_t)gettid();
 		run_phases(&thrs[0], &usr1);
 		print_result(start_mono, clock_ns(CLOCK_MONOTONIC), start_real, clock_ns(CLOCK_REALTIME),
@@ -670,7 +675,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 
-	thrs = calloc((size_t)opt.threads, sizeof(*thrs));
+	nthrs = opt.threads + (opt.exit == EXIT_STARVED);
+	thrs = calloc((size_t)nthrs, sizeof(*thrs));
 	if (!thrs)
 		return 1;
 	pthread_barrier_init(&start_barrier, NULL, (unsigned)opt.threads + 1);
@@ -707,7 +713,15 @@ int main(int argc, char **argv)
 	}
 
 	pthread_barrier_wait(&end_barrier);
-	if (opt.holders) {
+	if (opt.exit == EXIT_STARVED) {
+		/* the holders still keep every block: main's own seqs are all dropped, and its
+		 * exit() must count them (and the holders' unwritten events) in the trace */
+		struct thr *m = &thrs[opt.threads];
+		m->index = opt.threads;
+		m->tid = (uint32_t)gettid();
+		m->worker = d9_agent_become_worker();
+		record_range(m, 1, opt.n);
+	} else if (opt.holders) {
 		for (int i = opt.holders; i < opt.threads; i++)
 			pthread_join(thrs[i].th, NULL);
 		__atomic_store_n(&release, 1, __ATOMIC_RELEASE);
@@ -742,6 +756,7 @@ int main(int argc, char **argv)
 	switch (opt.exit) {
 	case EXIT_EXIT:
 	case EXIT_EXIT_PARKED:
+	case EXIT_STARVED:
 		exit(0);
 	case EXIT_SIGTERM:
 		raise(SIGTERM);
