@@ -36,14 +36,25 @@ static inline int64_t ms_to_us(int ms)
 	return ms < 0 ? -1 : (int64_t)ms * 1000;
 }
 
+/* sec s and us microseconds in microseconds, saturated: a host may pass any tv_sec (a "forever"
+ * of INT64_MAX seconds, or garbage the kernel then refuses), and a signed overflow is undefined */
+static inline int64_t sat_us(int64_t s, int64_t us)
+{
+	int64_t r;
+
+	if (__builtin_mul_overflow(s, 1000000, &r) || __builtin_add_overflow(r, us, &r))
+		return s < 0 ? INT64_MIN : INT64_MAX;
+	return r;
+}
+
 static inline int64_t ts_to_us(const struct timespec *ts)
 {
-	return ts ? (int64_t)ts->tv_sec * 1000000 + ts->tv_nsec / 1000 : -1;
+	return ts ? sat_us(ts->tv_sec, ts->tv_nsec / 1000) : -1;
 }
 
 static inline int64_t tv_to_us(const struct timeval *tv)
 {
-	return tv ? (int64_t)tv->tv_sec * 1000000 + tv->tv_usec : -1;
+	return tv ? sat_us(tv->tv_sec, tv->tv_usec) : -1;
 }
 
 /* Returns 1 when the wait is recorded as a park (then call d9__unpark after it). */

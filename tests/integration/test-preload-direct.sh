@@ -59,6 +59,25 @@ else
 	pl_pass direct-same-results "$lines results the same without the agent, with it, and with a thread of the program's own"
 fi
 
+# ---- timeouts past int64 microseconds ----------------------------------------------------------
+# ppoll, pselect, select and epoll_pwait2 with the largest timeouts their types hold, on a ready
+# pipe (each returns at once): every Park says INT64_MAX microseconds, saturated (the
+# multiplication overflowed before: undefined, and a wrong timeout in the trace).
+env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/h/trace.bin" D9_COMPRESS=0 timeout -s KILL 60 \
+	"$DIRECT" huge >"$T/huge.out" 2>&1
+got=$("$PL_ANALYZE" dump "$T/h" 2>/dev/null | python3 -c '
+import json, sys
+parks = [e for e in map(json.loads, sys.stdin) if e.get("type") == "Park"]
+print(" ".join(str(e["timeout_us"]) for e in parks))')
+want="9223372036854775807 9223372036854775807 9223372036854775807 9223372036854775807"
+if [ "$(tr '\n' ' ' <"$T/huge.out")" != "ppoll 1 pselect 1 select 1 epoll_pwait2 1 " ]; then
+	pl_fail direct-huge-timeouts "the calls did not return 1: $(head -c 300 "$T/huge.out")"
+elif [ "$got" != "$want" ]; then
+	pl_fail direct-huge-timeouts "Park timeouts: '$got', expected four of 9223372036854775807"
+else
+	pl_pass direct-huge-timeouts "4 Parks of INT64_MAX us"
+fi
+
 # ---- the same system calls ------------------------------------------------------------------
 SYSCALLS=select,pselect6,poll,ppoll,epoll_wait,epoll_pwait,epoll_pwait2,recvfrom,sendto,recvmsg,sendmsg,accept,accept4,connect,readv,writev
 names() { sed -n 's/^\([a-z0-9_]*\)(.*/\1/p' "$1"; }

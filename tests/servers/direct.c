@@ -11,6 +11,10 @@
  *                         one wait (a park: the agent starts its threads at its first event),
  *                         then N writes and N reads of one byte through a pipe (under callgrind:
  *                         who takes glibc's cancellation path).
+ *   direct huge          ppoll, pselect, select and epoll_pwait2 on a ready pipe with the
+ *                         largest timeouts their types hold (they return at once): the agent
+ *                         converts each to microseconds, saturated (no signed overflow);
+ *                         prints the four results.
  *   direct cancel read|thrd
  *                         a thread of the program, started by pthread_create, blocks in read()
  *                         on an empty pipe (read), or one started by thrd_create blocks in
@@ -408,6 +412,31 @@ static int cancel(int with_thrd)
 	_exit(0); /* a stuck thread must not hold the exit */
 }
 
+/* direct huge: waits whose timeouts overflow int64 microseconds, on a descriptor that is ready */
+static int huge(void)
+{
+	int p[2];
+	char c = 'x';
+
+	if (pipe(p) != 0 || write(p[1], &c, 1) != 1)
+		return 1;
+	struct pollfd pf = { .fd = p[0], .events = POLLIN };
+	struct timespec forever = { .tv_sec = (time_t)((~0ull) >> 1), .tv_nsec = 999999999 };
+	printf("ppoll %d\n", ppoll(&pf, 1, &forever, NULL));
+	fd_set rd;
+	FD_ZERO(&rd);
+	FD_SET(p[0], &rd);
+	struct timeval tv = { .tv_sec = (time_t)((~0ull) >> 1), .tv_usec = 999999 };
+	printf("pselect %d\n", pselect(p[0] + 1, &rd, NULL, NULL, &forever, NULL));
+	printf("select %d\n", select(p[0] + 1, &rd, NULL, NULL, &tv));
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev) != 0)
+		return 1;
+	printf("epoll_pwait2 %d\n", epoll_pwait2(ep, &out, 1, &forever, NULL));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -423,6 +452,8 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 3 && !strcmp(argv[1], "cancel"))
 		return cancel(!strcmp(argv[2], "thrd"));
-	fprintf(stderr, "usage: direct sem [thread] | count N [thread] | cancel read|thrd\n");
+	if (argc >= 2 && !strcmp(argv[1], "huge"))
+		return huge();
+	fprintf(stderr, "usage: direct sem [thread] | count N [thread] | huge | cancel read|thrd\n");
 	return 2;
 }
