@@ -388,6 +388,8 @@ void d9__profile_init(void);
 void d9__profile_thread_start(struct d9__thr *t);
 void d9__profile_thread_exit(struct d9__thr *t);
 void d9__profile_child(void);
+/* A forked child's writer: frees the parent's profiling state (not freed in the fork handler). */
+void d9__profile_stale_free(void);
 /* Writer: drains every worker's samples into chunks (a list of blocks to write, oldest first,
  * before the chunks queued so far). */
 struct d9__block *d9__profile_drain(void);

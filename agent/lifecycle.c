@@ -607,6 +607,7 @@ out:
  * worker hung at its first C++ throw, dlopen or exit.) */
 static pthread_mutex_t loader_mu = PTHREAD_MUTEX_INITIALIZER;
 static int loader_forking; /* fork_prepare took loader_mu */
+static int defs_forking; /* fork_prepare took the definitions lock */
 
 /* The longest a fork waits for an agent thread's loader call: a scan takes microseconds, a
  * dlopen milliseconds of CPU. It is reached when that call waits for the fork itself (a library
@@ -652,7 +653,12 @@ int d9__dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *
 }
 
 /* The loader gate first, then the definitions lock: the writer takes them in that order (its
- * module scan defines modules inside dl_iterate_phdr). */
+ * module scan defines modules inside dl_iterate_phdr). Both within one deadline: a thread that
+ * holds the definitions lock may be waiting in malloc for an allocator that the program's own
+ * fork handler has locked already (one registered after ours runs before it: a malloc linked
+ * into the executable, tcmalloc's or mimalloc's way), and would never let go of it. Then the
+ * fork goes on without the lock after LOADER_FORK_WAIT_NS, and the child, whose copy of the
+ * definitions may be half-written, is not traced (fork_child). */
 static void fork_prepare(void)
 {
 	struct timespec until = d9__timespec(d9__mono_ns() + LOADER_FORK_WAIT_NS);
@@ -660,13 +666,15 @@ static void fork_prepare(void)
 
 	d9__self.busy = 1;
 	loader_forking = pthread_mutex_clocklock(&loader_mu, CLOCK_MONOTONIC, &until) == 0;
+	defs_forking = pthread_mutex_clocklock(&d9__g.def_lock, CLOCK_MONOTONIC, &until) == 0;
 	d9__self.busy = busy;
-	d9__lock(&d9__g.def_lock);
 }
 
 static void fork_parent(void)
 {
-	d9__unlock(&d9__g.def_lock);
+	if (defs_forking)
+		d9__unlock(&d9__g.def_lock);
+	defs_forking = 0;
 	if (loader_forking)
 		d9__unlock(&loader_mu);
 	loader_forking = 0;
@@ -694,13 +702,25 @@ static void fork_child(void)
 	/* the forking thread recorded in a running agent: the child's work (a BGSAVE that never
 	 * enters a loop, a worker that will) is traced from here */
 	int trace = g->state == D9__RUNNING_ && d9__self.registered && d9__self.role != D9_ROLE_AGENT;
+	int defs_ok = defs_forking;
 
 	pthread_mutex_init(&g->def_lock, NULL);
 	pthread_mutex_init(&loader_mu, NULL);
-	loader_forking = 0;
+	loader_forking = defs_forking = 0;
 	if (g->state == D9__OFF || g->state == D9__FAILED)
 		return;
 	d9__file_close(&g->seg.f); /* the parent's segment, if the child still has it */
+	if (!defs_ok) {
+		/* the fork did not get the definitions lock (fork_prepare): nothing of the agent's
+		 * is trusted in this child, which runs untraced */
+		g->state = D9__FAILED;
+		d9__enabled = 0;
+		d9__log(D9_LOG_WARN, "a fork waited %llu ms for the agent's definitions lock (a thread "
+			"holding it waits for the program's allocator, locked by its own fork handler); "
+			"child %d is not traced", (unsigned long long)(LOADER_FORK_WAIT_NS / 1000000u),
+			(int)getpid());
+		return;
+	}
 	memset(&g->seg, 0, sizeof(g->seg));
 	g->seg.f.fd = -1;
 	g->next_seq = 0;

@@ -118,6 +118,7 @@ struct d9__prof {
 static struct {
 	pthread_mutex_t lock;
 	struct d9__prof *list;
+	struct d9__prof *stale; /* a forked child's copies of the parent's, freed by its writer */
 	int on; /* profiling configured */
 	int mode; /* D9_PROF_PERF or D9_PROF_CTIMER once chosen; D9_PROF_AUTO before */
 	int handler; /* ctimer: 1 installed, -1 refused (P.lock) */
@@ -745,7 +746,27 @@ void d9__profile_thread_exit(struct d9__thr *t)
 
 static void bs_child(void);
 
-/* In a forked child: the parent's workers are gone; their inherited descriptors are closed. */
+/* The child's writer, at its start: frees what d9__profile_child could not. */
+void d9__profile_stale_free(void)
+{
+	struct d9__prof *p = P.stale;
+
+	P.stale = NULL;
+	while (p) {
+		struct d9__prof *next = p->next;
+		if (p->cpu.copied)
+			free(p->cpu.base);
+		if (p->sw.copied)
+			free(p->sw.base);
+		free(p);
+		p = next;
+	}
+}
+
+/* In a forked child: the parent's workers are gone; their inherited descriptors are closed and
+ * their mappings removed here, but their memory is freed later by the child's writer
+ * (d9__profile_stale_free): a program's own allocator may still be locked by its fork handler,
+ * which runs after ours in the child when it was registered after ours, so no free() here. */
 void d9__profile_child(void)
 {
 	struct d9__prof *p = P.list;
@@ -760,7 +781,16 @@ void d9__profile_child(void)
 			p->cpu.base = NULL;
 		if (!p->sw.copied)
 			p->sw.base = NULL;
-		prof_free(p);
+		ring_release_fd(&p->cpu, 0);
+		ring_release_fd(&p->sw, 0);
+		if (p->ct)
+			munmap(p->ct, sizeof(*p->ct));
+		if (p->swlog)
+			munmap(p->swlog, sizeof(*p->swlog));
+		p->ct = NULL;
+		p->swlog = NULL;
+		p->next = P.stale;
+		P.stale = p;
 		p = next;
 	}
 	P.list = NULL;

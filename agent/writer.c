@@ -685,6 +685,7 @@ void *d9__writer_main(void *arg)
 	(void)arg;
 	d9__agent_thread();
 	prctl(PR_SET_NAME, "d9-writer");
+	d9__profile_stale_free();
 	process_info();
 	g->seg.f.fd = -1;
 	/* calibrate the TSC over at least 10 ms before the first header needs the frequency; a

@@ -12,7 +12,8 @@
 # cmd_get + cmd_set, nginx stub_status requests). With the agent, D9_ROTATION_PERIOD=2s seals,
 # symbolizes and compresses segments while the run is measured (a steady state, not a run that
 # ends before its first seal). Result per mode: the median of the pairs' ratios (with / without -
-# 1) and their spread (min .. max). Writes build/bench/real.json. Builds nothing. QUICK=1: fewer,
+# 1) and their spread (min .. max); the verdict is PASS or MISS only when every pair is on the same
+# side of the goal, else inconclusive. Writes build/bench/real.json. Builds nothing. QUICK=1: fewer,
 # shorter pairs. REAL_SERVERS, REAL_MODES, REAL_PAIRS, REAL_DURATION narrow it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -240,7 +241,11 @@ for srv in servers:
             continue
         med = statistics.median(ratios)
         goal = GOALS.get(mode)
-        verdict = "" if goal is None else ("PASS" if med <= goal else "MISS")
+        # a verdict only when every pair is on the same side of the goal: on a shared machine
+        # the pairs of one mode spread over tens of points
+        verdict = "" if goal is None else ("PASS" if max(ratios) <= goal else
+            "MISS" if min(ratios) > goal else
+            "inconclusive (median %s)" % ("within" if med <= goal else "over"))
         res["servers"][srv][mode] = {"ratios_pct": ratios, "median_pct": med,
                                      "base_ns_per_request": statistics.median(base),
                                      "d9_ns_per_request": statistics.median(withd),

@@ -5,7 +5,8 @@
 # the parent's series is undisturbed; both decode with exact accounting. Across exec no agent fd
 # survives (every one is O_CLOEXEC), also while the writer recovers old .active files at start.
 # A child forked while the writer walks the loader's list (dl_iterate_phdr) does not hang on the
-# loader's lock (fork-loader.c under LD_PRELOAD).
+# loader's lock (fork-loader.c under LD_PRELOAD), nor while the program's own allocator is locked by
+# its own fork handler (own-malloc.c).
 set -u
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -155,6 +156,39 @@ if s["events"] <= 0:
     fail("the trace holds no event: the writer did not run, the test proves nothing")
 info = "1000 children exited; the parent recorded %d events" % s["events"]
 ' "$T/fl.json"
+	fi
+fi
+
+# ---- fork while the program's own allocator is locked by its fork handler ---------------------------
+# own-malloc.c: malloc is the executable's, and its fork handler (registered after the agent's, so
+# run before it) locks it for 100 ms. A worker makes the writer define new stacks (a malloc under
+# the definitions lock) at every pass: a pass in that window waits for the allocator holding the
+# lock the agent's fork handler needs. That fork hung for ever; now it waits 2 s, goes on, and the
+# child runs untraced (said on stderr). Every child must exit 0; at least one fork must have met
+# the held lock (up to 3 runs), or the run proves nothing (skipped, counted).
+om=$T/own-malloc
+if ! ${CC:-cc} -O2 -o "$om" "$D9_ROOT/tests/integration/own-malloc.c" -lpthread 2>"$T/omcc.err"; then
+	d9_skip fork-own-allocator-no-deadlock "cannot build own-malloc.c: $(head -c 200 "$T/omcc.err")"
+elif ! { timeout -s KILL $((60 * D9_SLOW)) "$om" 3 10 >"$T/ombase.out" 2>&1; } 2>/dev/null; then
+	d9_skip fork-own-allocator-no-deadlock "the program fails without the agent: $(head -c 200 "$T/ombase.out")"
+else
+	met=0 runs=0 why=""
+	while [ "$met" -eq 0 ] && [ "$runs" -lt 3 ] && [ -z "$why" ]; do
+		runs=$((runs + 1))
+		{ env LD_PRELOAD="$D9_ROOT/build/libd9agent.so" D9_TRACE_PATH="$T/om$runs/trace.bin" \
+			timeout -s KILL $((120 * D9_SLOW)) "$om" 6 100 >"$T/om.out" 2>"$T/om.err"; } 2>/dev/null
+		rc=$?
+		if [ "$rc" -ne 0 ] || ! grep -q '^forks 6 hung 0 bad 0$' "$T/om.out"; then
+			why="run $runs: exit status $rc (137: killed, hung): $(tail -n 1 "$T/om.out")"
+		fi
+		met=$(grep -c "a fork waited .* for the agent's definitions lock" "$T/om.err")
+	done
+	if [ -n "$why" ]; then
+		d9_fail fork-own-allocator-no-deadlock "$why"
+	elif [ "$met" -eq 0 ]; then
+		d9_skip fork-own-allocator-no-deadlock "no fork met the held definitions lock in 3 runs: nothing shown"
+	else
+		d9_pass fork-own-allocator-no-deadlock "6 children exited, $met of them forked while the lock was held (run $runs)"
 	fi
 fi
 exit 0
