@@ -216,8 +216,15 @@ def one(srv, mode):
         raise RuntimeError(f"{srv}: no requests counted")
     return (c1 - c0) / n, (a1 - a0) / max(c1 - c0, 1), n
 
+def git(*a):
+    try:
+        return subprocess.run(["git", *a], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
 res = {"bench": "real", "schema_version": 1, "pairs": pairs, "duration_s": dur,
-       "rotation": "2s", "servers": {}}
+       "rotation": "2s", "commit": git("rev-parse", "--short", "HEAD") or "unknown",
+       "tree": "dirty" if git("status", "--porcelain", "--untracked-files=no") else "clean",
+       "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "servers": {}}
 print(f"  {'server':10} {'mode':8} {'base ns/req':>11} {'d9 ns/req':>10} {'median':>8}"
       f" {'spread':>17} {'d9 threads':>10}  verdict (goal)")
 for srv in servers:

@@ -370,7 +370,9 @@ if real:
       "`total_commands_processed`, memcached `cmd_get + cmd_set`, nginx `stub_status`). With the "
       f"agent, `D9_ROTATION_PERIOD={real['rotation']}` seals, symbolizes and compresses segments "
       "while the run is measured. Loads: `redis-benchmark -c 8 -t get,set`, `memcaslap -c 8`, "
-      "`wrk -c 8` on a 600-byte static file with nginx's access log on (1 worker).")
+      "`wrk -c 8` on a 600-byte static file with nginx's access log on (1 worker)."
+      + ((f" Measured at `{real['commit']}` ({real.get('tree', '?')} tree), {real['date']}"
+          + (f"; {real['note']}" if real.get("note") else "") + ".") if real.get("commit") else ""))
     W("")
     W("| server | mode | CPU/request without | with | median | spread | d9 threads' share | goal |")
     W("| --- | --- | --- | --- | --- | --- | --- | --- |")
