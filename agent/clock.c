@@ -103,9 +103,16 @@ void d9__clock_calibrate(void)
 /* Derived tick thresholds preload/ compares against without dividing. */
 void d9__clock_update_ticks(void)
 {
-	d9__pcfg.schedstat_ticks = (uint64_t)((unsigned __int128)D9__SCHED_READ_NS * tps / 1000000000u);
-	d9__pcfg.blocking_threshold_ticks = (uint64_t)((unsigned __int128)d9__pcfg.blocking_threshold_ns * tps / 1000000000u);
-	d9__pcfg.queue_interval_ticks = (uint64_t)((unsigned __int128)d9__pcfg.queue_interval_ns * tps / 1000000000u);
+	/* read by the host's threads at any time (relaxed loads: plain moves on x86-64) */
+	__atomic_store_n(&d9__pcfg.schedstat_ticks,
+		(uint64_t)((unsigned __int128)D9__SCHED_READ_NS * tps / 1000000000u),
+		__ATOMIC_RELAXED);
+	__atomic_store_n(&d9__pcfg.blocking_threshold_ticks,
+		(uint64_t)((unsigned __int128)d9__pcfg.blocking_threshold_ns * tps / 1000000000u),
+		__ATOMIC_RELAXED);
+	__atomic_store_n(&d9__pcfg.queue_interval_ticks,
+		(uint64_t)((unsigned __int128)d9__pcfg.queue_interval_ns * tps / 1000000000u),
+		__ATOMIC_RELAXED);
 }
 
 /* "cpu MHz" of the first processor, in Hz, or 0. */

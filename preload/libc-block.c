@@ -195,7 +195,8 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 			uint64_t t1_ = TIMED_NOW(tsc_);                           \
 			/* a switch inside: a runtime's hook made it a coroutine \
 			 * wait (libco), the thread ran others: not blocked */    \
-			if (D9_UNLIKELY(t1_ - t0_ >= d9__pcfg.blocking_threshold_ticks) && \
+			if (D9_UNLIKELY(t1_ - t0_ >= __atomic_load_n(              \
+				    &d9__pcfg.blocking_threshold_ticks, __ATOMIC_RELAXED)) && \
 				sw_ == d9__pl.switches)                           \
 				record(t0_, t1_, name, &id_, (fd), errno);        \
 		}                                                                 \

@@ -125,7 +125,8 @@ static inline __attribute__((always_inline)) void unpark(int ret, int err)
 	uint64_t cpu = D9_UNKNOWN, wait = D9_UNKNOWN;
 	uint64_t now = d9__now();
 
-	if (D9_UNLIKELY(now - d9__pl.ss_uat >= d9__pcfg.schedstat_ticks) &&
+	if (D9_UNLIKELY(now - d9__pl.ss_uat >=
+		__atomic_load_n(&d9__pcfg.schedstat_ticks, __ATOMIC_RELAXED)) &&
 		d9__pl_schedstat(now) >= 0) {
 		d9__pl.ss_uat = now;
 		if (d9__pl.ss_base) {

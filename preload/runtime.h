@@ -69,7 +69,8 @@ static inline void d9__rt_sample_queue(uint64_t runnable, uint64_t *next_sample)
 
 	if (D9_UNLIKELY(now >= *next_sample)) {
 		d9_rec_queue_sample(runnable);
-		*next_sample = now + d9__pcfg.queue_interval_ticks;
+		*next_sample = now +
+			__atomic_load_n(&d9__pcfg.queue_interval_ticks, __ATOMIC_RELAXED);
 	}
 }
 
