@@ -92,25 +92,33 @@ run_drops accounting-drops-parked "--expect-n 500000 --park-every 100" \
 run_drops accounting-drops-mix "--expect-n 200000 --park-every 8 --mix" \
 	-t 4 -n 200000 --mix --park-every 8 --burst --slow-writer
 
+# holders_run NAME CHECK_ARGS DRIVER_ARGS...: the driver with 1 MiB of buffers, then d9-check;
+# returns 1 (after FAIL NAME) when the driver failed, so the caller checks the rest.
+holders_run() {
+	local name=$1 cargs=$2
+	shift 2
+	d9_run "$T/$name.out" "$T/$name.err" D9_TRACE_PATH="$T/$name/trace.bin" D9_MAX_MEMORY=1M -- "$@"
+	local rc=$?
+	# shellcheck disable=SC2086
+	d9_check "$T/$name.json" $cargs --driver "$T/$name.out" "$T/$name"
+	if [ "$rc" -ne 0 ]; then
+		d9_fail "$name" "driver exited $rc: $(head -c 300 "$T/$name.err")"
+		return 1
+	fi
+}
+
 # ---- a thread that exits while every buffer is taken -----------------------------------------------
 # 16 holder threads each keep one of the 16 blocks (one event, then running without recording);
 # 2 more threads record 1000 events each, all dropped, and exit while the pool is still empty.
 # Their 2000 dropped events must still be counted somewhere in the trace (a Dropped record);
 # the holders then record the rest of their seqs and exit normally.
-d=$T/exitfull
-d9_run "$T/exitfull.out" "$T/exitfull.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_MEMORY=1M -- \
-	-t 18 --holders 16 -n 1000
-rc=$?
-d9_check "$T/exitfull.json" --expect-n 1000 --driver "$T/exitfull.out" "$d"
-if [ "$rc" -ne 0 ]; then
-	d9_fail accounting-drops-at-thread-exit "driver exited $rc: $(head -c 300 "$T/exitfull.err")"
-else
+if holders_run accounting-drops-at-thread-exit "--expect-n 1000" -t 18 --holders 16 -n 1000; then
 	d9_py accounting-drops-at-thread-exit '
 c = one(f[0]); drv = parent(f[1])
 ev, dr = accounting(c, drv)
 if dr != 2000:
     fail("%d drops recorded, expected 2000 (2 threads x 1000 events with no free buffer)" % dr)
-' "$T/exitfull.json" "$T/exitfull.out"
+' "$T/accounting-drops-at-thread-exit.json" "$T/accounting-drops-at-thread-exit.out"
 fi
 
 # ---- a process that exits while threads are starved ----------------------------------------------
@@ -118,14 +126,7 @@ fi
 # dropped) and stay alive, running; then main records 1000 events of its own (all dropped) and
 # calls exit(). Nothing is left to carry the counts but the exit: main's 1000 (its own seal), the
 # other two's 2000 (the writer's last pass), each holder's one unwritten event (reason other).
-d=$T/exitstarved
-d9_run "$T/exitstarved.out" "$T/exitstarved.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_MEMORY=1M -- \
-	-t 18 --holders 16 -n 1000 --exit exit-starved
-rc=$?
-d9_check "$T/exitstarved.json" --driver "$T/exitstarved.out" "$d"
-if [ "$rc" -ne 0 ]; then
-	d9_fail accounting-drops-at-exit-starved "driver exited $rc: $(head -c 300 "$T/exitstarved.err")"
-else
+if holders_run accounting-drops-at-exit-starved "" -t 18 --holders 16 -n 1000 --exit exit-starved; then
 	d9_py accounting-drops-at-exit-starved '
 c = one(f[0]); drv = parent(f[1])
 ev, dr = accounting(c, drv)
@@ -134,6 +135,6 @@ if reasons.get("buffers_full") != 3000 or reasons.get("other") != 16:
     fail("drops by reason %s, expected buffers_full 3000 (3 starved threads x 1000), other 16 "
          "(one unwritten event per holder)" % reasons)
 info = "%d dropped, %s" % (dr, reasons)
-' "$T/exitstarved.json" "$T/exitstarved.out"
+' "$T/accounting-drops-at-exit-starved.json" "$T/accounting-drops-at-exit-starved.out"
 fi
 exit 0
