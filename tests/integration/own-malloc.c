@@ -9,12 +9,14 @@
  * A worker thread keeps the agent defining new stacks: each turn it waits in epoll_wait (a loop
  * turn) and then sleeps 2 ms (a blocking call past the threshold) from a new call path, so the
  * writer interns a new Stack definition under its definitions lock, with a malloc, at every
- * pass. The main thread forks FORKS times; its fork handler holds the allocator HOLD_MS ms before
- * the fork goes on, so a writer pass that needs malloc meanwhile waits with the definitions lock
- * held. Each child waits once in epoll_wait, prints "child PID", and exits 0; the parent waits
+ * pass. Once the worker has made its first stacks and the agent's writer runs (a thread named
+ * d9-writer), the main thread forks FORKS times, 50 ms apart (writer passes in between); its
+ * fork handler holds the allocator HOLD_MS ms before the fork goes on, so a writer pass that
+ * needs malloc meanwhile waits with the definitions lock held. Each child waits once in epoll_wait, prints "child PID", and exits 0; the parent waits
  * for each one (a child that hangs is killed after 30 s and counted). Prints "forks N hung H"
  * and exits 0 when every child exited 0. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -159,6 +161,7 @@ __attribute__((constructor)) static void own_init(void)
 
 /* ---- the worker: a new stack at every blocking call --------------------------------------- */
 static volatile int sink;
+static unsigned turns; /* atomic: the worker's turns so far */
 
 static __attribute__((noinline)) void nap(int depth)
 {
@@ -186,8 +189,30 @@ static void *worker(void *arg)
 	for (unsigned i = 0;; i++) {
 		epoll_wait(ep, &ev, 1, 0 + 1); /* a park: this thread is a worker in a loop turn */
 		vias[i % 16]((int)((i / 16) % 40));
+		__atomic_store_n(&turns, i + 1, __ATOMIC_RELAXED);
 	}
 	return NULL;
+}
+
+/* 1 when a thread of this process is named d9-writer (the agent's writer runs) */
+static int writer_runs(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int found = 0;
+
+	while (d && !found && (e = readdir(d))) {
+		char path[300], comm[32] = "";
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
+		if (f) {
+			found = fgets(comm, sizeof(comm), f) && !strncmp(comm, "d9-writer", 9);
+			fclose(f);
+		}
+	}
+	if (d)
+		closedir(d);
+	return found;
 }
 
 int main(int argc, char **argv)
@@ -202,7 +227,14 @@ int main(int argc, char **argv)
 	pthread_t th;
 	if (pthread_create(&th, NULL, worker, NULL) != 0)
 		return 1;
-	sleep_ms(200); /* the agent's writer runs and the worker's stacks come in */
+	/* until the worker has made its first stacks and, under the agent, its writer runs (10 s
+	 * at most: without the agent there is no writer to wait for) */
+	int preloaded = getenv("LD_PRELOAD") != NULL;
+	for (int waited = 0; waited < 10000; waited += 5) {
+		if (__atomic_load_n(&turns, __ATOMIC_RELAXED) >= 20 && (!preloaded || writer_runs()))
+			break;
+		sleep_ms(5);
+	}
 	for (int k = 0; k < forks; k++) {
 		pid_t pid = fork();
 		if (pid < 0)
@@ -232,7 +264,7 @@ int main(int argc, char **argv)
 		}
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 			bad++;
-		sleep_ms(50);
+		sleep_ms(50); /* the pace of the forks: writer passes (new stacks) between them */
 	}
 	printf("forks %d hung %d bad %d\n", forks, hung, bad);
 	fflush(stdout);
