@@ -302,6 +302,19 @@ void d9__writer_sleep(uint32_t seen, uint64_t wake_ns);
 void d9__handoff(struct d9__thr *t);
 /* Writer: asks running threads for their chunks and takes parked threads' chunks. */
 void d9__collect(uint64_t older_than_mono_ns, int all);
+/* t->dropped, the events a thread could not record since its last Dropped record: the thread
+ * adds to it, and whoever records the count (the thread at its next block or its exit, the
+ * writer at its last pass) takes it, atomically, so that no count is lost or recorded twice. */
+static inline void d9__drop_one(struct d9__thr *t)
+{
+	__atomic_add_fetch(&t->dropped, 1, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t d9__drops_take(struct d9__thr *t)
+{
+	return __atomic_exchange_n(&t->dropped, 0, __ATOMIC_RELAXED);
+}
+
 /* Hands a thread's unrecorded drop count to the writer, which records it (pool lock). */
 void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count);
 /* At the last seal: calls count for each running thread (or one blocked in a call d9 does not

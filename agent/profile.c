@@ -457,14 +457,24 @@ static int ct_arm(struct d9__prof *p, uint32_t hz)
 
 /* ---- worker life ------------------------------------------------------------------------------- */
 
-static void prof_free(struct d9__prof *p)
+/* A worker's descriptors and its own mappings (no free(): also a forked child's handler) */
+static void prof_unmap(struct d9__prof *p)
 {
-	ring_close(&p->cpu);
-	ring_close(&p->sw);
+	ring_release_fd(&p->cpu, 0);
+	ring_release_fd(&p->sw, 0);
 	if (p->ct)
 		munmap(p->ct, sizeof(*p->ct));
 	if (p->swlog)
 		munmap(p->swlog, sizeof(*p->swlog));
+	p->ct = NULL;
+	p->swlog = NULL;
+}
+
+static void prof_free(struct d9__prof *p)
+{
+	prof_unmap(p);
+	ring_close(&p->cpu);
+	ring_close(&p->sw);
 	free(p);
 }
 
@@ -754,6 +764,7 @@ void d9__profile_stale_free(void)
 	P.stale = NULL;
 	while (p) {
 		struct d9__prof *next = p->next;
+		/* the heap copies of its rings (not counted in the child's P.copy_bytes) */
 		if (p->cpu.copied)
 			free(p->cpu.base);
 		if (p->sw.copied)
@@ -781,14 +792,7 @@ void d9__profile_child(void)
 			p->cpu.base = NULL;
 		if (!p->sw.copied)
 			p->sw.base = NULL;
-		ring_release_fd(&p->cpu, 0);
-		ring_release_fd(&p->sw, 0);
-		if (p->ct)
-			munmap(p->ct, sizeof(*p->ct));
-		if (p->swlog)
-			munmap(p->swlog, sizeof(*p->swlog));
-		p->ct = NULL;
-		p->swlog = NULL;
+		prof_unmap(p);
 		p->next = P.stale;
 		P.stale = p;
 		p = next;

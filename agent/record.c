@@ -286,7 +286,7 @@ static int slow(struct d9__thr *t, unsigned retry)
 	if (retry >= D9__SLOW_TRIES) {
 		/* the writer took every fresh block before the event got into it: give up on the
 		 * event, counted (never seen outside a test that forces it) */
-		t->dropped++;
+		d9__drop_one(t);
 		return 0;
 	}
 	if (D9_UNLIKELY(g->state != D9__RUNNING_) && d9__start() != 0)
@@ -296,12 +296,12 @@ static int slow(struct d9__thr *t, unsigned retry)
 	if (t->blk)
 		d9__handoff(t); /* full, or the writer asked for it (raw.end cleared) */
 	if (__atomic_load_n(&g->nfree, __ATOMIC_RELAXED) == 0) {
-		t->dropped++;
+		d9__drop_one(t);
 		return 0;
 	}
 	struct d9__block *b = d9__pool_get();
 	if (!b) {
-		t->dropped++;
+		d9__drop_one(t);
 		return 0;
 	}
 	uint64_t now = d9__now();
@@ -315,10 +315,14 @@ static int slow(struct d9__thr *t, unsigned retry)
 	__atomic_store_n(&t->blk, b, __ATOMIC_RELEASE);
 	/* the writer may have cleared raw.end already: then the Dropped record is not written
 	 * and its count waits for the next block (the caller's retry comes back here) */
-	if (t->dropped && d9_raw_dropped(&t->raw, now, t->dropped, D9_DROP_BUFFERS_FULL) == 0) {
-		t->block_dropped += t->dropped;
-		t->block_drop_records++;
-		t->dropped = 0;
+	uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED) ? d9__drops_take(t) : 0;
+	if (dropped) {
+		if (d9_raw_dropped(&t->raw, now, dropped, D9_DROP_BUFFERS_FULL) == 0) {
+			t->block_dropped += dropped;
+			t->block_drop_records++;
+		} else {
+			__atomic_add_fetch(&t->dropped, dropped, __ATOMIC_RELAXED);
+		}
 	}
 	return 1;
 }
@@ -434,11 +438,9 @@ void d9__collect(uint64_t older_than_mono_ns, int all)
 				(all || t->chunk_mono_ns <= older_than_mono_ns);
 			if (take)
 				d9__handoff(t);
-			if (stopping && t->dropped) {
+			if (stopping)
 				/* starved and parked at exit: its count would be lost with it */
-				d9__drops_report(t->tid, t->worker, t->dropped);
-				t->dropped = 0;
-			}
+				d9__drops_report(t->tid, t->worker, d9__drops_take(t));
 			__atomic_store_n(&t->park, take ? D9__STOLEN : D9__PARKED, __ATOMIC_RELEASE);
 		} else if (state == D9__RUNNING && __atomic_load_n(&t->blk, __ATOMIC_ACQUIRE)) {
 			/* A running thread hands its chunk off itself at its next event: clearing
@@ -464,14 +466,14 @@ void d9__unflushed_report(void (*count)(uint32_t tid, uint32_t worker, uint64_t 
 	for (struct d9__thr *t = g->threads; t; t = t->next) {
 		if (__atomic_load_n(&t->park, __ATOMIC_ACQUIRE) != D9__RUNNING)
 			continue; /* a parked thread's are d9__collect's */
-		/* the thread's own counters, read while it may still be appending: lower bounds */
+		/* the thread's own counter, read while it may still be appending: a lower bound */
 		uint32_t n = __atomic_load_n(&t->blk, __ATOMIC_ACQUIRE) ?
 			__atomic_load_n(&t->raw.count, __ATOMIC_RELAXED) : 0;
 		if (n)
 			count(t->tid, t->worker, n, D9_DROP_OTHER);
 		/* starved (no free block) and still running: its count waits for a block that
-		 * will not come */
-		uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED);
+		 * will not come; taken, so that a block after a pause does not count it again */
+		uint64_t dropped = d9__drops_take(t);
 		if (dropped)
 			count(t->tid, t->worker, dropped, D9_DROP_BUFFERS_FULL);
 	}
@@ -583,8 +585,7 @@ static void thread_exit(void *arg)
 	d9__handoff(t);
 	/* drops not yet recorded (the thread was starved): the writer records them after the
 	 * chunks this thread queued before */
-	d9__drops_report(t->tid, t->worker, t->dropped);
-	t->dropped = 0;
+	d9__drops_report(t->tid, t->worker, d9__drops_take(t));
 	d9__handoff(t);
 	thread_unregister(t);
 	t->role = ROLE_DEAD;
