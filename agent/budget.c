@@ -23,7 +23,9 @@ static struct {
 	pthread_mutex_t mu;
 	struct d9__file lock; /* <dir>/<stem>.lock opened O_RDWR; fd -1: none */
 	uint64_t deleted_segments, deleted_bytes; /* the directory's totals, as of our last look */
-} bud = { PTHREAD_MUTEX_INITIALIZER, { -1, 0, 0 }, 0, 0 };
+	uint64_t total, gen; /* the directory's bytes at our last look (less the compressor's
+			      * savings since), and how many looks (D9_COMPRESS=auto) */
+} bud = { PTHREAD_MUTEX_INITIALIZER, { -1, 0, 0 }, 0, 0, 0, 0 };
 
 /* 16 bytes, then u64 LE: segments deleted, their bytes */
 #define LEDGER_MAGIC "d9 budget 1\n\0\0\0\0"
@@ -41,6 +43,21 @@ void d9__budget_deleted(uint64_t *segments, uint64_t *bytes)
 {
 	*segments = __atomic_load_n(&bud.deleted_segments, __ATOMIC_RELAXED);
 	*bytes = __atomic_load_n(&bud.deleted_bytes, __ATOMIC_RELAXED);
+}
+
+uint64_t d9__budget_total(uint64_t *gen)
+{
+	*gen = __atomic_load_n(&bud.gen, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&bud.total, __ATOMIC_RELAXED);
+}
+
+void d9__budget_shrunk(uint64_t bytes)
+{
+	uint64_t t = __atomic_load_n(&bud.total, __ATOMIC_RELAXED);
+
+	while (!__atomic_compare_exchange_n(&bud.total, &t, t > bytes ? t - bytes : 0, 1,
+		__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
 }
 
 static void lock_path(char *out, size_t cap)
@@ -381,6 +398,8 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		d9__sealed_forget(path);
 		d9__s3_evicted(path); /* counted when it was still waiting for upload */
 	}
+	__atomic_store_n(&bud.total, total, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&bud.gen, 1, __ATOMIC_RELEASE);
 	if (total > budget || nfiles > g->cfg.max_files)
 		d9__log_once(D9_LOG_INFO, "the directory budget of %s cannot be kept now: the segments "
 			"being written take %llu bytes in %zu files (said once)", g->cfg.dir,

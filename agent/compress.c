@@ -407,11 +407,15 @@ void d9__sealed_forget(const char *path)
 #define ADOPT_NS (5 * 1000000000ull)
 #define ADOPT_MAX 64 /* foreign segments queued at once */
 
-static int own_file(const char *path)
+static int own_file(const char *path, mode_t *mode)
 {
 	struct stat st;
 
-	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+		return 0;
+	if (mode)
+		*mode = st.st_mode;
+	return 1;
 }
 
 /* Called by the compressor without the disk lock. */
@@ -447,12 +451,15 @@ static void adopt_pending(void)
 		memcpy(path + nd + 1, n, nn + 1);
 		memcpy(gz, path, nd + 1 + nn);
 		memcpy(gz + nd + 1 + nn, ".gz", 4);
-		if (!own_file(path))
+		mode_t mode = 0;
+		if (!own_file(path, &mode))
 			continue;
-		if (own_file(gz)) {
+		if (own_file(gz, NULL)) {
 			unlink(path);
 			continue;
 		}
+		if (g->cfg.compress == D9_COMPRESS_AUTO && (mode & S_ISVTX))
+			continue; /* finished: gzipped only when the budget needs it */
 		d9__lock(&g->disk_lock);
 		size_t foreign = 0;
 		int known = 0;
@@ -467,6 +474,132 @@ static void adopt_pending(void)
 			d9__sealed_add(path, 0, (uint32_t)seq, 1);
 	}
 	closedir(d);
+}
+
+/* ---- compressing for the budget (D9_COMPRESS=auto) ----------------------------------------------
+ * A sealed segment is symbolized and then left .bin, marked finished with S_ISVTX (a bit Linux
+ * gives no meaning on a regular file; ls shows it as T), while the directory takes at most half
+ * of D9_MAX_TOTAL_SIZE as the budget counts it. Above that, the compressor gzips the oldest
+ * finished .bin files of the stem (ours, whichever process of the series wrote them) until the
+ * directory is under half again: every segment the budget deletes later was compressed first,
+ * so a full directory holds the same history as with D9_COMPRESS=1 less what its newest half
+ * would save. A .bin without the mark (sealed at an exit, recovered) is adopted and symbolized
+ * first, as with D9_COMPRESS=1. Another process compressing the same file at the same time
+ * publishes first; the later one finds the .bin gone (d9__gzip_file, under the directory lock). */
+static uint64_t budget_seen; /* the budget look whose finished .bin files are all compressed */
+
+static int mark_final(const char *path)
+{
+	struct d9__file f;
+	struct stat st;
+	int err = d9__file_open(&f, path, O_RDONLY);
+
+	if (err)
+		return err == -ENOENT ? err : 0; /* deleted by a budget; else left unmarked */
+	if (fstat(f.fd, &st) == 0 && !(st.st_mode & S_ISVTX) && !d9__file_check(&f) &&
+		fchmod(f.fd, (st.st_mode & 07777) | S_ISVTX) != 0)
+		d9__log_once(D9_LOG_WARN, "cannot mark %s as finished: %s; a later process reads it "
+			"again (said once)", path, strerror(errno));
+	d9__file_close(&f);
+	return 0;
+}
+
+static int budget_wants(void)
+{
+	struct d9__agent *g = &d9__g;
+	uint64_t gen, total = d9__budget_total(&gen);
+
+	return g->cfg.compress == D9_COMPRESS_AUTO && gen != budget_seen &&
+		total > g->cfg.max_total_size / 2 &&
+		!__atomic_load_n(&g->compress_stop, __ATOMIC_ACQUIRE) &&
+		!__atomic_load_n(&g->compress_abort, __ATOMIC_ACQUIRE);
+}
+
+struct fin {
+	char name[256];
+	struct timespec mtime;
+	uint64_t size;
+};
+
+static int fin_cmp(const void *a, const void *b)
+{
+	const struct fin *x = a, *y = b;
+
+	if (x->mtime.tv_sec != y->mtime.tv_sec)
+		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+/* Called by the compressor without the disk lock. */
+static void compress_for_budget(void)
+{
+	struct d9__agent *g = &d9__g;
+	uint64_t gen, half = g->cfg.max_total_size / 2;
+	struct fin *f = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *e;
+	struct stat st;
+
+	d9__budget_total(&gen);
+	DIR *d = opendir(g->cfg.dir);
+	if (!d) {
+		budget_seen = gen;
+		return;
+	}
+	while ((e = readdir(d))) {
+		long pid, seq;
+		const char *suffix = d9__seg_parse(e->d_name, &pid, &seq);
+		if (!suffix || strcmp(suffix, ".bin") || strlen(e->d_name) >= sizeof(f->name) ||
+			fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+			!S_ISREG(st.st_mode) || st.st_uid != geteuid() || !(st.st_mode & S_ISVTX))
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			struct fin *m = realloc(f, ncap * sizeof(*m));
+			if (!m)
+				break; /* the oldest of those seen so far, now; the rest at a later look */
+			f = m;
+			cap = ncap;
+		}
+		snprintf(f[n].name, sizeof(f[n].name), "%s", e->d_name);
+		f[n].mtime = st.st_mtim;
+		f[n].size = (uint64_t)st.st_size;
+		n++;
+	}
+	closedir(d);
+	if (f)
+		qsort(f, n, sizeof(*f), fin_cmp);
+	int failed = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t g2, gz = 0;
+		if (d9__budget_total(&g2) <= half ||
+			__atomic_load_n(&g->compress_stop, __ATOMIC_ACQUIRE))
+			break;
+		char path[4400];
+		snprintf(path, sizeof(path), "%.2047s/%.255s", g->cfg.dir, f[i].name);
+		int err = d9__gzip_file(path, &gz);
+		if (!err) {
+			d9__budget_shrunk(f[i].size > gz ? f[i].size - gz : 0);
+			d9__log(D9_LOG_DEBUG, "compressed %s (directory over half its budget)", path);
+		} else if (err == -ECANCELED) {
+			break;
+		} else if (err != -ENOENT) {
+			/* e.g. a full disk: it stays .bin, tried again after the next budget look */
+			g->compress_failures++;
+			d9__log_once(D9_LOG_WARN, "cannot compress %s: %s; it stays uncompressed "
+				"(said once)", path, strerror(-err));
+			failed = 1;
+			break;
+		}
+	}
+	free(f);
+	/* nothing more to do until the budget looks again (the next seal): all compressed that
+	 * could be, or a failure to wait out */
+	uint64_t g3;
+	if (failed || d9__budget_total(&g3) > half)
+		budget_seen = gen;
 }
 
 void *d9__compressor_main(void *arg)
@@ -486,7 +619,8 @@ void *d9__compressor_main(void *arg)
 		for (size_t i = 0; i < g->nsealed && !job; i++) {
 			size_t n = strlen(g->sealed[i].path);
 			if (n > 4 && !strcmp(g->sealed[i].path + n - 4, ".bin") &&
-				(g->cfg.compress || !sym_done(&g->sealed[i])) &&
+				(g->cfg.compress == D9_COMPRESS_ON || g->sealed[i].foreign ||
+				 !sym_done(&g->sealed[i])) &&
 				g->sealed[i].retry_at_ns <= d9__mono_ns())
 				job = &g->sealed[i];
 		}
@@ -497,6 +631,12 @@ void *d9__compressor_main(void *arg)
 				d9__unlock(&g->disk_lock);
 				adopt_pending();
 				adopt_at = d9__mono_ns() + ADOPT_NS;
+				d9__lock(&g->disk_lock);
+				continue;
+			}
+			if (budget_wants()) {
+				d9__unlock(&g->disk_lock);
+				compress_for_budget();
 				d9__lock(&g->disk_lock);
 				continue;
 			}
@@ -515,6 +655,7 @@ void *d9__compressor_main(void *arg)
 		}
 		char path[sizeof(job->path)];
 		uint32_t seq = job->seq;
+		int foreign = job->foreign;
 		snprintf(path, sizeof(path), "%s", job->path);
 		job->compressing = 1;
 		d9__unlock(&g->disk_lock);
@@ -522,10 +663,14 @@ void *d9__compressor_main(void *arg)
 		int err = 0;
 		if (g->cfg.symbolize)
 			err = symbolize_job(path, seq);
-		if (!err && g->cfg.compress)
+		if (!err && g->cfg.compress == D9_COMPRESS_ON) {
 			err = d9__gzip_file(path, &size);
-		else if (!err && !g->cfg.compress)
-			sym_next = seq + 1;
+		} else if (!err) {
+			if (g->cfg.compress == D9_COMPRESS_AUTO)
+				err = mark_final(path);
+			if (!foreign)
+				sym_next = seq + 1;
+		}
 		d9__lock(&g->disk_lock);
 		/* the list may have moved: find the entry again */
 		for (size_t i = 0; i < g->nsealed; i++) {
@@ -538,7 +683,8 @@ void *d9__compressor_main(void *arg)
 			if (sealed_ok && d9__sealed_hook) {
 				/* a segment's final form (S3 upload, s3.c); a dead process's too */
 				char done[sizeof(s->path) + 4];
-				snprintf(done, sizeof(done), "%s%s", path, g->cfg.compress ? ".gz" : "");
+				snprintf(done, sizeof(done), "%s%s", path,
+					g->cfg.compress == D9_COMPRESS_ON ? ".gz" : "");
 				d9__sealed_hook(done, !s->foreign && g->cfg.flight);
 			}
 			if (s->foreign && (!err || err == -ENOENT)) {
@@ -555,7 +701,7 @@ void *d9__compressor_main(void *arg)
 				char gz[sizeof(s->path) + 4];
 				memcpy(gz, path, n);
 				memcpy(gz + n, ".gz", 4);
-				if (g->cfg.compress && !err)
+				if (g->cfg.compress == D9_COMPRESS_ON && !err)
 					unlink(gz);
 				err = 0;
 			}

@@ -224,7 +224,7 @@ int d9__config_load(struct d9__config *c)
 	c->rotation_period_ns = 600ull * 1000000000ull;
 	c->flush_interval_ns = 100ull * 1000000ull;
 	c->exit_timeout_ns = 100ull * 1000000ull;
-	c->compress = 1;
+	c->compress = D9_COMPRESS_AUTO;
 	c->enabled = 1;
 	c->log_level = D9_LOG_WARN;
 	c->pre.runtime = D9_RUNTIME_AUTO;
@@ -290,8 +290,9 @@ int d9__config_load(struct d9__config *c)
 		(why = in_range(parse_duration(v, &c->exit_timeout_ns), &c->exit_timeout_ns, 1000000ull,
 			60000000000ull)))
 		return bad("D9_EXIT_TIMEOUT", v, why, "a duration from 1ms to 60s, like 100ms (ms, s, m)");
-	if ((v = getenv("D9_COMPRESS")) && *v && (why = parse_bool(v, &c->compress)))
-		return bad("D9_COMPRESS", v, why, "0 or 1");
+	if ((v = getenv("D9_COMPRESS")) && *v && strcasecmp(v, "auto") &&
+		(why = parse_bool(v, &c->compress)))
+		return bad("D9_COMPRESS", v, why, "auto, 0 or 1");
 	if ((v = getenv("D9_ENABLED")) && *v && (why = parse_bool(v, &c->enabled)))
 		return bad("D9_ENABLED", v, why, "0 or 1");
 	if ((v = getenv("D9_TOGGLE_SIGNAL")) && *v && (why = parse_signal(v, &c->toggle_signal)))

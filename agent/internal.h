@@ -24,7 +24,7 @@ struct d9__config {
 	uint64_t rotation_period_ns; /* 0: no time-based rotation */
 	uint64_t flush_interval_ns;
 	uint64_t exit_timeout_ns; /* D9_EXIT_TIMEOUT: the most an exit waits for the seal */
-	int compress, enabled, toggle_signal; /* toggle_signal 0: none */
+	int compress, enabled, toggle_signal; /* compress: D9_COMPRESS_*; toggle_signal 0: none */
 	int log_level; /* 0 error, 1 warn, 2 info, 3 debug */
 	int clock; /* 0 auto, 1 tsc, 2 monotonic */
 	struct d9_preload_config pre; /* copied to d9__pcfg */
@@ -363,7 +363,10 @@ int d9__recover_next(void);
 /* paths.c: creates the missing directories of dir (mode 0700). Returns 0 or a negative errno. */
 int d9__mkdirs(const char *dir);
 
-/* compress.c */
+/* compress.c. D9_COMPRESS: off (.bin stays), on (every sealed segment gzipped), auto (the
+ * default: gzipped only while the directory takes more than half of D9_MAX_TOTAL_SIZE, oldest
+ * first; a finished .bin is marked with S_ISVTX; DESIGN.md "Compressing for the budget"). */
+enum { D9_COMPRESS_OFF = 0, D9_COMPRESS_ON = 1, D9_COMPRESS_AUTO = 2 };
 void d9__sealed_add(const char *path, uint64_t size, uint32_t seq, int foreign);
 /* The budget deleted path: dropped from the list (a job being worked on is marked doomed). */
 void d9__sealed_forget(const char *path);
@@ -378,6 +381,10 @@ void d9__compressor_wake(uint64_t deadline); /* after compress_stop: wakes it no
 int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve);
 /* The directory's running totals of segments (and bytes) the budget deleted, as last seen. */
 void d9__budget_deleted(uint64_t *segments, uint64_t *bytes);
+/* The directory's total as of the last d9__budget_enforce (this process's), less what the
+ * compressor saved since (d9__budget_shrunk); *gen counts the enforcements. */
+uint64_t d9__budget_total(uint64_t *gen);
+void d9__budget_shrunk(uint64_t bytes);
 /* Takes the directory lock (this process's mutex, then the lock file's record lock, tried up to
  * wait_ns). Returns 0 (held), 1 (mutex only: no usable lock file) or -ETIMEDOUT (nothing held).
  * d9__dirlock_give takes what d9__dirlock_take returned. Renames that publish a segment (gzip,
@@ -474,6 +481,9 @@ void d9__s3_pending(const char *path);
 void d9__s3_evicted(const char *path);
 /* This process's running totals for the trailer: uploaded, their bytes, failures, evicted. */
 void d9__s3_counts(uint64_t out[4]);
+/* Whether S3 upload is configured (weak: absent without s3.c): D9_COMPRESS=auto then compresses
+ * every segment, so that the uploads are gzipped. */
+int d9__s3_configured(void) __attribute__((weak));
 
 /* lifecycle.c */
 int d9__start(void); /* lazy start on the first event; 0 when running */

@@ -342,6 +342,12 @@ int d9__start(void)
 		goto fail;
 	}
 	g->writer_started = 1;
+	/* D9_COMPRESS=auto gzips every segment where little is written (flight dumps) or
+	 * everything is uploaded (gzipped objects): only a continuous local trace waits for the
+	 * budget to need it */
+	if (g->cfg.compress == D9_COMPRESS_AUTO &&
+		(g->cfg.flight || (d9__s3_configured && d9__s3_configured())))
+		g->cfg.compress = D9_COMPRESS_ON;
 	/* a forked child's compressor starts at its first seal (compress.c): a short-lived child
 	 * never needs one */
 	if (g->cfg.compress && !g->forked && !g->compressor_started &&

@@ -107,6 +107,11 @@ __attribute__((constructor)) static void s3_init(void)
 	errno = saved;
 }
 
+int d9__s3_configured(void)
+{
+	return s3.configured;
+}
+
 /* The four counts as of one moment: under mu, where the uploader adds an upload's two together
  * (a seal between them would pair N uploads with N - 1 uploads' bytes). Writer thread. */
 void d9__s3_counts(uint64_t out[4])

@@ -5,7 +5,9 @@
 # -ff (syscalls, one file per thread), each at N1 and N2 requests on ONE connection, one request
 # in flight; the per-request cost is the slope (X(N2) - X(N1)) / (N2 - N1), so start-up and exit
 # cancel out. Servers: build/tests/st-http, build/tests/epoll-http (GET /fast) and Debian's
-# redis-server (GET of a 5-byte key). Modes: base (no agent), default, D9_BLOCKING=0,
+# redis-server (GET of a 5-byte key). Modes: base (no agent), default (D9_COMPRESS=auto: under
+# half the directory budget, segments are symbolized and left uncompressed), gzip (D9_COMPRESS=1:
+# every segment gzipped, what the default costs once the directory is half full), D9_BLOCKING=0,
 # D9_COMPRESS=0, D9_CPU_PROFILE=99, flight (D9_MODE=flight, triggers checked, none firing),
 # requests (D9_REQUESTS=1: zero-code requests, a begin and an end per request).
 # Threads are split into the server's and the agent's (a thread
@@ -27,7 +29,7 @@ else
 	n1=${COST_N1:-1000} n2=${COST_N2:-5000} reps=${COST_REPS:-2}
 fi
 servers=${COST_SERVERS:-"st-http epoll-http redis"}
-modes=${COST_MODES:-"base default noblock nocompress cpu99 flight requests"}
+modes=${COST_MODES:-"base default gzip noblock nocompress cpu99 flight requests"}
 agent=$PWD/build/libd9agent.so ana=$PWD/build/d9-analyze
 
 die() { echo "bench-cost: $*" >&2; exit 1; }
@@ -181,10 +183,13 @@ redis_ready() { grep -q 'Ready to accept connections' "$1/redis.log" 2>/dev/null
 # is removed. Its fixed cost (start, the directory scan) is the same at N1 and N2 and cancels in
 # the slope.
 adopt() {
-	local d=$1 pid=$2 apid port
+	local d=$1 pid=$2 mode=$3 apid port compress=auto
 	ls "$d"/trace/trace."$pid".*.bin >/dev/null 2>&1 || return 0
 	rm -f "$d/aport"
-	env LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" valgrind --tool=callgrind \
+	# the adopting process finishes the segment as the run's mode would: gzipped (gzip), or
+	# symbolized and marked finished (the sticky bit, D9_COMPRESS=auto under half the budget)
+	[ "$mode" = gzip ] && compress=1
+	env LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_COMPRESS=$compress valgrind --tool=callgrind \
 		--separate-threads=yes --compress-strings=no --callgrind-out-file="$d/adopt.out" \
 		--log-file="$d/adopt.log" build/tests/epoll-http -p 0 -P "$d/aport" -t 900 -q \
 		</dev/null >/dev/null 2>"$d/adopt.err" &
@@ -193,8 +198,8 @@ adopt() {
 	wait_until 180 eval '[ -s "$d/aport" ] || ! alive "$apid"' || true
 	port=$(cat "$d/aport" 2>/dev/null || true)
 	[ -n "$port" ] || die "adopting run: the server did not start: $(head -c 300 "$d/adopt.err")"
-	wait_until 300 eval '! ls "$d"/trace/trace."$pid".*.bin >/dev/null 2>&1' ||
-		die "adopting run: the .bin of $pid was not compressed within 300 s"
+	wait_until 300 eval '[ -z "$(find "$d/trace" -name "trace.$pid.*.bin" ! -perm -1000 -print -quit)" ]' ||
+		die "adopting run: the .bin of $pid was not finished within 300 s"
 	python3 -c 'import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"GET /quit HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -216,12 +221,13 @@ run_one() {
 	case $mode in
 	base) ;;
 	default) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin") ;;
+	gzip) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_COMPRESS=1) ;;
 	noblock) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_BLOCKING=0) ;;
 	nocompress) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_COMPRESS=0) ;;
 	cpu99) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_CPU_PROFILE=99) ;;
 	flight) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_MODE=flight D9_TRIGGER_POLL=1s) ;;
 	requests) envs=(LD_PRELOAD="$agent" D9_TRACE_PATH="$d/trace/trace.bin" D9_REQUESTS=1) ;;
-	*) die "unknown mode $mode (base default noblock nocompress cpu99 flight requests)" ;;
+	*) die "unknown mode $mode (base default gzip noblock nocompress cpu99 flight requests)" ;;
 	esac
 	case $srv in
 	st-http | epoll-http) cmd=("build/tests/$srv" -p 0 -P "$d/port" -t 900 -q) ;;
@@ -266,7 +272,7 @@ run_one() {
 	live=""
 	[ "$rc" = 0 ] || die "$tool $srv $mode: exit status $rc ($(head -c 300 "$d/stderr"))"
 	# with D9_COMPRESS=0 a .bin is the end product: nothing to adopt
-	[ "$tool" = callgrind ] && [ "$mode" != nocompress ] && adopt "$d" "$pid"
+	[ "$tool" = callgrind ] && [ "$mode" != nocompress ] && adopt "$d" "$pid" "$mode"
 	[ -d "$d/trace" ] && { "$ana" summary --json "$d/trace" >"$d/summary.json" 2>"$d/analyze.err" || true; }
 	python3 - "$tool" "$srv" "$mode" "$n" "$idle" "$secs" "$d" "$agent" "$rep" >>"$runs" <<'PY'
 import glob, gzip, json, os, re, sys
@@ -369,8 +375,10 @@ raw = gz = 0
 # segments left uncompressed although D9_COMPRESS is on: the exit path waits at most 2 s for
 # the compressor (README), under valgrind often too short for symbolizing a large binary, and
 # then the compressor's count holds only part of its work
+# (D9_COMPRESS=auto: a .bin not marked finished, the sticky bit)
 run["uncompressed_segments"] = 0 if mode in ("base", "nocompress") else len(
-    [f for f in glob.glob(os.path.join(d, "trace", "*")) if f.endswith((".bin", ".active"))])
+    [f for f in glob.glob(os.path.join(d, "trace", "*")) if f.endswith(".active") or
+     (f.endswith(".bin") and (mode == "gzip" or not os.stat(f).st_mode & 0o1000))])
 for f in glob.glob(os.path.join(d, "trace", "*")):
     if f.endswith(".gz"):
         raw += len(gzip.open(f).read())

@@ -386,8 +386,9 @@ if real:
 if dcost:
     n1, n2 = dcost["requests"]
     f0 = lambda x, p=0: "-" if x is None else f"{(0.0 if abs(x) < 0.5 / 10 ** p else x):,.{p}f}"
-    MODES = {"base": "base (no agent)", "default": "default", "noblock": "D9_BLOCKING=0",
-             "nocompress": "D9_COMPRESS=0", "cpu99": "D9_CPU_PROFILE=99"}
+    MODES = {"base": "base (no agent)", "default": "default (D9_COMPRESS=auto, under half the budget)",
+             "gzip": "D9_COMPRESS=1 (the default once the directory is half full)",
+             "noblock": "D9_BLOCKING=0", "nocompress": "D9_COMPRESS=0", "cpu99": "D9_CPU_PROFILE=99"}
     W("## Deterministic cost (instructions and syscalls per request)")
     W("")
     W(f"Measured by `scripts/bench-cost.sh` at commit `{dcost['commit']}` ({dcost['tree']} tree), "
@@ -649,7 +650,7 @@ W("")
 W("Knobs: `BENCH_PAIRS`, `BENCH_DURATION` (whole seconds), `BENCH_WARMUP` (pairs), `BENCH_CONNS`, "
   "`BENCH_MODES` (`trace block lean cpu99 prof perf`), `BENCH_SERVER_CPU`, `BENCH_WRK_CPU`, `BENCH_NICE` "
   "(default -10 as root, else 0). Deterministic cost: `COST_SERVERS` (`st-http epoll-http redis`), "
-  "`COST_MODES` (`base default noblock nocompress cpu99`), `COST_N1`, `COST_N2` (1000, 5000; "
+  "`COST_MODES` (`base default gzip noblock nocompress cpu99 flight requests`), `COST_N1`, `COST_N2` (1000, 5000; "
   "QUICK=1: 200, 1000), `COST_REPS` (2; QUICK=1: 1).")
 open("BENCHMARKS.md", "w").write("\n".join(M) + "\n")
 if notes:

@@ -140,6 +140,19 @@ d9_wait_settled() {
 	return 1
 }
 
+# d9_series_finished DIR: as d9_series_settled, and every .bin is finished: symbolized and
+# marked with the sticky bit, which D9_COMPRESS=auto gives a segment it leaves uncompressed
+# (agent/DESIGN.md, "Compressing for the budget").
+d9_series_finished() {
+	d9_series_settled "$1" && [ -z "$(find "$1" -maxdepth 1 -name '*.bin' ! -perm -1000 -print -quit)" ]
+}
+
+# d9_has_finished DIR: the compressor finished a sealed segment there: a .bin.gz, or a .bin
+# marked finished (D9_COMPRESS=auto under half the budget).
+d9_has_finished() {
+	compgen -G "$1/*.bin.gz" >/dev/null || [ -n "$(find "$1" -maxdepth 1 -name '*.bin' -perm -1000 -print -quit)" ]
+}
+
 # d9_symbolized FILE...: every FILE carries Symbol records (the compressor wrote them).
 d9_symbolized() {
 	local f

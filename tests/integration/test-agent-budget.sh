@@ -251,7 +251,7 @@ mkdir -p "$d"
 # D9_EXIT_TIMEOUT=1ms: the exit does not wait for the writer (whose own budget waits for the lock
 # too), so nothing else gives the compressor time to clean up after itself
 d9_bg lw_pid "$T/lockwait.out" "$T/lockwait.err" D9_TRACE_PATH="$d/trace.bin" \
-	D9_ROTATION_PERIOD=1s D9_EXIT_TIMEOUT=1ms -- -t 1 -n 100000000 --sleep-every 1000 \
+	D9_ROTATION_PERIOD=1s D9_EXIT_TIMEOUT=1ms D9_COMPRESS=1 -- -t 1 -n 100000000 --sleep-every 1000 \
 	--sleep-us 1000 --exit hang
 # compress_tid PID: the d9-compress thread of PID
 compress_tid() {

@@ -168,12 +168,12 @@ if not s["truncated"] or s["open"] != "ok" or c["corrupt_chunks"]:
 fi
 
 # ---- recovery by the next process with the same D9_TRACE_PATH ------------------------------------
-# The next process recovers the file when its writer starts and hands it to its compressor
-# (symbols, then gzip, at nice 19), which at exit gets 2 s at most: on a busy machine that is
+# The next process (D9_COMPRESS=1) recovers the file when its writer starts and hands it to its
+# compressor (symbols, then gzip, at nice 19), which at exit gets 2 s at most: on a busy machine that is
 # not enough, and the recovered segment would stay .bin. So this process stays alive (hang)
 # until the series is settled (the recovered .bin.gz there, no temporary file), then SIGTERM
 # seals its own segment.
-d9_bg pid "$T/rec.out" "$T/rec.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M -- -t 1 -n 10 --exit hang
+d9_bg pid "$T/rec.out" "$T/rec.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M D9_COMPRESS=1 -- -t 1 -n 10 --exit hang
 rc=0 why=""
 if ! d9_wait_for 30 grep -qs '"role":"parent"' "$T/rec.out"; then
 	why="the second driver did not finish recording"
@@ -201,7 +201,7 @@ if not rec:
     fail("no %s.bin(.gz) after recovery: %s" % (os.path.basename(base), files(os.path.dirname(active))))
 r = rec[0]
 if not r["path"].endswith(".bin.gz"):
-    fail("the recovered segment was not compressed (D9_COMPRESS defaults to 1): %s" % r["path"])
+    fail("the recovered segment was not compressed (D9_COMPRESS=1): %s" % r["path"])
 if not r["sealed"] or not r["recovered"] or r["trailer_flags"] != 1:
     fail("recovered segment: sealed %d, trailer flags %d (want 1)" % (r["sealed"], r["trailer_flags"]))
 if r["truncated"]:

@@ -191,7 +191,7 @@ if ! d9_mount_tmpfs "$T/cdisk" 5m; then
 else
 	head -c $((5120 * 1024 - 1100 * 1024)) /dev/zero >"$T/cdisk/filler"
 	mkdir "$T/cdisk/t"
-	d9_bg pid "$T/c.out" "$T/c.err" D9_TRACE_PATH="$T/cdisk/t/trace.bin" D9_MAX_FILE_SIZE=1M \
+	d9_bg pid "$T/c.out" "$T/c.err" D9_TRACE_PATH="$T/cdisk/t/trace.bin" D9_MAX_FILE_SIZE=1M D9_COMPRESS=1 \
 		D9_FLUSH_INTERVAL=20ms -- -n 400000 --park-every 500 --sleep-us 100 --phases 3
 	ok=1 why=""
 	phase() { kill -USR1 "$pid"; d9_wait_for 120 grep -q "\"phase\":$1" "$T/c.out"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2154 # $pid: set by d9_bg (printf -v)
+# shellcheck disable=SC2154 # $pid, $pid2: set by d9_bg (printf -v)
 # test-agent-rotation.sh: the segment series on disk. Rotation by size (D9_MAX_FILE_SIZE) and by
 # wall-clock aligned time (D9_ROTATION_PERIOD); the total budget (D9_MAX_TOTAL_SIZE) sampled while
 # the writer is busy; max_file_size clamped to half the budget; D9_COMPRESS on (.bin.gz) and off
@@ -181,7 +181,7 @@ info = "%d segments kept, %d bytes" % (len(segs), total)
 ' "$T/clamp.json"
 fi
 
-# ---- D9_COMPRESS: on by default (.bin.gz), off leaves .bin ----------------------------------------
+# ---- D9_COMPRESS=1 gzips every segment (.bin.gz), 0 leaves .bin ------------------------------------
 # With compression on, the driver stays alive (hang) until the compressor has gzipped every
 # segment sealed so far: it runs at nice 19 and at exit gets 2 s at most, which a busy machine
 # does not give it. Then SIGTERM seals the last segment, which the compressor may or may not
@@ -195,7 +195,7 @@ for mode in on off; do
 		rc=$?
 		d9_check "$T/c$mode.json" --expect-n 600000 --park-every 5000 --driver "$T/c$mode.out" "$d"
 	else
-		d9_bg pid "$T/c$mode.out" "$T/c$mode.err" "${envs[@]}" -- "${args[@]}" --exit hang
+		d9_bg pid "$T/c$mode.out" "$T/c$mode.err" "${envs[@]}" D9_COMPRESS=1 -- "${args[@]}" --exit hang
 		rc=0
 		if ! d9_wait_for 60 grep -qs '"role":"parent"' "$T/c$mode.out"; then
 			rc="no result line from the driver"
@@ -272,6 +272,76 @@ if len(gz) < 2 or members < 8 * len(gz):
 info = "%d segments of %d gzip members in all, each member walked by its length" % (len(gz), members)
 ' "$d"
 done
+# ---- D9_COMPRESS=auto (the default): gzip only what the budget needs -----------------------------
+# The same ~4.8 MB in 1 MiB segments. With the default budget (1G) the directory stays under half
+# of it: every sealed segment is symbolized and left .bin, marked finished (sticky bit), nothing
+# is gzipped. The segment sealed at SIGTERM is not finished (an exit waits for no symbols); the
+# next process of the series adopts it, symbolizes and marks it, and gzips nothing. With
+# D9_MAX_TOTAL_SIZE=8M the directory (4 to 5 MB at the budget's last look) is over half of it:
+# the compressor gzips the oldest finished segments until it is under half, so at least one is
+# .bin.gz, the newest finished ones stay .bin, and every .bin.gz is older than every finished
+# .bin. Every event is accounted for across the .bin and .bin.gz files either way.
+for mode in under over; do
+	d=$T/auto-$mode
+	envs=(D9_TRACE_PATH="$d/trace.bin" D9_MAX_FILE_SIZE=1M)
+	[ "$mode" = over ] && envs+=(D9_MAX_TOTAL_SIZE=8M)
+	args=(-t 2 -n 600000 --park-every 5000 --sleep-us 100)
+	d9_bg pid "$T/a$mode.out" "$T/a$mode.err" "${envs[@]}" -- "${args[@]}" --exit hang
+	rc=0
+	if ! d9_wait_for 60 grep -qs '"role":"parent"' "$T/a$mode.out"; then
+		rc="no result line from the driver"
+	elif ! d9_wait_for 120 d9_series_finished "$d"; then
+		rc="not finished: $(ls -l "$d" | tr '\n' ' ' | head -c 400)"
+	elif [ "$mode" = over ] && ! d9_wait_for 120 sh -c 'ls "$1" | grep -q "\.bin\.gz$"' sh "$d"; then
+		rc="nothing gzipped: $(ls -l "$d" | tr '\n' ' ' | head -c 400)"
+	fi
+	ls -l "$d" >"$T/a$mode.before"
+	kill -TERM "$pid"
+	d9_wait_pid "$pid" 30
+	[ "$rc" = 0 ] && [ "$D9_RC" -ne 143 ] && rc="status $D9_RC after SIGTERM, expected 143"
+	d9_check "$T/a$mode.json" --expect-n 600000 --park-every 5000 --tail-extra 1 --driver "$T/a$mode.out" "$d"
+	if [ "$rc" = 0 ] && [ "$mode" = under ]; then
+		# the next process adopts the last segment: symbolized, marked, not gzipped
+		d9_bg pid2 "$T/a$mode.2.out" "$T/a$mode.2.err" "${envs[@]}" -- -t 1 -n 10 --exit hang
+		if ! d9_wait_for 60 d9_series_finished "$d"; then
+			rc="the next process did not finish the last segment: $(ls -l "$d" | tr '\n' ' ' | head -c 400)"
+		fi
+		kill -TERM "$pid2"
+		d9_wait_pid "$pid2" 30
+	fi
+	if [ "$rc" != 0 ]; then
+		d9_fail "compress-auto-$mode" "driver: $rc: $(head -c 300 "$T/a$mode.err")"
+		continue
+	fi
+	d9_py "compress-auto-$mode" '
+import stat
+c = one(f[0]); drv = parent(f[1]); mode = f[2]; d = f[3]
+accounting(c, drv)
+mine = [n for n in files(d) if ".%d." % drv["pid"] in n]
+def seq(n): return int(n.split(".")[2])
+gz = [n for n in mine if n.endswith(".bin.gz")]
+raw = [n for n in mine if n.endswith(".bin")]
+fin = [n for n in raw if os.stat(os.path.join(d, n)).st_mode & stat.S_ISVTX]
+other = [n for n in mine if n not in gz and n not in raw]
+if other:
+    fail("files beside the segments: %s" % other)
+if c["sealed"] != len(gz) + len(raw) or len(gz) + len(raw) < 4:
+    fail("%d sealed, %d .bin.gz, %d .bin: expected 4 or more segments, all sealed" % (c["sealed"], len(gz), len(raw)))
+if mode == "under":
+    if gz:
+        fail("under half the budget, yet gzipped: %s" % gz)
+    if len(fin) != len(raw):
+        fail("not marked finished after the next process ran: %s" % sorted(set(raw) - set(fin)))
+    info = "%d x .bin, all finished, none gzipped" % len(raw)
+else:
+    if not gz or not fin:
+        fail("over half the budget: %d gzipped, %d finished .bin; expected some of each" % (len(gz), len(fin)))
+    elif max(seq(n) for n in gz) > min(seq(n) for n in fin):
+        fail("not oldest first: gzipped %s, finished .bin %s" % (sorted(gz), sorted(fin)))
+    info = "gzipped %s, left .bin %s" % (" ".join(n[-14:] for n in sorted(gz)), " ".join(n[-10:] for n in sorted(raw)))
+' "$T/a$mode.json" "$T/a$mode.out" "$mode" "$d"
+done
+
 # ---- exit while the compressor is still at work ------------------------------------------------------
 # One 32 MB segment (the default D9_MAX_FILE_SIZE is 64M): at exit the agent gives the compressor
 # 2 s, which is not enough here, so the segment may stay .bin. The compressor's temporary file
@@ -280,7 +350,7 @@ done
 # next process with the same trace path removes it (a dead process's temporary file) as it starts.
 # Either way no temporary file of the first process outlives the second one.
 d=$T/exitgz
-d9_run "$T/exitgz.out" "$T/exitgz.err" D9_TRACE_PATH="$d/trace.bin" -- -t 4 -n 2000000 --park-every 20000 --sleep-us 50
+d9_run "$T/exitgz.out" "$T/exitgz.err" D9_TRACE_PATH="$d/trace.bin" D9_COMPRESS=1 -- -t 4 -n 2000000 --park-every 20000 --sleep-us 50
 rc=$?
 d9_check "$T/exitgz.json" --expect-n 2000000 --park-every 20000 --driver "$T/exitgz.out" "$d"
 left=$(ls "$d" | grep -vE '\.(bin|bin\.gz)$' | tr '\n' ' ')

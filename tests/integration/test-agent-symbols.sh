@@ -4,7 +4,7 @@
 # /block?ms=30 (a usleep the agent records as a BlockingCall whose innermost frame is in
 # handle_block) and exits by /quit; then the copy of the binary is deleted, as when a trace is
 # read on another machine.
-#   - default (gzip): every sealed .bin.gz holds Symbol records, in a DEFS chunk before its first
+#   - D9_COMPRESS=1 (gzip): every sealed .bin.gz holds Symbol records, in a DEFS chunk before its first
 #     EVENTS chunk; the usleep stack's innermost frame (looked up at frame - 1) is named
 #     handle_block, file st-http.c, a line inside handle_block's body in the source; String ids
 #     are defined once per file; the trailer's chunk count equals the chunks the reader counts;
@@ -193,7 +193,7 @@ files_of() { ls -d "$1"/*"$2" 2>/dev/null; }
 
 # ---- default: gzip -----------------------------------------------------------------------------
 bin=$(copy_bin gz)
-if serve "$T/gz" "$bin" gz; then
+if serve "$T/gz" "$bin" gz D9_COMPRESS=1; then
 	rm -f "$bin"
 	D=$T/gz/trace
 	if but_last "$D" | grep -q '\.bin$' || [ -z "$(files_of "$D" .bin.gz)" ]; then
@@ -240,7 +240,7 @@ fi
 
 # ---- D9_SYMBOLIZE=0 ----------------------------------------------------------------------------
 bin=$(copy_bin off)
-if serve "$T/off" "$bin" gz D9_SYMBOLIZE=0; then
+if serve "$T/off" "$bin" gz D9_COMPRESS=1 D9_SYMBOLIZE=0; then
 	D=$T/off/trace
 	check symbols-off-records none $(files_of "$D" .bin.gz)
 	# the file offset of handle_block, from the binary (PIE: symbol value = file offset here)
@@ -265,7 +265,7 @@ if serve "$T/off" "$bin" gz D9_SYMBOLIZE=0; then
 fi
 
 # ---- rotation: several sealed segments, each symbolized on its own ----------------------------------
-if pl_start "$T/rot" "$ST_HTTP" D9_ROTATION_PERIOD=1s --; then
+if pl_start "$T/rot" "$ST_HTTP" D9_ROTATION_PERIOD=1s D9_COMPRESS=1 --; then
 	D=$T/rot/trace
 	for _ in $(seq 25); do pl_gets 1 "/block?ms=100" "block ms=100" || break; done
 	# the compressor (nice 19) has done every segment sealed so far
@@ -298,7 +298,7 @@ if pl_start "$T/rec" "$bin" --; then
 	kill -KILL "$SPID"
 	wait "$SPID" 2>/dev/null
 	dead=$SPID
-	if pl_start "$T/rec" "$bin" --; then
+	if pl_start "$T/rec" "$bin" D9_COMPRESS=1 --; then
 		pl_get /fast
 		# the writer recovers at its start; the compressor symbolizes, then gzips (at nice 19,
 		# and at exit it gets 2 s at most: the server stays up until it is done)
@@ -472,7 +472,7 @@ end=$(printf '%x' $(( 0x7f0000000000 + vaddr + memsz )))
 if ! "$PL_ROOT/build/tests/gen-twin-modules" "$T/twin/trace/trace.4000000.000000.active" \
 	"$T/twin/a/libtwin.so" "$T/twin/b/libtwin.so" "$start" "$end" "$(printf '%x' $((off)))"; then
 	pl_fail symbols-twin-modules "gen-twin-modules failed"
-elif ! pl_start "$T/twin" "$ST_HTTP" D9_TRACE_PATH="$T/twin/trace/trace.bin" --; then
+elif ! pl_start "$T/twin" "$ST_HTTP" D9_TRACE_PATH="$T/twin/trace/trace.bin" D9_COMPRESS=1 --; then
 	pl_fail symbols-twin-modules "$PL_ERR"
 else
 	sealed=""

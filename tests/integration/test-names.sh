@@ -81,7 +81,7 @@ print("%s on-CPU samples, drops %s" % (s.get("cpu_samples", {}).get("on"), s.get
 burn() {
 	local name=$1 dir=$2 bin=$3
 	shift 3
-	if ! pl_start "$dir" "$bin" D9_CPU_PROFILE=999 D9_ROTATION_PERIOD=1s "$@" --; then
+	if ! pl_start "$dir" "$bin" D9_CPU_PROFILE=999 D9_ROTATION_PERIOD=1s D9_COMPRESS=1 "$@" --; then
 		pl_fail "$name" "$PL_ERR"
 		return 1
 	fi

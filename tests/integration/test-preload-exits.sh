@@ -173,7 +173,7 @@ fi
 
 # ---- pending compression is finished by the next process of the series ------------------------
 # The storm's exits left their segments .bin (an exit waits for no compression). A later process
-# of the same series, alive long enough, compresses them all (its compressor adopts the .bin
+# of the same series (D9_COMPRESS=1), alive long enough, compresses them all (its compressor adopts the .bin
 # files of dead processes); then SIGTERM ends it. 30 of the storm's segments (symbolizing and
 # compressing all 500 at nice 19 would load the machine for minutes).
 d=$T/adopt/trace
@@ -182,7 +182,7 @@ if [ -d "$T/storm-last/trace" ]; then
 	find "$T/storm-last/trace" -name '*.bin' | head -n 30 | xargs -r cp -t "$d"
 fi
 if [ -d "$d" ] && [ -n "$(ls "$d")" ]; then
-	env "${D9_DEFSIG[@]}" LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d/trace.bin" "$PROG" wait-term \
+	env "${D9_DEFSIG[@]}" LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d/trace.bin" D9_COMPRESS=1 "$PROG" wait-term \
 		>"$T/adopt.out" 2>"$T/adopt.err" &
 	SPID=$!
 	PL_PIDS+=("$SPID")

@@ -178,7 +178,8 @@ def access():
         return "%s is uid %d mode %o" % (sub, st.st_uid, stat.S_IMODE(st.st_mode))
     for f in os.listdir(sub):
         st = os.lstat(os.path.join(sub, f))
-        if st.st_uid != wuid or stat.S_IMODE(st.st_mode) != 0o600 or not f.startswith("trace."):
+        # the sticky bit marks a finished .bin (D9_COMPRESS=auto): no access of anyone's
+        if st.st_uid != wuid or stat.S_IMODE(st.st_mode) & ~stat.S_ISVTX != 0o600 or not f.startswith("trace."):
             return "%s/%s is uid %d mode %o" % (sub, f, st.st_uid, stat.S_IMODE(st.st_mode))
         if f == "trace.lock":  # the directory budget's lock file (budget.c): the user's too
             continue

@@ -247,7 +247,7 @@ fi
 # ---- not configured: libcurl is never loaded ------------------------------------------------------------
 d9_bg pid "$T/off.out" "$T/off.err" D9_TRACE_PATH="$T/off/trace.bin" D9_ROTATION_PERIOD=1s -- \
 	-t 1 -n 300 --sleep-every 1 --sleep-us 5000 --exit hang
-if ! d9_wait_for 60 compgen -G "$T/off/*.bin.gz" >/dev/null; then
+if ! d9_wait_for 60 d9_has_finished "$T/off"; then
 	d9_fail s3-libcurl-not-loaded "no sealed segment: $(tail -c 300 "$T/off.err")"
 elif grep -q libcurl "/proc/$pid/maps"; then
 	d9_fail s3-libcurl-not-loaded "libcurl is in the host without D9_S3_BUCKET"

@@ -145,7 +145,7 @@ done
 # rotate every second, and the server stays up until the segments that hold the requests are
 # sealed and compressed (symbols first, then gzip: .bin.gz means named); only the control
 # session's last segment may stay without names.
-if ! pl_start "$T/run" "$ST_HTTP" D9_CPU_PROFILE=999 D9_SCHED_EVENTS=1 D9_ROTATION_PERIOD=1s --; then
+if ! pl_start "$T/run" "$ST_HTTP" D9_CPU_PROFILE=999 D9_SCHED_EVENTS=1 D9_ROTATION_PERIOD=1s D9_COMPRESS=1 --; then
 	pl_fail viewer-server "$PL_ERR"
 	exit 0
 fi
@@ -351,7 +351,7 @@ viewer_weight() {
 		pl_fail viewer-weight "the test program does not build: $(head -c 300 "$T/sleeper.cc")"
 		return
 	fi
-	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$S/trace/trace.bin" D9_FLUSH_INTERVAL=50ms D9_ROTATION_PERIOD=1s \
+	env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$S/trace/trace.bin" D9_FLUSH_INTERVAL=50ms D9_ROTATION_PERIOD=1s D9_COMPRESS=1 \
 		D9_BLOCKING_THRESHOLD=50us D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 "$T/sleeper" "$S/quit" >"$S/stdout" 2>"$S/stderr" &
 	spid=$!
 	PL_PIDS+=("$spid")
