@@ -5,9 +5,11 @@
 #include "d9-format.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <libdeflate.h> /* CRC-32 by carry-less multiplies: about a tenth of zlib's table code */
@@ -922,9 +924,11 @@ static uint64_t cur_le(struct cur *c, int n)
 /* ---- Decoding: the reader --------------------------------------------------------------------- */
 
 struct d9_reader {
-	/* input: either a caller's buffer (mem) or a gzFile streamed through buf */
+	/* input: a caller's buffer (mem), a gzFile streamed through buf, or a plain file read
+	 * with pread into buf (fd1: its descriptor + 1, 0 for none) */
 	gzFile gz;
-	uint8_t *buf; /* owned when gz */
+	int fd1;
+	uint8_t *buf; /* owned when gz or fd1 */
 	size_t cap, len, pos; /* valid bytes buf[pos..len) */
 	uint64_t buf_off; /* file offset of buf[0] */
 	int eof;
@@ -960,7 +964,7 @@ static void report(struct d9_reader *r, int kind, uint64_t off, const char *fmt,
 /* Makes at least `need` bytes available at buf[pos]; returns how many are (less only at EOF). */
 static size_t ensure(struct d9_reader *r, size_t need)
 {
-	while (r->len - r->pos < need && r->gz && !r->eof) {
+	while (r->len - r->pos < need && (r->gz || r->fd1) && !r->eof) {
 		if (r->pos > 0) {
 			memmove(r->buf, r->buf + r->pos, r->len - r->pos);
 			r->len -= r->pos;
@@ -979,6 +983,25 @@ static size_t ensure(struct d9_reader *r, size_t need)
 			}
 			r->buf = nb;
 			r->cap = ncap;
+		}
+		if (r->fd1) {
+			ssize_t k;
+			do
+				k = pread(r->fd1 - 1, r->buf + r->len, r->cap - r->len,
+					(off_t)(r->buf_off + r->len));
+			while (k < 0 && errno == EINTR);
+			if (k < 0) {
+				report(r, D9_PROB_TRUNCATED, r->buf_off + r->len, "read error: %s",
+					strerror(errno));
+				r->st.truncated = 1;
+				r->st.truncated_at = r->buf_off + r->len;
+			}
+			if (k <= 0) {
+				r->eof = 1;
+				break;
+			}
+			r->len += (size_t)k;
+			continue;
 		}
 		int n = gzread(r->gz, r->buf + r->len, (unsigned)(r->cap - r->len));
 		if (n <= 0) {
@@ -1299,21 +1322,37 @@ int d9_reader_open_mem(struct d9_reader **out, const void *buf, size_t len)
 	return 0;
 }
 
-/* A reader over gz (NULL: err_open, e.g. -errno of the failed open); takes gz. */
-static int reader_open_gz(struct d9_reader **out, gzFile gz, int err_open)
+/* A reader over fd (-1: err_open, e.g. -errno of the failed open); takes fd. A plain file is
+ * read with pread straight into the reader's buffer; a gzip one (or what pread cannot read, a
+ * pipe) through zlib, which reads plain data unchanged too. */
+static int reader_open_any(struct d9_reader **out, int fd, int err_open)
 {
 	struct d9_reader *r;
+	uint8_t magic[2];
 	int err;
 
 	*out = NULL;
-	if (!gz)
+	if (fd < 0)
 		return err_open;
 	if (!(r = calloc(1, sizeof(*r)))) {
-		gzclose(gz);
+		close(fd);
 		return -ENOMEM;
 	}
-	r->gz = gz;
-	gzbuffer(r->gz, 131072);
+	ssize_t k;
+	do
+		k = pread(fd, magic, 2, 0);
+	while (k < 0 && errno == EINTR);
+	if (k >= 0 && !(k == 2 && magic[0] == 0x1f && magic[1] == 0x8b)) {
+		r->fd1 = fd + 1;
+	} else if (!(r->gz = gzdopen(fd, "rb"))) {
+		close(fd);
+		free(r);
+		return -ENOMEM;
+	} else {
+		/* zlib inflates straight into our buffer when asked for at least twice its own
+		 * buffer, else through its buffer and a copy: ensure() asks for 64 KiB or more */
+		gzbuffer(r->gz, 32768);
+	}
 	err = reader_start(r);
 	if (err) {
 		d9_reader_close(r);
@@ -1330,18 +1369,14 @@ int d9_reader_open_file(struct d9_reader **out, const char *path)
 	*out = NULL;
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 		return -EISDIR;
-	/* plain files read unchanged, gzip ones inflated; e: O_CLOEXEC */
-	gzFile gz = gzopen(path, "rbe");
-	return reader_open_gz(out, gz, errno ? -errno : -ENOMEM);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	return reader_open_any(out, fd, -errno);
 }
 
 int d9_reader_open_fd(struct d9_reader **out, int fd)
 {
-	gzFile gz = gzdopen(fd, "rb"); /* owns fd from here on, closed by d9_reader_close */
-
-	if (!gz)
-		close(fd);
-	return reader_open_gz(out, gz, -ENOMEM);
+	/* owns fd from here on, closed by d9_reader_close */
+	return reader_open_any(out, fd, -EBADF);
 }
 
 void d9_reader_close(struct d9_reader *r)
@@ -1350,6 +1385,9 @@ void d9_reader_close(struct d9_reader *r)
 		return;
 	if (r->gz) {
 		gzclose(r->gz);
+		free(r->buf);
+	} else if (r->fd1) {
+		close(r->fd1 - 1);
 		free(r->buf);
 	}
 	free(r->strings);

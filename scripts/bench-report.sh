@@ -369,7 +369,9 @@ if real:
       "(`/proc/PID/task/*/schedstat`), per request the server itself counted (redis "
       "`total_commands_processed`, memcached `cmd_get + cmd_set`, nginx `stub_status`). With the "
       f"agent, `D9_ROTATION_PERIOD={real['rotation']}` seals, symbolizes and compresses segments "
-      "while the run is measured. Loads: `redis-benchmark -c 8 -t get,set`, `memcaslap -c 8`, "
+      "while the run is measured, every one of them (`D9_COMPRESS=1`, the default before "
+      "`auto`; `auto` costs as much once the directory is half full, a busy server's steady "
+      "state). Loads: `redis-benchmark -c 8 -t get,set`, `memcaslap -c 8`, "
       "`wrk -c 8` on a 600-byte static file with nginx's access log on (1 worker)."
       + ((f" Measured at `{real['commit']}` ({real.get('tree', '?')} tree), {real['date']}"
           + (f"; {real['note']}" if real.get("note") else "") + ".") if real.get("commit") else ""))
