@@ -229,14 +229,22 @@ struct scan {
 	uint64_t total;
 };
 
+int d9__mtime_cmp(const struct timespec *a, const struct timespec *b)
+{
+	if (a->tv_sec != b->tv_sec)
+		return a->tv_sec < b->tv_sec ? -1 : 1;
+	if (a->tv_nsec != b->tv_nsec)
+		return a->tv_nsec < b->tv_nsec ? -1 : 1;
+	return 0;
+}
+
 static int cand_cmp(const void *a, const void *b)
 {
 	const struct cand *x = a, *y = b;
+	int c = d9__mtime_cmp(&x->mtime, &y->mtime);
 
-	if (x->mtime.tv_sec != y->mtime.tv_sec)
-		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
-	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
-		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+	if (c)
+		return c;
 	if (x->pid != y->pid)
 		return x->pid < y->pid ? -1 : 1;
 	return x->seq < y->seq ? -1 : x->seq > y->seq;

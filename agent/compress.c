@@ -524,12 +524,9 @@ struct fin {
 static int fin_cmp(const void *a, const void *b)
 {
 	const struct fin *x = a, *y = b;
+	int c = d9__mtime_cmp(&x->mtime, &y->mtime);
 
-	if (x->mtime.tv_sec != y->mtime.tv_sec)
-		return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
-	if (x->mtime.tv_nsec != y->mtime.tv_nsec)
-		return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
-	return strcmp(x->name, y->name);
+	return c ? c : strcmp(x->name, y->name);
 }
 
 /* Called by the compressor without the disk lock. */

@@ -396,6 +396,8 @@ void d9__dirlock_give(int taken);
 void d9__budget_child(void);
 /* Parses "<stem>.<pid>.<seq><suffix>"; returns the suffix or NULL. */
 const char *d9__seg_parse(const char *name, long *pid, long *seq);
+/* Orders two mtimes, the older first (the budget's age of a segment). */
+int d9__mtime_cmp(const struct timespec *a, const struct timespec *b);
 void *d9__compressor_main(void *arg);
 /* gzip src into src.gz (via a .tmp and rename), then removes src. Returns 0 or -errno. */
 int d9__gzip_file(const char *src, uint64_t *out_size);
