@@ -46,6 +46,12 @@ void d9__writer_child(void)
 /* A segment was sealed since the directory budget was last kept: the writer keeps it (with the
  * sealed segment's real size) after the seal, outside seg_seal (writer thread only). */
 static int budget_due;
+/* The open segment was opened during the exit's last pass with the budget kept for it (room for
+ * all of D9_MAX_FILE_SIZE), so the exit need not keep it again before the seal: a scan of the
+ * directory moments later, with the segment's real size, would find what the first one found
+ * (a fork-per-request server's children each saved one scan of every file: agent/COST.md
+ * section 17). */
+static int budget_kept_at_exit_open;
 
 static char proc_comm[64], hostname[256], boot_id[64];
 static char proc_cmdline[4096];
@@ -174,10 +180,14 @@ static void cut_back(struct d9__segment *s)
  * file, KEEP_SIZE); where fallocate is not supported, writes simply go ahead. The blocks are
  * taken PREALLOC ahead, so most chunks need no call: fallocate at every chunk was a quarter of
  * the writer's CPU on redis with 99 Hz profiling (ext4's block allocator; agent/COST.md, section
- * 10). Where the step does not fit, the exact need is asked for, as before. The seal (and a
- * failed write) truncates the file to its size, which gives every block past it back. */
+ * 10). The step grows with the segment, from PREALLOC_MIN to PREALLOC: the seal gives back what
+ * was taken ahead, and a short-lived process's small segment gave back 1 MiB at every exit
+ * (0.5 ms of ftruncate in a fork storm's children). Where the step does not fit, the exact need
+ * is asked for, as before. The seal (and a failed write) truncates the file to its size, which
+ * gives every block past it back. */
 #define RESERVE (16u << 10)
 #define PREALLOC (1u << 20)
+#define PREALLOC_MIN (64u << 10)
 static int no_fallocate;
 
 /* The size a segment's chunks may reach: D9_MAX_FILE_SIZE less the reserve (Dropped records
@@ -194,7 +204,8 @@ static uint64_t seg_limit(void)
 /* 0 when size more bytes (and the reserve) fit; -ENOSPC (or -EDQUOT) otherwise. */
 static int room_for(struct d9__segment *s, size_t size)
 {
-	uint64_t need = s->size + size + RESERVE, ahead = s->no_ahead ? need : need + PREALLOC;
+	uint64_t step = s->size < PREALLOC_MIN ? PREALLOC_MIN : s->size < PREALLOC ? s->size : PREALLOC;
+	uint64_t need = s->size + size + RESERVE, ahead = s->no_ahead ? need : need + step;
 
 	if (no_fallocate || need <= s->alloc_end)
 		return 0;
@@ -310,8 +321,10 @@ static int seg_open(int budget)
 	}
 	/* the directory budget, with room for this segment to grow to D9_MAX_FILE_SIZE (its
 	 * .active.tmp); a busy lock leaves it to the next seal or segment */
-	if (budget && d9__budget_enforce(200000000u, g->cfg.max_file_size) == 0)
+	if (budget && d9__budget_enforce(200000000u, g->cfg.max_file_size) == 0) {
 		budget_due = 0;
+		budget_kept_at_exit_open = __atomic_load_n(&g->stop, __ATOMIC_ACQUIRE);
+	}
 	process_identity();
 	d9__clock_anchor(&a);
 	struct d9_header h = {
@@ -452,6 +465,7 @@ static void seg_seal(void)
 	d9__log(D9_LOG_DEBUG, "segment %s sealed (%llu bytes)", sealed, (unsigned long long)s->size);
 	d9__sealed_add(sealed, s->size, s->seq, 0);
 	budget_due = 1;
+	budget_kept_at_exit_open = 0;
 }
 
 /* ---- chunks ----------------------------------------------------------------------------------- */
@@ -796,7 +810,7 @@ void *d9__writer_main(void *arg)
 			 * The wait for the lock is a quarter of D9_EXIT_TIMEOUT: workers of one server
 			 * exit together and each keeps the budget in turn (with no wait, the last ones
 			 * left the directory over it) */
-			if (budget_due || g->seg.f.fd >= 0)
+			if (budget_due || (g->seg.f.fd >= 0 && !budget_kept_at_exit_open))
 				d9__budget_enforce(g->cfg.exit_timeout_ns / 4, 0);
 			seg_seal();
 			d9__flight_ended("exit"); /* a dump cut short by the exit gets its manifest */

@@ -166,17 +166,17 @@ else
 	d9_kill "$pid"
 fi
 # ---- blocks taken ahead are given back at the seal -----------------------------------------------
-# The writer allocates a segment's blocks 1 MiB ahead of its end (fallocate KEEP_SIZE: one call
-# per MiB, not per chunk); the seal truncates the file to its size, which frees them, so a sealed
-# segment holds no more blocks than its bytes (the disk budget counts sizes). On an 8 MiB tmpfs
-# with room: while the run records, its .active segment has blocks past its end; after the
-# exit, no .bin has.
-blocks_ahead() { # DIR: 0 when an .active file there holds >= 512 KiB of blocks past its size
+# The writer allocates a segment's blocks ahead of its end (fallocate KEEP_SIZE: one call per
+# step, not per chunk; the step grows with the segment from 64 KiB to 1 MiB); the seal truncates
+# the file to its size, which frees them, so a sealed segment holds no more blocks than its bytes
+# (the disk budget counts sizes). On an 8 MiB tmpfs with room: while the run records, its
+# .active segment has blocks past its end; after the exit, no .bin has.
+blocks_ahead() { # DIR: 0 when an .active file there holds >= 64 KiB of blocks past its size
 	local f
 	for f in "$1"/*.active; do
 		[ -f "$f" ] || continue
 		set -- $(stat -c '%s %b %B' "$f")
-		[ $(($2 * $3)) -ge $(($1 + 512 * 1024)) ] && return 0
+		[ $(($2 * $3)) -ge $(($1 + 64 * 1024)) ] && return 0
 	done
 	return 1
 }
@@ -203,7 +203,7 @@ else
 	elif [ -n "$over" ]; then
 		d9_fail prealloc-given-back "sealed segments hold blocks past their end:$over"
 	else
-		d9_pass prealloc-given-back "blocks taken 1 MiB ahead while recording; $nbin sealed segments hold none past their end"
+		d9_pass prealloc-given-back "blocks taken ahead while recording; $nbin sealed segments hold none past their end"
 	fi
 fi
 exit 0
