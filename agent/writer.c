@@ -470,6 +470,17 @@ static void seg_seal(void)
 
 /* ---- chunks ----------------------------------------------------------------------------------- */
 
+/* Whether a count of tid's lost events waits to be written (an overflowed count may be anyone's). */
+static int drops_wait_for(uint32_t tid)
+{
+	if (wdrop_overflow)
+		return 1;
+	for (size_t i = 0; i < nwdrops; i++)
+		if (wdrops[i].tid == tid)
+			return 1;
+	return 0;
+}
+
 static void count_drop(uint32_t tid, uint32_t worker, uint64_t count, uint32_t reason)
 {
 	for (size_t i = 0; i < nwdrops; i++)
@@ -610,6 +621,14 @@ void d9__write_chunk(struct d9__block *b)
 	if ((nwdrops || wdrop_overflow) && seg_ready(0) == 0 &&
 		(!g->write_failing || room_for(s, b->size + RESERVE / 2) == 0))
 		write_drop_records();
+	if (D9_UNLIKELY(nwdrops || wdrop_overflow) && drops_wait_for(b->tid)) {
+		/* the thread's count of lost events still waits (no room for it beside this chunk,
+		 * or it could not be written): the chunk waits with it, lost and counted, so that
+		 * no event lands before the count of those lost before it (a disk with room for the
+		 * chunk alone wrote it first) */
+		count_write_drop(b->tid, b->worker, b->count - b->drop_records + b->dropped);
+		return;
+	}
 	err = seg_ready(b->size);
 	if (!err)
 		err = write_chunk(s, b->data, b->size, b->count, b->types, b->first_time, b->last_time,
