@@ -1324,8 +1324,9 @@ int d9_reader_open_mem(struct d9_reader **out, const void *buf, size_t len)
 
 /* A reader over fd (-1: err_open, e.g. -errno of the failed open); takes fd. A plain file is
  * read with pread straight into the reader's buffer; a gzip one (or what pread cannot read, a
- * pipe) through zlib, which reads plain data unchanged too. */
-static int reader_open_any(struct d9_reader **out, int fd, int err_open)
+ * pipe) through zlib, which reads plain data unchanged too. path (NULL: unknown) is opened
+ * again by zlib for a gzip file, so that its messages name it (FORMAT.md section 5). */
+static int reader_open_any(struct d9_reader **out, int fd, int err_open, const char *path)
 {
 	struct d9_reader *r;
 	uint8_t magic[2];
@@ -1344,11 +1345,14 @@ static int reader_open_any(struct d9_reader **out, int fd, int err_open)
 	while (k < 0 && errno == EINTR);
 	if (k >= 0 && !(k == 2 && magic[0] == 0x1f && magic[1] == 0x8b)) {
 		r->fd1 = fd + 1;
-	} else if (!(r->gz = gzdopen(fd, "rb"))) {
+	} else if (!(r->gz = path ? gzopen(path, "rbe") : gzdopen(fd, "rb"))) {
+		err = path ? (errno ? -errno : -ENOMEM) : -ENOMEM;
 		close(fd);
 		free(r);
-		return -ENOMEM;
+		return err;
 	} else {
+		if (path)
+			close(fd); /* zlib opened the path itself (e: O_CLOEXEC) */
 		/* zlib inflates straight into our buffer when asked for at least twice its own
 		 * buffer, else through its buffer and a copy: ensure() asks for 64 KiB or more */
 		gzbuffer(r->gz, 32768);
@@ -1370,13 +1374,13 @@ int d9_reader_open_file(struct d9_reader **out, const char *path)
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 		return -EISDIR;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	return reader_open_any(out, fd, -errno);
+	return reader_open_any(out, fd, -errno, path);
 }
 
 int d9_reader_open_fd(struct d9_reader **out, int fd)
 {
 	/* owns fd from here on, closed by d9_reader_close */
-	return reader_open_any(out, fd, -EBADF);
+	return reader_open_any(out, fd, -EBADF, NULL);
 }
 
 void d9_reader_close(struct d9_reader *r)
