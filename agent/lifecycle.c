@@ -337,17 +337,17 @@ int d9__start(void)
 	}
 	g->seg.f.fd = -1;
 	d9__clock_calibrate_start();
+	/* before the writer reads it: D9_COMPRESS=auto gzips every segment where little is
+	 * written (flight dumps) or everything is uploaded (gzipped objects); only a continuous
+	 * local trace waits for the budget to need it */
+	if (g->cfg.compress == D9_COMPRESS_AUTO &&
+		(g->cfg.flight || (d9__s3_configured && d9__s3_configured())))
+		g->cfg.compress = D9_COMPRESS_ON;
 	if ((err = d9__spawn_blocked(&g->writer, d9__writer_main)) != 0) {
 		d9__log(D9_LOG_ERROR, "cannot start the writer thread: %s; tracing is off", strerror(-err));
 		goto fail;
 	}
 	g->writer_started = 1;
-	/* D9_COMPRESS=auto gzips every segment where little is written (flight dumps) or
-	 * everything is uploaded (gzipped objects): only a continuous local trace waits for the
-	 * budget to need it */
-	if (g->cfg.compress == D9_COMPRESS_AUTO &&
-		(g->cfg.flight || (d9__s3_configured && d9__s3_configured())))
-		g->cfg.compress = D9_COMPRESS_ON;
 	/* a forked child's compressor starts at its first seal (compress.c): a short-lived child
 	 * never needs one */
 	if (g->cfg.compress && !g->forked && !g->compressor_started &&
