@@ -28,11 +28,19 @@
 #include <sys/epoll.h>
 #include <sys/select.h>
 
-struct fdw { /* one descriptor a coroutine waits on in st_poll */
+struct fdw { /* one descriptor a coroutine waits on in st_poll, beside others */
 	struct fdw *next;
 	struct co *co;
 	int fd;
 	short events;
+};
+
+/* A descriptor's waiters: the one coroutine that waits on it alone (st_poll of one descriptor,
+ * the common case: st_read, st_write, st_accept...; its events in co->wait_events), and the
+ * others. The slot is taken when free and given back by its taker. */
+struct fdslot {
+	struct co *co;
+	struct fdw *more;
 };
 
 struct co {
@@ -42,6 +50,7 @@ struct co {
 	uint64_t deadline; /* event clock ticks; 0: none */
 	struct co *qnext; /* FIFO of a condition variable or mutex */
 	uint32_t wait_kind; /* D9_WAKE_* it expects while blocked, 0: not blocked in a wrapper */
+	short wait_events; /* poll events it waits for in a descriptor's slot (struct fdslot) */
 	uint8_t woken, exited, join;
 	uint8_t yielding; /* inside st_thread_yield (SRS): switching out puts it on the run queue */
 };
@@ -52,7 +61,7 @@ struct waitq { void *obj; struct co *head, *tail; };
 struct st_state {
 	struct pmap threads; /* st_thread_t -> struct co */
 	struct pmap queues; /* cond or mutex -> struct waitq */
-	struct fdw **fds; /* fd -> waiters */
+	struct fdslot *fds; /* fd -> waiters */
 	size_t nfds;
 	struct co *cur; /* the running coroutine, NULL in the scheduler */
 	struct co *dead; /* exited; freed once another coroutine runs */
@@ -93,7 +102,8 @@ static uint64_t location_of(void *start, void *callsite)
 }
 
 /* co became runnable because of `waker` (0: none) for `kind` on `object`. */
-static void wake(struct co *co, uint64_t waker, uint32_t kind, int64_t object)
+static inline __attribute__((always_inline)) void wake(struct co *co, uint64_t waker,
+	uint32_t kind, int64_t object)
 {
 	if (co->woken || co->exited)
 		return;
@@ -108,16 +118,16 @@ static inline void sample_queue(struct st_state *s)
 	d9__rt_sample_queue(s->runnable, &s->next_sample);
 }
 
-/* co starts running (its in-callback, or the first run of its start routine). */
-static void run(struct st_state *s, struct co *co)
+/* The rare parts of run(), out of line: a dead coroutine to free, a worker to become (e.g. in a
+ * forked child), a wake nobody we saw made. */
+static __attribute__((noinline, cold)) void run_rare(struct st_state *s, struct co *co)
 {
-	s->exiting = NULL;
 	if (s->dead) {
 		free(s->dead);
 		s->dead = NULL;
 	}
-	if (D9_UNLIKELY(!d9__self.worker))
-		d9_agent_become_worker(); /* e.g. in a forked child */
+	if (!d9__self.worker)
+		d9_agent_become_worker();
 	if (!co->woken) {
 		/* nobody we saw woke it: its timer or timeout fired, or something we do not see */
 		uint64_t now = d9__now();
@@ -126,6 +136,14 @@ static void run(struct st_state *s, struct co *co)
 		d9_rec_wake(co->id, 0, kind, obj);
 		s->runnable++;
 	}
+}
+
+/* co starts running (its in-callback, or the first run of its start routine). */
+static inline __attribute__((always_inline)) void run(struct st_state *s, struct co *co)
+{
+	s->exiting = NULL;
+	if (D9_UNLIKELY(s->dead || !d9__self.worker || !co->woken))
+		run_rare(s, co);
 	co->woken = 0;
 	if (s->runnable)
 		s->runnable--;
@@ -141,7 +159,7 @@ static void on_switch_in(void)
 
 	if (s) {
 		struct co *co = pm_get(&s->threads, real_st_thread_self());
-		if (co && !co->exited) {
+		if (D9_LIKELY(co && !co->exited)) {
 			run(s, co);
 		} else {
 			s->cur = NULL; /* a zombie's cleanup slice, or an unknown coroutine */
@@ -353,7 +371,7 @@ static __attribute__((noinline, cold)) int grow_fds(struct st_state *s, int fd)
 
 	while (n <= (size_t)fd)
 		n *= 2;
-	struct fdw **t = realloc(s->fds, n * sizeof(*t));
+	struct fdslot *t = realloc(s->fds, n * sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	memset(t + s->nfds, 0, (n - s->nfds) * sizeof(*t));
@@ -362,37 +380,29 @@ static __attribute__((noinline, cold)) int grow_fds(struct st_state *s, int fd)
 	return 0;
 }
 
-D9_INTERPOSE int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
+/* st_poll of several descriptors, or of one another coroutine waits on alone: each goes on its
+ * descriptor's list (the table grows in grow_fds, off the common path) */
+static __attribute__((noinline)) int poll_listed(struct st_state *s, struct co *co,
+	struct pollfd *pds, int npds, st_utime_t timeout)
 {
-	ST_REAL(st_poll);
-	struct st_state *s = S;
 	struct fdw local[8], *w = local;
 
-	if (!real_st_poll) {
-		errno = ENOSYS;
-		return -1;
-	}
-	if (!s || !s->cur || npds <= 0)
-		return real_st_poll(pds, npds, timeout);
-	struct co *co = s->cur;
 	if (npds > 8 && !(w = malloc((size_t)npds * sizeof(*w))))
 		return real_st_poll(pds, npds, timeout);
-	/* register the waiters; the idle coroutine's select/poll names the ready ones (one pass:
-	 * the table grows in grow_fds, off the common path) */
 	int nreg = 0;
 	for (int i = 0; i < npds; i++) {
 		int fd = pds[i].fd;
 		if (fd < 0 || ((size_t)fd >= s->nfds && grow_fds(s, fd) != 0))
 			continue;
-		w[nreg] = (struct fdw){ s->fds[fd], co, fd, pds[i].events };
-		s->fds[fd] = &w[nreg++];
+		w[nreg] = (struct fdw){ s->fds[fd].more, co, fd, pds[i].events };
+		s->fds[fd].more = &w[nreg++];
 	}
 	co->deadline = deadline_after_us(timeout);
 	co->wait_kind = D9_WAKE_FD;
 	int r = real_st_poll(pds, npds, timeout);
 	int e = errno;
 	for (int i = 0; i < nreg; i++) {
-		struct fdw **pp = &s->fds[w[i].fd];
+		struct fdw **pp = &s->fds[w[i].fd].more;
 		while (*pp && *pp != &w[i])
 			pp = &(*pp)->next;
 		if (*pp)
@@ -406,15 +416,59 @@ D9_INTERPOSE int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
 	return r;
 }
 
+D9_INTERPOSE int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
+{
+	ST_REAL(st_poll);
+	struct st_state *s = S;
+
+	if (!real_st_poll) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!s || !s->cur || npds <= 0)
+		return real_st_poll(pds, npds, timeout);
+	struct co *co = s->cur;
+	int fd = pds[0].fd;
+	if (npds == 1 && fd >= 0 && (size_t)fd < s->nfds && !s->fds[fd].co) {
+		/* one descriptor, nobody else waits on it alone: the slot, no list */
+		s->fds[fd].co = co;
+		co->wait_events = pds[0].events;
+		co->deadline = deadline_after_us(timeout);
+		co->wait_kind = D9_WAKE_FD;
+		int r = real_st_poll(pds, npds, timeout);
+		int e = errno;
+		s->fds[fd].co = NULL; /* s->fds again: another coroutine may have grown the table */
+		co->deadline = 0;
+		co->wait_kind = 0;
+		errno = e;
+		return r;
+	}
+	return poll_listed(s, co, pds, npds, timeout);
+}
+
+static inline void fd_wake(struct co *co, int fd)
+{
+	wake(co, 0, D9_WAKE_FD, fd);
+}
+
+/* Wakes the waiters of fd for the ready events ev; `any`: events that wake every waiter of fd,
+ * whatever it waits for (an error or hang-up, in poll's and epoll's terms). */
+static inline void fd_wake_all(struct st_state *s, int fd, short ev, short any)
+{
+	struct fdslot *sl = &s->fds[fd];
+
+	if (sl->co && ((sl->co->wait_events & ev) || any))
+		fd_wake(sl->co, fd);
+	for (struct fdw *w = sl->more; w; w = w->next)
+		if ((w->events & ev) || any)
+			fd_wake(w->co, fd);
+}
+
 static inline void fd_ready(struct st_state *s, int fd, short revents)
 {
 	if (fd < 0 || (size_t)fd >= s->nfds)
 		return;
-	for (struct fdw *w = s->fds[fd]; w; w = w->next)
-		if (w->events & revents)
-			wake(w->co, 0, D9_WAKE_FD, fd);
-		else if (revents & (POLLERR | POLLHUP | POLLNVAL))
-			wake(w->co, 0, D9_WAKE_FD, fd);
+	fd_wake_all(s, fd, revents, revents & (POLLERR | POLLHUP | POLLNVAL));
 }
 
 static void after_poll(const struct pollfd *fds, unsigned long n, int ready)
@@ -431,19 +485,12 @@ static void after_poll(const struct pollfd *fds, unsigned long n, int ready)
 	sample_queue(s);
 }
 
-/* Wakes the waiters of fd for the select bits ev (POLLIN, POLLOUT, POLLPRI only, so no error bits:
- * fd_ready's hang-up rule never applies). */
-static inline void fd_selected(struct st_state *s, int fd, short ev)
-{
-	for (struct fdw *w = s->fds[fd]; w; w = w->next)
-		if (w->events & ev)
-			wake(w->co, 0, D9_WAKE_FD, fd);
-}
-
 static void after_select(int nfds, const void *rd, const void *wr, const void *ex, int ready)
 {
 	struct st_state *s = S;
-	const fd_set *r = rd, *w = wr, *x = ex;
+	const __fd_mask *r = rd ? __FDS_BITS((const fd_set *)rd) : NULL;
+	const __fd_mask *w = wr ? __FDS_BITS((const fd_set *)wr) : NULL;
+	const __fd_mask *x = ex ? __FDS_BITS((const fd_set *)ex) : NULL;
 	enum { BITS = 8 * (int)sizeof(__fd_mask) };
 
 	if (!s || s->cur)
@@ -455,20 +502,17 @@ static void after_select(int nfds, const void *rd, const void *wr, const void *e
 		nfds = FD_SETSIZE;
 	if ((size_t)nfds > s->nfds)
 		nfds = (int)s->nfds;
-	for (int base = 0; base < nfds && ready > 0; base += BITS) {
-		int i = base / BITS;
-		unsigned long mr = r ? (unsigned long)__FDS_BITS(r)[i] : 0;
-		unsigned long mw = w ? (unsigned long)__FDS_BITS(w)[i] : 0;
-		unsigned long mx = x ? (unsigned long)__FDS_BITS(x)[i] : 0;
-		for (unsigned long m = mr | mw | mx; m; m &= m - 1) {
-			int bit = __builtin_ctzl(m), fd = base + bit;
-			if (fd >= nfds)
-				break;
+	for (int i = 0, base = 0; base < nfds && ready > 0; i++, base += BITS) {
+		unsigned long mr = r ? (unsigned long)r[i] : 0, mw = w ? (unsigned long)w[i] : 0;
+		unsigned long mx = x ? (unsigned long)x[i] : 0, m = mr | mw | mx;
+		if (nfds - base < BITS) /* the last word: only the numbers below nfds */
+			m &= (1ul << (nfds - base)) - 1;
+		for (; m; m &= m - 1) {
+			int bit = __builtin_ctzl(m);
 			short ev = (short)(((mr >> bit) & 1) * POLLIN | ((mw >> bit) & 1) * POLLOUT |
 				((mx >> bit) & 1) * POLLPRI);
-			fd_selected(s, fd, ev);
-			if (--ready <= 0)
-				break;
+			fd_wake_all(s, base + bit, ev, 0); /* select has no error bits */
+			ready--;
 		}
 	}
 	sample_queue(s);
