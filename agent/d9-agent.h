@@ -103,6 +103,8 @@ struct d9__thr {
 	uint32_t park; /* atomic: D9__RUNNING, D9__PARKED, D9__STEALING, D9__STOLEN */
 	uint64_t dropped; /* atomic: events dropped since the last Dropped record (internal.h,
 			   * d9__drop_one, d9__drops_take) */
+	uint64_t dropped_paused; /* atomic: events not recorded while the agent was stopped
+				  * for a pause (unshare, setns; record.c, slow): reason other */
 	uint64_t chunk_mono_ns; /* when the current chunk started (coarse; for flush requests) */
 	uint64_t block_dropped; /* Dropped counts recorded in the current block */
 	uint32_t block_drop_records; /* Dropped records in the current block */

@@ -283,6 +283,9 @@ struct d9__agent {
 	int tmp_creating; /* 1 while d9__tmp_create runs: the exit path waits for it to end */
 
 	int exit_done;
+	/* d9_agent_pause (unshare, setns): the agent starts again after the call, so the events
+	 * still in running threads' blocks are written then, not counted as lost at this seal */
+	int pausing;
 	int dir_switch; /* privilege drop: the writer seals and moves to the prepared directory */
 	int forked; /* a forked child: no recovery, no compressor before its first rotation */
 };

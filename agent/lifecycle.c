@@ -197,12 +197,14 @@ int d9_agent_pause(void)
 {
 	int saved = errno, r = 0;
 
+	__atomic_store_n(&d9__g.pausing, 1, __ATOMIC_RELEASE);
 	if (seal_now(0)) {
 		d9__lock(&start_lock);
 		join_threads();
 		d9__unlock(&start_lock);
 		r = 1;
 	}
+	__atomic_store_n(&d9__g.pausing, 0, __ATOMIC_RELEASE);
 	errno = saved;
 	return r;
 }

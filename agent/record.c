@@ -289,8 +289,14 @@ static int slow(struct d9__thr *t, unsigned retry)
 		d9__drop_one(t);
 		return 0;
 	}
-	if (D9_UNLIKELY(g->state != D9__RUNNING_) && d9__start() != 0)
+	if (D9_UNLIKELY(g->state != D9__RUNNING_) && d9__start() != 0) {
+		/* sealed and stopped: a pause around unshare or setns (the agent starts again
+		 * after the call, and this count goes into the thread's first block then), or the
+		 * process is ending (then nothing more is written, counted or not) */
+		if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == D9__STOPPED)
+			__atomic_add_fetch(&t->dropped_paused, 1, __ATOMIC_RELAXED);
 		return 0;
+	}
 	if (!t->registered)
 		thread_register(t);
 	if (t->blk)
@@ -322,6 +328,16 @@ static int slow(struct d9__thr *t, unsigned retry)
 			t->block_drop_records++;
 		} else {
 			__atomic_add_fetch(&t->dropped, dropped, __ATOMIC_RELAXED);
+		}
+	}
+	uint64_t paused = __atomic_load_n(&t->dropped_paused, __ATOMIC_RELAXED) ?
+		__atomic_exchange_n(&t->dropped_paused, 0, __ATOMIC_RELAXED) : 0;
+	if (paused) {
+		if (d9_raw_dropped(&t->raw, now, paused, D9_DROP_OTHER) == 0) {
+			t->block_dropped += paused;
+			t->block_drop_records++;
+		} else {
+			__atomic_add_fetch(&t->dropped_paused, paused, __ATOMIC_RELAXED);
 		}
 	}
 	return 1;
@@ -476,6 +492,10 @@ void d9__unflushed_report(void (*count)(uint32_t tid, uint32_t worker, uint64_t 
 		uint64_t dropped = d9__drops_take(t);
 		if (dropped)
 			count(t->tid, t->worker, dropped, D9_DROP_BUFFERS_FULL);
+		/* and one that ran through an earlier pause without a block since */
+		dropped = __atomic_exchange_n(&t->dropped_paused, 0, __ATOMIC_RELAXED);
+		if (dropped)
+			count(t->tid, t->worker, dropped, D9_DROP_OTHER);
 	}
 	d9__unlock(&g->reg_lock);
 }

@@ -814,8 +814,11 @@ void *d9__writer_main(void *arg)
 			budget_due = 0;
 		if (stopping) {
 			/* events still in a running thread's chunk when the last segment is sealed,
-			 * and those it could not record for want of a block: lost, counted */
-			d9__unflushed_report(count_drop);
+			 * and those it could not record for want of a block: lost, counted. Not at a
+			 * pause: the thread keeps its block and its counts, and the agent that starts
+			 * after the call writes them (counted here as well, they were counted twice) */
+			if (!__atomic_load_n(&g->pausing, __ATOMIC_ACQUIRE))
+				d9__unflushed_report(count_drop);
 			if ((nwdrops || wdrop_overflow) && d9__flight_writing())
 				write_drop_records();
 			/* uploads settled since the last seal (a time-based rotation sealed it and

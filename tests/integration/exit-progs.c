@@ -12,10 +12,16 @@
  *   exit-progs fork-unshare      forks a child that enters a new user namespace (unshare, which
  *                                a multi-threaded process may not do), parks 20 times and exits;
  *                                exits with the child's status (8: unshare not permitted here)
+ *   exit-progs setns-busy        a worker that parks (1 ms) and computes (2 ms) in turn while main
+ *                                calls setns(its own net namespace, 0) 5 times (the agent pauses
+ *                                around it: "any type" may be a user or mount namespace), then
+ *                                stops the worker, prints "worker TID parks N" and exits (9: setns
+ *                                not permitted here)
  *   exit-progs storm N           a fork-per-request server: waits in epoll_wait (1 ms), forks a
  *                                child that waits in epoll_wait twice (1 ms) and exits, waits
  *                                for it; N times; prints the wall time in ns */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -42,6 +48,25 @@ static void on_usr1(int sig)
 {
 	(void)sig;
 	_exit(3);
+}
+
+static volatile int busy_stop;
+static long busy_parks, busy_tid;
+
+static void *busy_worker(void *arg)
+{
+	(void)arg;
+	busy_tid = (long)syscall(SYS_gettid);
+	while (!busy_stop) {
+		park(1, 1);
+		busy_parks++;
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		while ((t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) < 2000000);
+	}
+	return NULL;
 }
 
 static void *ender(void *arg)
@@ -116,6 +141,26 @@ int main(int argc, char **argv)
 			return 2;
 		for (;;)
 			park(1, 1000);
+	}
+	if (!strcmp(mode, "setns-busy")) {
+		pthread_t th;
+		struct timespec gap = { 0, 20000000 };
+		if (pthread_create(&th, NULL, busy_worker, NULL))
+			return 2;
+		nanosleep(&gap, NULL);
+		int rc = 0;
+		for (int k = 0; k < 5 && !rc; k++) {
+			int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+			if (fd < 0 || setns(fd, 0) != 0)
+				rc = 9;
+			if (fd >= 0)
+				close(fd);
+			nanosleep(&gap, NULL);
+		}
+		busy_stop = 1;
+		pthread_join(th, NULL);
+		printf("worker %ld parks %ld\n", busy_tid, busy_parks);
+		exit(rc);
 	}
 	if (!strcmp(mode, "fork-unshare")) {
 		pid_t p = fork();

@@ -126,6 +126,41 @@ else
 	sealed fork-unshare-profiled 0 70
 fi
 
+# setns(fd, 0) ("any type": maybe a user or mount namespace) pauses the agent: it seals and its
+# threads end, and it starts again after the call. A worker computing at the pause keeps its
+# unwritten events, which the next segment carries (they were counted as dropped as well before);
+# those it records while the agent is stopped are counted as dropped, reason other, in its first
+# block after the pause (they were neither recorded nor counted before). So the worker's parks in
+# the trace and its dropped events account for every park it made: 2 events a park, within one
+# event (a pair cut by the pause), and no drop of any other reason.
+run setns-pause 0 setns-busy
+if [ "$RC" = 9 ]; then
+	pl_skip setns-pause "setns into its own net namespace is not permitted here (status $RC)"
+else
+	sealed setns-pause 0 10
+	if [ "$RC" = 0 ]; then
+		"$PL_ANALYZE" summary --json "$T/setns-pause/trace" >"$T/setns-pause/summary.json" 2>/dev/null
+		python3 - "$T/setns-pause/summary.json" "$T/setns-pause/trace" "$T/setns-pause/stdout" <<'PY'
+import json, os, sys
+s = json.load(open(sys.argv[1]))
+segs = [n for n in os.listdir(sys.argv[2]) if ".bin" in n]
+_, tid, _, parks = open(sys.argv[3]).read().split()
+parks = int(parks)
+traced = sum(w["parks"] for w in s["workers"] if w["tid"] == int(tid))
+d = s["drops"]
+other = d["by_reason"].get("other", 0)
+if len(segs) < 6:
+    print("FAIL setns-pause-accounted: %d segments, expected one sealed at each of the 5 pauses and the last" % len(segs))
+elif d["events"] != other:
+    print("FAIL setns-pause-accounted: drops of other reasons than a pause: %s" % d)
+elif abs(2 * traced + other - 2 * parks) > 1 or traced > parks:
+    print("FAIL setns-pause-accounted: the worker parked %d times (%d events), the trace has %d parks and %d events dropped" % (parks, 2 * parks, traced, other))
+else:
+    print("PASS setns-pause-accounted: %d segments; the worker's %d parks: %d in the trace, %d events counted as dropped while paused" % (len(segs), parks, traced, other))
+PY
+	fi
+fi
+
 # SIGTERM sent while parked (no handler of the program's own)
 mkdir -p "$T/exit-sigterm"
 env "${D9_DEFSIG[@]}" LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/exit-sigterm/trace/trace.bin" "$EXIT_WAIT" \
