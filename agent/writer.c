@@ -633,6 +633,18 @@ void d9__write_chunk(struct d9__block *b)
 	if (!err)
 		err = write_chunk(s, b->data, b->size, b->count, b->types, b->first_time, b->last_time,
 			b->dropped, b->lost_samples, 0);
+	if (err == -ESTALE || err == -EBADF) {
+		/* the host took the descriptor after seg_ready's look and before the write's own
+		 * check (or closed it under the write): no disk failed, so the chunk is not lost.
+		 * The segment is taken back by its name (seg_owned), cut to its last complete
+		 * chunk, and the chunk written again; only a second loss counts it */
+		err = seg_ready(b->size);
+		if (!err) {
+			cut_back(s);
+			err = write_chunk(s, b->data, b->size, b->count, b->types, b->first_time,
+				b->last_time, b->dropped, b->lost_samples, 0);
+		}
+	}
 	if (err == -E2BIG) {
 		/* sealed with what it holds; the new segment starts with every definition */
 		seg_seal();
