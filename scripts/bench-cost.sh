@@ -230,7 +230,10 @@ run_one() {
 	*) die "unknown mode $mode (base default gzip noblock nocompress cpu99 flight requests)" ;;
 	esac
 	case $srv in
-	st-http | epoll-http) cmd=("build/tests/$srv" -p 0 -P "$d/port" -t 900 -q) ;;
+	# -F: the ids in each reply's headers formatted once and padded: with them formatted per
+	# reply, a pid one digit longer cost a request about 7 instructions more per id, so runs of
+	# one binary moved by tens of instructions (tests/servers/README.md)
+	st-http | epoll-http) cmd=("build/tests/$srv" -p 0 -P "$d/port" -t 900 -q -F) ;;
 	redis)
 		proto=redis port=$(free_port)
 		cmd=(redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no

@@ -69,6 +69,7 @@ static int opt_threads;
 static const char *opt_port_file;
 static int opt_seconds;
 static int opt_quiet;
+static int opt_fixed_ids; /* -F: X-Pid and X-Tid formatted once, 8 wide (bench-cost.sh) */
 
 static int bound_port;
 static pid_t my_pid;
@@ -92,7 +93,7 @@ static void die(const char *what)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: epoll-http [-p PORT] [-T THREADS] [-P FILE] [-t SECONDS] [-q]\n");
+	fprintf(stderr, "usage: epoll-http [-p PORT] [-T THREADS] [-P FILE] [-t SECONDS] [-q] [-F]\n");
 	exit(2);
 }
 
@@ -310,11 +311,26 @@ static void queue_reply(struct conn *c, const struct reply *r)
 {
 	int n;
 
-	n = snprintf(c->out + c->out_len, OUT_MAX - c->out_len,
-		     "HTTP/1.1 %d %s\r\nServer: epoll-http\r\nContent-Type: %s\r\n"
-		     "Content-Length: %zu\r\nX-Pid: %d\r\nX-Tid: %d\r\nConnection: %s\r\n\r\n",
-		     r->status, status_text(r->status), r->type, r->len, (int)my_pid, (int)gettid(),
-		     r->close ? "close" : "keep-alive");
+	if (opt_fixed_ids) {
+		/* the ids' digits cost instructions in every reply: formatted once per thread and
+		 * padded, a reply costs the same whatever the pid and tid (bench-cost.sh compares
+		 * runs whose ids have 4, 5 or 6 digits) */
+		static __thread char ids[64];
+		if (!ids[0])
+			snprintf(ids, sizeof(ids), "X-Pid: %-8d\r\nX-Tid: %-8d\r\n", (int)my_pid,
+				 (int)gettid());
+		n = snprintf(c->out + c->out_len, OUT_MAX - c->out_len,
+			     "HTTP/1.1 %d %s\r\nServer: epoll-http\r\nContent-Type: %s\r\n"
+			     "Content-Length: %zu\r\n%sConnection: %s\r\n\r\n",
+			     r->status, status_text(r->status), r->type, r->len, ids,
+			     r->close ? "close" : "keep-alive");
+	} else {
+		n = snprintf(c->out + c->out_len, OUT_MAX - c->out_len,
+			     "HTTP/1.1 %d %s\r\nServer: epoll-http\r\nContent-Type: %s\r\n"
+			     "Content-Length: %zu\r\nX-Pid: %d\r\nX-Tid: %d\r\nConnection: %s\r\n\r\n",
+			     r->status, status_text(r->status), r->type, r->len, (int)my_pid,
+			     (int)gettid(), r->close ? "close" : "keep-alive");
+	}
 	if (n < 0 || (size_t)n + r->len > OUT_MAX - c->out_len) {
 		c->closing = 1;         /* cannot happen: callers keep REPLY_MAX free */
 		return;
@@ -570,13 +586,14 @@ int main(int argc, char **argv)
 	struct worker main_loop = { .index = -1 };
 	int c, err;
 
-	while ((c = getopt(argc, argv, "p:T:P:t:q")) != -1) {
+	while ((c = getopt(argc, argv, "p:T:P:t:qF")) != -1) {
 		switch (c) {
 		case 'p': opt_port = atoi(optarg); break;
 		case 'T': opt_threads = atoi(optarg); break;
 		case 'P': opt_port_file = optarg; break;
 		case 't': opt_seconds = atoi(optarg); break;
 		case 'q': opt_quiet = 1; break;
+		case 'F': opt_fixed_ids = 1; break;
 		default: usage();
 		}
 	}

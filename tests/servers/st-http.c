@@ -74,6 +74,7 @@ static int opt_switch_cb;
 static const char *opt_port_file;
 static int opt_seconds;
 static int opt_quiet;
+static int opt_fixed_ids; /* -F: X-Pid formatted once, 8 wide (bench-cost.sh) */
 
 static int listen_fd = -1;
 static int bound_port;
@@ -113,7 +114,7 @@ static void die(const char *what)
 static void usage(void)
 {
 	fprintf(stderr, "usage: st-http [-p PORT] [-w N] [-e select|poll|alt] [-c] [-P FILE] "
-		"[-t SECONDS] [-q]\n");
+		"[-t SECONDS] [-q] [-F]\n");
 	exit(2);
 }
 
@@ -513,10 +514,27 @@ static int send_reply(st_netfd_t nfd, const struct reply *r)
 		snprintf(timing + strlen(timing), sizeof(timing) - strlen(timing),
 			 "X-Blocked-Ns: %llu\r\nX-Run-Delay-Ns: %llu\r\n",
 			 (unsigned long long)r->blocked_ns, (unsigned long long)r->run_delay_ns);
-	n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\nServer: st-http\r\nContent-Type: %s\r\n"
-		     "Content-Length: %zu\r\nX-Pid: %d\r\n%sConnection: %s\r\n\r\n",
-		     r->status, status_text(r->status), r->type, r->len, (int)my_pid, timing,
-		     r->close ? "close" : "keep-alive");
+	if (opt_fixed_ids) {
+		/* the pid's digits cost instructions in every reply: formatted once (per worker
+		 * process) and padded, a reply costs the same whatever the pid (bench-cost.sh) */
+		static char pid[16];
+		static pid_t pid_of;
+		if (pid_of != my_pid) {
+			snprintf(pid, sizeof(pid), "%-8d", (int)my_pid);
+			pid_of = my_pid;
+		}
+		n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\nServer: st-http\r\n"
+			     "Content-Type: %s\r\nContent-Length: %zu\r\nX-Pid: %s\r\n%s"
+			     "Connection: %s\r\n\r\n",
+			     r->status, status_text(r->status), r->type, r->len, pid, timing,
+			     r->close ? "close" : "keep-alive");
+	} else {
+		n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\nServer: st-http\r\n"
+			     "Content-Type: %s\r\nContent-Length: %zu\r\nX-Pid: %d\r\n%s"
+			     "Connection: %s\r\n\r\n",
+			     r->status, status_text(r->status), r->type, r->len, (int)my_pid, timing,
+			     r->close ? "close" : "keep-alive");
+	}
 	if (n < 0 || (size_t)n + r->len > sizeof(out))
 		return -1;
 	memcpy(out + n, r->body, r->len);
@@ -763,7 +781,7 @@ int main(int argc, char **argv)
 {
 	int c;
 
-	while ((c = getopt(argc, argv, "p:w:e:cP:t:q")) != -1) {
+	while ((c = getopt(argc, argv, "p:w:e:cP:t:qF")) != -1) {
 		switch (c) {
 		case 'p': opt_port = atoi(optarg); break;
 		case 'w': opt_workers = atoi(optarg); break;
@@ -781,6 +799,7 @@ int main(int argc, char **argv)
 		case 'P': opt_port_file = optarg; break;
 		case 't': opt_seconds = atoi(optarg); break;
 		case 'q': opt_quiet = 1; break;
+		case 'F': opt_fixed_ids = 1; break;
 		default: usage();
 		}
 	}
