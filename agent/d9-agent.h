@@ -103,14 +103,15 @@ struct d9__thr {
 	uint32_t park; /* atomic: D9__RUNNING, D9__PARKED, D9__STEALING, D9__STOLEN */
 	uint64_t dropped; /* atomic: events dropped since the last Dropped record (internal.h,
 			   * d9__drop_one, d9__drops_take) */
-	uint64_t dropped_paused; /* atomic: events not recorded while the agent was stopped
-				  * for a pause (unshare, setns; record.c, slow): reason other */
 	uint64_t chunk_mono_ns; /* when the current chunk started (coarse; for flush requests) */
 	uint64_t block_dropped; /* Dropped counts recorded in the current block */
 	uint32_t block_drop_records; /* Dropped records in the current block */
 	struct d9__thr *next, *prev; /* registry links (registry lock) */
 	struct d9__swlog *swlog; /* profiling on: this worker's recent coroutine switches */
 	struct d9__prof *prof; /* profiling on: this worker's sampling state (profile.c) */
+	uint64_t dropped_paused; /* atomic: events not recorded while the agent was stopped
+				  * for a pause (unshare, setns; record.c, slow): reason other.
+				  * Last: the fields the hot path reads keep their places */
 };
 
 /* The switch log of a profiled worker: the last D9__SWLOG_N (time, coroutine) switches, written
