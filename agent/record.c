@@ -277,6 +277,23 @@ int d9__slow(struct d9__thr *t, unsigned retry)
 	return ok;
 }
 
+/* A Dropped record at the start of t's new block for the count in *counter (t->dropped or
+ * t->dropped_paused), taken atomically; put back when the record does not fit. */
+static void block_drops(struct d9__thr *t, uint64_t now, uint64_t *counter, uint32_t reason)
+{
+	uint64_t n = __atomic_load_n(counter, __ATOMIC_RELAXED) ?
+		__atomic_exchange_n(counter, 0, __ATOMIC_RELAXED) : 0;
+
+	if (!n)
+		return;
+	if (d9_raw_dropped(&t->raw, now, n, reason) == 0) {
+		t->block_dropped += n;
+		t->block_drop_records++;
+	} else {
+		__atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
+	}
+}
+
 static int slow(struct d9__thr *t, unsigned retry)
 {
 	struct d9__agent *g = &d9__g;
@@ -321,25 +338,8 @@ static int slow(struct d9__thr *t, unsigned retry)
 	__atomic_store_n(&t->blk, b, __ATOMIC_RELEASE);
 	/* the writer may have cleared raw.end already: then the Dropped record is not written
 	 * and its count waits for the next block (the caller's retry comes back here) */
-	uint64_t dropped = __atomic_load_n(&t->dropped, __ATOMIC_RELAXED) ? d9__drops_take(t) : 0;
-	if (dropped) {
-		if (d9_raw_dropped(&t->raw, now, dropped, D9_DROP_BUFFERS_FULL) == 0) {
-			t->block_dropped += dropped;
-			t->block_drop_records++;
-		} else {
-			__atomic_add_fetch(&t->dropped, dropped, __ATOMIC_RELAXED);
-		}
-	}
-	uint64_t paused = __atomic_load_n(&t->dropped_paused, __ATOMIC_RELAXED) ?
-		__atomic_exchange_n(&t->dropped_paused, 0, __ATOMIC_RELAXED) : 0;
-	if (paused) {
-		if (d9_raw_dropped(&t->raw, now, paused, D9_DROP_OTHER) == 0) {
-			t->block_dropped += paused;
-			t->block_drop_records++;
-		} else {
-			__atomic_add_fetch(&t->dropped_paused, paused, __ATOMIC_RELAXED);
-		}
-	}
+	block_drops(t, now, &t->dropped, D9_DROP_BUFFERS_FULL);
+	block_drops(t, now, &t->dropped_paused, D9_DROP_OTHER);
 	return 1;
 }
 
