@@ -115,14 +115,9 @@ static uint64_t window_start_now(void)
 
 /* ---- the ring --------------------------------------------------------------------------------- */
 
-static uint64_t block_events(const struct d9__block *b)
-{
-	return b->count - b->drop_records + b->dropped; /* what write_block counts for a lost chunk */
-}
-
 static void note_loss(const struct d9__block *b)
 {
-	uint64_t n = block_events(b);
+	uint64_t n = d9__block_events(b);
 
 	fr.evicted_total += n;
 	for (size_t i = 0; i < fr.nloss; i++)

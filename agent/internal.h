@@ -132,6 +132,13 @@ struct d9__block {
 };
 #define D9_BLOCK_DATA (D9_BLOCK_SIZE - sizeof(struct d9__block))
 
+/* The events a chunk stands for: its records, with each Dropped record standing for the count it
+ * carried (what a lost chunk counts as dropped: writer.c, flight.c). */
+static inline uint64_t d9__block_events(const struct d9__block *b)
+{
+	return b->count - b->drop_records + b->dropped;
+}
+
 /* Where a block's raw records start: past the room of the chunk's heads, aligned to a word. The
  * writer encodes the records in place, heads first (raw.c): the encoding never catches up with
  * the record it reads. */

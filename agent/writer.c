@@ -610,6 +610,19 @@ void d9__write_block(struct d9__block *b)
 	d9__pool_put(b);
 }
 
+/* b's chunk could not be written: the events it stood for are lost, counted. */
+static void block_lost(const struct d9__block *b)
+{
+	count_write_drop(b->tid, b->worker, d9__block_events(b));
+}
+
+/* b's chunk into the active segment s (write_chunk with the block's own counts). */
+static int write_block_chunk(struct d9__segment *s, struct d9__block *b)
+{
+	return write_chunk(s, b->data, b->size, b->count, b->types, b->first_time, b->last_time,
+		b->dropped, b->lost_samples, 0);
+}
+
 void d9__write_chunk(struct d9__block *b)
 {
 	struct d9__agent *g = &d9__g;
@@ -626,13 +639,12 @@ void d9__write_chunk(struct d9__block *b)
 		 * or it could not be written): the chunk waits with it, lost and counted, so that
 		 * no event lands before the count of those lost before it (a disk with room for the
 		 * chunk alone wrote it first) */
-		count_write_drop(b->tid, b->worker, b->count - b->drop_records + b->dropped);
+		block_lost(b);
 		return;
 	}
 	err = seg_ready(b->size);
 	if (!err)
-		err = write_chunk(s, b->data, b->size, b->count, b->types, b->first_time, b->last_time,
-			b->dropped, b->lost_samples, 0);
+		err = write_block_chunk(s, b);
 	if (err == -ESTALE || err == -EBADF) {
 		/* the host took the descriptor after seg_ready's look and before the write's own
 		 * check (or closed it under the write): no disk failed, so the chunk is not lost.
@@ -641,8 +653,7 @@ void d9__write_chunk(struct d9__block *b)
 		err = seg_ready(b->size);
 		if (!err) {
 			cut_back(s);
-			err = write_chunk(s, b->data, b->size, b->count, b->types, b->first_time,
-				b->last_time, b->dropped, b->lost_samples, 0);
+			err = write_block_chunk(s, b);
 		}
 	}
 	if (err == -E2BIG) {
@@ -650,8 +661,7 @@ void d9__write_chunk(struct d9__block *b)
 		seg_seal();
 		err = seg_ready(b->size);
 		if (!err)
-			err = write_chunk(s, b->data, b->size, b->count, b->types, b->first_time,
-				b->last_time, b->dropped, b->lost_samples, 0);
+			err = write_block_chunk(s, b);
 	}
 	if (!err && g->write_failing) {
 		g->write_failing = 0;
@@ -661,9 +671,7 @@ void d9__write_chunk(struct d9__block *b)
 		logged_recovery = 1;
 	}
 	if (err) {
-		/* the events the chunk stood for: its records, with each Dropped record standing for
-		 * the count it carried */
-		count_write_drop(b->tid, b->worker, b->count - b->drop_records + b->dropped);
+		block_lost(b);
 		write_failed(err, s->f.fd >= 0 ? s->path : g->cfg.dir);
 	}
 }
