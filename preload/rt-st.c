@@ -101,7 +101,8 @@ static uint64_t location_of(void *start, void *callsite)
 	return d9__rt_location(&S->locs, start, callsite);
 }
 
-/* co became runnable because of `waker` (0: none) for `kind` on `object`. */
+/* co became runnable because of `waker` (0: none) for `kind` on `object`. Inline everywhere: out
+ * of line (gcc splits it once it has several callers) each Wake of the idle loop cost a call. */
 static inline __attribute__((always_inline)) void wake(struct co *co, uint64_t waker,
 	uint32_t kind, int64_t object)
 {
@@ -380,6 +381,17 @@ static __attribute__((noinline, cold)) int grow_fds(struct st_state *s, int fd)
 	return 0;
 }
 
+/* The real st_poll, with co noted as waiting for a descriptor until then (errno kept). */
+static inline int poll_waiting(struct co *co, struct pollfd *pds, int npds, st_utime_t timeout)
+{
+	co->deadline = deadline_after_us(timeout);
+	co->wait_kind = D9_WAKE_FD;
+	int r = real_st_poll(pds, npds, timeout);
+	co->deadline = 0;
+	co->wait_kind = 0;
+	return r;
+}
+
 /* st_poll of several descriptors, or of one another coroutine waits on alone: each goes on its
  * descriptor's list (the table grows in grow_fds, off the common path) */
 static __attribute__((noinline)) int poll_listed(struct st_state *s, struct co *co,
@@ -397,9 +409,7 @@ static __attribute__((noinline)) int poll_listed(struct st_state *s, struct co *
 		w[nreg] = (struct fdw){ s->fds[fd].more, co, fd, pds[i].events };
 		s->fds[fd].more = &w[nreg++];
 	}
-	co->deadline = deadline_after_us(timeout);
-	co->wait_kind = D9_WAKE_FD;
-	int r = real_st_poll(pds, npds, timeout);
+	int r = poll_waiting(co, pds, npds, timeout);
 	int e = errno;
 	for (int i = 0; i < nreg; i++) {
 		struct fdw **pp = &s->fds[w[i].fd].more;
@@ -408,8 +418,6 @@ static __attribute__((noinline)) int poll_listed(struct st_state *s, struct co *
 		if (*pp)
 			*pp = w[i].next;
 	}
-	co->deadline = 0;
-	co->wait_kind = 0;
 	if (w != local)
 		free(w);
 	errno = e;
@@ -433,22 +441,11 @@ D9_INTERPOSE int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
 		/* one descriptor, nobody else waits on it alone: the slot, no list */
 		s->fds[fd].co = co;
 		co->wait_events = pds[0].events;
-		co->deadline = deadline_after_us(timeout);
-		co->wait_kind = D9_WAKE_FD;
-		int r = real_st_poll(pds, npds, timeout);
-		int e = errno;
+		int r = poll_waiting(co, pds, npds, timeout);
 		s->fds[fd].co = NULL; /* s->fds again: another coroutine may have grown the table */
-		co->deadline = 0;
-		co->wait_kind = 0;
-		errno = e;
 		return r;
 	}
 	return poll_listed(s, co, pds, npds, timeout);
-}
-
-static inline void fd_wake(struct co *co, int fd)
-{
-	wake(co, 0, D9_WAKE_FD, fd);
 }
 
 /* Wakes the waiters of fd for the ready events ev; `any`: events that wake every waiter of fd,
@@ -458,10 +455,10 @@ static inline void fd_wake_all(struct st_state *s, int fd, short ev, short any)
 	struct fdslot *sl = &s->fds[fd];
 
 	if (sl->co && ((sl->co->wait_events & ev) || any))
-		fd_wake(sl->co, fd);
+		wake(sl->co, 0, D9_WAKE_FD, fd);
 	for (struct fdw *w = sl->more; w; w = w->next)
 		if ((w->events & ev) || any)
-			fd_wake(w->co, fd);
+			wake(w->co, 0, D9_WAKE_FD, fd);
 }
 
 static inline void fd_ready(struct st_state *s, int fd, short revents)
@@ -488,9 +485,7 @@ static void after_poll(const struct pollfd *fds, unsigned long n, int ready)
 static void after_select(int nfds, const void *rd, const void *wr, const void *ex, int ready)
 {
 	struct st_state *s = S;
-	const __fd_mask *r = rd ? __FDS_BITS((const fd_set *)rd) : NULL;
-	const __fd_mask *w = wr ? __FDS_BITS((const fd_set *)wr) : NULL;
-	const __fd_mask *x = ex ? __FDS_BITS((const fd_set *)ex) : NULL;
+	const fd_set *r = rd, *w = wr, *x = ex;
 	enum { BITS = 8 * (int)sizeof(__fd_mask) };
 
 	if (!s || s->cur)
@@ -502,17 +497,20 @@ static void after_select(int nfds, const void *rd, const void *wr, const void *e
 		nfds = FD_SETSIZE;
 	if ((size_t)nfds > s->nfds)
 		nfds = (int)s->nfds;
-	for (int i = 0, base = 0; base < nfds && ready > 0; i++, base += BITS) {
-		unsigned long mr = r ? (unsigned long)r[i] : 0, mw = w ? (unsigned long)w[i] : 0;
-		unsigned long mx = x ? (unsigned long)x[i] : 0, m = mr | mw | mx;
-		if (nfds - base < BITS) /* the last word: only the numbers below nfds */
-			m &= (1ul << (nfds - base)) - 1;
-		for (; m; m &= m - 1) {
-			int bit = __builtin_ctzl(m);
+	for (int base = 0; base < nfds && ready > 0; base += BITS) {
+		int i = base / BITS;
+		unsigned long mr = r ? (unsigned long)__FDS_BITS(r)[i] : 0;
+		unsigned long mw = w ? (unsigned long)__FDS_BITS(w)[i] : 0;
+		unsigned long mx = x ? (unsigned long)__FDS_BITS(x)[i] : 0;
+		for (unsigned long m = mr | mw | mx; m; m &= m - 1) {
+			int bit = __builtin_ctzl(m), fd = base + bit;
+			if (fd >= nfds)
+				break;
 			short ev = (short)(((mr >> bit) & 1) * POLLIN | ((mw >> bit) & 1) * POLLOUT |
 				((mx >> bit) & 1) * POLLPRI);
-			fd_wake_all(s, base + bit, ev, 0); /* select has no error bits */
-			ready--;
+			fd_wake_all(s, fd, ev, 0); /* select has no error bits */
+			if (--ready <= 0)
+				break;
 		}
 	}
 	sample_queue(s);
