@@ -311,26 +311,24 @@ static void queue_reply(struct conn *c, const struct reply *r)
 {
 	int n;
 
-	if (opt_fixed_ids) {
-		/* the ids' digits cost instructions in every reply: formatted once per thread and
-		 * padded, a reply costs the same whatever the pid and tid (bench-cost.sh compares
-		 * runs whose ids have 4, 5 or 6 digits) */
-		static __thread char ids[64];
-		if (!ids[0])
-			snprintf(ids, sizeof(ids), "X-Pid: %-8d\r\nX-Tid: %-8d\r\n", (int)my_pid,
-				 (int)gettid());
-		n = snprintf(c->out + c->out_len, OUT_MAX - c->out_len,
-			     "HTTP/1.1 %d %s\r\nServer: epoll-http\r\nContent-Type: %s\r\n"
-			     "Content-Length: %zu\r\n%sConnection: %s\r\n\r\n",
-			     r->status, status_text(r->status), r->type, r->len, ids,
-			     r->close ? "close" : "keep-alive");
-	} else {
-		n = snprintf(c->out + c->out_len, OUT_MAX - c->out_len,
-			     "HTTP/1.1 %d %s\r\nServer: epoll-http\r\nContent-Type: %s\r\n"
-			     "Content-Length: %zu\r\nX-Pid: %d\r\nX-Tid: %d\r\nConnection: %s\r\n\r\n",
-			     r->status, status_text(r->status), r->type, r->len, (int)my_pid,
-			     (int)gettid(), r->close ? "close" : "keep-alive");
+	/* with -F the ids are formatted once per thread and padded: their digits cost instructions
+	 * in every reply, so a reply then costs the same whatever the pid and tid (bench-cost.sh
+	 * compares runs whose ids have 3 to 5 digits) */
+	static __thread char fixed[64];
+	char each[64];
+	const char *ids = fixed;
+	if (!opt_fixed_ids) {
+		snprintf(each, sizeof(each), "X-Pid: %d\r\nX-Tid: %d\r\n", (int)my_pid, (int)gettid());
+		ids = each;
+	} else if (!fixed[0]) {
+		snprintf(fixed, sizeof(fixed), "X-Pid: %-8d\r\nX-Tid: %-8d\r\n", (int)my_pid,
+			 (int)gettid());
 	}
+	n = snprintf(c->out + c->out_len, OUT_MAX - c->out_len,
+		     "HTTP/1.1 %d %s\r\nServer: epoll-http\r\nContent-Type: %s\r\n"
+		     "Content-Length: %zu\r\n%sConnection: %s\r\n\r\n",
+		     r->status, status_text(r->status), r->type, r->len, ids,
+		     r->close ? "close" : "keep-alive");
 	if (n < 0 || (size_t)n + r->len > OUT_MAX - c->out_len) {
 		c->closing = 1;         /* cannot happen: callers keep REPLY_MAX free */
 		return;

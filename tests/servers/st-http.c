@@ -514,27 +514,24 @@ static int send_reply(st_netfd_t nfd, const struct reply *r)
 		snprintf(timing + strlen(timing), sizeof(timing) - strlen(timing),
 			 "X-Blocked-Ns: %llu\r\nX-Run-Delay-Ns: %llu\r\n",
 			 (unsigned long long)r->blocked_ns, (unsigned long long)r->run_delay_ns);
-	if (opt_fixed_ids) {
-		/* the pid's digits cost instructions in every reply: formatted once (per worker
-		 * process) and padded, a reply costs the same whatever the pid (bench-cost.sh) */
-		static char pid[16];
-		static pid_t pid_of;
-		if (pid_of != my_pid) {
-			snprintf(pid, sizeof(pid), "%-8d", (int)my_pid);
-			pid_of = my_pid;
-		}
-		n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\nServer: st-http\r\n"
-			     "Content-Type: %s\r\nContent-Length: %zu\r\nX-Pid: %s\r\n%s"
-			     "Connection: %s\r\n\r\n",
-			     r->status, status_text(r->status), r->type, r->len, pid, timing,
-			     r->close ? "close" : "keep-alive");
-	} else {
-		n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\nServer: st-http\r\n"
-			     "Content-Type: %s\r\nContent-Length: %zu\r\nX-Pid: %d\r\n%s"
-			     "Connection: %s\r\n\r\n",
-			     r->status, status_text(r->status), r->type, r->len, (int)my_pid, timing,
-			     r->close ? "close" : "keep-alive");
+	/* with -F the pid is formatted once (per worker process) and padded: its digits cost
+	 * instructions in every reply, so a reply then costs the same whatever the pid
+	 * (bench-cost.sh) */
+	static char fixed[16];
+	static pid_t fixed_of;
+	char each[16];
+	const char *pid = fixed;
+	if (!opt_fixed_ids) {
+		snprintf(each, sizeof(each), "%d", (int)my_pid);
+		pid = each;
+	} else if (fixed_of != my_pid) {
+		snprintf(fixed, sizeof(fixed), "%-8d", (int)my_pid);
+		fixed_of = my_pid;
 	}
+	n = snprintf(out, sizeof(out), "HTTP/1.1 %d %s\r\nServer: st-http\r\nContent-Type: %s\r\n"
+		     "Content-Length: %zu\r\nX-Pid: %s\r\n%sConnection: %s\r\n\r\n",
+		     r->status, status_text(r->status), r->type, r->len, pid, timing,
+		     r->close ? "close" : "keep-alive");
 	if (n < 0 || (size_t)n + r->len > sizeof(out))
 		return -1;
 	memcpy(out + n, r->body, r->len);
