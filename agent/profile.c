@@ -1134,6 +1134,8 @@ static struct {
 	uint64_t read_ns; /* CLOCK_MONOTONIC of the last read, 0: never */
 	unsigned anon; /* anonymous code mappings given to the module map */
 	uint64_t anon_at[ANON_MAX][2]; /* their ranges */
+	size_t recent[4]; /* indices of mappings found last (maps_find); any index may be stale */
+	unsigned next_recent;
 } M;
 
 /* Anonymous code (JIT: LuaJIT traces, ...) becomes a module of its own, once per range, so that a
@@ -1231,14 +1233,23 @@ static const struct mapping *maps_find(uint64_t a)
 {
 	size_t lo = 0, hi = M.n;
 
+	/* a sample's frames lie in a few mappings (the stack, the program, libc), sample after
+	 * sample: those found last first */
+	for (int k = 0; k < 4; k++) {
+		size_t i = M.recent[k];
+		if (i < M.n && a >= M.m[i].lo && a < M.m[i].hi)
+			return &M.m[i];
+	}
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (a < M.m[mid].lo)
+		if (a < M.m[mid].lo) {
 			hi = mid;
-		else if (a >= M.m[mid].hi)
+		} else if (a >= M.m[mid].hi) {
 			lo = mid + 1;
-		else
+		} else {
+			M.recent[M.next_recent++ % 4] = mid;
 			return &M.m[mid];
+		}
 	}
 	return NULL;
 }
@@ -1434,8 +1445,9 @@ static uint32_t sample_stack(const uint8_t *rec, size_t size, uint64_t *ips, uin
 	uint32_t nfp = 0, nok = 0, ndw = 0;
 	int bad = 0, open_end = 0, complete = 0, have_fp = 0;
 	uint64_t ip;
-	struct copy c = { .ok = 0 };
+	struct copy c;
 
+	memset(&c, 0, offsetof(struct copy, regs)); /* regs: only read once filled */
 	memcpy(&ip, rec + 8, 8);
 	*how = D9_UNWIND_IP | D9_UNWIND_TRUNCATED;
 	if (P.stacks != D9_STACKS_DWARF) {

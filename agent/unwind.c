@@ -31,6 +31,11 @@
 #define D9__UNWIND_KNOWN 4096
 /* Slots of the cache of unwind rules by code address (a power of 2): ~100 bytes each. */
 #define D9__UNWIND_ROWS 2048
+/* Slots of the cache of whole unwinds (a power of 2), and what one holds: a walk with more
+ * frames or more reads of the copy is not kept. ~2.4 KiB each. */
+#define D9__UNWIND_MEMO 32
+#define D9__MEMO_FRAMES 32
+#define D9__MEMO_READS 128
 
 /* The libdw (and libelf, its dependency) entry points used here, looked up once. */
 static struct {
@@ -214,6 +219,22 @@ struct row {
 	uint8_t cfa_reg, kind;
 };
 
+/* One fast_walk kept with everything it read: the registers its result depends on and each
+ * word of the copy it asked for, in order. A sample that gives the same answers to the same
+ * questions takes the same walk, so its frames are these (fast_walk's inputs are the sample's
+ * registers, read_word's answers and the rows, which are cleared with this cache). */
+struct memo {
+	uint64_t ip, sp; /* the sample's IP and SP; ip 0: an empty slot */
+	uint32_t have, dep; /* the registers the sample had; those whose value the walk used */
+	int max, n, complete, refused, nreads;
+	uint64_t regs[DWARF_NREGS]; /* the dep registers' values */
+	struct {
+		uint64_t addr, val; /* val: 1 for a refused read */
+	} reads[D9__MEMO_READS];
+	uint64_t ok[D9__MEMO_READS / 64]; /* bit k: reads[k] was served */
+	uint64_t ips[D9__MEMO_FRAMES];
+};
+
 struct d9__unwinder {
 	Dwfl *dwfl;
 	Elf *elf; /* over ehdr: tells libdw the process is x86-64, independent of any module */
@@ -242,6 +263,10 @@ struct d9__unwinder {
 	unsigned gen; /* fork_gen when the modules were reported */
 	int fast; /* fast_walk first (d9__unwind_set_fast) */
 	uint64_t nfast, nslow; /* samples unwound by fast_walk, and by libdw */
+	/* whole walks by IP and SP, direct-mapped (memo_find); NULL: none kept. Cleared with the
+	 * rows. rec: the slot the current fast_walk writes its reads to, or NULL. */
+	struct memo *memo, *rec;
+	uint64_t nmemo; /* of nfast, samples whose walk came from the memo */
 };
 
 static uint64_t now_ns(void)
@@ -263,6 +288,8 @@ static int report(struct d9__unwinder *u, const char *why)
 	memset(u->known, 0, sizeof(u->known));
 	if (u->rows)
 		memset(u->rows, 0, D9__UNWIND_ROWS * sizeof(*u->rows));
+	if (u->memo)
+		memset(u->memo, 0, D9__UNWIND_MEMO * sizeof(*u->memo));
 	dw.report_begin(u->dwfl);
 	int rc = dw.linux_proc_report(u->dwfl, u->pid);
 	if ((rc == EACCES || rc == EPERM) && dw.linux_proc_maps_report) {
@@ -537,21 +564,48 @@ out:
 	free(frame);
 }
 
+/* read_word for fast_walk: also kept in the memo slot being filled (u->rec), if any. */
+static int walk_read(struct d9__unwinder *u, uint64_t addr, uint64_t *v)
+{
+	int ok = read_word(u, addr, v);
+	struct memo *m = u->rec;
+
+	if (m) {
+		int k = m->nreads;
+		if (k < D9__MEMO_READS) {
+			m->reads[k].addr = addr;
+			m->reads[k].val = ok ? *v : 1;
+			if (ok)
+				m->ok[k / 64] |= 1ull << k % 64;
+			else
+				m->ok[k / 64] &= ~(1ull << k % 64);
+		}
+		m->nreads++; /* past the array: not kept (memo_keep) */
+	}
+	return ok;
+}
+
 /* Unwinds the sample in u from the rows, with walk()'s result: the frame count and *complete.
- * -1: a frame needs libdw (walk() then unwinds the whole sample). */
-static int fast_walk(struct d9__unwinder *u, int *complete)
+ * -1: a frame needs libdw (walk() then unwinds the whole sample). *dep: the sample's registers
+ * whose values the result depends on (each register's value is traced to the sample's registers
+ * it was copied or computed from; a word read from the copy is walk_read's). */
+static int fast_walk(struct d9__unwinder *u, int *complete, uint32_t *dep)
 {
 	uint64_t regs[DWARF_NREGS], next[DWARF_NREGS], last_sp = 0;
-	uint32_t set = u->have;
+	uint32_t set = u->have, from[DWARF_NREGS], nfrom[DWARF_NREGS], used = 0;
 	int n = 0;
 
 	memcpy(regs, u->regs, sizeof(regs));
+	for (int i = 0; i < DWARF_NREGS; i++)
+		from[i] = 1u << i;
 	u->refused = 0;
 	u->unknown = 0;
 	*complete = 0;
 	for (;;) {
 		/* on_frame, for the frame whose registers are regs */
 		uint64_t pc = regs[DWARF_IP], sp = set >> DWARF_SP & 1 ? regs[DWARF_SP] : 0;
+		used |= from[DWARF_IP] | (set >> DWARF_SP & 1 ? from[DWARF_SP] : 0);
+		*dep = used;
 		if (pc == 0)
 			return n;
 		if (n > 0 && ((sp && last_sp && sp <= last_sp) || (!sp && pc == u->ips[n - 1])))
@@ -571,8 +625,10 @@ static int fast_walk(struct d9__unwinder *u, int *complete)
 		/* the caller's registers, as handle_cfi computes them */
 		int have_cfa = set >> r->cfa_reg & 1, ra_undefined = 0;
 		uint64_t cfa = have_cfa ? regs[r->cfa_reg] + (uint64_t)(int64_t)r->cfa_off : 0, v;
-		uint32_t nset = 0;
+		uint32_t nset = 0, cfa_from = have_cfa ? from[r->cfa_reg] : 0;
+		used |= cfa_from;
 		for (int i = 0; i < DWARF_NREGS; i++) {
+			uint32_t f = 0;
 			switch (r->rule[i]) {
 			case RULE_UNDEF:
 				ra_undefined |= i == DWARF_IP;
@@ -581,27 +637,34 @@ static int fast_walk(struct d9__unwinder *u, int *complete)
 				if (!(set >> i & 1))
 					continue;
 				v = regs[i];
+				f = from[i];
 				break;
 			case RULE_AT_CFA:
-				if (!have_cfa || !read_word(u, cfa + (uint64_t)(int64_t)r->val[i], &v))
+				if (!have_cfa || !walk_read(u, cfa + (uint64_t)(int64_t)r->val[i], &v))
 					continue;
 				break;
 			case RULE_CFA_PLUS:
 				if (!have_cfa)
 					continue;
 				v = cfa + (uint64_t)(int64_t)r->val[i];
+				f = cfa_from;
 				break;
 			default: /* RULE_REG */
 				if (!(set >> r->val[i] & 1))
 					continue;
 				v = regs[r->val[i]];
+				f = from[r->val[i]];
 				break;
 			}
 			next[i] = v;
+			nfrom[i] = f;
 			nset |= 1u << i;
 		}
 		/* the end: the return address undefined (the outermost frame) or 0 is the stack's
 		 * end (libdw returns 0) */
+		if (nset >> DWARF_IP & 1)
+			used |= nfrom[DWARF_IP];
+		*dep = used;
 		if (ra_undefined || (nset >> DWARF_IP & 1 && next[DWARF_IP] == 0)) {
 			*complete = !u->refused;
 			return n;
@@ -612,8 +675,93 @@ static int fast_walk(struct d9__unwinder *u, int *complete)
 		if (!(nset >> DWARF_IP & 1))
 			return u->refused ? n : -1;
 		memcpy(regs, next, sizeof(regs));
+		memcpy(from, nfrom, sizeof(from));
 		set = nset;
 	}
+}
+
+/* ---- The memo: whole walks again -----------------------------------------------------------
+ * An off-CPU sample is taken at every context switch, and a server switches out in the same
+ * wait with the same stack each time (redis in epoll_wait, 6,000 times a second): the walk is
+ * the same, frame for frame. A slot keeps one walk with its inputs (struct memo); a sample with
+ * the same IP and SP is given the kept frames when the registers the walk used are the same and
+ * every word it read reads the same in this sample's copy (read_word again: a refused read must
+ * be refused again). Then fast_walk, fed the same answers, would take the same steps; the
+ * sample's other registers and the rest of its copy (locals, arguments) do not matter. */
+static struct memo *memo_slot(struct d9__unwinder *u)
+{
+	uint64_t ip = u->regs[DWARF_IP], sp = u->regs[DWARF_SP];
+	uint64_t h = ip ^ ip >> 17 ^ sp >> 4 ^ sp >> 21;
+
+	return &u->memo[(h ^ h >> 9) & (D9__UNWIND_MEMO - 1)];
+}
+
+/* The kept walk's frame count for the sample in u (frames in u->ips, *complete), or -1. */
+static int memo_find(struct d9__unwinder *u, struct memo *m, int *complete)
+{
+	if (m->ip != u->regs[DWARF_IP] || m->sp != u->regs[DWARF_SP] || m->have != u->have ||
+		m->max != u->max)
+		return -1;
+	for (uint32_t d = m->dep; d; d &= d - 1) {
+		int i = __builtin_ctz(d);
+		if (m->regs[i] != u->regs[i])
+			return -1;
+	}
+	for (int k = 0; k < m->nreads; k++) {
+		uint64_t v = 1;
+		int ok = read_word(u, m->reads[k].addr, &v);
+		if (ok != (int)(m->ok[k / 64] >> k % 64 & 1) || (ok && v != m->reads[k].val))
+			return -1; /* fast_walk starts again, u->refused too */
+	}
+	u->refused = m->refused;
+	u->unknown = 0;
+	memcpy(u->ips, m->ips, (size_t)m->n * sizeof(*u->ips));
+	*complete = m->complete;
+	return m->n;
+}
+
+/* Keeps the walk just made into m (filled by walk_read), unless it was too long for a slot. */
+static void memo_keep(struct d9__unwinder *u, struct memo *m, int n, int complete, uint32_t dep)
+{
+	if (n < 1 || n > D9__MEMO_FRAMES || m->nreads > D9__MEMO_READS) {
+		m->ip = 0;
+		return;
+	}
+	m->ip = u->regs[DWARF_IP];
+	m->sp = u->regs[DWARF_SP];
+	m->have = u->have;
+	m->dep = dep;
+	m->max = u->max;
+	m->n = n;
+	m->complete = complete;
+	m->refused = u->refused;
+	for (uint32_t d = dep; d; d &= d - 1)
+		m->regs[__builtin_ctz(d)] = u->regs[__builtin_ctz(d)];
+	memcpy(m->ips, u->ips, (size_t)n * sizeof(*u->ips));
+}
+
+/* fast_walk through the memo: the kept walk when the sample answers as it did, else a new walk
+ * kept in the slot. -1: libdw must unwind the sample. */
+static int fast_unwind(struct d9__unwinder *u, int *complete)
+{
+	uint32_t dep = 0;
+
+	if (!u->memo)
+		return fast_walk(u, complete, &dep);
+	struct memo *m = memo_slot(u);
+	int n = memo_find(u, m, complete);
+	if (n >= 0) {
+		u->nmemo++;
+		return n;
+	}
+	m->ip = 0; /* the slot is being rewritten */
+	m->nreads = 0;
+	u->rec = m;
+	n = fast_walk(u, complete, &dep);
+	u->rec = NULL;
+	if (n >= 0)
+		memo_keep(u, m, n, *complete, dep);
+	return n;
 }
 
 struct d9__unwinder *d9__unwind_new(void)
@@ -652,6 +800,8 @@ struct d9__unwinder *d9__unwind_new(void)
 		/* without the cache every sample goes to libdw, as before it existed */
 		u->rows = calloc(D9__UNWIND_ROWS, sizeof(*u->rows));
 		u->fast = u->rows != NULL;
+		if (u->rows)
+			u->memo = calloc(D9__UNWIND_MEMO, sizeof(*u->memo)); /* NULL: no memo */
 	}
 	if (!dw.attach_state(u->dwfl, u->elf, u->pid, &thread_callbacks, u)) {
 		d9__log_once(D9_LOG_WARN, "DWARF unwinding off: dwfl_attach_state: %s",
@@ -677,6 +827,7 @@ void d9__unwind_free(struct d9__unwinder *u)
 	dw.end(u->dwfl); /* detaches the process state first; its backend is ours to close */
 	dw.elf_end(u->elf);
 	free(u->rows);
+	free(u->memo);
 	free(u);
 }
 
@@ -696,6 +847,11 @@ void d9__unwind_counts(const struct d9__unwinder *u, uint64_t *fast, uint64_t *s
 {
 	*fast = u ? u->nfast : 0;
 	*slow = u ? u->nslow : 0;
+}
+
+uint64_t d9__unwind_memo_hits(const struct d9__unwinder *u)
+{
+	return u ? u->nmemo : 0;
 }
 
 /* One pass of libdw over the sample in u; returns the frame count. *complete = 1 when libdw
@@ -751,7 +907,7 @@ int d9__unwind(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask, cons
 		report(u, u->stale ? "modules changed" : "new process");
 	else if (now_ns() - u->reported_ns >= D9__UNWIND_REFRESH_NS && !module_at(u, ips[0], &lax))
 		report(u, "IP in no module"); /* maybe a library loaded since (no dlopen hook saw it) */
-	int n = u->fast ? fast_walk(u, complete) : -1;
+	int n = u->fast ? fast_unwind(u, complete) : -1;
 	if (n >= 0) {
 		u->nfast++;
 	} else {

@@ -48,6 +48,9 @@ int d9__unwind(struct d9__unwinder *u, const uint64_t *regs, uint64_t mask, cons
  * samples the cache unwound, and samples libdw unwound. */
 void d9__unwind_set_fast(struct d9__unwinder *u, int on);
 void d9__unwind_counts(const struct d9__unwinder *u, uint64_t *fast, uint64_t *slow);
+/* Of the fast ones, the samples whose walk came from the memo (unwind.c, "The memo"): a walk
+ * kept with every register and stack word it read, given again to a sample that reads the same. */
+uint64_t d9__unwind_memo_hits(const struct d9__unwinder *u);
 
 /* The root return address that the word at `at` holds while its coroutine runs
  * (d9_agent_stack_root_slot; agent/profile.c): 1 and *ra when `at` is such a slot, else 0. */

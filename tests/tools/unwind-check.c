@@ -781,6 +781,91 @@ static void check_samples(struct d9__unwinder *u, struct prof *p, double new_us)
 	free(us);
 }
 
+/* The memo (unwind.c): a sample unwound again takes the kept walk; one that differs from it in
+ * a word the walk read (a return address, a saved register) or in a register it used must not,
+ * and one that differs anywhere else may, but every answer must be libdw's for that sample
+ * (unwind_both; unwind-fast-same counts the differences). */
+static void check_memo(struct d9__unwinder *u, struct prof *p)
+{
+	uint64_t ips[MAX_FRAMES], cmp[MAX_FRAMES], regs[24];
+	uint8_t *copy = malloc(STACK_DUMP);
+	size_t bad0 = same_bad, again = 0, again_hit = 0, changed = 0, changed_hit = 0;
+	size_t ra = 0, ra_hit = 0;
+	unsigned seed = 7;
+
+	for (size_t i = 0; i < p->n && i < 400 && copy; i++) {
+		struct sample *s = &p->s[i];
+		if (!s->nregs || s->dyn_size > STACK_DUMP)
+			continue;
+		int n = d9__unwind(u, s->regs, D9__UNWIND_REGS_MASK, s->stack, s->dyn_size, ips,
+			MAX_FRAMES, &complete_);
+		if (n < 1 || n > 32)
+			continue; /* longer walks are not kept */
+		uint64_t h = d9__unwind_memo_hits(u);
+		unwind_both(u, s->regs, D9__UNWIND_REGS_MASK, s->stack, s->dyn_size, cmp, MAX_FRAMES,
+			&complete_);
+		again++;
+		again_hit += d9__unwind_memo_hits(u) > h;
+		memcpy(copy, s->stack, s->dyn_size);
+		memcpy(regs, s->regs, sizeof(regs));
+		/* each return address the copy holds, changed: a word the walk read */
+		for (size_t w = 0; w + 8 <= s->dyn_size; w += 8) {
+			uint64_t v;
+			memcpy(&v, copy + w, 8);
+			int is_ra = 0;
+			for (int k = 1; k < n; k++)
+				is_ra |= v == ips[k];
+			if (!is_ra)
+				continue;
+			uint64_t bent = v + 16;
+			memcpy(copy + w, &bent, 8);
+			h = d9__unwind_memo_hits(u);
+			unwind_both(u, regs, D9__UNWIND_REGS_MASK, copy, s->dyn_size, cmp, MAX_FRAMES,
+				&complete_);
+			ra++;
+			ra_hit += d9__unwind_memo_hits(u) > h;
+			memcpy(copy + w, &v, 8);
+			/* the sample itself again, so that the next change meets the kept walk */
+			d9__unwind(u, regs, D9__UNWIND_REGS_MASK, copy, s->dyn_size, cmp, MAX_FRAMES,
+				&complete_);
+		}
+		/* random words and registers (IP and SP excepted: they choose the slot) */
+		for (int t = 0; t < 8; t++) {
+			size_t w = (size_t)rand_r(&seed) % (s->dyn_size / 8) * 8;
+			int r = rand_r(&seed) % 17;
+			uint64_t v, bent;
+			memcpy(&v, copy + w, 8);
+			bent = v ^ ((uint64_t)rand_r(&seed) << 3 | 8);
+			if (t & 1)
+				memcpy(copy + w, &bent, 8);
+			else if (r != 7 && r != 8)
+				regs[r] ^= (uint64_t)rand_r(&seed) << 3 | 8;
+			h = d9__unwind_memo_hits(u);
+			unwind_both(u, regs, D9__UNWIND_REGS_MASK, copy, s->dyn_size, cmp, MAX_FRAMES,
+				&complete_);
+			changed++;
+			changed_hit += d9__unwind_memo_hits(u) > h;
+			memcpy(copy, s->stack, s->dyn_size);
+			memcpy(regs, s->regs, sizeof(regs));
+			d9__unwind(u, regs, D9__UNWIND_REGS_MASK, copy, s->dyn_size, cmp, MAX_FRAMES,
+				&complete_);
+		}
+	}
+	free(copy);
+	if (again < 100 || again_hit * 10 < again * 9 || ra_hit * 10 > ra || ra < again ||
+		same_bad != bad0 || !changed_hit || changed_hit == changed)
+		fail("unwind-memo", "%zu of %zu samples unwound again came from the memo (want >= "
+			"90%% of >= 100); %zu of %zu with a return address changed did (want under 10%%, and >= "
+			"one per sample); %zu of %zu with a random word or register changed (want some, "
+			"not all); %zu differ from libdw (want 0)", again_hit, again, ra_hit, ra,
+			changed_hit, changed, same_bad - bad0);
+	else
+		pass("unwind-memo", "%zu of %zu samples unwound again came from the memo; none of %zu "
+			"with a return address changed; %zu of %zu with a random word or register "
+			"changed; all of them libdw's frames", again_hit, again, ra, changed_hit,
+			changed);
+}
+
 /* A sample made up by hand: only IP and SP are set (the rest 0), in D9__UNWIND_REGS_MASK order. */
 static int fake_unwind(struct d9__unwinder *u, uint64_t ip, const uint8_t *stack, size_t len,
 	uint64_t *ips, int max)
@@ -1018,6 +1103,7 @@ int main(void)
 		sink += (uint64_t)unwind_deep(400, cpu_ns() + 200000000ull);
 		prof_stop(p);
 		check_samples(u, p, new_us);
+		check_memo(u, p);
 	}
 	check_bad_input(u);
 	check_dlopen(u);
