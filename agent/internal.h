@@ -206,6 +206,7 @@ struct d9__segment {
 	uint64_t good; /* size after the last complete chunk */
 	uint64_t alloc_end; /* blocks are allocated up to here (writer.c, room_for) */
 	int no_ahead; /* the disk had no room for blocks ahead: only the exact need */
+	int no_reserve; /* opened in the exit's last pass with room for all of it: no fallocate */
 	uint64_t opened_real_ns, rotate_at_real_ns;
 	char path[4096];
 	struct d9_trailer tr;

@@ -215,6 +215,53 @@ else
 	fi
 fi
 
+# ---- a child's exit segment takes no blocks ahead ------------------------------------------------
+# A segment opened in the exit's own last pass, on a file system with room for all of it, is
+# written without fallocate and sealed without ftruncate (agent/writer.c, "no_reserve"): 10
+# children under strace -f, whose processes are told apart by the clone calls that made them
+# (fork: no CLONE_THREAD). The parent's own segment, opened while it runs, still takes its
+# blocks ahead and gives them back at its seal. The full-disk cases are test-agent-diskfull's.
+if ! command -v strace >/dev/null; then
+	pl_skip exit-segment-no-blocks-ahead "strace is not installed (make deps)"
+else
+	sd=$T/storm-strace/trace
+	mkdir -p "$T/storm-strace"
+	{ env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$sd/trace.bin" "$EXIT_WAIT" timeout -s KILL 120 \
+		strace -f -qq -o "$T/storm-strace/strace" -e trace=clone,clone3,fork,vfork,fallocate,ftruncate \
+		"$PROG" storm 10 >"$T/storm-strace/out" 2>"$T/storm-strace/err"; } 2>/dev/null
+	RC=$?
+	res=$(python3 - "$T/storm-strace/strace" "$(ls "$sd" 2>/dev/null | grep -c '\.bin$')" <<'PY2'
+import re, sys
+proc, first, calls = {}, None, {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\d+)\s+(\w+)\((.*)", line)
+    if not m:
+        continue
+    tid, name, rest = int(m.group(1)), m.group(2), m.group(3)
+    if first is None:
+        first = tid
+    proc.setdefault(tid, tid)
+    r = re.search(r"= (\d+)$", line.strip())
+    if name in ("clone", "clone3", "fork", "vfork") and r:
+        child = int(r.group(1))
+        proc[child] = proc[tid] if "CLONE_THREAD" in rest else child
+    elif name in ("fallocate", "ftruncate"):
+        calls.setdefault(proc[tid], []).append(name)
+kids = len([p for p in set(proc.values()) if p != first])
+bad = {p: c for p, c in calls.items() if p != first}
+print("%d %d %d %s" % (kids, len(bad), len(calls.get(first, [])), int(sys.argv[2])))
+PY2
+)
+	read -r kids bad parent nbin <<<"$res"
+	if [ "$RC" -ne 0 ] || [ "${kids:-0}" -ne 10 ] || [ "${nbin:-0}" -ne 11 ]; then
+		pl_fail exit-segment-no-blocks-ahead "exit status $RC, ${kids:-?} children seen, ${nbin:-?} sealed segments (want 10, 11): $(head -c 300 "$T/storm-strace/err")"
+	elif [ "$bad" -ne 0 ]; then
+		pl_fail exit-segment-no-blocks-ahead "$bad of 10 children called fallocate or ftruncate for their exit segment: $(grep -E 'fallocate|ftruncate' "$T/storm-strace/strace" | head -n 3 | tr '\n' ' ')"
+	else
+		pl_pass exit-segment-no-blocks-ahead "10 children sealed their segments with no fallocate or ftruncate (the parent: $parent calls)"
+	fi
+fi
+
 # ---- pending compression is finished by the next process of the series ------------------------
 # The storm's exits left their segments .bin (an exit waits for no compression). A later process
 # of the same series (D9_COMPRESS=1), alive long enough, compresses them all (its compressor adopts the .bin
