@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-micro.sh: the recording hot path in isolation, run by scripts/bench.sh.
 # (a) ns per recorded event: build/tests/d9-driver --bench (linked with libd9core.a, so the real
-#     inline d9_rec_* path records QueueSamples as fast as it can), 1 and 2 recording threads,
+#     inline d9_rec_* path records QueueSamples as fast as it can, in a loop that does nothing
+#     else: 3 instructions of its own an event), 1 and 2 recording threads,
 #     D9_CLOCK=tsc and monotonic, median of REPS runs.
 # (b) instructions per event: valgrind --tool=callgrind --separate-threads=yes on the same driver
 #     at two event counts; (Ir(N2) - Ir(N1)) / (N2 - N1) for the recording thread (the hot path)
