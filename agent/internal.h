@@ -223,7 +223,7 @@ struct d9__sealed {
 	uint64_t retry_at_ns; /* compression failed: not tried again before this (monotonic) */
 };
 
-struct d9__drop { uint32_t tid, worker; uint64_t count; };
+struct d9__drop { uint32_t tid, worker; uint64_t count; uint32_t reason; };
 #define D9_PENDING_DROPS 256
 
 struct d9__agent {
@@ -327,7 +327,10 @@ static inline uint64_t d9__drops_take(struct d9__thr *t)
 }
 
 /* Hands a thread's unrecorded drop count to the writer, which records it (pool lock). */
-void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count);
+void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count, uint32_t reason);
+/* A thread's counts that no block of its own will carry any more (it exits, or starves at the
+ * exit): the events it had no block for, and those refused while the agent was stopped. */
+void d9__drops_report_all(struct d9__thr *t);
 /* At the last seal: calls count for each running thread (or one blocked in a call d9 does not
  * park in) that still holds recorded events in its chunk, which never reach the file (reason
  * other), or a count of events it could not record for want of a free block (buffers full): the

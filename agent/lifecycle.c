@@ -102,7 +102,7 @@ static int seal_now(int ended)
 		/* events this thread could not record (no free block, at the end of a burst): the
 		 * writer records the count after the chunks handed off above, before it sees stop
 		 * (the same lock) */
-		d9__drops_report(t->tid, t->worker, d9__drops_take(t));
+		d9__drops_report_all(t);
 	__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
 	/* first, so the compressor starts nothing (symbolizing loads libdw: CPU the exit would
 	 * compete with) and drops what it has (its .bin stays; it makes no temporary file after

@@ -455,8 +455,8 @@ void d9__collect(uint64_t older_than_mono_ns, int all)
 			if (take)
 				d9__handoff(t);
 			if (stopping)
-				/* starved and parked at exit: its count would be lost with it */
-				d9__drops_report(t->tid, t->worker, d9__drops_take(t));
+				/* starved and parked at exit: its counts would be lost with it */
+				d9__drops_report_all(t);
 			__atomic_store_n(&t->park, take ? D9__STOLEN : D9__PARKED, __ATOMIC_RELEASE);
 		} else if (state == D9__RUNNING && __atomic_load_n(&t->blk, __ATOMIC_ACQUIRE)) {
 			/* A running thread hands its chunk off itself at its next event: clearing
@@ -570,7 +570,7 @@ void d9__agent_thread(void)
 	d9__self.role = D9_ROLE_AGENT;
 }
 
-void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count)
+void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count, uint32_t reason)
 {
 	struct d9__agent *g = &d9__g;
 
@@ -578,16 +578,23 @@ void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count)
 		return;
 	d9__lock(&g->pool_lock);
 	size_t i = 0;
-	while (i < g->npending && g->pending[i].tid != tid)
+	while (i < g->npending && (g->pending[i].tid != tid || g->pending[i].reason != reason))
 		i++;
 	if (i == g->npending && i < D9_PENDING_DROPS)
-		g->pending[g->npending++] = (struct d9__drop){ tid, worker, 0 };
+		g->pending[g->npending++] = (struct d9__drop){ tid, worker, 0, reason };
 	if (i < D9_PENDING_DROPS)
 		g->pending[i].count += count;
 	else
 		g->pending_overflow += count; /* recorded under tid 0 */
 	d9__writer_wake();
 	d9__unlock(&g->pool_lock);
+}
+
+void d9__drops_report_all(struct d9__thr *t)
+{
+	d9__drops_report(t->tid, t->worker, d9__drops_take(t), D9_DROP_BUFFERS_FULL);
+	d9__drops_report(t->tid, t->worker,
+		__atomic_exchange_n(&t->dropped_paused, 0, __ATOMIC_RELAXED), D9_DROP_OTHER);
 }
 
 /* pthread key destructor: a recording thread is exiting; its chunk goes to the writer. */
@@ -603,9 +610,9 @@ static void thread_exit(void *arg)
 	d9__profile_thread_exit(t);
 	sched_close();
 	d9__handoff(t);
-	/* drops not yet recorded (the thread was starved): the writer records them after the
-	 * chunks this thread queued before */
-	d9__drops_report(t->tid, t->worker, d9__drops_take(t));
+	/* drops not yet recorded (the thread was starved, or ran through a pause and took no block
+	 * since): the writer records them after the chunks this thread queued before */
+	d9__drops_report_all(t);
 	d9__handoff(t);
 	thread_unregister(t);
 	t->role = ROLE_DEAD;

@@ -730,7 +730,7 @@ static void write_list(struct d9__block *q)
 		q = next;
 	}
 	for (size_t i = 0; i < nreports; i++) {
-		count_drop(reports[i].tid, reports[i].worker, reports[i].count, D9_DROP_BUFFERS_FULL);
+		count_drop(reports[i].tid, reports[i].worker, reports[i].count, reports[i].reason);
 		d9__flight_drops(reports[i].count, reports[i].tid, reports[i].worker);
 	}
 	nreports = 0;

@@ -137,4 +137,26 @@ if reasons.get("buffers_full") != 3000 or reasons.get("other") != 16:
 info = "%d dropped, %s" % (dr, reasons)
 ' "$T/accounting-drops-at-exit-starved.json" "$T/accounting-drops-at-exit-starved.out"
 fi
+# ---- a thread that exits with events refused during a pause ---------------------------------------
+# Around unshare/setns the agent stops; an event a thread cannot record meanwhile is counted in
+# the thread's dropped_paused and written as a Dropped record (reason other) in its first block
+# after the pause (test-preload-exits.sh setns-pause-accounted). A thread that exits before it
+# takes that block hands the count over with its exit. --paused-drops 7 puts 7 in each thread's
+# count after its last event, as a pause ending just then would: the trace must count 2 x 7.
+d=$T/paused-exit
+d9_run "$T/paused-exit.out" "$T/paused-exit.err" D9_TRACE_PATH="$d/trace.bin" -- \
+	-t 2 -n 1000 --paused-drops 7
+rc=$?
+d9_check "$T/paused-exit.json" --expect-n 1000 --driver "$T/paused-exit.out" "$d"
+if [ "$rc" -ne 0 ]; then
+	d9_fail paused-drops-at-thread-exit "driver exited $rc: $(head -c 300 "$T/paused-exit.err")"
+else
+	d9_py paused-drops-at-thread-exit '
+c = one(f[0])
+reasons = c["drop_reasons"]
+if reasons != {"other": 14}:
+    fail("drops by reason %s, expected other 14 (2 threads x 7 counted at their exit)" % reasons)
+info = "drops by reason %s" % reasons
+' "$T/paused-exit.json" "$T/paused-exit.out"
+fi
 exit 0

@@ -40,6 +40,7 @@ static struct {
 	int forks, exec, burst, flush, bench, mix, phases, slow_writer, term_handler;
 	int holders, spawn_ls;
 	uint64_t settle_ms;
+	uint64_t paused_drops;
 	uint64_t churn; /* --churn: worker threads created one batch after another */
 	int fill_fds; /* --fill-fds: with --churn, every free descriptor taken before the workers */
 } opt = { .threads = 1, .n = 1000, .sleep_us = 100, .exit = EXIT_RETURN };
@@ -177,6 +178,8 @@ static void *thread_main(void *arg)
 		}
 	}
 	t->loop_ns = clock_ns(CLOCK_MONOTONIC) - t0;
+	if (opt.paused_drops)
+		__atomic_add_fetch(&d9__self.dropped_paused, opt.paused_drops, __ATOMIC_RELAXED);
 	if (opt.exit == EXIT_HANG || opt.exit == EXIT_EXIT_PARKED) {
 		/* parked: the writer may take this thread's chunk (d9_rec_park) */
 		d9_rec_park(D9_CALL_EPOLL_WAIT, -1);
@@ -549,6 +552,9 @@ static void usage(FILE *f)
 		"  --holders H      threads 0..H-1 hold a block (seq 1, running) until the others exited\n"
 		"  --spawn-ls K     once the agent runs, fork+exec `ls -l /proc/self/fd` K times\n"
 		"  --settle-ms M    sleep M ms before each thread's last event\n"
+		"  --paused-drops K after its last event each thread adds K to the agent's count of\n"
+		"                   events refused while it was stopped (as a pause that ended just\n"
+		"                   before the thread exits would): its exit must report them\n"
 		"  --dlopen LIB     load LIB (dlopen) after recording, then record once more\n"
 		"  --fork, --forks K  fork K times while the workers record; each child records N seqs\n"
 		"  --exec           at the end exec `ls -l /proc/self/fd` (shows leaked fds)\n"
@@ -599,6 +605,7 @@ int main(int argc, char **argv)
 		{ "holders", required_argument, NULL, 'H' },
 		{ "spawn-ls", required_argument, NULL, 'L' },
 		{ "settle-ms", required_argument, NULL, 'S' },
+		{ "paused-drops", required_argument, NULL, 'Q' },
 		{ "dlopen", required_argument, NULL, 'D' },
 		{ "churn", required_argument, NULL, 'C' },
 		{ "close-fds", required_argument, NULL, 'K' },
@@ -638,6 +645,7 @@ int main(int argc, char **argv)
 		case 'T': opt.term_handler = 1; break;
 		case 'H': bad = parse_u64(optarg, &v) || v > 255; opt.holders = (int)v; break;
 		case 'S': bad = parse_u64(optarg, &opt.settle_ms); break;
+		case 'Q': bad = parse_u64(optarg, &opt.paused_drops); break;
 		case 'L': bad = parse_u64(optarg, &v) || v > 100000; opt.spawn_ls = (int)v; break;
 		case 'D': dlopen_path = optarg; break;
 		case 'C': bad = parse_u64(optarg, &opt.churn) || opt.churn < 1; break;
