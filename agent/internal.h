@@ -435,6 +435,7 @@ void d9__profile_modules_changed(void);
 
 /* files.c: descriptors and files of the agent's own (DESIGN.md, "Descriptors and files") */
 /* Creates path (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) with flags. Returns 0 or -errno. */
+void d9__fd_table_grow(void);
 int d9__file_create(struct d9__file *f, const char *path, int flags);
 /* Opens an existing regular file owned by the effective user without following links or waiting
  * on a FIFO. Returns 0, -EPERM for anything else, or -errno. */

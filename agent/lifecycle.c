@@ -750,6 +750,8 @@ static void fork_child(void)
 	d9__symbolize_child();
 	pthread_mutex_init(&start_lock, NULL);
 	g->state = g->state == D9__STOPPED ? D9__STOPPED : D9__CONFIGURED;
+	if (g->state != D9__STOPPED && d9__enabled)
+		d9__fd_table_grow(); /* the only thread now: no RCU wait (files.c) */
 	if (g->state == D9__STOPPED)
 		d9__enabled = 0;
 	else if (trace && d9__enabled && (g->cfg.cpu_hz || g->cfg.sched_events))

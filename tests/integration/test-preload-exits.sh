@@ -221,18 +221,24 @@ fi
 # children under strace -f, whose processes are told apart by the clone calls that made them
 # (fork: no CLONE_THREAD). The parent's own segment, opened while it runs, still takes its
 # blocks ahead and gives them back at its seal. The full-disk cases are test-agent-diskfull's.
+# The same run, child-fd-table-grown: each child's fork handler, while it is the child's only
+# thread, grows the descriptor table to the agent's high numbers (agent/files.c,
+# d9__fd_table_grow: an eventfd moved up and closed), so its first high descriptor comes
+# before the clone3 that starts its writer; grown later, with two threads sharing the table,
+# the kernel first waits for an RCU grace period (milliseconds).
 if ! command -v strace >/dev/null; then
 	pl_skip exit-segment-no-blocks-ahead "strace is not installed (make deps)"
+	pl_skip child-fd-table-grown "strace is not installed (make deps)"
 else
 	sd=$T/storm-strace/trace
 	mkdir -p "$T/storm-strace"
 	{ env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$sd/trace.bin" "$EXIT_WAIT" timeout -s KILL 120 \
-		strace -f -qq -o "$T/storm-strace/strace" -e trace=clone,clone3,fork,vfork,fallocate,ftruncate \
+		strace -f -qq -o "$T/storm-strace/strace" -e trace=clone,clone3,fork,vfork,fallocate,ftruncate,fcntl \
 		"$PROG" storm 10 >"$T/storm-strace/out" 2>"$T/storm-strace/err"; } 2>/dev/null
 	RC=$?
 	res=$(python3 - "$T/storm-strace/strace" "$(ls "$sd" 2>/dev/null | grep -c '\.bin$')" <<'PY2'
 import re, sys
-proc, first, calls = {}, None, {}
+proc, first, calls, order = {}, None, {}, {}
 for line in open(sys.argv[1]):
     m = re.match(r"(\d+)\s+(\w+)\((.*)", line)
     if not m:
@@ -247,18 +253,33 @@ for line in open(sys.argv[1]):
         proc[child] = proc[tid] if "CLONE_THREAD" in rest else child
     elif name in ("fallocate", "ftruncate"):
         calls.setdefault(proc[tid], []).append(name)
+    p = proc[tid]
+    if p != first and p not in order:
+        # a child's first high descriptor, or its first thread start, whichever comes first
+        if name == "fcntl" and "F_DUPFD_CLOEXEC" in rest and r and int(r.group(1)) >= 64:
+            order[p] = "dup-first" if tid == p else "dup-by-thread"
+        elif name == "clone3":
+            order[p] = "thread-first"
 kids = len([p for p in set(proc.values()) if p != first])
 bad = {p: c for p, c in calls.items() if p != first}
-print("%d %d %d %s" % (kids, len(bad), len(calls.get(first, [])), int(sys.argv[2])))
+late = len([p for p, o in order.items() if o != "dup-first"]) + kids - len(order)
+print("%d %d %d %s %d" % (kids, len(bad), len(calls.get(first, [])), int(sys.argv[2]), late))
 PY2
 )
-	read -r kids bad parent nbin <<<"$res"
+	read -r kids bad parent nbin late <<<"$res"
 	if [ "$RC" -ne 0 ] || [ "${kids:-0}" -ne 10 ] || [ "${nbin:-0}" -ne 11 ]; then
 		pl_fail exit-segment-no-blocks-ahead "exit status $RC, ${kids:-?} children seen, ${nbin:-?} sealed segments (want 10, 11): $(head -c 300 "$T/storm-strace/err")"
 	elif [ "$bad" -ne 0 ]; then
 		pl_fail exit-segment-no-blocks-ahead "$bad of 10 children called fallocate or ftruncate for their exit segment: $(grep -E 'fallocate|ftruncate' "$T/storm-strace/strace" | head -n 3 | tr '\n' ' ')"
 	else
 		pl_pass exit-segment-no-blocks-ahead "10 children sealed their segments with no fallocate or ftruncate (the parent: $parent calls)"
+	fi
+	if [ "$RC" -ne 0 ] || [ "${kids:-0}" -ne 10 ]; then
+		pl_fail child-fd-table-grown "exit status $RC, ${kids:-?} children seen (want 10)"
+	elif [ "$late" -ne 0 ]; then
+		pl_fail child-fd-table-grown "$late of 10 children started a thread before their first high descriptor: $(grep -E 'DUPFD|clone3' "$T/storm-strace/strace" | head -n 4 | tr '\n' ' ')"
+	else
+		pl_pass child-fd-table-grown "in all 10 children the fork handler's high descriptor came before the writer's clone3"
 	fi
 fi
 
