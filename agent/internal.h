@@ -326,6 +326,12 @@ static inline uint64_t d9__drops_take(struct d9__thr *t)
 	return __atomic_exchange_n(&t->dropped, 0, __ATOMIC_RELAXED);
 }
 
+/* The events t could not record while the agent was stopped for a pause (record.c, slow). */
+static inline uint64_t d9__paused_take(struct d9__thr *t)
+{
+	return __atomic_exchange_n(&t->dropped_paused, 0, __ATOMIC_RELAXED);
+}
+
 /* Hands a thread's unrecorded drop count to the writer, which records it (pool lock). */
 void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count, uint32_t reason);
 /* A thread's counts that no block of its own will carry any more (it exits, or starves at the
@@ -434,8 +440,10 @@ uint64_t d9__profile_interval_ns(void);
 void d9__profile_modules_changed(void);
 
 /* files.c: descriptors and files of the agent's own (DESIGN.md, "Descriptors and files") */
-/* Creates path (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) with flags. Returns 0 or -errno. */
+/* In a forked child's fork handler (its only thread): the descriptor table grown to the agent's
+ * high numbers, before a second thread makes the kernel wait for RCU to grow it. */
 void d9__fd_table_grow(void);
+/* Creates path (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) with flags. Returns 0 or -errno. */
 int d9__file_create(struct d9__file *f, const char *path, int flags);
 /* Opens an existing regular file owned by the effective user without following links or waiting
  * on a FIFO. Returns 0, -EPERM for anything else, or -errno. */

@@ -750,13 +750,16 @@ static void fork_child(void)
 	d9__symbolize_child();
 	pthread_mutex_init(&start_lock, NULL);
 	g->state = g->state == D9__STOPPED ? D9__STOPPED : D9__CONFIGURED;
-	if (g->state != D9__STOPPED && d9__enabled)
-		d9__fd_table_grow(); /* the only thread now: no RCU wait (files.c) */
-	if (g->state == D9__STOPPED)
+	if (g->state == D9__STOPPED) {
 		d9__enabled = 0;
-	else if (trace && d9__enabled && (g->cfg.cpu_hz || g->cfg.sched_events))
+		return;
+	}
+	if (!d9__enabled)
+		return;
+	d9__fd_table_grow(); /* the only thread now: no RCU wait (files.c) */
+	if (trace && (g->cfg.cpu_hz || g->cfg.sched_events))
 		d9__child_trace(); /* samples need the writer from the start */
-	else if (trace && d9__enabled && g->cfg.pre.blocking)
+	else if (trace && g->cfg.pre.blocking)
 		d9__self.traced = 1; /* its first BlockingCall starts the agent; an exec, nothing */
 }
 

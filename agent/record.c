@@ -493,7 +493,7 @@ void d9__unflushed_report(void (*count)(uint32_t tid, uint32_t worker, uint64_t 
 		if (dropped)
 			count(t->tid, t->worker, dropped, D9_DROP_BUFFERS_FULL);
 		/* and one that ran through an earlier pause without a block since */
-		dropped = __atomic_exchange_n(&t->dropped_paused, 0, __ATOMIC_RELAXED);
+		dropped = d9__paused_take(t);
 		if (dropped)
 			count(t->tid, t->worker, dropped, D9_DROP_OTHER);
 	}
@@ -593,8 +593,7 @@ void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count, uint32_t re
 void d9__drops_report_all(struct d9__thr *t)
 {
 	d9__drops_report(t->tid, t->worker, d9__drops_take(t), D9_DROP_BUFFERS_FULL);
-	d9__drops_report(t->tid, t->worker,
-		__atomic_exchange_n(&t->dropped_paused, 0, __ATOMIC_RELAXED), D9_DROP_OTHER);
+	d9__drops_report(t->tid, t->worker, d9__paused_take(t), D9_DROP_OTHER);
 }
 
 /* pthread key destructor: a recording thread is exiting; its chunk goes to the writer. */

@@ -32,7 +32,7 @@
 /* Slots of the cache of unwind rules by code address (a power of 2): ~100 bytes each. */
 #define D9__UNWIND_ROWS 2048
 /* Slots of the cache of whole unwinds (a power of 2), and what one holds: a walk with more
- * frames or more reads of the copy is not kept. ~2.4 KiB each. */
+ * frames or more reads of the copy is not kept. ~2.6 KiB each. */
 #define D9__UNWIND_MEMO 32
 #define D9__MEMO_FRAMES 32
 #define D9__MEMO_READS 128
@@ -229,9 +229,9 @@ struct memo {
 	int max, n, complete, refused, nreads;
 	uint64_t regs[DWARF_NREGS]; /* the dep registers' values */
 	struct {
-		uint64_t addr, val; /* val: 1 for a refused read */
+		uint64_t addr, val; /* val: what read_word gave, when it served the read */
 	} reads[D9__MEMO_READS];
-	uint64_t ok[D9__MEMO_READS / 64]; /* bit k: reads[k] was served */
+	uint8_t ok[D9__MEMO_READS]; /* read_word served reads[k] (0: refused) */
 	uint64_t ips[D9__MEMO_FRAMES];
 };
 
@@ -574,11 +574,8 @@ static int walk_read(struct d9__unwinder *u, uint64_t addr, uint64_t *v)
 		int k = m->nreads;
 		if (k < D9__MEMO_READS) {
 			m->reads[k].addr = addr;
-			m->reads[k].val = ok ? *v : 1;
-			if (ok)
-				m->ok[k / 64] |= 1ull << k % 64;
-			else
-				m->ok[k / 64] &= ~(1ull << k % 64);
+			m->reads[k].val = ok ? *v : 0;
+			m->ok[k] = (uint8_t)ok;
 		}
 		m->nreads++; /* past the array: not kept (memo_keep) */
 	}
@@ -708,9 +705,9 @@ static int memo_find(struct d9__unwinder *u, struct memo *m, int *complete)
 			return -1;
 	}
 	for (int k = 0; k < m->nreads; k++) {
-		uint64_t v = 1;
+		uint64_t v = 0;
 		int ok = read_word(u, m->reads[k].addr, &v);
-		if (ok != (int)(m->ok[k / 64] >> k % 64 & 1) || (ok && v != m->reads[k].val))
+		if (ok != m->ok[k] || (ok && v != m->reads[k].val))
 			return -1; /* fast_walk starts again, u->refused too */
 	}
 	u->refused = m->refused;

@@ -330,9 +330,12 @@ static int seg_open(int budget)
 	}
 	/* the directory budget, with room for this segment to grow to D9_MAX_FILE_SIZE (its
 	 * .active.tmp); a busy lock leaves it to the next seal or segment */
+	/* opened in the exit's own last pass: its budget is kept once, and it may skip the
+	 * reserve (room_for) */
+	int exiting = __atomic_load_n(&g->stop, __ATOMIC_ACQUIRE);
 	if (budget && d9__budget_enforce(200000000u, g->cfg.max_file_size) == 0) {
 		budget_due = 0;
-		budget_kept_at_exit_open = __atomic_load_n(&g->stop, __ATOMIC_ACQUIRE);
+		budget_kept_at_exit_open = exiting;
 	}
 	process_identity();
 	d9__clock_anchor(&a);
@@ -367,7 +370,7 @@ static int seg_open(int budget)
 	s->alloc_end = 0;
 	s->no_ahead = 0;
 	s->no_reserve = 0;
-	if (__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE)) {
+	if (exiting) {
 		struct statvfs vfs;
 		s->no_reserve = fstatvfs(s->f.fd, &vfs) == 0 &&
 			(uint64_t)vfs.f_bavail * vfs.f_frsize >= g->cfg.max_file_size + RESERVE;
