@@ -238,32 +238,52 @@ else
 	RC=$?
 	res=$(python3 - "$T/storm-strace/strace" "$(ls "$sd" 2>/dev/null | grep -c '\.bin$')" <<'PY2'
 import re, sys
-proc, first, calls, order = {}, None, {}, {}
+# strace -f interleaves threads: a call another thread interrupts is split into
+# "<unfinished ...>" and "<... NAME resumed>" lines, and a new thread's first call can come
+# before the line that says which clone made it; so the calls are joined first, then the
+# processes are known from every clone's result, and only then are the calls attributed.
+calls_in_order, pending = [], {}
 for line in open(sys.argv[1]):
-    m = re.match(r"(\d+)\s+(\w+)\((.*)", line)
+    m = re.match(r"(\d+)\s+(.*)$", line.rstrip("\n"))
     if not m:
         continue
-    tid, name, rest = int(m.group(1)), m.group(2), m.group(3)
-    if first is None:
-        first = tid
-    proc.setdefault(tid, tid)
-    r = re.search(r"= (\d+)$", line.strip())
-    if name in ("clone", "clone3", "fork", "vfork") and r:
-        child = int(r.group(1))
-        proc[child] = proc[tid] if "CLONE_THREAD" in rest else child
-    elif name in ("fallocate", "ftruncate"):
-        calls.setdefault(proc[tid], []).append(name)
-    p = proc[tid]
-    if p != first and p not in order:
+    tid, body = int(m.group(1)), m.group(2)
+    if body.endswith("<unfinished ...>"):
+        pending[tid] = body[:-len("<unfinished ...>")]
+        continue
+    r = re.match(r"<\.\.\. \w+ resumed>(.*)$", body)
+    if r:
+        body = pending.pop(tid, "") + r.group(1)
+    m = re.match(r"(\w+)\((.*)$", body)
+    if m:
+        res = re.search(r"= (\d+)$", body.strip())
+        calls_in_order.append((tid, m.group(1), m.group(2), int(res.group(1)) if res else None))
+made_by = {}  # tid -> (creator tid, is a thread)
+for tid, name, rest, res in calls_in_order:
+    if name in ("clone", "clone3", "fork", "vfork") and res:
+        made_by[res] = (tid, "CLONE_THREAD" in rest)
+def proc(t):
+    while t in made_by and made_by[t][1]:
+        t = made_by[t][0]
+    return t
+tids = {t for t, _, _, _ in calls_in_order} | set(made_by)
+roots = [t for t in tids if t not in made_by]
+first = roots[0] if len(roots) == 1 else None
+kids = {t for t, (c, thread) in made_by.items() if not thread and proc(c) == first}
+calls, order = {}, {}
+for tid, name, rest, res in calls_in_order:
+    p = proc(tid)
+    if name in ("fallocate", "ftruncate"):
+        calls.setdefault(p, []).append(name)
+    if p in kids and p not in order:
         # a child's first high descriptor, or its first thread start, whichever comes first
-        if name == "fcntl" and "F_DUPFD_CLOEXEC" in rest and r and int(r.group(1)) >= 64:
+        if name == "fcntl" and "F_DUPFD_CLOEXEC" in rest and res is not None and res >= 64:
             order[p] = "dup-first" if tid == p else "dup-by-thread"
         elif name == "clone3":
             order[p] = "thread-first"
-kids = len([p for p in set(proc.values()) if p != first])
-bad = {p: c for p, c in calls.items() if p != first}
-late = len([p for p, o in order.items() if o != "dup-first"]) + kids - len(order)
-print("%d %d %d %s %d" % (kids, len(bad), len(calls.get(first, [])), int(sys.argv[2]), late))
+bad = {p: c for p, c in calls.items() if p in kids}
+late = len([p for p, o in order.items() if o != "dup-first"]) + len(kids) - len(order)
+print("%d %d %d %s %d" % (len(kids), len(bad), len(calls.get(first, [])), int(sys.argv[2]), late))
 PY2
 )
 	read -r kids bad parent nbin late <<<"$res"
