@@ -25,6 +25,15 @@ struct chrome_thread {
 	const struct d9__loc *loc;
 	int64_t park_timeout;
 	uint64_t park_call;
+	/* Wakes at the very end of their slice: the clock's tick can hold a Wake and the PollEnd
+	 * after it. A flow start at a slice's end time is not inside it, and Perfetto binds it to
+	 * the innermost slice open on the track, where a slice that ends at that time is popped
+	 * as soon as another begins in the same tick (the woken's poll, then, would be the
+	 * arrow's source). Such a flow gets the 1 ns "wake" slice that untagged ones get.
+	 * last_wake: the latest tagged Wake's time; edge: the latest few of those found at a
+	 * slice's end (their flows come when the woken polls). */
+	int64_t last_wake, edge[4];
+	unsigned nedge;
 };
 
 struct chrome_proc {
@@ -147,6 +156,13 @@ static struct chrome_thread *thread_of(struct chrome *c, const struct d9__ev *ev
 	return ct;
 }
 
+/* A written slice of ct ends at end_real: a tagged Wake at that time is at its edge. */
+static void note_edge(struct chrome_thread *ct, int64_t end_real)
+{
+	if (ct->last_wake == end_real && (!ct->nedge || ct->edge[(ct->nedge - 1) % 4] != end_real))
+		ct->edge[ct->nedge++ % 4] = end_real;
+}
+
 /* The open poll ends at ev; a poll with a gap inside (its length unknown) is not written. */
 static void end_poll(struct chrome *c, const struct d9__ev *ev, struct chrome_thread *ct)
 {
@@ -155,6 +171,7 @@ static void end_poll(struct chrome *c, const struct d9__ev *ev, struct chrome_th
 
 	if (d9__pair_close(&ct->poll, ev, &d) != D9__PAIR_OK)
 		return;
+	note_edge(ct, ev->real_ns);
 	begin(c, "X", ev->proc->pid, ev->th->tid, ct->poll.real_ns);
 	put_ts(f, "dur", d > INT64_MAX ? INT64_MAX : (int64_t)d);
 	put_name(f, ct->loc ? ct->loc->name : "(unknown)");
@@ -174,7 +191,13 @@ static void flow(void *ctx, const struct d9__wake_pair *p)
 	if (p->result != D9__PAIR_OK)
 		return;
 	id = ++c->next_flow;
-	if (!p->wake_tag) {
+	int at_edge = 0;
+	if (p->wake_tag && p->wake_th_idx < c->nth) {
+		const struct chrome_thread *ct = &c->th[p->wake_th_idx];
+		for (unsigned i = 0; i < 4 && i < ct->nedge; i++)
+			at_edge |= ct->edge[i] == p->wake_real_ns;
+	}
+	if (!p->wake_tag || at_edge) {
 		/* a flow starts inside a slice: outside polls and parks, a 1 ns "wake" slice */
 		begin(c, "X", p->proc->pid, p->wake_tid, p->wake_real_ns);
 		fprintf(c->f, ",\"dur\":0.001,\"name\":\"wake (%s)\",\"cat\":\"wake\""
@@ -228,6 +251,7 @@ static void chrome_on_event(void *ctx, const struct d9__ev *ev)
 		uint64_t d;
 		if (d9__pair_close(&ct->park, ev, &d) != D9__PAIR_OK)
 			break; /* no Park, or a gap inside: its length is unknown */
+		note_edge(ct, ev->real_ns);
 		begin(c, "X", ev->proc->pid, ev->th->tid, ct->park.real_ns);
 		put_ts(f, "dur", d > INT64_MAX ? INT64_MAX : (int64_t)d);
 		snprintf(name, sizeof(name), "park (%s)", d9_wait_call_name(ct->park_call));
@@ -236,11 +260,15 @@ static void chrome_on_event(void *ctx, const struct d9__ev *ev)
 			"}}", ct->park_timeout, ev->value);
 		break;
 	}
-	case D9_EV_WAKE:
+	case D9_EV_WAKE: {
 		/* the tag: a slice that will be written is open (one with a gap inside is not) */
-		d9__wakes_event(&c->wakes, ev, (ct->poll.open && ct->poll.mark == d9__gap_mark(ev->th)) ||
-			(ct->park.open && ct->park.mark == d9__gap_mark(ev->th)));
+		int tag = (ct->poll.open && ct->poll.mark == d9__gap_mark(ev->th)) ||
+			(ct->park.open && ct->park.mark == d9__gap_mark(ev->th));
+		if (tag)
+			ct->last_wake = ev->real_ns;
+		d9__wakes_event(&c->wakes, ev, (uint8_t)tag);
 		break;
+	}
 	case D9_EV_BLOCKING_CALL: {
 		/* the event time is when the call returned */
 		int64_t d = ev->count > (uint64_t)INT64_MAX / 2 ? INT64_MAX / 2 : (int64_t)ev->count;

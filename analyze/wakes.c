@@ -34,7 +34,7 @@ struct went {
 	uint64_t gaps; /* the process's gaps at arrival (d9__proc.gaps) */
 	int64_t gap_ns; /* d9__proc.gap_ns at arrival */
 	const struct d9__loc *loc; /* PollStart */
-	uint32_t tid;
+	uint32_t tid, th_idx;
 	uint8_t type, tag;
 };
 
@@ -242,6 +242,7 @@ static void wk_emit(struct d9__wakes *w, struct d9__proc *proc, int result, cons
 		r.wake_ns = wake->wake_ns;
 		r.wake_real_ns = wake->real_ns;
 		r.wake_tid = wake->tid;
+		r.wake_th_idx = wake->th_idx;
 		r.wake_tag = wake->tag;
 	}
 	if (poll) {
@@ -408,6 +409,7 @@ void d9__wakes_event(struct d9__wakes *w, const struct d9__ev *ev, uint8_t tag)
 	e.gap_ns = ev->proc->gap_ns;
 	e.loc = ev->loc;
 	e.tid = ev->th->tid;
+	e.th_idx = (uint32_t)ev->th->idx;
 	e.tag = tag;
 
 	struct wco *c = d9__map_get(&p->cos, e.co);

@@ -19,7 +19,7 @@ struct d9__wake_pair {
 	uint64_t kind; /* the Wake's kind, as recorded */
 	int64_t wake_ns; /* when the coroutine became runnable (timers: the deadline if earlier) */
 	int64_t wake_real_ns; /* the Wake event's own time, CLOCK_REALTIME */
-	uint32_t wake_tid;
+	uint32_t wake_tid, wake_th_idx; /* the waker's thread: tid, d9__thread.idx */
 	uint8_t wake_tag; /* the caller's tag given with the Wake (chrome: a slice was open) */
 	/* the poll */
 	int64_t poll_ns, poll_real_ns;
