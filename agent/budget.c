@@ -27,10 +27,15 @@ static struct {
 			      * savings since), and how many looks (D9_COMPRESS=auto) */
 } bud = { PTHREAD_MUTEX_INITIALIZER, { -1, 0, 0 }, 0, 0, 0, 0 };
 
-/* 16 bytes, then u64 LE: segments deleted, their bytes */
+/* 16 bytes, then u64 LE: segments deleted, their bytes; then (optional: an older agent writes
+ * the first 32 bytes only) the estimate: the directory's bytes and files, and the
+ * CLOCK_BOOTTIME of the scan it started from (0: none) */
 #define LEDGER_MAGIC "d9 budget 1\n\0\0\0\0"
+#define LEDGER_BYTES 56
+/* An estimate this young, with room for half the budget after what it adds, spares a scan. */
+#define ESTIMATE_FRESH_NS 1000000000ull
 
-struct ledger { uint64_t segs, bytes; };
+struct ledger { uint64_t segs, bytes, est_bytes, est_files, est_ns; };
 
 void d9__budget_child(void)
 {
@@ -171,30 +176,39 @@ static void put_le64(uint8_t *p, uint64_t v)
 		p[i] = (uint8_t)v;
 }
 
-/* Reads the totals (lock held); a new or foreign-looking file counts from 0. */
+/* Reads the totals (lock held); a new or foreign-looking file counts from 0, and one without the
+ * estimate (new, or written by an older agent) has none. */
 static void ledger_read(struct ledger *l)
 {
-	uint8_t buf[32];
+	uint8_t buf[LEDGER_BYTES];
 	ssize_t n;
 
 	memset(l, 0, sizeof(*l));
 	do
 		n = pread(bud.lock.fd, buf, sizeof(buf), 0);
 	while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)sizeof(buf) || memcmp(buf, LEDGER_MAGIC, 16) || d9__file_check(&bud.lock))
+	if (n < 32 || memcmp(buf, LEDGER_MAGIC, 16) || d9__file_check(&bud.lock))
 		return;
 	l->segs = le64(buf + 16);
 	l->bytes = le64(buf + 24);
+	if (n == LEDGER_BYTES) {
+		l->est_bytes = le64(buf + 32);
+		l->est_files = le64(buf + 40);
+		l->est_ns = le64(buf + 48);
+	}
 }
 
 static void ledger_write(const struct ledger *l)
 {
-	uint8_t buf[32];
+	uint8_t buf[LEDGER_BYTES];
 	ssize_t n;
 
 	memcpy(buf, LEDGER_MAGIC, 16);
 	put_le64(buf + 16, l->segs);
 	put_le64(buf + 24, l->bytes);
+	put_le64(buf + 32, l->est_bytes);
+	put_le64(buf + 40, l->est_files);
+	put_le64(buf + 48, l->est_ns);
 	if (d9__file_check(&bud.lock))
 		return;
 	do
@@ -352,9 +366,10 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 	struct d9__agent *g = &d9__g;
 	const uint64_t budget = g->cfg.max_total_size;
 	struct cand *c = NULL;
-	uint64_t segs = 0, bytes = 0, del_segs = 0, del_bytes = 0;
-	int saved = errno;
+	uint64_t segs = 0, bytes = 0, del_segs = 0, del_bytes = 0, scan_ns = 0;
+	int saved = errno, scanned = 0;
 	struct ledger l = { 0 };
+	struct scan sc = { .ndirs = 0 };
 
 	int taken = d9__dirlock_take(wait_ns, 0);
 	if (taken < 0) {
@@ -363,7 +378,26 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		errno = saved;
 		return taken;
 	}
-	struct scan sc = { .ndirs = 0 };
+	if (taken == 0) {
+		ledger_read(&l);
+		/* A fresh estimate far from the limits spares the scan (a fork storm's children each
+		 * scanned a directory of hundreds of files). What this look lets the directory gain
+		 * before the next one is at most one segment of ours: it is added. */
+		uint64_t add = g->cfg.max_file_size, now = d9__mono_ns();
+		if (l.est_ns && now >= l.est_ns && now - l.est_ns < ESTIMATE_FRESH_NS &&
+			l.est_bytes <= budget / 2 && add <= budget / 2 - l.est_bytes &&
+			l.est_files < g->cfg.max_files / 2) {
+			l.est_bytes += add;
+			l.est_files++;
+			ledger_write(&l);
+			d9__log(D9_LOG_DEBUG, "budget of %s: no scan, the estimate of %llu ms ago says "
+				"%llu bytes in %llu files with this segment", g->cfg.dir,
+				(unsigned long long)((now - l.est_ns) / 1000000),
+				(unsigned long long)l.est_bytes, (unsigned long long)l.est_files);
+			goto out;
+		}
+	}
+	scan_ns = d9__mono_ns();
 	DIR *d = opendir(g->cfg.dir);
 	if (!d)
 		goto out;
@@ -380,6 +414,7 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		}
 		scan_dir(&sc, sub[i], i, own_reserve);
 	}
+	scanned = 1;
 	c = sc.c;
 	size_t nc = sc.nc, nfiles = sc.nfiles;
 	uint64_t total = sc.total;
@@ -408,6 +443,11 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 	}
 	__atomic_store_n(&bud.total, total, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&bud.gen, 1, __ATOMIC_RELEASE);
+	/* the estimate starts again from what was found (none when other users' directories
+	 * were in it: their writers do not add to ours) */
+	l.est_bytes = total;
+	l.est_files = nfiles;
+	l.est_ns = sc.ndirs > 1 ? 0 : scan_ns;
 	if (total > budget || nfiles > g->cfg.max_files)
 		d9__log_once(D9_LOG_INFO, "the directory budget of %s cannot be kept now: the segments "
 			"being written take %llu bytes in %zu files (said once)", g->cfg.dir,
@@ -418,10 +458,9 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 	closedir(d);
 out:
 	if (taken == 0) {
-		ledger_read(&l);
 		l.segs += del_segs;
 		l.bytes += del_bytes;
-		if (del_segs)
+		if (del_segs || scanned)
 			ledger_write(&l);
 		segs = l.segs;
 		bytes = l.bytes;

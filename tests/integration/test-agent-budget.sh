@@ -15,6 +15,8 @@
 #   - a pre-forked server under LD_PRELOAD (fork-storm.c -w: 4 workers, each parks in epoll_wait as
 #     fast as it can for 3 s) with D9_MAX_TOTAL_SIZE=4M, D9_MAX_FILE_SIZE=1M and the defaults
 #     (compression, symbols): the same bounds and counts.
+#   - the estimate in the lock file spares scans (two storms of 200 children: defaults, and
+#     limits that make every later look delete): spared looks counted, the same bounds and counts.
 #   - a link planted as <stem>.lock is never followed: the agent keeps the budget alone, says
 #     so once, and the link's target is untouched.
 set -u
@@ -160,6 +162,81 @@ if dq["budget_deleted_segments"] != len(deleted):
 info = "%d files (%d bytes) kept, %d deleted (analyzer %d)" % (len(names), total, len(deleted),
     dq["budget_deleted_segments"])
 ' "$T/storm.out" "$d" "$T/storm.json" "$T/storm.deleted"
+	fi
+fi
+
+# ---- the estimate that spares a scan ---------------------------------------------------------------
+# The lock file also holds an estimate of the directory (bytes, files, when scanned); a look
+# within a second of a scan, with room for half the budget after adding one whole segment and
+# a file, adds them and skips the scan (agent/budget.c). Two storms of 200 children, 4 at once:
+#   - defaults but D9_MAX_FILES=2000 (1G, 64M segments: 8 looks per scan can be spared): at
+#     least a third of the 201 looks say "no scan" (D9_LOG=debug), and every segment is kept;
+#   - D9_MAX_TOTAL_SIZE=64M, D9_MAX_FILE_SIZE=1M, D9_MAX_FILES=40: looks are spared until the
+#     estimate reaches 20 files, then every look scans and deletes: at most 40 files and 64M
+#     remain, every process's segment is kept or counted as deleted, and the analyzer agrees.
+estimate_storm() {
+	local name=$1 d=$T/$1
+	shift
+	mkdir -p "$d"
+	{ env LD_PRELOAD="$D9_ROOT/build/libd9agent.so" D9_TRACE_PATH="$d/trace.bin" D9_LOG=debug \
+		D9_EXIT_TIMEOUT=10s "$@" timeout -s KILL $((300 * D9_SLOW)) "$storm" 200 4 \
+		>"$T/$name.out" 2>"$T/$name.err"; } 2>/dev/null
+	ESTORM_RC=$?
+}
+if [ ! -x "$storm" ]; then
+	d9_skip budget-estimate "fork-storm.c was not built (above)"
+else
+	estimate_storm est-loose D9_MAX_FILES=2000
+	if [ "$ESTORM_RC" -ne 0 ]; then
+		d9_fail budget-estimate "fork-storm exited $ESTORM_RC: $(grep -v '^d9\[[0-9]*\]: ' "$T/est-loose.err" | head -c 300)"
+	elif ! d9_wait_settled "$T/est-loose"; then
+		d9_fail budget-estimate "$D9_SETTLE_ERR"
+	else
+		d9_py budget-estimate '
+lines = open(f[0]).read().split("\n")
+procs = [l for l in lines if l.startswith("child ") or l.startswith("parent ")]
+spared = sum(1 for l in open(f[1]) if ": no scan, the estimate of " in l)
+names = [n for n in files(f[2]) if n.endswith(".bin") or n.endswith(".bin.gz")]
+if len(procs) != 201:
+    fail("%d processes reported, expected 201" % len(procs))
+if spared * 3 < len(procs):
+    fail("%d of %d looks spared the scan, expected a third at least" % (spared, len(procs)))
+if len(names) != 201:
+    fail("%d segments kept, expected 201 (nothing to delete)" % len(names))
+info = "%d of %d looks spared the scan, %d segments kept" % (spared, len(procs), len(names))
+' "$T/est-loose.out" "$T/est-loose.err" "$T/est-loose"
+	fi
+	estimate_storm est-tight D9_MAX_TOTAL_SIZE=64M D9_MAX_FILE_SIZE=1M D9_MAX_FILES=40
+	if [ "$ESTORM_RC" -ne 0 ]; then
+		d9_fail budget-estimate-bounds "fork-storm exited $ESTORM_RC: $(grep -v '^d9\[[0-9]*\]: ' "$T/est-tight.err" | head -c 300)"
+	elif ! d9_wait_settled "$T/est-tight"; then
+		d9_fail budget-estimate-bounds "$D9_SETTLE_ERR"
+	else
+		deleted_names "$T/est-tight.err" >"$T/est-tight.deleted"
+		summary_json "$T/est-tight" "$T/est-tight.json"
+		d9_py budget-estimate-bounds '
+import re
+lines = open(f[0]).read().split("\n")
+pids = set(int(l.split()[1]) for l in lines if l.startswith("child ") or l.startswith("parent "))
+spared = sum(1 for l in open(f[1]) if ": no scan, the estimate of " in l)
+d = f[2]; summ = one(f[3]); deleted = open(f[4]).read().split()
+names = [n for n in files(d) if n.endswith(".bin") or n.endswith(".bin.gz")]
+total = sum(os.path.getsize(os.path.join(d, n)) for n in names)
+pid_of = lambda n: int(re.match(r"trace\.(\d+)\.", n).group(1))
+if len(pids) != 201:
+    fail("%d processes reported, expected 201" % len(pids))
+if len(names) > 40 or total > 64 * 1048576:
+    fail("%d segment files, %d bytes left, over D9_MAX_FILES=40 / 64M" % (len(names), total))
+if sorted(pid_of(n) for n in names + deleted) != sorted(pids):
+    fail("kept + deleted segments are not one per process: %d kept, %d deleted, %d processes"
+         % (len(names), len(deleted), len(pids)))
+if summ["data_quality"]["budget_deleted_segments"] != len(deleted):
+    fail("d9-analyze counts %d deleted segments, the agents deleted %d"
+         % (summ["data_quality"]["budget_deleted_segments"], len(deleted)))
+if spared < 1:
+    fail("no look spared the scan")
+info = "%d files kept, %d deleted, %d looks spared the scan" % (len(names), len(deleted), spared)
+' "$T/est-tight.out" "$T/est-tight.err" "$T/est-tight" "$T/est-tight.json" "$T/est-tight.deleted"
 	fi
 fi
 
