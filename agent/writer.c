@@ -96,17 +96,19 @@ static void process_identity(void)
 	proc_cmdline_len = d9__cmdline_read(proc_cmdline, sizeof(proc_cmdline), d9__g.cfg.cmdline);
 }
 
+/* What a new writer reads once. The name and command line are read again at each segment's
+ * open (process_identity: programs rename themselves); the boot id cannot change while the
+ * process, or its parent before the fork, runs, so a forked child keeps its parent's. */
 static void process_info(void)
 {
-	size_t n;
-
-	process_identity();
 	if (gethostname(hostname, sizeof(hostname)) != 0)
 		hostname[0] = 0;
 	hostname[sizeof(hostname) - 1] = 0;
-	n = read_small("/proc/sys/kernel/random/boot_id", boot_id, sizeof(boot_id));
-	if (n && boot_id[n - 1] == '\n')
-		boot_id[n - 1] = 0;
+	if (!boot_id[0]) {
+		size_t n = read_small("/proc/sys/kernel/random/boot_id", boot_id, sizeof(boot_id));
+		if (n && boot_id[n - 1] == '\n')
+			boot_id[n - 1] = 0;
+	}
 }
 
 static void seg_name(char *out, size_t cap, uint32_t seq, const char *suffix)

@@ -6,8 +6,9 @@
 # from a secondary thread, abort() and SIGSEGV (default actions), SIGTERM sent from outside. Each run must leave only
 # sealed segments (no .active), all readable by d9-analyze (exit 0, no truncated segment) with
 # every park recorded. Then a fork storm: a fork-per-request parent and N children that each
-# wait in epoll_wait twice and exit, every child leaving one sealed segment (its time against a
-# run without the agent is scripts/bench-exit.sh's); and a later process of the series finishes the compression
+# wait in epoll_wait twice and exit, every child leaving one sealed segment with this machine's
+# boot id (its time against a run without the agent is scripts/bench-exit.sh's); and a later
+# process of the series finishes the compression
 # those exits left pending.
 set -u
 # shellcheck source=lib-preload.sh
@@ -212,6 +213,19 @@ else
 		pl_pass fork-storm-segments "$n segments: the parent's and one per child"
 	else
 		pl_fail fork-storm-segments "$n segments, expected $((N + 1))"
+	fi
+	# a forked child keeps its parent's boot id (writer.c, process_info: not read again)
+	boot=$(cat /proc/sys/kernel/random/boot_id)
+	bad=0 seen=0
+	for f in $(ls "$T/storm-last/trace" | grep -E '\.(bin|bin\.gz|active)$' | head -n 25); do
+		seen=$((seen + 1))
+		"$PL_ANALYZE" dump "$T/storm-last/trace/$f" 2>/dev/null | grep -m1 '"rec":"header"' |
+			grep -qF "\"boot_id\":\"$boot\"" || bad=$((bad + 1))
+	done
+	if [ "$seen" -gt 0 ] && [ "$bad" -eq 0 ]; then
+		pl_pass fork-storm-boot-id "$seen segments (the parent's and children's) carry boot id $boot"
+	else
+		pl_fail fork-storm-boot-id "$bad of $seen segments lack this machine's boot id $boot"
 	fi
 fi
 
