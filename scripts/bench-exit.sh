@@ -145,16 +145,23 @@ if subprocess.run(["cc", "-std=gnu11", "-D_GNU_SOURCE", "-O2", "-o", prog,
     print("  %-8s failed: cannot compile exit-progs.c" % "storm")
 else:
     base, withd9 = [], []
+    # a directory per run, all removed after the series: on ext4 without a journal (this
+    # machine's root) creating a file skips every inode of its group deleted in the last 60 to
+    # 360 s (the kernel's find_inode_bit / recently_deleted), so removing the last run's 501
+    # segments just before the next one charged the bench's own cleanup to the agent's runs
+    # (perf of one storm: 16% to 40% of its CPU in that scan; agent/COST.md section 20)
     for i in range(reps):
         for with_agent, into in ((False, base), (True, withd9)):
-            d = os.path.join(work, "storm")
-            shutil.rmtree(d, ignore_errors=True)
+            d = os.path.join(work, "storm-%d-%d" % (i, with_agent))
             os.makedirs(d)
             e = env_for(with_agent, d)
             e["D9_MAX_FILES"] = "2000"  # above the storm's 501 segments
             r = subprocess.run([prog, "storm", str(n)], env=e, capture_output=True, text=True,
                                timeout=300)
             into.append(int(r.stdout.strip() or 0) / 1e9)
+    for i in range(reps):
+        for with_agent in (False, True):
+            shutil.rmtree(os.path.join(work, "storm-%d-%d" % (i, with_agent)), ignore_errors=True)
     b, a = statistics.median(base), statistics.median(withd9)
     res["results"]["fork-storm"] = {"children": n, "without_s": base, "with_s": withd9,
                                     "median_without_s": b, "median_with_s": a,
