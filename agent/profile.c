@@ -1892,12 +1892,16 @@ static void bs_drain(void)
 
 /* In a forked child: the slots name the parent's blocks, and threads that were filling one are
  * gone. The mapping is kept, every slot freed. */
+/* The parent's pool: its slots hold the parent's threads' stacks and blocks. Unmapped, not
+ * walked: marking each of its 32 slots free wrote a page of each (a page fault apiece, in every
+ * forked child); the child maps its own at its first call past the threshold. */
 static void bs_child(void)
 {
 	struct bs_slot *pool = bs_pool;
 
-	for (uint32_t i = 0; pool && i < BS_SLOTS; i++)
-		pool[i].state = BS_FREE;
+	if (pool)
+		munmap(pool, BS_SLOTS * sizeof(struct bs_slot));
+	bs_pool = NULL;
 	bs_ready = 0;
 }
 

@@ -17,6 +17,9 @@
  *                                around it: "any type" may be a user or mount namespace), then
  *                                stops the worker, prints "worker TID parks N" and exits (9: setns
  *                                not permitted here)
+ *   exit-progs fork-block        a blocking call (usleep 20 ms in parent_block) after a park,
+ *                                then a fork; the child parks, calls usleep 20 ms in child_block,
+ *                                parks and exits; the parent waits for it and exits 0
  *   exit-progs storm N           a fork-per-request server: waits in epoll_wait (1 ms), forks a
  *                                child that waits in epoll_wait twice (1 ms) and exits, waits
  *                                for it; N times; prints the wall time in ns */
@@ -77,6 +80,21 @@ static void *ender(void *arg)
 	return NULL;
 }
 
+/* 20 ms off CPU inside a loop turn: a BlockingCall with this function on its stack */
+__attribute__((noinline)) void parent_block(void);
+__attribute__((noinline)) void parent_block(void)
+{
+	usleep(20000);
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) void child_block(void);
+__attribute__((noinline)) void child_block(void)
+{
+	usleep(20000);
+	__asm__ volatile("" ::: "memory");
+}
+
 static long long now_ns(void)
 {
 	struct timespec ts;
@@ -121,6 +139,21 @@ int main(int argc, char **argv)
 			return 2;
 		for (;;)
 			park(1, 1000);
+	}
+	if (!strcmp(mode, "fork-block")) {
+		parent_block();
+		park(1, 1);
+		pid_t p = fork();
+		if (p == 0) {
+			park(2, 1);
+			child_block();
+			park(2, 1);
+			exit(0);
+		}
+		int st;
+		if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st))
+			return 2;
+		return 0;
 	}
 	if (!strcmp(mode, "_Exit"))
 		_Exit(4);

@@ -7,8 +7,8 @@
 # sealed segments (no .active), all readable by d9-analyze (exit 0, no truncated segment) with
 # every park recorded. Then a fork storm: a fork-per-request parent and N children that each
 # wait in epoll_wait twice and exit, every child leaving one sealed segment with this machine's
-# boot id (its time against a run without the agent is scripts/bench-exit.sh's); and a later
-# process of the series finishes the compression
+# boot id (its time against a run without the agent is scripts/bench-exit.sh's); a forked
+# child's blocking-call stacks; and a later process of the series finishes the compression
 # those exits left pending.
 set -u
 # shellcheck source=lib-preload.sh
@@ -184,6 +184,38 @@ if d9_wait_for 30 compgen -G "$T/exit-sigterm/trace/*.active" >/dev/null; then
 	sealed exit-sigterm 143 50
 else
 	pl_fail exit-sigterm "no segment within $((30 * D9_SLOW)) s: $(head -c 300 "$T/exit-sigterm/stderr")"
+fi
+
+# ---- a forked child's blocking-call stacks ---------------------------------------------------------
+# The parent's pool of blocking-call stack slots is unmapped in a child, not walked (profile.c,
+# bs_child): the child maps its own at its first slow call. exit-progs fork-block: a 20 ms usleep
+# in parent_block, a fork, a 20 ms usleep in the child's child_block; each process's BlockingCall
+# has its own function on its stack.
+sd=$T/fork-block/trace
+mkdir -p "$T/fork-block"
+if ! { env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$sd/trace.bin" "$EXIT_WAIT" \
+	timeout -s KILL 60 "$PROG" fork-block >"$T/fork-block/out" 2>"$T/fork-block/err"; } 2>/dev/null; then
+	pl_fail fork-child-blocking-stack "exit-progs fork-block failed: $(head -c 300 "$T/fork-block/err")"
+else
+	"$PL_ANALYZE" jsonl "$sd" >"$T/fork-block/events.jsonl" 2>"$T/fork-block/analyze.err"
+	why=$(python3 - "$T/fork-block/events.jsonl" <<'PY3'
+import json, sys
+calls = [e for e in map(json.loads, open(sys.argv[1])) if e["type"] == "BlockingCall" and
+         e["call"] == "usleep"]
+by = {}
+for e in calls:
+    fn = next((f.split()[0] for f in e.get("stack") or [] if f.split()[0] in ("parent_block", "child_block")), None)
+    by.setdefault(fn, set()).add(e["pid"])
+if len(by.get("parent_block", ())) != 1 or len(by.get("child_block", ())) != 1 or \
+        by["parent_block"] == by["child_block"]:
+    print("usleep BlockingCalls by function and pid: %s" % {k: sorted(v) for k, v in by.items()})
+PY3
+)
+	if [ -n "$why" ]; then
+		pl_fail fork-child-blocking-stack "$why"
+	else
+		pl_pass fork-child-blocking-stack "parent_block in the parent's usleep, child_block in the child's"
+	fi
 fi
 
 # ---- fork storm -----------------------------------------------------------------------------------
