@@ -110,6 +110,57 @@ info = "%d bytes in %d segments kept, %d deleted (analyzer %d)" % (total, len(na
 multi budget-shared 0
 multi budget-shared-gz 1
 
+# storm_check NAME DIR RC PROCS FILES BYTES MIN_SPARED: a storm that exited RC (its output in
+# $T/NAME.out, stderr in $T/NAME.err), its directory once settled: PROCS processes reported, at
+# most FILES segment files and BYTES bytes (1% slack) left, each process's segment either kept
+# or deleted (the agents' debug lines), the analyzer's count of deletions equal, and at least
+# MIN_SPARED looks that skipped the scan (the estimate, below).
+storm_check() {
+	local name=$1 d=$2 rc=$3
+	shift 3
+	if [ "$rc" -ne 0 ]; then
+		d9_fail "$name" "fork-storm exited $rc: $(grep -v '^d9\[[0-9]*\]: ' "$T/$name.err" | head -c 300)"
+		return
+	elif ! d9_wait_settled "$d"; then
+		d9_fail "$name" "$D9_SETTLE_ERR"
+		return
+	fi
+	deleted_names "$T/$name.err" >"$T/$name.deleted"
+	summary_json "$d" "$T/$name.json"
+	d9_py "$name" '
+import re
+procs, max_files, max_bytes, min_spared = (int(v) for v in f[5:9])
+lines = open(f[0]).read().split("\n")
+pids = set(int(l.split()[1]) for l in lines if l.startswith("child ") or l.startswith("parent "))
+spared = sum(1 for l in open(f[4]) if ": no scan, the estimate of " in l)
+d = f[1]; summ = one(f[2]); deleted = open(f[3]).read().split()
+names = [n for n in files(d) if n.endswith(".bin") or n.endswith(".bin.gz")]
+if len(pids) != procs:
+    fail("%d processes reported, expected %d" % (len(pids), procs))
+if len(names) > max_files:
+    fail("%d segment files left, over D9_MAX_FILES=%d" % (len(names), max_files))
+total = sum(os.path.getsize(os.path.join(d, n)) for n in names)
+if total > max_bytes * 1.01:
+    fail("%d bytes left, over D9_MAX_TOTAL_SIZE=%d" % (total, max_bytes))
+def pid_of(n):
+    return int(re.match(r"trace\.(\d+)\.", n).group(1))
+kept = [pid_of(n) for n in names]; gone = [pid_of(n) for n in deleted]
+if sorted(kept + gone) != sorted(pids):
+    missing = sorted(pids - set(kept + gone))[:5]
+    fail("kept + deleted segments are not one per process: %d kept, %d deleted, %d processes, "
+         "missing %s (their files: %s)" % (len(kept), len(gone), len(pids), missing,
+         [n for n in files(d) if any(".%d." % m in n for m in missing)]))
+dq = summ["data_quality"]
+if dq["budget_deleted_segments"] != len(deleted):
+    fail("d9-analyze counts %d deleted segments, the agents deleted %d"
+         % (dq["budget_deleted_segments"], len(deleted)))
+if spared < min_spared:
+    fail("%d looks skipped the scan, expected %d at least" % (spared, min_spared))
+info = "%d files (%d bytes) kept, %d deleted (analyzer %d), %d looks skipped the scan" % (
+    len(names), total, len(deleted), dq["budget_deleted_segments"], spared)
+' "$T/$name.out" "$d" "$T/$name.json" "$T/$name.deleted" "$T/$name.err" "$1" "$2" "$3" "$4"
+}
+
 # ---- a fork storm -----------------------------------------------------------------------------------
 storm=$T/fork-storm
 if [ ! -e "$D9_ROOT/build/libd9agent.so" ]; then
@@ -125,44 +176,8 @@ else
 	{ env LD_PRELOAD="$D9_ROOT/build/libd9agent.so" D9_TRACE_PATH="$d/trace.bin" \
 		D9_MAX_TOTAL_SIZE=2M D9_LOG=debug D9_EXIT_TIMEOUT=10s \
 		timeout -s KILL $((300 * D9_SLOW)) "$storm" 500 4 \
-		>"$T/storm.out" 2>"$T/storm.err"; } 2>/dev/null
-	rc=$?
-	if [ "$rc" -ne 0 ]; then
-		d9_fail budget-fork-storm "fork-storm exited $rc: $(grep -v '^d9\[[0-9]*\]: \(deleted\|segment\|tracing\)' "$T/storm.err" | head -c 300)"
-	elif ! d9_wait_settled "$d"; then
-		d9_fail budget-fork-storm "$D9_SETTLE_ERR"
-	else
-		deleted_names "$T/storm.err" >"$T/storm.deleted"
-		summary_json "$d" "$T/storm.json"
-		d9_py budget-fork-storm '
-import re
-lines = open(f[0]).read().split("\n")
-pids = set(int(l.split()[1]) for l in lines if l.startswith("child ") or l.startswith("parent "))
-d = f[1]; summ = one(f[2]); deleted = open(f[3]).read().split()
-names = [n for n in files(d) if n.endswith(".bin") or n.endswith(".bin.gz")]
-if len(pids) != 501:
-    fail("%d processes reported, expected 501" % len(pids))
-if len(names) > 256:
-    fail("%d segment files left, over the default D9_MAX_FILES=256" % len(names))
-total = sum(os.path.getsize(os.path.join(d, n)) for n in names)
-if total > 2 * 1048576 * 1.01:
-    fail("%d bytes left, over D9_MAX_TOTAL_SIZE=2M" % total)
-def pid_of(n):
-    return int(re.match(r"trace\.(\d+)\.", n).group(1))
-kept = [pid_of(n) for n in names]; gone = [pid_of(n) for n in deleted]
-if sorted(kept + gone) != sorted(pids):
-    missing = sorted(pids - set(kept + gone))[:5]
-    fail("kept + deleted segments are not one per process: %d kept, %d deleted, %d processes, "
-         "missing %s (their files: %s)" % (len(kept), len(gone), len(pids), missing,
-         [n for n in files(d) if any(".%d." % m in n for m in missing)]))
-dq = summ["data_quality"]
-if dq["budget_deleted_segments"] != len(deleted):
-    fail("d9-analyze counts %d deleted segments, the agents deleted %d"
-         % (dq["budget_deleted_segments"], len(deleted)))
-info = "%d files (%d bytes) kept, %d deleted (analyzer %d)" % (len(names), total, len(deleted),
-    dq["budget_deleted_segments"])
-' "$T/storm.out" "$d" "$T/storm.json" "$T/storm.deleted"
-	fi
+		>"$T/budget-fork-storm.out" 2>"$T/budget-fork-storm.err"; } 2>/dev/null
+	storm_check budget-fork-storm "$d" $? 501 256 $((2 * 1048576)) 0
 fi
 
 # ---- the estimate that spares a scan ---------------------------------------------------------------
@@ -206,38 +221,9 @@ if len(names) != 201:
 info = "%d of %d looks spared the scan, %d segments kept" % (spared, len(procs), len(names))
 ' "$T/est-loose.out" "$T/est-loose.err" "$T/est-loose"
 	fi
-	estimate_storm est-tight D9_MAX_TOTAL_SIZE=64M D9_MAX_FILE_SIZE=1M D9_MAX_FILES=40
-	if [ "$ESTORM_RC" -ne 0 ]; then
-		d9_fail budget-estimate-bounds "fork-storm exited $ESTORM_RC: $(grep -v '^d9\[[0-9]*\]: ' "$T/est-tight.err" | head -c 300)"
-	elif ! d9_wait_settled "$T/est-tight"; then
-		d9_fail budget-estimate-bounds "$D9_SETTLE_ERR"
-	else
-		deleted_names "$T/est-tight.err" >"$T/est-tight.deleted"
-		summary_json "$T/est-tight" "$T/est-tight.json"
-		d9_py budget-estimate-bounds '
-import re
-lines = open(f[0]).read().split("\n")
-pids = set(int(l.split()[1]) for l in lines if l.startswith("child ") or l.startswith("parent "))
-spared = sum(1 for l in open(f[1]) if ": no scan, the estimate of " in l)
-d = f[2]; summ = one(f[3]); deleted = open(f[4]).read().split()
-names = [n for n in files(d) if n.endswith(".bin") or n.endswith(".bin.gz")]
-total = sum(os.path.getsize(os.path.join(d, n)) for n in names)
-pid_of = lambda n: int(re.match(r"trace\.(\d+)\.", n).group(1))
-if len(pids) != 201:
-    fail("%d processes reported, expected 201" % len(pids))
-if len(names) > 40 or total > 64 * 1048576:
-    fail("%d segment files, %d bytes left, over D9_MAX_FILES=40 / 64M" % (len(names), total))
-if sorted(pid_of(n) for n in names + deleted) != sorted(pids):
-    fail("kept + deleted segments are not one per process: %d kept, %d deleted, %d processes"
-         % (len(names), len(deleted), len(pids)))
-if summ["data_quality"]["budget_deleted_segments"] != len(deleted):
-    fail("d9-analyze counts %d deleted segments, the agents deleted %d"
-         % (summ["data_quality"]["budget_deleted_segments"], len(deleted)))
-if spared < 1:
-    fail("no look spared the scan")
-info = "%d files kept, %d deleted, %d looks spared the scan" % (len(names), len(deleted), spared)
-' "$T/est-tight.out" "$T/est-tight.err" "$T/est-tight" "$T/est-tight.json" "$T/est-tight.deleted"
-	fi
+	estimate_storm budget-estimate-bounds D9_MAX_TOTAL_SIZE=64M D9_MAX_FILE_SIZE=1M D9_MAX_FILES=40
+	storm_check budget-estimate-bounds "$T/budget-estimate-bounds" "$ESTORM_RC" 201 40 \
+		$((64 * 1048576)) 1
 fi
 
 # ---- a pre-forked server under LD_PRELOAD ----------------------------------------------------------
