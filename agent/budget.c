@@ -29,7 +29,7 @@ static struct {
 
 /* 16 bytes, then u64 LE: segments deleted, their bytes; then (optional: an older agent writes
  * the first 32 bytes only) the estimate: the directory's bytes and files, and the
- * CLOCK_BOOTTIME of the scan it started from (0: none) */
+ * CLOCK_MONOTONIC ns of the scan it started from (0: none) */
 #define LEDGER_MAGIC "d9 budget 1\n\0\0\0\0"
 #define LEDGER_BYTES 56
 /* An estimate this young, with room for half the budget after what it adds, spares a scan. */

@@ -1891,10 +1891,9 @@ static void bs_drain(void)
 }
 
 /* In a forked child: the slots name the parent's blocks, and threads that were filling one are
- * gone. The mapping is kept, every slot freed. */
-/* The parent's pool: its slots hold the parent's threads' stacks and blocks. Unmapped, not
- * walked: marking each of its 32 slots free wrote a page of each (a page fault apiece, in every
- * forked child); the child maps its own at its first call past the threshold. */
+ * gone. The pool is unmapped, not walked: marking each of its 32 slots free wrote a page of each
+ * (a page fault apiece, in every forked child); the child maps its own at its first call past
+ * the threshold. */
 static void bs_child(void)
 {
 	struct bs_slot *pool = bs_pool;
