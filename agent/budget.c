@@ -366,7 +366,7 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 	struct d9__agent *g = &d9__g;
 	const uint64_t budget = g->cfg.max_total_size;
 	struct cand *c = NULL;
-	uint64_t segs = 0, bytes = 0, del_segs = 0, del_bytes = 0, scan_ns = 0;
+	uint64_t segs = 0, bytes = 0, del_segs = 0, del_bytes = 0, now;
 	int saved = errno, scanned = 0;
 	struct ledger l = { 0 };
 	struct scan sc = { .ndirs = 0 };
@@ -378,12 +378,13 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		errno = saved;
 		return taken;
 	}
+	now = d9__mono_ns(); /* the estimate's age, or the time of the scan below */
 	if (taken == 0) {
 		ledger_read(&l);
 		/* A fresh estimate far from the limits spares the scan (a fork storm's children each
 		 * scanned a directory of hundreds of files). What this look lets the directory gain
 		 * before the next one is at most one segment of ours: it is added. */
-		uint64_t add = g->cfg.max_file_size, now = d9__mono_ns();
+		uint64_t add = g->cfg.max_file_size;
 		if (l.est_ns && now >= l.est_ns && now - l.est_ns < ESTIMATE_FRESH_NS &&
 			l.est_bytes <= budget / 2 && add <= budget / 2 - l.est_bytes &&
 			l.est_files < g->cfg.max_files / 2) {
@@ -397,7 +398,6 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 			goto out;
 		}
 	}
-	scan_ns = d9__mono_ns();
 	DIR *d = opendir(g->cfg.dir);
 	if (!d)
 		goto out;
@@ -447,7 +447,7 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 	 * were in it: their writers do not add to ours) */
 	l.est_bytes = total;
 	l.est_files = nfiles;
-	l.est_ns = sc.ndirs > 1 ? 0 : scan_ns;
+	l.est_ns = sc.ndirs > 1 ? 0 : now;
 	if (total > budget || nfiles > g->cfg.max_files)
 		d9__log_once(D9_LOG_INFO, "the directory budget of %s cannot be kept now: the segments "
 			"being written take %llu bytes in %zu files (said once)", g->cfg.dir,

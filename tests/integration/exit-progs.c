@@ -19,7 +19,10 @@
  *                                not permitted here)
  *   exit-progs fork-block        a blocking call (usleep 20 ms in parent_block) after a park,
  *                                then a fork; the child parks, calls usleep 20 ms in child_block,
- *                                parks and exits; the parent waits for it and exits 0
+ *                                parks and exits; the parent waits for it and exits 0. The
+ *                                usleeps are the behaviour under test (calls that block past
+ *                                D9_BLOCKING_THRESHOLD, 1 ms by default), not waits for
+ *                                anything: a loaded machine only makes them longer
  *   exit-progs storm N           a fork-per-request server: waits in epoll_wait (1 ms), forks a
  *                                child that waits in epoll_wait twice (1 ms) and exits, waits
  *                                for it; N times; prints the wall time in ns */

@@ -189,11 +189,12 @@ fi
 # ---- a forked child's blocking-call stacks ---------------------------------------------------------
 # The parent's pool of blocking-call stack slots is unmapped in a child, not walked (profile.c,
 # bs_child): the child maps its own at its first slow call. exit-progs fork-block: a 20 ms usleep
-# in parent_block, a fork, a 20 ms usleep in the child's child_block; each process's BlockingCall
+# in parent_block, a fork, a 20 ms usleep in the child's child_block (injected blocking calls,
+# 20 times D9_BLOCKING_THRESHOLD, set here; nothing waits on them); each process's BlockingCall
 # has its own function on its stack.
 sd=$T/fork-block/trace
 mkdir -p "$T/fork-block"
-if ! { env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$sd/trace.bin" "$EXIT_WAIT" \
+if ! { env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$sd/trace.bin" "$EXIT_WAIT" D9_BLOCKING_THRESHOLD=1ms \
 	timeout -s KILL 60 "$PROG" fork-block >"$T/fork-block/out" 2>"$T/fork-block/err"; } 2>/dev/null; then
 	pl_fail fork-child-blocking-stack "exit-progs fork-block failed: $(head -c 300 "$T/fork-block/err")"
 else
