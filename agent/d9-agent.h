@@ -425,9 +425,10 @@ static inline void d9_rec_request_end(uint64_t now, uint64_t id, uint32_t source
 		status, tail_ticks));
 }
 
-static inline void d9_rec_zero_timeout_waits(uint64_t count)
+/* at `now`: d9__now(), read by the caller (its Park takes the same time) */
+static inline void d9_rec_zero_timeout_waits(uint64_t now, uint64_t count)
 {
-	D9__REC(d9__raw_one(&t_->raw, d9__now(),
+	D9__REC(d9__raw_one(&t_->raw, now,
 		D9__RAW_HDR(D9_EV_ZERO_TIMEOUT_WAITS, D9__RW_ZERO_WAITS, 0), count));
 }
 
@@ -441,16 +442,22 @@ void d9__unpark(struct d9__thr *t);
 
 /* d9_rec_park for a caller that has just seen d9__enabled set (a toggle in between records one
  * Park more, as one just before the toggle would). */
-static inline void d9_rec_park_on(uint32_t call, int64_t timeout_us)
+/* Park at `now` (d9__now(), read by the caller just before). */
+static inline void d9_rec_park_at(uint64_t now, uint32_t call, int64_t timeout_us)
 {
 	struct d9__thr *t = &d9__self;
 
-	if (D9_UNLIKELY(d9_raw_park(&t->raw, d9__now(), call, timeout_us) != 0)) {
+	if (D9_UNLIKELY(d9_raw_park(&t->raw, now, call, timeout_us) != 0)) {
 		d9__rec_park_slow(call, timeout_us);
 		return;
 	}
 	if (t->blk)
 		__atomic_store_n(&t->park, D9__PARKED, __ATOMIC_RELEASE);
+}
+
+static inline void d9_rec_park_on(uint32_t call, int64_t timeout_us)
+{
+	d9_rec_park_at(d9__now(), call, timeout_us);
 }
 
 static inline void d9_rec_park(uint32_t call, int64_t timeout_us)

@@ -283,7 +283,7 @@ D9_INTERPOSE unsigned int sleep(unsigned int seconds)
 #define D9__IO_ARGS(...) __VA_ARGS__
 
 IO_WRAPPER(read, (int fd, void *buf, size_t n), (fd, buf, n), SYS_read,
-	d9__req_read(fd, buf, r, errno))
+	d9__req_read(fd, buf, r))
 IO_WRAPPER(write, (int fd, const void *buf, size_t n), (fd, buf, n), SYS_write,
 	d9__req_wrote(fd, r))
 
@@ -316,7 +316,7 @@ D9_INTERPOSE ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
 }
 
 IO_WRAPPER(readv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), SYS_readv,
-	d9__req_readv(fd, iov, cnt > 0 ? (size_t)cnt : 0, r, errno))
+	d9__req_readv(fd, iov, cnt > 0 ? (size_t)cnt : 0, r))
 IO_WRAPPER(writev, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), SYS_writev,
 	d9__req_wrote(fd, r))
 

@@ -60,9 +60,11 @@ static inline int64_t tv_to_us(const struct timeval *tv)
 /* Returns 1 when the wait is recorded as a park (then call d9__unpark after it). */
 static inline __attribute__((always_inline)) int park(uint32_t call, int64_t timeout_us)
 {
-	/* the loop turn ends: requests it answered end (requests.c); 0 with D9_REQUESTS off */
+	/* the loop turn ends: requests it answered end (requests.c; 0 with D9_REQUESTS off), at
+	 * the time the Park then takes too (one clock read for both) */
+	uint64_t now = 0;
 	if (D9_UNLIKELY(d9__req_npending))
-		d9__req_turn_end();
+		now = d9__req_turn_end();
 	if (timeout_us == 0) {
 		d9__pl.nowait++;
 		return 0;
@@ -80,10 +82,12 @@ static inline __attribute__((always_inline)) int park(uint32_t call, int64_t tim
 	d9__pl.in_turn = 0;
 	if (d9__pl.nowait) {
 		/* the loop spun on zero-timeout waits since its last park: one count, not a pair each */
-		d9_rec_zero_timeout_waits(d9__pl.nowait);
+		if (!now)
+			now = d9__now();
+		d9_rec_zero_timeout_waits(now, d9__pl.nowait);
 		d9__pl.nowait = 0;
 	}
-	d9_rec_park_on(call, timeout_us);
+	d9_rec_park_at(now ? now : d9__now(), call, timeout_us);
 	return 1;
 }
 

@@ -108,8 +108,8 @@ static uint32_t proto_flags(const struct req_fd *r)
 	return r->proto == PROTO_HTTP ? D9_REQ_HTTP : r->proto == PROTO_RESP ? D9_REQ_RESP : 0;
 }
 
-/* Ends r's open request with `flags`; r becomes idle. */
-static void end_request(struct req_fd *r, uint32_t flags)
+/* Ends r's open request with `flags` at `now` (d9__now()); r becomes idle. */
+static void end_request(struct req_fd *r, uint32_t flags, uint64_t now)
 {
 	flags |= proto_flags(r);
 	if (r->state == ST_IN)
@@ -123,7 +123,6 @@ static void end_request(struct req_fd *r, uint32_t flags)
 	}
 	if (d9__pl_active()) {
 		/* the response ended at its last write; the reader's return only tells it now */
-		uint64_t now = d9__now();
 		uint64_t tail = r->state == ST_OUT && now > r->last_write ? now - r->last_write : 0;
 		d9_rec_request_end(now, r->id, D9_REQ_SRC_ZERO_CODE, r->bytes_in, r->bytes_out,
 			flags, r->proto == PROTO_HTTP || r->proto == PROTO_RESP ? r->count : 0, 0, tail);
@@ -248,9 +247,11 @@ static uint64_t preview(const uint8_t *b, size_t n)
 	struct pv_cache *c = &pv_cache[h % D9__REQ_PV_CACHE];
 	if (c->id && c->len == k && !memcmp(c->s, s, k))
 		return c->id;
+	int saved = errno; /* the hooks' callers' errno: malloc may set it */
 	d9__self.busy = 1; /* the definition table's lock and memory are the agent's */
 	uint64_t id = d9_agent_string(s, k);
 	d9__self.busy = 0;
+	errno = saved;
 	if (id) {
 		memcpy(c->s, s, k);
 		c->len = (uint8_t)k;
@@ -284,11 +285,13 @@ out:
 
 /* n > 0 bytes of b[0..n) arrived on r (one piece of a scatter read: first says whether it is the
  * read's first piece). */
-static void req_bytes(int fd, struct req_fd *r, const uint8_t *b, size_t n, int first)
+static inline __attribute__((always_inline)) void req_bytes(int fd, struct req_fd *r,
+	const uint8_t *b, size_t n, int first)
 {
 	if (first) {
 		if (r->state == ST_OUT)
-			end_request(r, 0); /* the reader came back and the next request is there */
+			/* the reader came back and the next request is there */
+			end_request(r, 0, d9__now());
 		if (r->proto == PROTO_UNKNOWN)
 			r->proto = b[0] == '*' ? PROTO_RESP : is_http(b, n) ? PROTO_HTTP : PROTO_OTHER;
 		if (r->state == ST_IDLE) {
@@ -311,33 +314,36 @@ static void req_bytes(int fd, struct req_fd *r, const uint8_t *b, size_t n, int 
 		resp_scan(r, b, n);
 }
 
-void d9__req_read(int fd, const void *buf, ssize_t n, int err)
+/* d9__req_read, inline in this file's own socket calls (recv, recvfrom: a call and its frame
+ * less on every read of an HTTP or RESP server) */
+static inline __attribute__((always_inline)) void req_read(int fd, const void *buf, ssize_t n)
 {
 	struct req_fd *r = slot(fd);
 
-	(void)err;
 	if (!r || !d9__pl_active())
 		return;
-	int saved = errno;
 	if (n > 0)
 		req_bytes(fd, r, buf, (size_t)n, 1);
 	else if (r->state == ST_OUT || (n == 0 && r->state == ST_IN))
 		/* the reader came back for the next request (nothing yet), or the peer closed */
-		end_request(r, n == 0 ? D9_REQ_CLOSED : 0);
-	errno = saved;
+		end_request(r, n == 0 ? D9_REQ_CLOSED : 0, d9__now());
 }
 
-void d9__req_readv(int fd, const struct iovec *iov, size_t cnt, ssize_t n, int err)
+void d9__req_read(int fd, const void *buf, ssize_t n)
+{
+	req_read(fd, buf, n);
+}
+
+void d9__req_readv(int fd, const struct iovec *iov, size_t cnt, ssize_t n)
 {
 	struct req_fd *r = slot(fd);
 
 	if (!r || !d9__pl_active())
 		return;
 	if (n <= 0) {
-		d9__req_read(fd, NULL, n, err);
+		d9__req_read(fd, NULL, n);
 		return;
 	}
-	int saved = errno;
 	size_t left = (size_t)n;
 	for (size_t i = 0, first = 1; i < cnt && left; i++) {
 		size_t k = iov[i].iov_len < left ? iov[i].iov_len : left;
@@ -347,7 +353,6 @@ void d9__req_readv(int fd, const struct iovec *iov, size_t cnt, ssize_t n, int e
 		first = 0;
 		left -= k;
 	}
-	errno = saved;
 }
 
 void d9__req_wrote(int fd, ssize_t n)
@@ -367,7 +372,7 @@ void d9__req_wrote(int fd, ssize_t n)
 			 * at the peer's next request, which would add the client's think time */
 			if (d9__pl_active()) {
 				int saved = errno;
-				end_request(r, D9_REQ_TURN_END);
+				end_request(r, D9_REQ_TURN_END, d9__now());
 				errno = saved;
 			}
 			return;
@@ -388,25 +393,25 @@ void d9__req_close(int fd)
 		return;
 	int saved = errno;
 	if (r->state == ST_IN || r->state == ST_OUT)
-		end_request(r, D9_REQ_CLOSED);
+		end_request(r, D9_REQ_CLOSED, d9__now());
 	r->state = ST_UNTRACKED; /* the number may next name anything: a file, a client socket */
 	errno = saved;
 }
 
-void d9__req_turn_end(void)
+uint64_t d9__req_turn_end(void)
 {
 	unsigned n = d9__req_npending;
 
 	d9__req_npending = 0;
 	if (!d9__pl_active())
-		return;
-	int saved = errno;
+		return 0;
+	uint64_t now = d9__now();
 	for (unsigned i = 0; i < n; i++) {
 		struct req_fd *r = slot(pending[i].fd);
 		if (r && r->state == ST_OUT && r->id == pending[i].id && r->pending)
-			end_request(r, D9_REQ_TURN_END);
+			end_request(r, D9_REQ_TURN_END, now);
 	}
-	errno = saved;
+	return now;
 }
 
 /* ---- the application API --------------------------------------------------------------------- */
@@ -504,7 +509,7 @@ static __attribute__((noinline)) ssize_t recv_req(int fd, void *buf, size_t n, i
 	ssize_t r = D9__SYS(real_recv(fd, buf, n, flags), SYS_recvfrom, fd, buf, n, flags, 0, 0);
 	/* a peek leaves the bytes for the next read: not yet read */
 	if (D9_UNLIKELY(d9__pcfg.requests) && !(flags & MSG_PEEK))
-		d9__req_read(fd, buf, r, errno);
+		req_read(fd, buf, r);
 	return r;
 }
 
@@ -523,7 +528,7 @@ static __attribute__((noinline)) ssize_t recvfrom_req(int fd, void *buf, size_t 
 	ssize_t r = D9__SYS(real_recvfrom(fd, buf, n, flags, addr, alen), SYS_recvfrom, fd, buf,
 		n, flags, addr, alen);
 	if (D9_UNLIKELY(d9__pcfg.requests) && !(flags & MSG_PEEK))
-		d9__req_read(fd, buf, r, errno);
+		req_read(fd, buf, r);
 	return r;
 }
 
@@ -543,7 +548,7 @@ static __attribute__((noinline)) ssize_t recvmsg_req(int fd, struct msghdr *msg,
 	ssize_t r = D9__SYS(real_recvmsg(fd, msg, flags), SYS_recvmsg, fd, msg, flags);
 	/* a bad msg is the kernel's EFAULT, never ours to read */
 	if (D9_UNLIKELY(d9__pcfg.requests) && !(flags & MSG_PEEK))
-		d9__req_readv(fd, r > 0 ? msg->msg_iov : NULL, r > 0 ? msg->msg_iovlen : 0, r, errno);
+		d9__req_readv(fd, r > 0 ? msg->msg_iov : NULL, r > 0 ? msg->msg_iovlen : 0, r);
 	return r;
 }
 

@@ -18,16 +18,18 @@ extern __thread unsigned d9__req_npending __attribute__((tls_model("initial-exec
 
 /* A connection was accepted on fd (a listening socket's child): its requests are tracked. */
 void d9__req_accepted(int fd);
-/* A read on fd returned n (buf holds n bytes when n > 0; err is errno when n < 0). */
-void d9__req_read(int fd, const void *buf, ssize_t n, int err);
+/* A read on fd returned n (buf holds n bytes when n > 0). These hooks keep errno as the call left
+ * it: what they call on their common path never sets it (the recording's slow path keeps it). */
+void d9__req_read(int fd, const void *buf, ssize_t n);
 /* The same for a scatter read (readv, recvmsg). */
-void d9__req_readv(int fd, const struct iovec *iov, size_t cnt, ssize_t n, int err);
+void d9__req_readv(int fd, const struct iovec *iov, size_t cnt, ssize_t n);
 /* A write on fd sent n bytes (n <= 0: nothing). */
 void d9__req_wrote(int fd, ssize_t n);
 /* fd is about to be closed. */
 void d9__req_close(int fd);
-/* The calling thread's loop turn ends (it is about to wait): requests it answered end. */
-void d9__req_turn_end(void);
+/* The calling thread's loop turn ends (it is about to wait): requests it answered end. Returns
+ * the d9__now() their ends were recorded at, 0 when none was. */
+uint64_t d9__req_turn_end(void);
 
 /* The application API (agent/api.c, d9.h) names requests itself: begin and end on the calling
  * thread and coroutine. A zero-code request of the same coroutine (thread, in generic mode) that

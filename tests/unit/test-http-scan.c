@@ -1,8 +1,8 @@
-/* test-http-scan.c: preload/http-scan.h's scan for the ends of HTTP request heads (a Horspool
- * search that skips most bytes) against the rule it implements, byte by byte: "\r\n\r\n" ends a
- * head, a mismatch falls back to a lone CR, a terminator may be cut by the end of a read. Random
- * inputs, mostly CR and LF, cut into random reads; and a pipelined pair of real heads cut at
- * every byte. */
+/* test-http-scan.c: preload/http-scan.h's scan for the ends of HTTP request heads (16-byte
+ * blocks searched for LFs; a Horspool search for short reads) against the rule it implements,
+ * byte by byte: "\r\n\r\n" ends a head, a mismatch falls back to a lone CR, a terminator may be
+ * cut by the end of a read. Random inputs, mostly CR and LF, cut into random reads, short and
+ * long; and a pipelined pair of real heads cut at every byte. */
 #include "../../preload/http-scan.h"
 #include "t.h"
 
@@ -51,15 +51,16 @@ static void compare(const uint8_t *b, size_t n, const size_t *cuts, size_t ncuts
 	}
 }
 
-TEST(random_inputs_and_reads)
+/* rounds random inputs of up to max bytes (mostly CR and LF), cut into up to 8 random reads */
+static void random_rounds(unsigned seed, int rounds, size_t max)
 {
 	static const uint8_t alpha[] = { '\r', '\n', '\r', '\n', 'a', ' ' };
-	uint8_t b[96];
+	uint8_t b[1024];
 	size_t cuts[8];
 
-	srand(14);
-	for (int round = 0; round < 200000; round++) {
-		size_t n = (size_t)rand() % sizeof(b);
+	srand(seed);
+	for (int round = 0; round < rounds; round++) {
+		size_t n = (size_t)rand() % max;
 		for (size_t i = 0; i < n; i++)
 			b[i] = alpha[rand() % (int)sizeof(alpha)];
 		size_t ncuts = n ? (size_t)rand() % 8 : 0;
@@ -74,6 +75,17 @@ TEST(random_inputs_and_reads)
 			}
 		compare(b, n, cuts, ncuts);
 	}
+}
+
+TEST(random_inputs_and_reads)
+{
+	random_rounds(14, 200000, 96);
+}
+
+/* reads of 16 bytes and more take the 16-byte blocks, the last one overlapping */
+TEST(random_long_reads)
+{
+	random_rounds(17, 20000, 1024);
 }
 
 TEST(pipelined_heads_cut_anywhere)
