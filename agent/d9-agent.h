@@ -358,11 +358,19 @@ static inline void d9_rec_poll_end(uint64_t coroutine)
 		d9__switched(t, now, 0);
 }
 
-static inline void d9_rec_wake(uint64_t woken, uint64_t waker, uint32_t kind, int64_t object)
+/* A Wake at `now` (d9__now(), read by the caller: e.g. the Unpark of the wait that found the
+ * descriptor ready); the slow path, in a new chunk, reads the clock again. */
+static inline void d9_rec_wake_at(uint64_t now, uint64_t woken, uint64_t waker, uint32_t kind,
+	int64_t object)
 {
 	if (D9_UNLIKELY(!d9__enabled ||
-		    d9_raw_wake(&d9__self.raw, d9__now(), woken, waker, kind, object) != 0))
+		    d9_raw_wake(&d9__self.raw, now, woken, waker, kind, object) != 0))
 		d9__rec_wake_slow(woken, waker, kind, object);
+}
+
+static inline void d9_rec_wake(uint64_t woken, uint64_t waker, uint32_t kind, int64_t object)
+{
+	d9_rec_wake_at(d9__now(), woken, waker, kind, object);
 }
 
 static inline void d9_rec_spawn(uint64_t coroutine, uint64_t parent, uint64_t location)

@@ -124,7 +124,8 @@ int d9__pl_schedstat(uint64_t now)
 	return err;
 }
 
-static inline __attribute__((always_inline)) void unpark(int ret, int err)
+/* Records the Unpark; returns its time. */
+static inline __attribute__((always_inline)) uint64_t unpark(int ret, int err)
 {
 	uint64_t cpu = D9_UNKNOWN, wait = D9_UNKNOWN;
 	uint64_t now = d9__now();
@@ -148,21 +149,18 @@ static inline __attribute__((always_inline)) void unpark(int ret, int err)
 		d9_rec_unpark_at(now, ret < 0 ? -err : ret, D9_UNKNOWN, D9_UNKNOWN);
 	}
 	d9__pl.in_turn = 1;
+	return now;
 }
 
 /* After a wait: its Unpark (when parked), with -errno when the wait failed, then the runtime's
- * look at the ready descriptors (its `hook`). errno is read only for a failed wait, and saved only
- * around the hook: the Unpark's own slow paths (d9__slow, d9_agent_schedstat, d9__unpark) leave
- * it as it was. */
+ * look at the ready descriptors (its `hook`), given the Unpark's time (0: not parked). errno is
+ * read only for a failed wait, and saved nowhere: the Unpark's own slow paths (d9__slow,
+ * d9_agent_schedstat, d9__unpark) leave it as it was, and so do the hooks (runtime.h). */
 #define AFTER_WAIT(parked, r, hook, ...)                                             \
 	do {                                                                         \
-		if (parked)                                                          \
-			unpark(r, (r) < 0 ? errno : 0);                             \
-		if (d9__pl.rt && (r) > 0 && d9__pl.rt->hook) {                       \
-			int e_ = errno;                                              \
-			d9__pl.rt->hook(__VA_ARGS__);                                \
-			errno = e_;                                                  \
-		}                                                                    \
+		uint64_t at_ = (parked) ? unpark(r, (r) < 0 ? errno : 0) : 0;        \
+		if (d9__pl.rt && (r) > 0 && d9__pl.rt->hook)                         \
+			d9__pl.rt->hook(at_, __VA_ARGS__);                           \
 	} while (0)
 
 D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)

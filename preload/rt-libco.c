@@ -133,14 +133,20 @@ static uint64_t location_of(void *start, void *callsite)
 	return d9__rt_location(&S->locs, start, callsite);
 }
 
-/* co became runnable because of `waker` (0: none) for `kind` on `object`. */
-static void wake(struct co *co, uint64_t waker, uint32_t kind, int64_t object)
+/* co became runnable because of `waker` (0: none) for `kind` on `object`, at `at` (the event
+ * loop's Unpark, for the descriptors its wait found ready; 0: now). */
+static void wake_at(uint64_t at, struct co *co, uint64_t waker, uint32_t kind, int64_t object)
 {
 	if (co->woken || co->exited)
 		return;
 	co->woken = 1;
 	S->runnable++;
-	d9_rec_wake(co->id, waker, kind, object);
+	d9_rec_wake_at(at ? at : d9__now(), co->id, waker, kind, object);
+}
+
+static void wake(struct co *co, uint64_t waker, uint32_t kind, int64_t object)
+{
+	wake_at(0, co, waker, kind, object);
 }
 
 /* runtime.h's run-queue sample, with this scheduler's counts */
@@ -520,7 +526,7 @@ D9_INTERPOSE int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 }
 
 /* The event loop's epoll_wait returned n events (libc-wait.c, after its Unpark). */
-static void after_epoll(int epfd, const struct epoll_event *ev, int n)
+static void after_epoll(uint64_t at, int epfd, const struct epoll_event *ev, int n)
 {
 	struct lc_state *s = S;
 
@@ -536,7 +542,7 @@ static void after_epoll(int epfd, const struct epoll_event *ev, int n)
 		struct co *co = r->data == data && r->epfd == epfd ?
 			pm_get(&s->cos, r->handle) : NULL;
 		if (co && co->waiting == WAIT_POLL)
-			wake(co, 0, D9_WAKE_FD, fd);
+			wake_at(at, co, 0, D9_WAKE_FD, fd);
 	}
 	sample_queue(s);
 }

@@ -101,16 +101,23 @@ static uint64_t location_of(void *start, void *callsite)
 	return d9__rt_location(&S->locs, start, callsite);
 }
 
-/* co became runnable because of `waker` (0: none) for `kind` on `object`. Inline everywhere: out
- * of line (gcc splits it once it has several callers) each Wake of the idle loop cost a call. */
-static inline __attribute__((always_inline)) void wake(struct co *co, uint64_t waker,
-	uint32_t kind, int64_t object)
+/* co became runnable because of `waker` (0: none) for `kind` on `object`, at `at` (the idle
+ * wait's Unpark, for the descriptors it found ready; 0: now). Inline everywhere: out of line (gcc
+ * splits it once it has several callers) each Wake of the idle loop cost a call. */
+static inline __attribute__((always_inline)) void wake_at(uint64_t at, struct co *co,
+	uint64_t waker, uint32_t kind, int64_t object)
 {
 	if (co->woken || co->exited)
 		return;
 	co->woken = 1;
 	S->runnable++;
-	d9_rec_wake(co->id, waker, kind, object);
+	d9_rec_wake_at(at ? at : d9__now(), co->id, waker, kind, object);
+}
+
+static inline __attribute__((always_inline)) void wake(struct co *co, uint64_t waker,
+	uint32_t kind, int64_t object)
+{
+	wake_at(0, co, waker, kind, object);
 }
 
 /* runtime.h's run-queue sample, with this scheduler's counts */
@@ -450,25 +457,25 @@ D9_INTERPOSE int st_poll(struct pollfd *pds, int npds, st_utime_t timeout)
 
 /* Wakes the waiters of fd for the ready events ev; `any`: events that wake every waiter of fd,
  * whatever it waits for (an error or hang-up, in poll's and epoll's terms). */
-static inline void fd_wake_all(struct st_state *s, int fd, short ev, short any)
+static inline void fd_wake_all(uint64_t at, struct st_state *s, int fd, short ev, short any)
 {
 	struct fdslot *sl = &s->fds[fd];
 
 	if (sl->co && ((sl->co->wait_events & ev) || any))
-		wake(sl->co, 0, D9_WAKE_FD, fd);
+		wake_at(at, sl->co, 0, D9_WAKE_FD, fd);
 	for (struct fdw *w = sl->more; w; w = w->next)
 		if ((w->events & ev) || any)
-			wake(w->co, 0, D9_WAKE_FD, fd);
+			wake_at(at, w->co, 0, D9_WAKE_FD, fd);
 }
 
-static inline void fd_ready(struct st_state *s, int fd, short revents)
+static inline void fd_ready(uint64_t at, struct st_state *s, int fd, short revents)
 {
 	if (fd < 0 || (size_t)fd >= s->nfds)
 		return;
-	fd_wake_all(s, fd, revents, revents & (POLLERR | POLLHUP | POLLNVAL));
+	fd_wake_all(at, s, fd, revents, revents & (POLLERR | POLLHUP | POLLNVAL));
 }
 
-static void after_poll(const struct pollfd *fds, unsigned long n, int ready)
+static void after_poll(uint64_t at, const struct pollfd *fds, unsigned long n, int ready)
 {
 	struct st_state *s = S;
 
@@ -476,13 +483,14 @@ static void after_poll(const struct pollfd *fds, unsigned long n, int ready)
 		return; /* only the scheduler's own wait reports readiness */
 	for (unsigned long i = 0; i < n && ready > 0; i++)
 		if (fds[i].revents) {
-			fd_ready(s, fds[i].fd, fds[i].revents);
+			fd_ready(at, s, fds[i].fd, fds[i].revents);
 			ready--;
 		}
 	sample_queue(s);
 }
 
-static void after_select(int nfds, const void *rd, const void *wr, const void *ex, int ready)
+static void after_select(uint64_t at, int nfds, const void *rd, const void *wr, const void *ex,
+	int ready)
 {
 	struct st_state *s = S;
 	const fd_set *r = rd, *w = wr, *x = ex;
@@ -508,7 +516,7 @@ static void after_select(int nfds, const void *rd, const void *wr, const void *e
 				break;
 			short ev = (short)(((mr >> bit) & 1) * POLLIN | ((mw >> bit) & 1) * POLLOUT |
 				((mx >> bit) & 1) * POLLPRI);
-			fd_wake_all(s, fd, ev, 0); /* select has no error bits */
+			fd_wake_all(at, s, fd, ev, 0); /* select has no error bits */
 			if (--ready <= 0)
 				break;
 		}
@@ -519,7 +527,7 @@ static void after_select(int nfds, const void *rd, const void *wr, const void *e
 /* SRS's ST (ST_EVENTSYS_ALT): its idle coroutine's epoll_wait returns the ready descriptors as
  * data.fd with epoll bits; like its _st_epoll_dispatch, an error or hang-up readies every waiter
  * of the descriptor, whatever it waits for. */
-static void after_epoll(int epfd, const struct epoll_event *ev, int n)
+static void after_epoll(uint64_t at, int epfd, const struct epoll_event *ev, int n)
 {
 	struct st_state *s = S;
 
@@ -539,7 +547,7 @@ static void after_epoll(int epfd, const struct epoll_event *ev, int n)
 			pe |= POLLERR;
 		if (e & EPOLLHUP)
 			pe |= POLLHUP;
-		fd_ready(s, ev[i].data.fd, pe);
+		fd_ready(at, s, ev[i].data.fd, pe);
 	}
 	sample_queue(s);
 }

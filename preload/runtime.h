@@ -32,10 +32,15 @@ struct epoll_event;
 struct d9__runtime {
 	const char *name; /* as D9_RUNTIME spells it */
 	int (*attach)(void); /* see above; NULL: nothing to do before the first interposed call */
-	/* the marked thread's idle wait returned ready > 0 (each optional) */
-	void (*after_poll)(const struct pollfd *fds, unsigned long n, int ready);
-	void (*after_select)(int nfds, const void *rd, const void *wr, const void *ex, int ready);
-	void (*after_epoll)(int epfd, const struct epoll_event *ev, int n);
+	/* the marked thread's idle wait returned ready > 0 (each optional). They run between the
+	 * wait and its caller, with the wait's errno: they only look up and record (the recording
+	 * keeps errno), and must call nothing that may set it. `at`: the time of the wait's Unpark,
+	 * which the Wakes of the descriptors it found ready take (they were ready when it returned;
+	 * no clock read of their own); 0 when the wait was not a park (a zero timeout) */
+	void (*after_poll)(uint64_t at, const struct pollfd *fds, unsigned long n, int ready);
+	void (*after_select)(uint64_t at, int nfds, const void *rd, const void *wr, const void *ex,
+		int ready);
+	void (*after_epoll)(uint64_t at, int epfd, const struct epoll_event *ev, int n);
 	/* optional: 1 when the wait `call` (D9_CALL_*) the running coroutine makes now is one the
 	 * runtime itself turns into a yield to its scheduler (libco's hooked poll): not a park */
 	int (*wait_yields)(uint32_t call);
