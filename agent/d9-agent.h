@@ -449,8 +449,7 @@ void d9__rec_unpark_slow(int64_t ready, uint64_t cpu_ns, uint64_t sched_wait_ns)
 void d9__unpark(struct d9__thr *t);
 
 /* d9_rec_park for a caller that has just seen d9__enabled set (a toggle in between records one
- * Park more, as one just before the toggle would). */
-/* Park at `now` (d9__now(), read by the caller just before). */
+ * Park more, as one just before the toggle would), at `now` (d9__now(), read just before). */
 static inline void d9_rec_park_at(uint64_t now, uint32_t call, int64_t timeout_us)
 {
 	struct d9__thr *t = &d9__self;
@@ -463,6 +462,7 @@ static inline void d9_rec_park_at(uint64_t now, uint32_t call, int64_t timeout_u
 		__atomic_store_n(&t->park, D9__PARKED, __ATOMIC_RELEASE);
 }
 
+/* The same, at now. */
 static inline void d9_rec_park_on(uint32_t call, int64_t timeout_us)
 {
 	d9_rec_park_at(d9__now(), call, timeout_us);

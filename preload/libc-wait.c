@@ -153,14 +153,15 @@ static inline __attribute__((always_inline)) uint64_t unpark(int ret, int err)
 }
 
 /* After a wait: its Unpark (when parked), with -errno when the wait failed, then the runtime's
- * look at the ready descriptors (its `hook`), given the Unpark's time (0: not parked). errno is
- * read only for a failed wait, and saved nowhere: the Unpark's own slow paths (d9__slow,
- * d9_agent_schedstat, d9__unpark) leave it as it was, and so do the hooks (runtime.h). */
+ * look at the ready descriptors (its `hook`), given when the wait returned: the Unpark's time,
+ * or a clock read for a wait that was not a park. errno is read only for a failed wait, and
+ * saved nowhere: the Unpark's own slow paths (d9__slow, d9_agent_schedstat, d9__unpark) leave it
+ * as it was, and so do the hooks (runtime.h). */
 #define AFTER_WAIT(parked, r, hook, ...)                                             \
 	do {                                                                         \
 		uint64_t at_ = (parked) ? unpark(r, (r) < 0 ? errno : 0) : 0;        \
 		if (d9__pl.rt && (r) > 0 && d9__pl.rt->hook)                         \
-			d9__pl.rt->hook(at_, __VA_ARGS__);                           \
+			d9__pl.rt->hook((parked) ? at_ : d9__now(), __VA_ARGS__);    \
 	} while (0)
 
 D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)

@@ -341,7 +341,7 @@ void d9__req_readv(int fd, const struct iovec *iov, size_t cnt, ssize_t n)
 	if (!r || !d9__pl_active())
 		return;
 	if (n <= 0) {
-		d9__req_read(fd, NULL, n);
+		req_read(fd, NULL, n);
 		return;
 	}
 	size_t left = (size_t)n;

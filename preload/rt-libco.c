@@ -133,20 +133,20 @@ static uint64_t location_of(void *start, void *callsite)
 	return d9__rt_location(&S->locs, start, callsite);
 }
 
-/* co became runnable because of `waker` (0: none) for `kind` on `object`, at `at` (the event
- * loop's Unpark, for the descriptors its wait found ready; 0: now). */
+/* co became runnable because of `waker` (0: none) for `kind` on `object`, at `at` (d9__now(); for
+ * the descriptors the event loop's wait found ready, when it returned). */
 static void wake_at(uint64_t at, struct co *co, uint64_t waker, uint32_t kind, int64_t object)
 {
 	if (co->woken || co->exited)
 		return;
 	co->woken = 1;
 	S->runnable++;
-	d9_rec_wake_at(at ? at : d9__now(), co->id, waker, kind, object);
+	d9_rec_wake_at(at, co->id, waker, kind, object);
 }
 
 static void wake(struct co *co, uint64_t waker, uint32_t kind, int64_t object)
 {
-	wake_at(0, co, waker, kind, object);
+	wake_at(d9__now(), co, waker, kind, object);
 }
 
 /* runtime.h's run-queue sample, with this scheduler's counts */

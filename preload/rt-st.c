@@ -101,9 +101,9 @@ static uint64_t location_of(void *start, void *callsite)
 	return d9__rt_location(&S->locs, start, callsite);
 }
 
-/* co became runnable because of `waker` (0: none) for `kind` on `object`, at `at` (the idle
- * wait's Unpark, for the descriptors it found ready; 0: now). Inline everywhere: out of line (gcc
- * splits it once it has several callers) each Wake of the idle loop cost a call. */
+/* co became runnable because of `waker` (0: none) for `kind` on `object`, at `at` (d9__now(); for
+ * the descriptors the idle wait found ready, when it returned). Inline everywhere: out of line
+ * (gcc splits it once it has several callers) each Wake of the idle loop cost a call. */
 static inline __attribute__((always_inline)) void wake_at(uint64_t at, struct co *co,
 	uint64_t waker, uint32_t kind, int64_t object)
 {
@@ -111,13 +111,13 @@ static inline __attribute__((always_inline)) void wake_at(uint64_t at, struct co
 		return;
 	co->woken = 1;
 	S->runnable++;
-	d9_rec_wake_at(at ? at : d9__now(), co->id, waker, kind, object);
+	d9_rec_wake_at(at, co->id, waker, kind, object);
 }
 
 static inline __attribute__((always_inline)) void wake(struct co *co, uint64_t waker,
 	uint32_t kind, int64_t object)
 {
-	wake_at(0, co, waker, kind, object);
+	wake_at(d9__now(), co, waker, kind, object);
 }
 
 /* runtime.h's run-queue sample, with this scheduler's counts */

@@ -34,9 +34,9 @@ struct d9__runtime {
 	int (*attach)(void); /* see above; NULL: nothing to do before the first interposed call */
 	/* the marked thread's idle wait returned ready > 0 (each optional). They run between the
 	 * wait and its caller, with the wait's errno: they only look up and record (the recording
-	 * keeps errno), and must call nothing that may set it. `at`: the time of the wait's Unpark,
-	 * which the Wakes of the descriptors it found ready take (they were ready when it returned;
-	 * no clock read of their own); 0 when the wait was not a park (a zero timeout) */
+	 * keeps errno), and must call nothing that may set it. `at`: when the wait returned (d9__now():
+	 * its Unpark's time when it was a park), the time the Wakes of the descriptors it found
+	 * ready take: they were ready then, and read no clock of their own */
 	void (*after_poll)(uint64_t at, const struct pollfd *fds, unsigned long n, int ready);
 	void (*after_select)(uint64_t at, int nfds, const void *rd, const void *wr, const void *ex,
 		int ready);

@@ -1,5 +1,5 @@
 /* test-http-scan.c: preload/http-scan.h's scan for the ends of HTTP request heads (16-byte
- * blocks searched for LFs; a Horspool search for short reads) against the rule it implements,
+ * blocks of CR and LF bits; byte by byte for short reads) against the rule it implements,
  * byte by byte: "\r\n\r\n" ends a head, a mismatch falls back to a lone CR, a terminator may be
  * cut by the end of a read. Random inputs, mostly CR and LF, cut into random reads, short and
  * long; and a pipelined pair of real heads cut at every byte. */
