@@ -29,6 +29,10 @@ if [ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ]; t
 	export PATH="$PWD/build/test-bin:$PATH"
 fi
 
+# Separate debug files under /usr/lib/debug are the machine's: the tests name frames without
+# them (lib.sh, d9_no_machine_debug_files, says why; test scripts set it again themselves).
+mkdir -p build/test-no-debug && export D9_DEBUG_DIR=$PWD/build/test-no-debug
+
 progs=()
 for t in build/san/tests/test-* tests/integration/test-*.sh; do
 	{ [[ "$t" == *.sh ]] && [ -f "$t" ]; } || [ -x "$t" ] || continue

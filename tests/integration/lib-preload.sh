@@ -80,6 +80,7 @@ pl_env() {
 	unset LD_PRELOAD
 	T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$1-XXXXXX")
 	trap pl_cleanup EXIT
+	d9_no_machine_debug_files
 }
 
 # pl_free_port: a TCP port free on 127.0.0.1 now.

@@ -56,7 +56,21 @@ d9_setup() {
 	export D9_EXIT_TIMEOUT=10s
 	T=$(mktemp -d "${TMPDIR:-/tmp}/d9-$1-XXXXXX")
 	trap d9_cleanup EXIT
+	d9_no_machine_debug_files
 }
+
+# d9_no_machine_debug_files: points D9_DEBUG_DIR (agent and analyzer) at an empty directory.
+# The separate debug files under /usr/lib/debug are the machine's, not the tests': with
+# libc6-dbg installed (valgrind recommends it), every agent and analyzer that names a libc frame
+# inflates its compressed DWARF (about 16 MB; 0.1 s of CPU on one of these VMs, for each of the
+# suite's hundreds of analyzer runs), and names could differ between machines. The tests of
+# debug files (test-names, test-preload-patch) set their own. Done when this file is sourced, and
+# again by d9_setup and pl_env, which clear D9_*.
+d9_no_machine_debug_files() {
+	mkdir -p "$D9_ROOT/build/test-no-debug" 2>/dev/null
+	export D9_DEBUG_DIR=$D9_ROOT/build/test-no-debug
+}
+d9_no_machine_debug_files
 
 # d9_run OUT ERR [VAR=value ...] -- DRIVER_ARGS...: runs the driver (60 s at most) with the
 # variables set; stdout to OUT, stderr to ERR. Returns the driver's status (124: timed out).
