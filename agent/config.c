@@ -234,6 +234,7 @@ int d9__config_load(struct d9__config *c)
 	c->stack_dump = 8192;
 	c->profile_signal = SIGURG; /* ignored by default: a program resetting it cannot be killed by it */
 	c->symbolize = 1;
+	c->symbolize_memory = 8ull << 20;
 	c->cmdline = D9_CMDLINE_REDACTED;
 	c->flight_window_ns = 60ull * 1000000000ull;
 	c->flight_after_ns = 10ull * 1000000000ull;
@@ -344,6 +345,9 @@ int d9__config_load(struct d9__config *c)
 		return bad("D9_PROFILE_SIGNAL", v, why, "a signal name: USR1, USR2, HUP, WINCH, URG, PROF, VTALRM or RTMIN+N");
 	if ((v = getenv("D9_SYMBOLIZE")) && *v && (why = parse_bool(v, &c->symbolize)))
 		return bad("D9_SYMBOLIZE", v, why, "0 or 1");
+	if ((v = getenv("D9_SYMBOLIZE_MEMORY")) && *v &&
+		(why = in_range(parse_size(v, &c->symbolize_memory), &c->symbolize_memory, 0, 64ull << 30)))
+		return bad("D9_SYMBOLIZE_MEMORY", v, why, "a size from 0 to 64G, like 8M (suffixes K, M, G)");
 	if ((v = getenv("D9_CMDLINE")) && *v && (why = WORD(v, &c->cmdline, "full", "redacted", "name")))
 		return bad("D9_CMDLINE", v, why, "full, redacted or name");
 	if ((v = getenv("D9_MODE")) && *v && (why = WORD(v, &c->flight, "continuous", "flight")))

@@ -90,6 +90,143 @@ static int try_debug_file(const char *path, const struct stat *self, const unsig
 	return fd;
 }
 
+/* ---- the DWARF limit of host sessions (d9__dwsym_dwarf_limit) --------------------------------
+ * A module's state sits in its libdw user data (the slot libdw hands the find_debuginfo
+ * callback): undecided, its DWARF opened (its inflated bytes counted), or named without it. */
+enum { DW_UNDECIDED, DW_OPENED, DW_NAMES_ONLY, DW_SEARCHED };
+static uint64_t dwarf_max = UINT64_MAX, dwarf_used; /* the limit; inflated bytes opened */
+static unsigned dwarf_skipped; /* modules named without their DWARF */
+static char dwarf_skipped_path[256]; /* the last of them */
+
+void d9__dwsym_dwarf_limit(uint64_t max)
+{
+	dwarf_max = max;
+}
+
+unsigned d9__dwsym_dwarf_skipped(char *buf, size_t cap)
+{
+	if (cap)
+		snprintf(buf, cap, "%s", dwarf_skipped_path);
+	return dwarf_skipped;
+}
+
+/* What opening e's DWARF would inflate: the sizes of its compressed debug sections (ELF
+ * SHF_COMPRESSED, or GNU .zdebug_*; uncompressed ones are mapped from the file, not copied).
+ * *info: e has a .debug_info; *symtab: e has a .symtab. UINT64_MAX when it cannot tell. */
+static uint64_t inflated_bytes(Elf *e, int *info, int *symtab)
+{
+	size_t shstrndx;
+	uint64_t sum = 0;
+
+	*info = *symtab = 0;
+	if (!e || !d9__dw.nextscn || !d9__dw.getshdr || !d9__dw.getshdrstrndx || !d9__dw.strptr ||
+		!d9__dw.getchdr || !d9__dw.getdata_rawchunk || d9__dw.getshdrstrndx(e, &shstrndx))
+		return UINT64_MAX;
+	for (Elf_Scn *scn = d9__dw.nextscn(e, NULL); scn; scn = d9__dw.nextscn(e, scn)) {
+		GElf_Shdr sh;
+		const char *n;
+		if (!d9__dw.getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS ||
+			!(n = d9__dw.strptr(e, shstrndx, sh.sh_name)))
+			continue;
+		*symtab |= sh.sh_type == SHT_SYMTAB;
+		int gnu = !strncmp(n, ".zdebug_", 8);
+		if (!gnu && strncmp(n, ".debug_", 7))
+			continue;
+		*info |= !strcmp(n + 1 + gnu, "debug_info");
+		uint64_t k = 0;
+		if (sh.sh_flags & SHF_COMPRESSED) {
+			GElf_Chdr ch;
+			if (!d9__dw.getchdr(scn, &ch))
+				return UINT64_MAX;
+			k = ch.ch_size;
+		} else if (gnu) {
+			/* "ZLIB" and the inflated size, 8 bytes big-endian */
+			Elf_Data *d = sh.sh_size >= 12 ?
+				d9__dw.getdata_rawchunk(e, (int64_t)sh.sh_offset, 12, ELF_T_BYTE) : NULL;
+			const unsigned char *b = d ? d->d_buf : NULL;
+			if (!b || memcmp(b, "ZLIB", 4))
+				return UINT64_MAX;
+			for (int i = 4; i < 12; i++)
+				k = k << 8 | b[i];
+		}
+		if (k > UINT64_MAX - sum)
+			return UINT64_MAX;
+		sum += k;
+	}
+	return sum;
+}
+
+/* Counts bytes against the limit. Returns 1 when they fit (counted), 0 when not. */
+static int dwarf_fits(uint64_t bytes)
+{
+	if (bytes > dwarf_max || dwarf_used > dwarf_max - bytes)
+		return 0;
+	dwarf_used += bytes;
+	return 1;
+}
+
+static void dwarf_skip(const char *path)
+{
+	dwarf_skipped++;
+	snprintf(dwarf_skipped_path, sizeof(dwarf_skipped_path), "%s", path ? path : "?");
+}
+
+/* 1 when resolve may open module dm's DWARF. The DWARF in dm's own file is decided here; a module
+ * without one gets its debug file's by host_find_debuginfo, which decides there. */
+static int dwarf_usable(Dwfl_Module *dm)
+{
+	void **ud = NULL;
+
+	if (dwarf_max == UINT64_MAX)
+		return 1;
+	const char *path = d9__dw.module_info(dm, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+	if (!ud)
+		return 0;
+	if ((uintptr_t)*ud == DW_UNDECIDED) {
+		GElf_Addr bias;
+		int info, symtab;
+		uint64_t k = inflated_bytes(d9__dw.getelf(dm, &bias), &info, &symtab);
+		if (!info)
+			*ud = (void *)(uintptr_t)DW_SEARCHED; /* libdw looks for a debug file */
+		else if (dwarf_fits(k))
+			*ud = (void *)(uintptr_t)DW_OPENED;
+		else {
+			*ud = (void *)(uintptr_t)DW_NAMES_ONLY;
+			dwarf_skip(path);
+		}
+	}
+	return (uintptr_t)*ud != DW_NAMES_ONLY;
+}
+
+/* Host sessions: a debug file found for module m (descriptor fd) whose DWARF is over the limit.
+ * When m's own file has a symbol table, the debug file is not used at all (-1); else it stays
+ * for the symbols, without its DWARF. Returns fd or -1. */
+static int dwarf_check_file(Dwfl_Module *m, void **user, const char *file, int fd, char **out)
+{
+	int info, symtab, main_info, main_symtab;
+	GElf_Addr bias;
+
+	if (dwarf_max == UINT64_MAX || !user)
+		return fd;
+	Elf *e = d9__dw.elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	uint64_t k = inflated_bytes(e, &info, &symtab);
+	if (e)
+		d9__dw.elf_end(e);
+	if (dwarf_fits(k)) {
+		*user = (void *)(uintptr_t)DW_OPENED;
+		return fd;
+	}
+	*user = (void *)(uintptr_t)DW_NAMES_ONLY;
+	dwarf_skip(file);
+	inflated_bytes(d9__dw.getelf(m, &bias), &main_info, &main_symtab);
+	if (!main_symtab)
+		return fd;
+	close(fd);
+	free(*out);
+	*out = NULL;
+	return -1;
+}
+
 /* Separate debug files inside the host, in gdb's order: ROOT/.build-id/xx/yyyy.debug named by
  * the module's build id (what Debian's -dbgsym packages install), then the file named by the
  * module's .gnu_debuglink in the module's directory, in its .debug/ subdirectory and under ROOT
@@ -104,7 +241,7 @@ static int host_find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dw
 	char path[PATH_MAX];
 	int fd;
 
-	(void)user, (void)name, (void)base;
+	(void)name, (void)base;
 	if (debuglink && crc == 0)
 		return -1; /* libdw looking for a dwz alt file: the module's own file would be wrong */
 	int nbid = d9__dw.build_id(m, &bid, &vaddr);
@@ -116,7 +253,7 @@ static int host_find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dw
 			k += snprintf(path + k, sizeof(path) - (size_t)k, "%02x", bid[i]);
 		snprintf(path + k, sizeof(path) - (size_t)k, ".debug");
 		if ((fd = try_debug_file(path, NULL, bid, nbid, crc, debuginfo_file)) >= 0)
-			return fd;
+			return dwarf_check_file(m, user, file, fd, debuginfo_file);
 	}
 	const char *slash = file ? strrchr(file, '/') : NULL;
 	struct stat self;
@@ -131,7 +268,7 @@ static int host_find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dw
 		if (k <= 0 || (size_t)k >= sizeof(path))
 			continue;
 		if ((fd = try_debug_file(path, &self, bid, nbid, crc, debuginfo_file)) >= 0)
-			return fd;
+			return dwarf_check_file(m, user, file, fd, debuginfo_file);
 	}
 	return -1;
 }
@@ -201,6 +338,7 @@ int d9__dwsym_load(const char **why)
 	*(void **)&d9__dw.getshdr = dlsym(h, "gelf_getshdr");
 	*(void **)&d9__dw.getshdrstrndx = dlsym(h, "elf_getshdrstrndx");
 	*(void **)&d9__dw.strptr = dlsym(h, "elf_strptr");
+	*(void **)&d9__dw.getchdr = dlsym(h, "gelf_getchdr");
 	host_cb.find_elf = host_find_elf;
 	host_cb.find_debuginfo = host_find_debuginfo;
 	host_cb.section_address = d9__dw.offline_section_address;
@@ -220,6 +358,8 @@ Dwfl *d9__dwsym_begin(enum d9__dwsym_search search)
 {
 	if (!d9__dwsym_load(NULL))
 		return NULL;
+	if (search == D9__DWSYM_HOST)
+		dwarf_used = 0;
 	return d9__dw.begin(search == D9__DWSYM_HOST ? &host_cb : &standard_cb);
 }
 
@@ -479,6 +619,10 @@ int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, in
 			f[0].dem[len] = 0;
 			f[0].fn = f[0].dem;
 		}
+		return 1;
+	}
+	if (!dwarf_usable(dm)) {
+		set_frame(&f[0], name, NULL, 0);
 		return 1;
 	}
 	const char *file = NULL;

@@ -57,6 +57,8 @@ struct d9__dw {
 	GElf_Shdr *(*getshdr)(Elf_Scn *, GElf_Shdr *);
 	int (*getshdrstrndx)(Elf *, size_t *);
 	char *(*strptr)(Elf *, size_t, size_t);
+	/* optional (NULL when missing: no DWARF over a limit, d9__dwsym_dwarf_limit) */
+	GElf_Chdr *(*getchdr)(Elf_Scn *, GElf_Chdr *);
 };
 extern struct d9__dw d9__dw; /* valid once d9__dwsym_load returned 1 */
 
@@ -92,6 +94,19 @@ enum d9__dwsym_search {
 
 /* A new libdw session (d9__dw.end frees it) whose modules are reported by file, or NULL. */
 Dwfl *d9__dwsym_begin(enum d9__dwsym_search search);
+
+/* The DWARF limit of host sessions (D9_SYMBOLIZE_MEMORY; the analyzer sets none). libelf
+ * inflates every compressed debug section of a module when libdw opens its DWARF, and keeps
+ * them with the session: libc6-dbg's libc is 10 MB inflated, 16 MB of the host's memory with
+ * libdw's tables, for the inline levels and lines of libc frames. A host session opens a
+ * module's DWARF only while the inflated bytes of the modules it opened stay within max; past it,
+ * the module is named from its symbol table alone (no inline levels, no file:line). Set it before
+ * the first session, from the one thread that uses host sessions. */
+void d9__dwsym_dwarf_limit(uint64_t max);
+
+/* How many modules host sessions named without their DWARF for the limit since the process
+ * started, and the path of the last one (into buf[0..cap)). */
+unsigned d9__dwsym_dwarf_skipped(char *buf, size_t cap);
 
 /* Reports to dwfl (between report_begin[_add] and report_end) the file path mapped so that file
  * offset `offset` is at address `start`, as recorded in a trace. Returns the module when its

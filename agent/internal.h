@@ -36,6 +36,7 @@ struct d9__config {
 	uint32_t stack_dump; /* D9_STACK_DUMP: bytes of user stack copied per sample (dwarf, auto) */
 	int profile_signal; /* D9_PROFILE_SIGNAL: the ctimer mode's signal */
 	int symbolize; /* D9_SYMBOLIZE: symbol records in sealed segments */
+	uint64_t symbolize_memory; /* D9_SYMBOLIZE_MEMORY: inflated DWARF a libdw session may hold */
 	int allow_shared_dir; /* D9_ALLOW_SHARED_DIR: accept a directory others can write to */
 	int cmdline; /* D9_CMDLINE: D9_CMDLINE_FULL, _REDACTED, _NAME (what the header records) */
 	/* flight recorder (flight.c): D9_MODE=flight keeps the last window in memory and writes

@@ -733,6 +733,26 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Records in the trace (a RecorderState: symbols limited) that modules are named without their
+ * DWARF for D9_SYMBOLIZE_MEMORY, whenever more are, and says it once at info level: a limit
+ * working as set, not a failure (with the default, libc6-dbg's libc is such a module). */
+static void dwarf_report(void)
+{
+	static unsigned told;
+	char path[256], text[400];
+	unsigned n = d9__dwsym_dwarf_skipped(path, sizeof(path));
+
+	if (n == told)
+		return;
+	told = n;
+	d9__log_once(D9_LOG_INFO, "%s is named without its DWARF (no inline levels or source lines): "
+		"its inflated debug sections would pass D9_SYMBOLIZE_MEMORY=%llu bytes", path,
+		(unsigned long long)d9__g.cfg.symbolize_memory);
+	snprintf(text, sizeof(text), "%u module(s) named without DWARF (D9_SYMBOLIZE_MEMORY), "
+		"the last %s", n, path);
+	d9__defs_recorder(D9_REC_SYMBOLS, D9_REC_LIMITED, 0, text);
+}
+
 int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
 {
 	int saved = errno, ret = 0, err;
@@ -755,6 +775,7 @@ int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
 		d9__defs_recorder(D9_REC_SYMBOLS, D9_REC_OFF, 0, "libdw.so.1 not usable");
 		goto out;
 	}
+	d9__dwsym_dwarf_limit(d9__g.cfg.symbolize_memory);
 	if ((err = d9__file_open(&s.f, path, O_RDONLY)) == -ENOENT) {
 		/* the directory budget (this process's or another's) deleted it: nothing to name */
 		d9__log(D9_LOG_DEBUG, "%s is gone before its symbols (directory budget)", path);
@@ -830,6 +851,7 @@ int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
 		}
 		named++;
 	}
+	dwarf_report();
 	if (s.skipped)
 		d9__log_once(D9_LOG_WARN, "%s: %llu code addresses not symbolized (limits: %d addresses, "
 			"%u MiB of symbols per segment)", path, (unsigned long long)s.skipped, MAX_ADDRS,

@@ -65,6 +65,7 @@ for v in lbr frame 1; do bad_value D9_STACKS "$v"; done
 for v in 512 64K 1M x; do bad_value D9_STACK_DUMP "$v"; done
 for v in KILL USR3 RTMIN+99; do bad_value D9_PROFILE_SIGNAL "$v"; done
 for v in 2 maybe; do bad_value D9_SYMBOLIZE "$v"; done
+for v in -1 lots 65G; do bad_value D9_SYMBOLIZE_MEMORY "$v"; done
 # Numbers are digits only: strtoull alone skips spaces and reads "-1" as 2^64-1 (no budget).
 bad_value D9_MAX_TOTAL_SIZE " -1" "leading space"
 bad_value D9_MAX_TOTAL_SIZE "-1" "a sign is not allowed"
@@ -133,6 +134,7 @@ for v in auto fp dwarf; do good_value D9_STACKS "$v"; done
 for v in 1K 8K 16384 58K; do good_value D9_STACK_DUMP "$v"; done
 for v in RTMIN+6 USR2; do good_value D9_PROFILE_SIGNAL "$v"; done
 for v in 0 1; do good_value D9_SYMBOLIZE "$v"; done
+for v in 0 8M 1G; do good_value D9_SYMBOLIZE_MEMORY "$v"; done
 for v in error warn WARN; do good_value D9_LOG "$v"; done
 for v in auto tsc monotonic; do good_value D9_CLOCK "$v"; done
 for v in full redacted name NAME; do good_value D9_CMDLINE "$v"; done

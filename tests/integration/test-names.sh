@@ -13,6 +13,12 @@
 #     .gnu_debuglink next to the binary, in its .debug/, under D9_DEBUG_DIR + its directory, and
 #     by build id under D9_DEBUG_DIR/.build-id/; binary and debug file are deleted before
 #     the trace is read: the names are the agent's.
+#   - names-compressed-debug: the same by build id with the debug file's sections compressed
+#     (as Debian's -dbgsym packages ship them): named the same, inline level included.
+#     names-dwarf-limit: that with D9_SYMBOLIZE_MEMORY=0: the server is named from the debug
+#     file's symbol table alone (handler and burner, no inlined Spin::step, no cxx-http.cc line),
+#     the trace's summary says "recorder: symbols limited" naming the module, and stderr stays
+#     empty (it is said at info level).
 #   - names-no-debug (the test can fail): the stripped copy without its debug file names nothing
 #     of the server (cxx-http+0x...). Then on the same trace the analyzer finds the debug file
 #     it is given afterwards by debuglink (names-analyzer-debuglink) and by build id under
@@ -247,6 +253,44 @@ if [ -n "$build_id" ] && stripped "$d/bin" && mkdir -p "$d/root/.build-id/${buil
 		analyze "$d"
 		demangled names-build-id "$d"
 	fi
+fi
+
+# by build id, the debug file's sections compressed (as Debian's -dbgsym packages ship them): the
+# agent inflates its DWARF within D9_SYMBOLIZE_MEMORY (the default); with the limit at 0 it names
+# the server from the debug file's symbol table alone (no inline level, no file:line) and says so
+# in the trace
+if [ -n "$build_id" ]; then
+	for lim in default 0; do
+		d=$T/zbid-$lim
+		if stripped "$d/bin" && mkdir -p "$d/root/.build-id/${build_id:0:2}" &&
+			objcopy --compress-debug-sections=zlib "$d/bin/cxx-http.debug" \
+				"$d/root/.build-id/${build_id:0:2}/${build_id:2}.debug" &&
+			rm "$d/bin/cxx-http.debug"; then
+			if [ "$lim" = default ]; then
+				burn names-compressed-debug "$d" "$d/bin/cxx-http" D9_DEBUG_DIR="$d/root" &&
+					rm -rf "$d/bin" "$d/root" && analyze "$d" && demangled names-compressed-debug "$d"
+				continue
+			fi
+			burn names-dwarf-limit "$d" "$d/bin/cxx-http" D9_DEBUG_DIR="$d/root" D9_SYMBOLIZE_MEMORY=0 ||
+				continue
+			rm -rf "$d/bin" "$d/root"
+			analyze "$d"
+			top=$(tail -n 1 "$d/flame")
+			if [[ "$top" != *"$HANDLER"*";$BURNER "* ]]; then
+				pl_fail names-dwarf-limit "heaviest stack does not end in ...;$HANDLER...;$BURNER: '${top:0:400}'"
+			elif grep -qE 'd9test::Spin::step|\(cxx-http\.cc:' "$d/flame"; then
+				pl_fail names-dwarf-limit "an inline level or a source line of the server's DWARF: $(grep -oE '[^;]*(Spin::step|cxx-http\.cc:)[^;]*' "$d/flame" | head -n 1)"
+			elif ! "$PL_ANALYZE" summary "$d/trace" 2>/dev/null | grep -q 'recorder: symbols limited (1 module(s) named without DWARF (D9_SYMBOLIZE_MEMORY), the last .*cxx-http)'; then
+				# the whole directory: the RecorderState goes into the segment being
+				# written when the compressor named the burn's, maybe the one sealed at exit
+				pl_fail names-dwarf-limit "the summary does not say the symbols are limited: $("$PL_ANALYZE" summary "$d/trace" 2>&1 | grep recorder | head -c 300)"
+			elif [ -s "$d/stderr" ]; then
+				pl_fail names-dwarf-limit "the agent printed (an info line should not show): $(head -c 300 "$d/stderr")"
+			else
+				pl_pass names-dwarf-limit "heaviest ends in ${top##*;}; no inline level or source line; summary says so"
+			fi
+		fi
+	done
 fi
 
 # fde_named NAME DIR FULL: the unnamed functions of DIR's flame (cxx-http@0xSTART, named by their
