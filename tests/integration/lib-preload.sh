@@ -41,7 +41,10 @@ pl_cleanup() {
 	local p
 	for p in "${PL_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	for p in "${PL_PIDS[@]}"; do wait "$p" 2>/dev/null; done
-	[ -n "${T:-}" ] && rm -rf "$T"
+	# D9_TEST_KEEP=1 keeps the test's files, as d9_cleanup does
+	if [ -n "${T:-}" ]; then
+		if [ -n "${D9_TEST_KEEP:-}" ]; then echo "kept $T" >&2; else rm -rf "$T"; fi
+	fi
 }
 
 # pl_setup NAME: checks that the agent, the analyzer, the servers and the tools exist (one FAIL

@@ -179,8 +179,9 @@ if burn names-cxx "$d" "$d/bin/cxx-http"; then
 	for f in "$d"/trace/*.bin.gz; do
 		# a segment with stacks has addresses to name (one without, e.g. idle after the
 		# burn, may have nothing that needs a Symbol record)
+		# (with its Module and Stack records counted, for a failure's message)
 		"$PL_ANALYZE" dump "$f" 2>/dev/null | grep -q '"kind":"Stack"' && ! d9_symbolized "$f" &&
-			unsym+=("$(basename "$f")")
+			unsym+=("$(basename "$f") ($("$PL_ANALYZE" dump "$f" 2>/dev/null | grep -oE '"kind":"(Module|Stack|RecorderState)"' | sort | uniq -c | tr -s ' \n' ' '))")
 	done
 	if [ "${#unsym[@]}" -gt 0 ]; then
 		pl_fail names-cxx "compressed segments with stacks but no Symbol records: ${unsym[*]} (the agent said: $(grep -i 'symbol\|libdw' "$d/stderr" | head -c 300))"
