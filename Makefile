@@ -60,11 +60,11 @@ $(B)/libd9agent.so: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(AGENT_SRC))
 		$(LDLIBS_FMT) $(LDLIBS_DEM) -ldl -lpthread
 
 $(B)/d9-analyze: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm -lcurl -lprotobuf-c
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm -lprotobuf-c
 
 # sanitizer build of the analyzer: tests replay hostile inputs through it
 $(B)/san/d9-analyze: $(patsubst %.c,$(B)/san/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC))
-	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm -lcurl -lprotobuf-c
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(LDLIBS_FMT) $(LDLIBS_DEM) -lm -lprotobuf-c
 
 # test-analyze.c #includes the analyzer's sources: rebuild it when they change
 $(B)/san/obj/tests/unit/test-analyze.o: $(ANALYZE_SRC) $(wildcard analyze/*.h) agent/dwsym.c

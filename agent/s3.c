@@ -29,19 +29,6 @@ int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *)); /* lifecycle.c */
 #define BACKOFF_MAX_NS (300 * 1000000000ull)
 
 /* libcurl, resolved at the uploader's start: the only calls made into it */
-struct curl_api {
-	void *lib;
-	CURLcode (*global_init)(long);
-	CURL *(*easy_init)(void);
-	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
-	CURLcode (*easy_perform)(CURL *);
-	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
-	void (*easy_cleanup)(CURL *);
-	const char *(*easy_strerror)(CURLcode);
-	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
-	void (*slist_free_all)(struct curl_slist *);
-};
-
 struct job {
 	char path[4200];
 	int is_dump;
@@ -156,31 +143,19 @@ static void openssl_no_atexit(void)
 	/* kept loaded: libcurl's libssl needs it */
 }
 
-static int curl_load(struct curl_api *c, char *why, size_t cap)
+static int curl_load(struct d9__curl *c, char *why, size_t cap)
 {
 	openssl_no_atexit();
 	/* RTLD_LOCAL: its symbols never interpose on the host's; a host that has its own libcurl
 	 * shares the loaded copy (same soname) */
-	c->lib = d9__dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-	if (!c->lib) {
+	void *lib = d9__dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
 		snprintf(why, cap, "cannot load libcurl.so.4 (%s)", dlerror());
 		return -ENOENT;
 	}
-#define SYM(field, name)                                                                   \
-	if (!(*(void **)&c->field = dlsym(c->lib, name))) {                                 \
-		snprintf(why, cap, "libcurl.so.4 has no %s", name);                          \
-		return -ENOENT;                                                             \
-	}
-	SYM(global_init, "curl_global_init");
-	SYM(easy_init, "curl_easy_init");
-	SYM(easy_setopt, "curl_easy_setopt");
-	SYM(easy_perform, "curl_easy_perform");
-	SYM(easy_getinfo, "curl_easy_getinfo");
-	SYM(easy_cleanup, "curl_easy_cleanup");
-	SYM(easy_strerror, "curl_easy_strerror");
-	SYM(slist_append, "curl_slist_append");
-	SYM(slist_free_all, "curl_slist_free_all");
-#undef SYM
+	int err = d9__curl_syms(c, lib, why, cap);
+	if (err)
+		return err;
 	d9__loader_enter(); /* TLS and its configuration may load more (OpenSSL, above) */
 	int gerr = c->global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK;
 	d9__loader_leave();
@@ -324,7 +299,7 @@ struct result {
  * endpoint, the network, the credentials: worth trying again), res saying what happened.
  * *size gets the bytes sent. On success f stays open for the caller (delete after upload checks
  * that the name still is that file). */
-static int put_file(struct curl_api *c, const char *path, struct d9__file *f, uint64_t *size,
+static int put_file(struct d9__curl *c, const char *path, struct d9__file *f, uint64_t *size,
 	struct result *res)
 {
 	char key[2048], ekey[6200], url[8192], sig[96], hex[65], hdr[4200], up[600];
@@ -480,7 +455,7 @@ static void wait_until(uint64_t until_ns)
 
 static void *uploader_main(void *arg)
 {
-	static struct curl_api c; /* uploader thread only */
+	static struct d9__curl c; /* uploader thread only */
 	char why[256];
 	int state = S3_IDLE;
 	uint64_t backoff = 0, retry_at = 0;

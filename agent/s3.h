@@ -5,6 +5,7 @@
 #ifndef D9_AGENT_S3_H
 #define D9_AGENT_S3_H
 
+#include <curl/curl.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,5 +75,26 @@ struct tm *d9__utc_tm(int64_t t, struct tm *tm);
 
 /* The "aws:amz:<region>:s3" of CURLOPT_AWS_SIGV4 into out. */
 void d9__s3_sigv4(const struct d9__s3_cfg *c, char *out, size_t cap);
+
+/* The libcurl functions d9 calls, looked up in a dlopen()ed libcurl.so.4: neither the agent
+ * nor d9-analyze links libcurl, whose thirty-odd dependencies would load into every host (and
+ * cost every d9-analyze run about 9 ms of start-up here, half of it) for S3 alone. */
+struct d9__curl {
+	void *lib;
+	CURLcode (*global_init)(long);
+	CURL *(*easy_init)(void);
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_perform)(CURL *);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	void (*easy_reset)(CURL *);
+	void (*easy_cleanup)(CURL *);
+	const char *(*easy_strerror)(CURLcode);
+	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+	void (*slist_free_all)(struct curl_slist *);
+};
+
+/* Looks up c's functions in lib (c->lib = lib). Returns 0, or -ENOENT with the missing one in
+ * why. */
+int d9__curl_syms(struct d9__curl *c, void *lib, char *why, size_t cap);
 
 #endif

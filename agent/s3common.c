@@ -6,6 +6,7 @@
 #include "s3.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -471,4 +472,26 @@ int d9__s3_key(const struct d9__s3_cfg *c, char *out, size_t cap, uint64_t start
 void d9__s3_sigv4(const struct d9__s3_cfg *c, char *out, size_t cap)
 {
 	snprintf(out, cap, "aws:amz:%s:s3", c->region);
+}
+
+int d9__curl_syms(struct d9__curl *c, void *lib, char *why, size_t cap)
+{
+	c->lib = lib;
+#define SYM(field, name)                                                                   \
+	if (!(*(void **)&c->field = dlsym(lib, name))) {                                    \
+		snprintf(why, cap, "libcurl.so.4 has no %s", name);                          \
+		return -ENOENT;                                                             \
+	}
+	SYM(global_init, "curl_global_init");
+	SYM(easy_init, "curl_easy_init");
+	SYM(easy_setopt, "curl_easy_setopt");
+	SYM(easy_perform, "curl_easy_perform");
+	SYM(easy_getinfo, "curl_easy_getinfo");
+	SYM(easy_reset, "curl_easy_reset");
+	SYM(easy_cleanup, "curl_easy_cleanup");
+	SYM(easy_strerror, "curl_easy_strerror");
+	SYM(slist_append, "curl_slist_append");
+	SYM(slist_free_all, "curl_slist_free_all");
+#undef SYM
+	return 0;
 }

@@ -12,6 +12,7 @@
 
 #include <curl/curl.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@ struct obj {
 struct walk {
 	struct d9__s3_cfg cfg;
 	struct d9__s3_creds cr;
+	struct d9__curl c; /* libcurl, loaded for the first S3 input */
 	CURL *e;
 	int64_t lo, hi; /* segments started in [lo, hi]: from - lookback .. to */
 	struct obj *o;
@@ -121,33 +123,33 @@ static long http_get(struct walk *w, const char *url, curl_write_callback fn, vo
 	long code = 0;
 
 	/* SHA-256 of the empty body: libcurl 7.88 signs this header but does not add it */
-	h = curl_slist_append(h, "x-amz-content-sha256: "
+	h = w->c.slist_append(h, "x-amz-content-sha256: "
 		"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 	if (w->cr.token[0]) {
 		snprintf(tok, sizeof(tok), "x-amz-security-token: %s", w->cr.token);
-		h = curl_slist_append(h, tok);
+		h = w->c.slist_append(h, tok);
 	}
 	d9__s3_sigv4(&w->cfg, sig, sizeof(sig));
 	snprintf(up, sizeof(up), "%s:%s", w->cr.key_id, w->cr.secret);
-	curl_easy_reset(w->e);
-	curl_easy_setopt(w->e, CURLOPT_URL, url);
-	curl_easy_setopt(w->e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(w->e, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(w->e, CURLOPT_AWS_SIGV4, sig);
-	curl_easy_setopt(w->e, CURLOPT_USERPWD, up);
-	curl_easy_setopt(w->e, CURLOPT_WRITEFUNCTION, fn);
-	curl_easy_setopt(w->e, CURLOPT_WRITEDATA, ctx);
-	curl_easy_setopt(w->e, CURLOPT_CONNECTTIMEOUT, 20L);
-	curl_easy_setopt(w->e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(w->e, CURLOPT_LOW_SPEED_TIME, 60L);
-	CURLcode cc = curl_easy_perform(w->e);
-	curl_slist_free_all(h);
+	w->c.easy_reset(w->e);
+	w->c.easy_setopt(w->e, CURLOPT_URL, url);
+	w->c.easy_setopt(w->e, CURLOPT_NOSIGNAL, 1L);
+	w->c.easy_setopt(w->e, CURLOPT_HTTPHEADER, h);
+	w->c.easy_setopt(w->e, CURLOPT_AWS_SIGV4, sig);
+	w->c.easy_setopt(w->e, CURLOPT_USERPWD, up);
+	w->c.easy_setopt(w->e, CURLOPT_WRITEFUNCTION, fn);
+	w->c.easy_setopt(w->e, CURLOPT_WRITEDATA, ctx);
+	w->c.easy_setopt(w->e, CURLOPT_CONNECTTIMEOUT, 20L);
+	w->c.easy_setopt(w->e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	w->c.easy_setopt(w->e, CURLOPT_LOW_SPEED_TIME, 60L);
+	CURLcode cc = w->c.easy_perform(w->e);
+	w->c.slist_free_all(h);
 	memset(up, 0, sizeof(up));
 	if (cc != CURLE_OK) {
-		fprintf(stderr, "d9-analyze: %s: %s\n", url, curl_easy_strerror(cc));
+		fprintf(stderr, "d9-analyze: %s: %s\n", url, w->c.easy_strerror(cc));
 		return -1;
 	}
-	curl_easy_getinfo(w->e, CURLINFO_RESPONSE_CODE, &code);
+	w->c.easy_getinfo(w->e, CURLINFO_RESPONSE_CODE, &code);
 	return code;
 }
 
@@ -411,8 +413,17 @@ static int walk_init(struct walk *w, const char *url, char *base, size_t cap)
 		fprintf(stderr, "d9-analyze: %s: no credentials: %s\n", url, why2);
 		return -EINVAL;
 	}
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	if (!(w->e = curl_easy_init()))
+	void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		fprintf(stderr, "d9-analyze: %s: cannot load libcurl.so.4 (%s)\n", url, dlerror());
+		return -EINVAL;
+	}
+	if (d9__curl_syms(&w->c, lib, why2, sizeof(why2))) {
+		fprintf(stderr, "d9-analyze: %s: %s\n", url, why2);
+		return -EINVAL;
+	}
+	w->c.global_init(CURL_GLOBAL_DEFAULT);
+	if (!(w->e = w->c.easy_init()))
 		return -ENOMEM;
 	int64_t look = LOOKBACK_NS, rp;
 	const char *v = getenv("D9_ROTATION_PERIOD");
@@ -429,7 +440,7 @@ static void walk_free(struct walk *w)
 		free(w->o[i].key);
 	free(w->o);
 	if (w->e)
-		curl_easy_cleanup(w->e);
+		w->c.easy_cleanup(w->e);
 	memset(&w->cr, 0, sizeof(w->cr));
 }
 

@@ -8,7 +8,8 @@
 # durations are kept in build/test-logs/durations); the heavy ones (the HEAVY list: wrk load,
 # the browser, CPU profiling) never two at once, so the machine is not swamped by them together.
 # Each program's log is build/test-logs/<name>.log; its result line is printed when it ends,
-# the failures and skips again in a stable order at the end, then a time report and always
+# the failures and skips again in a stable order at the end, then a time report (wall, and the
+# CPU each program used with what it waited for: build/test-logs/cpu) and always
 # "N passed, N failed, N skipped". Exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -60,7 +61,7 @@ order=$(for t in "${progs[@]}"; do
 done | sort -k1,1nr -k2 | cut -d' ' -f2-)
 mapfile -t queue <<<"$order"
 
-# run_one PROG: runs it with its output in its log, then writes "rc secs" to its .rc file.
+# run_one PROG: runs it with its output in its log, then writes "rc secs cpu" to its .rc file.
 run_one() {
 	local t=$1 name log start rc
 	name=$(basename "$t")
@@ -73,17 +74,23 @@ run_one() {
 		timeout -k 10 "$limit" "$t" >"$log" 2>&1 </dev/null
 	fi
 	rc=$?
-	echo "$rc $(( $(date +%s) - start ))" >"$log.rc"
+	# the CPU the program and the processes it waited for used (user + system, s): the
+	# subshell's children's times (the builtin in this shell itself: in a pipe or $(...) it
+	# would run in a new subshell, which has no children)
+	local cpu
+	times >"$log.times"
+	cpu=$(tail -n 1 "$log.times" | awk '{ s = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); s += a[1] * 60 + a[2] } printf "%d", s + 0.5 }')
+	echo "$rc $(( $(date +%s) - start )) ${cpu:-0}" >"$log.rc"
 }
 
 # report PROG: counts its log, prints its result line; adds to the totals.
-pass=0 fail=0 skip=0 cpu_secs=0
-declare -A secs_of=()
+pass=0 fail=0 skip=0 prog_secs=0 cpu_secs=0
+declare -A secs_of=() cpu_of=()
 report() {
 	local t=$1 name log rc secs p f s
 	name=$(basename "$t")
 	log=$log_dir/$name.log
-	read -r rc secs <"$log.rc"
+	read -r rc secs cpu <"$log.rc"
 	p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIP ' "$log")
 	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
 		echo "FAIL $name: killed after the time limit of ${limit}s (status $rc)" >>"$log"
@@ -93,8 +100,8 @@ report() {
 		f=1
 	fi
 	pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
-	cpu_secs=$((cpu_secs + secs))
-	secs_of[$name]=$secs
+	prog_secs=$((prog_secs + secs)) cpu_secs=$((cpu_secs + cpu))
+	secs_of[$name]=$secs cpu_of[$name]=$cpu
 	printf '%-32s %3d passed %3d failed %3d skipped  %3ds\n' "$name" "$p" "$f" "$s" "$secs"
 }
 
@@ -147,6 +154,10 @@ done
 } | sort >"$durations.new" && mv "$durations.new" "$durations"
 slow=$(for n in "${!secs_of[@]}"; do echo "${secs_of[$n]} $n"; done | sort -nr | head -n 3 |
 	awk '{ printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1 }')
-echo "time: ${wall}s wall for ${#progs[@]} programs (${cpu_secs}s of program time, $jobs at a time); slowest: $slow"
+for n in "${!cpu_of[@]}"; do echo "$n ${cpu_of[$n]} ${secs_of[$n]}"; done | sort -k2,2nr >"$log_dir/cpu"
+hungry=$(for n in "${!cpu_of[@]}"; do echo "${cpu_of[$n]} $n"; done | sort -nr | head -n 3 |
+	awk '{ printf "%s%s %ss", (NR > 1 ? ", " : ""), $2, $1 }')
+echo "time: ${wall}s wall for ${#progs[@]} programs (${prog_secs}s of program time, $jobs at a time); slowest: $slow"
+echo "cpu: ${cpu_secs}s user + system; most: $hungry"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
