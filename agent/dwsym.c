@@ -201,7 +201,7 @@ static int dwarf_usable(Dwfl_Module *dm)
 /* Host sessions: a debug file found for module m (descriptor fd) whose DWARF is over the limit.
  * When m's own file has a symbol table, the debug file is not used at all (-1); else it stays
  * for the symbols, without its DWARF. Returns fd or -1. */
-static int dwarf_check_file(Dwfl_Module *m, void **user, const char *file, int fd, char **out)
+static int dwarf_check_file(Dwfl_Module *m, void **user, const char *name, int fd, char **out)
 {
 	int info, symtab, main_info, main_symtab;
 	GElf_Addr bias;
@@ -217,7 +217,7 @@ static int dwarf_check_file(Dwfl_Module *m, void **user, const char *file, int f
 		return fd;
 	}
 	*user = (void *)(uintptr_t)DW_NAMES_ONLY;
-	dwarf_skip(file);
+	dwarf_skip(name);
 	inflated_bytes(d9__dw.getelf(m, &bias), &main_info, &main_symtab);
 	if (!main_symtab)
 		return fd;
@@ -241,7 +241,7 @@ static int host_find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dw
 	char path[PATH_MAX];
 	int fd;
 
-	(void)name, (void)base;
+	(void)base;
 	if (debuglink && crc == 0)
 		return -1; /* libdw looking for a dwz alt file: the module's own file would be wrong */
 	int nbid = d9__dw.build_id(m, &bid, &vaddr);
@@ -253,7 +253,7 @@ static int host_find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dw
 			k += snprintf(path + k, sizeof(path) - (size_t)k, "%02x", bid[i]);
 		snprintf(path + k, sizeof(path) - (size_t)k, ".debug");
 		if ((fd = try_debug_file(path, NULL, bid, nbid, crc, debuginfo_file)) >= 0)
-			return dwarf_check_file(m, user, file, fd, debuginfo_file);
+			return dwarf_check_file(m, user, name, fd, debuginfo_file);
 	}
 	const char *slash = file ? strrchr(file, '/') : NULL;
 	struct stat self;
@@ -268,7 +268,7 @@ static int host_find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dw
 		if (k <= 0 || (size_t)k >= sizeof(path))
 			continue;
 		if ((fd = try_debug_file(path, &self, bid, nbid, crc, debuginfo_file)) >= 0)
-			return dwarf_check_file(m, user, file, fd, debuginfo_file);
+			return dwarf_check_file(m, user, name, fd, debuginfo_file);
 	}
 	return -1;
 }
