@@ -113,6 +113,25 @@ burn() {
 	fi
 }
 
+# server_frames SEGMENT: a Stack of SEGMENT has a frame in cxx-http (a Module whose path ends
+# in /cxx-http), which the agent can name.
+server_frames() {
+	"$PL_ANALYZE" dump "$1" 2>/dev/null | python3 -c '
+import json, sys
+strings, mods, frames = {}, [], []
+for line in sys.stdin:
+    r = json.loads(line)
+    k = r.get("kind")
+    if k == "String":
+        strings[r["id"]] = r["value"]
+    elif k == "Module":
+        mods.append(r)
+    elif k == "Stack":
+        frames += r.get("frames", [])
+ranges = [(m["start"], m["end"]) for m in mods if strings.get(m["path"], "").endswith("/cxx-http")]
+sys.exit(0 if any(a <= f < b for f in frames for a, b in ranges) else 1)'
+}
+
 # by_count: folded stacks sorted by their count, the last field (names hold spaces)
 by_count() { awk '{print $NF "\t" $0}' | sort -n | cut -f2-; }
 
@@ -177,10 +196,11 @@ if burn names-cxx "$d" "$d/bin/cxx-http"; then
 	rm -f "$d/bin/cxx-http" # read elsewhere: only the Symbol records can name it
 	unsym=()
 	for f in "$d"/trace/*.bin.gz; do
-		# a segment with stacks has addresses to name (one without, e.g. idle after the
-		# burn, may have nothing that needs a Symbol record)
-		# (with its Module and Stack records counted, for a failure's message)
-		"$PL_ANALYZE" dump "$f" 2>/dev/null | grep -q '"kind":"Stack"' && ! d9_symbolized "$f" &&
+		# a segment with a frame in the server has an address to name (one whose stacks
+		# lie only in the loader or libc's internals, say one sample at start-up, has none
+		# without the machine's debug files; one without stacks, none at all); its Module
+		# and Stack records are counted for a failure's message
+		server_frames "$f" && ! d9_symbolized "$f" &&
 			unsym+=("$(basename "$f") ($("$PL_ANALYZE" dump "$f" 2>/dev/null | grep -oE '"kind":"(Module|Stack|RecorderState)"' | sort | uniq -c | tr -s ' \n' ' '))")
 	done
 	if [ "${#unsym[@]}" -gt 0 ]; then
