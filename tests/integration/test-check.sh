@@ -30,7 +30,8 @@
 #     "recorder" finding to nobody's uid whose perf_denied, kernel_samples_lost and severity
 #     follow perf_event_paranoid (SKIP: not root, no user nobody).
 #   - clean: light requests (/fast, /sleep?ms=5): no serious finding and exit 0 (nothing but
-#     info).
+#     info), start-up aside (findings located at the main coroutine: a loaded machine can make
+#     its first poll long).
 # Everything runs at nice -10 when we may (root), so a shared machine's other work preempts the
 # servers less than the problems injected.
 # The injected delays are 100 ms and more where a clean run's polls take microseconds.
@@ -466,8 +467,12 @@ if pl_start "$T/clean" "$ST_HTTP" D9_CPU_PROFILE=999 --; then
 	pl_get "/sleep?ms=5"
 	pl_get /fast
 	if pl_session_quit && [ "$SRC" = 0 ]; then
+		# the main coroutine's polls are st-http's start-up (st_init, the listener, the
+		# port file), as long as a loaded machine makes them (21 ms once, 8 of it waiting
+		# for a CPU): the claim is about serving, in the connections' coroutines
 		run_check check-clean "$SDIR/trace" "" '
-bad = [(f["severity"], f["title"]) for f in fs if f["severity"] != "info"]
+bad = [(f["severity"], f["title"]) for f in fs if f["severity"] != "info" and
+       f.get("numbers", {}).get("location") != "main"]
 if bad or rc != 0:
     fail("exit %d, findings %s" % (rc, bad))
 info = "%d info finding(s)" % len(fs)
