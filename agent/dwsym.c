@@ -339,6 +339,7 @@ int d9__dwsym_load(const char **why)
 	*(void **)&d9__dw.getshdrstrndx = dlsym(h, "elf_getshdrstrndx");
 	*(void **)&d9__dw.strptr = dlsym(h, "elf_strptr");
 	*(void **)&d9__dw.getchdr = dlsym(h, "gelf_getchdr");
+	*(void **)&d9__dw.haspc = dlsym(h, "dwarf_haspc");
 	host_cb.find_elf = host_find_elf;
 	host_cb.find_debuginfo = host_find_debuginfo;
 	host_cb.section_address = d9__dw.offline_section_address;
@@ -625,14 +626,21 @@ int d9__dwsym_resolve(Dwfl_Module *dm, uint64_t a, struct d9__dwsym_frame *f, in
 		set_frame(&f[0], name, NULL, 0);
 		return 1;
 	}
+	Dwarf_Addr bias;
+	Dwarf_Die *cu = d9__dw.addrdie(dm, a, &bias), *scopes = NULL;
+	/* libdw hands the compile unit whose range starts last before a, even when a lies past
+	 * its end (code without DWARF, e.g. crt1.o's _start after a unit's .text.unlikely part),
+	 * and then that unit's last line: a false file:line. Such an address gets its symbol only */
+	if (cu && d9__dw.haspc && d9__dw.haspc(cu, a - bias) != 1) {
+		set_frame(&f[0], name, NULL, 0);
+		return 1;
+	}
 	const char *file = NULL;
 	int line = 0;
 	Dwfl_Line *l = d9__dw.getsrc(dm, a);
 	if (l)
 		file = d9__dw.lineinfo(l, NULL, &line, NULL, NULL, NULL);
 	int n = 0;
-	Dwarf_Addr bias;
-	Dwarf_Die *cu = d9__dw.addrdie(dm, a, &bias), *scopes = NULL;
 	int ns = cu ? d9__dw.getscopes(cu, a - bias, &scopes) : -1;
 	/* dwarf_getscopes goes from the innermost inlined instance to the scopes of that inlined
 	 * function's own (abstract) definition, not to the instances it was inlined into: the

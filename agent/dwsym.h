@@ -59,6 +59,8 @@ struct d9__dw {
 	char *(*strptr)(Elf *, size_t, size_t);
 	/* optional (NULL when missing: no DWARF over a limit, d9__dwsym_dwarf_limit) */
 	GElf_Chdr *(*getchdr)(Elf_Scn *, GElf_Chdr *);
+	/* optional (NULL when missing: a compile unit's lines are trusted past its ranges) */
+	int (*haspc)(Dwarf_Die *, Dwarf_Addr);
 };
 extern struct d9__dw d9__dw; /* valid once d9__dwsym_load returned 1 */
 

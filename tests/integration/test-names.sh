@@ -7,6 +7,8 @@
 #     viewer reads too): the heaviest folded stack and the summary's hot spots read
 #     d9test::Server::handle_burn(std::...) < d9test::Burner<d9test::Spin>::run(long), the inlined
 #     d9test::Spin::step(unsigned long) on top, and no mangled _Z name anywhere.
+#     names-no-false-line: there, _start (crt1.o, no DWARF, past a compile unit's last
+#     range) reads without a file:line.
 #   - names-cxx-analyzer: D9_SYMBOLIZE=0, binary in place: the analyzer demangles the same way.
 #   - names-debuglink-dir, -debug-subdir, -debug-root, names-build-id: a stripped copy (no
 #     .symtab, no DWARF) whose debug file (objcopy --only-keep-debug) is found by the agent by
@@ -208,6 +210,15 @@ if burn names-cxx "$d" "$d/bin/cxx-http"; then
 	else
 		analyze "$d"
 		demangled names-cxx "$d"
+		# crt1.o's _start has no DWARF; libdw's unit lookup would hand it the line a
+		# unit's range before it ends on (basic_string.h:795 here): a false line
+		if grep -qE '(^|;)_start \(' "$d/flame"; then
+			pl_fail names-no-false-line "_start has a source line: $(grep -oE '(^|;)_start \([^)]*\)' "$d/flame" | head -n 1)"
+		elif ! grep -qE '(^|;)_start;' "$d/flame"; then
+			pl_fail names-no-false-line "no _start frame in the flame: $(tail -n 1 "$d/flame" | head -c 300)"
+		else
+			pl_pass names-no-false-line "_start, outside every compile unit's ranges, is named without a line"
+		fi
 	fi
 fi
 
