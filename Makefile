@@ -187,6 +187,13 @@ $(B)/tests/patch-preload.so: $(B)/obj/agent/dwsym.o $(B)/obj/preload/patch.o tes
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -Wl,-z,defs -Wl,--exclude-libs,libiberty.a -o $@ $^ \
 		$(LDLIBS_FMT) $(LDLIBS_DEM) -ldl -lpthread
 
+# a preload library of test-agent-hostile.sh's that slows the agent writer's writes (no test hook
+# in the agent)
+all: $(B)/tests/slow-write.so
+$(B)/tests/slow-write.so: tests/integration/slow-write.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -Wl,-z,defs -o $@ $<
+
 # ---- viewer/ embedded in d9-analyze (`d9-analyze html`, analyze/cmd-html.c) ----------------------
 # The page and its scripts become byte arrays in build/gen/viewer-files.c (od + sed: no xxd needed).
 VIEWER_FILES := viewer/index.html viewer/decode.js viewer/model.js viewer/worker.js viewer/viewer.js

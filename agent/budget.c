@@ -407,6 +407,8 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 	scan_dir(&sc, d, 0, own_reserve);
 	DIR *sub[1 + SUBDIRS_MAX] = { NULL };
 	for (int i = 1; i < sc.ndirs; i++) {
+		/* closedir closes it inside libc, unseen by fdown.c: no longer marked the agent's */
+		d9__fd_disown(sc.dfd[i]);
 		if (!(sub[i] = fdopendir(sc.dfd[i]))) {
 			close(sc.dfd[i]); /* opened by scan_dir just now */
 			sc.dfd[i] = -1;

@@ -496,10 +496,13 @@ static int mark_final(const char *path)
 
 	if (err)
 		return err == -ENOENT ? err : 0; /* deleted by a budget; else left unmarked */
-	if (fstat(f.fd, &st) == 0 && !(st.st_mode & S_ISVTX) && !d9__file_check(&f) &&
-		fchmod(f.fd, (st.st_mode & 07777) | S_ISVTX) != 0)
-		d9__log_once(D9_LOG_WARN, "cannot mark %s as finished: %s; a later process reads it "
-			"again (said once)", path, strerror(errno));
+	if (!d9__file_enter(&f)) {
+		if (fstat(f.fd, &st) == 0 && !(st.st_mode & S_ISVTX) &&
+			fchmod(f.fd, (st.st_mode & 07777) | S_ISVTX) != 0)
+			d9__log_once(D9_LOG_WARN, "cannot mark %s as finished: %s; a later process "
+				"reads it again (said once)", path, strerror(errno));
+		d9__file_leave(&f);
+	}
 	d9__file_close(&f);
 	return 0;
 }

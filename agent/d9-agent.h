@@ -571,4 +571,67 @@ void d9_agent_resume(void);
 /* 1 when the agent is configured and running (or will start on the first event). */
 int d9_agent_active(void);
 
+/* ---- The agent's descriptor numbers (fdown.c; agent/DESIGN.md, "Descriptors and files") -----
+ * A number the agent holds is marked its own; the program's calls that can take a number (close,
+ * dup2, dup3, close_range, closefrom and their syscall() forms) call d9__fd_host_take before and
+ * d9__fd_host_done after: a number of the agent's is taken from it once the agent's call in
+ * progress on it has returned, so that the agent never writes into or closes the program's file
+ * that got the number. Numbers at or above D9__OWN_FDS are never the agent's. */
+#define D9__OWN_FDS 65536
+extern uint64_t d9__fd_taken; /* numbers of the agent's the program took */
+/* Marks fd (just given to the agent by the kernel) the agent's. Returns 0; -EMFILE (too high),
+ * -ESTALE (the program took it meanwhile) or -EAGAIN (a program's call on that number did not
+ * return in time): then the agent must neither use nor close it. */
+int d9__fd_own(int fd);
+/* Around each agent call on its own fd (write, ftruncate, fallocate...): 0, or -ESTALE when
+ * the number is not the agent's (nothing to leave then). */
+int d9__fd_enter(int fd);
+void d9__fd_leave(int fd);
+/* Closes the agent's own fd: 0, -ESTALE (not the agent's: left alone) or -errno of close. */
+int d9__fd_close(int fd);
+/* A holder of the agent's lets go of fd without closing it (the number failed its check: the
+ * program's, or another holder's of the agent's). */
+void d9__fd_disown(int fd);
+int d9__fd_is_own(int fd);
+/* close() called on one of the agent's threads: an agent number closed as by d9__fd_close, a
+ * number the program took from the agent left alone (returns 0), others closed. close()'s
+ * contract. */
+int d9__fd_agent_close(int fd);
+#define D9__FD_OURS 1u /* the agent holds the number */
+#define D9__FD_REVOKED 2u /* the agent held it and the program took it (until the holder lets go) */
+#define D9__FD_PEND1 (1u << 16) /* one program call that may take the number, in progress */
+extern uint32_t d9__fd_words[D9__OWN_FDS];
+extern int d9__fd_top;
+void d9__fd_take(int fd); /* fdown.c: the agent's number, taken after its call in progress */
+
+/* Raises d9__fd_top to fd: a plain load first, a store only for a new highest number. */
+static inline void d9__fd_raise_top(int fd)
+{
+	int t = __atomic_load_n(&d9__fd_top, __ATOMIC_RELAXED);
+
+	while (fd > t && !__atomic_compare_exchange_n(&d9__fd_top, &t, fd, 1, __ATOMIC_RELAXED,
+				__ATOMIC_RELAXED))
+		;
+}
+
+static inline void d9__fd_host_take(int fd)
+{
+	if ((unsigned)fd >= D9__OWN_FDS)
+		return;
+	d9__fd_raise_top(fd);
+	if (D9_UNLIKELY(__atomic_fetch_add(&d9__fd_words[fd], D9__FD_PEND1, __ATOMIC_SEQ_CST) &
+			D9__FD_OURS))
+		d9__fd_take(fd);
+}
+
+static inline void d9__fd_host_done(int fd)
+{
+	if ((unsigned)fd < D9__OWN_FDS)
+		__atomic_fetch_sub(&d9__fd_words[fd], D9__FD_PEND1, __ATOMIC_RELEASE);
+}
+void d9__fd_host_take_range(unsigned first, unsigned last);
+void d9__fd_host_range_done(void);
+/* A forked child (its only thread): the other threads' calls in progress forgotten. */
+void d9__fd_child(void);
+
 #endif

@@ -1,11 +1,11 @@
 /* files.c: the agent's own descriptors and files. The host may close any descriptor number and
  * reuse it (daemons close 3..1023 after start), and others may plant links or FIFOs under the
- * names the agent uses. So every descriptor the agent keeps is moved near the top of the table
- * and remembered with its device and inode; it is written, truncated or closed only after
- * fstat shows it still is that file. Files are created with O_EXCL|O_NOFOLLOW, and files found
- * on disk are opened O_NONBLOCK|O_NOFOLLOW and used only when they are regular files of ours.
- * The remaining window (the host closes and reopens the number between the check and the
- * write) is documented in agent/DESIGN.md, "Descriptors and files". */
+ * names the agent uses. So every descriptor the agent keeps is marked the agent's (fdown.c),
+ * moved near the top of the table and remembered with its device and inode; it is written,
+ * truncated or closed only inside d9__fd_enter/leave (the program's close or dup2 of the number
+ * waits meanwhile) and after fstat shows it still is that file. Files are created with
+ * O_EXCL|O_NOFOLLOW, and files found on disk are opened O_NONBLOCK|O_NOFOLLOW and used only when
+ * they are regular files of ours. agent/DESIGN.md, "Descriptors and files". */
 #include "internal.h"
 
 #include <errno.h>
@@ -16,6 +16,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Descriptors go at or above this number: programs take the lowest free number, so they reuse
@@ -53,27 +54,55 @@ void d9__fd_table_grow(void)
 	errno = saved;
 }
 
-/* Moves fd to a high free number (close-on-exec) when one is free; returns the descriptor. */
+/* Takes a number the kernel just gave this thread: marked the agent's (fdown.c), so that from
+ * here on the program's close or dup2 of it waits for the agent's call in progress. 0 or
+ * -errno; on failure the number is given up: closed when it never was the agent's to guard,
+ * else left alone (the program's, or not known to be free of its calls). */
+static int own_new(int fd)
+{
+	int err = d9__fd_own(fd);
+
+	if (err == -EMFILE)
+		syscall(SYS_close, fd); /* too high to guard: closed at once, by this thread */
+	return err;
+}
+
+/* Moves the agent's fd to a high free number (close-on-exec) when one is free; returns the
+ * descriptor that stays the agent's. */
 static int move_high(int fd)
 {
 	int floor = high_floor();
 
-	if (fd >= floor)
+	if (fd >= floor || d9__fd_enter(fd))
 		return fd;
 	int hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
-	if (hi < 0)
+	d9__fd_leave(fd);
+	if (hi < 0 || own_new(hi))
 		return fd; /* none free up there: keep the low one, still checked before each use */
-	close(fd);
+	d9__fd_close(fd);
 	return hi;
 }
 
-static int remember(struct d9__file *f, int fd)
+/* fd, just opened by this thread, becomes f: a regular file owned by the effective user when
+ * `regular`. 0 or -errno (fd given up then). */
+static int adopt(struct d9__file *f, int fd, int regular)
 {
 	struct stat st;
+	int err = own_new(fd);
 
-	if (fstat(fd, &st) != 0) {
-		int err = -errno;
-		close(fd);
+	if (err)
+		return err;
+	if ((err = d9__fd_enter(fd)) != 0)
+		return err;
+	if (fstat(fd, &st) != 0)
+		err = -errno;
+	else if (regular && (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
+		err = -EPERM;
+	else if (regular) /* back to blocking I/O (O_NONBLOCK only kept the open from a FIFO) */
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	d9__fd_leave(fd);
+	if (err) {
+		d9__fd_close(fd);
 		return err;
 	}
 	f->fd = move_high(fd);
@@ -82,18 +111,25 @@ static int remember(struct d9__file *f, int fd)
 	return 0;
 }
 
+int d9__file_take(struct d9__file *f, int fd)
+{
+	int saved = errno;
+	int err = adopt(f, fd, 0);
+
+	if (err)
+		f->fd = -1;
+	errno = saved;
+	return err;
+}
+
 int d9__file_create(struct d9__file *f, const char *path, int flags)
 {
 	int saved = errno;
 	int fd = open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int err = fd < 0 ? -errno : adopt(f, fd, 0);
 
-	f->fd = -1;
-	if (fd < 0) {
-		int err = -errno;
-		errno = saved;
-		return err;
-	}
-	int err = remember(f, fd);
+	if (err)
+		f->fd = -1;
 	errno = saved;
 	return err;
 }
@@ -104,28 +140,10 @@ int d9__file_open(struct d9__file *f, const char *path, int flags)
 {
 	int saved = errno;
 	int fd = open(path, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-	struct stat st;
-	int err;
+	int err = fd < 0 ? -errno : adopt(f, fd, 1);
 
-	f->fd = -1;
-	if (fd < 0) {
-		err = -errno;
-		goto out;
-	}
-	if (fstat(fd, &st) != 0) {
-		err = -errno;
-		close(fd);
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
-		close(fd);
-		err = -EPERM;
-		goto out;
-	}
-	/* back to blocking I/O (O_NONBLOCK only kept the open from waiting on a FIFO) */
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-	err = remember(f, fd);
-out:
+	if (err)
+		f->fd = -1;
 	errno = saved;
 	return err;
 }
@@ -138,6 +156,8 @@ int d9__file_check(const struct d9__file *f)
 
 	if (f->fd < 0)
 		err = -EBADF;
+	else if (!d9__fd_is_own(f->fd))
+		err = -ESTALE; /* the program took the number */
 	else if (fstat(f->fd, &st) != 0)
 		err = -errno;
 	else if (st.st_dev != f->dev || st.st_ino != f->ino)
@@ -146,13 +166,30 @@ int d9__file_check(const struct d9__file *f)
 	return err;
 }
 
+int d9__file_enter(const struct d9__file *f)
+{
+	if (f->fd < 0)
+		return -EBADF;
+	int err = d9__fd_enter(f->fd);
+	if (!err && (err = d9__file_check(f)) != 0)
+		d9__fd_leave(f->fd);
+	return err;
+}
+
+void d9__file_leave(const struct d9__file *f)
+{
+	d9__fd_leave(f->fd);
+}
+
 int d9__file_write(struct d9__file *f, const void *buf, size_t n)
 {
 	const uint8_t *p = buf;
 	int saved = errno;
-	int err = d9__file_check(f);
+	int err = d9__file_enter(f);
 
-	while (!err && n > 0) {
+	if (err)
+		goto out;
+	while (n > 0) {
 		ssize_t w = write(f->fd, p, n);
 		if (w < 0) {
 			if (errno == EINTR)
@@ -163,6 +200,8 @@ int d9__file_write(struct d9__file *f, const void *buf, size_t n)
 		p += w;
 		n -= (size_t)w;
 	}
+	d9__file_leave(f);
+out:
 	errno = saved;
 	return err;
 }
@@ -170,10 +209,13 @@ int d9__file_write(struct d9__file *f, const void *buf, size_t n)
 int d9__file_truncate(struct d9__file *f, uint64_t size)
 {
 	int saved = errno;
-	int err = d9__file_check(f);
+	int err = d9__file_enter(f);
 
-	if (!err && ftruncate(f->fd, (off_t)size) != 0)
-		err = -errno;
+	if (!err) {
+		if (ftruncate(f->fd, (off_t)size) != 0)
+			err = -errno;
+		d9__file_leave(f);
+	}
 	errno = saved;
 	return err;
 }
@@ -181,22 +223,41 @@ int d9__file_truncate(struct d9__file *f, uint64_t size)
 int d9__file_close(struct d9__file *f)
 {
 	int saved = errno;
-	int err = d9__file_check(f);
+	int err = d9__file_enter(f);
 
-	if (!err && close(f->fd) != 0 && errno != EINTR)
-		err = -errno;
-	f->fd = -1; /* not ours any more either way: a number that failed the check is the host's */
+	if (!err) {
+		err = d9__fd_close(f->fd);
+		d9__file_leave(f);
+	} else if (f->fd >= 0) {
+		d9__fd_disown(f->fd); /* a number that failed the check is the program's */
+	}
+	f->fd = -1; /* not ours any more either way */
 	errno = saved;
 	return err;
+}
+
+int d9__file_drop(struct d9__file *f)
+{
+	if (f->fd >= 0)
+		d9__fd_disown(f->fd);
+	f->fd = -1;
+	return 0;
 }
 
 int d9__file_dup(const struct d9__file *f)
 {
 	int saved = errno;
-	/* high only: the reader holds it for a whole segment's read and zlib closes it unchecked,
-	 * so it must not sit among the numbers the host takes first */
-	int fd = d9__file_check(f) ? -1 : fcntl(f->fd, F_DUPFD_CLOEXEC, high_floor());
+	/* high only: the reader holds it for a whole segment's read and zlib closes it, so it must
+	 * not sit among the numbers the host takes first. Marked the agent's, so that the reader's
+	 * close (through this library's close, on the agent's thread) is checked too. */
+	int fd = -1;
 
+	if (!d9__file_enter(f)) {
+		fd = fcntl(f->fd, F_DUPFD_CLOEXEC, high_floor());
+		d9__file_leave(f);
+		if (fd >= 0 && own_new(fd))
+			fd = -1;
+	}
 	errno = saved;
 	return fd;
 }

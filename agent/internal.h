@@ -446,17 +446,27 @@ void d9__profile_modules_changed(void);
 void d9__fd_table_grow(void);
 /* Creates path (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) with flags. Returns 0 or -errno. */
 int d9__file_create(struct d9__file *f, const char *path, int flags);
+/* fd, just opened by this thread (any kind of file), becomes f: marked the agent's, moved high,
+ * remembered. 0 or -errno; fd is given up on failure (closed when it was still the agent's). */
+int d9__file_take(struct d9__file *f, int fd);
 /* Opens an existing regular file owned by the effective user without following links or waiting
  * on a FIFO. Returns 0, -EPERM for anything else, or -errno. */
 int d9__file_open(struct d9__file *f, const char *path, int flags);
 /* 0 while f->fd is still the file opened; -EBADF (closed) or -ESTALE (the number now names
  * another file: the host's, never to be touched). */
 int d9__file_check(const struct d9__file *f);
-/* write/ftruncate/close, each only after d9__file_check; return 0 or -errno. close always
+/* Around any other call that changes the file through f->fd (fallocate, lseek, fchmod): 0 with
+ * the number held (the program's close or dup2 of it waits until d9__file_leave), or -errno of
+ * d9__file_check. */
+int d9__file_enter(const struct d9__file *f);
+void d9__file_leave(const struct d9__file *f);
+/* write/ftruncate/close, each inside d9__file_enter/leave; return 0 or -errno. close always
  * forgets the descriptor. */
 int d9__file_write(struct d9__file *f, const void *buf, size_t n);
 int d9__file_truncate(struct d9__file *f, uint64_t size);
 int d9__file_close(struct d9__file *f);
+/* Forgets f's descriptor without closing it (its number failed a check: the program's). */
+int d9__file_drop(struct d9__file *f);
 /* A close-on-exec duplicate of a checked descriptor, at a high number, or -1. */
 int d9__file_dup(const struct d9__file *f);
 /* compress.c: the compressor's temporary file, announced for the exit path (d9__tmp_abandon)

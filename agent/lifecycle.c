@@ -710,6 +710,7 @@ static void fork_child(void)
 	int trace = g->state == D9__RUNNING_ && d9__self.registered && d9__self.role != D9_ROLE_AGENT;
 	int defs_ok = defs_forking;
 
+	d9__fd_child(); /* before any descriptor of the agent's is used or closed */
 	pthread_mutex_init(&g->def_lock, NULL);
 	pthread_mutex_init(&loader_mu, NULL);
 	loader_forking = defs_forking = 0;

@@ -295,18 +295,11 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 		err = -errno;
 		goto err_fd;
 	}
-	sub_next.fd = fd;
-	sub_next.dev = st.st_dev;
-	sub_next.ino = st.st_ino;
-	int hi = d9__file_dup(&sub_next); /* a high number, close-on-exec, like every agent fd */
-	close(fd);
-	sub_next.fd = hi;
-	if (hi < 0) {
-		err = -EMFILE;
+	/* the agent's from here (files.c): a high number, close-on-exec, like every agent fd */
+	if ((err = d9__file_take(&sub_next, fd)) != 0)
 		goto err_made;
-	}
 	close(dfd);
-	snprintf(next_dir, sizeof(next_dir), "/proc/self/fd/%d", hi);
+	snprintf(next_dir, sizeof(next_dir), "/proc/self/fd/%d", sub_next.fd);
 	return 0;
 
 err_fd:

@@ -186,11 +186,16 @@ static void ring_release_fd(struct ring *r, int disable)
 {
 	if (r->fd < 0)
 		return;
-	if (fd_ours(r)) {
+	int held = d9__fd_enter(r->fd) == 0; /* the program's close of it waits meanwhile */
+	if (held && fd_ours(r)) {
 		if (disable)
 			ioctl(r->fd, PERF_EVENT_IOC_DISABLE, 0);
-		close(r->fd);
+		d9__fd_close(r->fd);
+		d9__fd_leave(r->fd);
 	} else {
+		if (held)
+			d9__fd_leave(r->fd);
+		d9__fd_disown(r->fd);
 		__atomic_add_fetch(&P.foreign, 1, __ATOMIC_RELAXED);
 		d9__log_once(D9_LOG_WARN, "a perf event descriptor of the agent (fd %d) was closed or "
 			"replaced by the program; the agent leaves that descriptor alone (its samples "
@@ -267,6 +272,13 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 		err = -errno;
 		goto err_count;
 	}
+	/* the agent's from here (fdown.c), and held while it is set up */
+	if ((err = d9__fd_own(r->fd)) != 0 || (err = d9__fd_enter(r->fd)) != 0) {
+		if (err == -EMFILE)
+			close(r->fd); /* too high to mark: closed at once, by this thread */
+		r->fd = -1; /* else the program's, or not known to be free of its calls */
+		goto err_count;
+	}
 	if (fstat(r->fd, &st) != 0) {
 		err = -errno;
 		goto err_close;
@@ -286,6 +298,7 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 		if (m != MAP_FAILED) {
 			r->base = m;
 			r->copied = 0;
+			d9__fd_leave(r->fd);
 			return 0;
 		}
 	}
@@ -295,7 +308,8 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 		"mmap of a perf sample ring");
 	err = -ENOBUFS;
 err_close:
-	close(r->fd); /* just opened by this thread: ours */
+	d9__fd_close(r->fd); /* just opened by this thread: ours */
+	d9__fd_leave(r->fd);
 	r->fd = -1;
 err_count:
 	__atomic_sub_fetch(&P.nfds, 1, __ATOMIC_RELAXED);

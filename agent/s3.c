@@ -178,10 +178,12 @@ static curl_socket_t open_socket(void *ctx, curlsocktype purpose, struct curl_so
 	if (fd < 0 || fstat(fd, &st) != 0)
 		return fd < 0 ? CURL_SOCKET_BAD : fd;
 	struct d9__file f = { fd, st.st_dev, st.st_ino };
+	if (d9__fd_own(fd))
+		return fd; /* too high to mark the agent's (fdown.c): used as it is */
 	int hi = d9__file_dup(&f);
 	if (hi < 0)
 		return fd;
-	close(fd); /* made just now by this thread */
+	d9__fd_close(fd); /* made just now by this thread */
 	return hi;
 }
 

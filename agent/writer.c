@@ -212,18 +212,9 @@ static uint64_t seg_limit(void)
 	return c->max_file_size - RESERVE - (c->symbolize ? c->max_file_size / 32 : 0);
 }
 
-/* 0 when size more bytes (and the reserve) fit; -ENOSPC (or -EDQUOT) otherwise. */
-static int room_for(struct d9__segment *s, size_t size)
+/* room_for's fallocate, inside d9__file_enter. */
+static int room_ahead(struct d9__segment *s, uint64_t need, uint64_t ahead)
 {
-	uint64_t step = s->size < PREALLOC_MIN ? PREALLOC_MIN : s->size < PREALLOC ? s->size : PREALLOC;
-	uint64_t need = s->size + size + RESERVE, ahead = s->no_ahead ? need : need + step;
-
-	if (no_fallocate || s->no_reserve || need <= s->alloc_end)
-		return 0;
-	if (d9__file_check(&s->f))
-		return 0; /* the write's own check reports a lost descriptor */
-	if (ahead > d9__g.cfg.max_file_size)
-		ahead = need > d9__g.cfg.max_file_size ? need : d9__g.cfg.max_file_size;
 	for (;;) {
 		if (fallocate(s->f.fd, FALLOC_FL_KEEP_SIZE, (off_t)s->size,
 			(off_t)(ahead - s->size)) == 0) {
@@ -241,6 +232,23 @@ static int room_for(struct d9__segment *s, size_t size)
 		s->no_ahead = 1;
 		ahead = need;
 	}
+}
+
+/* 0 when size more bytes (and the reserve) fit; -ENOSPC (or -EDQUOT) otherwise. */
+static int room_for(struct d9__segment *s, size_t size)
+{
+	uint64_t step = s->size < PREALLOC_MIN ? PREALLOC_MIN : s->size < PREALLOC ? s->size : PREALLOC;
+	uint64_t need = s->size + size + RESERVE, ahead = s->no_ahead ? need : need + step;
+
+	if (no_fallocate || s->no_reserve || need <= s->alloc_end)
+		return 0;
+	if (d9__file_enter(&s->f))
+		return 0; /* the write's own check reports a lost descriptor */
+	if (ahead > d9__g.cfg.max_file_size)
+		ahead = need > d9__g.cfg.max_file_size ? need : d9__g.cfg.max_file_size;
+	int err = room_ahead(s, need, ahead);
+	d9__file_leave(&s->f);
+	return err;
 }
 
 /* Writes definition records (a buffer it frees) as DEFS chunks into the active segment. */
@@ -418,7 +426,7 @@ static int seg_owned(struct d9__segment *s)
 
 	if (!err)
 		return 0;
-	s->f.fd = -1;
+	d9__file_drop(&s->f);
 	d9__log_once(D9_LOG_WARN, "the program closed or reused d9's descriptor %d of %s; d9 no longer "
 		"uses that number", old.fd, s->path);
 	if (d9__file_open(&again, s->path, O_WRONLY | O_APPEND) == 0) {
@@ -990,8 +998,11 @@ static int recover_one(const char *path, char *sealed, size_t cap)
 	d9_wbuf_init(&w, buf, sizeof(buf));
 	d9_trailer_write(&w, &tr);
 	err = d9__file_truncate(&f, good);
-	if (!err && lseek(f.fd, (off_t)good, SEEK_SET) < 0)
-		err = -errno;
+	if (!err && !(err = d9__file_enter(&f))) {
+		if (lseek(f.fd, (off_t)good, SEEK_SET) < 0)
+			err = -errno;
+		d9__file_leave(&f);
+	}
 	if (!err)
 		err = d9__file_write(&f, buf, (size_t)(w.p - buf));
 	d9__file_close(&f);

@@ -320,6 +320,14 @@ IO_WRAPPER(readv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), SY
 IO_WRAPPER(writev, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), SYS_writev,
 	d9__req_wrote(fd, r))
 
+/* A file an agent thread opens (its own code's, libdw's, zlib's) is the agent's: the program's
+ * close of the number waits for, and is never made by, the agent (agent/fdown.c). */
+static inline void own_if_agent(int fd)
+{
+	if (D9_UNLIKELY(d9__self.role == D9_ROLE_AGENT) && fd >= 0)
+		d9__fd_own(fd);
+}
+
 static mode_t open_mode(int flags, va_list ap)
 {
 	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
@@ -336,6 +344,7 @@ D9_INTERPOSE int open(const char *path, int flags, ...)
 		TIMED("open", -1, D9__SYS(real_open(path, flags, mode), SYS_openat, AT_FDCWD, path,
 			flags, mode));
 	d9__fd_forget(r); /* the number may have been a socket closed unseen */
+	own_if_agent(r);
 	return r;
 }
 
@@ -359,6 +368,7 @@ D9_INTERPOSE int openat(int dirfd, const char *path, int flags, ...)
 		TIMED("openat", -1, D9__SYS(real_openat(dirfd, path, flags, mode), SYS_openat, dirfd,
 			path, flags, mode));
 	d9__fd_forget(r);
+	own_if_agent(r);
 	return r;
 }
 

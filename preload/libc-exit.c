@@ -8,6 +8,8 @@
  * start, and the analyzer reads it as it is. Design: agent/DESIGN.md, "Exit, signals, fork". */
 #include "preload.h"
 
+#include <linux/close_range.h>
+
 #include <fcntl.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -98,6 +100,21 @@ D9_INTERPOSE long syscall(long number, ...)
 	int exec = number == SYS_execve || number == SYS_execveat;
 	if (exec)
 		d9_agent_exec_begin();
+	/* numbers the call may take from the agent (agent/fdown.c); the agent's own threads make
+	 * theirs directly */
+	int take = -1, range = 0;
+	if (d9__self.role != D9_ROLE_AGENT) {
+		if (number == SYS_close)
+			take = (int)a[0];
+		else if ((number == SYS_dup2 || number == SYS_dup3) && a[0] != a[1])
+			take = (int)a[1];
+		else if (number == SYS_close_range && !(a[2] & CLOSE_RANGE_CLOEXEC))
+			range = 1;
+	}
+	if (take >= 0)
+		d9__fd_host_take(take);
+	if (range)
+		d9__fd_host_take_range((unsigned)a[0], (unsigned)a[1]);
 	long r;
 	if (real_syscall) {
 		r = real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
@@ -118,6 +135,10 @@ D9_INTERPOSE long syscall(long number, ...)
 		}
 		r = ret;
 	}
+	if (take >= 0)
+		d9__fd_host_done(take);
+	if (range)
+		d9__fd_host_range_done();
 	if (exec)
 		d9_agent_exec_failed();
 	/* descriptors whose number or mode may have changed unseen are timed again (libc-fds.c) */

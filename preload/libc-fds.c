@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <linux/close_range.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -128,12 +129,19 @@ D9_INTERPOSE int dup(int fd)
 	return r;
 }
 
+/* dup2, dup3, close_range and closefrom can take a number of the agent's: each waits for the
+ * agent's write in progress on it, and the agent lets it go (agent/fdown.c). */
 D9_INTERPOSE int dup2(int fd, int to)
 {
 	D9_REAL(int, dup2, (int, int));
 	d9__fd_forget(fd);
 	d9__fd_forget(to);
-	return real_dup2 ? real_dup2(fd, to) : (int)syscall(SYS_dup2, fd, to);
+	if (fd == to)
+		return real_dup2 ? real_dup2(fd, to) : (int)syscall(SYS_dup2, fd, to);
+	d9__fd_host_take(to);
+	int r = real_dup2 ? real_dup2(fd, to) : (int)syscall(SYS_dup2, fd, to);
+	d9__fd_host_done(to);
+	return r;
 }
 
 D9_INTERPOSE int dup3(int fd, int to, int flags)
@@ -141,15 +149,39 @@ D9_INTERPOSE int dup3(int fd, int to, int flags)
 	D9_REAL(int, dup3, (int, int, int));
 	d9__fd_forget(fd);
 	d9__fd_forget(to);
-	return real_dup3 ? real_dup3(fd, to, flags) : (int)syscall(SYS_dup3, fd, to, flags);
+	d9__fd_host_take(to);
+	int r = real_dup3 ? real_dup3(fd, to, flags) : (int)syscall(SYS_dup3, fd, to, flags);
+	d9__fd_host_done(to);
+	return r;
 }
 
 D9_INTERPOSE int close_range(unsigned int first, unsigned int last, int flags)
 {
 	D9_REAL(int, close_range, (unsigned int, unsigned int, int));
 	d9__fd_forget_range(first, last);
-	return real_close_range ? real_close_range(first, last, flags)
-				: (int)syscall(SYS_close_range, first, last, flags);
+	/* CLOSE_RANGE_CLOEXEC only marks them (the agent's are close-on-exec already) */
+	int closes = !(flags & CLOSE_RANGE_CLOEXEC);
+	if (closes)
+		d9__fd_host_take_range(first, last);
+	int r = real_close_range ? real_close_range(first, last, flags)
+				 : (int)syscall(SYS_close_range, first, last, flags);
+	if (closes)
+		d9__fd_host_range_done();
+	return r;
+}
+
+/* glibc's closefrom calls its own close_range, unseen by the one above. */
+D9_INTERPOSE void closefrom(int lowfd)
+{
+	D9_REAL(void, closefrom, (int));
+	unsigned first = lowfd < 0 ? 0u : (unsigned)lowfd;
+	d9__fd_forget_range(first, ~0u);
+	d9__fd_host_take_range(first, ~0u);
+	if (real_closefrom)
+		real_closefrom(lowfd);
+	else
+		syscall(SYS_close_range, first, ~0u, 0);
+	d9__fd_host_range_done();
 }
 
 /* glibc declares ioctl with an unsigned long request; every argument fits a pointer-sized

@@ -660,9 +660,12 @@ D9_INTERPOSE ssize_t sendfile64(int out, int in, off_t *off, size_t n)
 D9_INTERPOSE int close(int fd)
 {
 	D9_REAL(int, close, (int));
-	D9__REQ_HOOK(d9__req_close(fd));
 	d9__fd_forget(fd); /* before: the number is free for another thread once closed */
-	if (!real_close)
-		return (int)syscall(SYS_close, fd);
-	return D9__SYS(real_close(fd), SYS_close, fd);
+	if (D9_UNLIKELY(d9__self.role == D9_ROLE_AGENT))
+		return d9__fd_agent_close(fd); /* zlib's, the reader's: checked (agent/fdown.c) */
+	D9__REQ_HOOK(d9__req_close(fd));
+	d9__fd_host_take(fd); /* after the agent's write in progress on it, if it is the agent's */
+	int r = !real_close ? (int)syscall(SYS_close, fd) : D9__SYS(real_close(fd), SYS_close, fd);
+	d9__fd_host_done(fd);
+	return r;
 }

@@ -5,8 +5,14 @@
 # - reused-fds: a daemon closes every descriptor 3..1023 after start, opens its own logs and
 #   database, and puts copies of them on the agent's old descriptor numbers: its files get none
 #   of the trace's bytes, every park is in the trace, the segment is sealed, one stderr line;
+# - reused-fds-closefrom, reused-fds-syscall: the same, the daemon closing with closefrom(3) and
+#   with syscall(SYS_close, fd);
 # - reused-fds-disk-full: the same with the trace's disk full: the database is never truncated,
 #   the trace is sealed (trailer from the segment's reserve) and counts every lost event;
+# - steal-while-writing: each turn the daemon dup2()s its log onto the agent's segment number
+#   while the agent's write into it is under way (slow-write.so, preloaded after the agent,
+#   holds each of the writer's segment writes 20 ms before the kernel): the dup2 waits for the
+#   write, the log gets none of the trace's bytes, every park is in the sealed trace;
 # - planted-links: links to a victim file under every name the agent will use: never followed;
 # - fifo-leftover: a FIFO named like a dead process's .active segment: recovery skips it (one
 #   line), the program traces and exits without waiting on it;
@@ -95,6 +101,38 @@ else
 	d9_pass reused-fds-sealed
 fi
 
+# ---- reused-fds-closefrom, reused-fds-syscall: the other ways a daemon closes them ------------------
+for how in closefrom syscall; do
+	mkdir -p "$T/r$how"
+	head -c 250000 /dev/urandom >"$T/db-$how"
+	sum=$(sha1sum <"$T/db-$how")
+	daemon "r$how" "$T/r$how" -- --turns 500 --db "$T/db-$how" --fill-high 900 --logs 2 \
+		--sweep "$how"
+	summary "$T/r$how" "$T/r$how.json"
+	if [ "$D9_RC" -ne 0 ]; then
+		d9_fail "reused-fds-$how" "daemon exit $D9_RC: $(head -c 300 "$T/r$how.err")"
+	elif ! why=$(logs_clean "r$how" 2 500); then
+		d9_fail "reused-fds-$how" "the host's log has foreign bytes: $why"
+	elif [ "$(sha1sum <"$T/db-$how")" != "$sum" ]; then
+		d9_fail "reused-fds-$how" "the host's database changed"
+	elif ls "$T/r$how" | grep -q '\.active'; then
+		d9_fail "reused-fds-$how" "a segment was left unsealed: $(ls "$T/r$how")"
+	else
+		d9_py "reused-fds-$how" '
+c = one(f[0]); drv = one(f[1])
+w = c["workers"]
+if len(w) != 1 or w[0]["parks"] != drv["parks"]:
+    fail("parks %s in the trace, %d made" % ([x["parks"] for x in w], drv["parks"]))
+q = c["data_quality"]
+if q["truncated_segments"] or q["damaged_files"] or c["drops"]["events"]:
+    fail("quality %s drops %s" % (q, c["drops"]))
+if drv["filled"] < 1:
+    fail("the daemon put no copy on a high descriptor number")
+info = "%d parks, logs and database intact" % drv["parks"]
+' "$T/r$how.json" "$T/r$how.out"
+	fi
+done
+
 # ---- reused-fds-disk-full ------------------------------------------------------------------------------
 if ! d9_mount_tmpfs "$T/disk" 2m; then
 	d9_skip reused-fds-disk-full "cannot mount a tmpfs: $D9_MOUNT_ERR"
@@ -128,6 +166,38 @@ if c["events"] + we < want:
 info = "%d events written, %d counted as lost, database intact" % (c["events"], we)
 ' "$T/r2.json" "$T/r2.out"
 	fi
+fi
+
+# ---- steal-while-writing ---------------------------------------------------------------------------
+SLOW=$D9_ROOT/build/tests/slow-write.so
+mkdir -p "$T/sw" "$T/sw.log"
+env LD_PRELOAD="$LIB $SLOW" D9_TRACE_PATH="$T/sw/trace.bin" D9_FLUSH_INTERVAL=1ms \
+	timeout -s KILL 60 "$DAEMON" --trace-dir "$T/sw" --log-dir "$T/sw.log" --turns 100 --logs 1 \
+	--steal >"$T/sw.out" 2>"$T/sw.err"
+D9_RC=$?
+summary "$T/sw" "$T/sw.json"
+if [ "$D9_RC" -ne 0 ]; then
+	d9_fail steal-while-writing "daemon exit $D9_RC: $(head -c 300 "$T/sw.err")"
+elif ! why=$(logs_clean sw 1 100); then
+	d9_fail steal-while-writing "the host's log has foreign bytes: $why"
+elif ls "$T/sw" | grep -q '\.active'; then
+	d9_fail steal-while-writing "a segment was left unsealed: $(ls "$T/sw")"
+else
+	d9_py steal-while-writing '
+c = one(f[0]); drv = one(f[1]); err = open(f[2]).read()
+if drv["stolen"] < 50:
+    fail("the daemon took the segment number only %d times in 100 turns" % drv["stolen"])
+w = c["workers"]
+if len(w) != 1 or w[0]["parks"] != drv["parks"]:
+    fail("parks %s in the trace, %d made" % ([x["parks"] for x in w], drv["parks"]))
+q = c["data_quality"]
+if q["truncated_segments"] or q["damaged_files"] or c["drops"]["events"]:
+    fail("quality %s drops %s" % (q, c["drops"]))
+lines = [l for l in err.splitlines() if "descriptor" in l]
+if len(lines) != 1:
+    fail("%d stderr lines about the descriptor: %r" % (len(lines), err[:300]))
+info = "the number taken %d times mid-write, %d parks, log intact" % (drv["stolen"], drv["parks"])
+' "$T/sw.json" "$T/sw.out" "$T/sw.err"
 fi
 
 # ---- planted-links -----------------------------------------------------------------------------------

@@ -4,8 +4,14 @@
  * in --trace-dir it closes every descriptor from 3 to 1023, opens its own log files (and its
  * database file), optionally dup2()s a log onto every number from --fill-high up to 1023 (so the
  * agent's old descriptor number now names the host's file), and appends one known line per log
- * per turn. Exits 0 when every write of its own succeeded; prints one JSON line with its counts.
- *   hostile-daemon --trace-dir D --log-dir L --turns N [--db FILE] [--fill-high K] [--logs M] */
+ * per turn. With --steal, each turn also dup2()s its first log onto every descriptor number that
+ * names the trace's .active segment (the agent's, found in /proc/self/fd): the agent must let
+ * the number go before the dup2 lands, with no byte of its in the log. Exits 0 when every write
+ * of its own succeeded; prints one JSON line with its counts.
+ *   hostile-daemon --trace-dir D --log-dir L --turns N [--db FILE] [--fill-high K] [--logs M]
+ *                  [--steal] [--sweep loop|closefrom|syscall]
+ * --sweep: how it closes 3..1023: close() in a loop (the default), closefrom(3), or
+ * syscall(SYS_close) in a loop. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +20,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+/* dup2()s `to` onto every number that names an .active file under dir; returns how many. */
+static long steal(const char *dir, int to)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	size_t n = strlen(dir);
+	long stolen = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		char p[300], target[4096];
+		int fd = atoi(e->d_name);
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", e->d_name);
+		ssize_t k = readlink(p, target, sizeof(target) - 1);
+		if (k <= 0 || fd == to || fd == dirfd(d))
+			continue;
+		target[k] = 0;
+		/* a copy of the log on the agent's number, closed again: the agent's next number is
+		 * likely the same one, stolen again next turn */
+		if (!strncmp(target, dir, n) && k > 7 && !strcmp(target + k - 7, ".active") &&
+			dup2(to, fd) >= 0) {
+			stolen++;
+			close(fd);
+		}
+	}
+	closedir(d);
+	return stolen;
+}
 
 static int has_active(const char *dir)
 {
@@ -35,11 +72,12 @@ static int has_active(const char *dir)
 
 int main(int argc, char **argv)
 {
-	const char *trace_dir = NULL, *log_dir = NULL, *db = NULL;
-	long turns = 1000, fill_high = 0, nlogs = 3;
+	const char *trace_dir = NULL, *log_dir = NULL, *db = NULL, *sweep = "loop";
+	long turns = 1000, fill_high = 0, nlogs = 3, do_steal = 0, stolen = 0;
 	static const struct option opts[] = {
 		{ "trace-dir", 1, 0, 't' }, { "log-dir", 1, 0, 'l' }, { "turns", 1, 0, 'n' },
-		{ "db", 1, 0, 'd' }, { "fill-high", 1, 0, 'f' }, { "logs", 1, 0, 'm' }, { 0, 0, 0, 0 },
+		{ "db", 1, 0, 'd' }, { "fill-high", 1, 0, 'f' }, { "logs", 1, 0, 'm' },
+		{ "steal", 0, 0, 's' }, { "sweep", 1, 0, 'w' }, { 0, 0, 0, 0 },
 	};
 	int c;
 
@@ -51,6 +89,8 @@ int main(int argc, char **argv)
 		case 'd': db = optarg; break;
 		case 'f': fill_high = atol(optarg); break;
 		case 'm': nlogs = atol(optarg); break;
+		case 's': do_steal = 1; break;
+		case 'w': sweep = optarg; break;
 		default: return 2;
 		}
 	}
@@ -68,8 +108,15 @@ int main(int argc, char **argv)
 		return 3;
 	}
 	/* what daemons do after start: close everything they did not open themselves */
-	for (int fd = 3; fd < 1024; fd++)
-		close(fd);
+	if (!strcmp(sweep, "closefrom")) {
+		closefrom(3);
+	} else {
+		for (int fd = 3; fd < 1024; fd++)
+			if (!strcmp(sweep, "syscall"))
+				syscall(SYS_close, fd);
+			else
+				close(fd);
+	}
 	int logs[16], dbfd = -1;
 	for (long i = 0; i < nlogs; i++) {
 		char p[4096];
@@ -92,6 +139,8 @@ int main(int argc, char **argv)
 	for (long t = 0; t < turns; t++) {
 		poll(NULL, 0, 1);
 		parks++;
+		if (do_steal)
+			stolen += steal(trace_dir, logs[0]);
 		for (long i = 0; i < nlogs; i++) {
 			char line[64];
 			int n = snprintf(line, sizeof(line), "host line %ld of log %ld\n", t, i);
@@ -102,6 +151,7 @@ int main(int argc, char **argv)
 			lines++;
 		}
 	}
-	printf("{\"parks\":%ld,\"lines\":%ld,\"filled\":%ld}\n", parks, lines, filled);
+	printf("{\"parks\":%ld,\"lines\":%ld,\"filled\":%ld,\"stolen\":%ld}\n", parks, lines,
+		filled, stolen);
 	return 0;
 }

@@ -1,0 +1,243 @@
+/* fdown.c: which descriptor numbers are the agent's. The host may take any number at any time
+ * (a daemon's close of 3..1023, a dup2 of its log onto a number of ours). A check of the number
+ * (fstat) followed by a write leaves a window in which the number can become the host's; this
+ * table closes it for the calls the interposers see: the host's close, dup2, dup3, close_range
+ * and closefrom of a number of ours take it from the agent, after waiting for the agent's call
+ * in progress on it, before the host's call runs. The agent's side never waits on the host's
+ * side while it holds a number. Design: agent/DESIGN.md, "Descriptors and files". */
+#include "internal.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+
+/* One word per number below D9__OWN_FDS (d9-agent.h: OURS, REVOKED, BUSY and PENDING), all
+ * changed by atomic read-modify-writes, so that the agent's and the host's changes to one number
+ * are totally ordered. */
+#define OURS D9__FD_OURS
+#define REVOKED D9__FD_REVOKED
+#define BUSY1 (1u << 8) /* an agent call on the number in progress (8 bits) */
+#define BUSY_MASK (0xffu << 8)
+#define PEND1 D9__FD_PEND1
+#define PEND_MASK (0xffffu << 16)
+
+uint32_t d9__fd_words[D9__OWN_FDS];
+#define own d9__fd_words
+static uint32_t range_pending; /* host close_range/closefrom calls in progress */
+int d9__fd_top; /* atomic: the highest number whose word was ever changed (d9__fd_child) */
+#define top d9__fd_top
+uint64_t d9__fd_taken; /* numbers of ours the host took */
+
+/* The agent waits for the host's calls in progress on a number it has just been given (below)
+ * at most this long: a close that blocks (SO_LINGER, a slow file system) has already freed its
+ * number, but nothing shows that from here. */
+#define DRAIN_WAIT_NS 100000000ull
+
+/* System calls made here directly: libc's close and syscall() are this library's interposers,
+ * whose take of an agent number would wait for this very call. Returns -errno on failure. */
+static long raw2(long nr, long a, long b)
+{
+#if defined(__x86_64__)
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b) : "rcx", "r11", "memory");
+	return r;
+#else
+#error "fdown.c: a direct system call for this architecture"
+#endif
+}
+
+/* A short pause (libc's nanosleep is interposed and would be timed as the program's). */
+static void pause_briefly(unsigned *n)
+{
+	if (++*n < 100) {
+		raw2(SYS_sched_yield, 0, 0);
+	} else {
+		struct timespec ts = { 0, 200000 };
+		raw2(SYS_nanosleep, (long)&ts, 0);
+	}
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define raise_top d9__fd_raise_top
+
+int d9__fd_own(int fd)
+{
+	if (fd < 0 || fd >= D9__OWN_FDS)
+		return -EMFILE;
+	raise_top(fd);
+	uint32_t *w = &own[fd];
+	uint32_t v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+	unsigned n = 0;
+
+	/* another agent thread may still be inside its close of the same number (it leaves the
+	 * number's word only after the close): wait for it, then mark the number ours */
+	for (;;) {
+		if (v & BUSY_MASK) {
+			pause_briefly(&n);
+			v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+			continue;
+		}
+		if (__atomic_compare_exchange_n(w, &v, (v | OURS) & ~REVOKED, 0, __ATOMIC_SEQ_CST,
+				__ATOMIC_SEQ_CST))
+			break;
+	}
+	/* A host call that read the word before OURS was set takes the number without waiting
+	 * for the agent: wait until every such call has returned. One that starts from here on
+	 * sees OURS. */
+	uint64_t deadline = 0;
+	n = 0;
+	while ((__atomic_load_n(w, __ATOMIC_SEQ_CST) & PEND_MASK) ||
+	       __atomic_load_n(&range_pending, __ATOMIC_SEQ_CST)) {
+		if (!deadline)
+			deadline = mono_ns() + DRAIN_WAIT_NS;
+		else if (mono_ns() > deadline)
+			return -EAGAIN; /* left marked ours: the caller neither uses nor closes it */
+		pause_briefly(&n);
+	}
+	if (!(__atomic_load_n(w, __ATOMIC_SEQ_CST) & OURS))
+		return -ESTALE; /* taken by the host meanwhile */
+	return 0;
+}
+
+int d9__fd_enter(int fd)
+{
+	if (fd < 0 || fd >= D9__OWN_FDS)
+		return -EBADF;
+	uint32_t v = __atomic_fetch_add(&own[fd], BUSY1, __ATOMIC_SEQ_CST);
+	if (v & OURS)
+		return 0;
+	__atomic_fetch_sub(&own[fd], BUSY1, __ATOMIC_SEQ_CST);
+	return -ESTALE;
+}
+
+void d9__fd_leave(int fd)
+{
+	__atomic_fetch_sub(&own[fd], BUSY1, __ATOMIC_RELEASE);
+}
+
+void d9__fd_disown(int fd)
+{
+	/* REVOKED only: OURS may be another holder's of the agent's by now (the program took the
+	 * number, closed it, and the kernel gave it to the agent again). A number the program took
+	 * unseen stays marked; every use checks the file's identity too. */
+	if (fd >= 0 && fd < D9__OWN_FDS)
+		__atomic_fetch_and(&own[fd], ~REVOKED, __ATOMIC_SEQ_CST);
+}
+
+int d9__fd_is_own(int fd)
+{
+	return fd >= 0 && fd < D9__OWN_FDS && (__atomic_load_n(&own[fd], __ATOMIC_SEQ_CST) & OURS);
+}
+
+/* close(2) with libc's contract (-1 and errno). */
+static int raw_close(int fd)
+{
+	long r = raw2(SYS_close, fd, 0);
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return 0;
+}
+
+int d9__fd_close(int fd)
+{
+	int saved = errno, err = 0;
+
+	if (fd < 0 || fd >= D9__OWN_FDS)
+		return -EBADF;
+	uint32_t v = __atomic_load_n(&own[fd], __ATOMIC_SEQ_CST);
+	if (!(v & OURS)) {
+		/* the host took it (REVOKED): its number now, left alone; never ours: refused */
+		__atomic_fetch_and(&own[fd], ~REVOKED, __ATOMIC_SEQ_CST);
+		return -ESTALE;
+	}
+	if ((err = d9__fd_enter(fd)) != 0) {
+		__atomic_fetch_and(&own[fd], ~REVOKED, __ATOMIC_SEQ_CST);
+		return err;
+	}
+	/* Still busy while the number is free: a host that opens it and closes it again waits
+	 * for the word to be cleared first, and an agent thread given it waits in d9__fd_own. */
+	if (raw_close(fd) != 0 && errno != EINTR)
+		err = -errno;
+	__atomic_fetch_and(&own[fd], ~(OURS | REVOKED), __ATOMIC_SEQ_CST);
+	d9__fd_leave(fd);
+	errno = saved;
+	return err;
+}
+
+int d9__fd_agent_close(int fd)
+{
+	if (fd < 0 || fd >= D9__OWN_FDS)
+		return raw_close(fd);
+	uint32_t v = __atomic_load_n(&own[fd], __ATOMIC_SEQ_CST);
+	if (v & OURS) {
+		int err = d9__fd_close(fd);
+		if (err == -ESTALE)
+			return 0; /* taken by the host meanwhile: its number, not closed */
+		if (err) {
+			errno = -err;
+			return -1;
+		}
+		return 0;
+	}
+	if (v & REVOKED) {
+		/* a library's (the reader's, zlib's) descriptor that the host has taken since */
+		__atomic_fetch_and(&own[fd], ~REVOKED, __ATOMIC_SEQ_CST);
+		return 0;
+	}
+	return raw_close(fd); /* not one the agent marked: a library's own descriptor */
+}
+
+/* Takes one number from the agent, if it is the agent's, after its call in progress. */
+static void take(int fd)
+{
+	uint32_t *w = &own[fd];
+	uint32_t v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+
+	while ((v & OURS) && !__atomic_compare_exchange_n(w, &v, (v & ~OURS) | REVOKED, 0,
+				__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		;
+	if (!(v & OURS))
+		return;
+	/* no message here, in the program's close: the holder says it when it finds the number
+	 * gone (writer.c, profile.c) */
+	__atomic_fetch_add(&d9__fd_taken, 1, __ATOMIC_RELAXED);
+	unsigned n = 0;
+	while (__atomic_load_n(w, __ATOMIC_SEQ_CST) & BUSY_MASK)
+		pause_briefly(&n);
+}
+
+void d9__fd_take(int fd)
+{
+	take(fd);
+}
+
+void d9__fd_host_take_range(unsigned first, unsigned last)
+{
+	__atomic_fetch_add(&range_pending, 1, __ATOMIC_SEQ_CST);
+	for (unsigned fd = first; fd <= last && fd < D9__OWN_FDS; fd++)
+		if (D9_UNLIKELY(__atomic_load_n(&own[fd], __ATOMIC_SEQ_CST) & OURS))
+			take((int)fd);
+}
+
+void d9__fd_host_range_done(void)
+{
+	__atomic_fetch_sub(&range_pending, 1, __ATOMIC_RELEASE);
+}
+
+void d9__fd_child(void)
+{
+	/* the calls in progress were the other threads', which the child does not have */
+	for (int fd = 0; fd <= top && fd < D9__OWN_FDS; fd++)
+		if (own[fd])
+			own[fd] &= OURS | REVOKED;
+	range_pending = 0;
+}
