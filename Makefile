@@ -69,6 +69,7 @@ $(B)/san/d9-analyze: $(patsubst %.c,$(B)/san/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC
 # test-analyze.c #includes the analyzer's sources: rebuild it when they change
 $(B)/san/obj/tests/unit/test-analyze.o: $(ANALYZE_SRC) $(wildcard analyze/*.h) agent/dwsym.c
 $(B)/san/obj/tests/unit/test-s3.o: agent/s3common.c
+$(B)/san/obj/tests/unit/test-fdown.o: agent/fdown.c
 $(B)/san/obj/tests/unit/test-http-scan.o: preload/http-scan.h
 
 $(B)/san/tests/%: $(B)/san/obj/tests/unit/%.o $(B)/san/obj/format/format.o

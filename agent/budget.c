@@ -93,7 +93,10 @@ static int lock_file(void)
 			/* root about to drop privileges made it in the target user's directory
 			 * (d9-uid-N, paths.c): it is that user's, as the segments there are, so the
 			 * processes that run as that user afterwards can use it */
-			(void)fchown(bud.lock.fd, st.st_uid, st.st_gid);
+			if (!d9__file_enter(&bud.lock)) {
+				(void)fchown(bud.lock.fd, st.st_uid, st.st_gid);
+				d9__file_leave(&bud.lock);
+			}
 	}
 	if (err)
 		d9__log_once(D9_LOG_WARN, "cannot use the budget lock file %s (%s): this process keeps "
@@ -106,9 +109,12 @@ static int record_lock(int type)
 {
 	struct flock l = { .l_type = (short)type, .l_whence = SEEK_SET };
 
-	if (d9__file_check(&bud.lock))
+	if (d9__file_enter(&bud.lock))
 		return -EBADF;
-	return fcntl(bud.lock.fd, F_SETLK, &l) == 0 ? 0 : -errno;
+	/* inside enter/leave: an unlock on the program's file would drop its own locks */
+	int err = fcntl(bud.lock.fd, F_SETLK, &l) == 0 ? 0 : -errno;
+	d9__file_leave(&bud.lock);
+	return err;
 }
 
 int d9__dirlock_take(uint64_t wait_ns, int abortable)
@@ -209,11 +215,12 @@ static void ledger_write(const struct ledger *l)
 	put_le64(buf + 32, l->est_bytes);
 	put_le64(buf + 40, l->est_files);
 	put_le64(buf + 48, l->est_ns);
-	if (d9__file_check(&bud.lock))
+	if (d9__file_enter(&bud.lock))
 		return;
 	do
 		n = pwrite(bud.lock.fd, buf, sizeof(buf), 0);
 	while (n < 0 && errno == EINTR);
+	d9__file_leave(&bud.lock);
 	if (n != (ssize_t)sizeof(buf))
 		d9__log_once(D9_LOG_WARN, "cannot update the budget lock file of %s: deletions by "
 			"the budget may be undercounted", d9__g.cfg.dir);

@@ -166,15 +166,18 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 	err = deflate_file(&in, &out);
 	/* on disk before the rename and the removal of the .bin: a power loss must not leave an
 	 * empty .gz as the only copy */
-	if (!err && (err = d9__file_check(&out)) == 0 && fsync(out.fd) != 0)
-		err = -errno;
 	struct stat st;
-	if (!err && out_size)
-		*out_size = fstat(out.fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-	/* the .gz keeps the seal time: the directory budget deletes the oldest segments first */
-	if (!err && fstat(in.fd, &st) == 0) {
-		struct timespec times[2] = { st.st_atim, st.st_mtim };
-		futimens(out.fd, times);
+	if (!err && (err = d9__file_enter(&out)) == 0) {
+		if (fsync(out.fd) != 0)
+			err = -errno;
+		if (!err && out_size)
+			*out_size = fstat(out.fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+		/* the .gz keeps the seal time: the directory budget deletes the oldest first */
+		if (!err && fstat(in.fd, &st) == 0) {
+			struct timespec times[2] = { st.st_atim, st.st_mtim };
+			futimens(out.fd, times);
+		}
+		d9__file_leave(&out);
 	}
 	int cerr = d9__file_close(&out);
 	if (!err)

@@ -67,19 +67,52 @@ static uint64_t mono_ns(void)
 
 #define raise_top d9__fd_raise_top
 
+/* The numbers this thread holds (d9__fd_enter without its leave yet), so that a signal handler
+ * run on it that closes or is given one of them does not wait for the thread it interrupted. */
+#define HELD_MAX 4
+static __thread int held[HELD_MAX] __attribute__((tls_model("initial-exec")));
+static __thread unsigned nheld __attribute__((tls_model("initial-exec")));
+
+static int held_here(int fd)
+{
+	for (unsigned i = 0; i < nheld && i < HELD_MAX; i++)
+		if (held[i] == fd)
+			return 1;
+	return 0;
+}
+
+/* The process whose agent marked the numbers: a child that skipped the fork handlers (_Fork,
+ * a raw fork or clone) has its own table and must neither wait for its parent's calls nor, a
+ * vfork child sharing the parent's memory, take the parent's numbers. */
+static int owner_pid;
+
+static int same_process(void)
+{
+	return (int)raw2(SYS_getpid, 0, 0) == __atomic_load_n(&owner_pid, __ATOMIC_RELAXED);
+}
+
+/* The program waits this long at most for the agent's call in progress on a number it takes:
+ * the call is then inside the kernel (a stalled disk, a hung NFS server), where it holds the
+ * file itself, not the number, and the program's call can go on. */
+#define TAKE_WAIT_NS 1000000000ull
+uint64_t d9__fd_take_timeouts;
+
 int d9__fd_own(int fd)
 {
 	if (fd < 0 || fd >= D9__OWN_FDS)
 		return -EMFILE;
 	raise_top(fd);
+	if (!__atomic_load_n(&owner_pid, __ATOMIC_RELAXED))
+		__atomic_store_n(&owner_pid, (int)raw2(SYS_getpid, 0, 0), __ATOMIC_RELAXED);
 	uint32_t *w = &own[fd];
 	uint32_t v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
 	unsigned n = 0;
 
 	/* another agent thread may still be inside its close of the same number (it leaves the
-	 * number's word only after the close): wait for it, then mark the number ours */
+	 * number's word only after the close): wait for it, then mark the number ours. Not for
+	 * this thread's own hold (a signal handler's open on the thread inside that close). */
 	for (;;) {
-		if (v & BUSY_MASK) {
+		if ((v & BUSY_MASK) && !held_here(fd)) {
 			pause_briefly(&n);
 			v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
 			continue;
@@ -111,14 +144,28 @@ int d9__fd_enter(int fd)
 	if (fd < 0 || fd >= D9__OWN_FDS)
 		return -EBADF;
 	uint32_t v = __atomic_fetch_add(&own[fd], BUSY1, __ATOMIC_SEQ_CST);
-	if (v & OURS)
+	if (v & OURS) {
+		if (nheld < HELD_MAX)
+			held[nheld] = fd;
+		nheld++;
 		return 0;
+	}
 	__atomic_fetch_sub(&own[fd], BUSY1, __ATOMIC_SEQ_CST);
 	return -ESTALE;
 }
 
 void d9__fd_leave(int fd)
 {
+	if (nheld > HELD_MAX) {
+		nheld--; /* one not listed (never more than two here) */
+	} else if (nheld > 0) {
+		unsigned i = nheld - 1;
+		while (i > 0 && held[i] != fd)
+			i--;
+		for (; i + 1 < nheld; i++)
+			held[i] = held[i + 1];
+		nheld--;
+	}
 	__atomic_fetch_sub(&own[fd], BUSY1, __ATOMIC_RELEASE);
 }
 
@@ -196,7 +243,8 @@ int d9__fd_agent_close(int fd)
 	return raw_close(fd); /* not one the agent marked: a library's own descriptor */
 }
 
-/* Takes one number from the agent, if it is the agent's, after its call in progress. */
+/* Takes one number from the agent, if it is the agent's, after its call in progress (1 s at
+ * most; not for a call of this very thread's that a signal handler interrupted). */
 static void take(int fd)
 {
 	uint32_t *w = &own[fd];
@@ -210,22 +258,38 @@ static void take(int fd)
 	/* no message here, in the program's close: the holder says it when it finds the number
 	 * gone (writer.c, profile.c) */
 	__atomic_fetch_add(&d9__fd_taken, 1, __ATOMIC_RELAXED);
+	if (held_here(fd))
+		return;
 	unsigned n = 0;
-	while (__atomic_load_n(w, __ATOMIC_SEQ_CST) & BUSY_MASK)
+	uint64_t deadline = 0;
+	while (__atomic_load_n(w, __ATOMIC_SEQ_CST) & BUSY_MASK) {
+		if (!deadline) {
+			deadline = mono_ns() + TAKE_WAIT_NS;
+		} else if (mono_ns() > deadline) {
+			__atomic_fetch_add(&d9__fd_take_timeouts, 1, __ATOMIC_RELAXED);
+			return;
+		}
 		pause_briefly(&n);
+	}
 }
 
 void d9__fd_take(int fd)
 {
-	take(fd);
+	if (same_process())
+		take(fd);
 }
 
 void d9__fd_host_take_range(unsigned first, unsigned last)
 {
 	__atomic_fetch_add(&range_pending, 1, __ATOMIC_SEQ_CST);
-	for (unsigned fd = first; fd <= last && fd < D9__OWN_FDS; fd++)
-		if (D9_UNLIKELY(__atomic_load_n(&own[fd], __ATOMIC_SEQ_CST) & OURS))
+	int hi = __atomic_load_n(&top, __ATOMIC_SEQ_CST), checked = 0;
+	for (unsigned fd = first; fd <= last && (int)fd <= hi && fd < D9__OWN_FDS; fd++) {
+		if (D9_UNLIKELY(__atomic_load_n(&own[fd], __ATOMIC_SEQ_CST) & OURS)) {
+			if (!checked++ && !same_process())
+				return; /* d9__fd_host_range_done still follows */
 			take((int)fd);
+		}
+	}
 }
 
 void d9__fd_host_range_done(void)
@@ -235,6 +299,7 @@ void d9__fd_host_range_done(void)
 
 void d9__fd_child(void)
 {
+	__atomic_store_n(&owner_pid, (int)raw2(SYS_getpid, 0, 0), __ATOMIC_RELAXED);
 	/* the calls in progress were the other threads', which the child does not have */
 	for (int fd = 0; fd <= top && fd < D9__OWN_FDS; fd++)
 		if (own[fd])

@@ -83,11 +83,13 @@ static int move_high(int fd)
 	return hi;
 }
 
-/* fd, just opened by this thread, becomes f: a regular file owned by the effective user when
- * `regular`. 0 or -errno (fd given up then). */
-static int adopt(struct d9__file *f, int fd, int regular)
+/* fd, just opened by this thread from `name` (relative to dirfd), becomes f: a regular file
+ * owned by the effective user when `regular`. The file is the one named (fstatat without
+ * following links): a number the program took and refilled before the agent marked it is
+ * then not adopted (and not closed). 0 or -errno (fd given up then). */
+static int adopt(struct d9__file *f, int fd, int regular, int dirfd, const char *name)
 {
-	struct stat st;
+	struct stat st, named;
 	int err = own_new(fd);
 
 	if (err)
@@ -96,11 +98,18 @@ static int adopt(struct d9__file *f, int fd, int regular)
 		return err;
 	if (fstat(fd, &st) != 0)
 		err = -errno;
+	else if (fstatat(dirfd, name, &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+		named.st_dev != st.st_dev || named.st_ino != st.st_ino)
+		err = -ESTALE;
 	else if (regular && (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
 		err = -EPERM;
 	else if (regular) /* back to blocking I/O (O_NONBLOCK only kept the open from a FIFO) */
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	d9__fd_leave(fd);
+	if (err == -ESTALE) {
+		d9__fd_disown(fd); /* not the file opened: the program's, or unknown */
+		return err;
+	}
 	if (err) {
 		d9__fd_close(fd);
 		return err;
@@ -111,10 +120,10 @@ static int adopt(struct d9__file *f, int fd, int regular)
 	return 0;
 }
 
-int d9__file_take(struct d9__file *f, int fd)
+int d9__file_take(struct d9__file *f, int fd, int dirfd, const char *name)
 {
 	int saved = errno;
-	int err = adopt(f, fd, 0);
+	int err = adopt(f, fd, 0, dirfd, name);
 
 	if (err)
 		f->fd = -1;
@@ -126,7 +135,7 @@ int d9__file_create(struct d9__file *f, const char *path, int flags)
 {
 	int saved = errno;
 	int fd = open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int err = fd < 0 ? -errno : adopt(f, fd, 0);
+	int err = fd < 0 ? -errno : adopt(f, fd, 0, AT_FDCWD, path);
 
 	if (err)
 		f->fd = -1;
@@ -140,7 +149,7 @@ int d9__file_open(struct d9__file *f, const char *path, int flags)
 {
 	int saved = errno;
 	int fd = open(path, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-	int err = fd < 0 ? -errno : adopt(f, fd, 1);
+	int err = fd < 0 ? -errno : adopt(f, fd, 1, AT_FDCWD, path);
 
 	if (err)
 		f->fd = -1;
@@ -257,6 +266,16 @@ int d9__file_dup(const struct d9__file *f)
 		d9__file_leave(f);
 		if (fd >= 0 && own_new(fd))
 			fd = -1;
+	}
+	/* still f's file once marked (the program may have refilled the number before) */
+	if (fd >= 0) {
+		struct d9__file copy = { fd, f->dev, f->ino };
+		if (d9__file_enter(&copy)) {
+			d9__fd_disown(fd);
+			fd = -1;
+		} else {
+			d9__file_leave(&copy);
+		}
 	}
 	errno = saved;
 	return fd;

@@ -446,9 +446,10 @@ void d9__profile_modules_changed(void);
 void d9__fd_table_grow(void);
 /* Creates path (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600) with flags. Returns 0 or -errno. */
 int d9__file_create(struct d9__file *f, const char *path, int flags);
-/* fd, just opened by this thread (any kind of file), becomes f: marked the agent's, moved high,
- * remembered. 0 or -errno; fd is given up on failure (closed when it was still the agent's). */
-int d9__file_take(struct d9__file *f, int fd);
+/* fd, just opened by this thread (any kind of file) from name relative to dirfd, becomes f:
+ * marked the agent's, checked to be the file named, moved high, remembered. 0 or -errno; fd is
+ * given up on failure (closed when it was still the agent's). */
+int d9__file_take(struct d9__file *f, int fd, int dirfd, const char *name);
 /* Opens an existing regular file owned by the effective user without following links or waiting
  * on a FIFO. Returns 0, -EPERM for anything else, or -errno. */
 int d9__file_open(struct d9__file *f, const char *path, int flags);

@@ -296,7 +296,7 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 		goto err_fd;
 	}
 	/* the agent's from here (files.c): a high number, close-on-exec, like every agent fd */
-	if ((err = d9__file_take(&sub_next, fd)) != 0)
+	if ((err = d9__file_take(&sub_next, fd, dfd, name)) != 0)
 		goto err_made;
 	close(dfd);
 	snprintf(next_dir, sizeof(next_dir), "/proc/self/fd/%d", sub_next.fd);

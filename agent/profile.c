@@ -288,6 +288,16 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	r->id = 0;
 	if (ioctl(r->fd, PERF_EVENT_IOC_ID, &r->id) != 0)
 		r->id = 0;
+	/* a perf event is an anonymous inode (no file type) with an id (Linux 3.12 and later);
+	 * anything else is a file the program put on the number before the agent marked it:
+	 * neither mapped nor closed */
+	if ((st.st_mode & S_IFMT) != 0 || !r->id) {
+		d9__fd_leave(r->fd);
+		d9__fd_disown(r->fd);
+		r->fd = -1;
+		err = -ESTALE;
+		goto err_count;
+	}
 	/* Unprivileged rings count against perf_event_mlock_kb (516 KiB per user by default):
 	 * smaller rings before none. A ring that cannot be mapped is no reason to leave perf. */
 	for (; pages >= 8; pages /= 2) {
@@ -302,11 +312,17 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 			return 0;
 		}
 	}
+	int map_err = errno;
+	d9__fd_close(r->fd); /* just opened by this thread: ours */
+	d9__fd_leave(r->fd);
+	r->fd = -1;
+	/* said with the number let go (stderr may block) */
 	d9__log_once(D9_LOG_WARN, "cannot map a perf sample ring: %s (perf_event_mlock_kb, "
-		"RLIMIT_MEMLOCK); some workers have no samples", strerror(errno));
-	d9__defs_recorder(D9_REC_PERF_RING, D9_REC_LIMITED, errno,
+		"RLIMIT_MEMLOCK); some workers have no samples", strerror(map_err));
+	d9__defs_recorder(D9_REC_PERF_RING, D9_REC_LIMITED, map_err,
 		"mmap of a perf sample ring");
 	err = -ENOBUFS;
+	goto err_count;
 err_close:
 	d9__fd_close(r->fd); /* just opened by this thread: ours */
 	d9__fd_leave(r->fd);

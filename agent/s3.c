@@ -178,11 +178,14 @@ static curl_socket_t open_socket(void *ctx, curlsocktype purpose, struct curl_so
 	if (fd < 0 || fstat(fd, &st) != 0)
 		return fd < 0 ? CURL_SOCKET_BAD : fd;
 	struct d9__file f = { fd, st.st_dev, st.st_ino };
-	if (d9__fd_own(fd))
+	int err = d9__fd_own(fd); /* marked already when this thread is the agent's */
+	if (err == -EMFILE)
 		return fd; /* too high to mark the agent's (fdown.c): used as it is */
+	if (err)
+		return CURL_SOCKET_BAD; /* the program's now, or not known to be free: left alone */
 	int hi = d9__file_dup(&f);
 	if (hi < 0)
-		return fd;
+		return d9__file_check(&f) ? CURL_SOCKET_BAD : fd; /* no high number free: the low one */
 	d9__fd_close(fd); /* made just now by this thread */
 	return hi;
 }

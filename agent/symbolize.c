@@ -698,10 +698,13 @@ static int write_segment(struct seg *s, const char *tmp, const uint8_t *chunk, s
 		goto err_out;
 	/* the copy replaces a sealed segment by rename: it must be on disk first, or a power loss
 	 * could leave an empty file under the segment's name (nice-19 thread: the cost is fine) */
-	if ((err = d9__file_check(&out)) != 0 || fsync(out.fd) != 0) {
-		err = err ? err : -errno;
+	if ((err = d9__file_enter(&out)) != 0)
 		goto err_out;
-	}
+	if (fsync(out.fd) != 0)
+		err = -errno;
+	d9__file_leave(&out);
+	if (err)
+		goto err_out;
 	if ((err = d9__file_close(&out)) != 0)
 		goto err_tmp;
 	free(tr);

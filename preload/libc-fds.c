@@ -37,6 +37,9 @@ static void set_bit(uint64_t *t, int fd, int on)
 
 void d9__fd_made(int fd, int stream, int nonblock)
 {
+	/* one an agent thread makes (libcurl's) is the agent's (agent/fdown.c) */
+	if (D9_UNLIKELY(d9__self.role == D9_ROLE_AGENT) && fd >= 0)
+		d9__fd_own(fd);
 	if (fd < 0 || fd >= D9__FD_BITS)
 		return;
 	/* the stream bit last: until then the descriptor is timed */
@@ -136,7 +139,7 @@ D9_INTERPOSE int dup2(int fd, int to)
 	D9_REAL(int, dup2, (int, int));
 	d9__fd_forget(fd);
 	d9__fd_forget(to);
-	if (fd == to)
+	if (fd == to || d9__self.role == D9_ROLE_AGENT)
 		return real_dup2 ? real_dup2(fd, to) : (int)syscall(SYS_dup2, fd, to);
 	d9__fd_host_take(to);
 	int r = real_dup2 ? real_dup2(fd, to) : (int)syscall(SYS_dup2, fd, to);
@@ -149,6 +152,8 @@ D9_INTERPOSE int dup3(int fd, int to, int flags)
 	D9_REAL(int, dup3, (int, int, int));
 	d9__fd_forget(fd);
 	d9__fd_forget(to);
+	if (d9__self.role == D9_ROLE_AGENT)
+		return real_dup3 ? real_dup3(fd, to, flags) : (int)syscall(SYS_dup3, fd, to, flags);
 	d9__fd_host_take(to);
 	int r = real_dup3 ? real_dup3(fd, to, flags) : (int)syscall(SYS_dup3, fd, to, flags);
 	d9__fd_host_done(to);
@@ -160,7 +165,7 @@ D9_INTERPOSE int close_range(unsigned int first, unsigned int last, int flags)
 	D9_REAL(int, close_range, (unsigned int, unsigned int, int));
 	d9__fd_forget_range(first, last);
 	/* CLOSE_RANGE_CLOEXEC only marks them (the agent's are close-on-exec already) */
-	int closes = !(flags & CLOSE_RANGE_CLOEXEC);
+	int closes = !(flags & CLOSE_RANGE_CLOEXEC) && d9__self.role != D9_ROLE_AGENT;
 	if (closes)
 		d9__fd_host_take_range(first, last);
 	int r = real_close_range ? real_close_range(first, last, flags)
@@ -175,13 +180,16 @@ D9_INTERPOSE void closefrom(int lowfd)
 {
 	D9_REAL(void, closefrom, (int));
 	unsigned first = lowfd < 0 ? 0u : (unsigned)lowfd;
+	int host = d9__self.role != D9_ROLE_AGENT;
 	d9__fd_forget_range(first, ~0u);
-	d9__fd_host_take_range(first, ~0u);
+	if (host)
+		d9__fd_host_take_range(first, ~0u);
 	if (real_closefrom)
 		real_closefrom(lowfd);
 	else
 		syscall(SYS_close_range, first, ~0u, 0);
-	d9__fd_host_range_done();
+	if (host)
+		d9__fd_host_range_done();
 }
 
 /* glibc declares ioctl with an unsigned long request; every argument fits a pointer-sized

@@ -1,0 +1,212 @@
+/* test-fdown.c: which descriptor numbers are the agent's (agent/fdown.c), with real descriptors
+ * and threads: the program's take of an agent number waits for the agent's call in progress and
+ * the agent then leaves the number alone; a number just marked waits for the program's calls
+ * that began before the mark; and the waits that must not happen do not: a thread's own hold (a
+ * signal handler on it), a child made without the fork handlers, an agent call stuck in the
+ * kernel (1 s at most). Each test runs in its own child (t.h), with an alarm against a hang. */
+#include "../../agent/fdown.c"
+#include "t.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+
+static uint64_t now_ns(void)
+{
+	return mono_ns();
+}
+
+static uint32_t word(int fd)
+{
+	return __atomic_load_n(&d9__fd_words[fd], __ATOMIC_SEQ_CST);
+}
+
+/* A fresh descriptor marked the agent's. */
+static int agent_fd(void)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	T_ASSERT(fd >= 0);
+	T_EQ(d9__fd_own(fd), 0);
+	return fd;
+}
+
+static int taker_fd;
+static int taker_done;
+
+static void *taker(void *arg)
+{
+	(void)arg;
+	d9__fd_host_take(taker_fd);
+	__atomic_store_n(&taker_done, 1, __ATOMIC_SEQ_CST);
+	d9__fd_host_done(taker_fd);
+	return NULL;
+}
+
+/* Waits (10 s at most) until cond holds. */
+#define WAIT_FOR(cond)                                                          \
+	do {                                                                    \
+		uint64_t t_end = now_ns() + 10000000000ull;                     \
+		while (!(cond) && now_ns() < t_end)                             \
+			usleep(1000);                                           \
+		T_ASSERT(cond);                                                 \
+	} while (0)
+
+TEST(take_waits_for_the_agents_call)
+{
+	alarm(20);
+	int fd = agent_fd();
+	T_EQ(d9__fd_enter(fd), 0);
+	taker_fd = fd;
+	pthread_t t;
+	T_EQ(pthread_create(&t, NULL, taker, NULL), 0);
+	/* the program's thread has taken the mark (OURS -> REVOKED) and waits for the call */
+	WAIT_FOR(!(word(fd) & D9__FD_OURS));
+	T_ASSERT(word(fd) & D9__FD_REVOKED);
+	T_EQ(__atomic_load_n(&taker_done, __ATOMIC_SEQ_CST), 0);
+	d9__fd_leave(fd);
+	WAIT_FOR(__atomic_load_n(&taker_done, __ATOMIC_SEQ_CST));
+	pthread_join(t, NULL);
+	T_EQ(d9__fd_taken, 1);
+	/* the number is the program's now: the agent neither uses nor closes it */
+	T_EQ(d9__fd_enter(fd), -ESTALE);
+	T_EQ(d9__fd_close(fd), -ESTALE);
+	T_ASSERT(fcntl(fd, F_GETFD) >= 0);
+	T_EQ(word(fd) & (D9__FD_OURS | D9__FD_REVOKED), 0);
+}
+
+TEST(agent_close_of_a_taken_number_closes_nothing)
+{
+	alarm(20);
+	int fd = agent_fd();
+	d9__fd_host_take(fd);
+	d9__fd_host_done(fd);
+	T_EQ(d9__fd_agent_close(fd), 0); /* zlib's close on an agent thread */
+	T_ASSERT(fcntl(fd, F_GETFD) >= 0);
+	int other = agent_fd();
+	T_EQ(d9__fd_agent_close(other), 0); /* still the agent's: closed */
+	T_ASSERT(fcntl(other, F_GETFD) < 0 && errno == EBADF);
+	T_EQ(word(other), 0);
+}
+
+TEST(mark_waits_for_earlier_program_calls)
+{
+	alarm(20);
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	T_ASSERT(fd >= 0);
+	/* a program's close of the number began before the mark (read the word unmarked) */
+	d9__fd_host_take(fd);
+	uint64_t t0 = now_ns();
+	T_EQ(d9__fd_own(fd), -EAGAIN); /* not known to be free of that call: not the agent's */
+	T_ASSERT(now_ns() - t0 >= DRAIN_WAIT_NS);
+	d9__fd_host_done(fd);
+	T_EQ(d9__fd_own(fd), 0);
+	/* a close_range in progress counts the same */
+	d9__fd_host_take_range(0, 0);
+	int fd2 = open("/dev/null", O_RDWR | O_CLOEXEC);
+	T_EQ(d9__fd_own(fd2), -EAGAIN);
+	d9__fd_host_range_done();
+	T_EQ(d9__fd_own(fd2), 0);
+}
+
+TEST(range_takes_every_agent_number_in_it)
+{
+	alarm(20);
+	int a = agent_fd(), b = agent_fd(), c = agent_fd();
+	int lo = a < b ? a : b, hi = a < b ? b : a;
+	if (c > lo && c < hi)
+		T_SKIP("descriptors not in the order opened");
+	d9__fd_host_take_range((unsigned)lo, (unsigned)hi);
+	d9__fd_host_range_done();
+	T_EQ(d9__fd_enter(a), -ESTALE);
+	T_EQ(d9__fd_enter(b), -ESTALE);
+	T_EQ(d9__fd_enter(c), 0); /* outside the range */
+	d9__fd_leave(c);
+	T_EQ(d9__fd_taken, 2);
+}
+
+TEST(own_hold_does_not_wait)
+{
+	/* a signal handler run on the thread that holds the number closes it: no wait for itself */
+	alarm(20);
+	int fd = agent_fd();
+	T_EQ(d9__fd_enter(fd), 0);
+	d9__fd_host_take(fd);
+	d9__fd_host_done(fd);
+	T_EQ(d9__fd_taken, 1);
+	d9__fd_leave(fd);
+	/* and a number this thread closes as the agent, given to it again inside that close */
+	int fd2 = agent_fd();
+	T_EQ(d9__fd_enter(fd2), 0);
+	T_EQ(d9__fd_own(fd2), 0);
+	d9__fd_leave(fd2);
+}
+
+TEST(child_without_fork_handlers_does_not_wait)
+{
+	alarm(20);
+	int fd = agent_fd();
+	T_EQ(d9__fd_enter(fd), 0); /* the agent's write in progress, in the parent */
+	pid_t pid = (pid_t)syscall(SYS_fork); /* no pthread_atfork handlers: d9__fd_child not run */
+	if (pid == 0) {
+		d9__fd_host_take(fd); /* the child's daemon-style close: its own table */
+		d9__fd_host_done(fd);
+		_exit(word(fd) & D9__FD_OURS ? 0 : 1); /* the parent's mark left alone */
+	}
+	T_ASSERT(pid > 0);
+	int status = 0;
+	uint64_t end = now_ns() + 10000000000ull;
+	while (waitpid(pid, &status, WNOHANG) == 0 && now_ns() < end)
+		usleep(1000);
+	if (now_ns() >= end) {
+		kill(pid, SIGKILL);
+		T_FAIL("the child waited for its parent's call");
+	}
+	T_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	d9__fd_leave(fd);
+}
+
+static int stuck_fd, stuck_go;
+
+static void *stuck(void *arg)
+{
+	(void)arg;
+	if (d9__fd_enter(stuck_fd) != 0)
+		return NULL;
+	__atomic_store_n(&stuck_go, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&stuck_go, __ATOMIC_SEQ_CST) == 1)
+		usleep(1000); /* an agent call stuck in the kernel (a hung file system) */
+	d9__fd_leave(stuck_fd);
+	return NULL;
+}
+
+TEST(take_waits_one_second_at_most)
+{
+	alarm(20);
+	stuck_fd = agent_fd();
+	pthread_t t;
+	T_EQ(pthread_create(&t, NULL, stuck, NULL), 0);
+	WAIT_FOR(__atomic_load_n(&stuck_go, __ATOMIC_SEQ_CST) == 1);
+	uint64_t t0 = now_ns();
+	d9__fd_host_take(stuck_fd);
+	d9__fd_host_done(stuck_fd);
+	T_ASSERT(now_ns() - t0 >= TAKE_WAIT_NS);
+	T_EQ(d9__fd_take_timeouts, 1);
+	__atomic_store_n(&stuck_go, 2, __ATOMIC_SEQ_CST);
+	pthread_join(t, NULL);
+}
+
+TEST(forked_child_resets_the_counts)
+{
+	alarm(20);
+	int fd = agent_fd();
+	T_EQ(d9__fd_enter(fd), 0);
+	d9__fd_host_take(7); /* another thread's calls in progress at the fork */
+	d9__fd_child();
+	T_EQ(word(fd), D9__FD_OURS); /* still the agent's, nothing in progress */
+	T_EQ(word(7), 0);
+}
+
+int main(int argc, char **argv)
+{
+	return t_main(argc, argv);
+}
