@@ -219,7 +219,7 @@ static void ledger_write(const struct ledger *l)
 		return;
 	do
 		n = pwrite(bud.lock.fd, buf, sizeof(buf), 0);
-	while (n < 0 && errno == EINTR);
+	while (n < 0 && errno == EINTR && d9__fd_still(bud.lock.fd));
 	d9__file_leave(&bud.lock);
 	if (n != (ssize_t)sizeof(buf))
 		d9__log_once(D9_LOG_WARN, "cannot update the budget lock file of %s: deletions by "

@@ -173,7 +173,7 @@ int d9__gzip_file(const char *src, uint64_t *out_size)
 		if (!err && out_size)
 			*out_size = fstat(out.fd, &st) == 0 ? (uint64_t)st.st_size : 0;
 		/* the .gz keeps the seal time: the directory budget deletes the oldest first */
-		if (!err && fstat(in.fd, &st) == 0) {
+		if (!err && fstat(in.fd, &st) == 0 && d9__fd_still(out.fd)) {
 			struct timespec times[2] = { st.st_atim, st.st_mtim };
 			futimens(out.fd, times);
 		}

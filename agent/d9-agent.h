@@ -579,10 +579,17 @@ int d9_agent_active(void);
  * that got the number. Numbers at or above D9__OWN_FDS are never the agent's. */
 #define D9__OWN_FDS 65536
 extern uint64_t d9__fd_taken; /* numbers of the agent's the program took */
-/* Marks fd (just given to the agent by the kernel) the agent's. Returns 0; -EMFILE (too high),
- * -ESTALE (the program took it meanwhile) or -EAGAIN (a program's call on that number did not
- * return in time): then the agent must neither use nor close it. */
+/* Marks fd (just given to this thread by the kernel) the agent's; a number this thread's
+ * interposer marked already (d9__fd_mark_new) is not marked twice. Returns 0; -EMFILE (too
+ * high), -ESTALE (the program took it meanwhile) or -EAGAIN (a program's call on that number,
+ * or another process: not known to be free): then the agent must neither use nor close it. */
 int d9__fd_own(int fd);
+/* The interposers' mark of a number an agent thread has just made (open, socket, pipe...). */
+int d9__fd_mark_new(int fd);
+/* Unmarks a number this thread marked that turned out not to be the file it opened. */
+void d9__fd_unmark(int fd);
+/* At start: the process whose numbers are marked (a vfork child's calls leave them alone). */
+void d9__fd_init(void);
 /* Around each agent call on its own fd (write, ftruncate, fallocate...): 0, or -ESTALE when
  * the number is not the agent's (nothing to leave then). */
 int d9__fd_enter(int fd);
@@ -603,6 +610,13 @@ int d9__fd_agent_close(int fd);
 extern uint32_t d9__fd_words[D9__OWN_FDS];
 extern int d9__fd_top;
 void d9__fd_take(int fd); /* fdown.c: the agent's number, taken after its call in progress */
+
+/* Inside a hold (d9__fd_enter), before each further call that changes the file: 1 while the
+ * number is still the agent's (the program's take gives up waiting after 1 s). */
+static inline int d9__fd_still(int fd)
+{
+	return (unsigned)fd < D9__OWN_FDS && (__atomic_load_n(&d9__fd_words[fd], __ATOMIC_SEQ_CST) & 1u);
+}
 
 /* Raises d9__fd_top to fd: a plain load first, a store only for a new highest number. */
 static inline void d9__fd_raise_top(int fd)

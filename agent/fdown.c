@@ -72,6 +72,7 @@ static uint64_t mono_ns(void)
 #define HELD_MAX 4
 static __thread int held[HELD_MAX] __attribute__((tls_model("initial-exec")));
 static __thread unsigned nheld __attribute__((tls_model("initial-exec")));
+static void unlist(int fd);
 
 static int held_here(int fd)
 {
@@ -97,26 +98,52 @@ static int same_process(void)
 #define TAKE_WAIT_NS 1000000000ull
 uint64_t d9__fd_take_timeouts;
 
-int d9__fd_own(int fd)
+/* The number this thread's interposer marked last (fd + 1; 0: none), for d9__fd_own. */
+static __thread int fresh __attribute__((tls_model("initial-exec")));
+
+void d9__fd_init(void)
+{
+	__atomic_store_n(&owner_pid, (int)raw2(SYS_getpid, 0, 0), __ATOMIC_RELAXED);
+}
+
+/* Marks fd, just given to this thread by the kernel; `renew`: a REVOKED left by an earlier
+ * holder is cleared (the kernel gave the number out again). 0 or -errno (d9__fd_own). An
+ * agent thread's close of the number may still be between its close and its unmark: waited
+ * for first, so that its unmark does not undo this mark. */
+static int mark(int fd, int renew)
 {
 	if (fd < 0 || fd >= D9__OWN_FDS)
 		return -EMFILE;
+	int pid = (int)raw2(SYS_getpid, 0, 0), owner = __atomic_load_n(&owner_pid, __ATOMIC_RELAXED);
+	if (!owner)
+		__atomic_store_n(&owner_pid, owner = pid, __ATOMIC_RELAXED);
+	if (owner != pid)
+		return -EAGAIN; /* a vfork child (or one without the fork handlers): not its table */
 	raise_top(fd);
-	if (!__atomic_load_n(&owner_pid, __ATOMIC_RELAXED))
-		__atomic_store_n(&owner_pid, (int)raw2(SYS_getpid, 0, 0), __ATOMIC_RELAXED);
 	uint32_t *w = &own[fd];
 	uint32_t v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
 	unsigned n = 0;
+	uint64_t deadline = 0;
 
 	/* another agent thread may still be inside its close of the same number (it leaves the
-	 * number's word only after the close): wait for it, then mark the number ours. Not for
-	 * this thread's own hold (a signal handler's open on the thread inside that close). */
+	 * number's word only after the close): wait for it (100 ms at most), then mark the number
+	 * ours. Not for this thread's own hold (a signal handler's open on the thread inside that
+	 * close). */
 	for (;;) {
 		if ((v & BUSY_MASK) && !held_here(fd)) {
+			/* 1 s at most: a call stuck in the kernel on a number the program took */
+			if (!deadline)
+				deadline = mono_ns() + TAKE_WAIT_NS;
+			else if (mono_ns() > deadline)
+				return -EAGAIN;
 			pause_briefly(&n);
 			v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
 			continue;
 		}
+		if (v & OURS)
+			return 0; /* marked already (by this thread's interposer) */
+		if ((v & REVOKED) && !renew)
+			return -ESTALE; /* marked by the interposer, taken by the program since */
 		if (__atomic_compare_exchange_n(w, &v, (v | OURS) & ~REVOKED, 0, __ATOMIC_SEQ_CST,
 				__ATOMIC_SEQ_CST))
 			break;
@@ -124,37 +151,52 @@ int d9__fd_own(int fd)
 	/* A host call that read the word before OURS was set takes the number without waiting
 	 * for the agent: wait until every such call has returned. One that starts from here on
 	 * sees OURS. */
-	uint64_t deadline = 0;
+	deadline = 0;
 	n = 0;
 	while ((__atomic_load_n(w, __ATOMIC_SEQ_CST) & PEND_MASK) ||
 	       __atomic_load_n(&range_pending, __ATOMIC_SEQ_CST)) {
 		if (!deadline)
 			deadline = mono_ns() + DRAIN_WAIT_NS;
 		else if (mono_ns() > deadline)
-			return -EAGAIN; /* left marked ours: the caller neither uses nor closes it */
+			goto give_up;
 		pause_briefly(&n);
 	}
 	if (!(__atomic_load_n(w, __ATOMIC_SEQ_CST) & OURS))
 		return -ESTALE; /* taken by the host meanwhile */
 	return 0;
+give_up:
+	/* not known to be free of the program's call: unmarked and left open (that call, if it
+	 * is a close, closes it; else it leaks) */
+	__atomic_fetch_and(w, ~(OURS | REVOKED), __ATOMIC_SEQ_CST);
+	return -EAGAIN;
 }
 
-int d9__fd_enter(int fd)
+int d9__fd_mark_new(int fd)
 {
-	if (fd < 0 || fd >= D9__OWN_FDS)
-		return -EBADF;
-	uint32_t v = __atomic_fetch_add(&own[fd], BUSY1, __ATOMIC_SEQ_CST);
-	if (v & OURS) {
-		if (nheld < HELD_MAX)
-			held[nheld] = fd;
-		nheld++;
-		return 0;
-	}
-	__atomic_fetch_sub(&own[fd], BUSY1, __ATOMIC_SEQ_CST);
-	return -ESTALE;
+	int err = mark(fd, 1);
+
+	if (!err)
+		fresh = fd + 1;
+	return err;
 }
 
-void d9__fd_leave(int fd)
+int d9__fd_own(int fd)
+{
+	/* a number this thread's interposer marked (an agent thread's open, socket, pipe): taken
+	 * by the program since when only REVOKED is left; any other is new to the marks */
+	int renew = fresh != fd + 1;
+
+	fresh = 0;
+	return mark(fd, renew);
+}
+
+void d9__fd_unmark(int fd)
+{
+	if (fd >= 0 && fd < D9__OWN_FDS)
+		__atomic_fetch_and(&own[fd], ~(OURS | REVOKED), __ATOMIC_SEQ_CST);
+}
+
+static void unlist(int fd)
 {
 	if (nheld > HELD_MAX) {
 		nheld--; /* one not listed (never more than two here) */
@@ -166,7 +208,31 @@ void d9__fd_leave(int fd)
 			held[i] = held[i + 1];
 		nheld--;
 	}
+}
+
+int d9__fd_enter(int fd)
+{
+	if (fd < 0 || fd >= D9__OWN_FDS)
+		return -EBADF;
+	/* listed before BUSY is raised and unlisted after it is lowered: a signal handler on this
+	 * thread never finds its own hold unlisted */
+	if (nheld < HELD_MAX)
+		held[nheld] = fd;
+	nheld++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	uint32_t v = __atomic_fetch_add(&own[fd], BUSY1, __ATOMIC_SEQ_CST);
+	if (v & OURS)
+		return 0;
+	__atomic_fetch_sub(&own[fd], BUSY1, __ATOMIC_SEQ_CST);
+	unlist(fd);
+	return -ESTALE;
+}
+
+void d9__fd_leave(int fd)
+{
 	__atomic_fetch_sub(&own[fd], BUSY1, __ATOMIC_RELEASE);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	unlist(fd);
 }
 
 void d9__fd_disown(int fd)
@@ -299,7 +365,7 @@ void d9__fd_host_range_done(void)
 
 void d9__fd_child(void)
 {
-	__atomic_store_n(&owner_pid, (int)raw2(SYS_getpid, 0, 0), __ATOMIC_RELAXED);
+	d9__fd_init();
 	/* the calls in progress were the other threads', which the child does not have */
 	for (int fd = 0; fd <= top && fd < D9__OWN_FDS; fd++)
 		if (own[fd])

@@ -98,8 +98,12 @@ static int adopt(struct d9__file *f, int fd, int regular, int dirfd, const char 
 		return err;
 	if (fstat(fd, &st) != 0)
 		err = -errno;
-	else if (fstatat(dirfd, name, &named, AT_SYMLINK_NOFOLLOW) != 0 ||
-		named.st_dev != st.st_dev || named.st_ino != st.st_ino)
+	else if (fstatat(dirfd, name, &named, AT_SYMLINK_NOFOLLOW) != 0)
+		/* removed since the open (another process's budget or compressor): the file opened
+		 * if it is a removed file of ours, closed then */
+		err = errno == ENOENT && S_ISREG(st.st_mode) && !st.st_nlink &&
+			st.st_uid == geteuid() ? -ENOENT : -ESTALE;
+	else if (named.st_dev != st.st_dev || named.st_ino != st.st_ino)
 		err = -ESTALE;
 	else if (regular && (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
 		err = -EPERM;
@@ -107,7 +111,7 @@ static int adopt(struct d9__file *f, int fd, int regular, int dirfd, const char 
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	d9__fd_leave(fd);
 	if (err == -ESTALE) {
-		d9__fd_disown(fd); /* not the file opened: the program's, or unknown */
+		d9__fd_unmark(fd); /* not the file opened: the program's, or unknown; left open */
 		return err;
 	}
 	if (err) {
@@ -199,6 +203,10 @@ int d9__file_write(struct d9__file *f, const void *buf, size_t n)
 	if (err)
 		goto out;
 	while (n > 0) {
+		if (!d9__fd_still(f->fd)) {
+			err = -ESTALE; /* the program's take gave up waiting for the last write */
+			break;
+		}
 		ssize_t w = write(f->fd, p, n);
 		if (w < 0) {
 			if (errno == EINTR)

@@ -558,6 +558,10 @@ int d9_agent_creds_before(unsigned euid)
 	if (!d9_agent_active() || t->busy || t->role == D9_ROLE_AGENT || euid == (unsigned)-1 ||
 		euid == (unsigned)geteuid() || euid == 0)
 		return 0;
+	/* a vfork child (the parent's memory, its own descriptors): the exec that follows starts
+	 * its own agent; nothing of the parent's is changed here */
+	if (d9__g.pid != getpid())
+		return 0;
 	int saved = errno;
 	t->busy = 1;
 	perf_before = perf_narrowed();
@@ -572,8 +576,8 @@ void d9_agent_creds_after(int token, unsigned from_euid, int ok)
 	struct d9__thr *t = &d9__self;
 	uid_t now = geteuid();
 
-	if (!d9_agent_active() || t->busy || t->role == D9_ROLE_AGENT)
-		return;
+	if (!d9_agent_active() || t->busy || t->role == D9_ROLE_AGENT || d9__g.pid != getpid())
+		return; /* (a vfork child: see d9_agent_creds_before) */
 	int saved = errno;
 	t->busy = 1;
 	if (!ok || now == (uid_t)from_euid) {
@@ -771,6 +775,7 @@ __attribute__((constructor)) static void d9__init(void)
 
 	g->state = D9__OFF;
 	d9__enabled = 0;
+	d9__fd_init(); /* this process's descriptor numbers are the ones marked (fdown.c) */
 	if (d9__config_load(&g->cfg) != 0)
 		goto out;
 	d9__clock_init(g->cfg.clock);

@@ -252,27 +252,41 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 {
 	char name[32];
 	struct stat st;
+	struct d9__file dir;
 	int err;
 
 	if (!orig_dir[0])
 		snprintf(orig_dir, sizeof(orig_dir), "%s", c->dir);
 	d9__file_close(&sub_next);
-	/* the directory's own user (root) goes back to the directory itself */
+	/* the directory's own user (root) goes back to the directory itself. Its descriptor is
+	 * the agent's (files.c) and held to the end: the program's close of the number waits, so
+	 * that mkdirat and unlinkat below act in this directory only */
 	int dfd = open(orig_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
+	if ((err = d9__file_take(&dir, dfd, AT_FDCWD, orig_dir)) != 0)
+		return err;
+	if ((err = d9__file_enter(&dir)) != 0)
+		goto err_close;
+	dfd = dir.fd;
 	if (fstat(dfd, &st) != 0) {
 		err = -errno;
 		goto err_dir;
 	}
 	if (st.st_uid == uid) {
-		close(dfd);
+		d9__file_leave(&dir);
+		d9__file_close(&dir);
 		snprintf(next_dir, sizeof(next_dir), "%s", orig_dir);
 		return in_subdir(c) ? 0 : 1;
 	}
-	if (in_subdir(c) && sub_cur.fd >= 0 && fstat(sub_cur.fd, &st) == 0 && st.st_uid == uid) {
-		close(dfd);
-		return 1; /* already there (setgid, then setuid to the same user) */
+	if (in_subdir(c) && !d9__file_enter(&sub_cur)) {
+		int there = fstat(sub_cur.fd, &st) == 0 && st.st_uid == uid;
+		d9__file_leave(&sub_cur);
+		if (there) {
+			d9__file_leave(&dir);
+			d9__file_close(&dir);
+			return 1; /* already there (setgid, then setuid to the same user) */
+		}
 	}
 	snprintf(name, sizeof(name), "d9-uid-%u", (unsigned)uid);
 	int made = mkdirat(dfd, name, 0700) == 0;
@@ -285,30 +299,34 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 		err = -errno;
 		goto err_made;
 	}
-	/* one left by an earlier run is taken only when it is that user's alone, or ours to give */
-	if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 077) ||
-		(st.st_uid != uid && st.st_uid != geteuid())) {
-		err = -EPERM;
-		goto err_fd;
-	}
-	if (st.st_uid != uid && fchown(fd, uid, (gid_t)-1) != 0) {
-		err = -errno;
-		goto err_fd;
-	}
 	/* the agent's from here (files.c): a high number, close-on-exec, like every agent fd */
 	if ((err = d9__file_take(&sub_next, fd, dfd, name)) != 0)
 		goto err_made;
-	close(dfd);
+	if ((err = d9__file_enter(&sub_next)) != 0)
+		goto err_sub;
+	/* one left by an earlier run is taken only when it is that user's alone, or ours to give */
+	if (fstat(sub_next.fd, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 077) ||
+		(st.st_uid != uid && st.st_uid != geteuid()))
+		err = -EPERM;
+	else if (st.st_uid != uid && fchown(sub_next.fd, uid, (gid_t)-1) != 0)
+		err = -errno;
+	d9__file_leave(&sub_next);
+	if (err)
+		goto err_sub;
+	d9__file_leave(&dir);
+	d9__file_close(&dir);
 	snprintf(next_dir, sizeof(next_dir), "/proc/self/fd/%d", sub_next.fd);
 	return 0;
 
-err_fd:
-	close(fd);
+err_sub:
+	d9__file_close(&sub_next);
 err_made:
 	if (made)
 		unlinkat(dfd, name, AT_REMOVEDIR);
 err_dir:
-	close(dfd);
+	d9__file_leave(&dir);
+err_close:
+	d9__file_close(&dir);
 	return err;
 }
 

@@ -188,7 +188,7 @@ static void ring_release_fd(struct ring *r, int disable)
 		return;
 	int held = d9__fd_enter(r->fd) == 0; /* the program's close of it waits meanwhile */
 	if (held && fd_ours(r)) {
-		if (disable)
+		if (disable && d9__fd_still(r->fd))
 			ioctl(r->fd, PERF_EVENT_IOC_DISABLE, 0);
 		d9__fd_close(r->fd);
 		d9__fd_leave(r->fd);
@@ -304,6 +304,8 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 		r->data_size = pages * 4096;
 		r->map_len = r->data_size + 4096;
 		r->data_off = 4096;
+		if (!d9__fd_still(r->fd))
+			break;
 		void *m = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
 		if (m != MAP_FAILED) {
 			r->base = m;

@@ -175,14 +175,22 @@ static curl_socket_t open_socket(void *ctx, curlsocktype purpose, struct curl_so
 	int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 	struct stat st;
 
-	if (fd < 0 || fstat(fd, &st) != 0)
-		return fd < 0 ? CURL_SOCKET_BAD : fd;
-	struct d9__file f = { fd, st.st_dev, st.st_ino };
-	int err = d9__fd_own(fd); /* marked already when this thread is the agent's */
+	if (fd < 0)
+		return CURL_SOCKET_BAD;
+	int err = d9__fd_own(fd); /* marked already by socket() on this (the agent's) thread */
 	if (err == -EMFILE)
 		return fd; /* too high to mark the agent's (fdown.c): used as it is */
 	if (err)
 		return CURL_SOCKET_BAD; /* the program's now, or not known to be free: left alone */
+	if ((err = d9__fd_enter(fd)) != 0)
+		return CURL_SOCKET_BAD;
+	err = fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode);
+	d9__fd_leave(fd);
+	if (err) {
+		d9__fd_unmark(fd); /* not the socket made: left alone */
+		return CURL_SOCKET_BAD;
+	}
+	struct d9__file f = { fd, st.st_dev, st.st_ino };
 	int hi = d9__file_dup(&f);
 	if (hi < 0)
 		return d9__file_check(&f) ? CURL_SOCKET_BAD : fd; /* no high number free: the low one */

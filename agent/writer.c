@@ -216,6 +216,8 @@ static uint64_t seg_limit(void)
 static int room_ahead(struct d9__segment *s, uint64_t need, uint64_t ahead)
 {
 	for (;;) {
+		if (!d9__fd_still(s->f.fd))
+			return 0; /* the write's own check reports a lost descriptor */
 		if (fallocate(s->f.fd, FALLOC_FL_KEEP_SIZE, (off_t)s->size,
 			(off_t)(ahead - s->size)) == 0) {
 			s->alloc_end = ahead;

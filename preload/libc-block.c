@@ -325,7 +325,7 @@ IO_WRAPPER(writev, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), S
 static inline void own_if_agent(int fd)
 {
 	if (D9_UNLIKELY(d9__self.role == D9_ROLE_AGENT) && fd >= 0)
-		d9__fd_own(fd);
+		d9__fd_mark_new(fd);
 }
 
 static mode_t open_mode(int flags, va_list ap)

@@ -108,7 +108,8 @@ D9_INTERPOSE long syscall(long number, ...)
 			take = (int)a[0];
 		else if ((number == SYS_dup2 || number == SYS_dup3) && a[0] != a[1])
 			take = (int)a[1];
-		else if (number == SYS_close_range && !(a[2] & CLOSE_RANGE_CLOEXEC))
+		else if (number == SYS_close_range &&
+			 !(a[2] & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)))
 			range = 1;
 	}
 	if (take >= 0)

@@ -39,7 +39,7 @@ void d9__fd_made(int fd, int stream, int nonblock)
 {
 	/* one an agent thread makes (libcurl's) is the agent's (agent/fdown.c) */
 	if (D9_UNLIKELY(d9__self.role == D9_ROLE_AGENT) && fd >= 0)
-		d9__fd_own(fd);
+		d9__fd_mark_new(fd);
 	if (fd < 0 || fd >= D9__FD_BITS)
 		return;
 	/* the stream bit last: until then the descriptor is timed */
@@ -165,7 +165,9 @@ D9_INTERPOSE int close_range(unsigned int first, unsigned int last, int flags)
 	D9_REAL(int, close_range, (unsigned int, unsigned int, int));
 	d9__fd_forget_range(first, last);
 	/* CLOSE_RANGE_CLOEXEC only marks them (the agent's are close-on-exec already) */
-	int closes = !(flags & CLOSE_RANGE_CLOEXEC) && d9__self.role != D9_ROLE_AGENT;
+	/* CLOSE_RANGE_UNSHARE closes them in a copy of the table: the agent's stay open in its */
+	int closes = !(flags & (CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)) &&
+		d9__self.role != D9_ROLE_AGENT;
 	if (closes)
 		d9__fd_host_take_range(first, last);
 	int r = real_close_range ? real_close_range(first, last, flags)

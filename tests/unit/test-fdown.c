@@ -98,6 +98,7 @@ TEST(mark_waits_for_earlier_program_calls)
 	uint64_t t0 = now_ns();
 	T_EQ(d9__fd_own(fd), -EAGAIN); /* not known to be free of that call: not the agent's */
 	T_ASSERT(now_ns() - t0 >= DRAIN_WAIT_NS);
+	T_EQ(word(fd) & D9__FD_OURS, 0);
 	d9__fd_host_done(fd);
 	T_EQ(d9__fd_own(fd), 0);
 	/* a close_range in progress counts the same */
@@ -193,6 +194,59 @@ TEST(take_waits_one_second_at_most)
 	T_EQ(d9__fd_take_timeouts, 1);
 	__atomic_store_n(&stuck_go, 2, __ATOMIC_SEQ_CST);
 	pthread_join(t, NULL);
+}
+
+TEST(no_second_mark_of_a_number_the_program_took)
+{
+	alarm(20);
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	T_ASSERT(fd >= 0);
+	T_EQ(d9__fd_mark_new(fd), 0); /* an agent thread's open, marked by the interposer */
+	d9__fd_host_take(fd); /* the program closes it and puts a file of its own there */
+	d9__fd_host_done(fd);
+	T_EQ(d9__fd_own(fd), -ESTALE); /* the agent's code must not mark it again */
+	T_EQ(word(fd) & D9__FD_OURS, 0);
+	/* a number the kernel gives out again, REVOKED left by an earlier holder: the agent's */
+	int again = open("/dev/null", O_RDWR | O_CLOEXEC);
+	T_ASSERT(again >= 0);
+	T_EQ(d9__fd_own(again), 0);
+	d9__fd_host_take(again);
+	d9__fd_host_done(again);
+	T_EQ(d9__fd_own(again), 0);
+	T_EQ(word(again) & (D9__FD_OURS | D9__FD_REVOKED), D9__FD_OURS);
+}
+
+TEST(other_process_marks_nothing)
+{
+	/* a vfork child shares the parent's marks: it must not add to them (a raw fork stands in) */
+	alarm(20);
+	int fd = agent_fd();
+	pid_t pid = (pid_t)syscall(SYS_fork);
+	if (pid == 0) {
+		int nfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+		_exit(d9__fd_own(nfd) == -EAGAIN && word(fd) == D9__FD_OURS ? 0 : 1);
+	}
+	T_ASSERT(pid > 0);
+	int status = 0;
+	T_EQ(waitpid(pid, &status, 0), pid);
+	T_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(mark_waits_one_second_at_most_for_a_stuck_call)
+{
+	alarm(20);
+	stuck_fd = agent_fd();
+	pthread_t t;
+	T_EQ(pthread_create(&t, NULL, stuck, NULL), 0);
+	WAIT_FOR(__atomic_load_n(&stuck_go, __ATOMIC_SEQ_CST) == 1);
+	d9__fd_host_take(stuck_fd); /* gives up waiting after 1 s: the number is the program's */
+	d9__fd_host_done(stuck_fd);
+	uint64_t t0 = now_ns();
+	T_EQ(d9__fd_own(stuck_fd), -EAGAIN); /* given out again while the call is still stuck */
+	T_ASSERT(now_ns() - t0 >= TAKE_WAIT_NS);
+	__atomic_store_n(&stuck_go, 2, __ATOMIC_SEQ_CST);
+	pthread_join(t, NULL);
+	T_EQ(d9__fd_own(stuck_fd), 0);
 }
 
 TEST(forked_child_resets_the_counts)
