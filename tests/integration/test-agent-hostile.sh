@@ -66,20 +66,10 @@ EOF
 
 summary() { "$ANALYZE" summary --json "$1" >"$2" 2>"$2.err"; }
 
-# ---- reused-fds ------------------------------------------------------------------------------------
-mkdir -p "$T/r1"
-head -c 2500000 /dev/urandom >"$T/db1"
-sum1=$(sha1sum <"$T/db1")
-daemon r1 "$T/r1" -- --turns 2000 --db "$T/db1" --fill-high 900 --logs 3
-summary "$T/r1" "$T/r1.json"
-if [ "$D9_RC" -ne 0 ]; then
-	d9_fail reused-fds "daemon exit $D9_RC: $(head -c 300 "$T/r1.err")"
-elif ! why=$(logs_clean r1 3 2000); then
-	d9_fail reused-fds "the host's log has foreign bytes: $why"
-elif [ "$(sha1sum <"$T/db1")" != "$sum1" ]; then
-	d9_fail reused-fds "the host's database changed"
-else
-	d9_py reused-fds '
+# What every daemon run's trace must show (d9_py: the summary, the daemon's JSON line, its
+# stderr): every park in the trace, nothing damaged or dropped, one stderr line about the
+# descriptor the daemon took.
+WHOLE='
 c = one(f[0]); drv = one(f[1]); err = open(f[2]).read()
 w = c["workers"]
 if len(w) != 1 or w[0]["parks"] != drv["parks"]:
@@ -87,51 +77,47 @@ if len(w) != 1 or w[0]["parks"] != drv["parks"]:
 q = c["data_quality"]
 if q["truncated_segments"] or q["damaged_files"] or c["drops"]["events"]:
     fail("quality %s drops %s" % (q, c["drops"]))
-if drv["filled"] < 1:
-    fail("the daemon put no copy on a high descriptor number")
 lines = [l for l in err.splitlines() if "descriptor" in l]
 if len(lines) != 1:
     fail("%d stderr lines about the descriptor: %r" % (len(lines), err[:300]))
-info = "%d parks, logs and database intact" % drv["parks"]
-' "$T/r1.json" "$T/r1.out" "$T/r1.err"
-fi
-if ls "$T/r1" | grep -q '\.active'; then
-	d9_fail reused-fds-sealed "a segment was left unsealed: $(ls "$T/r1")"
-else
-	d9_pass reused-fds-sealed
-fi
+'
 
-# ---- reused-fds-closefrom, reused-fds-syscall: the other ways a daemon closes them ------------------
-for how in closefrom syscall; do
-	mkdir -p "$T/r$how"
-	head -c 250000 /dev/urandom >"$T/db-$how"
-	sum=$(sha1sum <"$T/db-$how")
-	daemon "r$how" "$T/r$how" -- --turns 500 --db "$T/db-$how" --fill-high 900 --logs 2 \
-		--sweep "$how"
-	summary "$T/r$how" "$T/r$how.json"
+# ---- reused-fds, reused-fds-closefrom, reused-fds-syscall -------------------------------------------
+# reused NAME CASE TURNS LOGS [DAEMON_ARGS...]: a daemon whose sweep takes the agent's numbers and
+# refills them with copies of its log and database (900..1023): its logs and database intact,
+# every park in the trace, one stderr line about the descriptor; CASE-sealed: no segment left
+# .active.
+reused() {
+	local name=$1 case=$2 turns=$3 logs=$4 sum
+	shift 4
+	mkdir -p "$T/$name"
+	head -c 2500000 /dev/urandom >"$T/$name.db"
+	sum=$(sha1sum <"$T/$name.db")
+	daemon "$name" "$T/$name" -- --turns "$turns" --db "$T/$name.db" --fill-high 900 \
+		--logs "$logs" "$@"
+	summary "$T/$name" "$T/$name.json"
 	if [ "$D9_RC" -ne 0 ]; then
-		d9_fail "reused-fds-$how" "daemon exit $D9_RC: $(head -c 300 "$T/r$how.err")"
-	elif ! why=$(logs_clean "r$how" 2 500); then
-		d9_fail "reused-fds-$how" "the host's log has foreign bytes: $why"
-	elif [ "$(sha1sum <"$T/db-$how")" != "$sum" ]; then
-		d9_fail "reused-fds-$how" "the host's database changed"
-	elif ls "$T/r$how" | grep -q '\.active'; then
-		d9_fail "reused-fds-$how" "a segment was left unsealed: $(ls "$T/r$how")"
+		d9_fail "$case" "daemon exit $D9_RC: $(head -c 300 "$T/$name.err")"
+	elif ! why=$(logs_clean "$name" "$logs" "$turns"); then
+		d9_fail "$case" "the host's log has foreign bytes: $why"
+	elif [ "$(sha1sum <"$T/$name.db")" != "$sum" ]; then
+		d9_fail "$case" "the host's database changed"
 	else
-		d9_py "reused-fds-$how" '
-c = one(f[0]); drv = one(f[1])
-w = c["workers"]
-if len(w) != 1 or w[0]["parks"] != drv["parks"]:
-    fail("parks %s in the trace, %d made" % ([x["parks"] for x in w], drv["parks"]))
-q = c["data_quality"]
-if q["truncated_segments"] or q["damaged_files"] or c["drops"]["events"]:
-    fail("quality %s drops %s" % (q, c["drops"]))
+		d9_py "$case" "$WHOLE"'
 if drv["filled"] < 1:
     fail("the daemon put no copy on a high descriptor number")
 info = "%d parks, logs and database intact" % drv["parks"]
-' "$T/r$how.json" "$T/r$how.out"
+' "$T/$name.json" "$T/$name.out" "$T/$name.err"
 	fi
-done
+	if ls "$T/$name" | grep -q '\.active'; then
+		d9_fail "$case-sealed" "a segment was left unsealed: $(ls "$T/$name")"
+	else
+		d9_pass "$case-sealed"
+	fi
+}
+reused r1 reused-fds 2000 3
+reused rclosefrom reused-fds-closefrom 500 2 --sweep closefrom
+reused rsyscall reused-fds-syscall 500 2 --sweep syscall
 
 # ---- reused-fds-disk-full ------------------------------------------------------------------------------
 if ! d9_mount_tmpfs "$T/disk" 2m; then
@@ -183,19 +169,9 @@ elif ! why=$(logs_clean sw 1 100); then
 elif ls "$T/sw" | grep -q '\.active'; then
 	d9_fail steal-while-writing "a segment was left unsealed: $(ls "$T/sw")"
 else
-	d9_py steal-while-writing '
-c = one(f[0]); drv = one(f[1]); err = open(f[2]).read()
+	d9_py steal-while-writing "$WHOLE"'
 if drv["stolen"] < 50:
     fail("the daemon took the segment number only %d times in 100 turns" % drv["stolen"])
-w = c["workers"]
-if len(w) != 1 or w[0]["parks"] != drv["parks"]:
-    fail("parks %s in the trace, %d made" % ([x["parks"] for x in w], drv["parks"]))
-q = c["data_quality"]
-if q["truncated_segments"] or q["damaged_files"] or c["drops"]["events"]:
-    fail("quality %s drops %s" % (q, c["drops"]))
-lines = [l for l in err.splitlines() if "descriptor" in l]
-if len(lines) != 1:
-    fail("%d stderr lines about the descriptor: %r" % (len(lines), err[:300]))
 info = "the number taken %d times mid-write, %d parks, log intact" % (drv["stolen"], drv["parks"])
 ' "$T/sw.json" "$T/sw.out" "$T/sw.err"
 fi

@@ -180,20 +180,34 @@ static void *stuck(void *arg)
 	return NULL;
 }
 
-TEST(take_waits_one_second_at_most)
+/* An agent number held by another thread until stuck_end; the program's take of it given up
+ * (1 s). */
+static pthread_t stuck_start(void)
 {
-	alarm(20);
-	stuck_fd = agent_fd();
 	pthread_t t;
+
+	stuck_fd = agent_fd();
 	T_EQ(pthread_create(&t, NULL, stuck, NULL), 0);
 	WAIT_FOR(__atomic_load_n(&stuck_go, __ATOMIC_SEQ_CST) == 1);
 	uint64_t t0 = now_ns();
 	d9__fd_host_take(stuck_fd);
 	d9__fd_host_done(stuck_fd);
 	T_ASSERT(now_ns() - t0 >= TAKE_WAIT_NS);
-	T_EQ(d9__fd_take_timeouts, 1);
+	return t;
+}
+
+static void stuck_end(pthread_t t)
+{
 	__atomic_store_n(&stuck_go, 2, __ATOMIC_SEQ_CST);
 	pthread_join(t, NULL);
+}
+
+TEST(take_waits_one_second_at_most)
+{
+	alarm(20);
+	pthread_t t = stuck_start();
+	T_EQ(d9__fd_take_timeouts, 1);
+	stuck_end(t);
 }
 
 TEST(no_second_mark_of_a_number_the_program_took)
@@ -235,17 +249,11 @@ TEST(other_process_marks_nothing)
 TEST(mark_waits_one_second_at_most_for_a_stuck_call)
 {
 	alarm(20);
-	stuck_fd = agent_fd();
-	pthread_t t;
-	T_EQ(pthread_create(&t, NULL, stuck, NULL), 0);
-	WAIT_FOR(__atomic_load_n(&stuck_go, __ATOMIC_SEQ_CST) == 1);
-	d9__fd_host_take(stuck_fd); /* gives up waiting after 1 s: the number is the program's */
-	d9__fd_host_done(stuck_fd);
+	pthread_t t = stuck_start(); /* the number is the program's after 1 s */
 	uint64_t t0 = now_ns();
 	T_EQ(d9__fd_own(stuck_fd), -EAGAIN); /* given out again while the call is still stuck */
 	T_ASSERT(now_ns() - t0 >= TAKE_WAIT_NS);
-	__atomic_store_n(&stuck_go, 2, __ATOMIC_SEQ_CST);
-	pthread_join(t, NULL);
+	stuck_end(t);
 	T_EQ(d9__fd_own(stuck_fd), 0);
 }
 
