@@ -314,7 +314,7 @@ if pl_start "$T/late" "$ST_HTTP" --; then
 	# /stats shows it, the sleeping coroutine waits for its timer. The burn must start before
 	# that timer's deadline: on a loaded machine seeing /stats can take longer, and then the
 	# scenario did not happen (the timer fired on time); it is tried again, up to 3 times
-	late_ok=0
+	late_ok=0 slow=0
 	for attempt in 1 2 3; do
 		t0=$(date +%s%N)
 		curl -sS --max-time 20 -o "$SDIR/sleep.body" \
@@ -324,6 +324,7 @@ if pl_start "$T/late" "$ST_HTTP" --; then
 		if ! d9_wait_for 10 eval 'pl_get /stats; case "$BODY" in *"\"sleep\":'"$attempt"'"*) true ;; *) false ;; esac'; then
 			break
 		fi
+		slow=$((slow + 1))
 		if [ $(($(date +%s%N) - t0)) -lt 300000000 ]; then
 			pl_get "/burn?ms=1000"
 			wait "$CURL"
@@ -346,8 +347,11 @@ info += "; then " + late[0]["title"]
 		else
 			pl_fail check-late-timer-exit "${PL_ERR:-exit status $SRC}"
 		fi
+	elif [ "$slow" = 3 ]; then
+		# the machine is too loaded to set the scenario up: a precondition, not a finding
+		pl_skip check-late-timer "/stats counted the /sleep request only after 300 ms in 3 tries (a loaded machine): $BODY"
 	else
-		pl_fail check-late-timer "/stats did not count the /sleep request within 300 ms in 3 tries: $BODY"
+		pl_fail check-late-timer "/stats never counted the /sleep request: $BODY"
 	fi
 else
 	pl_fail check-late-timer "$PL_ERR"
