@@ -599,7 +599,6 @@ int d9__fd_close(int fd);
 /* A holder of the agent's lets go of fd without closing it (the number failed its check: the
  * program's, or another holder's of the agent's). */
 void d9__fd_disown(int fd);
-int d9__fd_is_own(int fd);
 /* close() called on one of the agent's threads: an agent number closed as by d9__fd_close, a
  * number the program took from the agent left alone (returns 0), others closed. close()'s
  * contract. */

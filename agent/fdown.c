@@ -58,11 +58,21 @@ static void pause_briefly(unsigned *n)
 	}
 }
 
-static uint64_t mono_ns(void)
+/* Waits until (*a & mask) is 0 and *b (if any) is 0, limit_ns at most: 0, or -EAGAIN. */
+static int wait_clear(const uint32_t *a, uint32_t mask, const uint32_t *b, uint64_t limit_ns)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	unsigned n = 0;
+	uint64_t deadline = 0;
+
+	while ((__atomic_load_n(a, __ATOMIC_SEQ_CST) & mask) ||
+	       (b && __atomic_load_n(b, __ATOMIC_SEQ_CST))) {
+		if (!deadline)
+			deadline = d9__mono_ns() + limit_ns;
+		else if (d9__mono_ns() > deadline)
+			return -EAGAIN;
+		pause_briefly(&n);
+	}
+	return 0;
 }
 
 #define raise_top d9__fd_raise_top
@@ -121,54 +131,32 @@ static int mark(int fd, int renew)
 		return -EAGAIN; /* a vfork child (or one without the fork handlers): not its table */
 	raise_top(fd);
 	uint32_t *w = &own[fd];
-	uint32_t v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
-	unsigned n = 0;
-	uint64_t deadline = 0;
 
 	/* another agent thread may still be inside its close of the same number (it leaves the
-	 * number's word only after the close): wait for it (100 ms at most), then mark the number
-	 * ours. Not for this thread's own hold (a signal handler's open on the thread inside that
-	 * close). */
-	for (;;) {
-		if ((v & BUSY_MASK) && !held_here(fd)) {
-			/* 1 s at most: a call stuck in the kernel on a number the program took */
-			if (!deadline)
-				deadline = mono_ns() + TAKE_WAIT_NS;
-			else if (mono_ns() > deadline)
-				return -EAGAIN;
-			pause_briefly(&n);
-			v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
-			continue;
-		}
+	 * number's word only after the close): waited for, 1 s at most (a call stuck in the kernel
+	 * on a number the program took). Not this thread's own hold (a signal handler's open on
+	 * the thread inside that close). */
+	if (!held_here(fd) && wait_clear(w, BUSY_MASK, NULL, TAKE_WAIT_NS))
+		return -EAGAIN;
+	uint32_t v = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+	do {
 		if (v & OURS)
 			return 0; /* marked already (by this thread's interposer) */
 		if ((v & REVOKED) && !renew)
 			return -ESTALE; /* marked by the interposer, taken by the program since */
-		if (__atomic_compare_exchange_n(w, &v, (v | OURS) & ~REVOKED, 0, __ATOMIC_SEQ_CST,
-				__ATOMIC_SEQ_CST))
-			break;
-	}
+	} while (!__atomic_compare_exchange_n(w, &v, (v | OURS) & ~REVOKED, 0, __ATOMIC_SEQ_CST,
+			__ATOMIC_SEQ_CST));
 	/* A host call that read the word before OURS was set takes the number without waiting
 	 * for the agent: wait until every such call has returned. One that starts from here on
-	 * sees OURS. */
-	deadline = 0;
-	n = 0;
-	while ((__atomic_load_n(w, __ATOMIC_SEQ_CST) & PEND_MASK) ||
-	       __atomic_load_n(&range_pending, __ATOMIC_SEQ_CST)) {
-		if (!deadline)
-			deadline = mono_ns() + DRAIN_WAIT_NS;
-		else if (mono_ns() > deadline)
-			goto give_up;
-		pause_briefly(&n);
+	 * sees OURS. Not known to be free of it in time: unmarked and left open (that call, if it
+	 * is a close, closes it; else it leaks). */
+	if (wait_clear(w, PEND_MASK, &range_pending, DRAIN_WAIT_NS)) {
+		__atomic_fetch_and(w, ~(OURS | REVOKED), __ATOMIC_SEQ_CST);
+		return -EAGAIN;
 	}
 	if (!(__atomic_load_n(w, __ATOMIC_SEQ_CST) & OURS))
 		return -ESTALE; /* taken by the host meanwhile */
 	return 0;
-give_up:
-	/* not known to be free of the program's call: unmarked and left open (that call, if it
-	 * is a close, closes it; else it leaks) */
-	__atomic_fetch_and(w, ~(OURS | REVOKED), __ATOMIC_SEQ_CST);
-	return -EAGAIN;
 }
 
 int d9__fd_mark_new(int fd)
@@ -244,11 +232,6 @@ void d9__fd_disown(int fd)
 		__atomic_fetch_and(&own[fd], ~REVOKED, __ATOMIC_SEQ_CST);
 }
 
-int d9__fd_is_own(int fd)
-{
-	return fd >= 0 && fd < D9__OWN_FDS && (__atomic_load_n(&own[fd], __ATOMIC_SEQ_CST) & OURS);
-}
-
 /* close(2) with libc's contract (-1 and errno). */
 static int raw_close(int fd)
 {
@@ -264,16 +247,9 @@ int d9__fd_close(int fd)
 {
 	int saved = errno, err = 0;
 
-	if (fd < 0 || fd >= D9__OWN_FDS)
-		return -EBADF;
-	uint32_t v = __atomic_load_n(&own[fd], __ATOMIC_SEQ_CST);
-	if (!(v & OURS)) {
-		/* the host took it (REVOKED): its number now, left alone; never ours: refused */
-		__atomic_fetch_and(&own[fd], ~REVOKED, __ATOMIC_SEQ_CST);
-		return -ESTALE;
-	}
 	if ((err = d9__fd_enter(fd)) != 0) {
-		__atomic_fetch_and(&own[fd], ~REVOKED, __ATOMIC_SEQ_CST);
+		/* the host took it (REVOKED): its number now, left alone; never ours: refused */
+		d9__fd_disown(fd);
 		return err;
 	}
 	/* Still busy while the number is free: a host that opens it and closes it again waits
@@ -324,19 +300,8 @@ static void take(int fd)
 	/* no message here, in the program's close: the holder says it when it finds the number
 	 * gone (writer.c, profile.c) */
 	__atomic_fetch_add(&d9__fd_taken, 1, __ATOMIC_RELAXED);
-	if (held_here(fd))
-		return;
-	unsigned n = 0;
-	uint64_t deadline = 0;
-	while (__atomic_load_n(w, __ATOMIC_SEQ_CST) & BUSY_MASK) {
-		if (!deadline) {
-			deadline = mono_ns() + TAKE_WAIT_NS;
-		} else if (mono_ns() > deadline) {
-			__atomic_fetch_add(&d9__fd_take_timeouts, 1, __ATOMIC_RELAXED);
-			return;
-		}
-		pause_briefly(&n);
-	}
+	if (!held_here(fd) && wait_clear(w, BUSY_MASK, NULL, TAKE_WAIT_NS))
+		__atomic_fetch_add(&d9__fd_take_timeouts, 1, __ATOMIC_RELAXED);
 }
 
 void d9__fd_take(int fd)

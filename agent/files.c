@@ -124,10 +124,12 @@ static int adopt(struct d9__file *f, int fd, int regular, int dirfd, const char 
 	return 0;
 }
 
-int d9__file_take(struct d9__file *f, int fd, int dirfd, const char *name)
+/* adopt() for the exported calls: fd < 0 is a failed open (its errno); f->fd -1 on failure;
+ * errno back to `saved`. */
+static int adopted(struct d9__file *f, int fd, int regular, int dirfd, const char *name,
+	int saved)
 {
-	int saved = errno;
-	int err = adopt(f, fd, 0, dirfd, name);
+	int err = fd < 0 ? -errno : adopt(f, fd, regular, dirfd, name);
 
 	if (err)
 		f->fd = -1;
@@ -135,16 +137,17 @@ int d9__file_take(struct d9__file *f, int fd, int dirfd, const char *name)
 	return err;
 }
 
+int d9__file_take(struct d9__file *f, int fd, int dirfd, const char *name)
+{
+	return adopted(f, fd, 0, dirfd, name, errno);
+}
+
 int d9__file_create(struct d9__file *f, const char *path, int flags)
 {
 	int saved = errno;
 	int fd = open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	int err = fd < 0 ? -errno : adopt(f, fd, 0, AT_FDCWD, path);
 
-	if (err)
-		f->fd = -1;
-	errno = saved;
-	return err;
+	return adopted(f, fd, 0, AT_FDCWD, path, saved);
 }
 
 /* Opens an existing file: a regular file owned by the effective user, else -EPERM (FIFOs,
@@ -153,12 +156,8 @@ int d9__file_open(struct d9__file *f, const char *path, int flags)
 {
 	int saved = errno;
 	int fd = open(path, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-	int err = fd < 0 ? -errno : adopt(f, fd, 1, AT_FDCWD, path);
 
-	if (err)
-		f->fd = -1;
-	errno = saved;
-	return err;
+	return adopted(f, fd, 1, AT_FDCWD, path, saved);
 }
 
 int d9__file_check(const struct d9__file *f)
@@ -169,7 +168,7 @@ int d9__file_check(const struct d9__file *f)
 
 	if (f->fd < 0)
 		err = -EBADF;
-	else if (!d9__fd_is_own(f->fd))
+	else if (!d9__fd_still(f->fd))
 		err = -ESTALE; /* the program took the number */
 	else if (fstat(f->fd, &st) != 0)
 		err = -errno;

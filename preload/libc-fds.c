@@ -139,11 +139,12 @@ D9_INTERPOSE int dup2(int fd, int to)
 	D9_REAL(int, dup2, (int, int));
 	d9__fd_forget(fd);
 	d9__fd_forget(to);
-	if (fd == to || d9__self.role == D9_ROLE_AGENT)
-		return real_dup2 ? real_dup2(fd, to) : (int)syscall(SYS_dup2, fd, to);
-	d9__fd_host_take(to);
+	int take = fd != to && d9__self.role != D9_ROLE_AGENT;
+	if (take)
+		d9__fd_host_take(to);
 	int r = real_dup2 ? real_dup2(fd, to) : (int)syscall(SYS_dup2, fd, to);
-	d9__fd_host_done(to);
+	if (take)
+		d9__fd_host_done(to);
 	return r;
 }
 
@@ -152,11 +153,12 @@ D9_INTERPOSE int dup3(int fd, int to, int flags)
 	D9_REAL(int, dup3, (int, int, int));
 	d9__fd_forget(fd);
 	d9__fd_forget(to);
-	if (d9__self.role == D9_ROLE_AGENT)
-		return real_dup3 ? real_dup3(fd, to, flags) : (int)syscall(SYS_dup3, fd, to, flags);
-	d9__fd_host_take(to);
+	int take = d9__self.role != D9_ROLE_AGENT;
+	if (take)
+		d9__fd_host_take(to);
 	int r = real_dup3 ? real_dup3(fd, to, flags) : (int)syscall(SYS_dup3, fd, to, flags);
-	d9__fd_host_done(to);
+	if (take)
+		d9__fd_host_done(to);
 	return r;
 }
 
