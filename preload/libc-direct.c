@@ -28,22 +28,12 @@ int d9__direct;
 int d9__pass_direct;
 
 /* errno's address is asked of the C library once per thread (a call through the PLT each time
- * otherwise: 6 of this function's 14 instructions); a thread's TLS keeps its address for the
- * thread's life, and a forked child's thread has the same. */
-static __attribute__((noinline)) long sys_fail_first(long r)
+ * otherwise); a thread's TLS keeps its address for the thread's life, and a forked child's
+ * thread has the same. */
+long d9__sys_fail_first(long r)
 {
 	d9__pl.errnop = &errno;
 	errno = (int)-r;
-	return -1;
-}
-
-long d9__sys_fail(long r)
-{
-	int *e = d9__pl.errnop;
-
-	if (D9_UNLIKELY(!e))
-		return sys_fail_first(r); /* a tail call: this function needs no frame */
-	*e = (int)-r;
 	return -1;
 }
 

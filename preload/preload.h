@@ -28,7 +28,7 @@ struct d9__pl {
 	uint64_t ss_cpu, ss_delay; /* cumulative CPU and run-delay ns then */
 	uint64_t ss_uat; /* d9__now() of the last Unpark that read schedstat */
 	uint64_t ss_ucpu, ss_udelay; /* the reading the last Unpark with statistics ended at */
-	int *errnop; /* this thread's errno (__errno_location), 0: not asked yet (d9__sys_fail) */
+	int *errnop; /* this thread's errno (__errno_location), 0: not asked yet (d9__sysret) */
 };
 
 /* libc-wait.c: reads the thread's schedstat into d9__pl (ss_at, ss_cpu, ss_delay) at `now`;
@@ -117,15 +117,23 @@ static inline long d9__syscall6(long nr, long a, long b, long c, long d, long e,
 	return r;
 }
 
-/* libc-direct.c: errno = -r, returns -1. Out of line: a wrapper whose system call is its last
- * act then needs no frame and no saved register (a tail jump on the error path). */
-long d9__sys_fail(long r) __attribute__((noinline, cold));
+/* libc-direct.c: errno = -r, returns -1, for a thread that has not kept errno's address yet
+ * (d9__pl.errnop): once per thread. */
+long d9__sys_fail_first(long r) __attribute__((noinline, cold));
 
-/* The kernel's answer the way the C library gives it: -1 with errno for -4095..-1. */
+/* The kernel's answer the way the C library gives it: -1 with errno for -4095..-1. The error
+ * path stays inside the wrapper: a CPU sample there is named as the wrapper (`read`, the call
+ * the program made). An out-of-line error function reached by a tail jump, as it was, showed
+ * up as the agent's own frame right under the program's caller, the wrapper's frame gone. */
 static inline long d9__sysret(long r)
 {
-	if (D9_UNLIKELY((unsigned long)r > -4096ul))
-		return d9__sys_fail(r);
+	if (D9_UNLIKELY((unsigned long)r > -4096ul)) {
+		int *e = d9__pl.errnop;
+		if (D9_UNLIKELY(!e))
+			return d9__sys_fail_first(r);
+		*e = (int)-r;
+		return -1;
+	}
 	return r;
 }
 
