@@ -21,28 +21,42 @@ pl_san_setup analyze-chrome || exit 0
 
 # ---- the fuzz corpus: hostile input --------------------------------------------------------------
 pl_corpus_unpack
-bad=() files=0 parsed=0
+bad=() files=0
+mkdir -p "$T/cj"
 for f in "$PL_ROOT"/tests/fuzz/corpus/* "$T"/corpus/*; do
 	[ -f "$f" ] || continue
 	files=$((files + 1))
+	d9_corpus_leaks "$files"
 	rc=0
-	timeout 60 "$SAN" chrome "$f" >"$T/c.out" 2>"$T/c.err" || rc=$?
+	ASAN_OPTIONS=$D9_CORPUS_ASAN timeout 60 "$SAN" chrome "$f" >"$T/c.out" 2>"$T/c.err" || rc=$?
 	if grep -qE 'ERROR: |runtime error|Sanitizer' "$T/c.err"; then
 		bad+=("$(basename "$f"): $(grep -m1 -E 'ERROR: |runtime error|Sanitizer' "$T/c.err")")
 	elif [ "$rc" != 0 ] && [ "$rc" != 3 ] && [ "$rc" != 4 ]; then
 		bad+=("$(basename "$f"): exit $rc")
 	elif [ "$rc" = 0 ] || [ "$rc" = 4 ]; then
-		if ! why=$(python3 -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-if not isinstance(d, dict) or not isinstance(d.get("traceEvents"), list):
-    sys.exit("not a trace object")' "$T/c.out" 2>&1); then
-			bad+=("$(basename "$f"): $why")
-		else
-			parsed=$((parsed + 1))
-		fi
+		mv "$T/c.out" "$T/cj/$files-$(basename "$f")"
 	fi
 done
+# every output written, read by one python3: the last line is how many parsed
+parsed=0
+while IFS= read -r line; do
+	case "$line" in parsed\ *) parsed=${line#parsed } ;; *) bad+=("$line") ;; esac
+done < <(python3 - "$T/cj" <<'PY'
+import json, os, sys
+parsed = 0
+for n in sorted(os.listdir(sys.argv[1])):
+    try:
+        d = json.load(open(os.path.join(sys.argv[1], n)))
+    except ValueError as e:
+        print("%s: %s" % (n.split("-", 1)[1], e))
+        continue
+    if not isinstance(d, dict) or not isinstance(d.get("traceEvents"), list):
+        print("%s: not a trace object" % n.split("-", 1)[1])
+    else:
+        parsed += 1
+print("parsed %d" % parsed)
+PY
+)
 if [ "${#bad[@]}" -gt 0 ]; then
 	pl_fail analyze-chrome-corpus "${#bad[@]} of $files files: ${bad[*]:0:5}"
 elif [ "$files" -lt 40 ] || [ "$parsed" -lt 10 ]; then

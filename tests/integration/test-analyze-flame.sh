@@ -121,10 +121,11 @@ bad=() files=0
 for f in tests/fuzz/corpus/* "$tmp"/corpus/*; do
 	[ -f "$f" ] || continue
 	files=$((files + 1))
+	d9_corpus_leaks "$files"
 	for args in "--cpu both --by-location" "--blocking --long-polls 1ns --location a"; do
 		rc=0
 		# shellcheck disable=SC2086
-		timeout 60 "$san" flame $args "$f" >"$tmp/c.out" 2>"$tmp/c.err" || rc=$?
+		ASAN_OPTIONS=$D9_CORPUS_ASAN timeout 60 "$san" flame $args "$f" >"$tmp/c.out" 2>"$tmp/c.err" || rc=$?
 		if grep -qE 'ERROR: |runtime error|Sanitizer' "$tmp/c.err"; then
 			bad+=("$(basename "$f"): $(grep -m1 -E 'ERROR: |runtime error|Sanitizer' "$tmp/c.err")")
 		elif [ "$rc" != 0 ] && [ "$rc" != 3 ] && [ "$rc" != 4 ]; then

@@ -17,30 +17,46 @@ pl_san_setup analyze-jsonl || exit 0
 # ---- the fuzz corpus: hostile input --------------------------------------------------------------
 pl_corpus_unpack
 bad=() files=0 lines=0
+mkdir -p "$T/cj"
 for f in "$PL_ROOT"/tests/fuzz/corpus/* "$T"/corpus/*; do
 	[ -f "$f" ] || continue
 	files=$((files + 1))
+	d9_corpus_leaks "$files"
 	rc=0
-	timeout 60 "$SAN" jsonl "$f" >"$T/c.out" 2>"$T/c.err" || rc=$?
+	ASAN_OPTIONS=$D9_CORPUS_ASAN timeout 60 "$SAN" jsonl "$f" >"$T/c.out" 2>"$T/c.err" || rc=$?
 	if grep -qE 'ERROR: |runtime error|Sanitizer' "$T/c.err"; then
 		bad+=("$(basename "$f"): $(grep -m1 -E 'ERROR: |runtime error|Sanitizer' "$T/c.err")")
 	elif [ "$rc" != 0 ] && [ "$rc" != 3 ] && [ "$rc" != 4 ]; then
 		bad+=("$(basename "$f"): exit $rc")
 	else
-		why=$(python3 -c '
-import json, sys
-for i, l in enumerate(open(sys.argv[1], "rb")):
-    try:
-        if not isinstance(json.loads(l), dict):
-            sys.exit("line %d is not an object" % (i + 1))
-    except ValueError as e:
-        sys.exit("line %d: %s" % (i + 1, e))' "$T/c.out" 2>&1)
-		prc=$?
-		# a failure once said nothing at all: its status and the output's start say more
-		[ "$prc" != 0 ] && bad+=("$(basename "$f"): ${why:-the JSON check exited $prc silently} (jsonl exit $rc, $(wc -c <"$T/c.out") bytes: $(head -c 120 "$T/c.out" | tr '\n' ' '))")
+		lines=$((lines + $(wc -l <"$T/c.out")))
+		echo "$rc" >"$T/cj/$files-$(basename "$f").rc"
+		mv "$T/c.out" "$T/cj/$files-$(basename "$f")"
 	fi
-	lines=$((lines + $(wc -l <"$T/c.out")))
 done
+# every output, read by one python3: each line one JSON object
+while IFS= read -r line; do bad+=("$line"); done < <(python3 - "$T/cj" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+for n in sorted(os.listdir(d)):
+    if n.endswith(".rc"):
+        continue
+    path = os.path.join(d, n)
+    why = None
+    for i, l in enumerate(open(path, "rb")):
+        try:
+            if not isinstance(json.loads(l), dict):
+                why = "line %d is not an object" % (i + 1)
+        except ValueError as e:
+            why = "line %d: %s" % (i + 1, e)
+        if why:
+            break
+    if why:
+        data = open(path, "rb").read()
+        print("%s: %s (jsonl exit %s, %d bytes: %r)" % (n.split("-", 1)[1], why,
+              open(path + ".rc").read().strip(), len(data), data[:120]))
+PY
+)
 if [ "${#bad[@]}" -gt 0 ]; then
 	pl_fail analyze-jsonl-corpus "${#bad[@]} of $files files: ${bad[*]:0:5}"
 elif [ "$files" -lt 40 ] || [ "$lines" -lt 90 ]; then

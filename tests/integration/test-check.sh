@@ -197,8 +197,10 @@ n=0
 for f in "$PL_ROOT"/tests/fuzz/corpus/* "$PL_ROOT"/tests/golden/*.bin "$PL_ROOT"/tests/golden/*.bin.gz; do
 	[ -f "$f" ] || continue
 	n=$((n + 1))
+	d9_corpus_leaks "$n"
 	rc=0
-	"$SAN" check --json "$f" >"$T/corpus-out/$n.json" 2>"$T/corpus.err" || rc=$?
+	ASAN_OPTIONS=$D9_CORPUS_ASAN "$SAN" check --json "$f" >"$T/corpus-out/$n.json" \
+		2>"$T/corpus.err" || rc=$?
 	if grep -qE 'runtime error|Sanitizer' "$T/corpus.err"; then
 		bad="$bad $(basename "$f"): $(grep -m1 -E 'runtime error|Sanitizer' "$T/corpus.err");"
 	elif [ "$rc" = 3 ]; then

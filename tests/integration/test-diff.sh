@@ -241,25 +241,37 @@ fi
 
 # ---- the fuzz corpus: hostile input -------------------------------------------------------------
 # each file against A, as B, through the sanitizer build: no report, exit 0, 3 or 4, and --json
-# is one JSON object whenever it printed
+# is one JSON object whenever it printed (all of them read by one python3 at the end)
 pl_corpus_unpack
 bad=() files=0
+mkdir -p "$T/cj"
 for f in "$PL_ROOT"/tests/fuzz/corpus/* "$T"/corpus/*; do
 	[ -f "$f" ] || continue
 	files=$((files + 1))
+	d9_corpus_leaks "$files"
 	for mode in --json --folded; do
 		rc=0
-		timeout 60 "$SAN" diff $mode "$A" "$f" >"$T/c.out" 2>"$T/c.err" || rc=$?
+		ASAN_OPTIONS=$D9_CORPUS_ASAN timeout 60 "$SAN" diff $mode "$A" "$f" >"$T/c.out" \
+			2>"$T/c.err" || rc=$?
 		if grep -qE 'ERROR: |runtime error|Sanitizer' "$T/c.err"; then
 			bad+=("$(basename "$f"): $(grep -m1 -E 'ERROR: |runtime error|Sanitizer' "$T/c.err")")
 		elif [ "$rc" != 0 ] && [ "$rc" != 3 ] && [ "$rc" != 4 ]; then
 			bad+=("$(basename "$f") $mode: exit $rc")
-		elif [ "$mode" = --json ] && [ -s "$T/c.out" ] &&
-			! python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$T/c.out" 2>/dev/null; then
-			bad+=("$(basename "$f"): --json is not JSON: $(head -c 200 "$T/c.out")")
+		elif [ "$mode" = --json ] && [ -s "$T/c.out" ]; then
+			mv "$T/c.out" "$T/cj/$files-$(basename "$f")"
 		fi
 	done
 done
+while IFS= read -r line; do bad+=("$line"); done < <(python3 - "$T/cj" <<'PY'
+import json, os, sys
+for n in sorted(os.listdir(sys.argv[1])):
+    text = open(os.path.join(sys.argv[1], n), "rb").read()
+    try:
+        json.loads(text)
+    except ValueError:
+        print("%s: --json is not JSON: %r" % (n.split("-", 1)[1], text[:200]))
+PY
+)
 if [ "${#bad[@]}" -gt 0 ]; then
 	pl_fail diff-corpus "${#bad[@]} runs of $files files: ${bad[*]:0:5}"
 elif [ "$files" -lt 40 ]; then

@@ -176,7 +176,8 @@ for f in "$PL_ROOT"/tests/fuzz/corpus/* "$T"/corpus/*; do
 	[ -f "$f" ] || continue
 	files=$((files + 1))
 	out=$T/corpus-$files.pb.gz rc=0
-	timeout 60 "$SAN" pprof --both -o "$out" "$f" >/dev/null 2>"$T/c.err" || rc=$?
+	d9_corpus_leaks "$files"
+	ASAN_OPTIONS=$D9_CORPUS_ASAN timeout 60 "$SAN" pprof --both -o "$out" "$f" >/dev/null 2>"$T/c.err" || rc=$?
 	if grep -qE 'ERROR: |runtime error|Sanitizer' "$T/c.err"; then
 		bad+=("$(basename "$f"): $(grep -m1 -E 'ERROR: |runtime error|Sanitizer' "$T/c.err")")
 	elif [ "$rc" != 0 ] && [ "$rc" != 3 ] && [ "$rc" != 4 ]; then

@@ -17,9 +17,10 @@
 #     the worker's stderr, which nginx points at its error log).
 #   - nginx-access: the trace directory stays root's and 0700, the workers' files are in
 #     d9-uid-<www-data> (www-data's, 0700), each file its writer's and 0600.
-#   - nginx-budget: a second run (wrk 10 s) with D9_MAX_TOTAL_SIZE=2M and off-CPU samples: once
-#     all has ended, the whole tree (the master's directory and the workers' d9-uid one) holds at
-#     most 2M +1%, and segments were deleted (counted in the summary).
+#   - nginx-budget: a second run (wrk in 2 s runs until a segment was deleted, 60 s at most)
+#     with D9_MAX_TOTAL_SIZE=2M and off-CPU samples: once all has ended, the whole tree (the
+#     master's directory and the workers' d9-uid one) holds at most 2M +1%, and segments were
+#     deleted (counted in the summary).
 # Skips (counted, with the reason) without nginx or wrk, when not root, or without www-data.
 set -u
 # shellcheck source=lib-preload.sh
@@ -227,9 +228,9 @@ sys.exit(0 if n else 1)
 PY
 }
 end=$((SECONDS + 60))
-timeout -s KILL 60 wrk -t 2 -c 32 -d 10s "http://127.0.0.1:$PORT/" >"$B/wrk.out" 2>&1
+: >"$B/wrk.out"
 while ! budget_hit && [ "$SECONDS" -lt "$end" ]; do
-	timeout -s KILL 60 wrk -t 2 -c 32 -d 3s "http://127.0.0.1:$PORT/" >>"$B/wrk.out" 2>&1
+	timeout -s KILL 60 wrk -t 2 -c 32 -d 2s "http://127.0.0.1:$PORT/" >>"$B/wrk.out" 2>&1
 done
 kill -QUIT "$MPID"
 if ! d9_wait_for 60 gone; then

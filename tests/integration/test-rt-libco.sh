@@ -27,7 +27,7 @@
 #     handler's wall time;
 #     Parks = loop turns (no nested park: the hooked reads' and sleeps' polls are yields, the
 #     event loop's epoll_wait the only park).
-#   - shared-load: wrk -t2 -c16 on /fast for 3 s: the same invariants, 0 BlockingCalls (the
+#   - shared-load: wrk -t2 -c16 on /fast for 1 s: the same invariants, 0 BlockingCalls (the
 #     reads libco's hooks turn into coroutine waits: 859 of them before the adapter), Spawns =
 #     connections, polls and fd Wakes >= requests, Parks = loop turns.
 #   - generic: the same load with D9_RUNTIME=generic: no coroutine event, 0 false BlockingCalls,
@@ -437,10 +437,11 @@ $COMMON
 $checks" "$bin" "$SDIR/maps" "$SDIR/stats.json" "$SDIR/stdout"
 }
 
-# lc_load PREFIX: wrk on /fast for 3 s (16 keep-alive connections), every reply a 200.
+# lc_load PREFIX: wrk on /fast for 1 s (16 keep-alive connections: tens of thousands of
+# requests here), every reply a 200.
 lc_load() {
 	local out
-	out=$(wrk -t2 -c16 -d3s "http://127.0.0.1:$SPORT/fast" 2>&1)
+	out=$(wrk -t2 -c16 -d1s "http://127.0.0.1:$SPORT/fast" 2>&1)
 	if ! echo "$out" | grep -q "requests in" || echo "$out" | grep -q "Non-2xx"; then
 		pl_fail "$1-load" "wrk: $(echo "$out" | tr '\n' ' ' | head -c 300)"
 		return 1
