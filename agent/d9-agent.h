@@ -499,10 +499,12 @@ static inline void d9_rec_unpark(int64_t ready, uint64_t cpu_ns, uint64_t sched_
 }
 
 /* The calling thread's scheduler statistics so far (/proc/thread-self/schedstat): CPU time and
- * time runnable but waiting for a CPU, ns. Costs two syscalls (the descriptor's check and a
- * pread; the first call also opens it). Returns 1 for the thread's first reading (also after a
- * fork: values kept from before belong to another thread), 0 for later ones, or -errno when
- * they cannot be read (said once on stderr; the thread then never tries again: -ECANCELED). */
+ * time runnable but waiting for a CPU, ns. Costs one pread for the first 16 workers to read
+ * (they keep the file open), five system calls for the others (record.c). Returns 1 for the
+ * thread's first reading (also after a fork: values kept from before belong to another
+ * thread), 0 for later ones, -EAGAIN when the program was closing the number the file got (no
+ * reading this time), or -errno when they cannot be read (said once on stderr; the thread then
+ * never tries again: -ECANCELED). */
 int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns);
 
 /* ---- Threads, definitions, control (slow path) -------------------------------------------- */

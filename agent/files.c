@@ -83,12 +83,15 @@ static int move_high(int fd)
 	return hi;
 }
 
+enum { REGULAR = 1, HIGH = 2 };
+
 /* fd, just opened by this thread from `name` (relative to dirfd), becomes f: a regular file
- * owned by the effective user when `regular`. The file is the one named (fstatat without
- * following links): a number the program took and refilled before the agent marked it is
- * then not adopted (and not closed). 0 or -errno (fd given up then). */
-static int adopt(struct d9__file *f, int fd, int regular, int dirfd, const char *name)
+ * owned by the effective user with REGULAR, moved to a high number with HIGH. The file is the
+ * one named (fstatat without following links): a number the program took and refilled before
+ * the agent marked it is then not adopted (and not closed). 0 or -errno (fd given up then). */
+static int adopt(struct d9__file *f, int fd, int how, int dirfd, const char *name)
 {
+	int regular = how & REGULAR;
 	struct stat st, named;
 	int err = own_new(fd);
 
@@ -118,7 +121,7 @@ static int adopt(struct d9__file *f, int fd, int regular, int dirfd, const char 
 		d9__fd_close(fd);
 		return err;
 	}
-	f->fd = move_high(fd);
+	f->fd = how & HIGH ? move_high(fd) : fd;
 	f->dev = st.st_dev;
 	f->ino = st.st_ino;
 	return 0;
@@ -126,10 +129,10 @@ static int adopt(struct d9__file *f, int fd, int regular, int dirfd, const char 
 
 /* adopt() for the exported calls: fd < 0 is a failed open (its errno); f->fd -1 on failure;
  * errno back to `saved`. */
-static int adopted(struct d9__file *f, int fd, int regular, int dirfd, const char *name,
+static int adopted(struct d9__file *f, int fd, int how, int dirfd, const char *name,
 	int saved)
 {
-	int err = fd < 0 ? -errno : adopt(f, fd, regular, dirfd, name);
+	int err = fd < 0 ? -errno : adopt(f, fd, how, dirfd, name);
 
 	if (err)
 		f->fd = -1;
@@ -139,6 +142,11 @@ static int adopted(struct d9__file *f, int fd, int regular, int dirfd, const cha
 
 int d9__file_take(struct d9__file *f, int fd, int dirfd, const char *name)
 {
+	return adopted(f, fd, HIGH, dirfd, name, errno);
+}
+
+int d9__file_take_here(struct d9__file *f, int fd, int dirfd, const char *name)
+{
 	return adopted(f, fd, 0, dirfd, name, errno);
 }
 
@@ -147,7 +155,7 @@ int d9__file_create(struct d9__file *f, const char *path, int flags)
 	int saved = errno;
 	int fd = open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 
-	return adopted(f, fd, 0, AT_FDCWD, path, saved);
+	return adopted(f, fd, HIGH, AT_FDCWD, path, saved);
 }
 
 /* Opens an existing file: a regular file owned by the effective user, else -EPERM (FIFOs,
@@ -157,7 +165,7 @@ int d9__file_open(struct d9__file *f, const char *path, int flags)
 	int saved = errno;
 	int fd = open(path, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 
-	return adopted(f, fd, 1, AT_FDCWD, path, saved);
+	return adopted(f, fd, REGULAR | HIGH, AT_FDCWD, path, saved);
 }
 
 int d9__file_check(const struct d9__file *f)

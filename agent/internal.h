@@ -440,6 +440,9 @@ struct d9__block *d9__profile_drain(void);
 uint64_t d9__profile_interval_ns(void);
 void d9__profile_modules_changed(void);
 
+/* record.c: a forked child's fork handler closes the schedstat files of the parent's threads */
+void d9__schedstat_child(void);
+
 /* files.c: descriptors and files of the agent's own (DESIGN.md, "Descriptors and files") */
 /* In a forked child's fork handler (its only thread): the descriptor table grown to the agent's
  * high numbers, before a second thread makes the kernel wait for RCU to grow it. */
@@ -450,6 +453,8 @@ int d9__file_create(struct d9__file *f, const char *path, int flags);
  * marked the agent's, checked to be the file named, moved high, remembered. 0 or -errno; fd is
  * given up on failure (closed when it was still the agent's). */
 int d9__file_take(struct d9__file *f, int fd, int dirfd, const char *name);
+/* The same, left at its number (a descriptor held for a few system calls). */
+int d9__file_take_here(struct d9__file *f, int fd, int dirfd, const char *name);
 /* Opens an existing regular file owned by the effective user without following links or waiting
  * on a FIFO. Returns 0, -EPERM for anything else, or -errno. */
 int d9__file_open(struct d9__file *f, const char *path, int flags);

@@ -379,17 +379,121 @@ __attribute__((noinline, cold)) void d9__rec_unpark_slow(int64_t ready, uint64_t
 }
 
 /* ---- scheduler statistics -------------------------------------------------------------------
- * /proc/thread-self/schedstat is opened, read and closed at each reading (raw syscalls, past the
- * interposers): a descriptor kept per worker would take one of the host's per thread, without a
- * bound (a thread-per-connection server ran out of descriptors). The caller reads at most every
- * 30 ms per worker, so the three syscalls cost one per 10 ms. The window in which the host could
- * close and reuse the number is the microseconds between the open and the close (pread moves
- * no offset and fails on a socket). 0 no reading yet, 1 read before, -1 given up. */
+ * /proc/thread-self/schedstat is a file of the agent's like its others (files.c, DESIGN.md
+ * "Descriptors and files"): marked its own before it is read, checked to be the file named, and
+ * closed only while still the agent's, so that a program that closes or refills the number
+ * meanwhile never has its file read or closed by the agent. Up to SCHED_KEEP workers keep theirs
+ * open, at a high number (one pread a reading); the others open, read and close it at each
+ * reading (openat, fstat, fstatat, pread, close): a descriptor per worker without a bound would
+ * take one of the host's per thread (a thread-per-connection server ran out of them). Readings
+ * come at most every 30 ms per worker. A kept descriptor is read without a new fstat: pread
+ * moves no offset and fails on pipes and sockets, so a number the program took by a path the
+ * agent does not see (a raw close) is at worst read; content that is not schedstat's lets the
+ * number go without closing it. */
+#define SCHED_KEEP 16
+static int sched_kept[SCHED_KEEP]; /* each kept descriptor + 1; 0: a free slot */
+/* 0 no reading yet, 1 read before, -1 given up */
 static __thread int sched_state __attribute__((tls_model("initial-exec")));
+/* this thread's slot in sched_kept + 1 (0: none), and its file */
+static __thread int sched_slot __attribute__((tls_model("initial-exec")));
+static __thread struct d9__file sched_file __attribute__((tls_model("initial-exec")));
+static const char sched_path[] = "/proc/thread-self/schedstat";
+
+/* Lets this thread's kept descriptor go: closed while still the agent's (d9__file_close), only
+ * forgotten when `drop` (its content said it is not the file opened) or when the program took it. */
+static void sched_unkeep(int drop)
+{
+	int slot = sched_slot - 1;
+
+	if (slot < 0)
+		return;
+	if (drop)
+		d9__file_drop(&sched_file);
+	else
+		d9__file_close(&sched_file);
+	sched_slot = 0;
+	__atomic_store_n(&sched_kept[slot], 0, __ATOMIC_RELEASE);
+}
 
 static void sched_close(void)
 {
+	sched_unkeep(0);
 	sched_state = 0;
+}
+
+/* In a forked child, its only thread (lifecycle.c's fork handler, right after d9__fd_child,
+ * whatever the agent's state): the parent's threads' files are the child's to close, its own
+ * among them (a file of the parent's thread). */
+void d9__schedstat_child(void)
+{
+	for (int i = 0; i < SCHED_KEEP; i++) {
+		int fd = __atomic_load_n(&sched_kept[i], __ATOMIC_RELAXED) - 1;
+		if (fd >= 0 && d9__fd_close(fd) == -ESTALE)
+			d9__fd_disown(fd); /* the parent's program took it: the number is not ours */
+		sched_kept[i] = 0;
+	}
+	sched_slot = 0;
+	sched_state = 0;
+}
+
+/* pread of the marked descriptor fd: bytes read, or -errno (-ESTALE: the program took it). */
+static ssize_t sched_pread(int fd, char *buf, size_t len)
+{
+	if (d9__fd_enter(fd) != 0)
+		return -ESTALE;
+	ssize_t n = syscall(SYS_pread64, fd, buf, len, (off_t)0);
+	int err = n < 0 ? -errno : n == 0 ? -ENODATA : 0;
+	d9__fd_leave(fd);
+	return err ? err : n;
+}
+
+/* One reading of the file into buf (NUL-terminated): its length or -errno. */
+static ssize_t sched_read(char *buf, size_t len)
+{
+	ssize_t n;
+
+	if (sched_slot) {
+		if ((n = sched_pread(sched_file.fd, buf, len - 1)) > 0)
+			goto done;
+		sched_unkeep(n == -ESTALE); /* taken by the program, or failing: opened again */
+	}
+	struct d9__file f;
+	long fd = syscall(SYS_openat, AT_FDCWD, sched_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int slot = -1;
+	for (int i = 0; i < SCHED_KEEP && slot < 0; i++)
+		if (!__atomic_load_n(&sched_kept[i], __ATOMIC_RELAXED)) {
+			int free_ = 0;
+			if (__atomic_compare_exchange_n(&sched_kept[i], &free_, -1, 0,
+				    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+				slot = i; /* claimed (-1: being filled) */
+		}
+	int err = slot >= 0 ? d9__file_take(&f, (int)fd, AT_FDCWD, sched_path) :
+		d9__file_take_here(&f, (int)fd, AT_FDCWD, sched_path);
+	if (err) {
+		if (slot >= 0)
+			__atomic_store_n(&sched_kept[slot], 0, __ATOMIC_RELEASE);
+		return err == -ESTALE ? -EAGAIN : err; /* the number is not known to be ours */
+	}
+	n = sched_pread(f.fd, buf, len - 1);
+	if (slot >= 0 && n > 0) {
+		sched_file = f;
+		sched_slot = slot + 1;
+		__atomic_store_n(&sched_kept[slot], f.fd + 1, __ATOMIC_RELEASE);
+	} else {
+		if (slot >= 0)
+			__atomic_store_n(&sched_kept[slot], 0, __ATOMIC_RELEASE);
+		if (n == -ESTALE)
+			d9__file_drop(&f);
+		else
+			d9__file_close(&f);
+	}
+	if (n <= 0)
+		return n;
+done:
+	buf[n] = 0;
+	return n;
 }
 
 int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns)
@@ -403,21 +507,23 @@ int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns)
 	uint8_t busy = t->busy;
 	t->busy = 1; /* the calls below are the agent's own */
 	int saved = errno;
-	long fd = syscall(SYS_openat, AT_FDCWD, "/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
+	ssize_t n = sched_read(buf, sizeof(buf));
+	if (n == -EAGAIN || n == -ESTALE) {
+		/* the number was the program's business for a moment: no reading this time */
+		errno = saved;
+		t->busy = busy;
+		return -EAGAIN;
+	}
+	if (n < 0) {
+		err = (int)n;
 		goto fail;
 	}
-	ssize_t n = syscall(SYS_pread64, fd, buf, sizeof(buf) - 1, (off_t)0);
-	err = n < 0 ? -errno : n == 0 ? -ENODATA : 0;
-	syscall(SYS_close, fd);
-	if (err)
-		goto fail;
-	buf[n] = 0;
 	char *end;
 	unsigned long long c = strtoull(buf, &end, 10);
 	unsigned long long d = end != buf ? strtoull(end, &end, 10) : 0;
 	if (end == buf || (*end != ' ' && *end != '\n')) {
+		/* not schedstat's content: a kept number no longer the file opened, let go unclosed */
+		sched_unkeep(1);
 		err = -EPROTO;
 		goto fail;
 	}
@@ -634,7 +740,6 @@ void d9__record_child(void)
 
 	memset(t, 0, sizeof(*t));
 	t->role = role;
-	sched_close(); /* the parent thread's file: this thread is another one */
 	d9__record_init();
 	d9__profile_child();
 }

@@ -94,8 +94,8 @@ static inline __attribute__((always_inline)) int park(uint32_t call, int64_t tim
 /* ---- Scheduler statistics --------------------------------------------------------------------
  * Unpark carries the thread's CPU time and run delay (time runnable but waiting for a CPU) from
  * /proc/thread-self/schedstat, as deltas since the previous Unpark that carried them: a reading
- * costs three syscalls (open, pread, close: no descriptor is kept), so it is taken at an Unpark only when
- * D9__SCHED_READ_NS (d9-agent.h; d9__pcfg.schedstat_ticks in clock ticks) have passed since
+ * costs a pread (five syscalls past the 16 workers that keep the file open: record.c), so it is
+ * taken at an Unpark only when D9__SCHED_READ_NS (d9-agent.h; d9__pcfg.schedstat_ticks in clock ticks) have passed since
  * the thread's last such Unpark, which keeps the cost at
  * most one syscall per worker per 10 ms and none per request. An Unpark without a reading says
  * "unknown" (not 0); one with a reading covers every park cycle since the previous one. The

@@ -347,10 +347,12 @@ else:
     files = sorted(glob.glob(os.path.join(d, "st.*")), key=lambda p: int(p.rsplit(".", 1)[1]))
     for i, f in enumerate(files):
         calls, name, by = 0, "main" if i == 0 else "?", {}
-        # the agent's /proc/thread-self/schedstat readings (open, pread64, close of that
-        # descriptor): at most one per 30 ms per busy worker, so their count follows the run's
-        # pace, not its requests, and the idle run (no Unparks) has none to measure them by
-        sched, sfd = 0, None
+        # the agent's /proc/thread-self/schedstat readings: a pread64 of a descriptor the
+        # first 16 workers keep (opened, checked with fstat and fstatat, moved high with
+        # F_DUPFD_CLOEXEC once), or open, checks, pread64 and close for the others. At most
+        # one per 30 ms per busy worker, so their count follows the run's pace, not its
+        # requests, and the idle run (no Unparks) has none to measure them by
+        sched, sfds = 0, set()
         for line in open(f, errors="replace"):
             if line.startswith(("---", "+++")):
                 continue
@@ -362,14 +364,21 @@ else:
             nm = re.match(r'prctl\(PR_SET_NAME, "([^"]*)"', line)
             if nm:
                 name = nm.group(1)
+            ret = re.search(r"= (\d+)$", line.strip())
+            on = re.match(r"\w+\((\d+)\b", line)
+            on = on.group(1) if on else None
             if line.startswith('openat(AT_FDCWD, "/proc/thread-self/schedstat"'):
                 sched += 1
-                fd = re.search(r"= (\d+)$", line.strip())
-                sfd = fd.group(1) if fd else None
-            elif sfd and re.match(r"(pread64|close)\(" + sfd + r"\b", line):
+                if ret:
+                    sfds.add(ret.group(1))
+            elif line.startswith('newfstatat(AT_FDCWD, "/proc/thread-self/schedstat"'):
                 sched += 1
-                if line.startswith("close("):
-                    sfd = None
+            elif on in sfds and m.group(1) in ("pread64", "close", "newfstatat", "fcntl"):
+                sched += 1
+                if m.group(1) == "close":
+                    sfds.discard(on)
+                elif m.group(1) == "fcntl" and ret:
+                    sfds.add(ret.group(1))
         run["threads"].append({"tid": int(f.rsplit(".", 1)[1]), "name": name, "syscalls": calls,
                                "syscalls_nosched": calls - sched, "schedstat": sched,
                                "role": "agent" if name.startswith("d9-") else "server",

@@ -274,7 +274,9 @@ fi
 # ---- many-workers-fds ---------------------------------------------------------------------------------
 # A thread-per-connection host under ulimit -n 1024: 950 threads each park (each a worker, each
 # taking schedstat readings), then the host opens 100 files. The agent keeps no descriptor per
-# worker, so every open succeeds (a kept schedstat descriptor per worker made 32 of 100 fail).
+# worker, so every open succeeds (a kept schedstat descriptor per worker made 32 of 100 fail):
+# at most 16 workers keep theirs (1 to 16 open while the threads wait, when the kernel has
+# schedstat), none is left in a child forked then, none once every thread has ended.
 MANY=$D9_ROOT/build/tests/many-workers
 mkdir -p "$T/mw"
 ( ulimit -n 1024 && env LD_PRELOAD="$LIB" D9_TRACE_PATH="$T/mw/trace.bin" \
@@ -289,6 +291,14 @@ if r["threads"] < 900:
     fail("only %d threads started" % r["threads"])
 if r["failed"]:
     fail("%d of 100 host opens failed (errno %d) with %d workers" % (r["failed"], r["errno"], r["threads"]))
-info = "%d workers, 100 of 100 host opens succeeded" % r["threads"]
+kept = r["schedstat"]
+if kept > 16 or (kept < 1 and os.path.exists("/proc/self/schedstat")):
+    fail("%d schedstat descriptors open while the workers waited (want 1 to 16)" % kept)
+if r["schedstat_child"] != 0:
+    fail("a child forked then had %d schedstat descriptors" % r["schedstat_child"])
+if r["schedstat_after"] != 0:
+    fail("%d schedstat descriptors left after every worker ended" % r["schedstat_after"])
+info = ("%d workers, 100 of 100 host opens succeeded; %d schedstat files kept, none in a "
+        "child, none after" % (r["threads"], kept))
 ' "$T/mw.out"
 fi

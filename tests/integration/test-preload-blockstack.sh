@@ -73,7 +73,7 @@ block_fds() {
 		return
 	fi
 	# new since the first reading: connections and the trace's files, never a pipe or anything
-	# else (a worker's /proc/thread-self/schedstat is open for microseconds: README)
+	# else (a worker's /proc/thread-self/schedstat, which the first 16 workers keep open: README)
 	extra=$(comm -13 "$SDIR/fds0" "$SDIR/fds1" | grep -v -e ' socket:' -e " $SDIR/trace/" \
 		-e ' /proc/[0-9]*/task/[0-9]*/schedstat$')
 	if [ -n "$extra" ]; then
