@@ -20,7 +20,7 @@
 #     still traces polls.
 #   - d9-analyze: `flame` puts burn_cpu on the heaviest stack; `summary --json` counts samples.
 #   - 32 busy workers sampled by ctimer at 999 Hz keep running (no deadlock in the handler).
-#   - 5,000 short-lived workers (d9-driver --churn) with the writer starved under ulimit -n 1024:
+#   - 2,000 short-lived workers (d9-driver --churn) with the writer starved under ulimit -n 1024:
 #     perf descriptors stay under the cap, the host's open() never fails, none is left open;
 #     under ulimit -n 160 at most 20 (profile-cap: the others' samples counted as lost); a host at
 #     its limit gets EMFILE named as such (profile-emfile);
@@ -336,12 +336,12 @@ else
 fi
 
 # ---- no perf descriptor outlives its worker, even with the writer starved ------------------------
-# 5,000 short-lived workers (each sleeps once: an off-CPU sample) under `ulimit -n 1024`, every
+# 2,000 short-lived workers (each sleeps once: an off-CPU sample) under `ulimit -n 1024`, every
 # thread on CPU 0 with a CPU hog there and the agent's writer at nice 19 (d9-driver
 # --slow-writer): the workers close their own descriptors, so the perf descriptors stay under the
 # cap (1024/8) whenever sampled from outside, the host's own open() never fails with EMFILE, and
 # nothing talks about privileges. Before, the writer closed them: 12,235 were open at once (of
-# 20,000 workers; 5,000 workers hold two events each, ten times the limit, when nobody closes).
+# 20,000 workers; 2,000 workers hold two events each, four times the limit, when nobody closes).
 p=profile-churn
 # both perf events must open here (else there is no descriptor to count): the agent is silent then
 perf_off=$(env D9_TRACE_PATH="$T/pre/trace.bin" D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 \
@@ -355,7 +355,7 @@ else
 	hog=$!
 	PL_PIDS+=("$hog")
 	(ulimit -n 1024 && exec env D9_TRACE_PATH="$T/churn/trace.bin" D9_CPU_PROFILE=99 \
-		D9_SCHED_EVENTS=1 taskset -c 0 "$DRIVER" --churn 5000 --slow-writer --flush \
+		D9_SCHED_EVENTS=1 taskset -c 0 "$DRIVER" --churn 2000 --slow-writer --flush \
 		>"$T/churn.out" 2>"$T/churn.err") &
 	drv=$!
 	PL_PIDS+=("$drv")
@@ -405,7 +405,7 @@ why = []
 if r is None or st != 0 or peak[0] == "timeout":
     why.append("driver status %d, output %r, sampler %r" % (st, sys.argv[1][:200], sys.argv[2]))
 else:
-    if r["threads"] != 5000:
+    if r["threads"] != 2000:
         why.append("%d workers" % r["threads"])
     if r["writer_starved"] != 1:
         why.append("the d9-writer thread was not found to starve")
