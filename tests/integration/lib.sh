@@ -30,7 +30,7 @@ d9_san_env() {
 # decoder every command shares).
 D9_CORPUS_LEAKS_EVERY=8
 d9_corpus_leaks() {
-	D9_CORPUS_ASAN="$ASAN_OPTIONS:detect_leaks=$((($1 - 1) % D9_CORPUS_LEAKS_EVERY == 0))"
+	D9_CORPUS_ASAN="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=$((($1 - 1) % D9_CORPUS_LEAKS_EVERY == 0))"
 }
 
 d9_pass() { echo "PASS $1${2:+: $2}"; }
