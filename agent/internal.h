@@ -440,7 +440,10 @@ struct d9__block *d9__profile_drain(void);
 uint64_t d9__profile_interval_ns(void);
 void d9__profile_modules_changed(void);
 
-/* record.c: a forked child's fork handler closes the schedstat files of the parent's threads */
+/* record.c: a fork waits for the schedstat opens in progress (fork_prepare; 100 ms at most) and
+ * the forked child's handler closes the schedstat files of the parent's threads */
+void d9__schedstat_fork_prepare(void);
+void d9__schedstat_fork_parent(void);
 void d9__schedstat_child(void);
 
 /* files.c: descriptors and files of the agent's own (DESIGN.md, "Descriptors and files") */

@@ -675,6 +675,7 @@ static void fork_prepare(void)
 	uint8_t busy = d9__self.busy;
 
 	d9__self.busy = 1;
+	d9__schedstat_fork_prepare();
 	loader_forking = pthread_mutex_clocklock(&loader_mu, CLOCK_MONOTONIC, &until) == 0;
 	defs_forking = pthread_mutex_clocklock(&d9__g.def_lock, CLOCK_MONOTONIC, &until) == 0;
 	d9__self.busy = busy;
@@ -682,6 +683,7 @@ static void fork_prepare(void)
 
 static void fork_parent(void)
 {
+	d9__schedstat_fork_parent();
 	if (defs_forking)
 		d9__unlock(&d9__g.def_lock);
 	defs_forking = 0;

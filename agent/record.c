@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -398,6 +399,25 @@ static __thread int sched_state __attribute__((tls_model("initial-exec")));
 static __thread int sched_slot __attribute__((tls_model("initial-exec")));
 static __thread struct d9__file sched_file __attribute__((tls_model("initial-exec")));
 static const char sched_path[] = "/proc/thread-self/schedstat";
+/* Opens in progress (from the openat until the descriptor is kept in sched_kept or closed), and
+ * a fork being prepared: the fork waits for the opens (100 ms at most), and no open starts
+ * meanwhile, so a child gets no descriptor the bookkeeping does not know (it closes the kept
+ * ones: d9__schedstat_child). */
+static int sched_opening, sched_forking;
+#define SCHED_FORK_WAIT_NS 100000000ull
+
+void d9__schedstat_fork_prepare(void)
+{
+	__atomic_store_n(&sched_forking, 1, __ATOMIC_SEQ_CST);
+	uint64_t until = d9__mono_ns() + SCHED_FORK_WAIT_NS;
+	while (__atomic_load_n(&sched_opening, __ATOMIC_SEQ_CST) && d9__mono_ns() < until)
+		sched_yield();
+}
+
+void d9__schedstat_fork_parent(void)
+{
+	__atomic_store_n(&sched_forking, 0, __ATOMIC_RELEASE);
+}
 
 /* Lets this thread's kept descriptor go: closed while still the agent's (d9__file_close), only
  * forgotten when `drop` (its content said it is not the file opened) or when the program took it. */
@@ -434,6 +454,7 @@ void d9__schedstat_child(void)
 	}
 	sched_slot = 0;
 	sched_state = 0;
+	sched_opening = sched_forking = 0;
 }
 
 /* pread of the marked descriptor fd: bytes read, or -errno (-ESTALE: the program took it). */
@@ -447,16 +468,10 @@ static ssize_t sched_pread(int fd, char *buf, size_t len)
 	return err ? err : n;
 }
 
-/* One reading of the file into buf (NUL-terminated): its length or -errno. */
-static ssize_t sched_read(char *buf, size_t len)
+/* The file opened, read into buf and kept (or closed): the length read or -errno. */
+static ssize_t sched_open_read(char *buf, size_t len)
 {
 	ssize_t n;
-
-	if (sched_slot) {
-		if ((n = sched_pread(sched_file.fd, buf, len - 1)) > 0)
-			goto done;
-		sched_unkeep(n == -ESTALE); /* taken by the program, or failing: opened again */
-	}
 	struct d9__file f;
 	long fd = syscall(SYS_openat, AT_FDCWD, sched_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -489,6 +504,22 @@ static ssize_t sched_read(char *buf, size_t len)
 		else
 			d9__file_close(&f);
 	}
+	return n;
+}
+
+/* One reading of the file into buf (NUL-terminated): its length or -errno. */
+static ssize_t sched_read(char *buf, size_t len)
+{
+	ssize_t n;
+
+	if (sched_slot) {
+		if ((n = sched_pread(sched_file.fd, buf, len - 1)) > 0)
+			goto done;
+		sched_unkeep(n == -ESTALE); /* taken by the program, or failing: opened again */
+	}
+	__atomic_add_fetch(&sched_opening, 1, __ATOMIC_SEQ_CST);
+	n = __atomic_load_n(&sched_forking, __ATOMIC_SEQ_CST) ? -EAGAIN : sched_open_read(buf, len);
+	__atomic_sub_fetch(&sched_opening, 1, __ATOMIC_RELEASE);
 	if (n <= 0)
 		return n;
 done:
