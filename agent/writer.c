@@ -581,19 +581,28 @@ static int write_chunk(struct d9__segment *s, uint8_t *chunk, size_t size, uint3
 	return 0;
 }
 
-/* Makes sure a segment with room for `size` more bytes is open. */
-static int seg_ready(size_t size)
+/* Makes sure a segment with room for `size` more bytes is open. `look`: how its descriptor is
+ * checked first: LOOK_FULL (seg_owned's fstat), or LOOK_MARK, only the number's mark (fdown.c),
+ * for a caller whose write checks the file itself (d9__file_write's fstat) and comes back with
+ * LOOK_FULL when that check fails: one fstat a chunk, not two. */
+enum { LOOK_MARK, LOOK_FULL };
+static int seg_ready_as(size_t size, int look)
 {
 	struct d9__agent *g = &d9__g;
 	struct d9__segment *s = &g->seg;
 
-	if (s->f.fd >= 0)
+	if (s->f.fd >= 0 && (look == LOOK_FULL || !d9__fd_still(s->f.fd)))
 		seg_owned(s); /* a segment whose descriptor the host took is left for a new one */
 	if (s->f.fd >= 0 && s->size + size > seg_limit() && s->tr.events > 0)
 		seg_seal();
 	if (s->f.fd < 0)
 		return seg_open(1);
 	return 0;
+}
+
+static int seg_ready(size_t size)
+{
+	return seg_ready_as(size, LOOK_FULL);
 }
 
 
@@ -672,12 +681,13 @@ void d9__write_chunk(struct d9__block *b)
 		block_lost(b);
 		return;
 	}
-	err = seg_ready(b->size);
+	err = seg_ready_as(b->size, LOOK_MARK);
 	if (!err)
 		err = write_block_chunk(s, b);
 	if (err == -ESTALE || err == -EBADF) {
-		/* the host took the descriptor after seg_ready's look and before the write's own
-		 * check (or closed it under the write): no disk failed, so the chunk is not lost.
+		/* the number names another file (replaced by a path the interposers do not see: a
+		 * raw system call), or the host took it after seg_ready's look and before the write's
+		 * own check (or closed it under the write): no disk failed, so the chunk is not lost.
 		 * The segment is taken back by its name (seg_owned), cut to its last complete
 		 * chunk, and the chunk written again; only a second loss counts it */
 		err = seg_ready(b->size);
