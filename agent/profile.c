@@ -1185,14 +1185,6 @@ static void maps_anon(uint64_t lo, uint64_t hi)
 	d9__defs_module("[anon]", lo, hi, 0, NULL, 0);
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void maps_add(uint64_t lo, uint64_t hi, int exec)
 {
 	if (M.n == M.cap) {
@@ -1216,7 +1208,7 @@ static void maps_read(void)
 	size_t have = 0, n_old = M.n;
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 
-	M.read_ns = mono_ns();
+	M.read_ns = d9__mono_ns();
 	M.stale = 0;
 	if (fd < 0) {
 		d9__log_once(D9_LOG_WARN, "cannot read /proc/self/maps (%s): frame-pointer stacks are "
@@ -1314,7 +1306,7 @@ static const struct mapping *mapping_of(uint64_t a)
 		maps_read();
 	const struct mapping *m = maps_find(a);
 	if (!m) {
-		uint64_t age = mono_ns() - M.read_ns;
+		uint64_t age = d9__mono_ns() - M.read_ns;
 		if (age >= MAPS_MAX_AGE_NS || (age >= MAPS_REFRESH_NS && maybe_mapped(a))) {
 			maps_read();
 			m = maps_find(a);
