@@ -390,7 +390,7 @@ __attribute__((noinline, cold)) void d9__rec_unpark_slow(int64_t ready, uint64_t
  * come at most every 30 ms per worker. A kept descriptor is read without a new fstat: pread
  * moves no offset and fails on pipes and sockets, so a number the program took by a path the
  * agent does not see (a raw close) is at worst read; content that is not schedstat's lets the
- * number go without closing it. */
+ * number go without closing it, and the file is opened again. */
 #define SCHED_KEEP 16
 static int sched_kept[SCHED_KEEP]; /* each kept descriptor + 1; 0: a free slot */
 /* 0 no reading yet, 1 read before, -1 given up */
@@ -537,8 +537,11 @@ int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns)
 		return -ECANCELED; /* given up on this thread (not a reason for other threads) */
 	uint8_t busy = t->busy;
 	t->busy = 1; /* the calls below are the agent's own */
-	int saved = errno;
-	ssize_t n = sched_read(buf, sizeof(buf));
+	int saved = errno, kept;
+	ssize_t n;
+again:
+	kept = sched_slot != 0;
+	n = sched_read(buf, sizeof(buf));
 	if (n == -EAGAIN || n == -ESTALE) {
 		/* the number was the program's business for a moment: no reading this time */
 		errno = saved;
@@ -553,8 +556,12 @@ int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns)
 	unsigned long long c = strtoull(buf, &end, 10);
 	unsigned long long d = end != buf ? strtoull(end, &end, 10) : 0;
 	if (end == buf || (*end != ' ' && *end != '\n')) {
-		/* not schedstat's content: a kept number no longer the file opened, let go unclosed */
-		sched_unkeep(1);
+		/* not schedstat's content: a kept number that is no longer the file opened (the
+		 * program closed it and the number went to another file) is let go unclosed and the
+		 * file opened again; a fresh one read so is a kernel that says something else */
+		sched_unkeep(kept);
+		if (kept)
+			goto again;
 		err = -EPROTO;
 		goto fail;
 	}
