@@ -383,24 +383,34 @@ __attribute__((noinline, cold)) void d9__rec_unpark_slow(int64_t ready, uint64_t
  * /proc/thread-self/schedstat is a file of the agent's like its others (files.c, DESIGN.md
  * "Descriptors and files"): marked its own before it is read, checked to be the file named, and
  * closed only while still the agent's, so that a program that closes or refills the number
- * meanwhile never has its file read or closed by the agent. Up to SCHED_KEEP workers keep theirs
- * open, at a high number (one pread a reading); the others open, read and close it at each
- * reading (openat, fstat, fstatat, pread, close): a descriptor per worker without a bound would
- * take one of the host's per thread (a thread-per-connection server ran out of them). Readings
- * come at most every 30 ms per worker. A kept descriptor is read without a new fstat: pread
- * moves no offset and fails on pipes and sockets, so a number the program took by a path the
- * agent does not see (a raw close) is at worst read; content that is not schedstat's lets the
- * number go without closing it, and the file is opened again. */
+ * meanwhile never has its file closed by the agent. Up to SCHED_KEEP workers keep theirs open,
+ * at a high number (one pread a reading); the others open, read and close it at each reading
+ * (openat, fstat, fstatat, pread, close): a descriptor per worker without a bound would take one
+ * of the host's per thread (a thread-per-connection server ran out of them). Readings come at
+ * most every 30 ms per worker. A kept descriptor's identity (fstat) is checked again whenever the
+ * program has taken a number of the agent's since the last check (the number may since have
+ * gone to another holder of the agent's, another thread's schedstat among them) and at every
+ * SCHED_CHECK_EVERY-th reading otherwise (a number replaced behind the interposers' back: a raw
+ * system call); between checks, pread moves no offset and fails on pipes and sockets, and
+ * content that is not exactly schedstat's three numbers lets the number go unclosed and the file
+ * is opened again. */
 #define SCHED_KEEP 16
-static int sched_kept[SCHED_KEEP]; /* each kept descriptor + 1; 0: a free slot */
+#define SCHED_CHECK_EVERY 32
+/* each slot: 0 free, -1 being filled, the kept descriptor + 1; its file in sched_files (written
+ * before the slot is published), so that a forked child closes only what is still that file */
+static int sched_kept[SCHED_KEEP];
+static struct d9__file sched_files[SCHED_KEEP];
 /* 0 no reading yet, 1 read before, -1 given up */
 static __thread int sched_state __attribute__((tls_model("initial-exec")));
-/* this thread's slot in sched_kept + 1 (0: none), and its file */
+/* this thread's slot + 1 (0: none); readings since its identity check; d9__fd_taken then */
 static __thread int sched_slot __attribute__((tls_model("initial-exec")));
-static __thread struct d9__file sched_file __attribute__((tls_model("initial-exec")));
+static __thread uint32_t sched_unchecked __attribute__((tls_model("initial-exec")));
+static __thread uint64_t sched_taken_seen __attribute__((tls_model("initial-exec")));
+/* 1 while this thread is inside an open (a fork from a signal handler does not wait for it) */
+static __thread int sched_in_open __attribute__((tls_model("initial-exec")));
 static const char sched_path[] = "/proc/thread-self/schedstat";
 /* Opens in progress (from the openat until the descriptor is kept in sched_kept or closed), and
- * a fork being prepared: the fork waits for the opens (100 ms at most), and no open starts
+ * forks being prepared: a fork waits for the opens (100 ms at most), and no open starts
  * meanwhile, so a child gets no descriptor the bookkeeping does not know (it closes the kept
  * ones: d9__schedstat_child). */
 static int sched_opening, sched_forking;
@@ -408,19 +418,20 @@ static int sched_opening, sched_forking;
 
 void d9__schedstat_fork_prepare(void)
 {
-	__atomic_store_n(&sched_forking, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&sched_forking, 1, __ATOMIC_SEQ_CST);
 	uint64_t until = d9__mono_ns() + SCHED_FORK_WAIT_NS;
-	while (__atomic_load_n(&sched_opening, __ATOMIC_SEQ_CST) && d9__mono_ns() < until)
+	while (__atomic_load_n(&sched_opening, __ATOMIC_SEQ_CST) > sched_in_open &&
+		d9__mono_ns() < until)
 		sched_yield();
 }
 
 void d9__schedstat_fork_parent(void)
 {
-	__atomic_store_n(&sched_forking, 0, __ATOMIC_RELEASE);
+	__atomic_sub_fetch(&sched_forking, 1, __ATOMIC_RELEASE);
 }
 
-/* Lets this thread's kept descriptor go: closed while still the agent's (d9__file_close), only
- * forgotten when `drop` (its content said it is not the file opened) or when the program took it. */
+/* Lets this thread's kept descriptor go: closed while still the agent's file (d9__file_close),
+ * only forgotten when `drop` (taken by the program, or its content not schedstat's). */
 static void sched_unkeep(int drop)
 {
 	int slot = sched_slot - 1;
@@ -428,9 +439,9 @@ static void sched_unkeep(int drop)
 	if (slot < 0)
 		return;
 	if (drop)
-		d9__file_drop(&sched_file);
+		d9__file_drop(&sched_files[slot]);
 	else
-		d9__file_close(&sched_file);
+		d9__file_close(&sched_files[slot]);
 	sched_slot = 0;
 	__atomic_store_n(&sched_kept[slot], 0, __ATOMIC_RELEASE);
 }
@@ -443,17 +454,17 @@ static void sched_close(void)
 
 /* In a forked child, its only thread (lifecycle.c's fork handler, right after d9__fd_child,
  * whatever the agent's state): the parent's threads' files are the child's to close, its own
- * among them (a file of the parent's thread). */
+ * among them (a file of the parent's thread), each only while it still is that file. */
 void d9__schedstat_child(void)
 {
 	for (int i = 0; i < SCHED_KEEP; i++) {
-		int fd = __atomic_load_n(&sched_kept[i], __ATOMIC_RELAXED) - 1;
-		if (fd >= 0 && d9__fd_close(fd) == -ESTALE)
-			d9__fd_disown(fd); /* the parent's program took it: the number is not ours */
+		if (__atomic_load_n(&sched_kept[i], __ATOMIC_ACQUIRE) > 0)
+			d9__file_close(&sched_files[i]);
 		sched_kept[i] = 0;
 	}
 	sched_slot = 0;
 	sched_state = 0;
+	sched_in_open = 0;
 	sched_opening = sched_forking = 0;
 }
 
@@ -468,11 +479,27 @@ static ssize_t sched_pread(int fd, char *buf, size_t len)
 	return err ? err : n;
 }
 
+/* The kept descriptor read, its identity checked first when due: bytes read or -errno. */
+static ssize_t sched_kept_read(char *buf, size_t len)
+{
+	const struct d9__file *f = &sched_files[sched_slot - 1];
+	uint64_t taken = __atomic_load_n(&d9__fd_taken, __ATOMIC_ACQUIRE);
+
+	if (++sched_unchecked >= SCHED_CHECK_EVERY || taken != sched_taken_seen) {
+		if (d9__file_check(f) != 0)
+			return -ESTALE;
+		sched_unchecked = 0;
+		sched_taken_seen = taken;
+	}
+	return sched_pread(f->fd, buf, len);
+}
+
 /* The file opened, read into buf and kept (or closed): the length read or -errno. */
 static ssize_t sched_open_read(char *buf, size_t len)
 {
 	ssize_t n;
 	struct d9__file f;
+	uint64_t taken = __atomic_load_n(&d9__fd_taken, __ATOMIC_ACQUIRE);
 	long fd = syscall(SYS_openat, AT_FDCWD, sched_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -489,12 +516,16 @@ static ssize_t sched_open_read(char *buf, size_t len)
 	if (err) {
 		if (slot >= 0)
 			__atomic_store_n(&sched_kept[slot], 0, __ATOMIC_RELEASE);
-		return err == -ESTALE ? -EAGAIN : err; /* the number is not known to be ours */
+		/* the number is not known to be ours (-ESTALE), or too high to guard (-EMFILE: closed
+		 * at once): no reading this time, not a reason to give up */
+		return err == -ESTALE || err == -EMFILE ? -EAGAIN : err;
 	}
 	n = sched_pread(f.fd, buf, len - 1);
 	if (slot >= 0 && n > 0) {
-		sched_file = f;
+		sched_files[slot] = f;
 		sched_slot = slot + 1;
+		sched_unchecked = 0;
+		sched_taken_seen = taken;
 		__atomic_store_n(&sched_kept[slot], f.fd + 1, __ATOMIC_RELEASE);
 	} else {
 		if (slot >= 0)
@@ -507,19 +538,25 @@ static ssize_t sched_open_read(char *buf, size_t len)
 	return n;
 }
 
-/* One reading of the file into buf (NUL-terminated): its length or -errno. */
-static ssize_t sched_read(char *buf, size_t len)
+/* One reading of the file into buf (NUL-terminated): its length or -errno; *kept: 1 when it
+ * came from the kept descriptor. */
+static ssize_t sched_read(char *buf, size_t len, int *kept)
 {
 	ssize_t n;
 
+	*kept = 0;
 	if (sched_slot) {
-		if ((n = sched_pread(sched_file.fd, buf, len - 1)) > 0)
+		if ((n = sched_kept_read(buf, len - 1)) > 0) {
+			*kept = 1;
 			goto done;
+		}
 		sched_unkeep(n == -ESTALE); /* taken by the program, or failing: opened again */
 	}
+	sched_in_open = 1;
 	__atomic_add_fetch(&sched_opening, 1, __ATOMIC_SEQ_CST);
 	n = __atomic_load_n(&sched_forking, __ATOMIC_SEQ_CST) ? -EAGAIN : sched_open_read(buf, len);
 	__atomic_sub_fetch(&sched_opening, 1, __ATOMIC_RELEASE);
+	sched_in_open = 0;
 	if (n <= 0)
 		return n;
 done:
@@ -527,21 +564,42 @@ done:
 	return n;
 }
 
+/* schedstat's content, exactly: "CPU_NS RUN_DELAY_NS SLICES\n" and nothing else (0), else -1. */
+static int sched_parse(const char *buf, ssize_t n, uint64_t *cpu_ns, uint64_t *run_delay_ns)
+{
+	unsigned long long v[3];
+	const char *p = buf;
+	char *end;
+
+	for (int i = 0; i < 3; i++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		v[i] = strtoull(p, &end, 10);
+		p = end;
+		if (i < 2 && *p++ != ' ')
+			return -1;
+	}
+	if (*p != '\n' || p + 1 != buf + n)
+		return -1;
+	*cpu_ns = v[0];
+	*run_delay_ns = v[1];
+	return 0;
+}
+
 int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns)
 {
 	struct d9__thr *t = &d9__self;
 	char buf[96];
-	int err, first = sched_state == 0;
+	int err, first = sched_state == 0, kept;
 
 	if (sched_state < 0)
 		return -ECANCELED; /* given up on this thread (not a reason for other threads) */
 	uint8_t busy = t->busy;
 	t->busy = 1; /* the calls below are the agent's own */
-	int saved = errno, kept;
+	int saved = errno;
 	ssize_t n;
 again:
-	kept = sched_slot != 0;
-	n = sched_read(buf, sizeof(buf));
+	n = sched_read(buf, sizeof(buf), &kept);
 	if (n == -EAGAIN || n == -ESTALE) {
 		/* the number was the program's business for a moment: no reading this time */
 		errno = saved;
@@ -552,21 +610,18 @@ again:
 		err = (int)n;
 		goto fail;
 	}
-	char *end;
-	unsigned long long c = strtoull(buf, &end, 10);
-	unsigned long long d = end != buf ? strtoull(end, &end, 10) : 0;
-	if (end == buf || (*end != ' ' && *end != '\n')) {
-		/* not schedstat's content: a kept number that is no longer the file opened (the
-		 * program closed it and the number went to another file) is let go unclosed and the
-		 * file opened again; a fresh one read so is a kernel that says something else */
-		sched_unkeep(kept);
-		if (kept)
+	if (sched_parse(buf, n, cpu_ns, run_delay_ns) != 0) {
+		/* not schedstat's content: a kept number that is no longer the file opened is let
+		 * go unclosed and the file opened again; a file just opened and checked that reads
+		 * so is a kernel that says something else */
+		if (kept) {
+			sched_unkeep(1);
 			goto again;
+		}
+		sched_unkeep(0); /* the file just opened, if it was kept: ours, closed */
 		err = -EPROTO;
 		goto fail;
 	}
-	*cpu_ns = c;
-	*run_delay_ns = d;
 	sched_state = 1;
 	errno = saved;
 	t->busy = busy;
