@@ -113,8 +113,11 @@ static int adopt(struct d9__file *f, int fd, int how, int dirfd, const char *nam
 	else if (regular) /* back to blocking I/O (O_NONBLOCK only kept the open from a FIFO) */
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	d9__fd_leave(fd);
-	if (err == -ESTALE) {
-		d9__fd_unmark(fd); /* not the file opened: the program's, or unknown; left open */
+	if (err == -ESTALE || err == -EBADF) {
+		/* not the file opened: the program's, or unknown, left open; or closed by the
+		 * program already (its dup2 and close of every number naming a segment), which a
+		 * close here could only hit once the program's next open got the number again */
+		d9__fd_unmark(fd);
 		return err;
 	}
 	if (err) {

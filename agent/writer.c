@@ -431,14 +431,23 @@ static int seg_owned(struct d9__segment *s)
 	d9__file_drop(&s->f);
 	d9__log_once(D9_LOG_WARN, "the program closed or reused d9's descriptor %d of %s; d9 no longer "
 		"uses that number", old.fd, s->path);
-	if (d9__file_open(&again, s->path, O_WRONLY | O_APPEND) == 0) {
+	/* the new descriptor's number can be taken too, between the open and its mark (a program
+	 * that dup2s onto every number naming the segment and closes it, as test-agent-hostile's
+	 * daemon does each turn): d9__file_open then leaves it to the program (-ESTALE, -EBADF,
+	 * -EAGAIN) and a later try may get it */
+	int tries = 3, got;
+	while (((got = d9__file_open(&again, s->path, O_WRONLY | O_APPEND)) == -ESTALE ||
+		       got == -EAGAIN || got == -EBADF) && --tries)
+		;
+	if (got == 0) {
 		if (again.dev == old.dev && again.ino == old.ino) {
 			s->f = again;
 			return 0;
 		}
 		d9__file_close(&again);
 	}
-	d9__log(D9_LOG_WARN, "segment %s left unsealed: it is no longer the file d9 wrote", s->path);
+	d9__log(D9_LOG_WARN, "segment %s left unsealed: it is no longer the file d9 wrote (%s)",
+		s->path, got ? strerror(-got) : "another file under its name");
 	return err;
 }
 
