@@ -513,28 +513,26 @@ static ssize_t sched_open_read(char *buf, size_t len)
 		}
 	int err = slot >= 0 ? d9__file_take(&f, (int)fd, AT_FDCWD, sched_path) :
 		d9__file_take_here(&f, (int)fd, AT_FDCWD, sched_path);
-	if (err) {
-		if (slot >= 0)
-			__atomic_store_n(&sched_kept[slot], 0, __ATOMIC_RELEASE);
-		/* the number is not known to be ours (-ESTALE), or too high to guard (-EMFILE: closed
-		 * at once): no reading this time, not a reason to give up */
-		return err == -ESTALE || err == -EMFILE ? -EAGAIN : err;
-	}
-	n = sched_pread(f.fd, buf, len - 1);
+	n = err ? err : sched_pread(f.fd, buf, len - 1);
 	if (slot >= 0 && n > 0) {
 		sched_files[slot] = f;
 		sched_slot = slot + 1;
 		sched_unchecked = 0;
 		sched_taken_seen = taken;
 		__atomic_store_n(&sched_kept[slot], f.fd + 1, __ATOMIC_RELEASE);
-	} else {
-		if (slot >= 0)
-			__atomic_store_n(&sched_kept[slot], 0, __ATOMIC_RELEASE);
-		if (n == -ESTALE)
-			d9__file_drop(&f);
-		else
-			d9__file_close(&f);
+		return n;
 	}
+	if (slot >= 0)
+		__atomic_store_n(&sched_kept[slot], 0, __ATOMIC_RELEASE);
+	if (err)
+		/* the number is not known to be ours (-ESTALE), the program closed it meanwhile
+		 * (-EBADF), or it is too high to guard (-EMFILE: closed at once): no reading this
+		 * time, not a reason to give up */
+		return err == -ESTALE || err == -EBADF || err == -EMFILE ? -EAGAIN : err;
+	if (n == -ESTALE)
+		d9__file_drop(&f);
+	else
+		d9__file_close(&f);
 	return n;
 }
 
