@@ -47,7 +47,8 @@ struct co {
 	uint64_t id, location;
 	void *(*start)(void *);
 	void *arg;
-	uint64_t deadline; /* event clock ticks; 0: none */
+	st_utime_t due; /* when its wait times out, on ST's clock as ST keeps it; 0: none */
+	uint64_t deadline; /* the same on the event clock, without ST's clock functions; 0: none */
 	struct co *qnext; /* FIFO of a condition variable or mutex */
 	uint32_t wait_kind; /* D9_WAKE_* it expects while blocked, 0: not blocked in a wrapper */
 	short wait_events; /* poll events it waits for in a descriptor's slot (struct fdslot) */
@@ -126,6 +127,8 @@ static inline void sample_queue(struct st_state *s)
 	d9__rt_sample_queue(s->runnable, &s->next_sample);
 }
 
+static int64_t until_due(const struct co *co, uint64_t now);
+
 /* The rare parts of run(), out of line: a dead coroutine to free, a worker to become (e.g. in a
  * forked child), a wake nobody we saw made. */
 static __attribute__((noinline, cold)) void run_rare(struct st_state *s, struct co *co)
@@ -139,9 +142,8 @@ static __attribute__((noinline, cold)) void run_rare(struct st_state *s, struct 
 	if (!co->woken) {
 		/* nobody we saw woke it: its timer or timeout fired, or something we do not see */
 		uint64_t now = d9__now();
-		int64_t obj = co->deadline ? (int64_t)(co->deadline >> d9__shift) - (int64_t)(now >> d9__shift) : 0;
-		uint32_t kind = co->deadline ? D9_WAKE_TIMER : D9_WAKE_OTHER;
-		d9_rec_wake(co->id, 0, kind, obj);
+		uint32_t kind = co->due || co->deadline ? D9_WAKE_TIMER : D9_WAKE_OTHER;
+		d9_rec_wake(co->id, 0, kind, kind == D9_WAKE_TIMER ? until_due(co, now) : 0);
 		s->runnable++;
 	}
 }
@@ -356,20 +358,46 @@ D9_INTERPOSE void st_thread_exit(void *retval)
 
 /* ---- waits ------------------------------------------------------------------------------------- */
 
-/* libst counts a timeout from its cached clock (refreshed when its idle wait returns), not from
- * now: a sleep that starts late in a long poll is due earlier than now + timeout. */
-static uint64_t deadline_after_us(st_utime_t us)
+/* A wait's timeout, kept as ST keeps it: due = ST's cached clock (refreshed when its idle wait
+ * returns, not at every call) + timeout, and the wait has timed out once ST's cached clock reaches
+ * it. No clock is read on the wait's path (a read of the event clock and ST's own clock at every
+ * st_read with a timeout cost two clock calls a request; agent/COST.md section 25). Without ST's
+ * clock functions (a program's libst.a may lack them) the event clock's now + timeout. */
+static inline void wait_until(struct co *co, st_utime_t us)
 {
+	co->due = 0;
+	co->deadline = 0;
 	if (us == ST_UTIME_NO_TIMEOUT)
-		return 0;
-	uint64_t now = d9__now();
-	st_utime_t behind = real_st_utime && real_st_utime_last_clock ?
-		real_st_utime() - real_st_utime_last_clock() : 0;
-	if (behind > us)
-		return now;
-	us -= behind;
+		return;
+	if (D9_LIKELY(real_st_utime_last_clock && real_st_utime)) {
+		st_utime_t due = real_st_utime_last_clock() + us;
+		co->due = due < us ? (st_utime_t)-2 : due ? due : 1; /* saturated; never 0 */
+		return;
+	}
 	uint64_t ns = us > UINT64_MAX / 1000 ? UINT64_MAX / 2 : us * 1000;
-	return now + d9_agent_ns_to_ticks(ns);
+	co->deadline = d9__now() + d9_agent_ns_to_ticks(ns);
+}
+
+/* Has co's wait timed out, as ST sees it (now: the event clock, for a deadline kept on it)? */
+static inline int timed_out(const struct co *co, uint64_t now)
+{
+	if (co->due)
+		return co->due <= real_st_utime_last_clock();
+	return co->deadline && co->deadline <= now;
+}
+
+/* The Wake object of a timer: the deadline in event time units relative to now (negative: past). */
+static __attribute__((cold)) int64_t until_due(const struct co *co, uint64_t now)
+{
+	if (!co->due)
+		return (int64_t)(co->deadline >> d9__shift) - (int64_t)(now >> d9__shift);
+	st_utime_t t = real_st_utime();
+	uint64_t d = co->due >= t ? co->due - t : t - co->due;
+	uint64_t units = d9_agent_ns_to_ticks(d > UINT64_MAX / 2000 ? UINT64_MAX / 2 : d * 1000) >>
+		d9__shift;
+	if (units > INT64_MAX)
+		units = INT64_MAX;
+	return co->due >= t ? (int64_t)units : -(int64_t)units;
 }
 
 /* Grows the fd-waiter table to hold fd (0), or leaves it (-ENOMEM: fd's waiters go unnamed). */
@@ -391,9 +419,10 @@ static __attribute__((noinline, cold)) int grow_fds(struct st_state *s, int fd)
 /* The real st_poll, with co noted as waiting for a descriptor until then (errno kept). */
 static inline int poll_waiting(struct co *co, struct pollfd *pds, int npds, st_utime_t timeout)
 {
-	co->deadline = deadline_after_us(timeout);
+	wait_until(co, timeout);
 	co->wait_kind = D9_WAKE_FD;
 	int r = real_st_poll(pds, npds, timeout);
+	co->due = 0;
 	co->deadline = 0;
 	co->wait_kind = 0;
 	return r;
@@ -564,10 +593,11 @@ D9_INTERPOSE int st_usleep(st_utime_t usecs)
 	if (!s || !s->cur)
 		return real_st_usleep(usecs);
 	struct co *co = s->cur;
-	co->deadline = deadline_after_us(usecs);
+	wait_until(co, usecs);
 	co->wait_kind = D9_WAKE_TIMER;
 	int r = real_st_usleep(usecs);
 	int e = errno;
+	co->due = 0;
 	co->deadline = 0;
 	co->wait_kind = 0;
 	errno = e;
@@ -658,10 +688,11 @@ static void queue_remove(struct waitq *q, struct co *co)
 		struct waitq *q_ = queue_of((s), (obj), 1);                        \
 		if (q_)                                                            \
 			queue_push(q_, co_);                                       \
-		co_->deadline = deadline_after_us(timeout);                        \
+		wait_until(co_, (timeout));                                        \
 		co_->wait_kind = (kind);                                           \
 		int r_ = (call);                                                   \
 		int e_ = errno;                                                    \
+		co_->due = 0;                                                      \
 		co_->deadline = 0;                                                 \
 		co_->wait_kind = 0;                                                \
 		if ((q_ = queue_of((s), (obj), 0))) {                              \
@@ -705,7 +736,7 @@ static void signal_waiters(struct st_state *s, void *obj, int all, uint32_t kind
 	while (q && (co = queue_pop(q))) {
 		/* ST skips waiters that are already runnable (interrupted, or timed out and not yet
 		 * run): so do we, and the signal goes to the next one */
-		if (co->woken || (co->deadline && co->deadline <= now))
+		if (co->woken || timed_out(co, now))
 			continue;
 		wake(co, waker_id(s), co->wait_kind == D9_WAKE_JOIN ? D9_WAKE_JOIN : kind,
 			(int64_t)(uintptr_t)obj);

@@ -75,6 +75,8 @@ static const char *opt_port_file;
 static int opt_seconds;
 static int opt_quiet;
 static int opt_fixed_ids; /* -F: X-Pid formatted once, 8 wide (bench-cost.sh) */
+/* -T: a connection's idle timeout, as servers keep one (st_read's timeout; bench-cost.sh) */
+static st_utime_t read_timeout = ST_UTIME_NO_TIMEOUT;
 
 static int listen_fd = -1;
 static int bound_port;
@@ -114,7 +116,7 @@ static void die(const char *what)
 static void usage(void)
 {
 	fprintf(stderr, "usage: st-http [-p PORT] [-w N] [-e select|poll|alt] [-c] [-P FILE] "
-		"[-t SECONDS] [-q] [-F]\n");
+		"[-t SECONDS] [-q] [-F] [-T MS]\n");
 	exit(2);
 }
 
@@ -561,7 +563,7 @@ static void *serve_conn(void *arg)
 				send_reply(nfd, &r);
 				goto out;
 			}
-			n = st_read(nfd, buf + len, REQ_MAX - len, ST_UTIME_NO_TIMEOUT);
+			n = st_read(nfd, buf + len, REQ_MAX - len, read_timeout);
 			if (n <= 0)
 				goto out;
 			len += (size_t)n;
@@ -778,7 +780,7 @@ int main(int argc, char **argv)
 {
 	int c;
 
-	while ((c = getopt(argc, argv, "p:w:e:cP:t:qF")) != -1) {
+	while ((c = getopt(argc, argv, "p:w:e:cP:t:qFT:")) != -1) {
 		switch (c) {
 		case 'p': opt_port = atoi(optarg); break;
 		case 'w': opt_workers = atoi(optarg); break;
@@ -797,6 +799,7 @@ int main(int argc, char **argv)
 		case 't': opt_seconds = atoi(optarg); break;
 		case 'q': opt_quiet = 1; break;
 		case 'F': opt_fixed_ids = 1; break;
+		case 'T': read_timeout = (st_utime_t)atoi(optarg) * 1000; break;
 		default: usage();
 		}
 	}
