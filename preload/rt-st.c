@@ -48,6 +48,7 @@ struct co {
 	void *(*start)(void *);
 	void *arg;
 	st_utime_t due; /* when its wait times out, on ST's clock as ST keeps it; 0: none */
+	st_utime_t since; /* ST's cached clock when the wait began */
 	uint64_t deadline; /* the same on the event clock, without ST's clock functions; 0: none */
 	struct co *qnext; /* FIFO of a condition variable or mutex */
 	uint32_t wait_kind; /* D9_WAKE_* it expects while blocked, 0: not blocked in a wrapper */
@@ -359,10 +360,11 @@ D9_INTERPOSE void st_thread_exit(void *retval)
 /* ---- waits ------------------------------------------------------------------------------------- */
 
 /* A wait's timeout, kept as ST keeps it: due = ST's cached clock (refreshed when its idle wait
- * returns, not at every call) + timeout, and the wait has timed out once ST's cached clock reaches
- * it. No clock is read on the wait's path (a read of the event clock and ST's own clock at every
- * st_read with a timeout cost two clock calls a request; agent/COST.md section 25). Without ST's
- * clock functions (a program's libst.a may lack them) the event clock's now + timeout. */
+ * returns, not at every call) + timeout, wrapping as ST's sum wraps, and the wait has timed out
+ * once a later refresh of the cached clock reaches it. No clock is read on the wait's path (a
+ * read of the event clock and ST's own clock at every st_read with a timeout cost two clock calls
+ * a request; agent/COST.md section 25). Without ST's clock functions (a program's libst.a may
+ * lack them) the event clock's now + timeout. */
 static inline void wait_until(struct co *co, st_utime_t us)
 {
 	co->due = 0;
@@ -370,34 +372,41 @@ static inline void wait_until(struct co *co, st_utime_t us)
 	if (us == ST_UTIME_NO_TIMEOUT)
 		return;
 	if (D9_LIKELY(real_st_utime_last_clock && real_st_utime)) {
-		st_utime_t due = real_st_utime_last_clock() + us;
-		co->due = due < us ? (st_utime_t)-2 : due ? due : 1; /* saturated; never 0 */
+		st_utime_t since = real_st_utime_last_clock();
+		co->since = since;
+		co->due = since + us ? since + us : 1; /* 0 means none */
 		return;
 	}
 	uint64_t ns = us > UINT64_MAX / 1000 ? UINT64_MAX / 2 : us * 1000;
 	co->deadline = d9__now() + d9_agent_ns_to_ticks(ns);
 }
 
-/* Has co's wait timed out, as ST sees it (now: the event clock, for a deadline kept on it)? */
-static inline int timed_out(const struct co *co, uint64_t now)
+/* Has co's wait timed out, as ST sees it: has a refresh of ST's cached clock since the wait began
+ * reached its due time (then ST moved it to the run queue, and a signal skips it)? A timeout of 0
+ * is due at once but times out only at the next refresh, as in ST. (A refresh within the same
+ * microsecond as the one before the wait is not seen: ST would time it out, the adapter not.)
+ * The event clock is read only for a deadline kept on it. */
+static inline int timed_out(const struct co *co)
 {
-	if (co->due)
-		return co->due <= real_st_utime_last_clock();
-	return co->deadline && co->deadline <= now;
+	if (co->due) {
+		st_utime_t now = real_st_utime_last_clock();
+		return now != co->since && co->due <= now;
+	}
+	return co->deadline && co->deadline <= d9__now();
 }
 
-/* The Wake object of a timer: the deadline in event time units relative to now (negative: past). */
+/* The Wake object of a timer: the deadline in event time units relative to now (negative: past).
+ * On ST's clock, which is gettimeofday's in its builds: a step of the wall clock shows here. */
 static __attribute__((cold)) int64_t until_due(const struct co *co, uint64_t now)
 {
 	if (!co->due)
 		return (int64_t)(co->deadline >> d9__shift) - (int64_t)(now >> d9__shift);
 	st_utime_t t = real_st_utime();
 	uint64_t d = co->due >= t ? co->due - t : t - co->due;
-	uint64_t units = d9_agent_ns_to_ticks(d > UINT64_MAX / 2000 ? UINT64_MAX / 2 : d * 1000) >>
-		d9__shift;
-	if (units > INT64_MAX)
-		units = INT64_MAX;
-	return co->due >= t ? (int64_t)units : -(int64_t)units;
+	if (d > (uint64_t)1 << 40)
+		d = (uint64_t)1 << 40; /* 12 days: the ticks below stay within 64 bits */
+	int64_t units = (int64_t)(d9_agent_ns_to_ticks(d * 1000) >> d9__shift);
+	return co->due >= t ? units : -units;
 }
 
 /* Grows the fd-waiter table to hold fd (0), or leaves it (-ENOMEM: fd's waiters go unnamed). */
@@ -732,11 +741,11 @@ static void signal_waiters(struct st_state *s, void *obj, int all, uint32_t kind
 	struct waitq *q = queue_of(s, obj, 0);
 	struct co *co;
 
-	uint64_t now = d9__now();
+	/* no clock read for a signal nobody waits for: the Wake reads it */
 	while (q && (co = queue_pop(q))) {
 		/* ST skips waiters that are already runnable (interrupted, or timed out and not yet
 		 * run): so do we, and the signal goes to the next one */
-		if (co->woken || timed_out(co, now))
+		if (co->woken || timed_out(co))
 			continue;
 		wake(co, waker_id(s), co->wait_kind == D9_WAKE_JOIN ? D9_WAKE_JOIN : kind,
 			(int64_t)(uintptr_t)obj);
@@ -825,7 +834,8 @@ D9_INTERPOSE void st_thread_interrupt(st_thread_t thread)
 		return;
 	if (s) {
 		struct co *target = pm_get(&s->threads, thread);
-		if (target && target->wait_kind)
+		/* a target ST already timed out is runnable: the interrupt only sets its flag */
+		if (target && target->wait_kind && !timed_out(target))
 			wake(target, waker_id(s), D9_WAKE_INTERRUPT, 0);
 	}
 	real_st_thread_interrupt(thread);
