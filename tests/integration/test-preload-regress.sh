@@ -8,7 +8,10 @@
 #  - a cond signal after an interrupt named the wrong woken coroutine;
 #  - a cond signal skips a waiter ST has timed out and wakes one whose timeout passed with no
 #    refresh of ST's cached clock, as ST does (the adapter keeps a wait's timeout on that clock);
-#    the event clock's deadline named the wrong coroutine in the second case.
+#    the event clock's deadline named the wrong coroutine in the second case;
+#  - ST mutexes: a hand-off is a Wake of kind mutex by the unlocker; a free mutex, taken by the
+#    adapter's try, makes no Wake and answers as without the agent, and so does a lock with an
+#    interrupt pending (EINTR: the try must not take the mutex then).
 set -u
 cd "$(dirname "$0")/../.."
 T=$(mktemp -d "${TMPDIR:-/tmp}/d9-regress-XXXXXX")
@@ -159,5 +162,33 @@ PY
 	done
 else
 	fail st-cond-timeout "cannot build: $(head -c 200 "$T/cc.err")"
+fi
+# ---- ST mutexes: hand-off, free locks, a lock with an interrupt pending (st-mutex.c)
+if cc -O1 -o "$T/stm" tests/integration/st-mutex.c -lst 2>"$T/cc.err"; then
+	plain=$("$T/stm" 2>&1)
+	traced=$(D9_TRACE_PATH="$T/m/trace.bin" LD_PRELOAD="$PWD/build/libd9agent.so" "$T/stm" 2>"$T/m.err")
+	rc=$?
+	if [ "$rc" -ne 0 ] || [ "$traced" != "$plain" ] || [ "$plain" != "contended=0 free=0 intr=-1,4" ]; then
+		fail st-mutex-semantics "with the agent (exit $rc) '$traced', without '$plain', want 'contended=0 free=0 intr=-1,4' ($(head -c 200 "$T/m.err"))"
+	elif ! build/d9-analyze dump "$T/m" >"$T/m.jsonl" 2>"$T/m.aerr"; then
+		fail st-mutex-wakes "d9-analyze dump: $(head -c 200 "$T/m.aerr")"
+	else
+		pass st-mutex-semantics
+		python3 - "$T/m.jsonl" <<'PY'
+import json, sys
+spawns, wakes = [], []
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("rec") != "event": continue
+    if r["type"] == "Spawn": spawns.append(r)
+    if r["type"] == "Wake" and r["kind"] == 4: wakes.append((r["woken"], r["waker"]))
+main = [s["coroutine"] for s in spawns if s["parent"] == 0][0]
+a = [s["coroutine"] for s in spawns if s["parent"] == main][0]
+print("PASS st-mutex-wakes" if wakes == [(a, main)] else
+      "FAIL st-mutex-wakes: mutex wakes (woken, waker) %s, want [(%d, %d)]: the hand-off only" % (wakes, a, main))
+PY
+	fi
+else
+	fail st-mutex "cannot build: $(head -c 200 "$T/cc.err")"
 fi
 exit 0
