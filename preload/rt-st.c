@@ -63,7 +63,8 @@ struct waitq { void *obj; struct co *head, *tail; };
 
 struct st_state {
 	struct pmap threads; /* st_thread_t -> struct co */
-	struct pmap queues; /* cond or mutex -> struct waitq */
+	struct pmap queues; /* cond or mutex -> struct waitq (kept when empty, up to KEEP_QUEUES) */
+	size_t nwaiting; /* coroutines on the queues */
 	struct fdslot *fds; /* fd -> waiters */
 	size_t nfds;
 	struct co *cur; /* the running coroutine, NULL in the scheduler */
@@ -660,7 +661,7 @@ static void queue_push(struct waitq *q, struct co *co)
 	q->tail = co;
 }
 
-static struct co *queue_pop(struct waitq *q)
+static struct co *queue_pop(struct st_state *s, struct waitq *q)
 {
 	struct co *co = q->head;
 
@@ -669,11 +670,12 @@ static struct co *queue_pop(struct waitq *q)
 		if (!q->head)
 			q->tail = NULL;
 		co->qnext = NULL;
+		s->nwaiting--;
 	}
 	return co;
 }
 
-static void queue_remove(struct waitq *q, struct co *co)
+static void queue_remove(struct st_state *s, struct waitq *q, struct co *co)
 {
 	struct co *prev = NULL;
 
@@ -687,18 +689,26 @@ static void queue_remove(struct waitq *q, struct co *co)
 		if (q->tail == c)
 			q->tail = prev;
 		c->qnext = NULL;
+		s->nwaiting--;
 		return;
 	}
 }
 
-/* Runs `wait` with co registered in obj's FIFO; the FIFO is dropped when it empties (ST frees
- * condition variables and mutexes, and their addresses are reused). */
+/* Empty FIFOs kept for their objects' next waits (a condition a coroutine waits on again and
+ * again: no allocation and map update per wait). ST frees conditions and mutexes and their
+ * addresses are reused: an empty FIFO is right for whatever object has the address next. Past
+ * this many FIFOs an emptied one is freed. */
+#define KEEP_QUEUES 1024
+
+/* Runs `wait` with co registered in obj's FIFO. */
 #define QUEUED_WAIT(s, obj, kind, timeout, call)                                   \
 	({                                                                         \
 		struct co *co_ = (s)->cur;                                         \
 		struct waitq *q_ = queue_of((s), (obj), 1);                        \
-		if (q_)                                                            \
+		if (q_) {                                                          \
 			queue_push(q_, co_);                                       \
+			(s)->nwaiting++;                                           \
+		}                                                                  \
 		wait_until(co_, (timeout));                                        \
 		co_->wait_kind = (kind);                                           \
 		int r_ = (call);                                                   \
@@ -707,8 +717,8 @@ static void queue_remove(struct waitq *q, struct co *co)
 		co_->deadline = 0;                                                 \
 		co_->wait_kind = 0;                                                \
 		if ((q_ = queue_of((s), (obj), 0))) {                              \
-			queue_remove(q_, co_);                                     \
-			if (!q_->head) {                                           \
+			queue_remove((s), q_, co_);                                \
+			if (!q_->head && (s)->queues.n > KEEP_QUEUES) {            \
 				pm_del(&(s)->queues, (obj));                       \
 				free(q_);                                          \
 			}                                                          \
@@ -740,13 +750,13 @@ static uint64_t waker_id(const struct st_state *s)
 
 static void signal_waiters(struct st_state *s, void *obj, int all, uint32_t kind)
 {
-	if (!s->queues.n)
+	if (!s->nwaiting)
 		return; /* no coroutine waits on a condition or mutex */
 	struct waitq *q = queue_of(s, obj, 0);
 	struct co *co;
 
 	/* no clock read for a signal nobody waits for: the Wake reads it */
-	while (q && (co = queue_pop(q))) {
+	while (q && (co = queue_pop(s, q))) {
 		/* ST skips waiters that are already runnable (interrupted, or timed out and not yet
 		 * run): so do we, and the signal goes to the next one */
 		if (co->woken || timed_out(co))
