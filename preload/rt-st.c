@@ -51,6 +51,7 @@ struct co {
 	st_utime_t since; /* ST's cached clock when the wait began */
 	uint64_t deadline; /* the same on the event clock, without ST's clock functions; 0: none */
 	struct co *qnext; /* FIFO of a condition variable or mutex */
+	struct waitq *waitq; /* the FIFO it is on, NULL: none */
 	uint32_t wait_kind; /* D9_WAKE_* it expects while blocked, 0: not blocked in a wrapper */
 	short wait_events; /* poll events it waits for in a descriptor's slot (struct fdslot) */
 	uint8_t woken, exited, join;
@@ -651,8 +652,10 @@ static struct waitq *queue_of(struct st_state *s, void *obj, int create)
 	return q;
 }
 
-static void queue_push(struct waitq *q, struct co *co)
+static void queue_push(struct st_state *s, struct waitq *q, struct co *co)
 {
+	s->nwaiting++;
+	co->waitq = q;
 	co->qnext = NULL;
 	if (q->tail)
 		q->tail->qnext = co;
@@ -670,6 +673,7 @@ static struct co *queue_pop(struct st_state *s, struct waitq *q)
 		if (!q->head)
 			q->tail = NULL;
 		co->qnext = NULL;
+		co->waitq = NULL;
 		s->nwaiting--;
 	}
 	return co;
@@ -689,6 +693,7 @@ static void queue_remove(struct st_state *s, struct waitq *q, struct co *co)
 		if (q->tail == c)
 			q->tail = prev;
 		c->qnext = NULL;
+		c->waitq = NULL;
 		s->nwaiting--;
 		return;
 	}
@@ -700,15 +705,21 @@ static void queue_remove(struct st_state *s, struct waitq *q, struct co *co)
  * this many FIFOs an emptied one is freed. */
 #define KEEP_QUEUES 1024
 
+static void queue_emptied(struct st_state *s, struct waitq *q)
+{
+	if (!q->head && s->queues.n > KEEP_QUEUES) {
+		pm_del(&s->queues, q->obj);
+		free(q);
+	}
+}
+
 /* Runs `wait` with co registered in obj's FIFO. */
 #define QUEUED_WAIT(s, obj, kind, timeout, call)                                   \
 	({                                                                         \
 		struct co *co_ = (s)->cur;                                         \
 		struct waitq *q_ = queue_of((s), (obj), 1);                        \
-		if (q_) {                                                          \
-			queue_push(q_, co_);                                       \
-			(s)->nwaiting++;                                           \
-		}                                                                  \
+		if (q_)                                                            \
+			queue_push((s), q_, co_);                                  \
 		wait_until(co_, (timeout));                                        \
 		co_->wait_kind = (kind);                                           \
 		int r_ = (call);                                                   \
@@ -716,12 +727,9 @@ static void queue_remove(struct st_state *s, struct waitq *q, struct co *co)
 		co_->due = 0;                                                      \
 		co_->deadline = 0;                                                 \
 		co_->wait_kind = 0;                                                \
-		if ((q_ = queue_of((s), (obj), 0))) {                              \
+		if ((q_ = co_->waitq)) { /* still on it: not popped by a signal */ \
 			queue_remove((s), q_, co_);                                \
-			if (!q_->head && (s)->queues.n > KEEP_QUEUES) {            \
-				pm_del(&(s)->queues, (obj));                       \
-				free(q_);                                          \
-			}                                                          \
+			queue_emptied((s), q_);                                    \
 		}                                                                  \
 		errno = e_;                                                        \
 		r_;                                                                \
@@ -766,6 +774,8 @@ static void signal_waiters(struct st_state *s, void *obj, int all, uint32_t kind
 		if (!all)
 			break;
 	}
+	if (q)
+		queue_emptied(s, q); /* the waiters it popped find no FIFO of their own */
 }
 
 D9_INTERPOSE int st_cond_signal(st_cond_t cvar)
