@@ -94,7 +94,7 @@ struct waitq { struct co *head, *tail; };
 
 struct lc_state {
 	struct pmap cos; /* stCoRoutine_t -> struct co */
-	struct pmap conds; /* stCoCond_t -> struct waitq (dropped when empty: libco frees them) */
+	struct pmap conds; /* stCoCond_t -> struct waitq (kept when empty, up to 1,024) */
 	struct pmap regs; /* epoll data -> fd + 1 */
 	struct fdreg *fds; /* by fd */
 	size_t nfds;
@@ -393,7 +393,10 @@ static void cond_remove(struct lc_state *s, void *cond, struct co *co)
 		c->qnext = NULL;
 		break;
 	}
-	if (!q->head) {
+	/* an emptied FIFO is kept for the condition's next wait (no allocation and map update per
+	 * wait); a freed condition's address reused gets an empty FIFO, which is right. Past 1,024
+	 * FIFOs an emptied one is freed. */
+	if (!q->head && s->conds.n > 1024) {
 		pm_del(&s->conds, cond);
 		free(q);
 	}
