@@ -60,3 +60,26 @@ void d9__pm_del(struct pmap *m, const void *k)
 		i = j;
 	}
 }
+
+int d9__pm_filter(struct pmap *m, int (*keep)(void *v))
+{
+	struct pmap n = { 0 };
+
+	if (!m->cap)
+		return 0;
+	n.cap = m->cap;
+	n.keys = calloc(n.cap, sizeof(void *));
+	n.vals = calloc(n.cap, sizeof(void *));
+	if (!n.keys || !n.vals) {
+		free(n.keys);
+		free(n.vals);
+		return -1;
+	}
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->keys[i] && keep(m->vals[i]))
+			pm_put(&n, m->keys[i], m->vals[i]); /* fewer entries, same size: no growth */
+	free(m->keys);
+	free(m->vals);
+	*m = n;
+	return 0;
+}

@@ -94,7 +94,8 @@ struct waitq { struct co *head, *tail; };
 
 struct lc_state {
 	struct pmap cos; /* stCoRoutine_t -> struct co */
-	struct pmap conds; /* stCoCond_t -> struct waitq (kept when empty, up to 1,024) */
+	struct pmap conds; /* stCoCond_t -> struct waitq (kept when empty: cond_sweep) */
+	size_t sweep_at; /* the empty FIFOs are freed when conds has this many entries */
 	struct pmap regs; /* epoll data -> fd + 1 */
 	struct fdreg *fds; /* by fd */
 	size_t nfds;
@@ -393,13 +394,27 @@ static void cond_remove(struct lc_state *s, void *cond, struct co *co)
 		c->qnext = NULL;
 		break;
 	}
-	/* an emptied FIFO is kept for the condition's next wait (no allocation and map update per
-	 * wait); a freed condition's address reused gets an empty FIFO, which is right. Past 1,024
-	 * FIFOs an emptied one is freed. */
-	if (!q->head && s->conds.n > 1024) {
-		pm_del(&s->conds, cond);
-		free(q);
-	}
+	/* an emptied FIFO is kept for the condition's next wait: cond_sweep */
+}
+
+/* A condition's FIFO is kept when it empties (no allocation and map update per wait); libco frees
+ * conditions and their addresses are reused, and an empty FIFO is right for whatever condition
+ * has the address next. The empty ones are freed when the map reaches s->sweep_at entries (1,024,
+ * or twice what was left after the last sweep). */
+static int cond_kept(void *v)
+{
+	struct waitq *q = v;
+
+	if (q->head)
+		return 1;
+	free(q);
+	return 0;
+}
+
+static __attribute__((noinline, cold)) void cond_sweep(struct lc_state *s)
+{
+	pm_filter(&s->conds, cond_kept);
+	s->sweep_at = s->conds.n * 2 > 1024 ? s->conds.n * 2 : 1024;
 }
 
 D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms) __asm__(SYM_CO_COND_TIMEDWAIT);
@@ -416,6 +431,8 @@ D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms)
 	if (!co || !cond)
 		return real_co_cond_timedwait(cond, ms);
 	struct waitq *q = pm_get(&s->conds, cond);
+	if (!q && D9_UNLIKELY(s->conds.n >= s->sweep_at))
+		cond_sweep(s);
 	if (!q && (q = calloc(1, sizeof(*q))) && pm_put(&s->conds, cond, q) != 0) {
 		free(q);
 		q = NULL;
@@ -448,8 +465,7 @@ static void cond_wake(void *cond, int all)
 
 	while (q && q->head) {
 		struct co *co = q->head;
-		cond_remove(s, cond, co); /* may free q */
-		q = pm_get(&s->conds, cond);
+		cond_remove(s, cond, co);
 		wake(co, s->cur ? s->cur->id : 0, D9_WAKE_COND, (int64_t)(uintptr_t)cond);
 		if (!all)
 			break;

@@ -56,7 +56,7 @@ struct co {
 	short wait_events; /* poll events it waits for in a descriptor's slot (struct fdslot) */
 	uint8_t woken, exited, join;
 	uint8_t yielding; /* inside st_thread_yield (SRS): switching out puts it on the run queue */
-	uint8_t interrupted; /* was ever the target of st_thread_interrupt */
+	void *locking; /* the mutex its st_mutex_lock is taking: goes on its FIFO if it blocks */
 };
 
 struct waitq { void *obj; struct co *head, *tail; };
@@ -64,8 +64,9 @@ struct waitq { void *obj; struct co *head, *tail; };
 
 struct st_state {
 	struct pmap threads; /* st_thread_t -> struct co */
-	struct pmap queues; /* cond or mutex -> struct waitq (kept when empty, up to KEEP_QUEUES) */
+	struct pmap queues; /* cond or mutex -> struct waitq (kept when empty: queue_of) */
 	size_t nwaiting; /* coroutines on the queues */
+	size_t sweep_at; /* the queues' empty FIFOs are freed when the map has this many entries */
 	struct fdslot *fds; /* fd -> waiters */
 	size_t nfds;
 	struct co *cur; /* the running coroutine, NULL in the scheduler */
@@ -132,6 +133,7 @@ static inline void sample_queue(struct st_state *s)
 }
 
 static int64_t until_due(const struct co *co, uint64_t now);
+static void lock_blocked(struct st_state *s, struct co *co);
 
 /* The rare parts of run(), out of line: a dead coroutine to free, a worker to become (e.g. in a
  * forked child), a wake nobody we saw made. */
@@ -198,6 +200,8 @@ static void on_switch_out(void)
 		co->woken = 0;
 		if (co->yielding) /* runnable at once, by its own doing */
 			wake(co, co->id, D9_WAKE_OTHER, 0);
+		if (D9_UNLIKELY(co->locking != NULL))
+			lock_blocked(s, co);
 	}
 	s->cur = NULL;
 	d9__pl.coroutine = 0;
@@ -232,7 +236,6 @@ D9_INTERPOSE int st_init(void)
 	ST_REAL(st_thread_self);
 	ST_REAL(st_utime);
 	ST_REAL(st_utime_last_clock);
-	ST_REAL(st_mutex_trylock);
 	struct st_state *s = calloc(1, sizeof(*s));
 	if (!real_st_thread_self || !s) {
 		free(s);
@@ -638,10 +641,33 @@ D9_INTERPOSE void st_thread_yield(void)
 
 /* ---- condition variables, mutexes, join, interrupt -------------------------------------------- */
 
+/* A condition's or mutex's FIFO is kept when it empties, for the object's next wait (a
+ * condition waited on again and again: no allocation and map update per wait). ST frees them
+ * and reuses their addresses: an empty FIFO is right for whatever object has the address next.
+ * The empty ones are swept when the map reaches s->sweep_at entries (1,024, or twice what was
+ * left after the last sweep): each sweep is paid for by as many new objects. */
+static int queue_kept(void *v)
+{
+	struct waitq *q = v;
+
+	if (q->head)
+		return 1;
+	free(q);
+	return 0;
+}
+
+static __attribute__((noinline, cold)) void queues_sweep(struct st_state *s)
+{
+	pm_filter(&s->queues, queue_kept);
+	s->sweep_at = s->queues.n * 2 > 1024 ? s->queues.n * 2 : 1024;
+}
+
 static struct waitq *queue_of(struct st_state *s, void *obj, int create)
 {
 	struct waitq *q = pm_get(&s->queues, obj);
 
+	if (!q && create && D9_UNLIKELY(s->queues.n >= s->sweep_at))
+		queues_sweep(s);
 	if (!q && create && (q = calloc(1, sizeof(*q)))) {
 		q->obj = obj;
 		if (pm_put(&s->queues, obj, q)) {
@@ -699,18 +725,14 @@ static void queue_remove(struct st_state *s, struct waitq *q, struct co *co)
 	}
 }
 
-/* Empty FIFOs kept for their objects' next waits (a condition a coroutine waits on again and
- * again: no allocation and map update per wait). ST frees conditions and mutexes and their
- * addresses are reused: an empty FIFO is right for whatever object has the address next. Past
- * this many FIFOs an emptied one is freed. */
-#define KEEP_QUEUES 1024
-
-static void queue_emptied(struct st_state *s, struct waitq *q)
+/* co's st_mutex_lock blocks (its switch-out): on the mutex's FIFO, as on ST's wait queue */
+static __attribute__((noinline, cold)) void lock_blocked(struct st_state *s, struct co *co)
 {
-	if (!q->head && s->queues.n > KEEP_QUEUES) {
-		pm_del(&s->queues, q->obj);
-		free(q);
-	}
+	struct waitq *q = queue_of(s, co->locking, 1);
+
+	if (q)
+		queue_push(s, q, co);
+	co->locking = NULL;
 }
 
 /* Runs `wait` with co registered in obj's FIFO. */
@@ -727,10 +749,8 @@ static void queue_emptied(struct st_state *s, struct waitq *q)
 		co_->due = 0;                                                      \
 		co_->deadline = 0;                                                 \
 		co_->wait_kind = 0;                                                \
-		if ((q_ = co_->waitq)) { /* still on it: not popped by a signal */ \
+		if ((q_ = co_->waitq)) /* still on it: not popped by a signal */   \
 			queue_remove((s), q_, co_);                                \
-			queue_emptied((s), q_);                                    \
-		}                                                                  \
 		errno = e_;                                                        \
 		r_;                                                                \
 	})
@@ -774,8 +794,6 @@ static void signal_waiters(struct st_state *s, void *obj, int all, uint32_t kind
 		if (!all)
 			break;
 	}
-	if (q)
-		queue_emptied(s, q); /* the waiters it popped find no FIFO of their own */
 }
 
 D9_INTERPOSE int st_cond_signal(st_cond_t cvar)
@@ -813,17 +831,21 @@ D9_INTERPOSE int st_mutex_lock(st_mutex_t lock)
 	}
 	if (!s || !s->cur)
 		return real_st_mutex_lock(lock);
-	/* A free mutex is taken at once, with no wait to note: the try takes it as st_mutex_lock
-	 * would (no FIFO entry, allocation and map update for it: about 500 instructions). Only
-	 * st_mutex_lock answers a pending interrupt first (EINTR): a coroutine that was ever
-	 * interrupted goes straight to it. */
-	if (D9_LIKELY(real_st_mutex_trylock && !s->cur->interrupted)) {
-		int e = errno;
-		if (real_st_mutex_trylock(lock) == 0)
-			return 0;
-		errno = e;
-	}
-	return QUEUED_WAIT(s, lock, D9_WAKE_MUTEX, ST_UTIME_NO_TIMEOUT, real_st_mutex_lock(lock));
+	/* A free mutex is taken at once, with no wait to note: the coroutine goes on the mutex's
+	 * FIFO only when it blocks, from the switch-out that blocking makes (lock_blocked), right
+	 * after ST put it on the mutex's own wait queue, so the two orders stay the same (a FIFO
+	 * entry, allocation and map update for every free lock cost about 500 instructions). */
+	struct co *co = s->cur;
+	co->locking = lock;
+	co->wait_kind = D9_WAKE_MUTEX;
+	int r = real_st_mutex_lock(lock);
+	int e = errno;
+	co->locking = NULL;
+	co->wait_kind = 0;
+	if (co->waitq) /* blocked, and not popped by the unlock: interrupted */
+		queue_remove(s, co->waitq, co);
+	errno = e;
+	return r;
 }
 
 D9_INTERPOSE int st_mutex_unlock(st_mutex_t lock)
@@ -833,10 +855,15 @@ D9_INTERPOSE int st_mutex_unlock(st_mutex_t lock)
 		errno = ENOSYS;
 		return -1;
 	}
-	/* ownership passes to the first waiter, which becomes runnable */
-	if (S)
+	/* ownership passes to the first waiter, which becomes runnable (no switch: named after the
+	 * real call, which fails with EPERM for a coroutine that does not hold the mutex) */
+	int r = real_st_mutex_unlock(lock);
+	if (r == 0 && S) {
+		int e = errno;
 		signal_waiters(S, lock, 0, D9_WAKE_MUTEX);
-	return real_st_mutex_unlock(lock);
+		errno = e;
+	}
+	return r;
 }
 
 D9_INTERPOSE int st_thread_join(st_thread_t thread, void **retvalp)
@@ -868,10 +895,9 @@ D9_INTERPOSE void st_thread_interrupt(st_thread_t thread)
 		return;
 	if (s) {
 		struct co *target = pm_get(&s->threads, thread);
-		if (target)
-			target->interrupted = 1;
-		/* a target ST already timed out is runnable: the interrupt only sets its flag */
-		if (target && target->wait_kind && !timed_out(target))
+		/* a target ST already timed out is runnable: the interrupt only sets its flag (told
+		 * only on ST's clock: a deadline kept on the event clock cannot say it) */
+		if (target && target->wait_kind && !(target->due && timed_out(target)))
 			wake(target, waker_id(s), D9_WAKE_INTERRUPT, 0);
 	}
 	real_st_thread_interrupt(thread);

@@ -31,8 +31,7 @@ void st_thread_yield(void);
 #define D9__ST_CALLED(X)                                                            \
 	X(st_thread_t, st_thread_self, (void))                                      \
 	X(st_utime_t, st_utime, (void))                                             \
-	X(st_utime_t, st_utime_last_clock, (void))                                  \
-	X(int, st_mutex_trylock, (st_mutex_t))
+	X(st_utime_t, st_utime_last_clock, (void))
 #define D9__ST_FUNCS(X) D9__ST_HOOKED(X) D9__ST_CALLED(X)
 
 /* One function of the runtime: its hook (NULL: only called) and where the adapter keeps the

@@ -46,7 +46,7 @@ int main(int argc, char **argv)
 	intr = argc > 1 && strcmp(argv[1], "intr") == 0;
 	st_init();
 	c = st_cond_new();
-	st_thread_t a = st_thread_create(wa, NULL, 0, 0);
+	st_thread_t a = st_thread_create(wa, NULL, intr, 0); /* intr: joined, never freed early */
 	if (!intr)
 		st_thread_create(wb, NULL, 0, 0);
 	if (skip || zero)
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
 		keep_cpu(0.15); /* A's timeout falls due */
 		st_usleep(1); /* the refresh: main, then A, runnable */
 		st_thread_interrupt(a);
-		st_usleep(1000); /* A runs */
+		st_thread_join(a, NULL);
 	} else if (zero) {
 		st_usleep(1000); /* A, B, C run; A returns */
 	} else if (skip) {
