@@ -260,8 +260,14 @@ name, code, f = sys.argv[1], sys.argv[2], sys.argv[3:]
 class Fail(Exception):
     pass
 
+class Skip(Exception):
+    pass
+
 def fail(msg):
     raise Fail(msg)
+
+def skip(msg):
+    raise Skip(msg)  # a precondition the run did not meet: counted, with the reason
 
 def load(path):
     out = []
@@ -345,6 +351,8 @@ try:
     exec(code)
 except Fail as e:
     print("FAIL %s: %s" % (name, e))
+except Skip as e:
+    print("SKIP %s: %s" % (name, e))
 except Exception as e:
     print("FAIL %s: checker error %s: %s" % (name, type(e).__name__, e))
 else:
