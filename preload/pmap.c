@@ -1,27 +1,35 @@
-/* pmap.c: the pointer map's slow parts (pmap.h): growing and deleting. */
+/* pmap.c: the pointer map's slow parts (pmap.h): growing, deleting and sweeping. */
 #include "pmap.h"
 
 #include <stdlib.h>
 
+/* m's entries that keep() keeps (all without it) in a new table of cap slots; -1 when it
+ * cannot be allocated (then m is as it was and keep was not called) */
+static int rebuild(struct pmap *m, size_t cap, int (*keep)(void *v))
+{
+	struct pmap n = { 0 };
+
+	n.cap = cap;
+	n.keys = calloc(n.cap, sizeof(void *));
+	n.vals = calloc(n.cap, sizeof(void *));
+	if (!n.keys || !n.vals) {
+		free(n.keys);
+		free(n.vals);
+		return -1;
+	}
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->keys[i] && (!keep || keep(m->vals[i])))
+			pm_put(&n, m->keys[i], m->vals[i]); /* no more entries than slots allow: no growth */
+	free(m->keys);
+	free(m->vals);
+	*m = n;
+	return 0;
+}
+
 int d9__pm_put(struct pmap *m, void *k, void *v)
 {
-	if ((m->n + 1) * 4 > m->cap * 3) {
-		struct pmap n = { 0 };
-		n.cap = m->cap ? m->cap * 2 : 256;
-		n.keys = calloc(n.cap, sizeof(void *));
-		n.vals = calloc(n.cap, sizeof(void *));
-		if (!n.keys || !n.vals) {
-			free(n.keys);
-			free(n.vals);
-			return -1;
-		}
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->keys[i])
-				pm_put(&n, m->keys[i], m->vals[i]);
-		free(m->keys);
-		free(m->vals);
-		*m = n;
-	}
+	if ((m->n + 1) * 4 > m->cap * 3 && rebuild(m, m->cap ? m->cap * 2 : 256, NULL) != 0)
+		return -1;
 	size_t i = pm_slot(m, k);
 	while (m->keys[i] && m->keys[i] != k)
 		i = (i + 1) & (m->cap - 1);
@@ -61,25 +69,9 @@ void d9__pm_del(struct pmap *m, const void *k)
 	}
 }
 
-int d9__pm_filter(struct pmap *m, int (*keep)(void *v))
+void d9__pm_sweep(struct pmap *m, size_t *at, int (*keep)(void *v))
 {
-	struct pmap n = { 0 };
-
-	if (!m->cap)
-		return 0;
-	n.cap = m->cap;
-	n.keys = calloc(n.cap, sizeof(void *));
-	n.vals = calloc(n.cap, sizeof(void *));
-	if (!n.keys || !n.vals) {
-		free(n.keys);
-		free(n.vals);
-		return -1;
-	}
-	for (size_t i = 0; i < m->cap; i++)
-		if (m->keys[i] && keep(m->vals[i]))
-			pm_put(&n, m->keys[i], m->vals[i]); /* fewer entries, same size: no growth */
-	free(m->keys);
-	free(m->vals);
-	*m = n;
-	return 0;
+	if (m->cap)
+		rebuild(m, m->cap, keep);
+	*at = m->n * 2 > 1024 ? m->n * 2 : 1024;
 }

@@ -34,12 +34,12 @@ static inline void *pm_get(const struct pmap *m, const void *k)
 int d9__pm_put(struct pmap *m, void *k, void *v);
 /* Removes k (absent: nothing). */
 void d9__pm_del(struct pmap *m, const void *k);
-/* Keeps the entries whose value keep() returns nonzero for (keep may free the value of one it
- * drops) and rebuilds the table; 0, or -1 when it cannot (out of memory: nothing dropped, keep
- * not called). */
-int d9__pm_filter(struct pmap *m, int (*keep)(void *v));
+/* Sweeps m: drops the entries whose value keep() refuses (keep frees what it drops; nothing is
+ * dropped when the table cannot be rebuilt) and sets *at to the size at which to sweep again,
+ * 1,024 entries or twice what is left, so that each sweep is paid for by as many new entries. */
+void d9__pm_sweep(struct pmap *m, size_t *at, int (*keep)(void *v));
 #define pm_put d9__pm_put
 #define pm_del d9__pm_del
-#define pm_filter d9__pm_filter
+#define pm_sweep d9__pm_sweep
 
 #endif

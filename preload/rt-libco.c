@@ -94,7 +94,7 @@ struct waitq { struct co *head, *tail; };
 
 struct lc_state {
 	struct pmap cos; /* stCoRoutine_t -> struct co */
-	struct pmap conds; /* stCoCond_t -> struct waitq (kept when empty: cond_sweep) */
+	struct pmap conds; /* stCoCond_t -> struct waitq (kept when empty: cond_kept) */
 	size_t sweep_at; /* the empty FIFOs are freed when conds has this many entries */
 	struct pmap regs; /* epoll data -> fd + 1 */
 	struct fdreg *fds; /* by fd */
@@ -394,13 +394,13 @@ static void cond_remove(struct lc_state *s, void *cond, struct co *co)
 		c->qnext = NULL;
 		break;
 	}
-	/* an emptied FIFO is kept for the condition's next wait: cond_sweep */
+	/* an emptied FIFO is kept for the condition's next wait: cond_kept */
 }
 
 /* A condition's FIFO is kept when it empties (no allocation and map update per wait); libco frees
  * conditions and their addresses are reused, and an empty FIFO is right for whatever condition
- * has the address next. The empty ones are freed when the map reaches s->sweep_at entries (1,024,
- * or twice what was left after the last sweep). */
+ * has the address next. The empty ones are swept (pm_sweep) when the map reaches s->sweep_at
+ * entries. */
 static int cond_kept(void *v)
 {
 	struct waitq *q = v;
@@ -411,11 +411,6 @@ static int cond_kept(void *v)
 	return 0;
 }
 
-static __attribute__((noinline, cold)) void cond_sweep(struct lc_state *s)
-{
-	pm_filter(&s->conds, cond_kept);
-	s->sweep_at = s->conds.n * 2 > 1024 ? s->conds.n * 2 : 1024;
-}
 
 D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms) __asm__(SYM_CO_COND_TIMEDWAIT);
 D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms)
@@ -432,7 +427,7 @@ D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms)
 		return real_co_cond_timedwait(cond, ms);
 	struct waitq *q = pm_get(&s->conds, cond);
 	if (!q && D9_UNLIKELY(s->conds.n >= s->sweep_at))
-		cond_sweep(s);
+		pm_sweep(&s->conds, &s->sweep_at, cond_kept);
 	if (!q && (q = calloc(1, sizeof(*q))) && pm_put(&s->conds, cond, q) != 0) {
 		free(q);
 		q = NULL;

@@ -644,8 +644,7 @@ D9_INTERPOSE void st_thread_yield(void)
 /* A condition's or mutex's FIFO is kept when it empties, for the object's next wait (a
  * condition waited on again and again: no allocation and map update per wait). ST frees them
  * and reuses their addresses: an empty FIFO is right for whatever object has the address next.
- * The empty ones are swept when the map reaches s->sweep_at entries (1,024, or twice what was
- * left after the last sweep): each sweep is paid for by as many new objects. */
+ * The empty ones are swept (pm_sweep) when the map reaches s->sweep_at entries. */
 static int queue_kept(void *v)
 {
 	struct waitq *q = v;
@@ -656,18 +655,12 @@ static int queue_kept(void *v)
 	return 0;
 }
 
-static __attribute__((noinline, cold)) void queues_sweep(struct st_state *s)
-{
-	pm_filter(&s->queues, queue_kept);
-	s->sweep_at = s->queues.n * 2 > 1024 ? s->queues.n * 2 : 1024;
-}
-
 static struct waitq *queue_of(struct st_state *s, void *obj, int create)
 {
 	struct waitq *q = pm_get(&s->queues, obj);
 
 	if (!q && create && D9_UNLIKELY(s->queues.n >= s->sweep_at))
-		queues_sweep(s);
+		pm_sweep(&s->queues, &s->sweep_at, queue_kept);
 	if (!q && create && (q = calloc(1, sizeof(*q)))) {
 		q->obj = obj;
 		if (pm_put(&s->queues, obj, q)) {
