@@ -188,7 +188,7 @@ lines = [l for l in err.splitlines() if "descriptor" in l]
 if len(lines) != 1:
     fail("%d stderr lines about the descriptor: %r" % (len(lines), err[:300]))
 if drv["stolen"] < 10:
-    # usually 70 to 100; a make test at 261d75a saw 20 (three tests at a time, the writer
+    # usually 70 to 100; a make test at 8bcee0c saw 20 (three tests at a time, the writer
     # slow to take its segment back by name): every check above held, but with so few
     # takes the case was barely made
     skip("the daemon took the segment number only %d times in 100 turns (a loaded machine: "
