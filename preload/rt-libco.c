@@ -23,6 +23,7 @@
 #include "preload.h"
 #include "runtime.h"
 #include "pmap.h"
+#include "waitq.h"
 
 #include "internal.h" /* d9__log_once: attach says once why it refuses */
 #include "patch.h"
@@ -90,11 +91,9 @@ struct fdreg { /* one epoll registration made inside a coroutine's hooked wait *
 	int epfd;
 };
 
-struct waitq { struct co *head, *tail; };
-
 struct lc_state {
 	struct pmap cos; /* stCoRoutine_t -> struct co */
-	struct pmap conds; /* stCoCond_t -> struct waitq (kept when empty: cond_kept) */
+	struct pmap conds; /* stCoCond_t -> struct waitq (kept when empty: waitq.h) */
 	size_t sweep_at; /* the empty FIFOs are freed when conds has this many entries */
 	struct pmap regs; /* epoll data -> fd + 1 */
 	struct fdreg *fds; /* by fd */
@@ -394,23 +393,8 @@ static void cond_remove(struct lc_state *s, void *cond, struct co *co)
 		c->qnext = NULL;
 		break;
 	}
-	/* an emptied FIFO is kept for the condition's next wait: cond_kept */
+	/* an emptied FIFO is kept for the condition's next wait (waitq.h) */
 }
-
-/* A condition's FIFO is kept when it empties (no allocation and map update per wait); libco frees
- * conditions and their addresses are reused, and an empty FIFO is right for whatever condition
- * has the address next. The empty ones are swept (pm_sweep) when the map reaches s->sweep_at
- * entries. */
-static int cond_kept(void *v)
-{
-	struct waitq *q = v;
-
-	if (q->head)
-		return 1;
-	free(q);
-	return 0;
-}
-
 
 D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms) __asm__(SYM_CO_COND_TIMEDWAIT);
 D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms)
@@ -425,13 +409,7 @@ D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms)
 	struct co *co = s ? s->cur : NULL;
 	if (!co || !cond)
 		return real_co_cond_timedwait(cond, ms);
-	struct waitq *q = pm_get(&s->conds, cond);
-	if (!q && D9_UNLIKELY(s->conds.n >= s->sweep_at))
-		pm_sweep(&s->conds, &s->sweep_at, cond_kept);
-	if (!q && (q = calloc(1, sizeof(*q))) && pm_put(&s->conds, cond, q) != 0) {
-		free(q);
-		q = NULL;
-	}
+	struct waitq *q = waitq_make(&s->conds, &s->sweep_at, cond);
 	if (q) {
 		co->qnext = NULL;
 		if (q->tail)

@@ -20,6 +20,7 @@
 #include "runtime.h"
 #include "pmap.h"
 #include "rt-st.h"
+#include "waitq.h"
 
 #include <dlfcn.h>
 #include <poll.h>
@@ -59,12 +60,11 @@ struct co {
 	void *locking; /* the mutex its st_mutex_lock is taking: goes on its FIFO if it blocks */
 };
 
-struct waitq { void *obj; struct co *head, *tail; };
 
 
 struct st_state {
 	struct pmap threads; /* st_thread_t -> struct co */
-	struct pmap queues; /* cond or mutex -> struct waitq (kept when empty: queue_of) */
+	struct pmap queues; /* cond or mutex -> struct waitq (kept when empty: waitq.h) */
 	size_t nwaiting; /* coroutines on the queues */
 	size_t sweep_at; /* the queues' empty FIFOs are freed when the map has this many entries */
 	struct fdslot *fds; /* fd -> waiters */
@@ -641,34 +641,10 @@ D9_INTERPOSE void st_thread_yield(void)
 
 /* ---- condition variables, mutexes, join, interrupt -------------------------------------------- */
 
-/* A condition's or mutex's FIFO is kept when it empties, for the object's next wait (a
- * condition waited on again and again: no allocation and map update per wait). ST frees them
- * and reuses their addresses: an empty FIFO is right for whatever object has the address next.
- * The empty ones are swept (pm_sweep) when the map reaches s->sweep_at entries. */
-static int queue_kept(void *v)
-{
-	struct waitq *q = v;
-
-	if (q->head)
-		return 1;
-	free(q);
-	return 0;
-}
-
+/* obj's FIFO (waitq.h), made when `create` */
 static struct waitq *queue_of(struct st_state *s, void *obj, int create)
 {
-	struct waitq *q = pm_get(&s->queues, obj);
-
-	if (!q && create && D9_UNLIKELY(s->queues.n >= s->sweep_at))
-		pm_sweep(&s->queues, &s->sweep_at, queue_kept);
-	if (!q && create && (q = calloc(1, sizeof(*q)))) {
-		q->obj = obj;
-		if (pm_put(&s->queues, obj, q)) {
-			free(q);
-			q = NULL;
-		}
-	}
-	return q;
+	return create ? waitq_make(&s->queues, &s->sweep_at, obj) : pm_get(&s->queues, obj);
 }
 
 static void queue_push(struct st_state *s, struct waitq *q, struct co *co)

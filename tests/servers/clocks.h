@@ -1,6 +1,7 @@
 /* clocks.h: the clocks the test servers (st-http.c, epoll-http.c, libco-http.cc) time their
  * handlers with, so that tests compare the trace with the handlers' own measure. C and C++;
- * included by one source file each: its functions are static (and may go unused). */
+ * included by one source file each (also tests/integration/st-cond-timeout.c): its functions are
+ * static (and may go unused). */
 #ifndef D9_TESTS_CLOCKS_H
 #define D9_TESTS_CLOCKS_H
 

@@ -1,9 +1,10 @@
 /* test-pmap.c: the runtime adapters' pointer map (preload/pmap.c): lookups, replacement and
- * deletion against a plain array through several growths, and the sweep that drops the values a
- * callback refuses (the adapters' empty FIFOs): what it keeps is still found, what it drops is
+ * deletion against a plain array through several growths, and the sweep of their wait-queue FIFOs
+ * (preload/waitq.h) that drops the empty ones: what it keeps is still found, what it drops is
  * gone and freed once (the sanitizers would see a leak or a double free), and the size of the
- * next sweep is 1,024 or twice what is left. */
+ * next sweep is 1,024 or twice what is left; waitq_make sweeps when the map reaches it. */
 #include "../../preload/pmap.c"
+#include "../../preload/waitq.h"
 #include "t.h"
 
 #define N 5000
@@ -42,47 +43,40 @@ TEST(pmap_put_get_del)
 	free(m.vals);
 }
 
-struct obj { int keep; };
-
-static int kept(void *v)
-{
-	struct obj *o = v;
-
-	if (o->keep)
-		return 1;
-	free(o);
-	return 0;
-}
-
 TEST(pmap_sweep)
 {
 	struct pmap m = { 0 };
 	size_t at = 0;
-	static struct obj *objs[N];
+	static struct waitq *qs[N];
+	struct co *waiter = (struct co *)&m; /* any pointer: only its presence is looked at */
 
-	pm_sweep(&m, &at, kept); /* nothing yet */
+	pm_sweep(&m, &at, waitq_kept); /* nothing yet */
 	T_EQ(at, 1024);
+	at = N + 1; /* no sweep while the FIFOs are made */
 	for (int i = 0; i < N; i++) {
-		objs[i] = malloc(sizeof(*objs[i]));
-		T_ASSERT(objs[i] != NULL);
-		objs[i]->keep = i % 5 == 0;
-		T_EQ(pm_put(&m, key(i), objs[i]), 0);
+		qs[i] = waitq_make(&m, &at, key(i));
+		T_ASSERT(qs[i] != NULL);
+		T_ASSERT(waitq_make(&m, &at, key(i)) == qs[i]);
+		if (i % 5 == 0)
+			qs[i]->head = qs[i]->tail = waiter;
 	}
 	size_t cap = m.cap;
-	pm_sweep(&m, &at, kept);
+	pm_sweep(&m, &at, waitq_kept);
 	T_EQ(m.n, N / 5);
 	T_EQ(m.cap, cap);
 	T_EQ(at, 2 * (N / 5) > 1024 ? 2 * (N / 5) : 1024);
 	for (int i = 0; i < N; i++)
-		T_ASSERT(pm_get(&m, key(i)) == (i % 5 == 0 ? objs[i] : NULL));
-	/* the table still takes entries and deletions after the sweep */
-	for (int i = 0; i < N; i += 5) {
-		pm_del(&m, key(i));
-		free(objs[i]);
-	}
-	T_EQ(m.n, 0);
-	T_EQ(pm_put(&m, key(3), &m), 0);
-	T_ASSERT(pm_get(&m, key(3)) == &m);
+		T_ASSERT(pm_get(&m, key(i)) == (i % 5 == 0 ? qs[i] : NULL));
+	/* the next new FIFO past `at` sweeps again: the kept ones emptied now go */
+	for (int i = 0; i < N; i += 5)
+		qs[i]->head = qs[i]->tail = NULL;
+	at = m.n;
+	struct waitq *q = waitq_make(&m, &at, key(N));
+	T_ASSERT(q != NULL);
+	T_EQ(m.n, 1);
+	T_ASSERT(pm_get(&m, key(N)) == q);
+	T_EQ(at, 1024);
+	free(q);
 	free(m.keys);
 	free(m.vals);
 }
