@@ -2,8 +2,8 @@
  * thread runs main -> unwind_outer -> unwind_middle -> unwind_burn, built without frame pointers
  * (Makefile rule), burning CPU in its own loop, in the vDSO, in libc (memset, strlen), in a qsort
  * callback and in a frame whose CFA is rbp-based, then 400 calls deep (more than the stack copy
- * holds), while a cpu-clock event (999 Hz, user registers + 8 KiB of user stack) samples it and
- * a reader thread drains the ring. Every sample is then unwound with d9__unwind and the frames
+ * holds), while a cpu-clock event (999 Hz, user registers + 8 KiB of user stack) samples it;
+ * the ring is drained between slices of the burn. Every sample is then unwound with d9__unwind and the frames
  * are named with dladdr (the program is linked -rdynamic). Also: hostile input (random registers
  * and stacks between guard pages), the frame bound, libraries loaded after the unwinder started,
  * descriptors and debug files left behind. Prints PASS/FAIL/SKIP lines (tests/run.sh); run by
@@ -17,7 +17,6 @@
 #include <inttypes.h>
 #include <link.h>
 #include <linux/perf_event.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +30,12 @@
 static int complete_; /* d9__unwind's completeness: not checked here */
 
 #define STACK_DUMP 8192
-#define RING_PAGES 256 /* 1 MiB: ~120 samples of 8 KiB; the reader drains it every ms */
+#define RING_PAGES 256 /* 1 MiB: ~120 samples of 8 KiB */
+/* The burns run in slices of this much CPU time, the ring drained between them with the event off
+ * (prof_take): 50 samples a slice at 999 Hz, well within the ring, so none is lost however long
+ * the machine leaves the thread waiting. (A reader thread that drained every millisecond fell
+ * behind on a loaded machine: the ring overflowed and the deep recursion's samples were lost.) */
+#define SLICE_NS 50000000ull
 #define MAX_FRAMES 128
 
 /* The call chain under test: exported (-rdynamic) so dladdr names them, never inlined, cloned
@@ -228,7 +232,7 @@ static int unwind_both(struct d9__unwinder *u, const uint64_t *regs, uint64_t ma
 	return n;
 }
 
-/* ---- sampling: a cpu-clock event on the main thread, drained by a reader thread ---------------- */
+/* ---- sampling: a cpu-clock event on the main thread, drained between slices of the burn -------- */
 struct sample {
 	uint64_t ip;
 	uint64_t abi;
@@ -243,8 +247,6 @@ struct prof {
 	struct perf_event_mmap_page *meta;
 	uint8_t *data;
 	size_t data_size;
-	pthread_t reader;
-	volatile int stop;
 	struct sample *s;
 	size_t n, cap;
 	uint64_t lost, bad;
@@ -333,21 +335,15 @@ static void drain(struct prof *p)
 	__atomic_store_n(&p->meta->data_tail, tail, __ATOMIC_RELEASE);
 }
 
-static void *reader_main(void *arg)
+/* Takes the samples in the ring, the event off meanwhile: the drain's own code is not sampled. */
+static void prof_take(struct prof *p)
 {
-	struct prof *p = arg;
-	struct timespec ms = { 0, 1000000 };
-
-	while (!p->stop) {
-		drain(p);
-		nanosleep(&ms, NULL);
-	}
+	ioctl(p->fd, PERF_EVENT_IOC_DISABLE, 0);
 	drain(p);
-	return NULL;
+	ioctl(p->fd, PERF_EVENT_IOC_ENABLE, 0);
 }
 
-/* Opens the event on the calling thread (not inherited: the reader is not sampled). Returns 0 or
- * -errno. */
+/* Opens the event on the calling thread (not inherited). Returns 0 or -errno. */
 static int prof_start(struct prof *p)
 {
 	struct perf_event_attr a;
@@ -378,11 +374,6 @@ static int prof_start(struct prof *p)
 	}
 	p->meta = m;
 	p->data = (uint8_t *)m + page;
-	if (pthread_create(&p->reader, NULL, reader_main, p) != 0) {
-		munmap(m, page + p->data_size);
-		close(p->fd);
-		return -EAGAIN;
-	}
 	ioctl(p->fd, PERF_EVENT_IOC_ENABLE, 0);
 	return 0;
 }
@@ -390,8 +381,7 @@ static int prof_start(struct prof *p)
 static void prof_stop(struct prof *p)
 {
 	ioctl(p->fd, PERF_EVENT_IOC_DISABLE, 0);
-	p->stop = 1;
-	pthread_join(p->reader, NULL);
+	drain(p);
 	munmap(p->meta, (size_t)sysconf(_SC_PAGESIZE) + p->data_size);
 	close(p->fd);
 }
@@ -1098,9 +1088,16 @@ int main(void)
 		printf("SKIP unwind-perf: perf_event_open(cpu-clock, regs+stack): %s\n",
 			strerror(-rc));
 	} else {
-		/* CPU time: ~600 samples at 999 Hz however busy the machine is */
-		unwind_outer(cpu_ns() + 600000000ull);
-		sink += (uint64_t)unwind_deep(400, cpu_ns() + 200000000ull);
+		/* CPU time: ~600 samples at 999 Hz however busy the machine is, then ~200 in the
+		 * deep recursion, in slices the ring holds */
+		for (int i = 0; i < 12; i++) {
+			unwind_outer(cpu_ns() + SLICE_NS);
+			prof_take(p);
+		}
+		for (int i = 0; i < 4; i++) {
+			sink += (uint64_t)unwind_deep(400, cpu_ns() + SLICE_NS);
+			prof_take(p);
+		}
 		prof_stop(p);
 		check_samples(u, p, new_us);
 		check_memo(u, p);
