@@ -74,6 +74,7 @@ $(B)/san/obj/tests/unit/test-s3.o: agent/s3common.c
 $(B)/san/obj/tests/unit/test-fdown.o: agent/fdown.c
 $(B)/san/obj/tests/unit/test-http-scan.o: preload/http-scan.h
 $(B)/san/obj/tests/unit/test-pmap.o: preload/pmap.c preload/pmap.h preload/waitq.h
+$(B)/san/obj/tests/unit/test-schedstat.o: agent/schedstat.h
 
 $(B)/san/tests/%: $(B)/san/obj/tests/unit/%.o $(B)/san/obj/format/format.o
 	@mkdir -p $(dir $@)

@@ -5,6 +5,7 @@
  * that went quiet. It must never block a recording thread on the writer or on I/O.
  * agent/DESIGN.md explains the protocol. */
 #include "internal.h"
+#include "schedstat.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -562,28 +563,6 @@ done:
 	return n;
 }
 
-/* schedstat's content, exactly: "CPU_NS RUN_DELAY_NS SLICES\n" and nothing else (0), else -1. */
-static int sched_parse(const char *buf, ssize_t n, uint64_t *cpu_ns, uint64_t *run_delay_ns)
-{
-	unsigned long long v[3];
-	const char *p = buf;
-	char *end;
-
-	for (int i = 0; i < 3; i++) {
-		if (*p < '0' || *p > '9')
-			return -1;
-		v[i] = strtoull(p, &end, 10);
-		p = end;
-		if (i < 2 && *p++ != ' ')
-			return -1;
-	}
-	if (*p != '\n' || p + 1 != buf + n)
-		return -1;
-	*cpu_ns = v[0];
-	*run_delay_ns = v[1];
-	return 0;
-}
-
 int d9_agent_schedstat(uint64_t *cpu_ns, uint64_t *run_delay_ns)
 {
 	struct d9__thr *t = &d9__self;
@@ -608,7 +587,7 @@ again:
 		err = (int)n;
 		goto fail;
 	}
-	if (sched_parse(buf, n, cpu_ns, run_delay_ns) != 0) {
+	if (d9__sched_parse(buf, n, cpu_ns, run_delay_ns) != 0) {
 		/* not schedstat's content: a kept number that is no longer the file opened is let
 		 * go unclosed and the file opened again; a file just opened and checked that reads
 		 * so is a kernel that says something else */
