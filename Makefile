@@ -45,7 +45,7 @@ deps:
 # ---- objects: build/obj (plain, PIC) and build/san (sanitizers) --------------------------------
 $(B)/obj/%.o: %.c $(wildcard format/*.h agent/*.h analyze/*.h preload/*.h) | $(B)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+	$(CC) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -fno-plt -c $< -o $@
 
 $(B)/san/obj/%.o: %.c $(wildcard format/*.h agent/*.h analyze/*.h tests/unit/*.h) | $(B)
 	@mkdir -p $(dir $@)

@@ -83,7 +83,7 @@ size_t d9__cmdline_read(char *buf, size_t cap, int mode);
 
 /* ---- logging (config.c) ------------------------------------------------------------------------ */
 enum { D9_LOG_ERROR = 0, D9_LOG_WARN = 1, D9_LOG_INFO = 2, D9_LOG_DEBUG = 3 };
-extern int d9__log_level;
+extern D9_HIDDEN int d9__log_level;
 /* One line "d9: ..." on stderr with write(2) (no stdio locks), errno preserved. */
 void d9__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Logs at most once per call site: for problems that could repeat. */
@@ -299,7 +299,7 @@ struct d9__agent {
 	int forked; /* a forked child: no recovery, no compressor before its first rotation */
 };
 
-extern struct d9__agent d9__g;
+extern D9_HIDDEN struct d9__agent d9__g;
 
 /* record.c */
 void d9__record_init(void); /* (re)creates the pool and registry state */

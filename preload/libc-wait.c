@@ -67,6 +67,7 @@ static inline __attribute__((always_inline)) int park(uint32_t call, int64_t tim
 		now = d9__req_turn_end();
 	if (timeout_us == 0) {
 		d9__pl.nowait++;
+		d9__pl.hold_nowait = 1;
 		return 0;
 	}
 	if (d9__pl.coroutine && d9__pl.rt && d9__pl.rt->wait_yields && d9__pl.rt->wait_yields(call))
@@ -86,6 +87,7 @@ static inline __attribute__((always_inline)) int park(uint32_t call, int64_t tim
 			now = d9__now();
 		d9_rec_zero_timeout_waits(now, d9__pl.nowait);
 		d9__pl.nowait = 0;
+		d9__pl.hold_nowait = 0;
 	}
 	d9_rec_park_at(now ? now : d9__now(), call, timeout_us);
 	return 1;
@@ -124,8 +126,8 @@ int d9__pl_schedstat(uint64_t now)
 	return err;
 }
 
-/* Records the Unpark; returns its time. */
-static inline __attribute__((always_inline)) uint64_t unpark(int ret, int err)
+/* Records the Unpark of a wait that returned `ready` (-errno when it failed); returns its time. */
+static inline __attribute__((always_inline)) uint64_t unpark(int64_t ready)
 {
 	uint64_t cpu = D9_UNKNOWN, wait = D9_UNKNOWN;
 	uint64_t now = d9__now();
@@ -143,10 +145,10 @@ static inline __attribute__((always_inline)) uint64_t unpark(int ret, int err)
 		d9__pl.ss_ucpu = d9__pl.ss_cpu;
 		d9__pl.ss_udelay = d9__pl.ss_delay;
 		d9__pl.ss_base = 1;
-		d9_rec_unpark_at(now, ret < 0 ? -err : ret, cpu, wait);
+		d9_rec_unpark_at(now, ready, cpu, wait);
 	} else {
 		/* its own call, with the constants: the record's choice (d9_raw_unpark) folds away */
-		d9_rec_unpark_at(now, ret < 0 ? -err : ret, D9_UNKNOWN, D9_UNKNOWN);
+		d9_rec_unpark_at(now, ready, D9_UNKNOWN, D9_UNKNOWN);
 	}
 	d9__pl.in_turn = 1;
 	return now;
@@ -159,7 +161,7 @@ static inline __attribute__((always_inline)) uint64_t unpark(int ret, int err)
  * as it was, and so do the hooks (runtime.h). */
 #define AFTER_WAIT(parked, r, hook, ...)                                             \
 	do {                                                                         \
-		uint64_t at_ = (parked) ? unpark(r, (r) < 0 ? errno : 0) : 0;        \
+		uint64_t at_ = (parked) ? unpark((r) < 0 ? -errno : (r)) : 0;        \
 		if (d9__pl.rt && (r) > 0 && d9__pl.rt->hook)                         \
 			d9__pl.rt->hook((parked) ? at_ : d9__now(), __VA_ARGS__);    \
 	} while (0)
@@ -170,19 +172,37 @@ static inline __attribute__((always_inline)) uint64_t unpark(int ret, int err)
  * park()'s and AFTER_WAIT's other branches have nothing to do. */
 static inline int wait_plain(void)
 {
-	return !((uintptr_t)d9__pl.rt | d9__pl.nowait | d9__req_npending | d9__self.busy) &
-		(d9__self.worker != 0) & (d9__enabled != 0) & (d9__direct_on() != 0);
+	return d9__pl.hold == 0 && d9__self.busy == 0 && d9__self.worker != 0 &&
+		d9__enabled != 0 && d9__direct_on() != 0;
 }
 
-D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
+/* epoll_wait is the generic loop's wait (every turn of an epoll server's loop): the wrapper is
+ * one test (wait_plain) and a tail jump to one of two functions of its own, so that it saves no
+ * register for either. Their symbols are "epoll_wait.plain" and "epoll_wait.slow": a stack that
+ * holds one reads "epoll_wait" (agent/dwsym.c names the agent's frames by the symbol up to its
+ * dot). The plain wait records its Park, makes the system call, records the Unpark with the
+ * kernel's own answer (-errno when it failed), and sets errno last. */
+#if defined(__x86_64__)
+static int epoll_wait_plain(int epfd, struct epoll_event *events, int maxevents, int timeout)
+	__asm__("epoll_wait.plain");
+static __attribute__((noinline)) int epoll_wait_plain(int epfd, struct epoll_event *events,
+	int maxevents, int timeout)
 {
-	if (D9_LIKELY(timeout != 0 && wait_plain())) {
-		d9__pl.in_turn = 0;
-		d9_rec_park_at(d9__now(), D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
-		int r = (int)D9__SYSCALL(SYS_epoll_wait, epfd, events, maxevents, timeout);
-		unpark(r, r < 0 ? errno : 0);
-		return r;
-	}
+	uint64_t now = d9__now();
+
+	d9__pl.in_turn = 0;
+	d9_rec_park_at(now, D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
+	long k = d9__syscall6(SYS_epoll_wait, epfd, (long)events, maxevents, timeout, 0, 0);
+	unpark(k);
+	return (int)d9__sysret(k);
+}
+#endif
+
+static int epoll_wait_slow(int epfd, struct epoll_event *events, int maxevents, int timeout)
+	__asm__("epoll_wait.slow");
+static __attribute__((noinline)) int epoll_wait_slow(int epfd, struct epoll_event *events,
+	int maxevents, int timeout)
+{
 	D9_REAL(int, epoll_wait, (int, struct epoll_event *, int, int));
 	if (!real_epoll_wait)
 		return (int)syscall(SYS_epoll_wait, epfd, events, maxevents, timeout);
@@ -193,6 +213,15 @@ D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 		return r;
 	AFTER_WAIT(1, r, after_epoll, epfd, events, r);
 	return r;
+}
+
+D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents, int timeout)
+{
+#if defined(__x86_64__)
+	if (D9_LIKELY(timeout != 0 && wait_plain()))
+		return epoll_wait_plain(epfd, events, maxevents, timeout);
+#endif
+	return epoll_wait_slow(epfd, events, maxevents, timeout);
 }
 
 D9_INTERPOSE int epoll_pwait(int epfd, struct epoll_event *events, int maxevents, int timeout,

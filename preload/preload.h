@@ -15,6 +15,16 @@
 /* Per-thread interposition state (initial-exec TLS). */
 struct d9__runtime;
 struct d9__pl {
+	/* Nonzero while this thread's waits need more than libc-wait.c's plain path (wait_plain):
+	 * one byte per reason, each written where the state it mirrors is. */
+	union {
+		struct {
+			uint8_t hold_rt; /* rt is set (d9__pl_set_rt) */
+			uint8_t hold_nowait; /* nowait > 0 (libc-wait.c, park) */
+			uint8_t hold_req; /* d9__req_npending > 0 (requests.c) */
+		};
+		uint32_t hold;
+	};
 	const struct d9__runtime *rt; /* the adapter whose scheduler this thread runs (runtime.h) */
 	uint64_t coroutine; /* the running coroutine (runtime adapter), 0: none */
 	uint64_t nowait; /* zero-timeout waits since the last park */
@@ -34,7 +44,14 @@ struct d9__pl {
 /* libc-wait.c: reads the thread's schedstat into d9__pl (ss_at, ss_cpu, ss_delay) at `now`;
  * returns 0, 1 when no earlier reading of this thread exists (ss_base cleared), or -errno. */
 int d9__pl_schedstat(uint64_t now);
-extern __thread struct d9__pl d9__pl __attribute__((tls_model("initial-exec")));
+extern D9_HIDDEN __thread struct d9__pl d9__pl __attribute__((tls_model("initial-exec")));
+
+/* Marks the thread as running adapter rt's scheduler. */
+static inline void d9__pl_set_rt(const struct d9__runtime *rt)
+{
+	d9__pl.rt = rt;
+	d9__pl.hold_rt = 1;
+}
 
 /* The next definition of `name` after libd9agent.so (version: a symbol version or NULL), or NULL
  * while a lookup is already running on this thread. */
@@ -61,7 +78,7 @@ static inline int d9__pl_active(void)
  * two tables (stream, non-blocking) for numbers below D9__FD_BITS; a read or write on them cannot
  * wait, so the blocking-call wrappers do not time it. */
 #define D9__FD_BITS 65536
-extern uint64_t d9__fd_stream[D9__FD_BITS / 64], d9__fd_nonblock[D9__FD_BITS / 64];
+extern D9_HIDDEN uint64_t d9__fd_stream[D9__FD_BITS / 64], d9__fd_nonblock[D9__FD_BITS / 64];
 void d9__fd_made(int fd, int stream, int nonblock);
 void d9__fd_forget(int fd);
 void d9__fd_set_nonblock(int fd, int on);
@@ -82,7 +99,7 @@ static inline int d9__fd_cannot_wait(int fd)
  * started no thread of its own and cancelled none, and each of those names resolves to the C
  * library itself (no other interposer after the agent). Only the agent's own threads would make
  * glibc take its cancellation path there; agent/DESIGN.md, "Direct system calls". */
-extern int d9__direct;
+extern D9_HIDDEN int d9__direct;
 
 static inline int d9__direct_on(void)
 {
@@ -91,7 +108,7 @@ static inline int d9__direct_on(void)
 
 /* d9__direct and D9_REQUESTS off, in one word: the leaf wrappers' (requests.c, PASS) one test
  * on their common path. libc-direct.c keeps it (d9__direct_sync). */
-extern int d9__pass_direct;
+extern D9_HIDDEN int d9__pass_direct;
 
 static inline int d9__pass_direct_on(void)
 {

@@ -380,6 +380,7 @@ void d9__req_wrote(int fd, ssize_t n)
 		pending[d9__req_npending].fd = fd;
 		pending[d9__req_npending].id = r->id;
 		d9__req_npending++;
+		d9__pl.hold_req = 1;
 		r->pending = 1;
 	}
 }
@@ -403,6 +404,7 @@ uint64_t d9__req_turn_end(void)
 	unsigned n = d9__req_npending;
 
 	d9__req_npending = 0;
+	d9__pl.hold_req = 0;
 	if (!d9__pl_active())
 		return 0;
 	uint64_t now = d9__now();

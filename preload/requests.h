@@ -14,7 +14,7 @@ struct iovec;
 struct msghdr;
 
 /* Requests ended by loop turns: how many of this thread's requests wait for its next wait call */
-extern __thread unsigned d9__req_npending __attribute__((tls_model("initial-exec")));
+extern D9_HIDDEN __thread unsigned d9__req_npending __attribute__((tls_model("initial-exec")));
 
 /* A connection was accepted on fd (a listening socket's child): its requests are tracked. */
 void d9__req_accepted(int fd);

@@ -123,7 +123,7 @@ static struct lc_state *state(void)
 	if (!(s = calloc(1, sizeof(*s))))
 		return NULL;
 	d9_agent_become_worker();
-	d9__pl.rt = &d9__rt_libco;
+	d9__pl_set_rt(&d9__rt_libco);
 	S = s;
 	return s;
 }

@@ -973,7 +973,7 @@ static void w_work(uv_work_t *req)
 		return;
 	/* a pool thread: its blocking calls inside work_cb count as the unit's */
 	if (D9_UNLIKELY(!d9__pl.rt) && d9__pl_active() && d9_agent_become_worker())
-		d9__pl.rt = &d9__rt_libuv;
+		d9__pl_set_rt(&d9__rt_libuv);
 	pool_thread = 1;
 	struct uent e = { (uintptr_t)req, (void *)w->work_cb, w->id, w->loc_work, W_WORK };
 	errno = err;
@@ -1089,7 +1089,7 @@ D9_INTERPOSE int uv_run(uv_loop_t *loop, uv_run_mode mode)
 	if (D9_UNLIKELY(!d9__pl.rt) && !refused && d9__rt_wanted(&d9__rt_libuv)) {
 		int e = errno;
 		if (d9_agent_become_worker())
-			d9__pl.rt = &d9__rt_libuv;
+			d9__pl_set_rt(&d9__rt_libuv);
 		errno = e;
 	}
 	return real_uv_run(loop, mode);

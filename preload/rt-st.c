@@ -253,7 +253,7 @@ D9_INTERPOSE int st_init(void)
 		return r;
 	}
 	d9_agent_become_worker();
-	d9__pl.rt = &d9__rt_st;
+	d9__pl_set_rt(&d9__rt_st);
 	/* st_init zeroed the scheduler, callbacks included: install ours now */
 	real_st_set_switch_in_cb(on_switch_in);
 	real_st_set_switch_out_cb(on_switch_out);

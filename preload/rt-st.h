@@ -42,11 +42,11 @@ struct d9__st_entry {
 	void **real;
 };
 #define D9__ST_REQUIRED 6
-extern const struct d9__st_entry d9__st_entries[]; /* rt-st.c; ends with a NULL name */
+extern D9_HIDDEN const struct d9__st_entry d9__st_entries[]; /* rt-st.c; ends with a NULL name */
 
 /* rt-st-static.c: 1 once the executable's runtime was patched (the real functions are then set
  * and never looked up); d9__st_off: it was found and refused, the hooks pass straight through. */
-extern int d9__st_static, d9__st_off;
+extern D9_HIDDEN int d9__st_static, d9__st_off;
 
 /* rt-st-static.c, from the adapter's attach (before main): returns 1 when the executable contains
  * State Threads and its entry points now lead to the hooks, 0 when it contains none, -errno when

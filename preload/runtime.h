@@ -48,9 +48,9 @@ struct d9__runtime {
 };
 
 /* runtimes.c: the adapters, NULL-terminated, in the order auto mode tries them. */
-extern const struct d9__runtime *const d9__runtimes[];
+extern D9_HIDDEN const struct d9__runtime *const d9__runtimes[];
 /* runtimes.c: "auto, generic, st, ..." for the D9_RUNTIME error message. */
-extern const char d9__runtime_choices[];
+extern D9_HIDDEN const char d9__runtime_choices[];
 
 /* D9_RUNTIME's value as d9__pcfg.runtime (d9-agent.h), -2 when no adapter has that name. */
 int d9__runtime_parse(const char *v);
