@@ -8,7 +8,7 @@
  *   - co_create: Spawn + a spawn Wake; the routine is wrapped, so its return is a CoroutineExit
  *     and sampled stacks end at libco's CoroutineFunc; co_release forgets the coroutine;
  *   - co_poll_inner (libco's hooked poll/read/write/connect and co_poll all wait there) notes the
- *     wait's deadline; epoll_ctl from inside it tells which epoll registration is whose, so the
+ *     wait's timeout; epoll_ctl from inside it tells which epoll registration is whose, so the
  *     event loop's epoll_wait (libc-wait.c, a park) names the coroutines its readiness wakes (fd
  *     wakes); a coroutine resumed from its wait without readiness timed out (a timer wake).
  * libco's own hooks turn a coroutine's read/write/poll into a yield to the event loop. Those are
@@ -74,7 +74,8 @@ struct co {
 	co_fn_t start;
 	void *arg;
 	void *handle; /* libco's stCoRoutine_t: the key of lc_state.cos */
-	uint64_t deadline; /* event clock ticks of its hooked wait's timeout; 0: none */
+	int wait_ms; /* its hooked wait's timeout in ms (libco's clock); 0: none */
+	uint64_t since; /* the time of the PollEnd its timed wait switched out with (ticks) */
 	uint8_t woken; /* a Wake was recorded since its last poll */
 	uint8_t waiting; /* WAIT_*: in a wait whose end without a seen wake is its timeout */
 	struct co *qnext; /* FIFO of a condition variable */
@@ -155,15 +156,15 @@ static inline void sample_queue(struct lc_state *s)
 	d9__rt_sample_queue(s->runnable, &s->next_sample);
 }
 
-/* The deadline `ms` milliseconds from now, in event clock ticks (a 128-bit division per call
- * cost ~26 instructions per hooked wait: the ticks of one ms are computed once). */
-static uint64_t deadline_after_ms(int ms)
+/* The event clock ticks of `ms` milliseconds (a 128-bit division per call cost ~26 instructions
+ * per timer Wake: the ticks of one ms are computed once). */
+static uint64_t ms_ticks(int ms)
 {
 	static uint64_t ticks_per_ms;
 
 	if (D9_UNLIKELY(!ticks_per_ms))
 		ticks_per_ms = d9_agent_ns_to_ticks(1000000u);
-	return d9__now() + (uint64_t)ms * ticks_per_ms;
+	return (uint64_t)ms * ticks_per_ms;
 }
 
 /* A new id and its Spawn by `parent` (0: the scheduler), for co (created, or run again after
@@ -186,6 +187,12 @@ static void stop(struct lc_state *s)
 	if (co && !co->exited) {
 		d9_rec_poll_end(co->id);
 		co->woken = 0;
+		/* a timed wait's deadline counts from here, the PollEnd's own time (the time of the
+		 * thread's last record): libco's from its clock at the call, microseconds before.
+		 * No clock read of its own. A PollEnd the agent could not record (counted) leaves
+		 * an earlier record's time: the deadline then reads early by that much. */
+		if (co->wait_ms)
+			co->since = d9__self.raw.last;
 	}
 	s->cur = NULL;
 	d9__pl.coroutine = 0;
@@ -201,11 +208,10 @@ static void run(struct lc_state *s, struct co *co, struct co *from)
 		if (from) {
 			/* resumed by another coroutine, or the one it resumed yielded back to it */
 			d9_rec_wake(co->id, from->id, D9_WAKE_OTHER, 0);
-		} else if (co->waiting && co->deadline) {
+		} else if (co->waiting && co->wait_ms) {
 			/* back from a wait without readiness or signal: its timeout fired */
-			uint64_t now = d9__now();
-			int64_t obj = (int64_t)(co->deadline >> d9__shift) -
-				(int64_t)(now >> d9__shift);
+			uint64_t now = d9__now(), due = co->since + ms_ticks(co->wait_ms);
+			int64_t obj = (int64_t)(due >> d9__shift) - (int64_t)(now >> d9__shift);
 			d9_rec_wake(co->id, 0, D9_WAKE_TIMER, obj);
 		} else {
 			d9_rec_wake(co->id, 0, D9_WAKE_OTHER, 0); /* something we do not see */
@@ -362,12 +368,12 @@ D9_INTERPOSE int d9__lc_co_poll_inner(void *ctx, struct pollfd *fds, nfds_t nfds
 	if (!co || timeout == 0)
 		return real_co_poll_inner(ctx, fds, nfds, timeout, pollfn);
 	/* libco counts the timeout from its millisecond clock; < 0 waits for INT_MAX ms */
-	co->deadline = timeout < 0 ? 0 : deadline_after_ms(timeout);
+	co->wait_ms = timeout < 0 ? 0 : timeout;
 	co->waiting = WAIT_POLL;
 	int r = real_co_poll_inner(ctx, fds, nfds, timeout, pollfn);
 	int e = errno;
 	co->waiting = WAIT_NONE;
-	co->deadline = 0;
+	co->wait_ms = 0;
 	errno = e;
 	return r;
 }
@@ -418,13 +424,13 @@ D9_INTERPOSE int d9__lc_co_cond_timedwait(void *cond, int ms)
 			q->head = co;
 		q->tail = co;
 	}
-	co->deadline = ms > 0 ? deadline_after_ms(ms) : 0;
+	co->wait_ms = ms > 0 ? ms : 0;
 	co->waiting = WAIT_COND;
 	co->cond = cond;
 	int r = real_co_cond_timedwait(cond, ms);
 	int e = errno;
 	co->waiting = WAIT_NONE;
-	co->deadline = 0;
+	co->wait_ms = 0;
 	cond_remove(s, cond, co);
 	errno = e;
 	return r;
