@@ -192,7 +192,7 @@ static __attribute__((noinline)) int epoll_wait_plain(int epfd, struct epoll_eve
 
 	d9__pl.in_turn = 0;
 	d9_rec_park_at(now, D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
-	long k = d9__syscall6(SYS_epoll_wait, epfd, (long)events, maxevents, timeout, 0, 0);
+	long k = d9__syscall4(SYS_epoll_wait, epfd, (long)events, maxevents, timeout);
 	unpark(k);
 	return (int)d9__sysret(k);
 }
