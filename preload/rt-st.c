@@ -21,6 +21,7 @@
 #include "pmap.h"
 #include "rt-st.h"
 #include "waitq.h"
+#include "internal.h" /* d9__drop_one, d9__log_once */
 
 #include <dlfcn.h>
 #include <poll.h>
@@ -57,6 +58,7 @@ struct co {
 	short wait_events; /* poll events it waits for in a descriptor's slot (struct fdslot) */
 	uint8_t woken, exited, join;
 	uint8_t yielding; /* inside st_thread_yield (SRS): switching out puts it on the run queue */
+	uint8_t untracked; /* not in the table (no memory): never recorded; the trampoline frees it */
 	void *locking; /* the mutex its st_mutex_lock is taking: goes on its FIFO if it blocks */
 };
 
@@ -289,6 +291,11 @@ static void *trampoline(void *arg)
 	 * unwinder needs that word when the kernel's stack copy stops inside the start routine's
 	 * frame (a large buffer with pages never written), README "## Profiling" */
 	d9_agent_stack_root_slot((uint64_t)(uintptr_t)__builtin_frame_address(0) + 8, ra);
+	if (D9_UNLIKELY(co->untracked)) {
+		void *(*start)(void *) = co->start, *a = co->arg;
+		free(co);
+		return start(a);
+	}
 	if (S)
 		run(S, co); /* the first run gets no in-callback */
 	return co->start(co->arg);
@@ -321,7 +328,17 @@ D9_INTERPOSE st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, 
 		errno = e;
 		return NULL;
 	}
-	pm_put(&s->threads, th, co);
+	if (D9_UNLIKELY(pm_put(&s->threads, th, co) != 0)) {
+		/* the table could not grow: the switch callbacks would not know the coroutine, so its
+		 * first run alone would be recorded. It is recorded not at all, and counted: its
+		 * Spawn as one dropped event, with a warning once. */
+		co->untracked = 1;
+		d9__drop_one(&d9__self);
+		d9__log_once(D9_LOG_WARN, "State Threads: no memory for the coroutine table: new "
+			"coroutines are not recorded (counted as dropped events)");
+		errno = e;
+		return th;
+	}
 	uint64_t parent = s->cur ? s->cur->id : 0;
 	d9_agent_coroutine(co->id, parent, co->location, 0);
 	d9_rec_spawn(co->id, parent, co->location);

@@ -11,7 +11,9 @@
 #    the event clock's deadline named the wrong coroutine in the second case;
 #  - ST mutexes: a hand-off is a Wake of kind mutex by the unlocker; an unlock by a coroutine
 #    that does not hold the mutex (EPERM) names no one; a free mutex makes no Wake and answers as
-#    without the agent, and so does a lock with an interrupt pending (EINTR).
+#    without the agent, and so does a lock with an interrupt pending (EINTR);
+#  - a coroutine the ST adapter's table could not hold (no memory) had its first run recorded and
+#    none after: now it is not recorded at all and counts as one dropped event.
 set -u
 cd "$(dirname "$0")/../.."
 T=$(mktemp -d "${TMPDIR:-/tmp}/d9-regress-XXXXXX")
@@ -196,5 +198,41 @@ PY
 	fi
 else
 	fail st-mutex "cannot build: $(head -c 200 "$T/cc.err")"
+fi
+# ---- ST: the coroutine table cannot grow (the program's calloc refuses large arrays): the
+# coroutines it cannot hold are not recorded, each counted as a dropped event (st-untracked.c)
+if cc -O1 -o "$T/stu" tests/integration/st-untracked.c -lst 2>"$T/cc.err"; then
+	traced=$(D9_TRACE_PATH="$T/u/trace.bin" LD_PRELOAD="$PWD/build/libd9agent.so" "$T/stu" 2>"$T/u.err")
+	rc=$?
+	if [ "$rc" -ne 0 ] || [ "$traced" != "ran=3000" ]; then
+		fail st-untracked "exit $rc, output '$traced', want ran=3000 ($(head -c 200 "$T/u.err"))"
+	elif [ "$(grep -c 'no memory for the coroutine table' "$T/u.err")" != 1 ]; then
+		fail st-untracked "want the warning once on stderr: '$(head -c 300 "$T/u.err")'"
+	elif ! build/d9-analyze dump "$T/u" >"$T/u.jsonl" 2>"$T/u.aerr"; then
+		fail st-untracked "d9-analyze dump: $(head -c 200 "$T/u.aerr")"
+	else
+		python3 - "$T/u.jsonl" <<'PY'
+import json, sys
+spawns, polls, dropped = set(), set(), 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("rec") != "event": continue
+    if r["type"] == "Spawn": spawns.add(r["coroutine"])
+    elif r["type"] == "PollStart": polls.add(r["coroutine"])
+    elif r["type"] == "Dropped": dropped += r["count"]
+untracked = 3000 - (len(spawns) - 1)  # main is a Spawn too
+errs = []
+if not 0 < untracked < 3000:
+    errs.append("%d Spawns: want fewer than 3,001 (the table could not hold them all)" % len(spawns))
+if polls - spawns:
+    errs.append("%d coroutines ran in the trace without a Spawn" % len(polls - spawns))
+if dropped != untracked:
+    errs.append("%d dropped events counted, want %d (one per coroutine not recorded)" % (dropped, untracked))
+print("FAIL st-untracked: " + "; ".join(errs) if errs else
+      "PASS st-untracked (%d coroutines recorded, %d not, each counted)" % (3000 - untracked, untracked))
+PY
+	fi
+else
+	fail st-untracked "cannot build: $(head -c 200 "$T/cc.err")"
 fi
 exit 0
