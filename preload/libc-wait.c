@@ -63,7 +63,7 @@ static inline __attribute__((always_inline)) int park(uint32_t call, int64_t tim
 	/* the loop turn ends: requests it answered end (requests.c; 0 with D9_REQUESTS off), at
 	 * the time the Park then takes too (one clock read for both) */
 	uint64_t now = 0;
-	if (D9_UNLIKELY(d9__req_npending))
+	if (D9_UNLIKELY(d9__pl.req_npending))
 		now = d9__req_turn_end();
 	if (timeout_us == 0) {
 		d9__pl.nowait++;

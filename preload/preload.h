@@ -16,12 +16,14 @@
 struct d9__runtime;
 struct d9__pl {
 	/* Nonzero while this thread's waits need more than libc-wait.c's plain path (wait_plain):
-	 * one byte per reason, each written where the state it mirrors is. */
+	 * one field per reason, two of them bytes written where the state they mirror is. */
 	union {
 		struct {
 			uint8_t hold_rt; /* rt is set (d9__pl_set_rt) */
 			uint8_t hold_nowait; /* nowait > 0 (libc-wait.c, park) */
-			uint8_t hold_req; /* d9__req_npending > 0 (requests.c) */
+			/* requests ended by loop turns: how many of this thread's requests wait for
+			 * its next wait call (requests.c; at most D9__REQ_PENDING) */
+			uint16_t req_npending;
 		};
 		uint32_t hold;
 	};

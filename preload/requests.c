@@ -27,6 +27,7 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
 
 #define D9__REQ_FD_CAP 65536u /* descriptors tracked at most (the table is reserved, not touched) */
 #define D9__REQ_PENDING 256u /* loop-served requests a thread can end at its turn's end */
+_Static_assert(D9__REQ_PENDING <= UINT16_MAX, "d9__pl.req_npending is 16 bits");
 #define D9__REQ_PREVIEW 64u /* bytes of the request line kept by the preview */
 
 enum { ST_UNTRACKED = 0, ST_IDLE = 1, ST_IN = 2, ST_OUT = 3 };
@@ -56,7 +57,6 @@ static uint32_t table_n; /* entries in table: min(RLIMIT_NOFILE's hard limit, th
 static int table_state; /* 0 not yet, 1 being made, 2 ready, 3 failed */
 static uint64_t next_id; /* request ids, per process */
 
-__thread unsigned d9__req_npending __attribute__((tls_model("initial-exec")));
 #define D9__REQ_PV_CACHE 8 /* previews a thread remembers (their String ids) */
 struct pv_cache { uint64_t id; uint8_t len; char s[D9__REQ_PREVIEW]; };
 static __thread struct pv_cache pv_cache[D9__REQ_PV_CACHE] __attribute__((tls_model("initial-exec")));
@@ -366,7 +366,7 @@ void d9__req_wrote(int fd, ssize_t n)
 	r->last_write = d9__now();
 	/* a request a loop served (no coroutine) ends with the loop turn that wrote its response */
 	if (r->co == 0 && !r->pending) {
-		if (D9_UNLIKELY(d9__req_npending == D9__REQ_PENDING)) {
+		if (D9_UNLIKELY(d9__pl.req_npending == D9__REQ_PENDING)) {
 			/* more answered requests in one turn than the list holds: this one ends at
 			 * its first write (later writes of its response are no request's) rather than
 			 * at the peer's next request, which would add the client's think time */
@@ -377,10 +377,9 @@ void d9__req_wrote(int fd, ssize_t n)
 			}
 			return;
 		}
-		pending[d9__req_npending].fd = fd;
-		pending[d9__req_npending].id = r->id;
-		d9__req_npending++;
-		d9__pl.hold_req = 1;
+		pending[d9__pl.req_npending].fd = fd;
+		pending[d9__pl.req_npending].id = r->id;
+		d9__pl.req_npending++;
 		r->pending = 1;
 	}
 }
@@ -401,10 +400,9 @@ void d9__req_close(int fd)
 
 uint64_t d9__req_turn_end(void)
 {
-	unsigned n = d9__req_npending;
+	unsigned n = d9__pl.req_npending;
 
-	d9__req_npending = 0;
-	d9__pl.hold_req = 0;
+	d9__pl.req_npending = 0;
 	if (!d9__pl_active())
 		return 0;
 	uint64_t now = d9__now();

@@ -1,7 +1,7 @@
 /* requests.h: zero-code requests (D9_REQUESTS=1): the socket interposers tell requests.c what
  * moved on which descriptor, and it finds where each request on an accepted connection begins and
  * ends (agent/DESIGN.md, "Requests"). With D9_REQUESTS off every hook below is behind one
- * predictable branch on d9__pcfg.requests (or, at a wait, on d9__req_npending, always 0 then). */
+ * predictable branch on d9__pcfg.requests (or, at a wait, on d9__pl.req_npending, always 0 then). */
 #ifndef D9_REQUESTS_H
 #define D9_REQUESTS_H
 
@@ -13,8 +13,8 @@
 struct iovec;
 struct msghdr;
 
-/* Requests ended by loop turns: how many of this thread's requests wait for its next wait call */
-extern D9_HIDDEN __thread unsigned d9__req_npending __attribute__((tls_model("initial-exec")));
+/* Requests ended by loop turns: d9__pl.req_npending (preload.h) counts those waiting for the
+ * thread's next wait call. */
 
 /* A connection was accepted on fd (a listening socket's child): its requests are tracked. */
 void d9__req_accepted(int fd);
