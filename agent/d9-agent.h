@@ -318,6 +318,13 @@ static inline int d9_raw_value(struct d9__raw *r, uint64_t now, uint64_t name, u
 		d9__switched(t_, now, co_);                                         \
 	} while (0)
 
+/* The time of the calling thread's last record (ticks): right after a d9_rec_* call, that
+ * event's own time, unless it could not be recorded (dropped, counted; recording off). */
+static inline uint64_t d9_rec_last_time(void)
+{
+	return d9__self.raw.last;
+}
+
 /* Appends a switch to the thread's switch log (profiling only). */
 static inline void d9__switched(struct d9__thr *t, uint64_t now, uint64_t coroutine)
 {

@@ -187,12 +187,12 @@ static void stop(struct lc_state *s)
 	if (co && !co->exited) {
 		d9_rec_poll_end(co->id);
 		co->woken = 0;
-		/* a timed wait's deadline counts from here, the PollEnd's own time (the time of the
-		 * thread's last record): libco's from its clock at the call, microseconds before.
-		 * No clock read of its own. A PollEnd the agent could not record (counted) leaves
-		 * an earlier record's time: the deadline then reads early by that much. */
+		/* a timed wait's deadline counts from here, the PollEnd's own time: libco's from its
+		 * clock at the call, microseconds before. No clock read of its own. A PollEnd the
+		 * agent could not record (counted) leaves an earlier record's time: the deadline
+		 * then reads early by that much. */
 		if (co->wait_ms)
-			co->since = d9__self.raw.last;
+			co->since = d9_rec_last_time();
 	}
 	s->cur = NULL;
 	d9__pl.coroutine = 0;

@@ -62,8 +62,6 @@ struct co {
 	void *locking; /* the mutex its st_mutex_lock is taking: goes on its FIFO if it blocks */
 };
 
-
-
 struct st_state {
 	struct pmap threads; /* st_thread_t -> struct co */
 	struct pmap queues; /* cond or mutex -> struct waitq (kept when empty: waitq.h) */
