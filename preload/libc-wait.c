@@ -168,21 +168,31 @@ static inline __attribute__((always_inline)) uint64_t unpark(int64_t ready)
 
 /* The common wait of a generic loop's worker, in one test: the thread is a worker with no
  * runtime adapter (so no coroutine), not inside the agent, no zero-timeout waits to count, no
- * requests pending, recording on, and the wrappers may make the system call themselves. Then
- * park()'s and AFTER_WAIT's other branches have nothing to do. */
+ * requests pending, and recording on. Then park()'s and AFTER_WAIT's other branches have nothing
+ * to do. */
 static inline int wait_plain(void)
 {
 	return d9__pl.hold == 0 && d9__self.busy == 0 && d9__self.worker != 0 &&
-		d9__enabled != 0 && d9__direct_on() != 0;
+		d9__enabled != 0;
 }
 
+/* the C library's epoll_wait, for the plain wait while the wrappers may not make system calls
+ * themselves (preload/libc-direct.c: the host has started threads); set by the slow path's
+ * first call, which every thread's first wait takes (it is no worker yet) */
+static int (*libc_epoll_wait)(int, struct epoll_event *, int, int);
+
 /* epoll_wait is the generic loop's wait (every turn of an epoll server's loop): the wrapper is
- * one test (wait_plain) and a tail jump to one of two functions of its own, so that it saves no
- * register for either. Their symbols are "epoll_wait.plain" and "epoll_wait.slow": a stack that
- * holds one reads "epoll_wait" (agent/dwsym.c names the agent's frames by the symbol up to its
+ * one test (wait_plain) and a tail jump to one of three functions of its own, so that it saves no
+ * register for any. Their symbols are "epoll_wait.plain", "epoll_wait.libc" and
+ * "epoll_wait.slow": a stack that holds one reads "epoll_wait" (agent/dwsym.c names the agent's frames by the symbol up to its
  * dot). The plain wait records its Park, makes the system call, records the Unpark with the
- * kernel's own answer (-errno when it failed), and sets errno last. */
+ * kernel's own answer (-errno when it failed), and sets errno last. While the wrappers may not
+ * make system calls themselves (d9__direct off: the host started threads, and the C library's
+ * wait is a cancellation point), the same is "epoll_wait.libc" around the C library's call; the
+ * Unpark keeps the errno it set. */
 #if defined(__x86_64__)
+static int epoll_wait_slow(int epfd, struct epoll_event *events, int maxevents, int timeout)
+	__asm__("epoll_wait.slow");
 static int epoll_wait_plain(int epfd, struct epoll_event *events, int maxevents, int timeout)
 	__asm__("epoll_wait.plain");
 static __attribute__((noinline)) int epoll_wait_plain(int epfd, struct epoll_event *events,
@@ -196,16 +206,33 @@ static __attribute__((noinline)) int epoll_wait_plain(int epfd, struct epoll_eve
 	unpark(k);
 	return (int)d9__sysret(k);
 }
+
+static int epoll_wait_libc(int epfd, struct epoll_event *events, int maxevents, int timeout)
+	__asm__("epoll_wait.libc");
+static __attribute__((noinline)) int epoll_wait_libc(int epfd, struct epoll_event *events,
+	int maxevents, int timeout)
+{
+	int (*real)(int, struct epoll_event *, int, int) =
+		__atomic_load_n(&libc_epoll_wait, __ATOMIC_RELAXED);
+	if (D9_UNLIKELY(!real))
+		return epoll_wait_slow(epfd, events, maxevents, timeout);
+	uint64_t now = d9__now();
+
+	d9__pl.in_turn = 0;
+	d9_rec_park_at(now, D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
+	int r = real(epfd, events, maxevents, timeout);
+	unpark(r < 0 ? -errno : r);
+	return r;
+}
 #endif
 
-static int epoll_wait_slow(int epfd, struct epoll_event *events, int maxevents, int timeout)
-	__asm__("epoll_wait.slow");
 static __attribute__((noinline)) int epoll_wait_slow(int epfd, struct epoll_event *events,
 	int maxevents, int timeout)
 {
 	D9_REAL(int, epoll_wait, (int, struct epoll_event *, int, int));
 	if (!real_epoll_wait)
 		return (int)syscall(SYS_epoll_wait, epfd, events, maxevents, timeout);
+	__atomic_store_n(&libc_epoll_wait, real_epoll_wait, __ATOMIC_RELAXED);
 	int parked = park(D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
 	int r = D9__SYS(real_epoll_wait(epfd, events, maxevents, timeout), SYS_epoll_wait, epfd,
 		events, maxevents, timeout);
@@ -219,7 +246,8 @@ D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 {
 #if defined(__x86_64__)
 	if (D9_LIKELY(timeout != 0 && wait_plain()))
-		return epoll_wait_plain(epfd, events, maxevents, timeout);
+		return D9_LIKELY(d9__direct_on()) ? epoll_wait_plain(epfd, events, maxevents, timeout) :
+			epoll_wait_libc(epfd, events, maxevents, timeout);
 #endif
 	return epoll_wait_slow(epfd, events, maxevents, timeout);
 }

@@ -2,7 +2,7 @@
 # test-preload-direct.sh: the wrappers that enter the kernel themselves while the host has no
 # thread of its own (preload/libc-direct.c, agent/DESIGN.md "Direct system calls"), with
 # build/tests/direct (tests/servers/direct.c):
-#   - direct-same-results: 75 results of read, write, readv, writev, pread, pwrite, recv,
+#   - direct-same-results: 77 results of read, write, readv, writev, pread, pwrite, recv,
 #     recvfrom, recvmsg, send, sendto, sendmsg, open, openat, close, accept, accept4, connect,
 #     epoll_wait, epoll_pwait, poll and select, in success and error cases and interrupted by a
 #     signal with and without SA_RESTART, give the same results,

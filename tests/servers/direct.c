@@ -185,6 +185,9 @@ static int sem(void)
 	CALL("epoll_pwait no mask", epoll_pwait(ep, got, 4, 0, NULL));
 	recv(s[1], buf, sizeof buf, 0);
 	CALL("epoll_wait timeout", epoll_wait(ep, got, 4, 10));
+	/* failures of waits that park (a timeout): the wrapper's plain path in a worker */
+	CALL("epoll_wait bad fd, parked", epoll_wait(-1, got, 4, 10));
+	CALL("epoll_wait no room, parked", epoll_wait(ep, got, 0, 10));
 
 	/* poll, select */
 	struct pollfd pf = { .fd = s[1], .events = POLLIN };
