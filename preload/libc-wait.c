@@ -177,8 +177,9 @@ static inline int wait_plain(void)
 }
 
 /* the C library's epoll_wait, for the plain wait while the wrappers may not make system calls
- * themselves (preload/libc-direct.c: the host has started threads); set by the slow path's
- * first call, which every thread's first wait takes (it is no worker yet) */
+ * themselves (preload/libc-direct.c: the host has started threads). The full path stores it
+ * once it has resolved it; until then (a thread made a worker by another wait or an adapter,
+ * or inherited as one by a forked child) epoll_wait.libc takes the full path itself. */
 static int (*libc_epoll_wait)(int, struct epoll_event *, int, int);
 
 /* epoll_wait is the generic loop's wait (every turn of an epoll server's loop): the wrapper is
@@ -190,9 +191,9 @@ static int (*libc_epoll_wait)(int, struct epoll_event *, int, int);
  * make system calls themselves (d9__direct off: the host started threads, and the C library's
  * wait is a cancellation point), the same is "epoll_wait.libc" around the C library's call; the
  * Unpark keeps the errno it set. */
-#if defined(__x86_64__)
 static int epoll_wait_slow(int epfd, struct epoll_event *events, int maxevents, int timeout)
 	__asm__("epoll_wait.slow");
+#if defined(__x86_64__)
 static int epoll_wait_plain(int epfd, struct epoll_event *events, int maxevents, int timeout)
 	__asm__("epoll_wait.plain");
 static __attribute__((noinline)) int epoll_wait_plain(int epfd, struct epoll_event *events,
@@ -232,7 +233,10 @@ static __attribute__((noinline)) int epoll_wait_slow(int epfd, struct epoll_even
 	D9_REAL(int, epoll_wait, (int, struct epoll_event *, int, int));
 	if (!real_epoll_wait)
 		return (int)syscall(SYS_epoll_wait, epfd, events, maxevents, timeout);
-	__atomic_store_n(&libc_epoll_wait, real_epoll_wait, __ATOMIC_RELAXED);
+	if (D9_UNLIKELY(!__atomic_load_n(&libc_epoll_wait, __ATOMIC_RELAXED)))
+		/* once: loops that take this path at every turn (an adapter's, zero-timeout
+		 * spinners, pending requests) would write the shared line each time */
+		__atomic_store_n(&libc_epoll_wait, real_epoll_wait, __ATOMIC_RELAXED);
 	int parked = park(D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
 	int r = D9__SYS(real_epoll_wait(epfd, events, maxevents, timeout), SYS_epoll_wait, epfd,
 		events, maxevents, timeout);
