@@ -186,12 +186,32 @@ static void on_switch_in(void)
 	}
 }
 
+static __attribute__((noinline, cold)) void switch_out_rare(struct st_state *s);
+
+/* The common switch-out (no callback of the program's own, a coroutine that neither yields nor
+ * waits for a lock) changes the state first and records the PollEnd last, so that nothing is
+ * live across the record's calls (the clock, its slow path) and the callback saves no
+ * register for them. */
 static void on_switch_out(void)
 {
 	struct st_state *s = S;
 
 	if (!s)
 		return;
+	struct co *co = s->cur;
+	if (D9_LIKELY(co && !s->app_out && !co->exited && !co->yielding && !co->locking)) {
+		uint64_t id = co->id;
+		co->woken = 0;
+		s->cur = NULL;
+		d9__pl.coroutine = 0;
+		d9_rec_poll_end(id);
+		return;
+	}
+	switch_out_rare(s);
+}
+
+static void switch_out_rare(struct st_state *s)
+{
 	if (s->app_out)
 		s->app_out();
 	struct co *co = s->cur;
