@@ -176,11 +176,21 @@ static inline int wait_plain(void)
 		d9__enabled != 0;
 }
 
-/* the C library's epoll_wait, for the plain wait while the wrappers may not make system calls
- * themselves (preload/libc-direct.c: the host has started threads). The full path stores it
- * once it has resolved it; until then (a thread made a worker by another wait or an adapter,
- * or inherited as one by a forked child) epoll_wait.libc takes the full path itself. */
-static int (*libc_epoll_wait)(int, struct epoll_event *, int, int);
+/* The plain Park of the generic loop's epoll_wait (wait_plain holds: park() has nothing else
+ * to do). */
+static inline __attribute__((always_inline)) void park_plain(int timeout)
+{
+	uint64_t now = d9__now();
+
+	d9__pl.in_turn = 0;
+	d9_rec_park_at(now, D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
+}
+
+/* The C library's epoll_wait, resolved by the full path (epoll_wait.slow) at its first call. The
+ * plain path calls it while the wrappers may not make system calls themselves (preload/
+ * libc-direct.c: the host has started threads), and takes the full path while it is unset (a
+ * thread made a worker by another wait or an adapter, or inherited as one by a forked child). */
+static int (*real_epoll_wait)(int, struct epoll_event *, int, int);
 
 /* epoll_wait is the generic loop's wait (every turn of an epoll server's loop): the wrapper is
  * one test (wait_plain) and a tail jump to one of three functions of its own, so that it saves no
@@ -199,10 +209,7 @@ static int epoll_wait_plain(int epfd, struct epoll_event *events, int maxevents,
 static __attribute__((noinline)) int epoll_wait_plain(int epfd, struct epoll_event *events,
 	int maxevents, int timeout)
 {
-	uint64_t now = d9__now();
-
-	d9__pl.in_turn = 0;
-	d9_rec_park_at(now, D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
+	park_plain(timeout);
 	long k = d9__syscall4(SYS_epoll_wait, epfd, (long)events, maxevents, timeout);
 	unpark(k);
 	return (int)d9__sysret(k);
@@ -214,13 +221,10 @@ static __attribute__((noinline)) int epoll_wait_libc(int epfd, struct epoll_even
 	int maxevents, int timeout)
 {
 	int (*real)(int, struct epoll_event *, int, int) =
-		__atomic_load_n(&libc_epoll_wait, __ATOMIC_RELAXED);
+		__atomic_load_n(&real_epoll_wait, __ATOMIC_RELAXED);
 	if (D9_UNLIKELY(!real))
 		return epoll_wait_slow(epfd, events, maxevents, timeout);
-	uint64_t now = d9__now();
-
-	d9__pl.in_turn = 0;
-	d9_rec_park_at(now, D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
+	park_plain(timeout);
 	int r = real(epfd, events, maxevents, timeout);
 	unpark(r < 0 ? -errno : r);
 	return r;
@@ -230,13 +234,12 @@ static __attribute__((noinline)) int epoll_wait_libc(int epfd, struct epoll_even
 static __attribute__((noinline)) int epoll_wait_slow(int epfd, struct epoll_event *events,
 	int maxevents, int timeout)
 {
-	D9_REAL(int, epoll_wait, (int, struct epoll_event *, int, int));
+	if (D9_UNLIKELY(!real_epoll_wait))
+		__atomic_store_n(&real_epoll_wait,
+			(int (*)(int, struct epoll_event *, int, int))d9__real("epoll_wait", NULL),
+			__ATOMIC_RELAXED);
 	if (!real_epoll_wait)
 		return (int)syscall(SYS_epoll_wait, epfd, events, maxevents, timeout);
-	if (D9_UNLIKELY(!__atomic_load_n(&libc_epoll_wait, __ATOMIC_RELAXED)))
-		/* once: loops that take this path at every turn (an adapter's, zero-timeout
-		 * spinners, pending requests) would write the shared line each time */
-		__atomic_store_n(&libc_epoll_wait, real_epoll_wait, __ATOMIC_RELAXED);
 	int parked = park(D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
 	int r = D9__SYS(real_epoll_wait(epfd, events, maxevents, timeout), SYS_epoll_wait, epfd,
 		events, maxevents, timeout);
