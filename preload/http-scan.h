@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <emmintrin.h>
 
 /* One byte of the rule: m bytes of "\r\n\r\n" seen, then c; returns how many now (4: a whole
@@ -19,27 +20,27 @@ static inline unsigned d9__http_step(unsigned m, uint8_t c)
 }
 
 /* One block of d9__http_scan: the 16 bytes at b + at, of which those from at + skip on are new
- * (the last block of a read is loaded ending at its end and overlaps the one before). */
+ * (the last block of a read is loaded ending at its end and overlaps the one before). Each LF
+ * among them that ends "\r\n\r\n" starting at or past *start is a terminator. */
 static inline __attribute__((always_inline)) void d9__http_block(const uint8_t *b, size_t at,
-	unsigned skip, uint32_t *plf, uint32_t *pcr, size_t *start, size_t *last, uint64_t *count)
+	unsigned skip, size_t *start, size_t *last, uint64_t *count)
 {
 	__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(b + at));
 	uint32_t lf = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\n'))) >> skip;
-	uint32_t cr = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r'))) >> skip;
-	uint32_t l = lf << 16 | *plf, c = cr << 16 | *pcr;
 	size_t k = at + skip;
 
-	/* bit 16 + q: a terminator ends at k + q */
-	for (uint32_t t = (l & c << 1 & l << 2 & c << 3) >> 16; t; t &= t - 1) {
-		size_t j = k + (size_t)__builtin_ctz(t);
-		if (j >= *start + 3) {
+	for (; lf; lf &= lf - 1) {
+		size_t j = k + (size_t)__builtin_ctz(lf);
+		uint32_t w;
+		if (j < *start + 3)
+			continue;
+		memcpy(&w, b + j - 3, sizeof(w));
+		if (w == ('\r' | '\n' << 8 | '\r' << 16 | (uint32_t)'\n' << 24)) {
 			++*count;
 			*last = j;
 			*start = j + 1;
 		}
 	}
-	*plf = lf;
-	*pcr = cr;
 }
 
 /* One byte of d9__http_scan, b[i], with m bytes of a terminator before it: counts a terminator
@@ -55,6 +56,18 @@ static inline unsigned d9__http_byte(unsigned m, const uint8_t *b, size_t i, uin
 	return m;
 }
 
+/* How much of a terminator b[start..n) ends with (0 to 3), n >= 4: the rule's state there. */
+static inline unsigned d9__http_tail(const uint8_t *b, size_t n, size_t start)
+{
+	uint8_t c1 = b[n - 1], c2 = b[n - 2], c3 = b[n - 3];
+
+	if (c1 != '\r')
+		return c1 == '\n' && c2 == '\r' && n - 2 >= start ? 2 : 0;
+	if (c2 == '\n' && c3 == '\r' && n - 3 >= start)
+		return 3;
+	return n - 1 >= start;
+}
+
 /* Scans b[0..n) for head terminators. *m: how many bytes of a terminator the bytes before ended
  * with (0 to 3), updated; *count: terminators found, added to; *since: bytes since the last
  * terminator's end, updated. */
@@ -67,27 +80,25 @@ static inline void d9__http_scan(uint8_t *m_io, uint64_t *count, uint64_t *since
 	/* a terminator the previous read began: byte by byte until it ends or fails */
 	for (; i < n && m; i++)
 		m = d9__http_byte(m, b, i, count, &last);
-	/* The rest, 16 bytes at a time (SSE2, every x86-64 has it): a block's CR and LF bits, with
-	 * the previous block's below them, give at once every position where a terminator ends
-	 * (LF, CR one before, LF two before, CR three before), its start at or past i; found in
-	 * order, one that overlaps the previous match is skipped, as byte by byte. The last block
-	 * is loaded ending at n and shifted to its place: no byte past n is read. Measured
-	 * natively against the 4-byte-step (Horspool) search it replaced: a 446-byte browser head
-	 * 226 -> 38 ns, a 39-byte curl head 10 -> 6 ns (about as many instructions: agent/COST.md
-	 * 21). */
+	/* The rest, 16 bytes at a time (SSE2, every x86-64 has it): a block's LF bits give the
+	 * places where a terminator can end, and the four bytes that end there are compared with
+	 * it, its start at or past i; found in order, one that overlaps the previous match is
+	 * skipped, as byte by byte. The last block is loaded ending at n and shifted to its place:
+	 * no byte past n is read. (A head has a few LFs: one per line.) */
 	if (n - i >= 16) {
-		uint32_t plf = 0, pcr = 0; /* the block before, none before i */
 		size_t start = i, k = i;
 		for (; k + 16 <= n; k += 16)
-			d9__http_block(b, k, 0, &plf, &pcr, &start, &last, count);
+			d9__http_block(b, k, 0, &start, &last, count);
 		if (k < n)
-			d9__http_block(b, n - 16, (unsigned)(k - (n - 16)), &plf, &pcr, &start, &last,
-				count);
-		/* the state after the last bytes, as the rule leaves it: from none, over the bytes
-		 * past the last match, of which only the last three can begin a terminator */
-		i = n - start > 3 ? n - 3 : start;
+			d9__http_block(b, n - 16, (unsigned)(k - (n - 16)), &start, &last, count);
+		/* the state after the last bytes, as the rule leaves it: the longest of "\r\n\r",
+		 * "\r\n" and "\r" that ends the bytes past the last match (the rule is the search
+		 * automaton of "\r\n\r\n", whose state is that prefix's length) */
+		*m_io = (uint8_t)d9__http_tail(b, n, start);
+		*since = last == (size_t)-1 ? *since + n : n - last - 1;
+		return;
 	}
-	/* a read of fewer than 16 bytes, or the last (at most 3) after the blocks: byte by byte */
+	/* a read of fewer than 16 bytes: byte by byte */
 	for (; i < n; i++)
 		m = d9__http_byte(m, b, i, count, &last);
 	*m_io = (uint8_t)m;

@@ -176,12 +176,18 @@ static inline int wait_plain(void)
 		d9__enabled != 0;
 }
 
-/* The plain Park of the generic loop's epoll_wait (wait_plain holds: park() has nothing else
- * to do). */
-static inline __attribute__((always_inline)) void park_plain(int timeout)
+/* wait_plain but for requests pending (D9_REQUESTS=1, a loop that answered some this turn): the
+ * plain path ends them first (park_plain_at with d9__req_turn_end's time, as park() does). */
+static inline int wait_plain_but_requests(void)
 {
-	uint64_t now = d9__now();
+	return d9__pl.hold_rt == 0 && d9__pl.hold_nowait == 0 && d9__self.busy == 0 &&
+		d9__self.worker != 0 && d9__enabled != 0;
+}
 
+/* The plain Park of the generic loop's epoll_wait at `now` (wait_plain holds: park() has
+ * nothing else to do). */
+static inline __attribute__((always_inline)) void park_plain_at(uint64_t now, int timeout)
+{
 	d9__pl.in_turn = 0;
 	d9_rec_park_at(now, D9_CALL_EPOLL_WAIT, ms_to_us(timeout));
 }
@@ -193,9 +199,9 @@ static inline __attribute__((always_inline)) void park_plain(int timeout)
 static int (*real_epoll_wait)(int, struct epoll_event *, int, int);
 
 /* epoll_wait is the generic loop's wait (every turn of an epoll server's loop): the wrapper is
- * one test (wait_plain) and a tail jump to one of three functions of its own, so that it saves no
- * register for any. Their symbols are "epoll_wait.plain", "epoll_wait.libc" and
- * "epoll_wait.slow": a stack that holds one reads "epoll_wait" (agent/dwsym.c names the agent's frames by the symbol up to its
+ * one test (wait_plain) and a tail jump to one of four functions of its own, so that it saves no
+ * register for any. Their symbols are "epoll_wait.plain", "epoll_wait.libc", "epoll_wait.req"
+ * and "epoll_wait.slow": a stack that holds one reads "epoll_wait" (agent/dwsym.c names the agent's frames by the symbol up to its
  * dot). The plain wait records its Park, makes the system call, records the Unpark with the
  * kernel's own answer (-errno when it failed), and sets errno last. While the wrappers may not
  * make system calls themselves (d9__direct off: the host started threads, and the C library's
@@ -209,7 +215,7 @@ static int epoll_wait_plain(int epfd, struct epoll_event *events, int maxevents,
 static __attribute__((noinline)) int epoll_wait_plain(int epfd, struct epoll_event *events,
 	int maxevents, int timeout)
 {
-	park_plain(timeout);
+	park_plain_at(d9__now(), timeout);
 	long k = d9__syscall4(SYS_epoll_wait, epfd, (long)events, maxevents, timeout);
 	unpark(k);
 	return (int)d9__sysret(k);
@@ -224,7 +230,30 @@ static __attribute__((noinline)) int epoll_wait_libc(int epfd, struct epoll_even
 		__atomic_load_n(&real_epoll_wait, __ATOMIC_RELAXED);
 	if (D9_UNLIKELY(!real))
 		return epoll_wait_slow(epfd, events, maxevents, timeout);
-	park_plain(timeout);
+	park_plain_at(d9__now(), timeout);
+	int r = real(epfd, events, maxevents, timeout);
+	unpark(r < 0 ? -errno : r);
+	return r;
+}
+
+/* The plain wait of a loop that answered requests this turn (wait_plain_but_requests), either
+ * way: it ends them at the Park's time. */
+static int epoll_wait_req(int epfd, struct epoll_event *events, int maxevents, int timeout)
+	__asm__("epoll_wait.req");
+static __attribute__((noinline)) int epoll_wait_req(int epfd, struct epoll_event *events,
+	int maxevents, int timeout)
+{
+	int (*real)(int, struct epoll_event *, int, int) =
+		__atomic_load_n(&real_epoll_wait, __ATOMIC_RELAXED);
+	if (D9_UNLIKELY(!real))
+		return epoll_wait_slow(epfd, events, maxevents, timeout);
+	uint64_t now = d9__req_turn_end();
+	park_plain_at(now ? now : d9__now(), timeout);
+	if (D9_LIKELY(d9__direct_on())) {
+		long k = d9__syscall4(SYS_epoll_wait, epfd, (long)events, maxevents, timeout);
+		unpark(k);
+		return (int)d9__sysret(k);
+	}
 	int r = real(epfd, events, maxevents, timeout);
 	unpark(r < 0 ? -errno : r);
 	return r;
@@ -255,6 +284,8 @@ D9_INTERPOSE int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
 	if (D9_LIKELY(timeout != 0 && wait_plain()))
 		return D9_LIKELY(d9__direct_on()) ? epoll_wait_plain(epfd, events, maxevents, timeout) :
 			epoll_wait_libc(epfd, events, maxevents, timeout);
+	if (timeout != 0 && wait_plain_but_requests())
+		return epoll_wait_req(epfd, events, maxevents, timeout);
 #endif
 	return epoll_wait_slow(epfd, events, maxevents, timeout);
 }

@@ -53,7 +53,10 @@ struct req_fd {
 };
 
 static struct req_fd *table; /* D9__REQ_FD_CAP entries at most, mmap'd at the first accept */
-static uint32_t table_n; /* entries in table: min(RLIMIT_NOFILE's hard limit, the cap) */
+/* entries in table: min(RLIMIT_NOFILE's hard limit, the cap); 0 until the table is ready, then
+ * published after it (release), so that one test of a descriptor against it (acquire) says the
+ * table is there and holds it, a negative descriptor included (compared unsigned) */
+static uint32_t table_n;
 static int table_state; /* 0 not yet, 1 being made, 2 ready, 3 failed */
 static uint64_t next_id; /* request ids, per process */
 
@@ -90,14 +93,14 @@ static int table_ready(void)
 		return 0;
 	}
 	table = p;
-	table_n = (uint32_t)n;
+	__atomic_store_n(&table_n, (uint32_t)n, __ATOMIC_RELEASE);
 	__atomic_store_n(&table_state, 2, __ATOMIC_RELEASE);
 	return 1;
 }
 
 static inline struct req_fd *slot(int fd)
 {
-	if (fd < 0 || __atomic_load_n(&table_state, __ATOMIC_ACQUIRE) != 2 || (uint32_t)fd >= table_n)
+	if ((uint32_t)fd >= __atomic_load_n(&table_n, __ATOMIC_ACQUIRE))
 		return NULL;
 	struct req_fd *r = &table[fd];
 	return r->state == ST_UNTRACKED ? NULL : r;
@@ -108,7 +111,8 @@ static uint32_t proto_flags(const struct req_fd *r)
 	return r->proto == PROTO_HTTP ? D9_REQ_HTTP : r->proto == PROTO_RESP ? D9_REQ_RESP : 0;
 }
 
-/* Ends r's open request with `flags` at `now` (d9__now()); r becomes idle. */
+/* Ends r's open request with `flags` at `now` (d9__now()); r becomes idle. The caller has seen
+ * d9__pl_active(). */
 static void end_request(struct req_fd *r, uint32_t flags, uint64_t now)
 {
 	flags |= proto_flags(r);
@@ -121,12 +125,10 @@ static void end_request(struct req_fd *r, uint32_t flags, uint64_t now)
 		if (r->count != 1 || !boundary)
 			flags |= D9_REQ_AMBIGUOUS;
 	}
-	if (d9__pl_active()) {
-		/* the response ended at its last write; the reader's return only tells it now */
-		uint64_t tail = r->state == ST_OUT && now > r->last_write ? now - r->last_write : 0;
-		d9_rec_request_end(now, r->id, D9_REQ_SRC_ZERO_CODE, r->bytes_in, r->bytes_out,
-			flags, r->proto == PROTO_HTTP || r->proto == PROTO_RESP ? r->count : 0, 0, tail);
-	}
+	/* the response ended at its last write; the reader's return only tells it now */
+	uint64_t tail = r->state == ST_OUT && now > r->last_write ? now - r->last_write : 0;
+	d9_rec_request_end(now, r->id, D9_REQ_SRC_ZERO_CODE, r->bytes_in, r->bytes_out, flags,
+		r->proto == PROTO_HTTP || r->proto == PROTO_RESP ? r->count : 0, 0, tail);
 	r->state = ST_IDLE;
 	r->pending = 0;
 }
@@ -320,13 +322,15 @@ static inline __attribute__((always_inline)) void req_read(int fd, const void *b
 {
 	struct req_fd *r = slot(fd);
 
-	if (!r || !d9__pl_active())
+	if (!r)
 		return;
-	if (n > 0)
-		req_bytes(fd, r, buf, (size_t)n, 1);
-	else if (r->state == ST_OUT || (n == 0 && r->state == ST_IN))
+	if (n > 0) {
+		if (d9__pl_active())
+			req_bytes(fd, r, buf, (size_t)n, 1);
+	} else if ((r->state == ST_OUT || (n == 0 && r->state == ST_IN)) && d9__pl_active()) {
 		/* the reader came back for the next request (nothing yet), or the peer closed */
 		end_request(r, n == 0 ? D9_REQ_CLOSED : 0, d9__now());
+	}
 }
 
 void d9__req_read(int fd, const void *buf, ssize_t n)
@@ -386,13 +390,13 @@ void d9__req_wrote(int fd, ssize_t n)
 
 void d9__req_close(int fd)
 {
-	if (fd < 0 || __atomic_load_n(&table_state, __ATOMIC_ACQUIRE) != 2 || (uint32_t)fd >= table_n)
+	if ((uint32_t)fd >= __atomic_load_n(&table_n, __ATOMIC_ACQUIRE))
 		return;
 	struct req_fd *r = &table[fd];
 	if (r->state == ST_UNTRACKED)
 		return;
 	int saved = errno;
-	if (r->state == ST_IN || r->state == ST_OUT)
+	if ((r->state == ST_IN || r->state == ST_OUT) && d9__pl_active())
 		end_request(r, D9_REQ_CLOSED, d9__now());
 	r->state = ST_UNTRACKED; /* the number may next name anything: a file, a client socket */
 	errno = saved;

@@ -1,8 +1,8 @@
 /* test-http-scan.c: preload/http-scan.h's scan for the ends of HTTP request heads (16-byte
- * blocks of CR and LF bits; byte by byte for short reads) against the rule it implements,
- * byte by byte: "\r\n\r\n" ends a head, a mismatch falls back to a lone CR, a terminator may be
- * cut by the end of a read. Random inputs, mostly CR and LF, cut into random reads, short and
- * long; and a pipelined pair of real heads cut at every byte. */
+ * blocks of LF bits, the four bytes that end at each compared; byte by byte for short reads)
+ * against the rule it implements, byte by byte: "\r\n\r\n" ends a head, a mismatch falls back
+ * to a lone CR, a terminator may be cut by the end of a read. Random inputs, mostly CR and LF,
+ * cut into random reads, short and long; and a pipelined pair of real heads cut at every byte. */
 #include "../../preload/http-scan.h"
 #include "t.h"
 
