@@ -176,16 +176,18 @@ static inline int wait_plain(void)
 		d9__enabled != 0;
 }
 
-/* wait_plain but for requests pending (D9_REQUESTS=1, a loop that answered some this turn): the
- * plain path ends them first (park_plain_at with d9__req_turn_end's time, as park() does). */
+/* Asked once wait_plain() failed: nothing held but requests pending (D9_REQUESTS=1, a loop that
+ * answered some this turn), which epoll_wait.req ends first (park_plain_at with
+ * d9__req_turn_end's time, as park() does). It does not test the count itself: should wait_plain
+ * have failed for a reason that no longer holds, ending no request costs nothing. */
 static inline int wait_plain_but_requests(void)
 {
 	return d9__pl.hold_rt == 0 && d9__pl.hold_nowait == 0 && d9__self.busy == 0 &&
 		d9__self.worker != 0 && d9__enabled != 0;
 }
 
-/* The plain Park of the generic loop's epoll_wait at `now` (wait_plain holds: park() has
- * nothing else to do). */
+/* The plain Park of the generic loop's epoll_wait at `now` (wait_plain holds, or only requests
+ * were pending and the caller ended them: park() has nothing else to do). */
 static inline __attribute__((always_inline)) void park_plain_at(uint64_t now, int timeout)
 {
 	d9__pl.in_turn = 0;
@@ -195,18 +197,22 @@ static inline __attribute__((always_inline)) void park_plain_at(uint64_t now, in
 /* The C library's epoll_wait, resolved by the full path (epoll_wait.slow) at its first call. The
  * plain path calls it while the wrappers may not make system calls themselves (preload/
  * libc-direct.c: the host has started threads), and takes the full path while it is unset (a
- * thread made a worker by another wait or an adapter, or inherited as one by a forked child). */
+ * thread made a worker by another wait or an adapter, or inherited as one by a forked child);
+ * epoll_wait.req needs it either way. */
 static int (*real_epoll_wait)(int, struct epoll_event *, int, int);
 
 /* epoll_wait is the generic loop's wait (every turn of an epoll server's loop): the wrapper is
  * one test (wait_plain) and a tail jump to one of four functions of its own, so that it saves no
  * register for any. Their symbols are "epoll_wait.plain", "epoll_wait.libc", "epoll_wait.req"
- * and "epoll_wait.slow": a stack that holds one reads "epoll_wait" (agent/dwsym.c names the agent's frames by the symbol up to its
- * dot). The plain wait records its Park, makes the system call, records the Unpark with the
- * kernel's own answer (-errno when it failed), and sets errno last. While the wrappers may not
- * make system calls themselves (d9__direct off: the host started threads, and the C library's
- * wait is a cancellation point), the same is "epoll_wait.libc" around the C library's call; the
- * Unpark keeps the errno it set. */
+ * and "epoll_wait.slow": a stack that holds one reads "epoll_wait" (agent/dwsym.c names the
+ * agent's frames by the symbol up to its dot). The plain wait records its Park, makes the system
+ * call, records the Unpark with the kernel's own answer (-errno when it failed), and sets errno
+ * last. While the wrappers may not make system calls themselves (d9__direct off: the host
+ * started threads, and the C library's wait is a cancellation point), the same is
+ * "epoll_wait.libc" around the C library's call; the Unpark keeps the errno it set. When the
+ * test fails, a second one (wait_plain_but_requests) sends a turn whose only reason was requests
+ * pending to "epoll_wait.req": it ends them at the Park's time, then waits as either plain form
+ * does. */
 static int epoll_wait_slow(int epfd, struct epoll_event *events, int maxevents, int timeout)
 	__asm__("epoll_wait.slow");
 #if defined(__x86_64__)

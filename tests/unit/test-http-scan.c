@@ -107,6 +107,31 @@ TEST(pipelined_heads_cut_anywhere)
 	T_EQ(m, 0);
 }
 
+/* The state a long read ends in (its last three bytes, past its last match), and long reads that
+ * begin with a terminator the read before began: each tail below after 20 filler bytes, read
+ * whole and cut before each of its last four bytes, then continued by "\r\n\r\n" and filler. */
+TEST(long_reads_tails_and_continuations)
+{
+	static const char *const tails[] = { "", "\r", "\r\n", "\r\n\r", "\r\n\r\n",
+		"\r\n\r\n\r", "\r\n\r\n\r\n", "\r\n\r\n\r\n\r", "\n\r\n\r", "\r\r\n\r",
+		"\r\n\r\n\r\n\r\n" };
+	uint8_t b[64];
+
+	for (size_t t = 0; t < sizeof(tails) / sizeof(tails[0]); t++) {
+		size_t n = 0;
+		memset(b, 'a', 20);
+		n = 20;
+		memcpy(b + n, tails[t], strlen(tails[t]));
+		n += strlen(tails[t]);
+		memcpy(b + n, "\r\n\r\n", 4);
+		memset(b + n + 4, 'b', 17);
+		for (size_t back = 0; back <= 4; back++) {
+			size_t cuts[1] = { n - back };
+			compare(b, n + 21, cuts, 1);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	return t_main(argc, argv);
