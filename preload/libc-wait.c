@@ -216,15 +216,32 @@ static int (*real_epoll_wait)(int, struct epoll_event *, int, int);
 static int epoll_wait_slow(int epfd, struct epoll_event *events, int maxevents, int timeout)
 	__asm__("epoll_wait.slow");
 #if defined(__x86_64__)
+/* The plain forms' wait once their Park is recorded: the system call and its Unpark with the
+ * kernel's answer, errno set last; or the C library's call, its Unpark keeping the errno it set. */
+static inline __attribute__((always_inline)) int wait_direct(int epfd, struct epoll_event *events,
+	int maxevents, int timeout)
+{
+	long k = d9__syscall4(SYS_epoll_wait, epfd, (long)events, maxevents, timeout);
+	unpark(k);
+	return (int)d9__sysret(k);
+}
+
+static inline __attribute__((always_inline)) int wait_libc(
+	int (*real)(int, struct epoll_event *, int, int), int epfd, struct epoll_event *events,
+	int maxevents, int timeout)
+{
+	int r = real(epfd, events, maxevents, timeout);
+	unpark(r < 0 ? -errno : r);
+	return r;
+}
+
 static int epoll_wait_plain(int epfd, struct epoll_event *events, int maxevents, int timeout)
 	__asm__("epoll_wait.plain");
 static __attribute__((noinline)) int epoll_wait_plain(int epfd, struct epoll_event *events,
 	int maxevents, int timeout)
 {
 	park_plain_at(d9__now(), timeout);
-	long k = d9__syscall4(SYS_epoll_wait, epfd, (long)events, maxevents, timeout);
-	unpark(k);
-	return (int)d9__sysret(k);
+	return wait_direct(epfd, events, maxevents, timeout);
 }
 
 static int epoll_wait_libc(int epfd, struct epoll_event *events, int maxevents, int timeout)
@@ -237,9 +254,7 @@ static __attribute__((noinline)) int epoll_wait_libc(int epfd, struct epoll_even
 	if (D9_UNLIKELY(!real))
 		return epoll_wait_slow(epfd, events, maxevents, timeout);
 	park_plain_at(d9__now(), timeout);
-	int r = real(epfd, events, maxevents, timeout);
-	unpark(r < 0 ? -errno : r);
-	return r;
+	return wait_libc(real, epfd, events, maxevents, timeout);
 }
 
 /* The plain wait of a loop that answered requests this turn (wait_plain_but_requests), either
@@ -255,14 +270,8 @@ static __attribute__((noinline)) int epoll_wait_req(int epfd, struct epoll_event
 		return epoll_wait_slow(epfd, events, maxevents, timeout);
 	uint64_t now = d9__req_turn_end();
 	park_plain_at(now ? now : d9__now(), timeout);
-	if (D9_LIKELY(d9__direct_on())) {
-		long k = d9__syscall4(SYS_epoll_wait, epfd, (long)events, maxevents, timeout);
-		unpark(k);
-		return (int)d9__sysret(k);
-	}
-	int r = real(epfd, events, maxevents, timeout);
-	unpark(r < 0 ? -errno : r);
-	return r;
+	return D9_LIKELY(d9__direct_on()) ? wait_direct(epfd, events, maxevents, timeout) :
+		wait_libc(real, epfd, events, maxevents, timeout);
 }
 #endif
 
