@@ -94,9 +94,8 @@ static inline void d9__http_scan(uint8_t *m_io, uint64_t *count, uint64_t *since
 		/* the state after the last bytes, as the rule leaves it: the longest of "\r\n\r",
 		 * "\r\n" and "\r" that ends the bytes past the last match (the rule is the search
 		 * automaton of "\r\n\r\n", whose state is that prefix's length) */
-		*m_io = (uint8_t)d9__http_tail(b, n, start);
-		*since = last == (size_t)-1 ? *since + n : n - last - 1;
-		return;
+		m = d9__http_tail(b, n, start);
+		i = n;
 	}
 	/* a read of fewer than 16 bytes: byte by byte */
 	for (; i < n; i++)

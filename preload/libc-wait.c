@@ -166,14 +166,18 @@ static inline __attribute__((always_inline)) uint64_t unpark(int64_t ready)
 			d9__pl.rt->hook((parked) ? at_ : d9__now(), __VA_ARGS__);    \
 	} while (0)
 
-/* The common wait of a generic loop's worker, in one test: the thread is a worker with no
- * runtime adapter (so no coroutine), not inside the agent, no zero-timeout waits to count, no
- * requests pending, and recording on. Then park()'s and AFTER_WAIT's other branches have nothing
- * to do. */
+/* The thread is a worker, not inside the agent, and recording is on. */
+static inline int plain_thread(void)
+{
+	return d9__self.busy == 0 && d9__self.worker != 0 && d9__enabled != 0;
+}
+
+/* The common wait of a generic loop's worker, in one test: plain_thread, no runtime adapter (so
+ * no coroutine), no zero-timeout waits to count, no requests pending. Then park()'s and
+ * AFTER_WAIT's other branches have nothing to do. */
 static inline int wait_plain(void)
 {
-	return d9__pl.hold == 0 && d9__self.busy == 0 && d9__self.worker != 0 &&
-		d9__enabled != 0;
+	return d9__pl.hold == 0 && plain_thread();
 }
 
 /* Asked once wait_plain() failed: nothing held but requests pending (D9_REQUESTS=1, a loop that
@@ -182,8 +186,7 @@ static inline int wait_plain(void)
  * have failed for a reason that no longer holds, ending no request costs nothing. */
 static inline int wait_plain_but_requests(void)
 {
-	return d9__pl.hold_rt == 0 && d9__pl.hold_nowait == 0 && d9__self.busy == 0 &&
-		d9__self.worker != 0 && d9__enabled != 0;
+	return d9__pl.hold_rt == 0 && d9__pl.hold_nowait == 0 && plain_thread();
 }
 
 /* The plain Park of the generic loop's epoll_wait at `now` (wait_plain holds, or only requests
@@ -199,7 +202,8 @@ static inline __attribute__((always_inline)) void park_plain_at(uint64_t now, in
  * libc-direct.c: the host has started threads), and takes the full path while it is unset (a
  * thread made a worker by another wait or an adapter, or inherited as one by a forked child);
  * epoll_wait.req needs it either way. */
-static int (*real_epoll_wait)(int, struct epoll_event *, int, int);
+typedef int epoll_wait_fn(int, struct epoll_event *, int, int);
+static epoll_wait_fn *real_epoll_wait;
 
 /* epoll_wait is the generic loop's wait (every turn of an epoll server's loop): the wrapper is
  * one test (wait_plain) and a tail jump to one of four functions of its own, so that it saves no
@@ -226,9 +230,8 @@ static inline __attribute__((always_inline)) int wait_direct(int epfd, struct ep
 	return (int)d9__sysret(k);
 }
 
-static inline __attribute__((always_inline)) int wait_libc(
-	int (*real)(int, struct epoll_event *, int, int), int epfd, struct epoll_event *events,
-	int maxevents, int timeout)
+static inline __attribute__((always_inline)) int wait_libc(epoll_wait_fn *real, int epfd,
+	struct epoll_event *events, int maxevents, int timeout)
 {
 	int r = real(epfd, events, maxevents, timeout);
 	unpark(r < 0 ? -errno : r);
@@ -249,8 +252,7 @@ static int epoll_wait_libc(int epfd, struct epoll_event *events, int maxevents, 
 static __attribute__((noinline)) int epoll_wait_libc(int epfd, struct epoll_event *events,
 	int maxevents, int timeout)
 {
-	int (*real)(int, struct epoll_event *, int, int) =
-		__atomic_load_n(&real_epoll_wait, __ATOMIC_RELAXED);
+	epoll_wait_fn *real = __atomic_load_n(&real_epoll_wait, __ATOMIC_RELAXED);
 	if (D9_UNLIKELY(!real))
 		return epoll_wait_slow(epfd, events, maxevents, timeout);
 	park_plain_at(d9__now(), timeout);
@@ -264,8 +266,7 @@ static int epoll_wait_req(int epfd, struct epoll_event *events, int maxevents, i
 static __attribute__((noinline)) int epoll_wait_req(int epfd, struct epoll_event *events,
 	int maxevents, int timeout)
 {
-	int (*real)(int, struct epoll_event *, int, int) =
-		__atomic_load_n(&real_epoll_wait, __ATOMIC_RELAXED);
+	epoll_wait_fn *real = __atomic_load_n(&real_epoll_wait, __ATOMIC_RELAXED);
 	if (D9_UNLIKELY(!real))
 		return epoll_wait_slow(epfd, events, maxevents, timeout);
 	uint64_t now = d9__req_turn_end();
@@ -279,8 +280,7 @@ static __attribute__((noinline)) int epoll_wait_slow(int epfd, struct epoll_even
 	int maxevents, int timeout)
 {
 	if (D9_UNLIKELY(!real_epoll_wait))
-		__atomic_store_n(&real_epoll_wait,
-			(int (*)(int, struct epoll_event *, int, int))d9__real("epoll_wait", NULL),
+		__atomic_store_n(&real_epoll_wait, (epoll_wait_fn *)d9__real("epoll_wait", NULL),
 			__ATOMIC_RELAXED);
 	if (!real_epoll_wait)
 		return (int)syscall(SYS_epoll_wait, epfd, events, maxevents, timeout);

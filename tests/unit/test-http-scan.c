@@ -118,9 +118,8 @@ TEST(long_reads_tails_and_continuations)
 	uint8_t b[64];
 
 	for (size_t t = 0; t < sizeof(tails) / sizeof(tails[0]); t++) {
-		size_t n = 0;
-		memset(b, 'a', 20);
-		n = 20;
+		size_t n = 20;
+		memset(b, 'a', n);
 		memcpy(b + n, tails[t], strlen(tails[t]));
 		n += strlen(tails[t]);
 		memcpy(b + n, "\r\n\r\n", 4);
