@@ -72,6 +72,7 @@ $(B)/san/d9-analyze: $(patsubst %.c,$(B)/san/obj/%.o,$(FORMAT_SRC) $(ANALYZE_SRC
 $(B)/san/obj/tests/unit/test-analyze.o: $(ANALYZE_SRC) $(wildcard analyze/*.h) agent/dwsym.c
 $(B)/san/obj/tests/unit/test-s3.o: agent/s3common.c
 $(B)/san/obj/tests/unit/test-fdown.o: agent/fdown.c
+$(B)/san/obj/tests/unit/test-files.o: agent/fdown.c agent/files.c
 $(B)/san/obj/tests/unit/test-http-scan.o: preload/http-scan.h
 $(B)/san/obj/tests/unit/test-pmap.o: preload/pmap.c preload/pmap.h preload/waitq.h
 $(B)/san/obj/tests/unit/test-schedstat.o: agent/schedstat.h

@@ -7,7 +7,6 @@
  * agent/DESIGN.md, "The directory budget". */
 #include "internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -242,9 +241,11 @@ struct cand {
 #define SUBDIRS_MAX 8
 
 struct scan {
-	int dfd[1 + SUBDIRS_MAX];
+	struct d9__file dir[1 + SUBDIRS_MAX]; /* fd -1: not open (any more) */
 	uid_t uid[1 + SUBDIRS_MAX]; /* whose files count in each */
 	int ndirs;
+	char subname[SUBDIRS_MAX][24]; /* the d9-uid-N names the trace directory's scan found */
+	int nsub;
 	struct cand *c;
 	size_t nc, ccap, nfiles;
 	uint64_t total;
@@ -291,45 +292,49 @@ const char *d9__seg_parse(const char *name, long *pid, long *seq)
 
 /* Root only: takes d9-uid-N (N > 0) of the trace directory into the scan when it is a real
  * directory of N that nobody else can write to (what paths.c made for a privilege drop). */
-static void scan_subdir(struct scan *sc, int dfd, const char *name)
+static void scan_subdir(struct scan *sc, const char *name)
 {
-	char *end;
+	struct d9__agent *g = &d9__g;
+	char *end, path[4200];
 	unsigned long uid = strtoul(name + 7, &end, 10);
 	struct stat st;
 
 	if (sc->ndirs > SUBDIRS_MAX || !uid || *end || uid > 0xfffffffful)
 		return;
-	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	struct d9__file *f = &sc->dir[sc->ndirs];
+	snprintf(path, sizeof(path), "%.2047s/%.255s", g->cfg.dir, name);
+	if (d9__dir_open(f, AT_FDCWD, path, 0, &st))
 		return;
-	if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != (uid_t)uid ||
-		(st.st_mode & 022)) {
-		close(fd); /* opened just now, by this thread */
+	if (st.st_uid != (uid_t)uid || (st.st_mode & 022)) {
+		d9__file_close(f);
 		return;
 	}
-	sc->dfd[sc->ndirs] = fd;
 	sc->uid[sc->ndirs] = (uid_t)uid;
 	sc->ndirs++;
 }
 
-/* Counts the segment files of directory d (index di of sc) owned by sc->uid[di] and makes the
- * sealed ones candidates for deletion; in the trace directory of a root process, also finds the
- * d9-uid-N directories. */
-static void scan_dir(struct scan *sc, DIR *d, int di, uint64_t own_reserve)
+/* Counts the segment files of directory di of sc owned by sc->uid[di] and makes the sealed ones
+ * candidates for deletion; in the trace directory of a root process, also finds the d9-uid-N
+ * directories (their names, for scan_subdir). */
+static void scan_dir(struct scan *sc, int di, uint64_t own_reserve)
 {
 	struct d9__agent *g = &d9__g;
-	int dfd = sc->dfd[di];
-	struct dirent *e;
+	struct d9__file *dir = &sc->dir[di];
+	struct d9__dir_read rd = { 0 };
+	const char *name;
 
-	while ((e = readdir(d))) {
+	if (d9__file_enter(dir))
+		return; /* held: the fstatat below names this directory */
+	while ((name = d9__dir_next(dir, &rd))) {
 		long pid, seq;
-		const char *suffix = d9__seg_parse(e->d_name, &pid, &seq);
+		const char *suffix = d9__seg_parse(name, &pid, &seq);
 		struct stat st;
-		if (!suffix && di == 0 && sc->uid[0] == 0 && !strncmp(e->d_name, "d9-uid-", 7)) {
-			scan_subdir(sc, dfd, e->d_name);
+		if (!suffix && di == 0 && sc->uid[0] == 0 && !strncmp(name, "d9-uid-", 7)) {
+			if (sc->nsub < SUBDIRS_MAX && strlen(name) < sizeof(sc->subname[0]))
+				strcpy(sc->subname[sc->nsub++], name);
 			continue;
 		}
-		if (!suffix || fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		if (!suffix || fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 			!S_ISREG(st.st_mode) || st.st_uid != sc->uid[di])
 			continue; /* not a file of ours: neither counted nor touched */
 		uint64_t size = (uint64_t)st.st_size;
@@ -348,7 +353,7 @@ static void scan_dir(struct scan *sc, DIR *d, int di, uint64_t own_reserve)
 		sc->total += size;
 		if (strcmp(suffix, ".bin") && strcmp(suffix, ".bin.gz"))
 			continue; /* temporary or set-aside files: counted, never deleted here */
-		if (strlen(e->d_name) >= sizeof(sc->c->name))
+		if (strlen(name) >= sizeof(sc->c->name))
 			continue;
 		if (sc->nc == sc->ccap) {
 			size_t ncap = sc->ccap ? sc->ccap * 2 : 64;
@@ -359,13 +364,29 @@ static void scan_dir(struct scan *sc, DIR *d, int di, uint64_t own_reserve)
 			sc->ccap = ncap;
 		}
 		struct cand *k = &sc->c[sc->nc++];
-		snprintf(k->name, sizeof(k->name), "%s", e->d_name);
+		snprintf(k->name, sizeof(k->name), "%s", name);
 		k->size = size;
 		k->mtime = st.st_mtim;
 		k->pid = pid;
 		k->seq = seq;
 		k->dir = di;
 	}
+	d9__file_leave(dir);
+}
+
+/* unlinkat in dir while it is still the directory scanned: 0, or -1 with errno (ESTALE: the
+ * program took its number since). */
+static int unlink_in(struct d9__file *dir, const char *name)
+{
+	int err = d9__file_enter(dir), r = -1;
+
+	if (err) {
+		errno = -err;
+		return -1;
+	}
+	r = unlinkat(dir->fd, name, 0);
+	d9__file_leave(dir);
+	return r;
 }
 
 int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
@@ -405,24 +426,15 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 			goto out;
 		}
 	}
-	DIR *d = opendir(g->cfg.dir);
-	if (!d)
+	if (d9__dir_open(&sc.dir[0], AT_FDCWD, g->cfg.dir, 1, NULL))
 		goto out;
-	sc.dfd[0] = dirfd(d);
 	sc.uid[0] = geteuid();
 	sc.ndirs = 1;
-	scan_dir(&sc, d, 0, own_reserve);
-	DIR *sub[1 + SUBDIRS_MAX] = { NULL };
-	for (int i = 1; i < sc.ndirs; i++) {
-		/* closedir closes it inside libc, unseen by fdown.c: no longer marked the agent's */
-		d9__fd_disown(sc.dfd[i]);
-		if (!(sub[i] = fdopendir(sc.dfd[i]))) {
-			close(sc.dfd[i]); /* opened by scan_dir just now */
-			sc.dfd[i] = -1;
-			continue;
-		}
-		scan_dir(&sc, sub[i], i, own_reserve);
-	}
+	scan_dir(&sc, 0, own_reserve);
+	for (int i = 0; i < sc.nsub; i++)
+		scan_subdir(&sc, sc.subname[i]);
+	for (int i = 1; i < sc.ndirs; i++)
+		scan_dir(&sc, i, own_reserve);
 	scanned = 1;
 	c = sc.c;
 	size_t nc = sc.nc, nfiles = sc.nfiles;
@@ -431,7 +443,7 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		qsort(c, nc, sizeof(*c), cand_cmp);
 	/* oldest sealed first, whoever wrote them */
 	for (size_t i = 0; i < nc && (total > budget || nfiles > g->cfg.max_files); i++) {
-		if (sc.dfd[c[i].dir] < 0 || unlinkat(sc.dfd[c[i].dir], c[i].name, 0) != 0) {
+		if (unlink_in(&sc.dir[c[i].dir], c[i].name) != 0) {
 			if (errno != ENOENT)
 				d9__log_once(D9_LOG_WARN, "cannot delete %s/%s: %s", g->cfg.dir, c[i].name,
 					strerror(errno));
@@ -461,10 +473,8 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		d9__log_once(D9_LOG_INFO, "the directory budget of %s cannot be kept now: the segments "
 			"being written take %llu bytes in %zu files (said once)", g->cfg.dir,
 			(unsigned long long)total, nfiles);
-	for (int i = 1; i < sc.ndirs; i++)
-		if (sub[i])
-			closedir(sub[i]);
-	closedir(d);
+	for (int i = 0; i < sc.ndirs; i++)
+		d9__file_close(&sc.dir[i]);
 out:
 	if (taken == 0) {
 		l.segs += del_segs;

@@ -7,7 +7,6 @@
 #include "internal.h"
 #include "symbolize.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
@@ -427,14 +426,14 @@ static void adopt_pending(void)
 	struct d9__agent *g = &d9__g;
 	const char *stem = g->cfg.stem;
 	size_t ns = strlen(stem);
-	DIR *d = opendir(g->cfg.dir);
-	struct dirent *e;
+	struct d9__file dir;
+	struct d9__dir_read rd = { 0 };
+	const char *n;
 	char path[4200], gz[4200];
 
-	if (!d)
+	if (d9__dir_open(&dir, AT_FDCWD, g->cfg.dir, 1, NULL))
 		return;
-	while ((e = readdir(d))) {
-		const char *n = e->d_name;
+	while ((n = d9__dir_next(&dir, &rd))) {
 		char *end;
 		if (strncmp(n, stem, ns) || n[ns] != '.')
 			continue;
@@ -476,7 +475,7 @@ static void adopt_pending(void)
 		if (!known)
 			d9__sealed_add(path, 0, (uint32_t)seq, 1);
 	}
-	closedir(d);
+	d9__file_close(&dir);
 }
 
 /* ---- compressing for the budget (D9_COMPRESS=auto) ----------------------------------------------
@@ -542,20 +541,26 @@ static void compress_for_budget(void)
 	uint64_t gen, half = g->cfg.max_total_size / 2;
 	struct fin *f = NULL;
 	size_t n = 0, cap = 0;
-	struct dirent *e;
+	struct d9__file dir;
+	struct d9__dir_read rd = { 0 };
+	const char *name;
 	struct stat st;
 
 	d9__budget_total(&gen);
-	DIR *d = opendir(g->cfg.dir);
-	if (!d) {
+	if (d9__dir_open(&dir, AT_FDCWD, g->cfg.dir, 1, NULL)) {
 		budget_seen = gen;
 		return;
 	}
-	while ((e = readdir(d))) {
+	if (d9__file_enter(&dir)) { /* held: its fstatat below names this directory */
+		d9__file_close(&dir);
+		budget_seen = gen;
+		return;
+	}
+	while ((name = d9__dir_next(&dir, &rd))) {
 		long pid, seq;
-		const char *suffix = d9__seg_parse(e->d_name, &pid, &seq);
-		if (!suffix || strcmp(suffix, ".bin") || strlen(e->d_name) >= sizeof(f->name) ||
-			fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		const char *suffix = d9__seg_parse(name, &pid, &seq);
+		if (!suffix || strcmp(suffix, ".bin") || strlen(name) >= sizeof(f->name) ||
+			fstatat(dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 			!S_ISREG(st.st_mode) || st.st_uid != geteuid() || !(st.st_mode & S_ISVTX))
 			continue;
 		if (n == cap) {
@@ -566,12 +571,13 @@ static void compress_for_budget(void)
 			f = m;
 			cap = ncap;
 		}
-		snprintf(f[n].name, sizeof(f[n].name), "%s", e->d_name);
+		snprintf(f[n].name, sizeof(f[n].name), "%s", name);
 		f[n].mtime = st.st_mtim;
 		f[n].size = (uint64_t)st.st_size;
 		n++;
 	}
-	closedir(d);
+	d9__file_leave(&dir);
+	d9__file_close(&dir);
 	if (f)
 		qsort(f, n, sizeof(*f), fin_cmp);
 	int failed = 0;

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 #include <x86intrin.h>
 
@@ -617,6 +618,11 @@ void d9__fd_disown(int fd);
  * number the program took from the agent left alone (returns 0), others closed. close()'s
  * contract. */
 int d9__fd_agent_close(int fd);
+/* files.c: fopen(path, "r") for an agent thread (its own code's, libdw's /proc/PID/maps): the
+ * stream reads and closes a descriptor of the agent's, checked first; the C library's own fclose
+ * would close the number unseen, after the program may have closed it and opened a file of its
+ * own under it. errno kept on success. */
+FILE *d9__file_fopen_read(const char *path);
 #define D9__FD_OURS 1u /* the agent holds the number */
 #define D9__FD_REVOKED 2u /* the agent held it and the program took it (until the holder lets go) */
 #define D9__FD_PEND1 (1u << 16) /* one program call that may take the number, in progress */

@@ -8,8 +8,10 @@
  * they are regular files of ours. agent/DESIGN.md, "Descriptors and files". */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -83,13 +85,15 @@ static int move_high(int fd)
 	return hi;
 }
 
-enum { REGULAR = 1, HIGH = 2 };
+enum { REGULAR = 1, HIGH = 2, DIRECTORY = 4, FOLLOW = 8 };
 
 /* fd, just opened by this thread from `name` (relative to dirfd), becomes f: a regular file
- * owned by the effective user with REGULAR, moved to a high number with HIGH. The file is the
- * one named (fstatat without following links): a number the program took and refilled before
- * the agent marked it is then not adopted (and not closed). 0 or -errno (fd given up then). */
-static int adopt(struct d9__file *f, int fd, int how, int dirfd, const char *name)
+ * owned by the effective user with REGULAR, a directory with DIRECTORY, moved to a high number
+ * with HIGH. The file is the one named (fstatat, following a link only with FOLLOW): a number
+ * the program took and refilled before the agent marked it is then not adopted (and not
+ * closed). 0 or -errno (fd given up then); *out (if any) gets the file's stat. */
+static int adopt(struct d9__file *f, int fd, int how, int dirfd, const char *name,
+	struct stat *out)
 {
 	int regular = how & REGULAR;
 	struct stat st, named;
@@ -101,7 +105,7 @@ static int adopt(struct d9__file *f, int fd, int how, int dirfd, const char *nam
 		return err;
 	if (fstat(fd, &st) != 0)
 		err = -errno;
-	else if (fstatat(dirfd, name, &named, AT_SYMLINK_NOFOLLOW) != 0)
+	else if (fstatat(dirfd, name, &named, how & FOLLOW ? 0 : AT_SYMLINK_NOFOLLOW) != 0)
 		/* removed since the open (another process's budget or compressor): the file opened
 		 * if it is a removed file of ours, closed then */
 		err = errno == ENOENT && S_ISREG(st.st_mode) && !st.st_nlink &&
@@ -110,6 +114,8 @@ static int adopt(struct d9__file *f, int fd, int how, int dirfd, const char *nam
 		err = -ESTALE;
 	else if (regular && (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
 		err = -EPERM;
+	else if ((how & DIRECTORY) && !S_ISDIR(st.st_mode))
+		err = -ENOTDIR;
 	else if (regular) /* back to blocking I/O (O_NONBLOCK only kept the open from a FIFO) */
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	d9__fd_leave(fd);
@@ -127,15 +133,17 @@ static int adopt(struct d9__file *f, int fd, int how, int dirfd, const char *nam
 	f->fd = how & HIGH ? move_high(fd) : fd;
 	f->dev = st.st_dev;
 	f->ino = st.st_ino;
+	if (out)
+		*out = st;
 	return 0;
 }
 
 /* adopt() for the exported calls: fd < 0 is a failed open (its errno); f->fd -1 on failure;
  * errno back to `saved`. */
 static int adopted(struct d9__file *f, int fd, int how, int dirfd, const char *name,
-	int saved)
+	int saved, struct stat *out)
 {
-	int err = fd < 0 ? -errno : adopt(f, fd, how, dirfd, name);
+	int err = fd < 0 ? -errno : adopt(f, fd, how, dirfd, name, out);
 
 	if (err)
 		f->fd = -1;
@@ -145,12 +153,12 @@ static int adopted(struct d9__file *f, int fd, int how, int dirfd, const char *n
 
 int d9__file_take(struct d9__file *f, int fd, int dirfd, const char *name)
 {
-	return adopted(f, fd, HIGH, dirfd, name, errno);
+	return adopted(f, fd, HIGH, dirfd, name, errno, NULL);
 }
 
 int d9__file_take_here(struct d9__file *f, int fd, int dirfd, const char *name)
 {
-	return adopted(f, fd, 0, dirfd, name, errno);
+	return adopted(f, fd, 0, dirfd, name, errno, NULL);
 }
 
 int d9__file_create(struct d9__file *f, const char *path, int flags)
@@ -158,7 +166,7 @@ int d9__file_create(struct d9__file *f, const char *path, int flags)
 	int saved = errno;
 	int fd = open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 
-	return adopted(f, fd, HIGH, AT_FDCWD, path, saved);
+	return adopted(f, fd, HIGH, AT_FDCWD, path, saved, NULL);
 }
 
 /* Opens an existing file: a regular file owned by the effective user, else -EPERM (FIFOs,
@@ -168,7 +176,7 @@ int d9__file_open(struct d9__file *f, const char *path, int flags)
 	int saved = errno;
 	int fd = open(path, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 
-	return adopted(f, fd, REGULAR | HIGH, AT_FDCWD, path, saved);
+	return adopted(f, fd, REGULAR | HIGH, AT_FDCWD, path, saved, NULL);
 }
 
 int d9__file_check(const struct d9__file *f)
@@ -297,6 +305,92 @@ int d9__file_dup(const struct d9__file *f)
 	}
 	errno = saved;
 	return fd;
+}
+
+/* ---- directories and stdio streams --------------------------------------------------------------
+ * The C library's opendir and fopen keep a descriptor it closes itself (closedir, fclose), where
+ * fdown.c cannot see it: a program that closed that number meanwhile (a daemon's sweep of
+ * 3..1023 with syscall(SYS_close)) and opened a file that got it would have its file closed by
+ * the agent. The agent reads directories and stdio streams through descriptors of its own. */
+
+int d9__dir_open(struct d9__file *f, int dirfd, const char *name, int follow, struct stat *st)
+{
+	int saved = errno;
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | (follow ? 0 : O_NOFOLLOW) | O_CLOEXEC);
+
+	return adopted(f, fd, DIRECTORY | (follow ? FOLLOW : 0), dirfd, name, saved, st);
+}
+
+const char *d9__dir_next(struct d9__file *f, struct d9__dir_read *r)
+{
+	for (;;) {
+		while (r->pos < r->len) {
+			struct dirent64 *e = (struct dirent64 *)((char *)r->buf + r->pos);
+			r->pos += e->d_reclen;
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				return e->d_name;
+		}
+		int saved = errno;
+		ssize_t n = -1;
+		if (!d9__file_enter(f)) {
+			n = getdents64(f->fd, r->buf, sizeof(r->buf));
+			d9__file_leave(f);
+		}
+		errno = saved;
+		r->pos = 0;
+		r->len = n > 0 ? (unsigned)n : 0;
+		if (n <= 0)
+			return NULL; /* the end, an error, or the number is the program's now */
+	}
+}
+
+static ssize_t stream_read(void *cookie, char *buf, size_t n)
+{
+	struct d9__file *f = cookie;
+	ssize_t r;
+
+	if (d9__file_enter(f)) {
+		errno = EBADF;
+		return -1;
+	}
+	do
+		r = read(f->fd, buf, n);
+	while (r < 0 && errno == EINTR);
+	d9__file_leave(f);
+	return r;
+}
+
+static int stream_close(void *cookie)
+{
+	d9__file_close(cookie);
+	free(cookie);
+	return 0;
+}
+
+FILE *d9__file_fopen_read(const char *path)
+{
+	int saved = errno;
+	struct d9__file *f = malloc(sizeof(*f));
+	FILE *s = NULL;
+
+	if (!f) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	int err = fd < 0 ? -errno : adopt(f, fd, 0, AT_FDCWD, path, NULL);
+	if (!err) {
+		cookie_io_functions_t io = { .read = stream_read, .close = stream_close };
+		if ((s = fopencookie(f, "r", io)) != NULL) {
+			errno = saved;
+			return s;
+		}
+		err = -ENOMEM;
+		d9__file_close(f);
+	}
+	free(f);
+	errno = -err;
+	return NULL;
 }
 
 void d9__tmp_name(char *out, size_t cap, const char *base, const char *tag)

@@ -8,7 +8,6 @@
  * holds at most the block arena (D9_MAX_MEMORY). Design: agent/DESIGN.md, "Flight recorder". */
 #include "internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -536,14 +535,14 @@ static void prune_manifests(const char *keep)
 {
 	const struct d9__config *c = &d9__g.cfg;
 	size_t n = strlen(c->stem);
-	DIR *d = opendir(c->dir);
-	struct dirent *e;
+	struct d9__file dir;
+	struct d9__dir_read rd = { 0 };
+	const char *name;
 
-	if (!d)
+	if (d9__dir_open(&dir, AT_FDCWD, c->dir, 1, NULL))
 		return;
-	while ((e = readdir(d))) {
+	while ((name = d9__dir_next(&dir, &rd))) {
 		char *end;
-		const char *name = e->d_name;
 		if (strncmp(name, c->stem, n) || name[n] != '.')
 			continue;
 		long pid = strtol(name + n + 1, &end, 10);
@@ -565,7 +564,7 @@ static void prune_manifests(const char *keep)
 			st.st_uid == geteuid())
 			unlink(path);
 	}
-	closedir(d);
+	d9__file_close(&dir);
 }
 
 /* The manifest: <dir>/<stem>.<pid>.dump-<first seq>.json, written to a temporary name and

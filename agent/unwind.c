@@ -297,7 +297,7 @@ static int report(struct d9__unwinder *u, const char *why)
 		 * is not dumpable, and the kernel then refuses /proc/PID/auxv even to the process
 		 * itself; libdw reads it first (for the vDSO's address) and gives up. Its maps stay
 		 * readable: the modules from them, without the vDSO (a sample inside it ends there) */
-		FILE *f = fopen("/proc/self/maps", "re");
+		FILE *f = d9__file_fopen_read("/proc/self/maps");
 		if (f) {
 			rc = dw.linux_proc_maps_report(u->dwfl, f);
 			fclose(f);

@@ -6,7 +6,6 @@
  * events itself and never blocks a recording thread. */
 #include "internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -933,14 +932,15 @@ void *d9__writer_main(void *arg)
 static void scan_series(void)
 {
 	struct d9__agent *g = &d9__g;
-	DIR *d = opendir(g->cfg.dir);
-	struct dirent *e;
+	struct d9__file dir;
+	struct d9__dir_read rd = { 0 };
+	const char *name;
 
-	if (!d)
+	if (d9__dir_open(&dir, AT_FDCWD, g->cfg.dir, 1, NULL))
 		return;
-	while ((e = readdir(d))) {
+	while ((name = d9__dir_next(&dir, &rd))) {
 		long pid, seq;
-		const char *suffix = d9__seg_parse(e->d_name, &pid, &seq);
+		const char *suffix = d9__seg_parse(name, &pid, &seq);
 		if (!suffix || pid != g->pid)
 			continue;
 		if ((uint64_t)seq >= g->next_seq)
@@ -948,12 +948,12 @@ static void scan_series(void)
 		if (!strcmp(suffix, ".bin")) {
 			char path[4096];
 			struct stat st;
-			if (join_path(path, sizeof(path), g->cfg.dir, e->d_name) == 0 &&
+			if (join_path(path, sizeof(path), g->cfg.dir, name) == 0 &&
 				lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
 				d9__sealed_add(path, (uint64_t)st.st_size, (uint32_t)seq, 0);
 		}
 	}
-	closedir(d);
+	d9__file_close(&dir);
 }
 
 /* Seals one .active file: keeps it up to its last good chunk, appends a trailer marked
@@ -1053,15 +1053,16 @@ static int own_regular(const char *path)
 int d9__recover_next(void)
 {
 	struct d9__agent *g = &d9__g;
-	DIR *d = opendir(g->cfg.dir);
-	struct dirent *e;
+	struct d9__file dir;
+	struct d9__dir_read rd = { 0 };
+	const char *name;
 	int did = 0;
 
-	if (!d)
+	if (d9__dir_open(&dir, AT_FDCWD, g->cfg.dir, 1, NULL))
 		return 0;
-	while (!did && (e = readdir(d))) {
+	while (!did && (name = d9__dir_next(&dir, &rd))) {
 		long pid, seq;
-		const char *suffix = d9__seg_parse(e->d_name, &pid, &seq);
+		const char *suffix = d9__seg_parse(name, &pid, &seq);
 		/* files being worked on name their worker: .recovering-<pid>, .bin.gz.tmp-<pid> */
 		long claimer = 0, tmp_owner = 0;
 		if (suffix && !strncmp(suffix, ".recovering-", 12))
@@ -1075,7 +1076,7 @@ int d9__recover_next(void)
 			/* a compression cut short: its .bin is still there */
 			char tmp[4096];
 			if (tmp_owner != g->pid && kill((pid_t)tmp_owner, 0) != 0 && errno == ESRCH &&
-				!join_path(tmp, sizeof(tmp), g->cfg.dir, e->d_name) && own_regular(tmp))
+				!join_path(tmp, sizeof(tmp), g->cfg.dir, name) && own_regular(tmp))
 				unlink(tmp);
 			continue;
 		}
@@ -1089,7 +1090,7 @@ int d9__recover_next(void)
 		if (pid == g->pid && (uint64_t)seq >= g->first_seq)
 			continue;
 		char path[4096], claimed[4200], sealed[4200];
-		if (join_path(path, sizeof(path), g->cfg.dir, e->d_name))
+		if (join_path(path, sizeof(path), g->cfg.dir, name))
 			continue;
 		if (!own_regular(path)) {
 			/* a FIFO, device, link or another user's file under a segment's name: never
@@ -1121,7 +1122,7 @@ int d9__recover_next(void)
 			d9__log_once(D9_LOG_WARN, "cannot recover %s: %s; kept as %s", path,
 				d9_strerror(err), damaged);
 			if (rename(claimed, damaged) != 0) {
-				closedir(d);
+				d9__file_close(&dir);
 				return 0; /* cannot even move it: stop recovering in this process */
 			}
 			continue;
@@ -1130,6 +1131,6 @@ int d9__recover_next(void)
 		if (g->cfg.compress)
 			d9__sealed_add(sealed, 0, (uint32_t)seq, 1); /* the compressor's job, not ours */
 	}
-	closedir(d);
+	d9__file_close(&dir);
 	return did;
 }

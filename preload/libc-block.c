@@ -15,6 +15,7 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/file.h>
@@ -379,6 +380,27 @@ D9_INTERPOSE int openat64(int dirfd, const char *path, int flags, ...)
 	mode_t mode = open_mode(flags, ap);
 	va_end(ap);
 	return openat(dirfd, path, flags, mode);
+}
+
+/* A stream an agent thread opens for reading (libdw's /proc/PID/maps) reads a descriptor of the
+ * agent's, which the C library's fclose would otherwise close unchecked (agent/files.c). Other
+ * threads, and other modes, get the C library's fopen. */
+D9_INTERPOSE FILE *fopen(const char *path, const char *mode)
+{
+	D9_REAL(FILE *, fopen, (const char *, const char *));
+	if (D9_UNLIKELY(d9__self.role == D9_ROLE_AGENT) && mode && mode[0] == 'r' &&
+		!strchr(mode, '+'))
+		return d9__file_fopen_read(path);
+	if (!real_fopen) {
+		errno = ENOSYS;
+		return NULL;
+	}
+	return real_fopen(path, mode);
+}
+
+D9_INTERPOSE FILE *fopen64(const char *path, const char *mode)
+{
+	return fopen(path, mode);
 }
 
 D9_INTERPOSE int fsync(int fd)

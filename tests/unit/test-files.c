@@ -1,0 +1,235 @@
+/* test-files.c: the agent's directory scans and stdio streams (agent/files.c) read descriptors of
+ * the agent's, so that a program that closes the number in the middle of a scan (a daemon's
+ * sweep of 3..1023, seen by the interposers or not) and opens a file of its own under it never
+ * has that file read or closed by the agent. With real directories, files and /proc; each test
+ * runs in its own child (t.h), with an alarm against a hang. */
+#include "../../agent/fdown.c"
+#include "../../agent/files.c"
+#include "t.h"
+
+#include <stdlib.h>
+
+/* What fdown.c and files.c call of the agent's (clock.c), stood in for: clock.c brings the
+ * logger. */
+uint64_t d9__mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static char tmpdir[64];
+
+static void rm_dir(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	T_EQ(system(cmd), 0);
+}
+
+/* A fresh directory holding n empty files named like long segment names. */
+static void make_dir(int n)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/d9-test-files.XXXXXX");
+	T_ASSERT(mkdtemp(tmpdir) != NULL);
+	for (int i = 0; i < n; i++) {
+		char p[160];
+		snprintf(p, sizeof(p), "%s/trace.%d.%06d.bin.with-a-long-tail-to-fill-the-buffer", tmpdir,
+			4242, i);
+		int fd = open(p, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+		T_ASSERT(fd >= 0);
+		close(fd);
+	}
+}
+
+/* What the program does in the middle of the agent's use of fd: closes the number, seen by the
+ * interposers (close, syscall(SYS_close): d9__fd_host_take) or not (a raw system call), and opens
+ * path, which gets the number. Returns that file's descriptor. */
+static int program_steals(int fd, int seen, const char *path, struct stat *host)
+{
+	if (seen)
+		d9__fd_host_take(fd);
+	T_EQ(syscall(SYS_close, fd), 0);
+	if (seen)
+		d9__fd_host_done(fd);
+	int mine = open(path, O_RDONLY | O_CLOEXEC);
+	T_ASSERT(mine >= 0);
+	if (mine != fd) { /* a lower number was free: the program's file onto fd all the same */
+		int moved = fcntl(mine, F_DUPFD_CLOEXEC, fd);
+		close(mine);
+		mine = moved;
+	}
+	T_EQ(mine, fd);
+	T_EQ(fstat(mine, host), 0);
+	return mine;
+}
+
+/* The program's file is still open at its number, and still its file. */
+static void program_file_intact(int fd, const struct stat *host)
+{
+	struct stat st;
+	T_EQ(fstat(fd, &st), 0);
+	T_ASSERT(st.st_dev == host->st_dev && st.st_ino == host->st_ino);
+}
+
+TEST(scan_lists_every_entry_once)
+{
+	alarm(20);
+	make_dir(300); /* about 20 KB of entries: several reads of the 2 KB buffer */
+	struct d9__file dir;
+	struct d9__dir_read rd = { 0 };
+	struct stat st;
+	T_EQ(d9__dir_open(&dir, AT_FDCWD, tmpdir, 0, &st), 0);
+	T_ASSERT(S_ISDIR(st.st_mode));
+	T_ASSERT(d9__fd_still(dir.fd));
+	static char seen[300];
+	const char *name;
+	int n = 0;
+	while ((name = d9__dir_next(&dir, &rd))) {
+		int pid, seq;
+		T_EQ(sscanf(name, "trace.%d.%d.bin", &pid, &seq), 2);
+		T_ASSERT(seq >= 0 && seq < 300 && !seen[seq]);
+		seen[seq] = 1;
+		n++;
+	}
+	T_EQ(n, 300);
+	T_EQ(d9__file_close(&dir), 0);
+	T_EQ(dir.fd, -1);
+	rm_dir();
+}
+
+TEST(open_refuses_what_is_not_a_directory)
+{
+	alarm(20);
+	make_dir(1);
+	struct d9__file dir;
+	char p[160];
+	snprintf(p, sizeof(p), "%s/link", tmpdir);
+	T_EQ(symlink("/tmp", p), 0);
+	T_ASSERT(d9__dir_open(&dir, AT_FDCWD, p, 0, NULL) < 0); /* a d9-uid-N: never followed */
+	T_EQ(dir.fd, -1);
+	snprintf(p, sizeof(p), "%s/trace.4242.000000.bin.with-a-long-tail-to-fill-the-buffer",
+		tmpdir);
+	T_EQ(d9__dir_open(&dir, AT_FDCWD, p, 1, NULL), -ENOTDIR);
+	T_EQ(dir.fd, -1);
+	rm_dir();
+}
+
+/* The trace directory is followed: a user's link to it, and a worker's /proc/self/fd/N after a
+ * privilege drop (paths.c), where it cannot reach the directory by its path (nginx's workers:
+ * their budget deleted nothing while the scan refused the link). */
+TEST(trace_directory_links_are_followed)
+{
+	alarm(20);
+	make_dir(3);
+	struct d9__file dir;
+	struct d9__dir_read rd = { 0 };
+	struct stat want, st;
+	char p[160];
+	T_EQ(stat(tmpdir, &want), 0);
+	int kept = open(tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	T_ASSERT(kept >= 0);
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", kept);
+	T_EQ(d9__dir_open(&dir, AT_FDCWD, p, 1, &st), 0);
+	T_ASSERT(st.st_dev == want.st_dev && st.st_ino == want.st_ino);
+	int n = 0;
+	while (d9__dir_next(&dir, &rd))
+		n++;
+	T_EQ(n, 3);
+	T_EQ(d9__file_close(&dir), 0);
+	snprintf(p, sizeof(p), "%s.link", tmpdir);
+	T_EQ(symlink(tmpdir, p), 0);
+	T_EQ(d9__dir_open(&dir, AT_FDCWD, p, 1, &st), 0);
+	T_ASSERT(st.st_dev == want.st_dev && st.st_ino == want.st_ino);
+	T_EQ(d9__file_close(&dir), 0);
+	unlink(p);
+	rm_dir();
+}
+
+/* The scan stops at the number's change and the close leaves the program's file open. */
+static void scan_stolen(int seen)
+{
+	alarm(20);
+	make_dir(300);
+	struct d9__file dir;
+	struct d9__dir_read rd = { 0 };
+	struct stat host;
+	T_EQ(d9__dir_open(&dir, AT_FDCWD, tmpdir, 1, NULL), 0);
+	T_ASSERT(d9__dir_next(&dir, &rd) != NULL); /* the scan is under way */
+	int fd = dir.fd;
+	program_steals(fd, seen, "/usr/lib", &host); /* a directory of the program's */
+	const char *name;
+	int more = 0;
+	while ((name = d9__dir_next(&dir, &rd))) {
+		T_ASSERT(!strncmp(name, "trace.", 6)); /* none of the program's directory */
+		more++;
+	}
+	T_ASSERT(more < 299); /* the rest of the buffer at most */
+	d9__file_close(&dir);
+	program_file_intact(fd, &host);
+	rm_dir();
+}
+
+TEST(scan_leaves_a_number_the_program_took)
+{
+	scan_stolen(1);
+}
+
+TEST(scan_leaves_a_number_closed_unseen)
+{
+	scan_stolen(0);
+}
+
+/* d9__file_fopen_read on /proc/self/maps (which the kernel refuses nobody in the process) reads
+ * it; once the program has the number, the stream's reads fail and its fclose closes nothing. */
+static void stream(int steal, int seen)
+{
+	alarm(20);
+	FILE *f = d9__file_fopen_read("/proc/self/maps");
+	T_ASSERT(f != NULL);
+	setvbuf(f, NULL, _IONBF, 0); /* every getline reads the descriptor */
+	char *line = NULL;
+	size_t cap = 0;
+	T_ASSERT(getline(&line, &cap, f) > 0);
+	T_ASSERT(strchr(line, '-') != NULL); /* "start-end perms ..." */
+	/* the descriptor under the stream: the highest agent number marked */
+	int fd = -1;
+	for (int i = 0; i <= d9__fd_top; i++)
+		if (d9__fd_still(i))
+			fd = i;
+	T_ASSERT(fd >= 0);
+	struct stat host;
+	if (steal) {
+		program_steals(fd, seen, "/etc/hostname", &host);
+		T_ASSERT(getline(&line, &cap, f) < 0);
+	} else {
+		while (getline(&line, &cap, f) > 0)
+			;
+	}
+	T_EQ(fclose(f), 0);
+	free(line);
+	if (steal)
+		program_file_intact(fd, &host);
+	else
+		T_ASSERT(fcntl(fd, F_GETFD) < 0 && errno == EBADF);
+}
+
+TEST(stream_reads_and_closes_its_own)
+{
+	stream(0, 0);
+}
+
+TEST(stream_leaves_a_number_the_program_took)
+{
+	stream(1, 1);
+}
+
+TEST(stream_leaves_a_number_closed_unseen)
+{
+	stream(1, 0);
+}
+
+int main(int argc, char **argv)
+{
+	return t_main(argc, argv);
+}
