@@ -245,6 +245,7 @@ struct scan {
 	uid_t uid[1 + SUBDIRS_MAX]; /* whose files count in each */
 	int ndirs;
 	char subname[SUBDIRS_MAX][24]; /* the d9-uid-N names the trace directory's scan found */
+	uid_t subuid[SUBDIRS_MAX]; /* their N */
 	int nsub;
 	struct cand *c;
 	size_t nc, ccap, nfiles;
@@ -292,31 +293,31 @@ const char *d9__seg_parse(const char *name, long *pid, long *seq)
 
 /* Root only: takes d9-uid-N (N > 0) of the trace directory into the scan when it is a real
  * directory of N that nobody else can write to (what paths.c made for a privilege drop). */
-static void scan_subdir(struct scan *sc, const char *name)
+static void scan_subdir(struct scan *sc, const char *name, uid_t uid)
 {
 	struct d9__agent *g = &d9__g;
-	char *end, path[4200];
-	unsigned long uid = strtoul(name + 7, &end, 10);
+	char path[4200];
 	struct stat st;
 
-	if (sc->ndirs > SUBDIRS_MAX || !uid || *end || uid > 0xfffffffful)
+	if (sc->ndirs > SUBDIRS_MAX)
 		return;
 	struct d9__file *f = &sc->dir[sc->ndirs];
 	snprintf(path, sizeof(path), "%.2047s/%.255s", g->cfg.dir, name);
 	if (d9__dir_open(f, AT_FDCWD, path, 0, &st))
 		return;
-	if (st.st_uid != (uid_t)uid || (st.st_mode & 022)) {
+	if (st.st_uid != uid || (st.st_mode & 022)) {
 		d9__file_close(f);
 		return;
 	}
-	sc->uid[sc->ndirs] = (uid_t)uid;
+	sc->uid[sc->ndirs] = uid;
 	sc->ndirs++;
 }
 
 /* Counts the segment files of directory di of sc owned by sc->uid[di] and makes the sealed ones
  * candidates for deletion; in the trace directory of a root process, also finds the d9-uid-N
- * directories (their names, for scan_subdir). */
-static void scan_dir(struct scan *sc, int di, uint64_t own_reserve)
+ * directories (their names, for scan_subdir). 1 when the whole directory was read, 0 when the
+ * scan was cut short (the program took the number): no estimate is kept from it then. */
+static int scan_dir(struct scan *sc, int di, uint64_t own_reserve)
 {
 	struct d9__agent *g = &d9__g;
 	struct d9__file *dir = &sc->dir[di];
@@ -324,15 +325,25 @@ static void scan_dir(struct scan *sc, int di, uint64_t own_reserve)
 	const char *name;
 
 	if (d9__file_enter(dir))
-		return; /* held: the fstatat below names this directory */
+		return 0; /* held: the fstatat below names this directory */
 	while ((name = d9__dir_next(dir, &rd))) {
 		long pid, seq;
 		const char *suffix = d9__seg_parse(name, &pid, &seq);
 		struct stat st;
 		if (!suffix && di == 0 && sc->uid[0] == 0 && !strncmp(name, "d9-uid-", 7)) {
-			if (sc->nsub < SUBDIRS_MAX && strlen(name) < sizeof(sc->subname[0]))
+			/* N > 0, digits only: what paths.c makes */
+			char *end;
+			unsigned long uid = strtoul(name + 7, &end, 10);
+			if (sc->nsub < SUBDIRS_MAX && name[7] >= '1' && name[7] <= '9' && !*end &&
+				uid <= 0xfffffffful && strlen(name) < sizeof(sc->subname[0])) {
+				sc->subuid[sc->nsub] = (uid_t)uid;
 				strcpy(sc->subname[sc->nsub++], name);
+			}
 			continue;
+		}
+		if (!d9__fd_still(dir->fd)) {
+			rd.err = -ESTALE; /* taken by the program: its close waits for no more */
+			break;
 		}
 		if (!suffix || fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
 			!S_ISREG(st.st_mode) || st.st_uid != sc->uid[di])
@@ -372,6 +383,7 @@ static void scan_dir(struct scan *sc, int di, uint64_t own_reserve)
 		k->dir = di;
 	}
 	d9__file_leave(dir);
+	return !rd.err;
 }
 
 /* unlinkat in dir while it is still the directory scanned: 0, or -1 with errno (ESTALE: the
@@ -430,11 +442,11 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 		goto out;
 	sc.uid[0] = geteuid();
 	sc.ndirs = 1;
-	scan_dir(&sc, 0, own_reserve);
+	int whole = scan_dir(&sc, 0, own_reserve);
 	for (int i = 0; i < sc.nsub; i++)
-		scan_subdir(&sc, sc.subname[i]);
+		scan_subdir(&sc, sc.subname[i], sc.subuid[i]);
 	for (int i = 1; i < sc.ndirs; i++)
-		scan_dir(&sc, i, own_reserve);
+		whole &= scan_dir(&sc, i, own_reserve);
 	scanned = 1;
 	c = sc.c;
 	size_t nc = sc.nc, nfiles = sc.nfiles;
@@ -465,10 +477,10 @@ int d9__budget_enforce(uint64_t wait_ns, uint64_t own_reserve)
 	__atomic_store_n(&bud.total, total, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&bud.gen, 1, __ATOMIC_RELEASE);
 	/* the estimate starts again from what was found (none when other users' directories
-	 * were in it: their writers do not add to ours) */
+	 * were in it: their writers do not add to ours; none from a scan cut short) */
 	l.est_bytes = total;
 	l.est_files = nfiles;
-	l.est_ns = sc.ndirs > 1 ? 0 : now;
+	l.est_ns = sc.ndirs > 1 || !whole ? 0 : now;
 	if (total > budget || nfiles > g->cfg.max_files)
 		d9__log_once(D9_LOG_INFO, "the directory budget of %s cannot be kept now: the segments "
 			"being written take %llu bytes in %zu files (said once)", g->cfg.dir,

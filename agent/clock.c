@@ -6,7 +6,6 @@
 
 #include <cpuid.h>
 #include <stdlib.h>
-#include <fcntl.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,13 +43,9 @@ static int tsc_invariant(void)
 
 	if (!__get_cpuid(0x80000007, &a, &b, &c, &d) || !(d & (1u << 8)))
 		return 0;
-	int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
-		O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, src, sizeof(src) - 1);
-	close(fd);
-	return n >= 3 && !strncmp(src, "tsc", 3);
+	d9__file_read_small("/sys/devices/system/clocksource/clocksource0/current_clocksource", src,
+		sizeof(src));
+	return !strncmp(src, "tsc", 3);
 }
 
 /* Reads the three clocks as close together as possible: the TSC read is bracketed by the
@@ -119,15 +114,9 @@ void d9__clock_update_ticks(void)
 static uint64_t cpuinfo_hz(void)
 {
 	char buf[4096];
-	int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
+	if (!d9__file_read_small("/proc/cpuinfo", buf, sizeof(buf)))
 		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
 	const char *p = strstr(buf, "cpu MHz");
 	if (!p || !(p = strchr(p, ':')))
 		return 0;

@@ -6,11 +6,8 @@
  * README.md ("Command line in the trace") documents the rules. */
 #include "internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #define MASK "***"
 
@@ -128,24 +125,12 @@ static void redact(struct out *o, const char *raw, size_t n)
 size_t d9__cmdline_read(char *buf, size_t cap, int mode)
 {
 	char raw[8192];
-	size_t n = 0;
-	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
 
 	if (!cap)
 		return 0;
 	buf[0] = 0;
-	if (fd < 0)
-		return 0;
 	/* more than fits, so that a value cut off at the end of buf was still seen whole here */
-	while (n < sizeof(raw) - 1) {
-		ssize_t r = read(fd, raw + n, sizeof(raw) - 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
+	size_t n = d9__file_read_small("/proc/self/cmdline", raw, sizeof(raw));
 	/* a process that rewrote its title (nginx: "nginx: worker process") leaves the rest of the
 	 * old arguments' memory as NULs: empty arguments at the end are that padding */
 	while (n >= 2 && !raw[n - 1] && !raw[n - 2])

@@ -556,7 +556,7 @@ static void compress_for_budget(void)
 		budget_seen = gen;
 		return;
 	}
-	while ((name = d9__dir_next(&dir, &rd))) {
+	while ((name = d9__dir_next(&dir, &rd)) && d9__fd_still(dir.fd)) {
 		long pid, seq;
 		const char *suffix = d9__seg_parse(name, &pid, &seq);
 		if (!suffix || strcmp(suffix, ".bin") || strlen(name) >= sizeof(f->name) ||

@@ -619,9 +619,9 @@ void d9__fd_disown(int fd);
  * contract. */
 int d9__fd_agent_close(int fd);
 /* files.c: fopen(path, "r") for an agent thread (its own code's, libdw's /proc/PID/maps): the
- * stream reads and closes a descriptor of the agent's, checked first; the C library's own fclose
- * would close the number unseen, after the program may have closed it and opened a file of its
- * own under it. errno kept on success. */
+ * stream reads, seeks and closes a descriptor of the agent's, checked first (it has no fileno);
+ * the C library's own fclose would close the number unseen, after the program may have closed
+ * it and opened a file of its own under it. errno kept on success. */
 FILE *d9__file_fopen_read(const char *path);
 #define D9__FD_OURS 1u /* the agent holds the number */
 #define D9__FD_REVOKED 2u /* the agent held it and the program took it (until the holder lets go) */

@@ -400,14 +400,10 @@ void d9_agent_thread_renamed_other(void)
 static int task_comm(uint32_t tid, char name[16])
 {
 	char path[48];
-	int fd;
 
 	snprintf(path, sizeof(path), "/proc/self/task/%u/comm", tid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-		return -1;
-	ssize_t n = read(fd, name, 15);
-	close(fd);
-	if (n <= 0)
+	size_t n = d9__file_read_small(path, name, 16);
+	if (!n)
 		return -1;
 	if (name[n - 1] == '\n')
 		n--;

@@ -107,9 +107,10 @@ static int adopt(struct d9__file *f, int fd, int how, int dirfd, const char *nam
 		err = -errno;
 	else if (fstatat(dirfd, name, &named, how & FOLLOW ? 0 : AT_SYMLINK_NOFOLLOW) != 0)
 		/* removed since the open (another process's budget or compressor): the file opened
-		 * if it is a removed file of ours, closed then */
-		err = errno == ENOENT && S_ISREG(st.st_mode) && !st.st_nlink &&
-			st.st_uid == geteuid() ? -ENOENT : -ESTALE;
+		 * if it is a removed file of ours or a removed directory, closed then */
+		err = errno == ENOENT && !st.st_nlink && ((S_ISREG(st.st_mode) &&
+			st.st_uid == geteuid()) || ((how & DIRECTORY) && S_ISDIR(st.st_mode))) ?
+			-ENOENT : -ESTALE;
 	else if (named.st_dev != st.st_dev || named.st_ino != st.st_ino)
 		err = -ESTALE;
 	else if (regular && (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
@@ -332,15 +333,16 @@ const char *d9__dir_next(struct d9__file *f, struct d9__dir_read *r)
 		}
 		int saved = errno;
 		ssize_t n = -1;
-		if (!d9__file_enter(f)) {
+		if (!(r->err = d9__file_enter(f))) {
 			n = getdents64(f->fd, r->buf, sizeof(r->buf));
+			r->err = n < 0 ? -errno : 0;
 			d9__file_leave(f);
 		}
 		errno = saved;
 		r->pos = 0;
 		r->len = n > 0 ? (unsigned)n : 0;
 		if (n <= 0)
-			return NULL; /* the end, an error, or the number is the program's now */
+			return NULL; /* the end (r->err 0), or cut short */
 	}
 }
 
@@ -358,6 +360,23 @@ static ssize_t stream_read(void *cookie, char *buf, size_t n)
 	while (r < 0 && errno == EINTR);
 	d9__file_leave(f);
 	return r;
+}
+
+static int stream_seek(void *cookie, off64_t *pos, int whence)
+{
+	struct d9__file *f = cookie;
+	int err = d9__file_enter(f);
+
+	if (err) {
+		errno = -err;
+		return -1;
+	}
+	off64_t r = lseek64(f->fd, *pos, whence);
+	d9__file_leave(f);
+	if (r < 0)
+		return -1;
+	*pos = r;
+	return 0;
 }
 
 static int stream_close(void *cookie)
@@ -378,9 +397,11 @@ FILE *d9__file_fopen_read(const char *path)
 		return NULL;
 	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	int err = fd < 0 ? -errno : adopt(f, fd, 0, AT_FDCWD, path, NULL);
+	int err = fd < 0 ? -errno : adopt(f, fd, FOLLOW, AT_FDCWD, path, NULL);
 	if (!err) {
-		cookie_io_functions_t io = { .read = stream_read, .close = stream_close };
+		cookie_io_functions_t io = {
+			.read = stream_read, .seek = stream_seek, .close = stream_close
+		};
 		if ((s = fopencookie(f, "r", io)) != NULL) {
 			errno = saved;
 			return s;
@@ -391,6 +412,34 @@ FILE *d9__file_fopen_read(const char *path)
 	free(f);
 	errno = -err;
 	return NULL;
+}
+
+size_t d9__file_read_small(const char *path, char *buf, size_t cap)
+{
+	int saved = errno;
+	struct d9__file f;
+	size_t n = 0;
+
+	if (!cap)
+		return 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd >= 0 && !adopt(&f, fd, FOLLOW, AT_FDCWD, path, NULL)) {
+		if (!d9__file_enter(&f)) {
+			while (n < cap - 1 && d9__fd_still(f.fd)) {
+				ssize_t r = read(f.fd, buf + n, cap - 1 - n);
+				if (r < 0 && errno == EINTR)
+					continue;
+				if (r <= 0)
+					break;
+				n += (size_t)r;
+			}
+			d9__file_leave(&f);
+		}
+		d9__file_close(&f);
+	}
+	buf[n] = 0;
+	errno = saved;
+	return n;
 }
 
 void d9__tmp_name(char *out, size_t cap, const char *base, const char *tag)

@@ -479,9 +479,9 @@ int d9__file_drop(struct d9__file *f);
 /* A close-on-exec duplicate of a checked descriptor, at a high number, or -1. */
 int d9__file_dup(const struct d9__file *f);
 /* A directory the agent scans, marked the agent's and checked to be the directory named (as
- * d9__file_take_here); a link is followed only with `follow` (the configured trace directory:
- * a user's link, or a worker's /proc/self/fd/N after a privilege drop, paths.c); *st (if any)
- * gets its stat. 0 or -errno. Read with d9__dir_next, closed with d9__file_close. A call
+ * d9__file_take_here); a link is followed only with `follow` (the configured trace directory,
+ * which is a worker's /proc/self/fd/N after a privilege drop; paths.c refuses a link the user
+ * names); *st (if any) gets its stat. 0 or -errno. Read with d9__dir_next, closed with d9__file_close. A call
  * relative to f->fd (fstatat, unlinkat) goes inside d9__file_enter/leave: the number is then
  * still the directory. */
 struct stat;
@@ -489,11 +489,17 @@ int d9__dir_open(struct d9__file *f, int dirfd, const char *name, int follow, st
 /* One scan's read state (getdents64's buffer), zeroed before the first d9__dir_next. */
 struct d9__dir_read {
 	unsigned pos, len;
+	int err; /* after NULL: 0 at the end, else why the scan was cut short (-errno) */
 	uint64_t buf[256];
 };
 /* The next entry's name (neither . nor ..; valid until the next call), or NULL at the end, on
- * an error, or once the number is no longer the directory (the program took it). */
+ * an error, or once the number is no longer the directory (the program took it): r->err says
+ * which. */
 const char *d9__dir_next(struct d9__file *f, struct d9__dir_read *r);
+/* Reads a small file (/proc, /sys) whole, cap - 1 bytes at most, NUL-terminated, on a descriptor
+ * of the agent's (checked to be the file named, closed as the agent's) on any thread. Returns
+ * the bytes read, 0 on any failure; errno kept. */
+size_t d9__file_read_small(const char *path, char *buf, size_t cap);
 /* compress.c: the compressor's temporary file, announced for the exit path (d9__tmp_abandon)
  * from its creation until d9__tmp_done. d9__tmp_create makes it (O_EXCL), unless the exit path
  * has already given the compressor up (-ECANCELED). */

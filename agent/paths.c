@@ -373,9 +373,8 @@ int d9__trace_dir_prepare(const struct d9__config *c, int quiet)
 	if ((err = d9__mkdirs(c->dir)) != 0)
 		goto err_write;
 	/* the directory itself, not what a link in its place points to */
-	int fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		err = -errno;
+	struct d9__file dir;
+	if ((err = d9__dir_open(&dir, AT_FDCWD, c->dir, 0, &st)) != 0) {
 		if (err == -ELOOP || (err == -ENOTDIR && lstat(c->dir, &st) == 0 && S_ISLNK(st.st_mode))) {
 			DIR_ERROR("cannot write traces to %s: it is a symbolic link (name the "
 				"directory it points to); tracing is off", c->dir);
@@ -383,10 +382,7 @@ int d9__trace_dir_prepare(const struct d9__config *c, int quiet)
 		}
 		goto err_write;
 	}
-	err = fstat(fd, &st) != 0 ? -errno : 0;
-	close(fd);
-	if (err)
-		goto err_write;
+	d9__file_close(&dir);
 	uid_t me = geteuid();
 	int shared = st.st_uid != me || (st.st_mode & (S_IWGRP | S_IWOTH));
 	if (shared && !c->allow_shared_dir) {

@@ -70,26 +70,12 @@ static int join_path(char *out, size_t cap, const char *dir, const char *name)
 	return 0;
 }
 
-static size_t read_small(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, cap - 1);
-	close(fd);
-	if (n < 0)
-		n = 0;
-	buf[n] = 0;
-	return (size_t)n;
-}
-
 /* The process's name and command line as they are now: read again for every segment, because a
  * forked worker renames itself (nginx writes "nginx: worker process" over its argv) after the
  * agent started, and a child must not record its parent's identity. */
 static void process_identity(void)
 {
-	size_t n = read_small("/proc/self/comm", proc_comm, sizeof(proc_comm));
+	size_t n = d9__file_read_small("/proc/self/comm", proc_comm, sizeof(proc_comm));
 	if (n && proc_comm[n - 1] == '\n')
 		proc_comm[n - 1] = 0;
 	proc_cmdline_len = d9__cmdline_read(proc_cmdline, sizeof(proc_cmdline), d9__g.cfg.cmdline);
@@ -104,7 +90,7 @@ static void process_info(void)
 		hostname[0] = 0;
 	hostname[sizeof(hostname) - 1] = 0;
 	if (!boot_id[0]) {
-		size_t n = read_small("/proc/sys/kernel/random/boot_id", boot_id, sizeof(boot_id));
+		size_t n = d9__file_read_small("/proc/sys/kernel/random/boot_id", boot_id, sizeof(boot_id));
 		if (n && boot_id[n - 1] == '\n')
 			boot_id[n - 1] = 0;
 	}
@@ -1045,8 +1031,21 @@ static int own_regular(const char *path)
 	return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
 }
 
-/* Recovers one leftover file of the series, if any: returns 1 when it did something (call
- * again), 0 when nothing is left. A dead process's .active file is first claimed by renaming it
+/* A recovery scan that a program's take of the directory's number cut short (or its open, the
+ * number taken meanwhile: a daemon's sweep at start) is tried again at the next pass, a few
+ * times in a row at most; any other failure ends recovery in this process. */
+#define RECOVER_RETRIES 8
+static unsigned recover_retries;
+
+static int recover_cut_short(int err)
+{
+	if (err != -ESTALE && err != -EBADF && err != -EAGAIN)
+		return 0;
+	return recover_retries++ < RECOVER_RETRIES;
+}
+
+/* Recovers one leftover file of the series, if any: returns 1 when it did something or its scan
+ * was cut short (call again), 0 when nothing is left. A dead process's .active file is first claimed by renaming it
  * to .recovering (two processes starting together never recover the same file), then cut after
  * its last good chunk, given a trailer and renamed .bin; a .recovering file left by a process
  * killed while recovering is finished the same way. Temporary files of dead processes go. */
@@ -1056,10 +1055,10 @@ int d9__recover_next(void)
 	struct d9__file dir;
 	struct d9__dir_read rd = { 0 };
 	const char *name;
-	int did = 0;
+	int did = 0, derr = d9__dir_open(&dir, AT_FDCWD, g->cfg.dir, 1, NULL);
 
-	if (d9__dir_open(&dir, AT_FDCWD, g->cfg.dir, 1, NULL))
-		return 0;
+	if (derr)
+		return recover_cut_short(derr);
 	while (!did && (name = d9__dir_next(&dir, &rd))) {
 		long pid, seq;
 		const char *suffix = d9__seg_parse(name, &pid, &seq);
@@ -1132,5 +1131,8 @@ int d9__recover_next(void)
 			d9__sealed_add(sealed, 0, (uint32_t)seq, 1); /* the compressor's job, not ours */
 	}
 	d9__file_close(&dir);
+	if (!did && rd.err)
+		return recover_cut_short(rd.err);
+	recover_retries = 0;
 	return did;
 }

@@ -382,20 +382,27 @@ D9_INTERPOSE int openat64(int dirfd, const char *path, int flags, ...)
 	return openat(dirfd, path, flags, mode);
 }
 
-/* A stream an agent thread opens for reading (libdw's /proc/PID/maps) reads a descriptor of the
- * agent's, which the C library's fclose would otherwise close unchecked (agent/files.c). Other
- * threads, and other modes, get the C library's fopen. */
+/* A /proc file an agent thread reads with stdio (libdw's /proc/PID/maps at each module report)
+ * is read on a descriptor of the agent's, which the C library's fclose would otherwise close
+ * unchecked (agent/files.c). Only /proc: other libraries' files (a TLS library's certificates,
+ * which may seek or ask for the fileno) keep the C library's stream. */
 D9_INTERPOSE FILE *fopen(const char *path, const char *mode)
 {
 	D9_REAL(FILE *, fopen, (const char *, const char *));
-	if (D9_UNLIKELY(d9__self.role == D9_ROLE_AGENT) && mode && mode[0] == 'r' &&
-		!strchr(mode, '+'))
+	int rdonly = mode && mode[0] == 'r' && !strchr(mode, '+');
+	if (D9_UNLIKELY(d9__self.role == D9_ROLE_AGENT) && rdonly && path &&
+		!strncmp(path, "/proc/", 6))
 		return d9__file_fopen_read(path);
-	if (!real_fopen) {
+	if (D9_LIKELY(real_fopen))
+		return real_fopen(path, mode);
+	/* not found (a lookup under way on this thread): a read-only stream all the same */
+	int fd = rdonly ? (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC) : -1;
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!rdonly)
 		errno = ENOSYS;
-		return NULL;
-	}
-	return real_fopen(path, mode);
+	else if (fd >= 0 && !f)
+		close(fd);
+	return f;
 }
 
 D9_INTERPOSE FILE *fopen64(const char *path, const char *mode)

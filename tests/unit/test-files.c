@@ -93,6 +93,7 @@ TEST(scan_lists_every_entry_once)
 		n++;
 	}
 	T_EQ(n, 300);
+	T_EQ(rd.err, 0); /* the end */
 	T_EQ(d9__file_close(&dir), 0);
 	T_EQ(dir.fd, -1);
 	rm_dir();
@@ -115,9 +116,9 @@ TEST(open_refuses_what_is_not_a_directory)
 	rm_dir();
 }
 
-/* The trace directory is followed: a user's link to it, and a worker's /proc/self/fd/N after a
- * privilege drop (paths.c), where it cannot reach the directory by its path (nginx's workers:
- * their budget deleted nothing while the scan refused the link). */
+/* The trace directory is followed when a link: a worker's /proc/self/fd/N after a privilege
+ * drop (paths.c), where it cannot reach the directory by its path (nginx's workers: their budget
+ * deleted nothing while the scan refused the link); any link with `follow`. */
 TEST(trace_directory_links_are_followed)
 {
 	alarm(20);
@@ -165,6 +166,7 @@ static void scan_stolen(int seen)
 		more++;
 	}
 	T_ASSERT(more < 299); /* the rest of the buffer at most */
+	T_EQ(rd.err, -ESTALE); /* cut short, not the end */
 	d9__file_close(&dir);
 	program_file_intact(fd, &host);
 	rm_dir();
@@ -185,6 +187,7 @@ TEST(scan_leaves_a_number_closed_unseen)
 static void stream(int steal, int seen)
 {
 	alarm(20);
+	make_dir(1);
 	FILE *f = d9__file_fopen_read("/proc/self/maps");
 	T_ASSERT(f != NULL);
 	setvbuf(f, NULL, _IONBF, 0); /* every getline reads the descriptor */
@@ -200,7 +203,10 @@ static void stream(int steal, int seen)
 	T_ASSERT(fd >= 0);
 	struct stat host;
 	if (steal) {
-		program_steals(fd, seen, "/etc/hostname", &host);
+		char p[160];
+		snprintf(p, sizeof(p), "%s/trace.4242.000000.bin.with-a-long-tail-to-fill-the-buffer",
+			tmpdir);
+		program_steals(fd, seen, p, &host);
 		T_ASSERT(getline(&line, &cap, f) < 0);
 	} else {
 		while (getline(&line, &cap, f) > 0)
@@ -212,6 +218,7 @@ static void stream(int steal, int seen)
 		program_file_intact(fd, &host);
 	else
 		T_ASSERT(fcntl(fd, F_GETFD) < 0 && errno == EBADF);
+	rm_dir();
 }
 
 TEST(stream_reads_and_closes_its_own)
@@ -227,6 +234,63 @@ TEST(stream_leaves_a_number_the_program_took)
 TEST(stream_leaves_a_number_closed_unseen)
 {
 	stream(1, 0);
+}
+
+/* A file named through a link (d9__file_fopen_read follows it, as fopen does), read, rewound and
+ * read again. */
+TEST(stream_follows_links_and_seeks)
+{
+	alarm(20);
+	make_dir(0);
+	char file[160], link[160], line[64];
+	snprintf(file, sizeof(file), "%s/file", tmpdir);
+	snprintf(link, sizeof(link), "%s/link", tmpdir);
+	FILE *w = fopen(file, "w");
+	T_ASSERT(w != NULL);
+	fputs("first\nsecond\n", w);
+	T_EQ(fclose(w), 0);
+	T_EQ(symlink(file, link), 0);
+	int before = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	T_ASSERT(before >= 0);
+	close(before);
+	FILE *f = d9__file_fopen_read(link);
+	T_ASSERT(f != NULL);
+	T_ASSERT(fgets(line, sizeof(line), f) && !strcmp(line, "first\n"));
+	T_ASSERT(fgets(line, sizeof(line), f) && !strcmp(line, "second\n"));
+	T_EQ(fseek(f, 0, SEEK_SET), 0);
+	T_EQ(ftell(f), 0);
+	T_ASSERT(fgets(line, sizeof(line), f) && !strcmp(line, "first\n"));
+	T_EQ(fclose(f), 0);
+	int after = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	T_EQ(after, before); /* no descriptor left behind */
+	close(after);
+	errno = 0;
+	T_ASSERT(d9__file_fopen_read(file + 1) == NULL && errno == ENOENT); /* relative: none */
+	rm_dir();
+}
+
+/* d9__file_read_small: the whole file up to cap - 1 bytes, NUL-terminated; 0 for a file that is
+ * not there; errno kept; no descriptor left behind; and no number left marked the agent's. */
+TEST(small_files_read_whole)
+{
+	alarm(20);
+	char buf[64], big[8192];
+	int before = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	T_ASSERT(before >= 0);
+	close(before);
+	errno = 1234;
+	size_t n = d9__file_read_small("/proc/self/stat", big, sizeof(big));
+	T_ASSERT(n > 20 && n == strlen(big) && big[n - 1] == '\n');
+	T_EQ(errno, 1234);
+	T_EQ(d9__file_read_small("/proc/self/stat", buf, 8), 7); /* cut to cap - 1 */
+	T_EQ(strlen(buf), 7);
+	T_EQ(d9__file_read_small("/nonexistent/d9", buf, sizeof(buf)), 0);
+	T_EQ(buf[0], 0);
+	T_EQ(errno, 1234);
+	int after = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	T_EQ(after, before);
+	T_ASSERT(!(__atomic_load_n(&d9__fd_words[after], __ATOMIC_SEQ_CST) & D9__FD_OURS));
+	close(after);
 }
 
 int main(int argc, char **argv)
