@@ -424,7 +424,8 @@ size_t d9__file_read_small(const char *path, char *buf, size_t cap)
 		return 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd >= 0 && !adopt(&f, fd, FOLLOW, AT_FDCWD, path, NULL)) {
-		if (!d9__file_enter(&f)) {
+		/* the file named since the mark (adopt): held, each read only while still marked */
+		if (!d9__fd_enter(f.fd)) {
 			while (n < cap - 1 && d9__fd_still(f.fd)) {
 				ssize_t r = read(f.fd, buf + n, cap - 1 - n);
 				if (r < 0 && errno == EINTR)
@@ -433,9 +434,9 @@ size_t d9__file_read_small(const char *path, char *buf, size_t cap)
 					break;
 				n += (size_t)r;
 			}
-			d9__file_leave(&f);
+			d9__fd_leave(f.fd);
 		}
-		d9__file_close(&f);
+		d9__fd_close(f.fd);
 	}
 	buf[n] = 0;
 	errno = saved;
