@@ -9,17 +9,61 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int d9__log_level = D9_LOG_WARN;
+
+/* Descriptor 2 as the program means it: its stderr when the agent started, or what it dup2'd
+ * onto 2 since (nginx: its error log). The agent writes a line to descriptor 2 only while it is
+ * that file, or a terminal or other character device: a daemon that closed its stderr may have
+ * its database, an append-only file or a client's socket at number 2 later, which a line of the
+ * agent's would corrupt. The line is then left out (the trace records the event anyway). Two
+ * words stored apart: a reader that sees half of a change skips one line. */
+static uint64_t err_dev, err_ino;
+enum { ERR_UNSEEN = 0, ERR_KNOWN = 1, ERR_NONE = 2, ERR_CHANGING = 3 };
+static int err_state;
+
+void d9__stderr_meant(void)
+{
+	int saved = errno;
+	struct stat st;
+
+	if (!d9__fd_same_process())
+		return; /* a vfork child's dup2 before its exec: not the parent's stderr */
+	int ok = fstat(2, &st) == 0;
+
+	__atomic_store_n(&err_state, ERR_CHANGING, __ATOMIC_RELEASE);
+	__atomic_store_n(&err_dev, ok ? (uint64_t)st.st_dev : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&err_ino, ok ? (uint64_t)st.st_ino : 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&err_state, ok ? ERR_KNOWN : ERR_NONE, __ATOMIC_RELEASE);
+	errno = saved;
+}
+
+int d9__stderr_ours(void)
+{
+	struct stat st;
+
+	if (__atomic_load_n(&err_state, __ATOMIC_ACQUIRE) == ERR_UNSEEN)
+		d9__stderr_meant(); /* a line before the configuration is read: the start's stderr */
+	if (fstat(2, &st) != 0)
+		return 0;
+	if (S_ISCHR(st.st_mode))
+		return 1; /* a terminal, /dev/null, a console */
+	return __atomic_load_n(&err_state, __ATOMIC_ACQUIRE) == ERR_KNOWN &&
+		(uint64_t)st.st_dev == __atomic_load_n(&err_dev, __ATOMIC_RELAXED) &&
+		(uint64_t)st.st_ino == __atomic_load_n(&err_ino, __ATOMIC_RELAXED);
+}
 
 void d9__log(int level, const char *fmt, ...)
 {
 	char line[512];
 	int saved = errno;
 
-	if (level > d9__log_level)
+	if (level > d9__log_level || !d9__stderr_ours()) {
+		errno = saved;
 		return;
+	}
 	int n = snprintf(line, sizeof(line), "d9[%d]: ", (int)getpid());
 	va_list ap;
 	va_start(ap, fmt);
@@ -216,6 +260,7 @@ int d9__config_load(struct d9__config *c)
 	const char *v, *why;
 	uint64_t n;
 
+	d9__stderr_meant(); /* first: a bad value below is said on it */
 	memset(c, 0, sizeof(*c));
 	c->max_file_size = 64ull << 20;
 	c->max_total_size = 1ull << 30;

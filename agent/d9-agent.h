@@ -618,6 +618,11 @@ void d9__fd_disown(int fd);
  * number the program took from the agent left alone (returns 0), others closed. close()'s
  * contract. */
 int d9__fd_agent_close(int fd);
+/* config.c: descriptor 2 is now the program's stderr (at start, and after its dup2 or dup3 onto
+ * 2): the agent's lines go to it while it stays that file (or a character device). */
+void d9__stderr_meant(void);
+/* 1 while a line of the agent's may go to descriptor 2 (that file, or a character device). */
+int d9__stderr_ours(void);
 /* files.c: fopen(path, "r") for an agent thread (its own code's, libdw's /proc/PID/maps): the
  * stream reads, seeks and closes a descriptor of the agent's, checked first (it has no fileno);
  * the C library's own fclose would close the number unseen, after the program may have closed
@@ -666,5 +671,8 @@ void d9__fd_host_take_range(unsigned first, unsigned last);
 void d9__fd_host_range_done(void);
 /* A forked child (its only thread): the other threads' calls in progress forgotten. */
 void d9__fd_child(void);
+/* 0 in a child made without the fork handlers (vfork, _Fork, clone), which may share the
+ * parent's memory: it changes nothing of the parent's. */
+int d9__fd_same_process(void);
 
 #endif

@@ -102,6 +102,11 @@ static int same_process(void)
 	return (int)raw2(SYS_getpid, 0, 0) == __atomic_load_n(&owner_pid, __ATOMIC_RELAXED);
 }
 
+int d9__fd_same_process(void)
+{
+	return !__atomic_load_n(&owner_pid, __ATOMIC_RELAXED) || same_process();
+}
+
 /* The program waits this long at most for the agent's call in progress on a number it takes:
  * the call is then inside the kernel (a stalled disk, a hung NFS server), where it holds the
  * file itself, not the number, and the program's call can go on. */

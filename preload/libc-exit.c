@@ -150,6 +150,8 @@ D9_INTERPOSE long syscall(long number, ...)
 	} else if (number == SYS_dup || number == SYS_dup2 || number == SYS_dup3) {
 		d9__fd_forget((int)a[0]);
 		d9__fd_forget(number == SYS_dup ? (int)r : (int)a[1]);
+		if (r == 2 && number != SYS_dup && d9__self.role != D9_ROLE_AGENT)
+			d9__stderr_meant();
 	} else if (number == SYS_close_range) {
 		d9__fd_forget_range((unsigned int)a[0], (unsigned int)a[1]);
 	}

@@ -145,6 +145,8 @@ D9_INTERPOSE int dup2(int fd, int to)
 	int r = real_dup2 ? real_dup2(fd, to) : (int)syscall(SYS_dup2, fd, to);
 	if (take)
 		d9__fd_host_done(to);
+	if (D9_UNLIKELY(r == 2) && take)
+		d9__stderr_meant(); /* the program's new stderr (nginx: its error log) */
 	return r;
 }
 
@@ -159,6 +161,8 @@ D9_INTERPOSE int dup3(int fd, int to, int flags)
 	int r = real_dup3 ? real_dup3(fd, to, flags) : (int)syscall(SYS_dup3, fd, to, flags);
 	if (take)
 		d9__fd_host_done(to);
+	if (D9_UNLIKELY(r == 2) && take)
+		d9__stderr_meant();
 	return r;
 }
 

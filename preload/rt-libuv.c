@@ -174,14 +174,18 @@ static void spin_unlock(int *l)
 	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
 }
 
-/* One line on stderr, once per call site (the agent's log is not part of d9-agent.h). */
+/* One line on stderr, once per call site (the agent's log is not part of d9-agent.h), while
+ * descriptor 2 is still the program's stderr (agent/config.c). */
 #define LOG_ONCE(msg)                                                                  \
 	do {                                                                           \
 		static int once_;                                                      \
 		if (!__atomic_exchange_n(&once_, 1, __ATOMIC_RELAXED)) {               \
 			int e_ = errno;                                                \
-			ssize_t w_ = write(2, "d9: libuv: " msg "\n", sizeof("d9: libuv: " msg "\n") - 1); \
-			(void)w_;                                                      \
+			if (d9__stderr_ours()) {                                       \
+				ssize_t w_ = write(2, "d9: libuv: " msg "\n",       \
+					sizeof("d9: libuv: " msg "\n") - 1);        \
+				(void)w_;                                              \
+			}                                                              \
 			errno = e_;                                                    \
 		}                                                                      \
 	} while (0)

@@ -7,6 +7,8 @@
 #   of the trace's bytes, every park is in the trace, the segment is sealed, one stderr line;
 # - reused-fds-closefrom, reused-fds-syscall: the same, the daemon closing with closefrom(3) and
 #   with syscall(SYS_close, fd);
+# - stderr-reused: the same, the sweep closing stderr too and the database opened at number 2:
+#   the agent's line about the descriptor does not go there;
 # - reused-fds-disk-full: the same with the trace's disk full: the database is never truncated,
 #   the trace is sealed (trailer from the segment's reserve) and counts every lost event;
 # - steal-while-writing: each turn the daemon dup2()s its log onto the agent's segment number
@@ -121,6 +123,35 @@ info = "%d parks, logs and database intact" % drv["parks"]
 reused r1 reused-fds 2000 3
 reused rclosefrom reused-fds-closefrom 500 2 --sweep closefrom
 reused rsyscall reused-fds-syscall 500 2 --sweep syscall
+
+# ---- stderr-reused -------------------------------------------------------------------------------
+# The daemon's sweep closes its stderr too, and its database, opened first, gets number 2. The
+# agent's line about the descriptor the daemon took must not go to number 2 (agent/config.c: a
+# line goes to descriptor 2 only while it is the stderr the program started with or dup2'd
+# there, or a character device): the database stays intact, every park is in the trace.
+mkdir -p "$T/se"
+head -c 2500000 /dev/urandom >"$T/se.db"
+sum=$(sha1sum <"$T/se.db")
+daemon se "$T/se" -- --turns 500 --db "$T/se.db" --logs 2 --close-stderr
+summary "$T/se" "$T/se.json"
+if [ "$D9_RC" -ne 0 ]; then
+	d9_fail stderr-reused "daemon exit $D9_RC (4: its database did not get number 2)"
+elif [ "$(sha1sum <"$T/se.db")" != "$sum" ]; then
+	d9_fail stderr-reused "the host's database at number 2 changed: $(head -c 120 "$T/se.db" | tr -c '[:print:]' .)"
+elif ! why=$(logs_clean se 2 500); then
+	d9_fail stderr-reused "the host's log has foreign bytes: $why"
+else
+	d9_py stderr-reused '
+c = one(f[0]); drv = one(f[1])
+w = c["workers"]
+if len(w) != 1 or w[0]["parks"] != drv["parks"]:
+    fail("parks %s in the trace, %d made" % ([x["parks"] for x in w], drv["parks"]))
+q = c["data_quality"]
+if q["truncated_segments"] or q["damaged_files"] or c["drops"]["events"]:
+    fail("quality %s drops %s" % (q, c["drops"]))
+info = "%d parks, the database at number 2 intact" % drv["parks"]
+' "$T/se.json" "$T/se.out"
+fi
 
 # ---- reused-fds-disk-full ------------------------------------------------------------------------------
 if ! d9_mount_tmpfs "$T/disk" 2m; then

@@ -9,9 +9,11 @@
  * the number go before the dup2 lands, with no byte of its in the log. Exits 0 when every write
  * of its own succeeded; prints one JSON line with its counts.
  *   hostile-daemon --trace-dir D --log-dir L --turns N [--db FILE] [--fill-high K] [--logs M]
- *                  [--steal] [--sweep loop|closefrom|syscall]
+ *                  [--steal] [--sweep loop|closefrom|syscall] [--close-stderr]
  * --sweep: how it closes 3..1023: close() in a loop (the default), closefrom(3), or
- * syscall(SYS_close) in a loop. */
+ * syscall(SYS_close) in a loop. --close-stderr: the sweep starts at 2, and the database, opened
+ * first, gets number 2 (a daemon that dropped its stderr: a line written to "stderr" now lands
+ * in its database). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -73,11 +75,12 @@ static int has_active(const char *dir)
 int main(int argc, char **argv)
 {
 	const char *trace_dir = NULL, *log_dir = NULL, *db = NULL, *sweep = "loop";
-	long turns = 1000, fill_high = 0, nlogs = 3, do_steal = 0, stolen = 0;
+	long turns = 1000, fill_high = 0, nlogs = 3, do_steal = 0, stolen = 0, close_stderr = 0;
 	static const struct option opts[] = {
 		{ "trace-dir", 1, 0, 't' }, { "log-dir", 1, 0, 'l' }, { "turns", 1, 0, 'n' },
 		{ "db", 1, 0, 'd' }, { "fill-high", 1, 0, 'f' }, { "logs", 1, 0, 'm' },
-		{ "steal", 0, 0, 's' }, { "sweep", 1, 0, 'w' }, { 0, 0, 0, 0 },
+		{ "steal", 0, 0, 's' }, { "sweep", 1, 0, 'w' }, { "close-stderr", 0, 0, 'e' },
+		{ 0, 0, 0, 0 },
 	};
 	int c;
 
@@ -91,6 +94,7 @@ int main(int argc, char **argv)
 		case 'm': nlogs = atol(optarg); break;
 		case 's': do_steal = 1; break;
 		case 'w': sweep = optarg; break;
+		case 'e': close_stderr = 1; break;
 		default: return 2;
 		}
 	}
@@ -108,16 +112,19 @@ int main(int argc, char **argv)
 		return 3;
 	}
 	/* what daemons do after start: close everything they did not open themselves */
+	int first = close_stderr ? 2 : 3, dbfd = -1;
 	if (!strcmp(sweep, "closefrom")) {
-		closefrom(3);
+		closefrom(first);
 	} else {
-		for (int fd = 3; fd < 1024; fd++)
+		for (int fd = first; fd < 1024; fd++)
 			if (!strcmp(sweep, "syscall"))
 				syscall(SYS_close, fd);
 			else
 				close(fd);
 	}
-	int logs[16], dbfd = -1;
+	if (close_stderr && db && (dbfd = open(db, O_RDWR | O_CLOEXEC)) != 2)
+		return 4; /* not at 2 (or not opened): the case tests nothing; no stderr to say it */
+	int logs[16];
 	for (long i = 0; i < nlogs; i++) {
 		char p[4096];
 		snprintf(p, sizeof(p), "%s/log%ld.txt", log_dir, i);
@@ -127,7 +134,7 @@ int main(int argc, char **argv)
 			return 4;
 		}
 	}
-	if (db && (dbfd = open(db, O_RDWR | O_CLOEXEC)) < 0) {
+	if (db && dbfd < 0 && (dbfd = open(db, O_RDWR | O_CLOEXEC)) < 0) {
 		fprintf(stderr, "hostile-daemon: %s: %s\n", db, strerror(errno));
 		return 4;
 	}
