@@ -72,16 +72,19 @@ EOF
 summary() { "$ANALYZE" summary --json "$1" >"$2" 2>"$2.err"; }
 
 # What every daemon run's trace must show (d9_py: the summary, the daemon's JSON line, its
-# stderr): every park in the trace, nothing damaged or dropped, one stderr line about the
-# descriptor the daemon took.
-WHOLE='
-c = one(f[0]); drv = one(f[1]); err = open(f[2]).read()
+# stderr). TRACED: every park in the trace, nothing damaged or dropped; WHOLE adds one stderr
+# line about the descriptor the daemon took.
+TRACED='
+c = one(f[0]); drv = one(f[1])
 w = c["workers"]
 if len(w) != 1 or w[0]["parks"] != drv["parks"]:
     fail("parks %s in the trace, %d made" % ([x["parks"] for x in w], drv["parks"]))
 q = c["data_quality"]
 if q["truncated_segments"] or q["damaged_files"] or c["drops"]["events"]:
     fail("quality %s drops %s" % (q, c["drops"]))
+'
+WHOLE="$TRACED"'
+err = open(f[2]).read()
 lines = [l for l in err.splitlines() if "descriptor" in l]
 if len(lines) != 1:
     fail("%d stderr lines about the descriptor: %r" % (len(lines), err[:300]))
@@ -141,14 +144,7 @@ elif [ "$(sha1sum <"$T/se.db")" != "$sum" ]; then
 elif ! why=$(logs_clean se 2 500); then
 	d9_fail stderr-reused "the host's log has foreign bytes: $why"
 else
-	d9_py stderr-reused '
-c = one(f[0]); drv = one(f[1])
-w = c["workers"]
-if len(w) != 1 or w[0]["parks"] != drv["parks"]:
-    fail("parks %s in the trace, %d made" % ([x["parks"] for x in w], drv["parks"]))
-q = c["data_quality"]
-if q["truncated_segments"] or q["damaged_files"] or c["drops"]["events"]:
-    fail("quality %s drops %s" % (q, c["drops"]))
+	d9_py stderr-reused "$TRACED"'
 info = "%d parks, the database at number 2 intact" % drv["parks"]
 ' "$T/se.json" "$T/se.out"
 fi
