@@ -556,8 +556,12 @@ static void compress_for_budget(void)
 		budget_seen = gen;
 		return;
 	}
-	while ((name = d9__dir_next(&dir, &rd)) && d9__fd_still(dir.fd)) {
+	while ((name = d9__dir_next(&dir, &rd))) {
 		long pid, seq;
+		if (!d9__fd_still(dir.fd)) {
+			rd.err = -ESTALE; /* taken by the program: its close waits for no more */
+			break;
+		}
 		const char *suffix = d9__seg_parse(name, &pid, &seq);
 		if (!suffix || strcmp(suffix, ".bin") || strlen(name) >= sizeof(f->name) ||
 			fstatat(dir.fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||

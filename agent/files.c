@@ -386,6 +386,15 @@ static int stream_close(void *cookie)
 	return 0;
 }
 
+/* Opens a file to read, links followed (/proc/self/fd/N, /proc/PID/...), as the agent's: 0 or
+ * -errno. */
+static int open_read(struct d9__file *f, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	return fd < 0 ? -errno : adopt(f, fd, FOLLOW, AT_FDCWD, path, NULL);
+}
+
 FILE *d9__file_fopen_read(const char *path)
 {
 	int saved = errno;
@@ -396,8 +405,7 @@ FILE *d9__file_fopen_read(const char *path)
 		errno = ENOMEM;
 		return NULL;
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	int err = fd < 0 ? -errno : adopt(f, fd, FOLLOW, AT_FDCWD, path, NULL);
+	int err = open_read(f, path);
 	if (!err) {
 		cookie_io_functions_t io = {
 			.read = stream_read, .seek = stream_seek, .close = stream_close
@@ -422,8 +430,7 @@ size_t d9__file_read_small(const char *path, char *buf, size_t cap)
 
 	if (!cap)
 		return 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd >= 0 && !adopt(&f, fd, FOLLOW, AT_FDCWD, path, NULL)) {
+	if (!open_read(&f, path)) {
 		/* the file named since the mark (adopt): held, each read only while still marked */
 		if (!d9__fd_enter(f.fd)) {
 			while (n < cap - 1 && d9__fd_still(f.fd)) {
