@@ -195,7 +195,12 @@ $(B)/tests/patch-preload.so: $(B)/obj/agent/dwsym.o $(B)/obj/preload/patch.o tes
 
 # a preload library of test-agent-hostile.sh's that slows the agent writer's writes (no test hook
 # in the agent)
-all: $(B)/tests/slow-write.so
+all: $(B)/tests/slow-write.so $(B)/tests/heap-who.so
+# a preload library of test-agent-heap.sh's that counts the agent's allocations on the program's
+# threads (no test hook in the agent)
+$(B)/tests/heap-who.so: tests/integration/heap-who.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fPIC -shared -Wl,-z,defs -o $@ $< -ldl
 $(B)/tests/slow-write.so: tests/integration/slow-write.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fPIC -shared -Wl,-z,defs -o $@ $<

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define DEFLOG_LIMIT (16u << 20) /* log bytes + index bytes */
@@ -30,6 +31,38 @@ struct d9__intern {
 };
 
 static struct d9__intern intern_state;
+
+/* The definitions' memory is mapped, never taken from the program's malloc: intern runs on the
+ * program's threads (a worker's first definitions, a spawn site, a stack), and the C library's
+ * blocks there would sit among the program's own, long-lived, near the top of its heap. nginx,
+ * whose worker serves from the main heap, then spent about 200 instructions more in malloc and
+ * free per request (agent/COST.md section 29). Definitions only grow (DEFLOG_LIMIT bounds
+ * them): the log is remapped larger, the index replaced, the nodes carved from blocks. */
+#define NODE_BLOCK (256u << 10)
+static uint8_t *node_at, *node_end;
+
+static void *map_zeroed(size_t n)
+{
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void *node_alloc(size_t n)
+{
+	n = (n + 15) & ~(size_t)15;
+	if ((size_t)(node_end - node_at) < n) {
+		size_t b = n > NODE_BLOCK ? n : NODE_BLOCK;
+		uint8_t *p = map_zeroed(b);
+		if (!p)
+			return NULL;
+		node_at = p; /* the old block's rest is left unused */
+		node_end = p + b;
+	}
+	void *r = node_at;
+	node_at += n;
+	return r;
+}
 
 /* The agent's own code, from its ELF header to the end of its text (symbols the linker
  * defines in every object), when it runs as libd9agent.so; empty in a program that links the
@@ -86,8 +119,8 @@ static int log_reserve(size_t n)
 	size_t cap = l->cap ? l->cap : 65536;
 	while (cap < l->len + n)
 		cap *= 2;
-	uint8_t *b = realloc(l->buf, cap);
-	if (!b)
+	uint8_t *b = l->buf ? mremap(l->buf, l->cap, cap, MREMAP_MAYMOVE) : map_zeroed(cap);
+	if (!b || b == MAP_FAILED)
 		return -ENOMEM;
 	l->buf = b;
 	l->cap = cap;
@@ -133,7 +166,7 @@ static uint64_t intern(uint8_t kind, const void *key, size_t klen,
 	}
 	if (in->n + 1 > in->cap * 3 / 4) {
 		size_t cap = in->cap ? in->cap * 2 : 1024;
-		struct node **tab = calloc(cap, sizeof(*tab));
+		struct node **tab = map_zeroed(cap * sizeof(*tab));
 		if (!tab)
 			return 0;
 		for (size_t i = 0; i < in->cap; i++)
@@ -143,7 +176,8 @@ static uint64_t intern(uint8_t kind, const void *key, size_t klen,
 				tab[n->hash & (cap - 1)] = n;
 			}
 		in->bytes += (cap - in->cap) * sizeof(*tab);
-		free(in->tab);
+		if (in->tab)
+			munmap(in->tab, in->cap * sizeof(*tab));
 		in->tab = tab;
 		in->cap = cap;
 	}
@@ -151,14 +185,16 @@ static uint64_t intern(uint8_t kind, const void *key, size_t klen,
 	log_begin(&w, maxrec + sizeof(struct node) + klen);
 	if (w.err)
 		return log_commit(&w), 0;
-	struct node *n = malloc(sizeof(*n) + klen);
+	uint8_t *at = node_at;
+	struct node *n = node_alloc(sizeof(*n) + klen);
 	if (!n)
 		return 0;
 	uint64_t id = ++in->next_id[kind];
 	encode(&w, id, key, klen);
 	if (log_commit(&w)) {
 		in->next_id[kind]--;
-		free(n);
+		if ((uint8_t *)n == at)
+			node_at = at; /* given back to its block */
 		return 0;
 	}
 	n->hash = h;
