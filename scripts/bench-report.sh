@@ -187,7 +187,9 @@ if dcost:
             # server's own per request; the kernel's side is the syscall row
             au = m.get("added_untimed_pct") if time_model_ok(m) else None
             rows.append((f"CPU per request, {sname}, default settings, counted (callgrind: "
-                         "instructions added in all threads, share of the server's own per request)",
+                         "instructions added in all threads, share of the server's own user-space "
+                         "instructions per request; its kernel time, which the agent adds no "
+                         "system call to, is not in the base, so the share of CPU is smaller)",
                          f"{m['added_pct']:+.2f}% ({m['added']['all']:+,.0f} of "
                          f"{sv['modes']['base']['per_request']['all']:,.0f})" +
                          (f"; without the time-driven part {au:+.2f}%" if au is not None else "") +
@@ -425,8 +427,9 @@ if dcost:
       "key, one worker thread) and `nginx` (`GET` of a 600-byte static file, access log on, one "
       "process: `master_process off`, so the requests are served in the process counted; these "
       "two in base and default only, their figure being the added share of the server's own "
-      "instructions, issue 14's 1% CPU goal counted instead of timed: the kernel's side is the "
-      "syscalls table below). Server threads: the main thread and every thread whose start "
+      "user-space instructions, issue 14's 1% CPU goal counted instead of timed; the kernel's "
+      "side is the syscalls table below, and since a request's kernel time is not in the base, "
+      "the share of CPU is smaller than this share). Server threads: the main thread and every thread whose start "
       "routine is not in libd9agent.so; agent threads: the others (`d9__writer_main` = d9-writer, "
       "`d9__compressor_main` = d9-compress). Added = the mode's figure minus base. Goals (issue "
       "14): default settings add <= 150 instructions per request on the server's threads, <= 300 "
