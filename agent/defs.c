@@ -185,7 +185,6 @@ static uint64_t intern(uint8_t kind, const void *key, size_t klen,
 	log_begin(&w, maxrec + sizeof(struct node) + klen);
 	if (w.err)
 		return log_commit(&w), 0;
-	uint8_t *at = node_at;
 	struct node *n = node_alloc(sizeof(*n) + klen);
 	if (!n)
 		return 0;
@@ -193,8 +192,7 @@ static uint64_t intern(uint8_t kind, const void *key, size_t klen,
 	encode(&w, id, key, klen);
 	if (log_commit(&w)) {
 		in->next_id[kind]--;
-		if ((uint8_t *)n == at)
-			node_at = at; /* given back to its block */
+		node_at = (uint8_t *)n; /* the last piece carved: given back to its block */
 		return 0;
 	}
 	n->hash = h;

@@ -531,8 +531,12 @@ static void probe_close(int fd)
 		close(fd); /* too high to mark: closed at once, by this thread */
 		return;
 	}
-	if (err || d9__fd_enter(fd))
+	if (err)
 		return;
+	if (d9__fd_enter(fd)) {
+		d9__fd_disown(fd); /* taken by the program meanwhile: its number, no mark left */
+		return;
+	}
 	if (fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == 0 &&
 		ioctl(fd, PERF_EVENT_IOC_ID, &id) == 0 && id) {
 		d9__fd_close(fd);

@@ -528,7 +528,9 @@ D9_INTERPOSE pid_t waitpid(pid_t pid, int *status, int options)
 /* The timed lock, apart: its registers are saved here, not at every lock of the wrapper below
  * (memcached takes 7 a request, nearly all free: agent/COST.md section 29). */
 static __attribute__((noinline, cold)) int mutex_lock_timed(pthread_mutex_t *m,
-	int (*lock)(pthread_mutex_t *))
+	int (*lock)(pthread_mutex_t *)) __asm__("pthread_mutex_lock.timed");
+/* named pthread_mutex_lock.timed, as read.timed: a stack that waits in it names the wrapper */
+static int mutex_lock_timed(pthread_mutex_t *m, int (*lock)(pthread_mutex_t *))
 {
 	return TIMED("pthread_mutex_lock", -1, lock(m));
 }
