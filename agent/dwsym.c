@@ -227,18 +227,42 @@ static int dwarf_check_file(Dwfl_Module *m, void **user, const char *name, int f
 	return -1;
 }
 
-/* Separate debug files inside the host, in gdb's order: ROOT/.build-id/xx/yyyy.debug named by
- * the module's build id (what Debian's -dbgsym packages install), then the file named by the
- * module's .gnu_debuglink in the module's directory, in its .debug/ subdirectory and under ROOT
- * + the module's directory. libdw's standard search is not used here: it loads libdebuginfod,
- * and with it libcurl and some twenty libraries, into the host process, and may ask debuginfod
- * servers over the network from inside it. */
+int d9__dwsym_debug_place(char *path, size_t cap, int place, const unsigned char *bid, int nbid,
+	const char *file, const char *link)
+{
+	int k = -1;
+
+	if (place == 0) {
+		if (nbid < 2 || nbid > 64)
+			return -1;
+		k = snprintf(path, cap, "%s/.build-id/%02x/", debug_root, bid[0]);
+		for (int i = 1; i < nbid && k > 0 && (size_t)k < cap; i++)
+			k += snprintf(path + k, cap - (size_t)k, "%02x", bid[i]);
+		if (k > 0 && (size_t)k < cap)
+			k += snprintf(path + k, cap - (size_t)k, ".debug");
+	} else if (place <= 3) {
+		if (!link || !*link || strchr(link, '/') || !file || file[0] != '/')
+			return -1;
+		const char *slash = strrchr(file, '/');
+		int dlen = (int)(slash - file); /* the module's directory, without the last '/' */
+		k = place == 1 ? snprintf(path, cap, "%.*s/%s", dlen, file, link) :
+			place == 2 ? snprintf(path, cap, "%.*s/.debug/%s", dlen, file, link) :
+			snprintf(path, cap, "%s%.*s/%s", debug_root, dlen, file, link);
+	}
+	return k > 0 && (size_t)k < cap ? 0 : -1;
+}
+
+/* Separate debug files inside the host, in gdb's order (d9__dwsym_debug_place). libdw's
+ * standard search is not used here: it loads libdebuginfod, and with it libcurl and some twenty
+ * libraries, into the host process, and may ask debuginfod servers over the network from inside
+ * it. */
 static int host_find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base,
 	const char *file, const char *debuglink, GElf_Word crc, char **debuginfo_file)
 {
 	const unsigned char *bid = NULL;
 	GElf_Addr vaddr;
 	char path[PATH_MAX];
+	struct stat self;
 	int fd;
 
 	(void)base;
@@ -247,27 +271,14 @@ static int host_find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dw
 	int nbid = d9__dw.build_id(m, &bid, &vaddr);
 	if (nbid < 0 || nbid > 64)
 		nbid = 0;
-	if (nbid >= 2) {
-		int k = snprintf(path, sizeof(path), "%s/.build-id/%02x/", debug_root, bid[0]);
-		for (int i = 1; i < nbid; i++)
-			k += snprintf(path + k, sizeof(path) - (size_t)k, "%02x", bid[i]);
-		snprintf(path + k, sizeof(path) - (size_t)k, ".debug");
-		if ((fd = try_debug_file(path, NULL, bid, nbid, crc, debuginfo_file)) >= 0)
-			return dwarf_check_file(m, user, name, fd, debuginfo_file);
-	}
-	const char *slash = file ? strrchr(file, '/') : NULL;
-	struct stat self;
-	if (!debuglink || !*debuglink || strchr(debuglink, '/') || !slash || file[0] != '/' ||
-		stat(file, &self) != 0)
-		return -1;
-	int dlen = (int)(slash - file); /* the module's directory, without the last '/' */
-	for (int i = 0; i < 3; i++) {
-		int k = i == 0 ? snprintf(path, sizeof(path), "%.*s/%s", dlen, file, debuglink) :
-			i == 1 ? snprintf(path, sizeof(path), "%.*s/.debug/%s", dlen, file, debuglink) :
-			snprintf(path, sizeof(path), "%s%.*s/%s", debug_root, dlen, file, debuglink);
-		if (k <= 0 || (size_t)k >= sizeof(path))
+	int stated = 0;
+	for (int place = 0; place <= 3; place++) {
+		if (d9__dwsym_debug_place(path, sizeof(path), place, bid, nbid, file, debuglink))
 			continue;
-		if ((fd = try_debug_file(path, &self, bid, nbid, crc, debuginfo_file)) >= 0)
+		if (place && !stated++ && stat(file, &self) != 0)
+			return -1; /* a debuglink file must not be the module itself */
+		if ((fd = try_debug_file(path, place ? &self : NULL, bid, nbid, crc,
+			     debuginfo_file)) >= 0)
 			return dwarf_check_file(m, user, name, fd, debuginfo_file);
 	}
 	return -1;

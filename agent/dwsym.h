@@ -94,6 +94,14 @@ enum d9__dwsym_search {
 	D9__DWSYM_STANDARD,
 };
 
+/* The places of a module's separate debug file inside the host, in the order D9__DWSYM_HOST
+ * tries them: 0 is ROOT/.build-id/xx/yyyy.debug, named by its build id (bid[0..nbid), 2 to 64
+ * bytes); 1 to 3 the file its .gnu_debuglink names (link, without '/') in the directory of file
+ * (an absolute path), in its .debug/ and under ROOT + that directory. Writes the path of place
+ * into path[0..cap): 0, or -1 when the place does not apply or the path does not fit. */
+int d9__dwsym_debug_place(char *path, size_t cap, int place, const unsigned char *bid, int nbid,
+	const char *file, const char *link);
+
 /* A new libdw session (d9__dw.end frees it) whose modules are reported by file, or NULL. */
 Dwfl *d9__dwsym_begin(enum d9__dwsym_search search);
 

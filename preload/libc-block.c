@@ -519,22 +519,22 @@ D9_INTERPOSE pid_t waitpid(pid_t pid, int *status, int options)
 	return TIMED("waitpid", -1, real_waitpid(pid, status, options));
 }
 
+/* The timed lock, a function of its own as read.timed is (and named so, for the stacks): the
+ * wrapper's common path, a free lock, then saves no registers for it. */
+static int mutex_lock_timed(pthread_mutex_t *m, int (*lock)(pthread_mutex_t *))
+	__asm__("pthread_mutex_lock.timed");
+static __attribute__((noinline)) int mutex_lock_timed(pthread_mutex_t *m,
+	int (*lock)(pthread_mutex_t *))
+{
+	return TIMED("pthread_mutex_lock", -1, lock(m));
+}
+
 /* A free mutex cannot block, and most locks a server takes are free (memcached takes several per
  * request): a trylock first takes it without the two clock reads; only a mutex that is held is
  * timed. Every mutex type answers as the lock itself would: a recursive one its owner holds is
  * taken again, an error-checking one its owner holds and a normal one held by anyone give EBUSY,
  * and then the real lock gives EDEADLK or waits; a robust one whose owner died is taken with
  * EOWNERDEAD either way. */
-/* The timed lock, apart: its registers are saved here, not at every lock of the wrapper below
- * (memcached takes 7 a request, nearly all free: agent/COST.md section 29). */
-static __attribute__((noinline, cold)) int mutex_lock_timed(pthread_mutex_t *m,
-	int (*lock)(pthread_mutex_t *)) __asm__("pthread_mutex_lock.timed");
-/* named pthread_mutex_lock.timed, as read.timed: a stack that waits in it names the wrapper */
-static int mutex_lock_timed(pthread_mutex_t *m, int (*lock)(pthread_mutex_t *))
-{
-	return TIMED("pthread_mutex_lock", -1, lock(m));
-}
-
 D9_INTERPOSE int pthread_mutex_lock(pthread_mutex_t *m)
 {
 	D9_REAL(int, pthread_mutex_lock, (pthread_mutex_t *));

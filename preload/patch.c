@@ -355,76 +355,51 @@ static Dwfl_Module *dbg_open(const struct image *im, Dwfl **dwfl)
 	return m;
 }
 
-/* 1 when the file .gnu_debuglink names (the section sh, checked to lie in the file) exists where
- * the agent's symbolizer looks for it (agent/dwsym.c, host_find_debuginfo): the executable's
- * directory, its .debug/ subdirectory, and ROOT + that directory. */
-static int debuglink_found(const struct exe_file *f, const ElfW(Shdr) *sh, const char *root)
-{
-	char exe[PATH_MAX], path[PATH_MAX];
-
-	if (sh->sh_type == SHT_NOBITS || sh->sh_offset > f->len || sh->sh_size > f->len - sh->sh_offset)
-		return 0;
-	const char *name = (const char *)f->map + sh->sh_offset;
-	if (!sh->sh_size || !memchr(name, 0, sh->sh_size) || !*name || strchr(name, '/'))
-		return 0;
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n <= 0 || (size_t)n >= sizeof(exe) - 1)
-		return 0;
-	exe[n] = 0;
-	const char *slash = strrchr(exe, '/');
-	if (exe[0] != '/' || !slash)
-		return 0;
-	int dlen = (int)(slash - exe);
-	for (int i = 0; i < 3; i++) {
-		int k = i == 0 ? snprintf(path, sizeof(path), "%.*s/%s", dlen, exe, name) :
-			i == 1 ? snprintf(path, sizeof(path), "%.*s/.debug/%s", dlen, exe, name) :
-			snprintf(path, sizeof(path), "%s%.*s/%s", root, dlen, exe, name);
-		if (k > 0 && (size_t)k < sizeof(path) && access(path, R_OK) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-/* 1 when a stripped executable may have more to say than its .dynsym: DWARF of its own, the
- * file its .gnu_debuglink names, or a debug file named by its build id in /usr/lib/debug (or
- * D9_DEBUG_DIR). Checked first because libdw costs milliseconds and mappings, and because its
- * session runs on the program's thread before main: what it allocates and frees there leaves
- * holes in the program's main heap. nginx, whose worker serves from that heap, then spent
- * about 200 more instructions in malloc and free per request (agent/COST.md section 29). Most
- * packaged servers have a .gnu_debuglink (Debian's strip adds one) and no debug file
- * installed; every program the agent is preloaded into asks at start. */
+/* 1 when a stripped executable may have more to say than its .dynsym: DWARF of its own, or a
+ * separate debug file where the symbolizer would find one (d9__dwsym_debug_place: by its build
+ * id, or the file its .gnu_debuglink names). Checked first because libdw costs milliseconds and
+ * mappings, and because its session runs on the program's thread before main: what it
+ * allocates and frees there leaves holes in the program's main heap. nginx, whose worker serves
+ * from that heap, then spent about 200 more instructions in malloc and free per request
+ * (agent/COST.md section 29). Most packaged servers have a .gnu_debuglink (Debian's strip adds
+ * one) and no debug file installed; every program the agent is preloaded into asks at start. */
 static int worth_debug(const struct exe_file *f, const struct image *im)
 {
 	const ElfW(Ehdr) *eh = (const void *)f->map;
-	char path[PATH_MAX];
-	const char *root = getenv("D9_DEBUG_DIR");
+	const char *link = NULL;
+	char path[PATH_MAX], exe[PATH_MAX];
 
-	if (!root || root[0] != '/')
-		root = "/usr/lib/debug";
 	if (eh->e_shstrndx != SHN_UNDEF && eh->e_shstrndx < f->shnum) {
 		const ElfW(Shdr) *ss = &f->sh[eh->e_shstrndx];
 		if (ss->sh_offset <= f->len && ss->sh_size <= f->len - ss->sh_offset)
 			for (size_t i = 1; i < f->shnum; i++) {
-				size_t o = f->sh[i].sh_name;
+				const ElfW(Shdr) *sh = &f->sh[i];
+				size_t o = sh->sh_name;
 				const char *nm = (const char *)f->map + ss->sh_offset + o;
 				if (o >= ss->sh_size || !memchr(nm, 0, ss->sh_size - o))
 					continue;
-				if (!strcmp(nm, ".debug_info") ||
-					(!strcmp(nm, ".gnu_debuglink") && debuglink_found(f, &f->sh[i], root)))
+				if (!strcmp(nm, ".debug_info"))
 					return 1;
+				/* the name it holds, when it lies in the file and ends there */
+				if (!strcmp(nm, ".gnu_debuglink") && sh->sh_type != SHT_NOBITS &&
+					sh->sh_offset <= f->len && sh->sh_size &&
+					sh->sh_size <= f->len - sh->sh_offset &&
+					memchr(f->map + sh->sh_offset, 0, sh->sh_size))
+					link = (const char *)f->map + sh->sh_offset;
 			}
 	}
 	const uint8_t *bid;
-	size_t n = image_build_id(im, &bid);
-	if (n < 2 || n > 64)
-		return 0;
-	int k = snprintf(path, sizeof(path), "%s/.build-id/%02x/", root, bid[0]);
-	for (size_t i = 1; i < n && k > 0 && (size_t)k < sizeof(path) - 8; i++)
-		k += snprintf(path + k, sizeof(path) - (size_t)k, "%02x", bid[i]);
-	if (k <= 0 || (size_t)k >= sizeof(path) - 8)
-		return 0;
-	memcpy(path + k, ".debug", 7);
-	return access(path, R_OK) == 0;
+	int nbid = (int)image_build_id(im, &bid);
+	ssize_t n = link ? readlink("/proc/self/exe", exe, sizeof(exe) - 1) : -1;
+	if (n > 0 && (size_t)n < sizeof(exe) - 1)
+		exe[n] = 0;
+	else
+		link = NULL;
+	for (int place = 0; place <= 3; place++)
+		if (!d9__dwsym_debug_place(path, sizeof(path), place, bid, nbid, link ? exe : NULL,
+			    link) && access(path, R_OK) == 0)
+			return 1;
+	return 0;
 }
 
 struct die_query {
