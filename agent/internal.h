@@ -439,6 +439,12 @@ struct d9__block *d9__profile_drain(void);
 /* How often the writer drains (ns), 0 when profiling is off. */
 uint64_t d9__profile_interval_ns(void);
 void d9__profile_modules_changed(void);
+/* Makes fd, just returned by perf_event_open on this thread, the agent's (fdown.c) and holds it
+ * (d9__fd_enter): 0 when it is still that perf event (*st and its event id *id filled; the
+ * caller leaves the hold), else -errno with the number left to the program, unmarked (closed
+ * only when too high to mark: -EMFILE). */
+struct stat;
+int d9__perf_adopt(int fd, struct stat *st, uint64_t *id);
 
 /* record.c: a fork waits for the schedstat opens in progress (fork_prepare; 100 ms at most) and
  * the forked child's handler closes the schedstat files of the parent's threads */

@@ -14,7 +14,6 @@
 #include <link.h>
 #include <linux/perf_event.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -517,36 +516,6 @@ out:
 	return changed;
 }
 
-/* Closes the probe's perf descriptor as profile.c closes its own: marked the agent's first,
- * then closed only while it is still a perf event (an anonymous inode with an event id).
- * Another of the program's threads may close numbers it does not own (a sweep) and open a
- * file of its own under this one meanwhile: then the number is left to the program. */
-static void probe_close(int fd)
-{
-	struct stat st;
-	uint64_t id = 0;
-	int err = d9__fd_own(fd);
-
-	if (err == -EMFILE) {
-		close(fd); /* too high to mark: closed at once, by this thread */
-		return;
-	}
-	if (err)
-		return;
-	if (d9__fd_enter(fd)) {
-		d9__fd_disown(fd); /* taken by the program meanwhile: its number, no mark left */
-		return;
-	}
-	if (fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == 0 &&
-		ioctl(fd, PERF_EVENT_IOC_ID, &id) == 0 && id) {
-		d9__fd_close(fd);
-		d9__fd_leave(fd);
-	} else {
-		d9__fd_leave(fd);
-		d9__fd_disown(fd);
-	}
-}
-
 /* After the drop: whether a thread profiled from now on still gets perf samples, and kernel
  * ones (threads profiled before keep the events they opened while privileged). Only asked when
  * perf profiling is on; the probe is one perf_event_open of this thread, closed at once. */
@@ -569,7 +538,14 @@ static uint32_t perf_narrowed(void)
 		a.exclude_hv = 1;
 		int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 		if (fd >= 0) {
-			probe_close(fd);
+			/* as profile.c's own: closed only while it is still this perf event (another
+			 * of the program's threads may sweep and reuse numbers meanwhile) */
+			struct stat st;
+			uint64_t id;
+			if (!d9__perf_adopt(fd, &st, &id)) {
+				d9__fd_close(fd);
+				d9__fd_leave(fd);
+			}
 			return flags;
 		}
 		if (errno != EACCES && errno != EPERM)

@@ -145,6 +145,33 @@ void d9__profile_init(void)
 
 /* ---- perf events ------------------------------------------------------------------------------ */
 
+int d9__perf_adopt(int fd, struct stat *st, uint64_t *id)
+{
+	int err = d9__fd_own(fd);
+
+	if (err == -EMFILE) {
+		close(fd); /* too high to mark: closed at once, by this thread */
+		return err;
+	}
+	if (err)
+		return err; /* the program's, or not known to be free of its calls */
+	if ((err = d9__fd_enter(fd)) != 0) {
+		d9__fd_disown(fd); /* taken by the program meanwhile: no mark left on its number */
+		return err;
+	}
+	/* a perf event is an anonymous inode (no file type) with an id (Linux 3.12 and later);
+	 * anything else is a file the program put on the number before the agent marked it:
+	 * neither mapped nor closed */
+	*id = 0;
+	if (fstat(fd, st) != 0 || (st->st_mode & S_IFMT) != 0 ||
+		ioctl(fd, PERF_EVENT_IOC_ID, id) != 0 || !*id) {
+		d9__fd_leave(fd);
+		d9__fd_disown(fd);
+		return -ESTALE;
+	}
+	return 0;
+}
+
 static int perf_open(struct perf_event_attr *a)
 {
 	return (int)syscall(SYS_perf_event_open, a, 0 /* this thread */, -1, -1,
@@ -273,31 +300,12 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 		goto err_count;
 	}
 	/* the agent's from here (fdown.c), and held while it is set up */
-	if ((err = d9__fd_own(r->fd)) != 0 || (err = d9__fd_enter(r->fd)) != 0) {
-		if (err == -EMFILE)
-			close(r->fd); /* too high to mark: closed at once, by this thread */
-		r->fd = -1; /* else the program's, or not known to be free of its calls */
+	if ((err = d9__perf_adopt(r->fd, &st, &r->id)) != 0) {
+		r->fd = -1;
 		goto err_count;
-	}
-	if (fstat(r->fd, &st) != 0) {
-		err = -errno;
-		goto err_close;
 	}
 	r->dev = st.st_dev;
 	r->ino = st.st_ino;
-	r->id = 0;
-	if (ioctl(r->fd, PERF_EVENT_IOC_ID, &r->id) != 0)
-		r->id = 0;
-	/* a perf event is an anonymous inode (no file type) with an id (Linux 3.12 and later);
-	 * anything else is a file the program put on the number before the agent marked it:
-	 * neither mapped nor closed */
-	if ((st.st_mode & S_IFMT) != 0 || !r->id) {
-		d9__fd_leave(r->fd);
-		d9__fd_disown(r->fd);
-		r->fd = -1;
-		err = -ESTALE;
-		goto err_count;
-	}
 	/* Unprivileged rings count against perf_event_mlock_kb (516 KiB per user by default):
 	 * smaller rings before none. A ring that cannot be mapped is no reason to leave perf. */
 	for (; pages >= 8; pages /= 2) {
@@ -324,11 +332,6 @@ static int ring_open(struct ring *r, uint32_t type, uint64_t config, uint64_t pe
 	d9__defs_recorder(D9_REC_PERF_RING, D9_REC_LIMITED, map_err,
 		"mmap of a perf sample ring");
 	err = -ENOBUFS;
-	goto err_count;
-err_close:
-	d9__fd_close(r->fd); /* just opened by this thread: ours */
-	d9__fd_leave(r->fd);
-	r->fd = -1;
 err_count:
 	__atomic_sub_fetch(&P.nfds, 1, __ATOMIC_RELAXED);
 	return err;

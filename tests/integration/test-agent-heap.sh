@@ -38,7 +38,9 @@ if pl_start "$T/$p" "$EPOLL_HTTP" LD_PRELOAD="$WHO $PL_LIB" HEAP_WHO_OUT="$T/$p/
 			pl_fail "$p" "no trace: the agent did not record"
 		else
 			read -r n callers <"$T/$p/who"
-			if [ "$n" = 0 ]; then
+			if [ "$n" = no-agent ]; then
+				pl_fail "$p" "heap-who did not find libd9agent.so among the loaded objects: nothing was counted"
+			elif [ "$n" = 0 ]; then
 				pl_pass "$p" "no allocation from the agent's code on the program's threads"
 			else
 				pl_fail "$p" "$n allocations from the agent's code on the program's threads, at offsets $callers of libd9agent.so (addr2line -f -i -e build/libd9agent.so)"
