@@ -645,7 +645,7 @@ if fmt or ana:
 W("## Commands")
 W("")
 W("```")
-W("make bench            # full mode; QUICK=1 for the short run (about six minutes)")
+W("make bench            # full mode; QUICK=1 for the short run (about 14 minutes)")
 W("```")
 W("")
 W("What it runs (scripts/bench.sh, bench-micro.sh, bench-server.sh, bench-cost.sh, "
