@@ -74,7 +74,8 @@ $(B)/san/obj/tests/unit/test-s3.o: agent/s3common.c
 $(B)/san/obj/tests/unit/test-fdown.o: agent/fdown.c
 $(B)/san/obj/tests/unit/test-files.o: agent/fdown.c agent/files.c
 $(B)/san/obj/tests/unit/test-http-scan.o: preload/http-scan.h
-$(B)/san/obj/tests/unit/test-pmap.o: preload/pmap.c preload/pmap.h preload/waitq.h
+$(B)/san/obj/tests/unit/test-pmap.o: preload/pmap.c preload/pmap.h preload/waitq.h agent/mem.c
+$(B)/san/obj/tests/unit/test-mem.o: agent/mem.c
 $(B)/san/obj/tests/unit/test-schedstat.o: agent/schedstat.h
 
 $(B)/san/tests/%: $(B)/san/obj/tests/unit/%.o $(B)/san/obj/format/format.o

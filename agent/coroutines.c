@@ -3,7 +3,9 @@
  * marks it dead when it exits; the writer defines every coroutine alive at a segment's start (and
  * those that died during the previous segment, whose last events may still be in flight) and,
  * before each chunk, the ones spawned since. Memory follows the live coroutines, not the
- * process's history. One mutex; preload calls it once per spawn and once per exit. */
+ * process's history. One mutex; preload calls it once per spawn and once per exit, on the
+ * program's threads: the table's memory is the agent's own (mem.c). The writer's record buffers
+ * are malloc's, on the writer's thread. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -38,7 +40,7 @@ static int reindex(size_t want)
 
 	while (cap < want * 2)
 		cap *= 2;
-	uint32_t *idx = calloc(cap, sizeof(*idx));
+	uint32_t *idx = d9__mem_alloc(cap * sizeof(*idx));
 	if (!idx)
 		return -1;
 	for (size_t i = 0; i < T.n; i++) {
@@ -47,7 +49,7 @@ static int reindex(size_t want)
 			s = (s + 1) & (cap - 1);
 		idx[s] = (uint32_t)i + 1;
 	}
-	free(T.index);
+	d9__mem_free(T.index);
 	T.index = idx;
 	T.icap = cap;
 	return 0;
@@ -79,7 +81,7 @@ void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_
 	d9__lock(&T.lock);
 	if (T.n == T.cap) {
 		size_t cap = T.cap ? T.cap * 2 : 1024;
-		struct cdef *v = realloc(T.v, cap * sizeof(*v));
+		struct cdef *v = d9__mem_realloc(T.v, cap * sizeof(*v));
 		if (!v)
 			goto out;
 		T.v = v;
@@ -89,7 +91,7 @@ void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_
 		goto out;
 	if (T.nfresh == T.capfresh) {
 		size_t cap = T.capfresh ? T.capfresh * 2 : 256;
-		uint64_t *f = realloc(T.fresh, cap * sizeof(*f));
+		uint64_t *f = d9__mem_realloc(T.fresh, cap * sizeof(*f));
 		if (!f)
 			goto out;
 		T.fresh = f;

@@ -567,6 +567,14 @@ void d9_agent_coroutine(uint64_t id, uint64_t parent, uint64_t location, uint64_
 uint64_t d9_agent_coroutine_new_id(void);
 void d9_agent_coroutine_exit(uint64_t id);
 
+/* Memory for what preload/ keeps on the program's threads (coroutine records, descriptor and
+ * pointer tables), mapped, never the program's malloc (agent/mem.c). d9__mem_alloc's memory is
+ * zeroed and 16-aligned; d9__mem_realloc keeps the contents and leaves the rest as it finds it,
+ * like realloc; NULL on failure. errno is kept. */
+void *d9__mem_alloc(size_t n);
+void *d9__mem_realloc(void *p, size_t n);
+void d9__mem_free(void *p);
+
 /* Flushes every thread's data to the file now and waits up to timeout_ms for it to be written.
  * Returns 0, or -ETIMEDOUT. The calling thread's chunk is flushed too. */
 int d9_agent_flush(int timeout_ms);

@@ -375,6 +375,8 @@ size_t d9__coroutines_all(uint8_t **out);
 size_t d9__coroutines_fresh(uint8_t **out);
 void d9__coroutines_child(void);
 void d9__coroutines_prune(uint64_t age_ns);
+/* mem.c (d9-agent.h): in a forked child */
+void d9__mem_child(void);
 
 /* writer.c */
 int d9__writer_start(void);

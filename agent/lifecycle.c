@@ -725,6 +725,7 @@ static void fork_child(void)
 	int defs_ok = defs_forking;
 
 	d9__fd_child(); /* before any descriptor of the agent's is used or closed */
+	d9__mem_child(); /* the adapters allocate in the child even when it is not traced */
 	d9__schedstat_child(); /* the parent's threads' schedstat files */
 	pthread_mutex_init(&g->def_lock, NULL);
 	pthread_mutex_init(&loader_mu, NULL);

@@ -1,7 +1,7 @@
 /* pmap.c: the pointer map's slow parts (pmap.h): growing, deleting and sweeping. */
 #include "pmap.h"
 
-#include <stdlib.h>
+#include "d9-agent.h" /* d9__mem_alloc: the map's memory is the agent's own */
 
 /* m's entries that keep() keeps (all without it) in a new table of cap slots; -1 when it
  * cannot be allocated (then m is as it was and keep was not called) */
@@ -10,18 +10,18 @@ static int rebuild(struct pmap *m, size_t cap, int (*keep)(void *v))
 	struct pmap n = { 0 };
 
 	n.cap = cap;
-	n.keys = calloc(n.cap, sizeof(void *));
-	n.vals = calloc(n.cap, sizeof(void *));
+	n.keys = d9__mem_alloc(n.cap * sizeof(void *));
+	n.vals = d9__mem_alloc(n.cap * sizeof(void *));
 	if (!n.keys || !n.vals) {
-		free(n.keys);
-		free(n.vals);
+		d9__mem_free(n.keys);
+		d9__mem_free(n.vals);
 		return -1;
 	}
 	for (size_t i = 0; i < m->cap; i++)
 		if (m->keys[i] && (!keep || keep(m->vals[i])))
 			pm_put(&n, m->keys[i], m->vals[i]); /* no more entries than slots allow: no growth */
-	free(m->keys);
-	free(m->vals);
+	d9__mem_free(m->keys);
+	d9__mem_free(m->vals);
 	*m = n;
 	return 0;
 }

@@ -121,7 +121,7 @@ static struct lc_state *state(void)
 
 	if (D9_LIKELY(s) || mode <= 0 || !d9__rt_wanted(&d9__rt_libco))
 		return s;
-	if (!(s = calloc(1, sizeof(*s))))
+	if (!(s = d9__mem_alloc(sizeof(*s))))
 		return NULL;
 	d9_agent_become_worker();
 	d9__pl_set_rt(&d9__rt_libco);
@@ -276,7 +276,7 @@ static void forget(struct lc_state *s, void *handle)
 		s->cur = NULL; /* a coroutine releasing itself: a bug, not ours to crash on */
 		d9__pl.coroutine = 0;
 	}
-	free(old);
+	d9__mem_free(old);
 }
 
 D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, void *arg)
@@ -291,7 +291,7 @@ D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, voi
 	}
 	struct lc_state *s = state();
 	struct co *co;
-	if (!s || !fn || !ppco || !(co = calloc(1, sizeof(*co))))
+	if (!s || !fn || !ppco || !(co = d9__mem_alloc(sizeof(*co))))
 		return real_co_create(ppco, attr, fn, arg);
 	co->start = fn;
 	co->arg = arg;
@@ -306,7 +306,7 @@ D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, voi
 		/* not created, or not tracked: then the trampoline only calls fn (never a poll of
 		 * it is seen, nor its exit: s->cur is never co) */
 		if (r != 0 || !*ppco)
-			free(co);
+			d9__mem_free(co);
 		errno = e;
 		return r;
 	}
@@ -490,7 +490,7 @@ static void note_ctl(struct lc_state *s, int epfd, int op, int fd, const struct 
 		size_t n = s->nfds ? s->nfds : 1024;
 		while (n <= (size_t)fd)
 			n *= 2;
-		struct fdreg *t = realloc(s->fds, n * sizeof(*t));
+		struct fdreg *t = d9__mem_realloc(s->fds, n * sizeof(*t));
 		if (!t)
 			return;
 		memset(t + s->nfds, 0, (n - s->nfds) * sizeof(*t));

@@ -78,14 +78,14 @@ static int um_put(struct umap *m, uintptr_t k, void *cb, uint64_t id, uint64_t l
 	if ((m->n + 1) * 4 > m->cap * 3) {
 		struct umap n = { 0 };
 		n.cap = m->cap ? m->cap * 2 : 256;
-		n.e = calloc(n.cap, sizeof(*n.e));
+		n.e = d9__mem_alloc(n.cap * sizeof(*n.e));
 		if (!n.e)
 			return -ENOMEM;
 		for (size_t i = 0; i < m->cap; i++)
 			if (m->e[i].key)
 				*um_get_free(&n, m->e[i].key) = m->e[i];
 		n.n = m->n;
-		free(m->e);
+		d9__mem_free(m->e);
 		*m = n;
 	}
 	struct uent *e = um_get_free(m, k);
@@ -210,7 +210,7 @@ static struct lstate *state_of(uv_loop_t *loop, int create)
 	for (unsigned i = 0; i < n; i++) /* another thread may have added it */
 		if (loops[i].loop == loop)
 			s = loops[i].s;
-	if (!s && n < D9__UV_LOOPS && (s = calloc(1, sizeof(*s)))) {
+	if (!s && n < D9__UV_LOOPS && (s = d9__mem_alloc(sizeof(*s)))) {
 		loops[n].loop = loop;
 		loops[n].s = s;
 		__atomic_store_n(&nloops, n + 1, __ATOMIC_RELEASE);
@@ -997,7 +997,7 @@ static void w_after_work(uv_work_t *req, int status)
 	if (!w)
 		return;
 	struct work c = *w;
-	free(w);
+	d9__mem_free(w);
 	errno = err;
 	last_work.work_cb = c.work_cb;
 	last_work.after_cb = c.after_cb;
@@ -1025,7 +1025,7 @@ D9_INTERPOSE int uv_queue_work(uv_loop_t *loop, uv_work_t *req, uv_work_cb work_
 		return real_uv_queue_work(loop, req, work_cb, after_cb);
 	int e = errno;
 	struct lstate *s = state_of(loop, 1);
-	struct work *w = malloc(sizeof(*w));
+	struct work *w = d9__mem_alloc(sizeof(*w));
 	if (!w) {
 		errno = e;
 		return real_uv_queue_work(loop, req, work_cb, after_cb);
@@ -1038,7 +1038,7 @@ D9_INTERPOSE int uv_queue_work(uv_loop_t *loop, uv_work_t *req, uv_work_cb work_
 	int put = um_put(&works, (uintptr_t)req, w, 0, 0);
 	spin_unlock(&works_lock);
 	if (put) {
-		free(w);
+		d9__mem_free(w);
 		errno = e;
 		return real_uv_queue_work(loop, req, work_cb, after_cb);
 	}
@@ -1052,7 +1052,7 @@ D9_INTERPOSE int uv_queue_work(uv_loop_t *loop, uv_work_t *req, uv_work_cb work_
 		e = errno;
 		work_of(req, 1);
 		unit_exit(w->id);
-		free(w);
+		d9__mem_free(w);
 		errno = e;
 	}
 	return rc;
@@ -1106,7 +1106,7 @@ D9_INTERPOSE int uv_loop_close(uv_loop_t *loop)
 	int rc = real_uv_loop_close(loop);
 	struct lstate *s;
 	if (rc == 0 && (s = state_of(loop, 0))) {
-		free(s->m.e);
+		d9__mem_free(s->m.e);
 		s->m = (struct umap){ 0 };
 	}
 	return rc;

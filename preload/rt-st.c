@@ -140,7 +140,7 @@ static void lock_blocked(struct st_state *s, struct co *co);
 static __attribute__((noinline, cold)) void run_rare(struct st_state *s, struct co *co)
 {
 	if (s->dead) {
-		free(s->dead);
+		d9__mem_free(s->dead);
 		s->dead = NULL;
 	}
 	if (!d9__self.worker)
@@ -256,9 +256,9 @@ D9_INTERPOSE int st_init(void)
 	ST_REAL(st_thread_self);
 	ST_REAL(st_utime);
 	ST_REAL(st_utime_last_clock);
-	struct st_state *s = calloc(1, sizeof(*s));
+	struct st_state *s = d9__mem_alloc(sizeof(*s));
 	if (!real_st_thread_self || !s) {
-		free(s);
+		d9__mem_free(s);
 		return real_st_init();
 	}
 	s->in_init = 1;
@@ -268,7 +268,7 @@ D9_INTERPOSE int st_init(void)
 	s->in_init = 0;
 	if (r != 0) {
 		S = NULL;
-		free(s);
+		d9__mem_free(s);
 		errno = e;
 		return r;
 	}
@@ -278,7 +278,7 @@ D9_INTERPOSE int st_init(void)
 	real_st_set_switch_in_cb(on_switch_in);
 	real_st_set_switch_out_cb(on_switch_out);
 	/* the primordial coroutine is already running */
-	struct co *co = calloc(1, sizeof(*co));
+	struct co *co = d9__mem_alloc(sizeof(*co));
 	if (co) {
 		co->id = d9_agent_coroutine_new_id();
 		uint64_t name = d9_agent_string("main", 4);
@@ -311,12 +311,21 @@ static void *trampoline(void *arg)
 	d9_agent_stack_root_slot((uint64_t)(uintptr_t)__builtin_frame_address(0) + 8, ra);
 	if (D9_UNLIKELY(co->untracked)) {
 		void *(*start)(void *) = co->start, *a = co->arg;
-		free(co);
+		d9__mem_free(co);
 		return start(a);
 	}
 	if (S)
 		run(S, co); /* the first run gets no in-callback */
 	return co->start(co->arg);
+}
+
+/* A coroutine the adapter has no memory for (its record, or its place in the table): not recorded
+ * at all, its Spawn counted as one dropped event, with a warning once. */
+static __attribute__((cold)) void not_recorded(void)
+{
+	d9__drop_one(&d9__self);
+	d9__log_once(D9_LOG_WARN, "State Threads: no memory for the coroutine table: new "
+		"coroutines are not recorded (counted as dropped events)");
 }
 
 D9_INTERPOSE st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, int joinable,
@@ -332,9 +341,11 @@ D9_INTERPOSE st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, 
 	/* the idle coroutine st_init creates is the scheduler: not traced as a coroutine */
 	if (!s || s->in_init || !start)
 		return real_st_thread_create(start, arg, joinable, stack_size);
-	struct co *co = calloc(1, sizeof(*co));
-	if (!co)
+	struct co *co = d9__mem_alloc(sizeof(*co));
+	if (!co) {
+		not_recorded();
 		return real_st_thread_create(start, arg, joinable, stack_size);
+	}
 	co->id = d9_agent_coroutine_new_id();
 	co->start = start;
 	co->arg = arg;
@@ -342,7 +353,7 @@ D9_INTERPOSE st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, 
 	st_thread_t th = real_st_thread_create(trampoline, co, joinable, stack_size);
 	int e = errno;
 	if (!th) {
-		free(co);
+		d9__mem_free(co);
 		errno = e;
 		return NULL;
 	}
@@ -351,9 +362,7 @@ D9_INTERPOSE st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, 
 		 * first run alone would be recorded. It is recorded not at all, and counted: its
 		 * Spawn as one dropped event, with a warning once. */
 		co->untracked = 1;
-		d9__drop_one(&d9__self);
-		d9__log_once(D9_LOG_WARN, "State Threads: no memory for the coroutine table: new "
-			"coroutines are not recorded (counted as dropped events)");
+		not_recorded();
 		errno = e;
 		return th;
 	}
@@ -386,7 +395,7 @@ D9_INTERPOSE void st_thread_exit(void *retval)
 		co->exited = 1;
 		pm_del(&s->threads, real_st_thread_self());
 		if (s->dead)
-			free(s->dead);
+			d9__mem_free(s->dead);
 		s->dead = co;
 		/* a returning joinable coroutine gets no out-callback: it stops being current here,
 		 * so the idle loop's readiness is credited (after_poll, after_select), and it is still named as
@@ -458,7 +467,7 @@ static __attribute__((noinline, cold)) int grow_fds(struct st_state *s, int fd)
 
 	while (n <= (size_t)fd)
 		n *= 2;
-	struct fdslot *t = realloc(s->fds, n * sizeof(*t));
+	struct fdslot *t = d9__mem_realloc(s->fds, n * sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	memset(t + s->nfds, 0, (n - s->nfds) * sizeof(*t));
@@ -486,7 +495,7 @@ static __attribute__((noinline)) int poll_listed(struct st_state *s, struct co *
 {
 	struct fdw local[8], *w = local;
 
-	if (npds > 8 && !(w = malloc((size_t)npds * sizeof(*w))))
+	if (npds > 8 && !(w = d9__mem_alloc((size_t)npds * sizeof(*w))))
 		return real_st_poll(pds, npds, timeout);
 	int nreg = 0;
 	for (int i = 0; i < npds; i++) {
@@ -506,7 +515,7 @@ static __attribute__((noinline)) int poll_listed(struct st_state *s, struct co *
 			*pp = w[i].next;
 	}
 	if (w != local)
-		free(w);
+		d9__mem_free(w);
 	errno = e;
 	return r;
 }

@@ -7,9 +7,8 @@
 #ifndef D9_WAITQ_H
 #define D9_WAITQ_H
 
+#include "d9-agent.h" /* d9__mem_alloc */
 #include "pmap.h"
-
-#include <stdlib.h>
 
 struct co;
 struct waitq { struct co *head, *tail; };
@@ -21,7 +20,7 @@ static int waitq_kept(void *v)
 
 	if (q->head)
 		return 1;
-	free(q);
+	d9__mem_free(q);
 	return 0;
 }
 
@@ -34,8 +33,8 @@ static inline struct waitq *waitq_make(struct pmap *m, size_t *sweep_at, void *o
 		return q;
 	if (__builtin_expect(m->n >= *sweep_at, 0))
 		pm_sweep(m, sweep_at, waitq_kept);
-	if ((q = calloc(1, sizeof(*q))) && pm_put(m, obj, q) != 0) {
-		free(q);
+	if ((q = d9__mem_alloc(sizeof(*q))) && pm_put(m, obj, q) != 0) {
+		d9__mem_free(q);
 		q = NULL;
 	}
 	return q;

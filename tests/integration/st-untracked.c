@@ -1,24 +1,29 @@
-/* st-untracked.c: a State Threads program whose allocator refuses large arrays, so the agent's
- * coroutine table cannot grow past a few thousand entries. It creates 3,000 coroutines before
- * any of them runs (all in the table at once), each counts itself and returns, and prints
- * "ran=N". Under the agent the coroutines past the table's last growth are not recorded at all
- * (no poll without its Spawn) and each counts as one dropped event, with one warning.
- * calloc here refuses 4,096 or more pointer-sized members (the table's arrays; ST's own callocs
- * are of one member). For test-preload-regress.sh. */
+/* st-untracked.c: a State Threads program that refuses the agent the memory for a larger
+ * coroutine table, so the table cannot grow past a few thousand entries. It creates 3,000
+ * coroutines before any of them runs (all in the table at once), each counts itself and returns,
+ * and prints "ran=N". Under the agent the coroutines past the table's last growth are not
+ * recorded at all (no poll without its Spawn) and each counts as one dropped event, with one
+ * warning.
+ * The agent's tables are its own mappings (agent/mem.c): a table of 4,096 pointers is one
+ * anonymous mapping of 36 KiB (32 KiB and the block's 16-byte header, rounded to pages). mmap here
+ * refuses anonymous mappings larger than 32 KiB and at most 40 KiB; ST's stacks (16 KiB and two
+ * guard pages), the agent's buffers (64 KiB blocks) and everything else are other sizes. For
+ * test-preload-regress.sh. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <st.h>
 
-void *__libc_calloc(size_t n, size_t size);
-
-void *calloc(size_t n, size_t size)
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
-	if (n >= 4096 && size == sizeof(void *)) {
+	if ((flags & MAP_ANONYMOUS) && len > 32768 && len <= 40960) {
 		errno = ENOMEM;
-		return NULL;
+		return MAP_FAILED;
 	}
-	return __libc_calloc(n, size);
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 }
 
 #define N 3000

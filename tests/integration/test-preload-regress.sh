@@ -199,7 +199,7 @@ PY
 else
 	fail st-mutex "cannot build: $(head -c 200 "$T/cc.err")"
 fi
-# ---- ST: the coroutine table cannot grow (the program's calloc refuses large arrays): the
+# ---- ST: the coroutine table cannot grow (the program refuses the agent a larger table): the
 # coroutines it cannot hold are not recorded, each counted as a dropped event (st-untracked.c)
 if cc -O1 -o "$T/stu" tests/integration/st-untracked.c -lst 2>"$T/cc.err"; then
 	traced=$(D9_TRACE_PATH="$T/u/trace.bin" LD_PRELOAD="$PWD/build/libd9agent.so" "$T/stu" 2>"$T/u.err")

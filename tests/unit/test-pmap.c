@@ -1,11 +1,14 @@
 /* test-pmap.c: the runtime adapters' pointer map (preload/pmap.c): lookups, replacement and
  * deletion against a plain array through several growths, and the sweep of their wait-queue FIFOs
  * (preload/waitq.h) that drops the empty ones: what it keeps is still found, what it drops is
- * gone and freed once (the sanitizers would see a leak or a double free), and the size of the
+ * gone and freed (agent/mem.c's count of live blocks ends where it began), and the size of the
  * next sweep is 1,024 or twice what is left; waitq_make sweeps when the map reaches it. */
+#include "../../agent/mem.c"
 #include "../../preload/pmap.c"
 #include "../../preload/waitq.h"
 #include "t.h"
+
+__thread struct d9__thr d9__self __attribute__((tls_model("initial-exec")));
 
 #define N 5000
 
@@ -18,6 +21,7 @@ TEST(pmap_put_get_del)
 {
 	struct pmap m = { 0 };
 	static void *ref[N];
+	size_t before = live;
 
 	T_ASSERT(pm_get(&m, key(1)) == NULL);
 	srand(7);
@@ -39,8 +43,9 @@ TEST(pmap_put_get_del)
 	}
 	T_EQ(m.n, n);
 	T_ASSERT(m.n * 4 <= m.cap * 3);
-	free(m.keys);
-	free(m.vals);
+	d9__mem_free(m.keys);
+	d9__mem_free(m.vals);
+	T_EQ(live, before);
 }
 
 TEST(pmap_sweep)
@@ -49,6 +54,7 @@ TEST(pmap_sweep)
 	size_t at = 0;
 	static struct waitq *qs[N];
 	struct co *waiter = (struct co *)&m; /* any pointer: only its presence is looked at */
+	size_t before = live;
 
 	pm_sweep(&m, &at, waitq_kept); /* nothing yet */
 	T_EQ(at, 1024);
@@ -76,9 +82,10 @@ TEST(pmap_sweep)
 	T_EQ(m.n, 1);
 	T_ASSERT(pm_get(&m, key(N)) == q);
 	T_EQ(at, 1024);
-	free(q);
-	free(m.keys);
-	free(m.vals);
+	d9__mem_free(q);
+	d9__mem_free(m.keys);
+	d9__mem_free(m.vals);
+	T_EQ(live, before); /* every FIFO the sweeps dropped was freed */
 }
 
 int main(int argc, char **argv)
