@@ -519,34 +519,36 @@ D9_INTERPOSE pid_t waitpid(pid_t pid, int *status, int options)
 	return TIMED("waitpid", -1, real_waitpid(pid, status, options));
 }
 
-/* The timed lock, a function of its own as read.timed is (and named so, for the stacks): the
- * wrapper's common path, a free lock, then saves no registers for it. */
-static int mutex_lock_timed(pthread_mutex_t *m, int (*lock)(pthread_mutex_t *))
-	__asm__("pthread_mutex_lock.timed");
-static __attribute__((noinline)) int mutex_lock_timed(pthread_mutex_t *m,
-	int (*lock)(pthread_mutex_t *))
+/* The lock after a trylock found it held (or without trylock), a function of its own as
+ * read.timed is (and named so, for the stacks): timed when this thread may record, else the C
+ * library's lock as it is. */
+static int mutex_lock_held(pthread_mutex_t *m) __asm__("pthread_mutex_lock.timed");
+static __attribute__((noinline)) int mutex_lock_held(pthread_mutex_t *m)
 {
-	return TIMED("pthread_mutex_lock", -1, lock(m));
+	D9_REAL(int, pthread_mutex_lock, (pthread_mutex_t *));
+	if (!real_pthread_mutex_lock)
+		return ENOSYS;
+	if (!timed())
+		return real_pthread_mutex_lock(m);
+	return TIMED("pthread_mutex_lock", -1, real_pthread_mutex_lock(m));
 }
 
-/* A free mutex cannot block, and most locks a server takes are free (memcached takes several per
- * request): a trylock first takes it without the two clock reads; only a mutex that is held is
+/* A free mutex cannot block, and most locks a server takes are free (memcached takes 7 per
+ * request): a trylock first takes it, before any other test, and only a mutex that is held is
  * timed. Every mutex type answers as the lock itself would: a recursive one its owner holds is
  * taken again, an error-checking one its owner holds and a normal one held by anyone give EBUSY,
  * and then the real lock gives EDEADLK or waits; a robust one whose owner died is taken with
- * EOWNERDEAD either way. */
+ * EOWNERDEAD either way. A thread that may not record (an agent thread, the agent's own lock,
+ * recording off) takes the same trylock first: the same answers, without a clock. */
 D9_INTERPOSE int pthread_mutex_lock(pthread_mutex_t *m)
 {
-	D9_REAL(int, pthread_mutex_lock, (pthread_mutex_t *));
 	D9_REAL(int, pthread_mutex_trylock, (pthread_mutex_t *));
-	if (!real_pthread_mutex_lock)
-		return ENOSYS;
-	if (!timed() || !real_pthread_mutex_trylock)
-		return real_pthread_mutex_lock(m);
-	int r = real_pthread_mutex_trylock(m);
-	if (D9_LIKELY(r != EBUSY))
-		return r;
-	return mutex_lock_timed(m, real_pthread_mutex_lock);
+	if (D9_LIKELY(real_pthread_mutex_trylock)) {
+		int r = real_pthread_mutex_trylock(m);
+		if (D9_LIKELY(r != EBUSY))
+			return r;
+	}
+	return mutex_lock_held(m);
 }
 
 /* Programs bind the GLIBC_2.3.2 condition variables; the older ABI is left alone. */
