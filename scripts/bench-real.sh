@@ -15,8 +15,12 @@
 # does once the directory is half full (a busy server's steady state; the short runs here would
 # otherwise never compress). Result per mode: the median of the pairs' ratios (with / without -
 # 1) and their spread (min .. max); the verdict is PASS or MISS only when every pair is on the same
-# side of the goal, else inconclusive. Writes build/bench/real.json. Builds nothing. QUICK=1: fewer,
-# shorter pairs. REAL_SERVERS, REAL_MODES, REAL_PAIRS, REAL_DURATION narrow it.
+# side of the goal, else inconclusive. Then one more run per mode with the agent under
+# perf record (-F 999): the agent's share of the process's CPU samples, with its standard error
+# (see "the agent's share of the CPU, sampled" below; REAL_SAMPLE=0 skips it; skipped, with the
+# reason, without perf, objdump or the permission). Writes build/bench/real.json. Builds
+# nothing. QUICK=1: fewer, shorter pairs. REAL_SERVERS, REAL_MODES, REAL_PAIRS, REAL_DURATION
+# narrow it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=${QUICK:-0}
@@ -182,6 +186,11 @@ SERVERS = {"redis": ("redis-server", redis_start, redis_count, redis_load, "redi
            "memcached": ("memcached", memcached_start, memcached_count, memcached_load, "memcaslap"),
            "nginx": ("nginx", nginx_start, nginx_count, nginx_load, "wrk")}
 
+def sealed(d):
+    """a compressed segment in the run's trace directory (trace/d9-uid-N/ when the server
+    dropped its privileges: memcached -u nobody, nginx's worker)"""
+    return glob.glob(os.path.join(d, "trace", "**", "*.bin.gz"), recursive=True)
+
 def one(srv, mode):
     """one run: (CPU ns per request, agent threads' share of the CPU, requests)"""
     binary, start, count, load, _ = SERVERS[srv]
@@ -201,7 +210,7 @@ def one(srv, mode):
         # one-time cost that is not the steady state measured here
         time.sleep(3.0)
         until = time.time() + 60
-        while mode and not glob.glob(os.path.join(d, "trace", "*.bin.gz")) and time.time() < until:
+        while mode and not sealed(d) and time.time() < until:
             time.sleep(0.1)
         r0, (c0, a0) = count(port), cpu_ns(p.pid)
         time.sleep(dur)
@@ -218,15 +227,152 @@ def one(srv, mode):
         raise RuntimeError(f"{srv}: no requests counted")
     return (c1 - c0) / n, (a1 - a0) / max(c1 - c0, 1), n
 
+# ---- the agent's share of the CPU, sampled -------------------------------------------------------
+# A pair's ratio cannot tell 1% on a shared machine (its spread is tens of points), so each mode
+# also gets one run under perf record (-F SAMPLE_HZ, cpu-clock, every thread of the server's
+# processes, kernel included) in the measured window: the agent's share is its threads' samples
+# (d9-*) plus the samples of the server's threads whose instruction was in libd9agent.so, over all
+# of the process's samples. With N samples and share p, its standard error is sqrt(p(1-p)/N).
+# What samples cannot see: the agent's effect on the server's own code (a longer path in malloc,
+# caches; the callgrind rows count the instructions of it); the agent's calls into other objects
+# on the server's threads (the C library's trylock where the program called lock, and its clock
+# reads when they are the vDSO's: on a machine whose kernel does not use the TSC); and the
+# kernel's work at each switch of a thread that has perf events of the agent's (modes cpu99 and
+# sched). So a sampled share is a PASS only in default mode on a machine where the agent reads the
+# TSC, and elsewhere a lower bound: a MISS when even that is over the goal.
+SAMPLE = os.environ.get("REAL_SAMPLE", "1") != "0"
+SAMPLE_HZ = 999
+
+def perf_missing():
+    if not shutil.which("perf"):
+        return "perf is missing (linux-perf)"
+    if not root:
+        try:
+            par = int(open("/proc/sys/kernel/perf_event_paranoid").read())
+        except (OSError, ValueError):
+            par = 3
+        if par > 1:
+            return "needs root or kernel.perf_event_paranoid <= 1 (the kernel's samples too)"
+    try:
+        subprocess.run(["perf", "record", "-q", "-F", "99", "-o", os.path.join(work, "probe.data"),
+                        "--", "true"], capture_output=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return "perf record does not work here"
+    return None
+
+def agent_clock(d):
+    """the agent's clock in the run's first segment ("tsc" or "monotonic"), or None: the
+    header chunk's clock_source (format/FORMAT.md section 6, file offset 36)"""
+    import gzip
+    # a server that dropped its privileges writes under trace/d9-uid-N/
+    for f in sorted(glob.glob(os.path.join(d, "trace", "**", "*.bin*"), recursive=True)):
+        try:
+            with (gzip.open(f) if f.endswith(".gz") else open(f, "rb")) as fh:
+                b = fh.read(40)
+        except (OSError, EOFError):
+            continue
+        if len(b) > 36:
+            return "tsc" if b[36] == 1 else "monotonic"
+    return None
+
+def after_syscalls(path):
+    """'symbol+0xoffset' of every instruction in the agent that follows a syscall instruction:
+    where the return from the kernel lands. The wrappers make the program's system calls
+    themselves (preload/libc-direct.c), so a sample there is the program's call (without the
+    agent it lands in the C library's stub, the same instruction after the same call)."""
+    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", path], capture_output=True,
+                         text=True, timeout=300).stdout
+    sites, sym, base, after = set(), None, 0, False
+    for line in out.splitlines():
+        m = re.match(r"^([0-9a-f]+) <(.+)>:$", line)
+        if m:
+            base, sym = int(m.group(1), 16), m.group(2)
+            continue
+        m = re.match(r"^\s+([0-9a-f]+):\s+(\S+)", line)
+        if not m or sym is None:
+            continue
+        if after:
+            sites.add("%s+0x%x" % (sym, int(m.group(1), 16) - base))
+        after = m.group(2) == "syscall"
+    return sites
+
+def sampled(srv, mode):
+    """one run with the agent under perf record: (share %, standard error %, samples, the
+    agent's clock, the server threads' share in libd9agent.so %)"""
+    binary, start, count, load, _ = SERVERS[srv]
+    d = os.path.join(work, "run")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    p, port, ok = start(mode, d)
+    if not ok:
+        p.kill(); p.wait()
+        raise RuntimeError(f"{binary} did not start")
+    lp = subprocess.Popen(nice + ["taskset", "-c", "0"] + load(port),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    data = os.path.join(work, "perf.data")
+    try:
+        time.sleep(3.0)
+        until = time.time() + 60
+        while not sealed(d) and time.time() < until:
+            time.sleep(0.1)
+        pids = ",".join(str(x) for x in pids_of(p.pid))
+        subprocess.run(["perf", "record", "-q", "-F", str(SAMPLE_HZ), "-e", "cpu-clock",
+                        "-p", pids, "-o", data, "--", "sleep", str(dur)],
+                       capture_output=True, timeout=dur + 120, check=True)
+        clock = agent_clock(d)
+    finally:
+        lp.kill(); lp.wait()
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill(); p.wait()
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym,symoff,dso"],
+                         capture_output=True, text=True, timeout=300).stdout
+    total = ours = in_code = returns = 0
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) < 2:
+            continue
+        total += 1
+        if f[0].startswith("d9-"):
+            ours += 1
+        elif "libd9agent.so" in line:
+            if len(f) >= 4 and f[-2] in SYSCALL_RETURNS:
+                returns += 1
+                continue
+            ours += 1
+            in_code += 1
+    if total < 100:
+        raise RuntimeError(f"{srv}: {total} samples")
+    share = ours / total
+    return (share * 100, (share * (1 - share) / total) ** 0.5 * 100, total, clock,
+            in_code / total * 100, returns / total * 100)
+
+def sample_verdict(mode, share, se, clock, goal):
+    lo, hi = share - 2 * se, share + 2 * se
+    complete = mode == "default" and clock == "tsc"
+    if lo > goal:
+        return "MISS"
+    if complete and hi <= goal:
+        return "PASS"
+    if complete:
+        return "inconclusive (within 2 standard errors of the goal)"
+    return "lower bound, no verdict"
+
 def git(*a):
     try:
         return subprocess.run(["git", *a], capture_output=True, text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
-res = {"bench": "real", "schema_version": 1, "pairs": pairs, "duration_s": dur,
+res = {"bench": "real", "schema_version": 2, "pairs": pairs, "duration_s": dur,
        "rotation": "2s", "compress": "1", "commit": git("rev-parse", "--short", "HEAD") or "unknown",
        "tree": "dirty" if git("status", "--porcelain", "--untracked-files=no") else "clean",
        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "servers": {}}
+sample_skip = perf_missing() if SAMPLE else None
+if SAMPLE and sample_skip is None and not shutil.which("objdump"):
+    sample_skip = "objdump is missing (binutils)"
+SYSCALL_RETURNS = after_syscalls(agent) if SAMPLE and sample_skip is None else set()
 print(f"  {'server':10} {'mode':8} {'base ns/req':>11} {'d9 ns/req':>10} {'median':>8}"
       f" {'spread':>17} {'d9 threads':>10}  verdict (goal)")
 for srv in servers:
@@ -255,14 +401,34 @@ for srv in servers:
         verdict = "" if goal is None else ("PASS" if max(ratios) <= goal else
             "MISS" if min(ratios) > goal else
             "inconclusive (median %s)" % ("within" if med <= goal else "over"))
+        smp = None
+        if SAMPLE and sample_skip is None:
+            try:
+                sh, se, ns, clock, code, rets = sampled(srv, mode)
+                sv = sample_verdict(mode, sh, se, clock, goal)
+                smp = {"share_pct": sh, "stderr_pct": se, "samples": ns, "hz": SAMPLE_HZ,
+                       "agent_clock": clock, "server_threads_in_agent_pct": code,
+                       "syscall_returns_pct": rets, "verdict": sv}
+            except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as e:
+                smp = {"failed": str(e)}
+        elif SAMPLE:
+            smp = {"skipped": sample_skip}
         res["servers"][srv][mode] = {"ratios_pct": ratios, "median_pct": med,
                                      "base_ns_per_request": statistics.median(base),
                                      "d9_ns_per_request": statistics.median(withd),
                                      "agent_threads_share_pct": statistics.median(share) * 100,
-                                     "goal_pct": goal, "verdict": verdict}
+                                     "goal_pct": goal, "verdict": verdict, "sampled": smp}
         print(f"  {srv:10} {mode:8} {statistics.median(base):11.0f} {statistics.median(withd):10.0f}"
               f" {med:+7.2f}% {min(ratios):+7.2f}..{max(ratios):+6.2f}%"
               f" {statistics.median(share) * 100:9.2f}%  {verdict} (<= {goal}%)")
+        if smp and "share_pct" in smp:
+            print(f"  {'':10} {'':8} sampled: {smp['share_pct']:.2f}% +- {smp['stderr_pct']:.2f}"
+                  f" of {smp['samples']} samples at {SAMPLE_HZ} Hz (server threads in the agent's"
+                  f" code {smp['server_threads_in_agent_pct']:.2f}%, not counted: the program's"
+                  f" system calls' returns there {smp['syscall_returns_pct']:.2f}%; agent clock"
+                  f" {smp['agent_clock']}): {smp['verdict']}")
+        elif smp:
+            print(f"  {'':10} {'':8} sampled: {smp.get('failed') or smp.get('skipped')}")
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs("build/bench", exist_ok=True)
 json.dump(res, open("build/bench/real.json", "w"), indent=1)
