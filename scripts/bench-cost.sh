@@ -15,7 +15,10 @@
 # D9_COMPRESS=0, D9_CPU_PROFILE=99, flight (D9_MODE=flight, triggers checked, none firing),
 # requests (D9_REQUESTS=1: zero-code requests, a begin and an end per request).
 # Threads are split into the server's and the agent's (a thread
-# whose start routine lies in libd9agent.so; under strace, a thread that names itself d9-*).
+# whose start routine lies in libd9agent.so; under strace, a thread that names itself d9-*);
+# memcached's background threads (all but its main thread and mc-worker, which serves the
+# connection: the LRU maintainer, crawler, slab mover, hash table maintainer and logger, whose
+# work follows time in adaptive sleeps) are counted apart and left out of the server's figure.
 # Work driven by time (the writer's flush every D9_FLUSH_INTERVAL, the server's own timers)
 # does not cancel: a third run per mode, with 0 requests and the connection idle as long as the
 # N2 run's requests took, separates it (see the report). Work that happens by chance (a call
@@ -101,6 +104,19 @@ if len(sys.argv) > 6:
         time.sleep(0.05)
     if tid is None:
         sys.exit(f"client: no thread named {want} in {pid} within 120 s")
+names_out = sys.argv[7] if len(sys.argv) > 7 else None
+
+def write_names():
+    """every thread of the server by its TID, with its name: which are its background threads"""
+    rows = []
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            rows.append((int(t), open(f"/proc/{pid}/task/{t}/comm").read().strip()))
+        except OSError:
+            pass
+    with open(names_out, "w") as f:
+        for t, name in sorted(rows):
+            f.write(f"{t} {name}\n")
 # select, poll, epoll_wait, pselect6, ppoll, epoll_pwait, epoll_pwait2 (x86-64 numbers)
 POLLS = {23, 7, 232, 270, 271, 281, 441}
 proc = f"/proc/{tid}/syscall"
@@ -191,6 +207,8 @@ for _ in range(n):
     s.sendall(req)
     need(reply)
 t1 = time.monotonic()
+if names_out:
+    write_names()
 if idle > 0:
     time.sleep(idle)
 if quit_ is None:
@@ -362,7 +380,7 @@ run_one() {
 	# the server's main thread: valgrind runs it in its own process, strace as its child
 	local tid=$pid secs
 	[ "$tool" = strace ] && tid=$(cut -d' ' -f1 "/proc/$pid/task/$pid/children")
-	secs=$(python3 "$work/client.py" "$proto" "$port" "$n" "$idle" "$tid" $who) ||
+	secs=$(python3 "$work/client.py" "$proto" "$port" "$n" "$idle" "$tid" ${who:+"$who" "$d/threads"}) ||
 		die "$tool $srv $mode: the client failed (server stderr: $(head -c 300 "$d/stderr"))"
 	# nginx's quit: SIGQUIT, a graceful exit (to the program itself, not to strace)
 	[ "$proto" = nginx ] && kill -QUIT "$tid"
@@ -377,9 +395,23 @@ run_one() {
 	# with D9_COMPRESS=0 a .bin is the end product: nothing to adopt
 	[ "$tool" = callgrind ] && [ "$mode" != nocompress ] && adopt "$d" "$pid" "$mode"
 	[ -d "$d/trace" ] && { "$ana" summary --json "$d/trace" >"$d/summary.json" 2>"$d/analyze.err" || true; }
-	python3 - "$tool" "$srv" "$mode" "$n" "$idle" "$secs" "$d" "$agent" "$rep" >>"$runs" <<'PY'
+	python3 - "$tool" "$srv" "$mode" "$n" "$idle" "$secs" "$d" "$agent" "$rep" "$who" >>"$runs" <<'PY'
 import glob, gzip, json, os, re, sys
-tool, srv, mode, n, idle, secs, d, agent, rep = sys.argv[1:]
+tool, srv, mode, n, idle, secs, d, agent, rep, who = sys.argv[1:]
+# A server whose connection one named thread serves (memcached's mc-worker): its other threads
+# but the main one are background threads (memcached's LRU maintainer, crawler, slab mover, hash
+# table maintainer, logger), whose work follows time, in adaptive sleeps, not requests: they
+# moved memcached's total by hundreds of instructions a request between runs, either way. They
+# are counted apart ("background"), out of the server's figure. The client wrote every thread's
+# TID and name (d/threads) once the requests were served.
+names = []
+if who and os.path.exists(os.path.join(d, "threads")):
+    for line in open(os.path.join(d, "threads")):
+        t, _, nm = line.rstrip("\n").partition(" ")
+        names.append((int(t), nm))
+
+def background(name, first):
+    return bool(who) and not first and name != who and not name.startswith("d9-")
 run = {"tool": tool, "server": srv, "mode": mode, "n": int(n), "idle_s": float(idle),
        "req_s": float(secs), "rep": int(rep), "threads": []}
 
@@ -425,15 +457,24 @@ def callgrind_thread(path, agent):
     return total, None, False, sched
 
 if tool == "callgrind":
-    for f in sorted(glob.glob(os.path.join(d, "cg.out-*"))):
-        total, start, in_agent, sched = callgrind_thread(f, agent)
-        tid = int(f.rsplit("-", 1)[1])
+    cg = sorted(glob.glob(os.path.join(d, "cg.out-*")), key=lambda p: int(p.rsplit("-", 1)[1]))
+    rows = [(int(f.rsplit("-", 1)[1]),) + callgrind_thread(f, agent) for f in cg]
+    # valgrind numbers threads in creation order, as the kernel's TIDs grow: the k-th name by
+    # TID is thread k, if every agent thread is where the names put one (else no names)
+    named = len(names) <= len(rows) and all(
+        rows[k][0] == k + 1 and rows[k][3] == names[k][1].startswith("d9-")
+        for k in range(len(names)))
+    if names and not named:
+        run["names_unmatched"] = True
+    for k, (tid, total, start, in_agent, sched) in enumerate(rows):
         if tid == 1:
             role, name = "server", "main"
         elif in_agent:
             role, name = "agent", start
+        elif named and k < len(names) and background(names[k][1], k == 0):
+            role, name = "background", names[k][1]
         else:
-            role, name = "server", start or "?"
+            role, name = "server", (names[k][1] if named and k < len(names) else start) or "?"
         run["threads"].append({"tid": tid, "role": role, "name": name, "ir": total,
                                "ir_nosched": total - sched if total is not None else None})
     # the adopting run's compressor (see adopt()): the compression of this run's segments
@@ -479,10 +520,15 @@ else:
                     sfds.discard(on)
                 elif m.group(1) == "fcntl" and ret:
                     sfds.add(ret.group(1))
-        run["threads"].append({"tid": int(f.rsplit(".", 1)[1]), "name": name, "syscalls": calls,
+        stid = int(f.rsplit(".", 1)[1])
+        known = dict(names).get(stid)
+        if known and i > 0:
+            name = known
+        role = "agent" if name.startswith("d9-") else "background" if known and background(
+            name, i == 0) else "server"
+        run["threads"].append({"tid": stid, "name": name, "syscalls": calls,
                                "syscalls_nosched": calls - sched, "schedstat": sched,
-                               "role": "agent" if name.startswith("d9-") else "server",
-                               "by_syscall": by})
+                               "role": role, "by_syscall": by})
 raw = gz = 0
 # segments left uncompressed although D9_COMPRESS is on: the exit path waits at most 2 s for
 # the compressor (README), under valgrind often too short for symbolizing a large binary, and
@@ -585,9 +631,11 @@ def find(tool, srv, mode, n, idle):
                                   sum(t[KEY[tool]] or 0 for t in r["threads"]))) if rs else None
 
 def by_role(r, key):
+    """server and agent threads' counts; a server's background threads are left out"""
     out = {"server": 0, "agent": 0}
     for t in r["threads"]:
-        out[t["role"]] += t[key] or 0
+        if t["role"] in out:
+            out[t["role"]] += t[key] or 0
     return out
 
 def agent_threads(r):

@@ -231,7 +231,7 @@ if real:
                 rows.append((f"CPU per request, {sname}, {REAL_MODES.get(mode, mode)}, sampled "
                               f"(bench-real.sh: the agent's share of the process's CPU samples, "
                               f"perf record -F {smp['hz']}; a lower bound except in default mode "
-                              f"with the TSC, see below)",
+                              f"with the TSC on a multi-threaded server, see below)",
                               f"{smp['share_pct']:.2f}% +- {smp['stderr_pct']:.2f} "
                               f"({smp['samples']:,} samples)", f"<= {m['goal_pct']:g}%",
                               smp["verdict"]))
@@ -426,17 +426,23 @@ if real:
           "other objects on the server's threads (the C library's trylock, and its clock reads "
           "when they are the vDSO's, on a machine whose kernel does not use the TSC), and the "
           "kernel's work at each switch of a thread that has the agent's perf events (99 Hz "
-          "profiling, switch-out stacks). So the verdict is PASS or MISS (the share 2 standard "
-          "errors from the goal) only in default mode with the agent on the TSC; elsewhere the "
-          "share is a lower bound, a MISS when even that is over the goal.")
+          "profiling, switch-out stacks), and the kernel's price for a process that the agent's "
+          "threads made multi-threaded (a file reference at each system call on a descriptor "
+          "once the table is shared: agent/COST.md section 12), which a server with threads of "
+          "its own pays anyway. So the verdict is PASS or MISS (the share 2 standard errors from "
+          "the goal) only in default mode, with the agent on the TSC, for a server whose every "
+          "process has threads of its own; elsewhere the share is a lower bound, a MISS when "
+          "even that is over the goal.")
         W("")
-        W("| server | mode | agent's share | of it, server threads in the agent's code | not counted: system calls' returns | samples | agent's clock | goal |")
+        W("| server | mode | agent's share | of it, server threads in the agent's code | not counted: system calls' returns | samples | agent's clock; the server | goal |")
         W("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for sname, mode, smp in smps:
             W(f"| {sname} | {REAL_MODES.get(mode, mode)} | {smp['share_pct']:.2f}% +- "
               f"{smp['stderr_pct']:.2f} | {smp['server_threads_in_agent_pct']:.2f}% | "
               f"{smp['syscall_returns_pct']:.2f}% | {smp['samples']:,} | "
-              f"{smp.get('agent_clock') or '?'} | <= {real['servers'][sname][mode]['goal_pct']:g}% "
+              f"{smp.get('agent_clock') or '?'}"
+              f"{'; single-threaded without the agent' if smp.get('single_threaded') else ''} | "
+              f"<= {real['servers'][sname][mode]['goal_pct']:g}% "
               f"{smp['verdict']} |")
         W("")
 if dcost:
@@ -464,7 +470,9 @@ if dcost:
       "and tid in each reply's headers, formatted once and padded, cost the same whatever their "
       "number of digits: per reply they cost about 7 instructions a digit, and the runs' pids "
       "differ), Debian's `redis-server` (`GET` of a 5-byte key), `memcached` (`get` of a 5-byte "
-      "key, one worker thread) and `nginx` (`GET` of a 600-byte static file, access log on, one "
+      "key, one worker thread; its main and worker threads counted, its five background threads, "
+      "whose work follows time in adaptive sleeps and moved its total by hundreds of "
+      "instructions a request between runs, left out) and `nginx` (`GET` of a 600-byte static file, access log on, one "
       "process: `master_process off`, so the requests are served in the process counted; these "
       "two in base and default only, their figure being the added share of the server's own "
       "user-space instructions, issue 14's 1% CPU goal counted instead of timed; the kernel's "
