@@ -230,9 +230,12 @@ def one(srv, mode):
 # ---- the agent's share of the CPU, sampled -------------------------------------------------------
 # A pair's ratio cannot tell 1% on a shared machine (its spread is tens of points), so each mode
 # also gets one run under perf record (-F SAMPLE_HZ, cpu-clock, every thread of the server's
-# processes, kernel included) in the measured window: the agent's share is its threads' samples
-# (d9-*) plus the samples of the server's threads whose instruction was in libd9agent.so, over all
-# of the process's samples. With N samples and share p, its standard error is sqrt(p(1-p)/N).
+# processes, kernel included) in the measured window: the agent's share is its threads' CPU time
+# (d9-*, schedstat, over the process's, in the same window) plus the share of the process's
+# samples that the server's threads took in libd9agent.so. With N samples and share p, the
+# latter's standard error is sqrt(p(1-p)/N). (The agent's threads counted by samples instead came
+# out about twice their schedstat time on redis, whose wake-ups preempt d9-compress on the CPU
+# they share: the samples of a thread in short slices land at its switch-in.)
 # What samples cannot see: the agent's effect on the server's own code (a longer path in malloc,
 # caches; the callgrind rows count the instructions of it); the agent's calls into other objects
 # on the server's threads (the C library's trylock where the program called lock, and its clock
@@ -335,9 +338,11 @@ def sampled(srv, mode):
         procs = pids_of(p.pid)
         pids = ",".join(str(x) for x in procs)
         single = any(own_threads(x) == 1 for x in procs)
+        c0, a0 = cpu_ns(p.pid)
         subprocess.run(["perf", "record", "-q", "-F", str(SAMPLE_HZ), "-e", "cpu-clock",
                         "-p", pids, "-o", data, "--", "sleep", str(dur)],
                        capture_output=True, timeout=dur + 120, check=True)
+        c1, a1 = cpu_ns(p.pid)
         clock = agent_clock(d)
     finally:
         lp.kill(); lp.wait()
@@ -348,25 +353,29 @@ def sampled(srv, mode):
             p.kill(); p.wait()
     out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym,symoff,dso"],
                          capture_output=True, text=True, timeout=300).stdout
-    total = ours = in_code = returns = 0
+    total = threads = in_code = returns = 0
     for line in out.splitlines():
         f = line.split()
         if len(f) < 2:
             continue
         total += 1
         if f[0].startswith("d9-"):
-            ours += 1
+            threads += 1
         elif "libd9agent.so" in line:
             if len(f) >= 4 and f[-2] in SYSCALL_RETURNS:
                 returns += 1
                 continue
-            ours += 1
             in_code += 1
-    if total < 100:
+    if total < 100 or c1 <= c0:
         raise RuntimeError(f"{srv}: {total} samples")
-    share = ours / total
-    return (share * 100, (share * (1 - share) / total) ** 0.5 * 100, total, clock,
-            in_code / total * 100, returns / total * 100, single)
+    # the agent's threads whole, by the kernel's own accounting (schedstat) in the same window:
+    # exact, where samples of a thread that the server preempts at every wake-up (they share its
+    # CPU) came out about twice as many; samples only where a thread's time must be split
+    p_code = in_code / total
+    agent_threads = (a1 - a0) / (c1 - c0)
+    share = agent_threads + p_code
+    return (share * 100, (p_code * (1 - p_code) / total) ** 0.5 * 100, total, clock,
+            p_code * 100, returns / total * 100, single, agent_threads * 100, threads / total * 100)
 
 def sample_verdict(mode, share, se, clock, single, goal):
     lo, hi = share - 2 * se, share + 2 * se
@@ -423,10 +432,11 @@ for srv in servers:
         smp = None
         if SAMPLE and sample_skip is None:
             try:
-                sh, se, ns, clock, code, rets, single = sampled(srv, mode)
+                sh, se, ns, clock, code, rets, single, athr, athr_smp = sampled(srv, mode)
                 sv = sample_verdict(mode, sh, se, clock, single, goal)
                 smp = {"share_pct": sh, "stderr_pct": se, "samples": ns, "hz": SAMPLE_HZ,
                        "agent_clock": clock, "server_threads_in_agent_pct": code,
+                       "agent_threads_pct": athr, "agent_threads_sampled_pct": athr_smp,
                        "syscall_returns_pct": rets, "single_threaded": single, "verdict": sv}
             except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as e:
                 smp = {"failed": str(e)}
@@ -442,7 +452,9 @@ for srv in servers:
               f" {statistics.median(share) * 100:9.2f}%  {verdict} (<= {goal}%)")
         if smp and "share_pct" in smp:
             print(f"  {'':10} {'':8} sampled: {smp['share_pct']:.2f}% +- {smp['stderr_pct']:.2f}"
-                  f" of {smp['samples']} samples at {SAMPLE_HZ} Hz (server threads in the agent's"
+                  f" (the agent's threads {smp['agent_threads_pct']:.2f}% by schedstat,"
+                  f" {smp['agent_threads_sampled_pct']:.2f}% of the samples; {smp['samples']}"
+                  f" samples at {SAMPLE_HZ} Hz: server threads in the agent's"
                   f" code {smp['server_threads_in_agent_pct']:.2f}%, not counted: the program's"
                   f" system calls' returns there {smp['syscall_returns_pct']:.2f}%; agent clock"
                   f" {smp['agent_clock']}{'; a process of it single-threaded without the agent' if smp['single_threaded'] else ''}):"
