@@ -414,12 +414,13 @@ if real:
         W("**Sampled.** A pair's ratio cannot resolve 1% on this machine (the spreads above), so "
           "each mode also gets one run with the agent under `perf record -F 999 -e cpu-clock` "
           "(every thread of the server's processes, kernel included, the same load and "
-          "settings): the agent's share of the CPU is its threads' (`d9-*`) CPU time over the "
-          "process's in the same window, by the kernel's accounting (schedstat), plus the share "
-          "of the process's samples that the server's threads took in libd9agent.so, whose "
-          "standard error, for N samples, is sqrt(p(1-p)/N). (Counted by samples, the agent's "
-          "threads come out larger than by schedstat where the server preempts them on the CPU "
-          "they share; both are in the table.) Not counted as the agent's: a sample on the instruction "
+          "settings): the agent's share of the CPU is its threads' (`d9-*`) CPU time as the "
+          "pairs' runs with the agent measured it (the median; the kernel's accounting, "
+          "schedstat, without perf attached), plus the share of the perf run's samples that the "
+          "server's threads took in libd9agent.so, whose standard error, for N samples, is "
+          "sqrt(p(1-p)/N). (Under perf the agent's threads took more: perf's own work at each "
+          "switch of a traced thread; the perf run's figures for them are in the table for "
+          "reference.) Not counted as the agent's: a sample on the instruction "
           "that follows a `syscall` in libd9agent.so, where the kernel returns from a system "
           "call the wrappers make for the program (preload/libc-direct.c): without the agent the "
           "same sample lands on the same instruction in the C library's stub. What samples "
@@ -436,11 +437,14 @@ if real:
           "process has threads of its own; elsewhere the share is a lower bound, a MISS when "
           "even that is over the goal.")
         W("")
-        W("| server | mode | agent's share | its threads (schedstat; by samples) | server threads in the agent's code | not counted: system calls' returns | samples | agent's clock; the server | goal |")
+        W("| server | mode | agent's share | its threads (pairs' median, range; perf run: schedstat, samples) | server threads in the agent's code | not counted: system calls' returns | samples | agent's clock; the server | goal |")
         W("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for sname, mode, smp in smps:
             W(f"| {sname} | {REAL_MODES.get(mode, mode)} | {smp['share_pct']:.2f}% +- "
-              f"{smp['stderr_pct']:.2f} | {smp.get('agent_threads_pct', 0):.2f}%; "
+              f"{smp['stderr_pct']:.2f} | {smp.get('agent_threads_pct', 0):.2f}% "
+              f"({smp.get('agent_threads_range_pct', [0, 0])[0]:.2f} .. "
+              f"{smp.get('agent_threads_range_pct', [0, 0])[1]:.2f}); "
+              f"{smp.get('agent_threads_perf_run_pct', 0):.2f}%, "
               f"{smp.get('agent_threads_sampled_pct', 0):.2f}% | "
               f"{smp['server_threads_in_agent_pct']:.2f}% | "
               f"{smp['syscall_returns_pct']:.2f}% | {smp['samples']:,} | "
