@@ -25,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=${QUICK:-0}
 exec python3 - "$PWD/build/libd9agent.so" "$quick" <<'PY'
-import glob, json, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
+import contextlib, glob, json, os, re, shutil, signal, socket, statistics, subprocess, sys, tempfile, time
 
 agent, quick = sys.argv[1], sys.argv[2] == "1"
 servers = os.environ.get("REAL_SERVERS", "redis memcached nginx").split()
@@ -191,8 +191,10 @@ def sealed(d):
     dropped its privileges: memcached -u nobody, nginx's worker)"""
     return glob.glob(os.path.join(d, "trace", "**", "*.bin.gz"), recursive=True)
 
-def one(srv, mode):
-    """one run: (CPU ns per request, agent threads' share of the CPU, requests)"""
+@contextlib.contextmanager
+def loaded(srv, mode):
+    """a fresh server (with the agent in mode, or without: None) under its load, warmed up:
+    yields (process, port, its directory); stops both after"""
     binary, start, count, load, _ = SERVERS[srv]
     d = os.path.join(work, "run")
     shutil.rmtree(d, ignore_errors=True)
@@ -212,9 +214,7 @@ def one(srv, mode):
         until = time.time() + 60
         while mode and not sealed(d) and time.time() < until:
             time.sleep(0.1)
-        r0, (c0, a0) = count(port), cpu_ns(p.pid)
-        time.sleep(dur)
-        r1, (c1, a1) = count(port), cpu_ns(p.pid)
+        yield p, port, d
     finally:
         lp.kill(); lp.wait()
         p.send_signal(signal.SIGTERM)
@@ -222,6 +222,14 @@ def one(srv, mode):
             p.wait(timeout=30)
         except subprocess.TimeoutExpired:
             p.kill(); p.wait()
+
+def one(srv, mode):
+    """one run: (CPU ns per request, agent threads' share of the CPU, requests)"""
+    count = SERVERS[srv][2]
+    with loaded(srv, mode) as (p, port, _):
+        r0, (c0, a0) = count(port), cpu_ns(p.pid)
+        time.sleep(dur)
+        r1, (c1, a1) = count(port), cpu_ns(p.pid)
     n = r1 - r0
     if n <= 0:
         raise RuntimeError(f"{srv}: no requests counted")
@@ -320,24 +328,12 @@ def own_threads(pid):
     return n
 
 def sampled(srv, mode):
-    """one run with the agent under perf record: (share %, standard error %, samples, the
-    agent's clock, the server threads' share in libd9agent.so %)"""
-    binary, start, count, load, _ = SERVERS[srv]
-    d = os.path.join(work, "run")
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    p, port, ok = start(mode, d)
-    if not ok:
-        p.kill(); p.wait()
-        raise RuntimeError(f"{binary} did not start")
-    lp = subprocess.Popen(nice + ["taskset", "-c", "0"] + load(port),
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """one run with the agent under perf record: (the server threads' share in libd9agent.so %,
+    its standard error %, samples, the agent's clock, the system calls' returns there %, a
+    process of the server single-threaded without the agent, the agent's threads in that run:
+    by schedstat %, by samples %)"""
     data = os.path.join(work, "perf.data")
-    try:
-        time.sleep(3.0)
-        until = time.time() + 60
-        while not sealed(d) and time.time() < until:
-            time.sleep(0.1)
+    with loaded(srv, mode) as (p, port, d):
         procs = pids_of(p.pid)
         pids = ",".join(str(x) for x in procs)
         single = any(own_threads(x) == 1 for x in procs)
@@ -347,13 +343,6 @@ def sampled(srv, mode):
                        capture_output=True, timeout=dur + 120, check=True)
         c1, a1 = cpu_ns(p.pid)
         clock = agent_clock(d)
-    finally:
-        lp.kill(); lp.wait()
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill(); p.wait()
     out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym,symoff,dso"],
                          capture_output=True, text=True, timeout=300).stdout
     total = threads = in_code = returns = 0
@@ -375,15 +364,19 @@ def sampled(srv, mode):
     return (p_code * 100, (p_code * (1 - p_code) / total) ** 0.5 * 100, total, clock,
             returns / total * 100, single, (a1 - a0) / (c1 - c0) * 100, threads / total * 100)
 
+# MISS when even the lower bound is over the goal. A direct share within it is not a PASS: the
+# agent's indirect effects (its threads' work on the CPU the server runs on, which leaves the
+# server's caches colder; the server's own code taking longer paths) are not in any sample of
+# the agent's, and only the pairs could show them, which cannot resolve 1% here.
 def sample_verdict(mode, share, se, clock, single, goal):
     lo, hi = share - 2 * se, share + 2 * se
     complete = mode == "default" and clock == "tsc" and not single
     if lo > goal:
         return "MISS"
     if complete and hi <= goal:
-        return "PASS"
+        return "direct cost within the goal"
     if complete:
-        return "inconclusive (within 2 standard errors of the goal)"
+        return "direct cost near the goal"
     return "lower bound, no verdict"
 
 def git(*a):
