@@ -279,6 +279,15 @@ static void forget(struct lc_state *s, void *handle)
 	d9__mem_free(old);
 }
 
+/* A coroutine the adapter has no memory for (its record, or its place in the table): not
+ * recorded at all, its Spawn counted as one dropped event, with a warning once. */
+static __attribute__((cold)) void not_recorded(void)
+{
+	d9__drop_one(&d9__self);
+	d9__log_once(D9_LOG_WARN, "libco: no memory for the coroutine table: new coroutines are "
+		"not recorded (counted as dropped events)");
+}
+
 D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, void *arg)
 	__asm__(SYM_CO_CREATE);
 D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, void *arg)
@@ -291,8 +300,12 @@ D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, voi
 	}
 	struct lc_state *s = state();
 	struct co *co;
-	if (!s || !fn || !ppco || !(co = d9__mem_alloc(sizeof(*co))))
+	if (!s || !fn || !ppco)
 		return real_co_create(ppco, attr, fn, arg);
+	if (!(co = d9__mem_alloc(sizeof(*co)))) {
+		not_recorded();
+		return real_co_create(ppco, attr, fn, arg);
+	}
 	co->start = fn;
 	co->arg = arg;
 	co->location = location_of((void *)fn, __builtin_return_address(0));
@@ -307,6 +320,8 @@ D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, voi
 		 * it is seen, nor its exit: s->cur is never co) */
 		if (r != 0 || !*ppco)
 			d9__mem_free(co);
+		else
+			not_recorded();
 		errno = e;
 		return r;
 	}

@@ -38,6 +38,9 @@
 #     without a word, Parks = loop turns, 0 false BlockingCalls.
 #   - threads: libco-threads.cc, two event loops at once, shared and static: each thread's three
 #     coroutines on it, 21 polls and 20 timer Wakes each.
+#   - untracked: libco-untracked.cc refuses the agent a larger coroutine table (mmap): of its
+#     3,000 coroutines those the table cannot hold are not recorded, each one dropped event
+#     (Spawns + Dropped = 3,000), one warning.
 #   - refused: a library with co_swap but not the rest: one message, and the program's calls go
 #     through.
 set -u
@@ -588,6 +591,57 @@ for kind in shared static; do
 	SDIR=$T/$name.d pl_check "$name" "prefix = '$name'
 $THREADS"
 done
+
+# Untracked: the program refuses the agent a larger coroutine table (libco-untracked.cc, 3,000
+# coroutines created before any runs): the coroutines the table cannot hold are not recorded at
+# all (no poll without its Spawn), each counted as one dropped event, with one warning.
+name=rt-libco-untracked
+if ! g++ -O2 -g -rdynamic -I"$S" -o "$T/$name" "$PL_ROOT/tests/integration/libco-untracked.cc" \
+	-L"$S/solib" -lcolib -Wl,-rpath,"$S/solib" -ldl -lpthread 2>"$T/$name.log"; then
+	pl_fail "$name" "does not build: $(head -c 300 "$T/$name.log")"
+else
+	mkdir -p "$T/$name.d/trace"
+	out=$(env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/$name.d/trace/trace.bin" timeout -s KILL 60 \
+		"$T/$name" 2>"$T/$name.d/stderr")
+	rc=$?
+	if [ "$rc" != 0 ] || [ "$out" != ran=3000 ]; then
+		pl_fail "$name" "exit $rc, output '$out', want ran=3000 ($(head -c 200 "$T/$name.d/stderr"))"
+	elif [ "$(grep -c 'no memory for the coroutine table' "$T/$name.d/stderr")" != 1 ]; then
+		pl_fail "$name" "want the warning once on stderr: '$(head -c 300 "$T/$name.d/stderr")'"
+	elif ! "$PL_ANALYZE" dump "$T/$name.d/trace" >"$T/$name.d/dump.jsonl" 2>"$T/$name.d/dump.err"; then
+		pl_fail "$name" "d9-analyze dump: $(head -c 200 "$T/$name.d/dump.err")"
+	else
+		res=$(python3 - "$T/$name.d/dump.jsonl" <<'PY'
+import json, sys
+spawns, polls, dropped = set(), set(), 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("rec") != "event":
+        continue
+    if r["type"] == "Spawn":
+        spawns.add(r["coroutine"])
+    elif r["type"] == "PollStart":
+        polls.add(r["coroutine"])
+    elif r["type"] == "Dropped":
+        dropped += r["count"]
+errs = []
+if not 0 < len(spawns) < 3000:
+    errs.append("%d Spawns: want fewer than 3,000 (the table could not hold them all)" % len(spawns))
+if polls - spawns:
+    errs.append("%d coroutines ran in the trace without a Spawn" % len(polls - spawns))
+if dropped != 3000 - len(spawns):
+    errs.append("%d dropped events counted, want %d (one per coroutine not recorded)"
+                % (dropped, 3000 - len(spawns)))
+print("FAIL " + "; ".join(errs) if errs else
+      "PASS %d coroutines recorded, %d not, each counted as dropped" % (len(spawns), dropped))
+PY
+)
+		case $res in
+		PASS*) pl_pass "$name" "${res#PASS }" ;;
+		*) pl_fail "$name" "${res#FAIL }" ;;
+		esac
+	fi
+fi
 
 # Refused: a library that has co_swap but not the rest of the libco d9 knows. One message on
 # stderr, generic mode, and the program's calls still reach its co_swap (the interposer passes
