@@ -216,8 +216,18 @@ void d9__coroutines_prune(uint64_t age_ns)
 }
 
 /* In a forked child: the parent's coroutines stay defined (the child continues the forking
- * thread's coroutines); the lock may have been held by a vanished thread. */
+ * thread's coroutines); the lock may have been held by a vanished thread, caught between growing
+ * an array (its old mapping unmapped: mem.c) and storing the new one: then the table is given
+ * up (leaked), not trusted, and the child's coroutines start a new one. */
 void d9__coroutines_child(void)
 {
+	if (pthread_mutex_trylock(&T.lock) != 0) {
+		T.v = NULL;
+		T.n = T.cap = 0;
+		T.index = NULL;
+		T.icap = 0;
+		T.fresh = NULL;
+		T.nfresh = T.capfresh = 0;
+	}
 	pthread_mutex_init(&T.lock, NULL);
 }

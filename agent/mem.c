@@ -125,7 +125,7 @@ static struct hdr *hdr_of(void *p)
 {
 	struct hdr *h = p ? (struct hdr *)p - 1 : NULL;
 
-	return h && h->magic == MAGIC ? h : NULL;
+	return h && h->magic == MAGIC && h->cls <= CLASSES ? h : NULL;
 }
 
 void d9__mem_free(void *p)

@@ -26,9 +26,16 @@ static int rebuild(struct pmap *m, size_t cap, int (*keep)(void *v))
 	return 0;
 }
 
-int d9__pm_put(struct pmap *m, void *k, void *v)
+int d9__pm_reserve(struct pmap *m)
 {
 	if ((m->n + 1) * 4 > m->cap * 3 && rebuild(m, m->cap ? m->cap * 2 : 256, NULL) != 0)
+		return -1;
+	return 0;
+}
+
+int d9__pm_put(struct pmap *m, void *k, void *v)
+{
+	if (d9__pm_reserve(m) != 0)
 		return -1;
 	size_t i = pm_slot(m, k);
 	while (m->keys[i] && m->keys[i] != k)

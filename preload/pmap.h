@@ -32,6 +32,9 @@ static inline void *pm_get(const struct pmap *m, const void *k)
 
 /* Adds or replaces k's value (0), or -1 when the map cannot grow (out of memory). */
 int d9__pm_put(struct pmap *m, void *k, void *v);
+/* Room for one more entry (the table grown now if it must be): the next pm_put of a new key
+ * then cannot fail. 0, or -1 (no memory: m as it was). */
+int d9__pm_reserve(struct pmap *m);
 /* Removes k (absent: nothing). */
 void d9__pm_del(struct pmap *m, const void *k);
 /* Sweeps m: drops the entries whose value keep() refuses (keep frees what it drops; nothing is
@@ -39,6 +42,7 @@ void d9__pm_del(struct pmap *m, const void *k);
  * 1,024 entries or twice what is left, so that each sweep is paid for by as many new entries. */
 void d9__pm_sweep(struct pmap *m, size_t *at, int (*keep)(void *v));
 #define pm_put d9__pm_put
+#define pm_reserve d9__pm_reserve
 #define pm_del d9__pm_del
 #define pm_sweep d9__pm_sweep
 

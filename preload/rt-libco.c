@@ -302,7 +302,9 @@ D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, voi
 	struct co *co;
 	if (!s || !fn || !ppco)
 		return real_co_create(ppco, attr, fn, arg);
-	if (!(co = d9__mem_alloc(sizeof(*co)))) {
+	/* the table's room first: a coroutine made with the trampoline must be in it (its record
+	 * is freed only through the table, at its release) */
+	if (pm_reserve(&s->cos) != 0 || !(co = d9__mem_alloc(sizeof(*co)))) {
 		not_recorded();
 		return real_co_create(ppco, attr, fn, arg);
 	}
@@ -316,8 +318,9 @@ D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, voi
 		co->handle = *ppco;
 	}
 	if (r != 0 || !*ppco || pm_put(&s->cos, *ppco, co) != 0) {
-		/* not created, or not tracked: then the trampoline only calls fn (never a poll of
-		 * it is seen, nor its exit: s->cur is never co) */
+		/* not created; or not tracked (cannot happen after pm_reserve: then the trampoline
+		 * only calls fn, never a poll of it is seen nor its exit, s->cur is never co, and
+		 * its record stays, since a co_reset coroutine may run its trampoline again) */
 		if (r != 0 || !*ppco)
 			d9__mem_free(co);
 		else

@@ -250,8 +250,17 @@ static __thread struct { uv_work_cb work_cb; uv_after_work_cb after_cb; } last_w
 static __thread uint8_t pool_thread; /* a thread of libuv's pool: it has run a work_cb */
 static int works_lock;
 
+/* A lock a vanished thread held may have left its map between growing (the old table unmapped:
+ * agent/mem.c) and storing the new one: that map is given up (leaked), not trusted. The loop
+ * table's entries are published after they are whole. */
 static void atfork_child(void)
 {
+	if (asyncs_lock) {
+		asyncs = (struct umap){ 0 };
+		nasyncs = 0;
+	}
+	if (works_lock)
+		works = (struct umap){ 0 };
 	loops_lock = asyncs_lock = works_lock = 0;
 }
 

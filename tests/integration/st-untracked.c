@@ -7,8 +7,8 @@
  * The agent's tables are its own mappings (agent/mem.c): a table of 4,096 pointers is one
  * anonymous mapping of 36 KiB (32 KiB and the block's 16-byte header, rounded to pages). mmap here
  * refuses anonymous mappings larger than 32 KiB and at most 40 KiB; ST's stacks (16 KiB and two
- * guard pages), the agent's buffers (64 KiB blocks) and everything else are other sizes. For
- * test-preload-regress.sh. */
+ * guard pages), the agent's buffers (64 KiB blocks) and everything else are other sizes. Built
+ * with -rdynamic, so that the agent's calls of mmap find this one. For test-preload-regress.sh. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -201,7 +201,7 @@ else
 fi
 # ---- ST: the coroutine table cannot grow (the program refuses the agent a larger table): the
 # coroutines it cannot hold are not recorded, each counted as a dropped event (st-untracked.c)
-if cc -O1 -o "$T/stu" tests/integration/st-untracked.c -lst 2>"$T/cc.err"; then
+if cc -O1 -rdynamic -o "$T/stu" tests/integration/st-untracked.c -lst 2>"$T/cc.err"; then
 	traced=$(D9_TRACE_PATH="$T/u/trace.bin" LD_PRELOAD="$PWD/build/libd9agent.so" "$T/stu" 2>"$T/u.err")
 	rc=$?
 	if [ "$rc" -ne 0 ] || [ "$traced" != "ran=3000" ]; then
