@@ -461,11 +461,16 @@ if tool == "callgrind":
     rows = [(int(f.rsplit("-", 1)[1]),) + callgrind_thread(f, agent) for f in cg]
     # valgrind numbers threads in creation order, as the kernel's TIDs grow: the k-th name by
     # TID is thread k, if every agent thread is where the names put one (else no names)
-    named = len(names) <= len(rows) and all(
+    named = bool(names) and len(names) <= len(rows) and all(
         rows[k][0] == k + 1 and rows[k][3] == names[k][1].startswith("d9-")
         for k in range(len(names)))
-    if names and not named:
+    if who and not named:
+        # background threads would be counted as the server's in this run and not in others:
+        # the run is left out (matching), and said so
         run["names_unmatched"] = True
+        print(f"bench-cost: {tool} {srv} {mode} {n}: its threads could not be named (valgrind's "
+              f"numbering does not follow the TIDs: a thread ended, or no names); the run is left "
+              f"out", file=sys.stderr)
     for k, (tid, total, start, in_agent, sched) in enumerate(rows):
         if tid == 1:
             role, name = "server", "main"
@@ -620,8 +625,9 @@ GOAL_SHARE_PCT, SHARE_SERVERS = 1.0, ("redis", "memcached", "nginx")
 KEY = {"callgrind": "ir", "strace": "syscalls"}
 
 def matching(tool, srv, mode, n, idle):
+    """the repetitions of a run; not those whose threads could not be named (memcached's)"""
     return [r for r in runs if (r["tool"], r["server"], r["mode"], r["n"]) == (tool, srv, mode, n)
-            and (r["idle_s"] > 0) == idle]
+            and (r["idle_s"] > 0) == idle and not r.get("names_unmatched")]
 
 def find(tool, srv, mode, n, idle):
     """the repetition with the smallest count in all threads (chance work kept out), among
