@@ -4,27 +4,13 @@
 // once), resumes each (it counts itself and returns), releases them, and prints "ran=N". Under
 // the agent the coroutines past the table's last growth are not recorded at all (no poll without
 // its Spawn) and each counts as one dropped event, with one warning.
-// The agent's tables are its own mappings (agent/mem.c): a table of 4,096 pointers is one
-// anonymous mapping of 36 KiB. mmap here refuses anonymous mappings larger than 32 KiB and at most
-// 40 KiB; libco's stacks (128 KiB, the C library's own mmap inside malloc, which this does not
-// see), the agent's buffers (64 KiB blocks) and everything else are other sizes. Linked with
-// -rdynamic, so that the agent's calls of mmap find this one.
+// The refusal is refuse-table.h's mmap (libco's stacks, 128 KiB, are another size, and the C
+// library's own mmap inside malloc does not reach it).
 #include <co_routine.h>
 
-#include <errno.h>
-#include <stdio.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include "refuse-table.h"
 
-extern "C" void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-{
-	if ((flags & MAP_ANONYMOUS) && len > 32768 && len <= 40960) {
-		errno = ENOMEM;
-		return MAP_FAILED;
-	}
-	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-}
+#include <stdio.h>
 
 #define N 3000
 static int ran;

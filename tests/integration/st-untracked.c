@@ -4,27 +4,13 @@
  * and prints "ran=N". Under the agent the coroutines past the table's last growth are not
  * recorded at all (no poll without its Spawn) and each counts as one dropped event, with one
  * warning.
- * The agent's tables are its own mappings (agent/mem.c): a table of 4,096 pointers is one
- * anonymous mapping of 36 KiB (32 KiB and the block's 16-byte header, rounded to pages). mmap here
- * refuses anonymous mappings larger than 32 KiB and at most 40 KiB; ST's stacks (16 KiB and two
- * guard pages), the agent's buffers (64 KiB blocks) and everything else are other sizes. Built
- * with -rdynamic, so that the agent's calls of mmap find this one. For test-preload-regress.sh. */
-#include <errno.h>
+ * The refusal is refuse-table.h's mmap (ST's stacks, 16 KiB and two guard pages, are another
+ * size). For test-preload-regress.sh. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <st.h>
 
-void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-{
-	if ((flags & MAP_ANONYMOUS) && len > 32768 && len <= 40960) {
-		errno = ENOMEM;
-		return MAP_FAILED;
-	}
-	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-}
+#include "refuse-table.h"
 
 #define N 3000
 static int ran;
