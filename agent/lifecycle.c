@@ -813,6 +813,12 @@ __attribute__((constructor)) static void d9__init(void)
 		d9__flight_signal_install();
 	if (d9__runtimes_attach)
 		d9__runtimes_attach();
+	/* the table grown while the program has one thread: grown later, by the first high number
+	 * (a worker's schedstat file at its first idle wait, the writer's segment), the kernel
+	 * waits for an RCU grace period first, and every thread that takes a number meanwhile
+	 * waits with it (12 ms on a worker's first wake measured on a loaded machine) */
+	if (d9__enabled)
+		d9__fd_table_grow();
 out:
 	errno = saved;
 }

@@ -350,6 +350,28 @@ PY2
 	fi
 fi
 
+# ---- the descriptor table grown at the start -----------------------------------------------------
+# The constructor grows the table to the agent's high numbers while the program has one thread
+# (agent/lifecycle.c, d9__fd_table_grow). Grown later, by a worker's first schedstat file or the
+# writer's segment, the kernel waits for an RCU grace period, and so does every thread that
+# takes a number meanwhile: on a machine with two CPU hogs, st-http's first wake waited 12 ms in
+# that fcntl and d9-analyze check called it a burst (agent/COST.md section 31). grep reads its
+# own FDSize (the kernel's table size) before the agent has started a thread or opened a file;
+# under a limit of 1024 the agent's numbers start at 960, so the table must hold 1,024.
+if [ "$(ulimit -H -n)" != unlimited ] && [ "$(ulimit -H -n)" -lt 1024 ]; then
+	pl_skip start-fd-table-grown "the hard descriptor limit is under 1024 ($(ulimit -H -n))"
+else
+	mkdir -p "$T/fdsize"
+	got=$( (ulimit -S -n 1024 && env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/fdsize/trace.bin" \
+		grep FDSize /proc/self/status) 2>"$T/fdsize/err" | awk '{print $2}')
+	plain=$( (ulimit -S -n 1024 && grep FDSize /proc/self/status) 2>/dev/null | awk '{print $2}')
+	if [ "${got:-0}" -ge 1024 ]; then
+		pl_pass start-fd-table-grown "FDSize $got at the program's start (${plain:-?} without the agent)"
+	else
+		pl_fail start-fd-table-grown "FDSize ${got:-?} at the program's start, want 1024 or more: $(head -c 300 "$T/fdsize/err")"
+	fi
+fi
+
 # ---- pending compression is finished by the next process of the series ------------------------
 # The storm's exits left their segments .bin (an exit waits for no compression). A later process
 # of the same series (D9_COMPRESS=1), alive long enough, compresses them all (its compressor adopts the .bin
