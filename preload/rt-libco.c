@@ -121,8 +121,11 @@ static struct lc_state *state(void)
 
 	if (D9_LIKELY(s) || mode <= 0 || !d9__rt_wanted(&d9__rt_libco))
 		return s;
-	if (!(s = d9__mem_alloc(sizeof(*s))))
+	if (!(s = d9__mem_alloc(sizeof(*s)))) {
+		d9__log_once(D9_LOG_WARN, "libco: no memory for the adapter's state: this thread's "
+			"coroutines are not traced");
 		return NULL;
+	}
 	d9_agent_become_worker();
 	d9__pl_set_rt(&d9__rt_libco);
 	S = s;
@@ -283,7 +286,8 @@ static void forget(struct lc_state *s, void *handle)
  * recorded at all, its Spawn counted as one dropped event, with a warning once. */
 static __attribute__((cold)) void not_recorded(void)
 {
-	d9__drop_one(&d9__self);
+	if (d9__enabled) /* an event that would have been recorded */
+		d9__drop_one(&d9__self);
 	d9__log_once(D9_LOG_WARN, "libco: no memory for the coroutine table: new coroutines are "
 		"not recorded (counted as dropped events)");
 }

@@ -60,7 +60,18 @@ struct co {
 	uint8_t yielding; /* inside st_thread_yield (SRS): switching out puts it on the run queue */
 	uint8_t untracked; /* not in the table (no memory): never recorded; the trampoline frees it */
 	void *locking; /* the mutex its st_mutex_lock is taking: goes on its FIFO if it blocks */
+	struct fdw *wbuf; /* poll_listed's entries for more than 8 descriptors, kept for reuse */
+	uint32_t wcap;
 };
+
+/* A coroutine's record and what it keeps. */
+static void co_free(struct co *co)
+{
+	if (co) {
+		d9__mem_free(co->wbuf);
+		d9__mem_free(co);
+	}
+}
 
 struct st_state {
 	struct pmap threads; /* st_thread_t -> struct co */
@@ -140,7 +151,7 @@ static void lock_blocked(struct st_state *s, struct co *co);
 static __attribute__((noinline, cold)) void run_rare(struct st_state *s, struct co *co)
 {
 	if (s->dead) {
-		d9__mem_free(s->dead);
+		co_free(s->dead);
 		s->dead = NULL;
 	}
 	if (!d9__self.worker)
@@ -258,6 +269,9 @@ D9_INTERPOSE int st_init(void)
 	ST_REAL(st_utime_last_clock);
 	struct st_state *s = d9__mem_alloc(sizeof(*s));
 	if (!real_st_thread_self || !s) {
+		if (!s)
+			d9__log_once(D9_LOG_WARN, "State Threads: no memory for the adapter's state: "
+				"this thread's coroutines are not traced");
 		d9__mem_free(s);
 		return real_st_init();
 	}
@@ -323,7 +337,8 @@ static void *trampoline(void *arg)
  * at all, its Spawn counted as one dropped event, with a warning once. */
 static __attribute__((cold)) void not_recorded(void)
 {
-	d9__drop_one(&d9__self);
+	if (d9__enabled) /* an event that would have been recorded */
+		d9__drop_one(&d9__self);
 	d9__log_once(D9_LOG_WARN, "State Threads: no memory for the coroutine table: new "
 		"coroutines are not recorded (counted as dropped events)");
 }
@@ -394,8 +409,7 @@ D9_INTERPOSE void st_thread_exit(void *retval)
 		d9_agent_coroutine_exit(co->id);
 		co->exited = 1;
 		pm_del(&s->threads, real_st_thread_self());
-		if (s->dead)
-			d9__mem_free(s->dead);
+		co_free(s->dead);
 		s->dead = co;
 		/* a returning joinable coroutine gets no out-callback: it stops being current here,
 		 * so the idle loop's readiness is credited (after_poll, after_select), and it is still named as
@@ -495,8 +509,25 @@ static __attribute__((noinline)) int poll_listed(struct st_state *s, struct co *
 {
 	struct fdw local[8], *w = local;
 
-	if (npds > 8 && !(w = d9__mem_alloc((size_t)npds * sizeof(*w))))
-		return real_st_poll(pds, npds, timeout);
+	if (npds > 8) {
+		/* the coroutine's own array: the entries stay linked while it waits, and another
+		 * coroutine may wait on as many meanwhile; kept, so that a loop over the same set
+		 * does not take mem.c's lock (or, above about 170, a mapping) at every call */
+		if ((uint32_t)npds > co->wcap) {
+			struct fdw *t = d9__mem_realloc(co->wbuf, (size_t)npds * sizeof(*t));
+			if (!t) {
+				if (d9__enabled) /* an event that would have been recorded */
+					d9__drop_one(&d9__self);
+				d9__log_once(D9_LOG_WARN, "State Threads: no memory to follow an st_poll "
+					"of %d descriptors: its wakes are not named (counted as dropped)",
+					npds);
+				return real_st_poll(pds, npds, timeout);
+			}
+			co->wbuf = t;
+			co->wcap = (uint32_t)npds;
+		}
+		w = co->wbuf;
+	}
 	int nreg = 0;
 	for (int i = 0; i < npds; i++) {
 		int fd = pds[i].fd;
@@ -514,8 +545,6 @@ static __attribute__((noinline)) int poll_listed(struct st_state *s, struct co *
 		if (*pp)
 			*pp = w[i].next;
 	}
-	if (w != local)
-		d9__mem_free(w);
 	errno = e;
 	return r;
 }

@@ -170,6 +170,37 @@ PY
 else
 	fail st-cond-timeout "cannot build: $(head -c 200 "$T/cc.err")"
 fi
+# ---- ST: st_poll of more descriptors than the adapter's on-stack array (st-poll-many.c): rounds of
+# 12, 12, 200 and 12 pipes, each woken by a byte on its last pipe. Each round's ready descriptor is
+# an fd Wake of the waiting coroutine for that descriptor (the coroutine's own array, grown and
+# kept: preload/rt-st.c, poll_listed), and nothing is counted as dropped.
+if cc -O1 -o "$T/spm-prog" tests/integration/st-poll-many.c -lst 2>"$T/cc.err"; then
+	st_did=$(D9_TRACE_PATH="$T/spm/trace.bin" LD_PRELOAD="$PWD/build/libd9agent.so" "$T/spm-prog" 2>"$T/spm.err")
+	rc=$?
+	if [ "$rc" -ne 0 ] || [ "$(echo "$st_did" | wc -l)" -ne 4 ]; then
+		fail st-poll-many "the program under the agent: exit $rc, said '$st_did' ($(head -c 200 "$T/spm.err"))"
+	elif ! build/d9-analyze jsonl "$T/spm" >"$T/spm.jsonl" 2>"$T/spm.aerr" ||
+		! build/d9-analyze summary "$T/spm" >"$T/spm.summary" 2>>"$T/spm.aerr"; then
+		fail st-poll-many "d9-analyze jsonl: $(head -c 200 "$T/spm.aerr")"
+	else
+		python3 - "$T/spm.jsonl" "$st_did" <<'PY'
+import json, sys
+path, did = sys.argv[1:]
+ev = [json.loads(l) for l in open(path)]
+waiter = [e["coroutine"] for e in ev if e.get("type") == "Spawn" and e.get("parent")][0]
+got = [e.get("fd") for e in ev if e.get("type") == "Wake" and e.get("kind") == "fd" and e.get("woken") == waiter]
+want = [int(l.split()[3]) for l in did.splitlines()]
+quality = open(path.replace(".jsonl", ".summary")).read()
+drops = "data quality: 0 events and 0 samples dropped" not in quality
+if got != want or drops:
+    print("FAIL st-poll-many: fd Wakes of the waiter %s, want %s (ST said: %s)%s" % (got, want, did.replace("\n", "; "), "; drops: " + [l for l in quality.splitlines() if "data quality" in l][0] if drops else ""))
+else:
+    print("PASS st-poll-many: %d rounds of 12 to 200 descriptors, each an fd Wake for its descriptor" % len(want))
+PY
+	fi
+else
+	fail st-poll-many "cannot build: $(head -c 200 "$T/cc.err")"
+fi
 # ---- ST mutexes: hand-offs, an unlock that fails, free locks, a lock with an interrupt pending
 # (st-mutex.c)
 if cc -O1 -o "$T/stm" tests/integration/st-mutex.c -lst 2>"$T/cc.err"; then
