@@ -297,10 +297,10 @@ D9_INTERPOSE ssize_t pread(int fd, void *buf, size_t n, off_t off)
 		D9__SYS(real_pread(fd, buf, n, off), SYS_pread64, fd, buf, n, off));
 }
 
-D9_INTERPOSE ssize_t pread64(int fd, void *buf, size_t n, off_t off)
-{
-	return pread(fd, buf, n, off);
-}
+/* The 64-bit names are the same functions (off_t is 64 bits here): aliases, not calls through
+ * the PLT to the interposer of the other name (open64 was 0.16% of nginx's CPU as a call). */
+_Static_assert(sizeof(off_t) == 8, "the *64 names alias the plain ones only where off_t is 64 bits");
+D9_INTERPOSE ssize_t pread64(int fd, void *buf, size_t n, off_t off) __attribute__((alias("pread")));
 
 D9_INTERPOSE ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
@@ -312,9 +312,7 @@ D9_INTERPOSE ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 }
 
 D9_INTERPOSE ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off)
-{
-	return pwrite(fd, buf, n, off);
-}
+	__attribute__((alias("pwrite")));
 
 IO_WRAPPER(readv, (int fd, const struct iovec *iov, int cnt), (fd, iov, cnt), SYS_readv,
 	d9__req_readv(fd, iov, cnt > 0 ? (size_t)cnt : 0, r))
@@ -349,14 +347,7 @@ D9_INTERPOSE int open(const char *path, int flags, ...)
 	return r;
 }
 
-D9_INTERPOSE int open64(const char *path, int flags, ...)
-{
-	va_list ap;
-	va_start(ap, flags);
-	mode_t mode = open_mode(flags, ap);
-	va_end(ap);
-	return open(path, flags, mode);
-}
+D9_INTERPOSE int open64(const char *path, int flags, ...) __attribute__((alias("open")));
 
 D9_INTERPOSE int openat(int dirfd, const char *path, int flags, ...)
 {
@@ -373,14 +364,7 @@ D9_INTERPOSE int openat(int dirfd, const char *path, int flags, ...)
 	return r;
 }
 
-D9_INTERPOSE int openat64(int dirfd, const char *path, int flags, ...)
-{
-	va_list ap;
-	va_start(ap, flags);
-	mode_t mode = open_mode(flags, ap);
-	va_end(ap);
-	return openat(dirfd, path, flags, mode);
-}
+D9_INTERPOSE int openat64(int dirfd, const char *path, int flags, ...) __attribute__((alias("openat")));
 
 /* A /proc file an agent thread reads with stdio (libdw's /proc/PID/maps at each module report)
  * is read on a descriptor of the agent's, which the C library's fclose would otherwise close
@@ -405,10 +389,7 @@ D9_INTERPOSE FILE *fopen(const char *path, const char *mode)
 	return f;
 }
 
-D9_INTERPOSE FILE *fopen64(const char *path, const char *mode)
-{
-	return fopen(path, mode);
-}
+D9_INTERPOSE FILE *fopen64(const char *path, const char *mode) __attribute__((alias("fopen")));
 
 D9_INTERPOSE int fsync(int fd)
 {

@@ -654,10 +654,7 @@ D9_INTERPOSE ssize_t sendfile(int out, int in, off_t *off, size_t n)
 	return sendfile_req(out, in, off, n);
 }
 
-D9_INTERPOSE ssize_t sendfile64(int out, int in, off_t *off, size_t n)
-{
-	return sendfile(out, in, off, n);
-}
+D9_INTERPOSE ssize_t sendfile64(int out, int in, off_t *off, size_t n) __attribute__((alias("sendfile")));
 
 /* close is everywhere: with D9_REQUESTS off, one branch; on, a table look-up before the call
  * (the number may be reused by another thread as soon as it is closed). */
