@@ -300,6 +300,14 @@ def after_syscalls(path):
     agent it lands in the C library's stub, the same instruction after the same call)."""
     out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", path], capture_output=True,
                          text=True, timeout=300).stdout
+    # perf may name an address by any of its aliases (open64 for open), objdump by one of them
+    names = {}
+    nm = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True,
+                        timeout=300).stdout
+    for line in nm.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[1] in "TtWw":
+            names.setdefault(int(f[0], 16), set()).add(f[2].split("@")[0])
     sites, sym, base, after = set(), None, 0, False
     for line in out.splitlines():
         m = re.match(r"^([0-9a-f]+) <(.+)>:$", line)
@@ -310,7 +318,8 @@ def after_syscalls(path):
         if not m or sym is None:
             continue
         if after:
-            sites.add("%s+0x%x" % (sym, int(m.group(1), 16) - base))
+            for name in names.get(base, set()) | {sym}:
+                sites.add("%s+0x%x" % (name, int(m.group(1), 16) - base))
         after = m.group(2) == "syscall"
     return sites
 
