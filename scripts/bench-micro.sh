@@ -8,6 +8,8 @@
 #     at two event counts; (Ir(N2) - Ir(N1)) / (N2 - N1) for the recording thread (the hot path)
 #     and for d9-writer. Deterministic, so it can be compared across commits. The recording
 #     thread's Ir is also split by source file (format encoder, agent header, clock, driver loop).
+# (c) what a descriptor table shared with the agent's threads costs a single-threaded program's
+#     descriptor system calls (tests/tools/fdtable-bench.c; agent/COST.md section 31).
 # Writes build/bench/micro.json. Builds nothing. QUICK=1: fewer events and repetitions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -85,6 +87,23 @@ if [ "$cg_ok" = 1 ]; then
 	done
 fi
 
+# (c) the descriptor table the agent's threads share with a single-threaded program: ns per
+# descriptor system call with no other thread, with an idle thread sharing the table (as the
+# agent's do) and with one that has a table of its own (fdtable-bench.c), the modes alternating,
+# pinned to the last CPU; the median of the rounds
+fdb=build/tests/fdtable-bench
+: >"$work/fdtable.jsonl"
+if [ -x "$fdb" ]; then
+	echo "== micro: a shared descriptor table (fdtable-bench, $reps rounds of none, shared, private)"
+	cpu=$(($(nproc) - 1))
+	for r in $(seq "$reps"); do
+		for m in none shared private; do
+			nice -n "$nice_adj" taskset -c "$cpu" "$fdb" "$m" 1000000 "$work" >>"$work/fdtable.jsonl" ||
+				echo "bench-micro: fdtable-bench $m failed" >&2
+		done
+	done
+fi
+
 python3 - "$work" "${QUICK:-0}" "$n" "$reps" "$cg1" "$cg2" "$cg_ok" "$auto_clock" \
 	>build/bench/micro.json <<'PY'
 import json, os, re, statistics as st, sys
@@ -147,8 +166,17 @@ if cg_ok == "1":
                                                     by_file(f"{b}.annotate")),
                      "writer_thread_by_function": split(by_file(f"{a}.wannotate", 3),
                                                         by_file(f"{b}.wannotate", 3))}
+fdt = {}
+fruns = [json.loads(l) for l in open(os.path.join(work, "fdtable.jsonl")) if l.strip()]
+for mode in ("none", "shared", "private"):
+    rs = [r for r in fruns if r["mode"] == mode and "error" not in r]
+    if rs:
+        fdt[mode] = {k: st.median([r[k + "_ns_per_call"] for r in rs]) for k in ("dev", "file")}
+if "none" in fdt and "shared" in fdt:
+    fdt["shared_extra_ns"] = {k: fdt["shared"][k] - fdt["none"][k] for k in ("dev", "file")}
+fdt["private_refused"] = any("error" in r for r in fruns if r["mode"] == "private")
 print(json.dumps({
-    "bench": "micro", "schema_version": 1, "quick": quick == "1", "reps": int(reps),
+    "bench": "micro", "schema_version": 1, "fd_table": fdt, "quick": quick == "1", "reps": int(reps),
     "driver": "build/tests/d9-driver --bench", "auto_clock": auto_clock, "ns_per_event": res,
     "callgrind": {"events": [cg1, cg2], "instructions_per_event": ir,
                   "note": "QueueSample events; record_thread includes the driver's own loop "
@@ -162,6 +190,13 @@ for k, v in d["ns_per_event"].items():
     print(f"  {k:14} {v['ns_per_event']['median']:6.2f} ns/event per thread"
           f" (min {v['ns_per_event']['min']:.2f}, max {v['ns_per_event']['max']:.2f}),"
           f" {v['events_per_s_all_threads'] / 1e6:.1f}M events/s in all")
+f = d.get("fd_table", {})
+if "shared_extra_ns" in f:
+    print(f"  descriptor table shared with an idle thread: +{f['shared_extra_ns']['dev']:.1f} ns a call"
+          f" on a device ({f['none']['dev']:.1f} alone), +{f['shared_extra_ns']['file']:.1f} ns on a"
+          f" regular file ({f['none']['file']:.1f} alone); a private table:"
+          + (" refused here" if "private" not in f else
+             f" {f['private']['dev']:.1f} / {f['private']['file']:.1f} ns"))
 for k, v in d["callgrind"]["instructions_per_event"].items():
     print(f"  callgrind {k:9} {v['record_thread']:.1f} instructions/event on the recording thread,"
           f" {v['writer_thread']:.1f} in d9-writer; by file: {v['record_thread_by_file']};"
