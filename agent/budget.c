@@ -69,6 +69,14 @@ static void lock_path(char *out, size_t cap)
 	snprintf(out, cap, "%s/%s.lock", d9__g.cfg.dir, d9__g.cfg.stem);
 }
 
+/* The lock file's descriptor for the calling thread: bud.lock, or on an agent thread with a
+ * descriptor table of its own (fdown.c) one of the thread's own, since another thread's number
+ * means nothing there. mu still keeps the process's threads apart; record locks then belong to
+ * each thread's table, which mu makes no difference to (a thread releases before another takes).
+ * Closed with the thread's table when the thread ends. */
+static __thread struct d9__file own_lock __attribute__((tls_model("initial-exec"))) = { -1, 0, 0 };
+#define LK (d9__self.fd_private ? &own_lock : &bud.lock)
+
 /* Makes bud.lock the file now at <dir>/<stem>.lock, creating it when missing (mu held): a
  * directory removed and made again gets a new lock file, and every process must use that one.
  * Returns 0 or -errno (then the process keeps the budget alone, said once). */
@@ -78,23 +86,23 @@ static int lock_file(void)
 	struct stat st;
 
 	lock_path(path, sizeof(path));
-	if (bud.lock.fd >= 0 && d9__file_check(&bud.lock) == 0 && lstat(path, &st) == 0 &&
-		st.st_dev == bud.lock.dev && st.st_ino == bud.lock.ino)
+	if (LK->fd >= 0 && d9__file_check(LK) == 0 && lstat(path, &st) == 0 &&
+		st.st_dev == LK->dev && st.st_ino == LK->ino)
 		return 0;
-	d9__file_close(&bud.lock);
-	int err = d9__file_open(&bud.lock, path, O_RDWR);
+	d9__file_close(LK);
+	int err = d9__file_open(LK, path, O_RDWR);
 	if (err == -ENOENT) {
-		err = d9__file_create(&bud.lock, path, O_RDWR);
+		err = d9__file_create(LK, path, O_RDWR);
 		if (err == -EEXIST) /* another process made it first */
-			err = d9__file_open(&bud.lock, path, O_RDWR);
+			err = d9__file_open(LK, path, O_RDWR);
 		else if (!err && stat(d9__g.cfg.dir, &st) == 0 && st.st_uid != geteuid() &&
 			geteuid() == 0)
 			/* root about to drop privileges made it in the target user's directory
 			 * (d9-uid-N, paths.c): it is that user's, as the segments there are, so the
 			 * processes that run as that user afterwards can use it */
-			if (!d9__file_enter(&bud.lock)) {
-				(void)fchown(bud.lock.fd, st.st_uid, st.st_gid);
-				d9__file_leave(&bud.lock);
+			if (!d9__file_enter(LK)) {
+				(void)fchown(LK->fd, st.st_uid, st.st_gid);
+				d9__file_leave(LK);
 			}
 	}
 	if (err)
@@ -108,11 +116,11 @@ static int record_lock(int type)
 {
 	struct flock l = { .l_type = (short)type, .l_whence = SEEK_SET };
 
-	if (d9__file_enter(&bud.lock))
+	if (d9__file_enter(LK))
 		return -EBADF;
 	/* inside enter/leave: an unlock on the program's file would drop its own locks */
-	int err = fcntl(bud.lock.fd, F_SETLK, &l) == 0 ? 0 : -errno;
-	d9__file_leave(&bud.lock);
+	int err = fcntl(LK->fd, F_SETLK, &l) == 0 ? 0 : -errno;
+	d9__file_leave(LK);
 	return err;
 }
 
@@ -190,9 +198,9 @@ static void ledger_read(struct ledger *l)
 
 	memset(l, 0, sizeof(*l));
 	do
-		n = pread(bud.lock.fd, buf, sizeof(buf), 0);
+		n = pread(LK->fd, buf, sizeof(buf), 0);
 	while (n < 0 && errno == EINTR);
-	if (n < 32 || memcmp(buf, LEDGER_MAGIC, 16) || d9__file_check(&bud.lock))
+	if (n < 32 || memcmp(buf, LEDGER_MAGIC, 16) || d9__file_check(LK))
 		return;
 	l->segs = le64(buf + 16);
 	l->bytes = le64(buf + 24);
@@ -214,12 +222,12 @@ static void ledger_write(const struct ledger *l)
 	put_le64(buf + 32, l->est_bytes);
 	put_le64(buf + 40, l->est_files);
 	put_le64(buf + 48, l->est_ns);
-	if (d9__file_enter(&bud.lock))
+	if (d9__file_enter(LK))
 		return;
 	do
-		n = pwrite(bud.lock.fd, buf, sizeof(buf), 0);
-	while (n < 0 && errno == EINTR && d9__fd_still(bud.lock.fd));
-	d9__file_leave(&bud.lock);
+		n = pwrite(LK->fd, buf, sizeof(buf), 0);
+	while (n < 0 && errno == EINTR && d9__fd_still(LK->fd));
+	d9__file_leave(LK);
 	if (n != (ssize_t)sizeof(buf))
 		d9__log_once(D9_LOG_WARN, "cannot update the budget lock file of %s: deletions by "
 			"the budget may be undercounted", d9__g.cfg.dir);

@@ -741,6 +741,7 @@ void *d9__compressor_main(void *arg)
 		}
 	}
 	d9__unlock(&g->disk_lock);
+	d9__symbolize_thread_end();
 	__atomic_store_n(&g->compressor_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }

@@ -4,12 +4,14 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 int d9__log_level = D9_LOG_WARN;
@@ -40,19 +42,51 @@ void d9__stderr_meant(void)
 	errno = saved;
 }
 
-int d9__stderr_ours(void)
+/* Whether fd (descriptor 2, or a copy of the program's) is the stderr the program means. */
+static int stderr_ours_at(int fd)
 {
 	struct stat st;
 
 	if (__atomic_load_n(&err_state, __ATOMIC_ACQUIRE) == ERR_UNSEEN)
 		d9__stderr_meant(); /* a line before the configuration is read: the start's stderr */
-	if (fstat(2, &st) != 0)
+	if (fstat(fd, &st) != 0)
 		return 0;
 	if (S_ISCHR(st.st_mode))
 		return 1; /* a terminal, /dev/null, a console */
 	return __atomic_load_n(&err_state, __ATOMIC_ACQUIRE) == ERR_KNOWN &&
 		(uint64_t)st.st_dev == __atomic_load_n(&err_dev, __ATOMIC_RELAXED) &&
 		(uint64_t)st.st_ino == __atomic_load_n(&err_ino, __ATOMIC_RELAXED);
+}
+
+int d9__stderr_ours(void)
+{
+	if (d9__self.fd_private)
+		return 1; /* checked on the copy d9__log takes */
+	return stderr_ours_at(2);
+}
+
+/* An agent thread with a descriptor table of its own (fdown.c) has /dev/null at 2: a line goes to
+ * a copy of the program's descriptor 2, taken for that line only (a lasting copy would keep a
+ * pipe the program closes open), under the same checks: pidfd_getfd (Linux 5.6), or where a
+ * seccomp filter refuses it, the file opened again by its /proc name (appending: not a socket,
+ * such as journald's). Where neither works the line is left out. */
+static void write_private(const char *line, size_t len)
+{
+	long fd = -1, pidfd = syscall(SYS_pidfd_open, getpid(), 0);
+
+	if (pidfd >= 0) {
+		fd = syscall(SYS_pidfd_getfd, (int)pidfd, 2, 0);
+		close((int)pidfd);
+	}
+	if (fd < 0)
+		fd = open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (stderr_ours_at((int)fd)) {
+		ssize_t w = write((int)fd, line, len);
+		(void)w;
+	}
+	close((int)fd);
 }
 
 void d9__log(int level, const char *fmt, ...)
@@ -73,8 +107,12 @@ void d9__log(int level, const char *fmt, ...)
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2;
 	line[len++] = '\n';
-	ssize_t w = write(2, line, len);
-	(void)w;
+	if (d9__self.fd_private) {
+		write_private(line, len);
+	} else {
+		ssize_t w = write(2, line, len);
+		(void)w;
+	}
 	errno = saved;
 }
 
@@ -345,6 +383,9 @@ int d9__config_load(struct d9__config *c)
 		return bad("D9_TOGGLE_SIGNAL", v, why, "a signal name: USR1, USR2, HUP, WINCH, URG, PROF, VTALRM or RTMIN+N");
 	if ((v = getenv("D9_CLOCK")) && *v && (why = WORD(v, &c->clock, "auto", "tsc", "monotonic")))
 		return bad("D9_CLOCK", v, why, "auto, tsc or monotonic");
+	if ((v = getenv("D9_AGENT_FDS")) && *v &&
+		(why = WORD(v, &c->agent_fds_shared, "private", "shared")))
+		return bad("D9_AGENT_FDS", v, why, "private or shared");
 	if ((v = getenv("D9_RUNTIME")) && *v) {
 		/* the adapters' names come from preload/runtimes.c (absent in the test driver) */
 		int r = d9__runtime_parse ? d9__runtime_parse(v) : -2;

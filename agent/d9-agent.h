@@ -118,6 +118,7 @@ struct d9__thr {
 	uint64_t dropped_paused; /* atomic: events not recorded while the agent was stopped
 				  * for a pause (unshare, setns; record.c, slow): reason other.
 				  * Last: the fields the hot path reads keep their places */
+	uint8_t fd_private; /* an agent thread with a descriptor table of its own (fdown.c) */
 };
 
 /* The switch log of a profiled worker: the last D9__SWLOG_N (time, coroutine) switches, written
@@ -647,6 +648,15 @@ void d9__fd_take(int fd); /* fdown.c: the agent's number, taken after its call i
  * number is still the agent's (the program's take gives up waiting after 1 s). */
 static inline int d9__fd_still(int fd)
 {
+	if (D9_UNLIKELY(d9__self.fd_private))
+		return fd >= 0; /* its own table: the program cannot take the number */
+	return (unsigned)fd < D9__OWN_FDS && (__atomic_load_n(&d9__fd_words[fd], __ATOMIC_SEQ_CST) & 1u);
+}
+
+/* The same for a number in the program's table, whichever thread asks (paths.c: the d9-uid-N
+ * directory, opened on a program's thread, checked by the writer). */
+static inline int d9__fd_still_host(int fd)
+{
 	return (unsigned)fd < D9__OWN_FDS && (__atomic_load_n(&d9__fd_words[fd], __ATOMIC_SEQ_CST) & 1u);
 }
 
@@ -662,8 +672,8 @@ static inline void d9__fd_raise_top(int fd)
 
 static inline void d9__fd_host_take(int fd)
 {
-	if ((unsigned)fd >= D9__OWN_FDS)
-		return;
+	if ((unsigned)fd >= D9__OWN_FDS || D9_UNLIKELY(d9__self.fd_private))
+		return; /* on an agent thread with a table of its own: none of the program's numbers */
 	d9__fd_raise_top(fd);
 	if (D9_UNLIKELY(__atomic_fetch_add(&d9__fd_words[fd], D9__FD_PEND1, __ATOMIC_SEQ_CST) &
 			D9__FD_OURS))
@@ -672,10 +682,13 @@ static inline void d9__fd_host_take(int fd)
 
 static inline void d9__fd_host_done(int fd)
 {
-	if ((unsigned)fd < D9__OWN_FDS)
+	if ((unsigned)fd < D9__OWN_FDS && !d9__self.fd_private)
 		__atomic_fetch_sub(&d9__fd_words[fd], D9__FD_PEND1, __ATOMIC_RELEASE);
 }
 void d9__fd_host_take_range(unsigned first, unsigned last);
+/* An agent thread's start: a descriptor table of its own when the kernel allows (fdown.c). */
+void d9__fd_private_begin(void);
+extern D9_HIDDEN int d9__fd_private_refused;
 void d9__fd_host_range_done(void);
 /* A forked child (its only thread): the other threads' calls in progress forgotten. */
 void d9__fd_child(void);

@@ -8,7 +8,9 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -166,6 +168,8 @@ static int mark(int fd, int renew)
 
 int d9__fd_mark_new(int fd)
 {
+	if (D9_UNLIKELY(d9__self.fd_private))
+		return 0; /* the thread's own table: the program cannot take its numbers */
 	int err = mark(fd, 1);
 
 	if (!err)
@@ -180,12 +184,14 @@ int d9__fd_own(int fd)
 	int renew = fresh != fd + 1;
 
 	fresh = 0;
+	if (D9_UNLIKELY(d9__self.fd_private))
+		return fd >= 0 ? 0 : -EBADF;
 	return mark(fd, renew);
 }
 
 void d9__fd_unmark(int fd)
 {
-	if (fd >= 0 && fd < D9__OWN_FDS)
+	if (fd >= 0 && fd < D9__OWN_FDS && !d9__self.fd_private)
 		__atomic_fetch_and(&own[fd], ~(OURS | REVOKED), __ATOMIC_SEQ_CST);
 }
 
@@ -205,6 +211,8 @@ static void unlist(int fd)
 
 int d9__fd_enter(int fd)
 {
+	if (D9_UNLIKELY(d9__self.fd_private))
+		return fd >= 0 ? 0 : -EBADF;
 	if (fd < 0 || fd >= D9__OWN_FDS)
 		return -EBADF;
 	/* listed before BUSY is raised and unlisted after it is lowered: a signal handler on this
@@ -223,6 +231,8 @@ int d9__fd_enter(int fd)
 
 void d9__fd_leave(int fd)
 {
+	if (D9_UNLIKELY(d9__self.fd_private))
+		return;
 	__atomic_fetch_sub(&own[fd], BUSY1, __ATOMIC_RELEASE);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	unlist(fd);
@@ -232,8 +242,9 @@ void d9__fd_disown(int fd)
 {
 	/* REVOKED only: OURS may be another holder's of the agent's by now (the program took the
 	 * number, closed it, and the kernel gave it to the agent again). A number the program took
-	 * unseen stays marked; every use checks the file's identity too. */
-	if (fd >= 0 && fd < D9__OWN_FDS)
+	 * unseen stays marked; every use checks the file's identity too. On a thread with a table
+	 * of its own, nothing: the number failed a check, and is forgotten, not closed. */
+	if (fd >= 0 && fd < D9__OWN_FDS && !d9__self.fd_private)
 		__atomic_fetch_and(&own[fd], ~REVOKED, __ATOMIC_SEQ_CST);
 }
 
@@ -252,6 +263,11 @@ int d9__fd_close(int fd)
 {
 	int saved = errno, err = 0;
 
+	if (D9_UNLIKELY(d9__self.fd_private)) {
+		long r = fd >= 0 ? raw2(SYS_close, fd, 0) : -EBADF;
+		return r < 0 && r != -EINTR ? (int)r : 0;
+	}
+
 	if ((err = d9__fd_enter(fd)) != 0) {
 		/* the host took it (REVOKED): its number now, left alone; never ours: refused */
 		d9__fd_disown(fd);
@@ -269,7 +285,7 @@ int d9__fd_close(int fd)
 
 int d9__fd_agent_close(int fd)
 {
-	if (fd < 0 || fd >= D9__OWN_FDS)
+	if (fd < 0 || fd >= D9__OWN_FDS || d9__self.fd_private)
 		return raw_close(fd);
 	uint32_t v = __atomic_load_n(&own[fd], __ATOMIC_SEQ_CST);
 	if (v & OURS) {
@@ -317,6 +333,8 @@ void d9__fd_take(int fd)
 
 void d9__fd_host_take_range(unsigned first, unsigned last)
 {
+	if (d9__self.fd_private)
+		return; /* an agent thread's own table (d9__fd_host_range_done pairs with it) */
 	__atomic_fetch_add(&range_pending, 1, __ATOMIC_SEQ_CST);
 	int hi = __atomic_load_n(&top, __ATOMIC_SEQ_CST), checked = 0;
 	for (unsigned fd = first; fd <= last && (int)fd <= hi && fd < D9__OWN_FDS; fd++) {
@@ -330,6 +348,8 @@ void d9__fd_host_take_range(unsigned first, unsigned last)
 
 void d9__fd_host_range_done(void)
 {
+	if (d9__self.fd_private)
+		return;
 	__atomic_fetch_sub(&range_pending, 1, __ATOMIC_RELEASE);
 }
 
@@ -341,4 +361,56 @@ void d9__fd_child(void)
 		if (own[fd])
 			own[fd] &= OURS | REVOKED;
 	range_pending = 0;
+}
+
+/* ---- agent threads with a table of their own -----------------------------------------------------
+ * The agent's threads would otherwise share the program's descriptor table, and the kernel takes
+ * a file reference at each of the program's system calls on a descriptor once a table is shared
+ * (and a regular file's position lock at a write): a program with no threads of its own pays
+ * about 27 ns a call for the agent's mere presence (agent/COST.md section 31). So each agent
+ * thread gives itself an empty table at its start (close_range(0, ~0U, CLOSE_RANGE_UNSHARE):
+ * Linux 5.9; the kernel copies none of the program's descriptors, takes no reference to its
+ * files and flushes none) and fills 0, 1 and 2 with /dev/null, so that no file of the agent's
+ * gets a number that a library writes to as its stdout or stderr. From then on the program
+ * cannot reach the thread's numbers, and the marks above are not needed for them: the calls
+ * above act at once on such a thread (d9__self.fd_private), and the interposers leave the
+ * program's tables by number alone (libc-fds.c, requests.c). A thread an agent thread starts
+ * (libcurl's resolver) shares its table, and is the agent's. Where the call is refused (an
+ * older kernel, a seccomp filter), or D9_AGENT_FDS=shared, the thread keeps the program's table
+ * and the marks. agent/DESIGN.md, "Descriptors and files". */
+#ifndef CLOSE_RANGE_UNSHARE
+#define CLOSE_RANGE_UNSHARE (1u << 1)
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+static long raw4(long nr, long a, long b, long c, long d)
+{
+	long r;
+	register long r10 __asm__("r10") = d;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+
+int d9__fd_private_refused; /* the last agent thread's close_range error (-errno), 0: none */
+
+void d9__fd_private_begin(void)
+{
+	if (d9__self.fd_private || d9__g.cfg.agent_fds_shared)
+		return; /* started by an agent thread with a table of its own: shares it */
+	long r = raw4(SYS_close_range, 0, (long)~0u, CLOSE_RANGE_UNSHARE, 0);
+	if (r != 0) {
+		__atomic_store_n(&d9__fd_private_refused, (int)r, __ATOMIC_RELAXED);
+		return;
+	}
+	long fd = raw4(SYS_openat, AT_FDCWD, (long)"/dev/null", O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0) /* a chroot without /dev/null: a descriptor nobody reads or writes */
+		fd = raw4(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0, 0);
+	if (fd == 0) {
+		raw4(SYS_dup3, 0, 1, O_CLOEXEC, 0);
+		raw4(SYS_dup3, 0, 2, O_CLOEXEC, 0);
+	}
+	d9__self.fd_private = 1;
 }

@@ -27,6 +27,7 @@ struct d9__config {
 	int compress, enabled, toggle_signal; /* compress: D9_COMPRESS_*; toggle_signal 0: none */
 	int log_level; /* 0 error, 1 warn, 2 info, 3 debug */
 	int clock; /* 0 auto, 1 tsc, 2 monotonic */
+	int agent_fds_shared; /* D9_AGENT_FDS: 0 private (a table per agent thread), 1 shared */
 	struct d9_preload_config pre; /* copied to d9__pcfg */
 	/* profiling (profile.c) and symbols (symbolize.c) */
 	uint32_t cpu_hz; /* D9_CPU_PROFILE: on-CPU samples per second per worker, 0 = off */
@@ -433,6 +434,7 @@ void d9__profile_init(void);
 void d9__profile_thread_start(struct d9__thr *t);
 void d9__profile_thread_exit(struct d9__thr *t);
 void d9__profile_child(void);
+void d9__profile_writer_end(void); /* the writer ends: its unwinder with it (fdown.c) */
 /* A forked child's writer: frees the parent's profiling state (not freed in the fork handler). */
 void d9__profile_stale_free(void);
 /* Writer: drains every worker's samples into chunks (a list of blocks to write, oldest first,

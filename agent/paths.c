@@ -217,6 +217,51 @@ static struct d9__file sub_cur = { .fd = -1 }, sub_next = { .fd = -1 };
 static char orig_dir[sizeof(((struct d9__config *)0)->dir)], sub_cur_name[sizeof(orig_dir)];
 static char next_dir[sizeof(orig_dir)];
 
+/* A subdirectory descriptor the writer let go of on an agent thread with a table of its own
+ * (fdown.c): the number is in the program's table, where only a program's thread can close it;
+ * the next d9__trace_dir_for_uid (on one) does. */
+static pthread_mutex_t retired_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct d9__file retired = { .fd = -1 };
+uint64_t d9__subdir_leaked; /* retired while another one waited: left open (never seen) */
+
+static void sub_let_go(struct d9__file *f)
+{
+	if (f->fd < 0 || !d9__self.fd_private) {
+		d9__file_close(f);
+		return;
+	}
+	d9__lock(&retired_mu);
+	if (retired.fd < 0)
+		retired = *f;
+	else
+		__atomic_add_fetch(&d9__subdir_leaked, 1, __ATOMIC_RELAXED);
+	d9__unlock(&retired_mu);
+	f->fd = -1;
+}
+
+/* sub_cur's check from the calling thread, with its stat: on an agent thread with a table of
+ * its own the number is the program's table's, looked at through its /proc name (the thread
+ * group's table: as c->dir itself is). 0 or a negative errno. */
+static int sub_check(struct stat *st)
+{
+	char path[64];
+
+	if (!d9__self.fd_private) {
+		int err = d9__file_check(&sub_cur);
+		if (!err && fstat(sub_cur.fd, st) != 0)
+			err = -errno;
+		return err;
+	}
+	if (sub_cur.fd < 0)
+		return -EBADF;
+	if (!d9__fd_still_host(sub_cur.fd))
+		return -ESTALE; /* the program took the number */
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", sub_cur.fd);
+	if (stat(path, st) != 0)
+		return -errno;
+	return st->st_dev == sub_cur.dev && st->st_ino == sub_cur.ino ? 0 : -ESTALE;
+}
+
 /* Whether c->dir is the subdirectory descriptor's name. */
 static int in_subdir(const struct d9__config *c)
 {
@@ -228,10 +273,8 @@ static int in_subdir(const struct d9__config *c)
 static int subdir_ready(const struct d9__config *c, int quiet)
 {
 	struct stat st;
-	int err = d9__file_check(&sub_cur);
+	int err = sub_check(&st);
 
-	if (!err && fstat(sub_cur.fd, &st) != 0)
-		err = -errno;
 	if (!err && (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))))
 		err = -EPERM;
 	if (!err && faccessat(AT_FDCWD, c->dir, W_OK | X_OK, AT_EACCESS) != 0)
@@ -245,7 +288,9 @@ static int subdir_ready(const struct d9__config *c, int quiet)
 
 int d9__trace_dir_check(const struct d9__config *c)
 {
-	return in_subdir(c) ? d9__file_check(&sub_cur) : 0;
+	struct stat st;
+
+	return in_subdir(c) ? sub_check(&st) : 0;
 }
 
 int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
@@ -257,6 +302,11 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 
 	if (!orig_dir[0])
 		snprintf(orig_dir, sizeof(orig_dir), "%s", c->dir);
+	d9__lock(&retired_mu);
+	struct d9__file old = retired;
+	retired.fd = -1;
+	d9__unlock(&retired_mu);
+	d9__file_close(&old); /* a program's thread: the number is in its table */
 	d9__file_close(&sub_next);
 	/* the directory's own user (root) goes back to the directory itself. Its descriptor is
 	 * the agent's (files.c) and held to the end: the program's close of the number waits, so
@@ -335,7 +385,7 @@ void d9__trace_dir_use(struct d9__config *c)
 	if (!next_dir[0])
 		return;
 	if (sub_next.fd >= 0) {
-		d9__file_close(&sub_cur);
+		sub_let_go(&sub_cur);
 		sub_cur = sub_next;
 		sub_next.fd = -1;
 		snprintf(sub_cur_name, sizeof(sub_cur_name), "%s", next_dir);
@@ -343,7 +393,7 @@ void d9__trace_dir_use(struct d9__config *c)
 	snprintf(c->dir, sizeof(c->dir), "%s", next_dir);
 	next_dir[0] = 0;
 	if (strcmp(c->dir, sub_cur_name))
-		d9__file_close(&sub_cur); /* back in the directory itself */
+		sub_let_go(&sub_cur); /* back in the directory itself */
 }
 
 const char *d9__trace_dir_shown(const struct d9__config *c)

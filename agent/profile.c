@@ -131,6 +131,8 @@ static struct {
 	int nfds; /* atomic: perf descriptors open (reserved before perf_event_open) */
 	uint64_t copy_bytes; /* atomic: bytes of ring copies held for the writer */
 	uint64_t foreign; /* atomic: our descriptors found closed or replaced by the program */
+	uint64_t orphaned_fds; /* atomic: descriptors of workers that ended unseen, left open by a
+				* writer with a table of its own (ring_release_fd) */
 } P = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 void d9__profile_init(void)
@@ -213,6 +215,16 @@ static void ring_release_fd(struct ring *r, int disable)
 {
 	if (r->fd < 0)
 		return;
+	if (D9_UNLIKELY(d9__self.fd_private)) {
+		/* the writer freeing a worker that ended without its thread-exit handler: the number
+		 * is in the program's table, which this thread cannot reach; left open (counted) */
+		__atomic_add_fetch(&P.orphaned_fds, 1, __ATOMIC_RELAXED);
+		d9__log_once(D9_LOG_WARN, "a profiled thread ended without its exit handler: its "
+			"perf event descriptor (fd %d) stays open", r->fd);
+		__atomic_sub_fetch(&P.nfds, 1, __ATOMIC_RELAXED);
+		r->fd = -1;
+		return;
+	}
 	int held = d9__fd_enter(r->fd) == 0; /* the program's close of it waits meanwhile */
 	if (held && fd_ours(r)) {
 		if (disable && d9__fd_still(r->fd))
@@ -1141,6 +1153,19 @@ static void cursor_next(struct cursor *c)
 	else if (h.type == PERF_RECORD_SWITCH && h.size >= 24)
 		memcpy(&c->time_ns, c->rec + 8 + 8, 8); /* sample_id_all: pid/tid, then time */
 	c->tail += h.size;
+}
+
+/* The writer's end on a thread with a descriptor table of its own (fdown.c): the unwinder's
+ * debug files are that table's numbers, which end with the thread; a writer started later makes
+ * its own. */
+void d9__profile_writer_end(void)
+{
+	if (!d9__self.fd_private)
+		return;
+	if (P.unw)
+		d9__unwind_free(P.unw);
+	P.unw = NULL;
+	P.unw_tried = 0;
 }
 
 static struct d9__unwinder *unwinder(void)

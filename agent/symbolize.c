@@ -490,6 +490,15 @@ static void cache_reset(void)
 	cache.segments = 0;
 }
 
+/* The compressor's end on a thread with a descriptor table of its own (fdown.c): the session's
+ * module descriptors are numbers of that table, which ends with the thread; a compressor started
+ * later has another and makes a new session. */
+void d9__symbolize_thread_end(void)
+{
+	if (d9__self.fd_private)
+		cache_reset();
+}
+
 void d9__symbolize_child(void)
 {
 	/* the parent's session, modules and names are not freed (the session is the parent's).

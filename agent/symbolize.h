@@ -19,5 +19,6 @@ int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size);
  * been mid-change in another thread at the fork); its memory and descriptors are left as they
  * are, never used. */
 void d9__symbolize_child(void);
+void d9__symbolize_thread_end(void); /* the compressor ends: its session with it (fdown.c) */
 
 #endif

@@ -89,6 +89,26 @@ static void host_starts_thread(void)
 		direct_off();
 }
 
+/* A thread a library starts on an agent thread (libcurl's resolver on d9-s3) is the agent's: it
+ * records nothing, and it shares its creator's descriptor table, which may be one of the agent's
+ * own (agent/fdown.c): its numbers are then not the program's either. The agent's own threads
+ * (d9__spawn_blocked, busy meanwhile) say what they are themselves. */
+struct agent_start {
+	void *(*fn)(void *);
+	void *arg;
+	uint8_t fd_private;
+};
+
+static void *agent_started(void *p)
+{
+	struct agent_start a = *(struct agent_start *)p;
+
+	d9__mem_free(p);
+	d9__self.role = D9_ROLE_AGENT;
+	d9__self.fd_private = a.fd_private;
+	return a.fn(a.arg);
+}
+
 D9_INTERPOSE int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
 	void *arg)
 {
@@ -97,6 +117,16 @@ D9_INTERPOSE int pthread_create(pthread_t *th, const pthread_attr_t *attr, void 
 	host_starts_thread();
 	if (!real_pthread_create)
 		return EAGAIN;
+	if (D9_UNLIKELY(d9__self.role == D9_ROLE_AGENT && !d9__self.busy)) {
+		struct agent_start *a = d9__mem_alloc(sizeof(*a));
+		if (!a)
+			return EAGAIN;
+		*a = (struct agent_start){ fn, arg, d9__self.fd_private };
+		int err = real_pthread_create(th, attr, agent_started, a);
+		if (err)
+			d9__mem_free(a);
+		return err;
+	}
 	return real_pthread_create(th, attr, fn, arg);
 }
 

@@ -40,7 +40,8 @@ void d9__fd_made(int fd, int stream, int nonblock)
 	/* one an agent thread makes (libcurl's) is the agent's (agent/fdown.c) */
 	if (D9_UNLIKELY(d9__self.role == D9_ROLE_AGENT) && fd >= 0)
 		d9__fd_mark_new(fd);
-	if (fd < 0 || fd >= D9__FD_BITS)
+	/* an agent thread with a table of its own: its numbers are not the program's */
+	if (fd < 0 || fd >= D9__FD_BITS || D9_UNLIKELY(d9__self.fd_private))
 		return;
 	/* the stream bit last: until then the descriptor is timed */
 	set_bit(d9__fd_stream, fd, 0);
@@ -50,18 +51,20 @@ void d9__fd_made(int fd, int stream, int nonblock)
 
 void d9__fd_forget(int fd)
 {
-	if (fd >= 0 && fd < D9__FD_BITS)
+	if (fd >= 0 && fd < D9__FD_BITS && !d9__self.fd_private)
 		set_bit(d9__fd_stream, fd, 0);
 }
 
 void d9__fd_set_nonblock(int fd, int on)
 {
-	if (fd >= 0 && fd < D9__FD_BITS)
+	if (fd >= 0 && fd < D9__FD_BITS && !d9__self.fd_private)
 		set_bit(d9__fd_nonblock, fd, on);
 }
 
 void d9__fd_forget_range(unsigned int first, unsigned int last)
 {
+	if (d9__self.fd_private)
+		return;
 	for (unsigned int fd = first; fd <= last && fd < D9__FD_BITS; fd++)
 		set_bit(d9__fd_stream, (int)fd, 0);
 }

@@ -237,7 +237,10 @@ def fd_table_estimate(sname, mode):
     smp = (real or {}).get("servers", {}).get(sname, {}).get(mode, {}).get("sampled") or {}
     by = (((dcost or {}).get("servers", {}).get(sname, {}).get("syscalls", {}).get("base") or {})
           .get("by_syscall_per_request") or {})
-    if not ft or sname not in FD_CALLS or not smp.get("single_threaded") or not by:
+    # a run whose agent threads had tables of their own (agent/fdown.c) pays none of it; runs
+    # before they could (no agent_fds recorded) shared the server's
+    if (not ft or sname not in FD_CALLS or not smp.get("single_threaded") or not by
+            or smp.get("agent_fds") == "private"):
         return None
     dev, reg = FD_CALLS[sname]
     n_dev = sum(v for k, v in by.items() if k.split(":", 1)[-1] in dev)
@@ -488,7 +491,8 @@ if real:
               f"{smp['server_threads_in_agent_pct']:.2f}% | "
               f"{smp['syscall_returns_pct']:.2f}% | {smp['samples']:,} | "
               f"{smp.get('agent_clock') or '?'}"
-              f"{'; single-threaded without the agent' if smp.get('single_threaded') else ''} | "
+              f"{'; single-threaded without the agent' if smp.get('single_threaded') else ''}"
+              f"{'; the agent threads with descriptor tables of their own' if smp.get('agent_fds') == 'private' else '; the agent threads in the server descriptor table' if smp.get('agent_fds') == 'shared' else ''} | "
               f"<= {real['servers'][sname][mode]['goal_pct']:g}% "
               f"{SAMPLED_VERDICTS.get(smp['verdict'], smp['verdict'])} |")
         W("")
@@ -517,8 +521,11 @@ if real:
                   f"{fe['ns']:.0f} ns of {fe['base_ns']:,.0f} | {fe['pct']:.2f}% | "
                   f"{smp['share_pct'] + fe['pct']:.2f}% |")
             W("")
-            W("Agent threads with a table of their own would remove it (agent/COST.md section 31: "
-              "not done).")
+            W("Agent threads with tables of their own remove it: since the thirty-first COST.md "
+              "section's change each agent thread makes one at its start where the kernel allows "
+              "(Linux 5.9; `D9_AGENT_FDS=shared` keeps the old way), and a bench-real run records "
+              "which its writer had; the estimate is shown only for runs whose agent threads "
+              "shared the server's table.")
             W("")
 if dcost:
     n1, n2 = dcost["requests"]

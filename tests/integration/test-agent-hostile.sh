@@ -5,13 +5,16 @@
 # - reused-fds: a daemon closes every descriptor 3..1023 after start, opens its own logs and
 #   database, and puts copies of them on the agent's old descriptor numbers: its files get none
 #   of the trace's bytes, every park is in the trace, the segment is sealed, one stderr line;
-# - reused-fds-closefrom, reused-fds-syscall: the same, the daemon closing with closefrom(3) and
-#   with syscall(SYS_close, fd);
+#   The agent's threads have descriptor tables of their own (agent/fdown.c) where the kernel
+#   allows: the sweep cannot reach the segment, and nothing is said. reused-fds-shared: the same
+#   with D9_AGENT_FDS=shared (the program's table, as on a kernel that refuses), one line;
+# - reused-fds-closefrom, reused-fds-syscall: the same (shared), the daemon closing with
+#   closefrom(3) and with syscall(SYS_close, fd);
 # - stderr-reused: the same, the sweep closing stderr too and the database opened at number 2:
 #   the agent's line about the descriptor does not go there;
 # - reused-fds-disk-full: the same with the trace's disk full: the database is never truncated,
 #   the trace is sealed (trailer from the segment's reserve) and counts every lost event;
-# - steal-while-writing: each turn the daemon dup2()s its log onto the agent's segment number
+# - steal-while-writing (shared): each turn the daemon dup2()s its log onto the agent's segment number
 #   while the agent's write into it is under way (slow-write.so, preloaded after the agent,
 #   holds each of the writer's segment writes 20 ms before the kernel): the dup2 waits for the
 #   write, the log gets none of the trace's bytes, every Park and Unpark is in the sealed trace
@@ -89,6 +92,25 @@ lines = [l for l in err.splitlines() if "descriptor" in l]
 if len(lines) != 1:
     fail("%d stderr lines about the descriptor: %r" % (len(lines), err[:300]))
 '
+# The same where the agent's threads have descriptor tables of their own (agent/fdown.c, the
+# default where the kernel allows): the sweep cannot reach the segment, and nothing is said.
+PRIVATE=$(python3 -c '
+import ctypes, threading
+r = []
+def t():  # close_range(0, ~0U, CLOSE_RANGE_UNSHARE) on a thread of its own
+    r.append(ctypes.CDLL(None, use_errno=True).syscall(436, 0, 0xffffffff, 2))
+th = threading.Thread(target=t); th.start(); th.join()
+print(1 if r and r[0] == 0 else 0)')
+if [ "$PRIVATE" = 1 ]; then
+	WHOLE_PRIVATE="$TRACED"'
+err = open(f[2]).read()
+lines = [l for l in err.splitlines() if "descriptor" in l]
+if lines:
+    fail("%d stderr lines about a descriptor of the agent'"'"'s own table: %r" % (len(lines), err[:300]))
+'
+else
+	WHOLE_PRIVATE=$WHOLE # refused here: the threads share the program's table
+fi
 
 # ---- reused-fds, reused-fds-closefrom, reused-fds-syscall -------------------------------------------
 # reused NAME CASE TURNS LOGS [DAEMON_ARGS...]: a daemon whose sweep takes the agent's numbers and
@@ -96,13 +118,14 @@ if len(lines) != 1:
 # every park in the trace, one stderr line about the descriptor; CASE-sealed: no segment left
 # .active.
 reused() {
-	local name=$1 case=$2 turns=$3 logs=$4 sum
-	shift 4
+	local name=$1 case=$2 turns=$3 logs=$4 fds=$5 sum want=$WHOLE
+	shift 5
+	[ "$fds" = private ] && want=$WHOLE_PRIVATE
 	mkdir -p "$T/$name"
 	head -c 2500000 /dev/urandom >"$T/$name.db"
 	sum=$(sha1sum <"$T/$name.db")
-	daemon "$name" "$T/$name" -- --turns "$turns" --db "$T/$name.db" --fill-high 900 \
-		--logs "$logs" "$@"
+	daemon "$name" "$T/$name" D9_AGENT_FDS="$fds" -- --turns "$turns" --db "$T/$name.db" \
+		--fill-high 900 --logs "$logs" "$@"
 	summary "$T/$name" "$T/$name.json"
 	if [ "$D9_RC" -ne 0 ]; then
 		d9_fail "$case" "daemon exit $D9_RC: $(head -c 300 "$T/$name.err")"
@@ -111,7 +134,7 @@ reused() {
 	elif [ "$(sha1sum <"$T/$name.db")" != "$sum" ]; then
 		d9_fail "$case" "the host's database changed"
 	else
-		d9_py "$case" "$WHOLE"'
+		d9_py "$case" "$want"'
 if drv["filled"] < 1:
     fail("the daemon put no copy on a high descriptor number")
 info = "%d parks, logs and database intact" % drv["parks"]
@@ -123,9 +146,12 @@ info = "%d parks, logs and database intact" % drv["parks"]
 		d9_pass "$case-sealed"
 	fi
 }
-reused r1 reused-fds 2000 3
-reused rclosefrom reused-fds-closefrom 500 2 --sweep closefrom
-reused rsyscall reused-fds-syscall 500 2 --sweep syscall
+# the program's take of the agent's numbers is the shared table's protocol (fdown.c): the sweeps
+# by closefrom and syscall() run with D9_AGENT_FDS=shared, the close loop both ways
+reused r1 reused-fds 2000 3 private
+reused r1s reused-fds-shared 2000 3 shared
+reused rclosefrom reused-fds-closefrom 500 2 shared --sweep closefrom
+reused rsyscall reused-fds-syscall 500 2 shared --sweep syscall
 
 # ---- stderr-reused -------------------------------------------------------------------------------
 # The daemon's sweep closes its stderr too, and its database, opened first, gets number 2. The
@@ -187,7 +213,7 @@ fi
 # ---- steal-while-writing ---------------------------------------------------------------------------
 SLOW=$D9_ROOT/build/tests/slow-write.so
 mkdir -p "$T/sw" "$T/sw.log"
-env LD_PRELOAD="$LIB $SLOW" D9_TRACE_PATH="$T/sw/trace.bin" D9_FLUSH_INTERVAL=1ms \
+env LD_PRELOAD="$LIB $SLOW" D9_TRACE_PATH="$T/sw/trace.bin" D9_FLUSH_INTERVAL=1ms D9_AGENT_FDS=shared \
 	timeout -s KILL 60 "$DAEMON" --trace-dir "$T/sw" --log-dir "$T/sw.log" --turns 100 --logs 1 \
 	--steal >"$T/sw.out" 2>"$T/sw.err"
 D9_RC=$?

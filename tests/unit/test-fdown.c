@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 /* What fdown.c calls of the agent's (clock.c), stood in for: clock.c brings the logger. */
 uint64_t d9__mono_ns(void)
@@ -20,6 +21,11 @@ uint64_t d9__mono_ns(void)
 }
 
 #define now_ns d9__mono_ns
+
+/* The agent's state that fdown.c reads: the calling thread's, and the configuration (a table of
+ * its own for agent threads unless D9_AGENT_FDS=shared). */
+__thread struct d9__thr d9__self __attribute__((tls_model("initial-exec")));
+struct d9__agent d9__g;
 
 static uint32_t word(int fd)
 {
@@ -271,6 +277,70 @@ TEST(forked_child_resets_the_counts)
 	d9__fd_child();
 	T_EQ(word(fd), D9__FD_OURS); /* still the agent's, nothing in progress */
 	T_EQ(word(7), 0);
+}
+
+/* An agent thread's table of its own (d9__fd_private_begin): none of the program's descriptors,
+ * /dev/null at 0, 1 and 2, its numbers never marked, and the program's take of such a number from
+ * that thread... never made: the program's calls on the thread leave the marks alone. */
+static int program_fd = -1;
+static int private_result = -1;
+
+static void *private_thread(void *arg)
+{
+	(void)arg;
+	d9__fd_private_begin();
+	struct stat st, nul;
+	int r = 0;
+	if (!d9__self.fd_private)
+		r = d9__fd_private_refused ? 100 : 1; /* 100: refused (an older kernel) */
+	else if (fcntl(program_fd, F_GETFD) != -1 || errno != EBADF)
+		r = 2; /* the program's descriptor is not in this table */
+	else if (stat("/dev/null", &nul) != 0)
+		r = 3;
+	for (int fd = 0; !r && fd < 3; fd++)
+		if (fstat(fd, &st) != 0 || st.st_rdev != nul.st_rdev)
+			r = 4 + fd;
+	if (!r) {
+		int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 3 || d9__fd_own(fd) != 0 || word(fd) != 0)
+			r = 8; /* not marked: the program cannot take a number of this table */
+		else if (d9__fd_enter(fd) != 0 || !d9__fd_still(fd) || word(fd) != 0)
+			r = 9;
+		d9__fd_leave(fd);
+		d9__fd_host_take(fd); /* a program's call on this thread: no mark either */
+		if (!r && word(fd) != 0)
+			r = 10;
+		d9__fd_host_done(fd);
+		if (!r && (d9__fd_close(fd) != 0 || fcntl(fd, F_GETFD) != -1))
+			r = 11; /* closed at once */
+	}
+	private_result = r;
+	return NULL;
+}
+
+TEST(agent_thread_has_a_table_of_its_own)
+{
+	alarm(20);
+	program_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	T_ASSERT(program_fd >= 0);
+	pthread_t t;
+	T_EQ(pthread_create(&t, NULL, private_thread, NULL), 0);
+	T_EQ(pthread_join(t, NULL), 0);
+	if (private_result == 100)
+		T_SKIP("close_range(CLOSE_RANGE_UNSHARE) refused here (Linux 5.9 and later)");
+	T_EQ(private_result, 0);
+	T_ASSERT(fcntl(program_fd, F_GETFD) >= 0); /* the program's table keeps its own */
+}
+
+TEST(agent_thread_shares_the_table_when_told)
+{
+	alarm(20);
+	d9__g.cfg.agent_fds_shared = 1;
+	program_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	pthread_t t;
+	T_EQ(pthread_create(&t, NULL, private_thread, NULL), 0);
+	T_EQ(pthread_join(t, NULL), 0);
+	T_EQ(private_result, 1); /* D9_AGENT_FDS=shared: not made private, nothing refused */
 }
 
 int main(int argc, char **argv)

@@ -11,6 +11,10 @@
 
 /* What fdown.c and files.c call of the agent's (clock.c), stood in for: clock.c brings the
  * logger. */
+/* The agent's state that fdown.c reads: the calling thread's and the configuration. */
+__thread struct d9__thr d9__self __attribute__((tls_model("initial-exec")));
+struct d9__agent d9__g;
+
 uint64_t d9__mono_ns(void)
 {
 	struct timespec ts;
