@@ -498,21 +498,28 @@ if real:
         W("")
         fes = [(sname, mode, fd_table_estimate(sname, mode)) for sname, mode, _ in smps]
         fes = [x for x in fes if x[2]]
-        if fes:
+        ft = (micro or {}).get("fd_table", {})
+        if "shared_extra_ns" in ft:
+            priv = sorted({s for s, m, smp in smps if smp.get("agent_fds") == "private"})
             W("**The shared descriptor table.** A server with no threads of its own gets some from "
-              "the agent, which share its descriptor table; the kernel then takes a file reference "
+              "the agent; while they share its descriptor table, the kernel takes a file reference "
               "at each system call that looks a descriptor up (and, at a write to a regular file, "
               "its position lock), which a single-threaded process skips. That is kernel time on "
               "the server's own thread, in no sample of the agent's. bench-micro measures it "
               "(tests/tools/fdtable-bench.c, an idle second thread sharing the table against none): "
-              f"+{fes[0][2]['dev_ns']:.1f} ns a call on a device, +{fes[0][2]['file_ns']:.1f} ns on a "
-              "regular file; a thread with a private table (`close_range(0, ~0U, "
-              "CLOSE_RANGE_UNSHARE)`) costs nothing"
-              + (f" ({micro['fd_table']['private']['dev']:.1f} ns against {micro['fd_table']['none']['dev']:.1f})"
-                 if "private" in micro["fd_table"] else "") +
-              ". Times the server's calls of each kind a request (bench-cost's strace, base run) over "
-              "its CPU per request without the agent (the pairs' median), an estimate:")
+              f"+{ft['shared_extra_ns']['dev']:.1f} ns a call on a device, "
+              f"+{ft['shared_extra_ns']['file']:.1f} ns on a regular file; a thread with a table of "
+              "its own (`close_range(0, ~0U, CLOSE_RANGE_UNSHARE)`) costs nothing"
+              + (f" ({ft['private']['dev']:.1f} ns against {ft['none']['dev']:.1f})"
+                 if "private" in ft else "") + "."
+              + (" In these runs the agent's threads had tables of their own (" + ", ".join(priv)
+                 + ": bench-real looks at the writer's descriptors), so none of it applies there."
+                 if priv else "")
+              + (" For the runs whose agent threads shared the server's table: the server's calls "
+                 "of each kind a request (bench-cost's strace, base run) times that, over its CPU "
+                 "per request without the agent (the pairs' median), an estimate:" if fes else ""))
             W("")
+        if fes:
             W("| server | mode | descriptor calls a request (device-like, regular file) | added a request | share of its CPU per request | sampled direct cost + this |")
             W("| --- | --- | --- | --- | --- | --- |")
             for sname, mode, fe in fes:
@@ -521,11 +528,8 @@ if real:
                   f"{fe['ns']:.0f} ns of {fe['base_ns']:,.0f} | {fe['pct']:.2f}% | "
                   f"{smp['share_pct'] + fe['pct']:.2f}% |")
             W("")
-            W("Agent threads with tables of their own remove it: since the thirty-first COST.md "
-              "section's change each agent thread makes one at its start where the kernel allows "
-              "(Linux 5.9; `D9_AGENT_FDS=shared` keeps the old way), and a bench-real run records "
-              "which its writer had; the estimate is shown only for runs whose agent threads "
-              "shared the server's table.")
+            W("Each agent thread makes a table of its own at its start where the kernel allows "
+              "(Linux 5.9; `D9_AGENT_FDS=shared` keeps the old way; agent/COST.md section 31).")
             W("")
 if dcost:
     n1, n2 = dcost["requests"]
