@@ -741,7 +741,8 @@ void *d9__compressor_main(void *arg)
 		}
 	}
 	d9__unlock(&g->disk_lock);
-	d9__symbolize_thread_end();
+	if (!__atomic_load_n(&g->stop_ended, __ATOMIC_RELAXED))
+		d9__symbolize_thread_end(); /* a pause or an exec: the session ends with the table */
 	__atomic_store_n(&g->compressor_done, 1, __ATOMIC_RELEASE);
 	return NULL;
 }

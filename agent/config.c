@@ -67,19 +67,29 @@ int d9__stderr_ours(void)
 
 /* An agent thread with a descriptor table of its own (fdown.c) has /dev/null at 2: a line goes to
  * a copy of the program's descriptor 2, taken for that line only (a lasting copy would keep a
- * pipe the program closes open), under the same checks: pidfd_getfd (Linux 5.6), or where a
- * seccomp filter refuses it, the file opened again by its /proc name (appending: not a socket,
- * such as journald's). Where neither works the line is left out. */
+ * pipe the program closes open), under the same checks: pidfd_getfd (Linux 5.6), except under a
+ * seccomp filter, which may kill the process at a call it does not list. Otherwise, or where the
+ * copy is refused, the file is opened again by its /proc name when it is the program's stderr
+ * file or a character device (appending, never blocking; not a pipe, a FIFO or a socket such as
+ * journald's, whose lines are then left out). */
 static void write_private(const char *line, size_t len)
 {
-	long fd = -1, pidfd = syscall(SYS_pidfd_open, getpid(), 0);
+	long fd = -1;
+	struct stat st;
 
-	if (pidfd >= 0) {
-		fd = syscall(SYS_pidfd_getfd, (int)pidfd, 2, 0);
-		close((int)pidfd);
+	if (!d9__seccomp_filtered()) {
+		long pidfd = syscall(SYS_pidfd_open, getpid(), 0);
+		if (pidfd >= 0) {
+			fd = syscall(SYS_pidfd_getfd, (int)pidfd, 2, 0);
+			close((int)pidfd);
+		}
 	}
-	if (fd < 0)
-		fd = open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 && stat("/proc/self/fd/2", &st) == 0 &&
+		(S_ISCHR(st.st_mode) || (S_ISREG(st.st_mode) &&
+			__atomic_load_n(&err_state, __ATOMIC_ACQUIRE) == ERR_KNOWN &&
+			(uint64_t)st.st_dev == __atomic_load_n(&err_dev, __ATOMIC_RELAXED) &&
+			(uint64_t)st.st_ino == __atomic_load_n(&err_ino, __ATOMIC_RELAXED))))
+		fd = open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	if (stderr_ours_at((int)fd)) {

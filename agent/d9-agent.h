@@ -119,6 +119,7 @@ struct d9__thr {
 				  * for a pause (unshare, setns; record.c, slow): reason other.
 				  * Last: the fields the hot path reads keep their places */
 	uint8_t fd_private; /* an agent thread with a descriptor table of its own (fdown.c) */
+	uint8_t fd_inherited; /* started by an agent thread that had one (d9__spawn_blocked) */
 };
 
 /* The switch log of a profiled worker: the last D9__SWLOG_N (time, coroutine) switches, written
@@ -687,7 +688,7 @@ static inline void d9__fd_host_done(int fd)
 }
 void d9__fd_host_take_range(unsigned first, unsigned last);
 /* An agent thread's start: a descriptor table of its own when the kernel allows (fdown.c). */
-void d9__fd_private_begin(void);
+void d9__fd_private_begin(int filtered);
 extern D9_HIDDEN int d9__fd_private_refused;
 void d9__fd_host_range_done(void);
 /* A forked child (its only thread): the other threads' calls in progress forgotten. */

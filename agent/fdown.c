@@ -394,15 +394,21 @@ static long raw4(long nr, long a, long b, long c, long d)
 	return r;
 }
 
-int d9__fd_private_refused; /* the last agent thread's close_range error (-errno), 0: none */
+int d9__fd_private_refused; /* the last refusal: close_range's -errno, 1: a seccomp filter; 0: none */
 
-void d9__fd_private_begin(void)
+void d9__fd_private_begin(int filtered)
 {
 	if (d9__self.fd_private || d9__g.cfg.agent_fds_shared)
 		return; /* started by an agent thread with a table of its own: shares it */
-	long r = raw4(SYS_close_range, 0, (long)~0u, CLOSE_RANGE_UNSHARE, 0);
+	/* not under a seccomp filter (d9__seccomp_filtered): one that does not list close_range
+	 * may kill the process instead of refusing */
+	long r = filtered ? 1 : raw4(SYS_close_range, 0, (long)~0u, CLOSE_RANGE_UNSHARE, 0);
 	if (r != 0) {
 		__atomic_store_n(&d9__fd_private_refused, (int)r, __ATOMIC_RELAXED);
+		/* started by an agent thread that has a table of its own (d9__spawn_blocked): the
+		 * thread shares that one, which is not the program's either */
+		if (d9__self.fd_inherited)
+			d9__self.fd_private = 1;
 		return;
 	}
 	long fd = raw4(SYS_openat, AT_FDCWD, (long)"/dev/null", O_RDWR | O_CLOEXEC, 0);

@@ -422,6 +422,26 @@ FILE *d9__file_fopen_read(const char *path)
 	return NULL;
 }
 
+/* Whether the calling thread runs under a seccomp filter (its /proc status's Seccomp field),
+ * or that cannot be read. A filter may kill the process (SIGSYS: systemd's SystemCallFilter
+ * does by default) at a call it does not list, so the agent makes no call newer than the
+ * program's own under one: close_range for a table of its own, pidfd_getfd (fdown.c,
+ * config.c). */
+int d9__seccomp_filtered(void)
+{
+	char buf[4096];
+
+	if (!d9__file_read_small("/proc/thread-self/status", buf, sizeof(buf)))
+		return 1;
+	const char *p = strstr(buf, "\nSeccomp:");
+	if (!p)
+		return 0; /* a kernel without seccomp */
+	p += strlen("\nSeccomp:");
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return *p != '0';
+}
+
 size_t d9__file_read_small(const char *path, char *buf, size_t cap)
 {
 	int saved = errno;

@@ -252,6 +252,8 @@ struct d9__agent {
 	size_t npending;
 	uint64_t pending_overflow;
 	int stop; /* the writer must seal and exit */
+	int stop_ended; /* ...because the process ends (not a pause or an exec): set before stop */
+	int writer_private; /* the writer had a descriptor table of its own (fdown.c) */
 
 	/* registry of recording threads (reg lock; lock order reg -> pool) */
 	pthread_mutex_t reg_lock;
@@ -510,6 +512,7 @@ const char *d9__dir_next(struct d9__file *f, struct d9__dir_read *r);
  * of the agent's (checked to be the file named, closed as the agent's) on any thread. Returns
  * the bytes read, 0 on any failure; errno kept. */
 size_t d9__file_read_small(const char *path, char *buf, size_t cap);
+int d9__seccomp_filtered(void); /* files.c: the calling thread is under a seccomp filter */
 /* compress.c: the compressor's temporary file, announced for the exit path (d9__tmp_abandon)
  * from its creation until d9__tmp_done. d9__tmp_create makes it (O_EXCL), unless the exit path
  * has already given the compressor up (-ECANCELED). */

@@ -29,19 +29,41 @@ void d9__child_trace(void);
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static uid_t prepared_euid = (uid_t)-1; /* the trace directory was checked for this user */
 
+/* What an agent thread is started with: its function, and whether its creator has a descriptor
+ * table of its own (then so does the new thread, until it makes its own: fdown.c). */
+struct spawn {
+	void *(*fn)(void *);
+	uint8_t inherited;
+};
+
+static void *spawned(void *p)
+{
+	struct spawn s = *(struct spawn *)p;
+
+	d9__mem_free(p);
+	d9__self.fd_inherited = s.inherited;
+	return s.fn(NULL);
+}
+
 /* Creates an agent thread (fn(NULL)) with every signal blocked, so host signals never land on
  * it; the compressor (compress.c) is started the same way. Returns 0 or a negative errno. */
 int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *))
 {
 	sigset_t all, old;
+	struct spawn *s = d9__mem_alloc(sizeof(*s));
 
+	if (!s)
+		return -ENOMEM;
+	*s = (struct spawn){ fn, d9__self.fd_private };
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	uint8_t busy = d9__self.busy;
 	d9__self.busy = 1; /* the agent's thread, not the host's (preload/libc-direct.c) */
-	int err = pthread_create(th, NULL, fn, NULL);
+	int err = pthread_create(th, NULL, spawned, s);
 	d9__self.busy = busy;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err)
+		d9__mem_free(s);
 	return -err;
 }
 
@@ -104,6 +126,8 @@ static int seal_now(int ended)
 		 * writer records the count after the chunks handed off above, before it sees stop
 		 * (the same lock) */
 		d9__drops_report_all(t);
+	/* a pause or an exec goes on in this process: the threads' caches then end with them */
+	__atomic_store_n(&g->stop_ended, ended, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
 	/* first, so the compressor starts nothing (symbolizing loads libdw: CPU the exit would
 	 * compete with) and drops what it has (its .bin stays; it makes no temporary file after
@@ -732,7 +756,10 @@ static void fork_child(void)
 	loader_forking = defs_forking = 0;
 	if (g->state == D9__OFF || g->state == D9__FAILED)
 		return;
-	d9__file_close(&g->seg.f); /* the parent's segment, if the child still has it */
+	if (g->writer_private)
+		g->seg.f.fd = -1; /* in the parent's writer's own table, which the child has not */
+	else
+		d9__file_close(&g->seg.f); /* the parent's segment, if the child still has it */
 	if (!defs_ok) {
 		/* the fork did not get the definitions lock (fork_prepare): nothing of the agent's
 		 * is trusted in this child, which runs untraced */

@@ -744,7 +744,8 @@ void d9_agent_thread_renamed(void)
 void d9__agent_thread(void)
 {
 	d9__self.role = D9_ROLE_AGENT;
-	d9__fd_private_begin(); /* before the thread's first descriptor (fdown.c) */
+	/* before the thread's first descriptor of its own (fdown.c) */
+	d9__fd_private_begin(d9__g.cfg.agent_fds_shared ? 0 : d9__seccomp_filtered());
 }
 
 void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count, uint32_t reason)

@@ -772,10 +772,12 @@ void *d9__writer_main(void *arg)
 	(void)arg;
 	d9__agent_thread();
 	prctl(PR_SET_NAME, "d9-writer");
+	g->writer_private = d9__self.fd_private;
 	if (!d9__self.fd_private && !g->cfg.agent_fds_shared)
 		d9__log_once(D9_LOG_INFO, "the agent's threads share the program's descriptor table "
-			"(close_range with CLOSE_RANGE_UNSHARE: %s): a program with no threads of its own "
-			"pays a file reference at each descriptor call", strerror(-d9__fd_private_refused));
+			"(%s): a program with no threads of its own pays a file reference at each "
+			"descriptor call", d9__fd_private_refused == 1 ? "a seccomp filter is installed" :
+			strerror(-d9__fd_private_refused));
 	d9__profile_stale_free();
 	process_info();
 	g->seg.f.fd = -1;
@@ -902,12 +904,15 @@ void *d9__writer_main(void *arg)
 		} else if (recovering) {
 			recovering = d9__recover_next();
 		}
+		/* a pause or an exec: the unwinder ends with this thread's table (before the state
+		 * says stopped, after which a new writer may start); not at the exit */
+		if (stopping && !__atomic_load_n(&g->stop_ended, __ATOMIC_RELAXED))
+			d9__profile_writer_end();
 		d9__lock(&g->pool_lock);
 		g->passes++;
 		g->in_pass = 0;
 		pthread_cond_broadcast(&g->done_cond);
 		if (stopping) {
-			d9__profile_writer_end(); /* before the state says stopped: a new writer may start */
 			g->state = D9__STOPPED;
 			pthread_cond_broadcast(&g->done_cond);
 			d9__unlock(&g->pool_lock);

@@ -10,10 +10,13 @@
 #   with D9_AGENT_FDS=shared (the program's table, as on a kernel that refuses), one line;
 # - reused-fds-closefrom, reused-fds-syscall: the same (shared), the daemon closing with
 #   closefrom(3) and with syscall(SYS_close, fd);
-# - stderr-reused: the same, the sweep closing stderr too and the database opened at number 2:
-#   the agent's line about the descriptor does not go there;
-# - reused-fds-disk-full: the same with the trace's disk full: the database is never truncated,
-#   the trace is sealed (trailer from the segment's reserve) and counts every lost event;
+# - stderr-reused (shared, where the sweep takes the segment and the agent has a line to say):
+#   the same, the sweep closing stderr too and the database opened at number 2: the agent's line
+#   about the descriptor does not go there;
+# - reused-fds-disk-full (shared: where the program can take the segment's number; the disk-full
+#   cases of the default are test-agent-diskfull's): the same with the trace's disk full: the
+#   database is never truncated, the trace is sealed (trailer from the segment's reserve) and
+#   counts every lost event;
 # - steal-while-writing (shared): each turn the daemon dup2()s its log onto the agent's segment number
 #   while the agent's write into it is under way (slow-write.so, preloaded after the agent,
 #   holds each of the writer's segment writes 20 ms before the kernel): the dup2 waits for the
@@ -161,7 +164,7 @@ reused rsyscall reused-fds-syscall 500 2 shared --sweep syscall
 mkdir -p "$T/se"
 head -c 2500000 /dev/urandom >"$T/se.db"
 sum=$(sha1sum <"$T/se.db")
-daemon se "$T/se" -- --turns 500 --db "$T/se.db" --logs 2 --close-stderr
+daemon se "$T/se" D9_AGENT_FDS=shared -- --turns 500 --db "$T/se.db" --logs 2 --close-stderr
 summary "$T/se" "$T/se.json"
 if [ "$D9_RC" -ne 0 ]; then
 	d9_fail stderr-reused "daemon exit $D9_RC (4: its database did not get number 2)"
@@ -183,7 +186,7 @@ else
 	mkdir "$T/disk/t"
 	head -c 2500000 /dev/urandom >"$T/db2"
 	sum2=$(sha1sum <"$T/db2")
-	daemon r2 "$T/disk/t" D9_COMPRESS=0 -- --turns 10000 --db "$T/db2" --fill-high 900 --logs 1
+	daemon r2 "$T/disk/t" D9_COMPRESS=0 D9_AGENT_FDS=shared -- --turns 10000 --db "$T/db2" --fill-high 900 --logs 1
 	summary "$T/disk/t" "$T/r2.json"
 	if [ "$D9_RC" -ne 0 ]; then
 		d9_fail reused-fds-disk-full "daemon exit $D9_RC: $(head -c 300 "$T/r2.err")"

@@ -288,7 +288,7 @@ static int private_result = -1;
 static void *private_thread(void *arg)
 {
 	(void)arg;
-	d9__fd_private_begin();
+	d9__fd_private_begin(0);
 	struct stat st, nul;
 	int r = 0;
 	if (!d9__self.fd_private)
@@ -341,6 +341,32 @@ TEST(agent_thread_shares_the_table_when_told)
 	T_EQ(pthread_create(&t, NULL, private_thread, NULL), 0);
 	T_EQ(pthread_join(t, NULL), 0);
 	T_EQ(private_result, 1); /* D9_AGENT_FDS=shared: not made private, nothing refused */
+}
+
+/* Under a seccomp filter the thread makes no close_range (a filter may kill the process at a
+ * call it does not list): it keeps the table it has, which is private only when an agent thread
+ * with one started it. */
+static int filtered_result[2];
+
+static void *filtered_thread(void *inherited)
+{
+	d9__self.fd_inherited = inherited != NULL;
+	d9__fd_private_begin(1);
+	filtered_result[inherited != NULL] = d9__self.fd_private + 10 * d9__fd_private_refused;
+	return NULL;
+}
+
+TEST(agent_thread_under_a_filter_makes_no_call)
+{
+	alarm(20);
+	pthread_t t;
+	program_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	T_EQ(pthread_create(&t, NULL, filtered_thread, NULL), 0);
+	T_EQ(pthread_join(t, NULL), 0);
+	T_EQ(filtered_result[0], 10); /* shared, refused: 1 (a filter) */
+	T_EQ(pthread_create(&t, NULL, filtered_thread, (void *)1), 0);
+	T_EQ(pthread_join(t, NULL), 0);
+	T_EQ(filtered_result[1], 11); /* its creator's private table: private */
 }
 
 int main(int argc, char **argv)
