@@ -619,8 +619,7 @@ void *d9__compressor_main(void *arg)
 {
 	struct d9__agent *g = &d9__g;
 
-	(void)arg;
-	d9__agent_thread();
+	d9__agent_thread(arg);
 	prctl(PR_SET_NAME, "d9-compress");
 	setpriority(PRIO_PROCESS, (id_t)gettid(), 19); /* this thread only: the host comes first */
 	uint64_t adopt_at = 0; /* the first look right away: the work of earlier runs */

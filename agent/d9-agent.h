@@ -539,7 +539,7 @@ int d9_agent_creds_before(unsigned euid);
  * what it takes away from the recording, or undoes the preparation of a call that failed. */
 void d9_agent_creds_after(int token, unsigned from_euid, int ok);
 /* Marks the calling thread as the agent's own: it never records. */
-void d9__agent_thread(void);
+void d9__agent_thread(void *arg); /* an agent thread's start, with its argument */
 
 /* Interned definitions, written into every segment that may use them. Return the id, or 0 when
  * the agent is off or the definition tables are full (counted; the event then names no id). */

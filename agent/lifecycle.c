@@ -29,41 +29,21 @@ void d9__child_trace(void);
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static uid_t prepared_euid = (uid_t)-1; /* the trace directory was checked for this user */
 
-/* What an agent thread is started with: its function, and whether its creator has a descriptor
- * table of its own (then so does the new thread, until it makes its own: fdown.c). */
-struct spawn {
-	void *(*fn)(void *);
-	uint8_t inherited;
-};
-
-static void *spawned(void *p)
-{
-	struct spawn s = *(struct spawn *)p;
-
-	d9__mem_free(p);
-	d9__self.fd_inherited = s.inherited;
-	return s.fn(NULL);
-}
-
-/* Creates an agent thread (fn(NULL)) with every signal blocked, so host signals never land on
- * it; the compressor (compress.c) is started the same way. Returns 0 or a negative errno. */
+/* Creates an agent thread with every signal blocked, so host signals never land on it; the
+ * compressor (compress.c) is started the same way. Its argument says whether this thread has a
+ * descriptor table of its own, which the new thread shares until it makes one (d9__agent_thread,
+ * fdown.c). Returns 0 or a negative errno. */
 int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *))
 {
 	sigset_t all, old;
-	struct spawn *s = d9__mem_alloc(sizeof(*s));
 
-	if (!s)
-		return -ENOMEM;
-	*s = (struct spawn){ fn, d9__self.fd_private };
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	uint8_t busy = d9__self.busy;
 	d9__self.busy = 1; /* the agent's thread, not the host's (preload/libc-direct.c) */
-	int err = pthread_create(th, NULL, spawned, s);
+	int err = pthread_create(th, NULL, fn, d9__self.fd_private ? (void *)1 : NULL);
 	d9__self.busy = busy;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (err)
-		d9__mem_free(s);
 	return -err;
 }
 

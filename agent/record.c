@@ -741,9 +741,10 @@ void d9_agent_thread_renamed(void)
 	t->busy = 0;
 }
 
-void d9__agent_thread(void)
+void d9__agent_thread(void *arg)
 {
 	d9__self.role = D9_ROLE_AGENT;
+	d9__self.fd_inherited = arg != NULL; /* d9__spawn_blocked's argument */
 	/* before the thread's first descriptor of its own (fdown.c) */
 	d9__fd_private_begin(d9__g.cfg.agent_fds_shared ? 0 : d9__seccomp_filtered());
 }

@@ -475,7 +475,7 @@ static void *uploader_main(void *arg)
 	const char *where = s3.cfg.endpoint[0] ? s3.cfg.endpoint : "AWS";
 
 	(void)arg;
-	d9__agent_thread();
+	d9__agent_thread(arg);
 	prctl(PR_SET_NAME, "d9-s3");
 	setpriority(PRIO_PROCESS, (id_t)gettid(), 19); /* this thread only: the host comes first */
 	if (!c.lib && curl_load(&c, why, sizeof(why)) != 0) {

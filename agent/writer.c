@@ -769,8 +769,7 @@ void *d9__writer_main(void *arg)
 	uint64_t next_collect = 0;
 	uint64_t drain_ns = d9__profile_interval_ns(); /* 0: no profiling */
 
-	(void)arg;
-	d9__agent_thread();
+	d9__agent_thread(arg);
 	prctl(PR_SET_NAME, "d9-writer");
 	g->writer_private = d9__self.fd_private;
 	if (!d9__self.fd_private && !g->cfg.agent_fds_shared)
