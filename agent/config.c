@@ -42,20 +42,24 @@ void d9__stderr_meant(void)
 	errno = saved;
 }
 
+/* Whether a file (its stat) is the stderr the program means, or a character device. */
+static int stderr_meant_is(const struct stat *st)
+{
+	if (__atomic_load_n(&err_state, __ATOMIC_ACQUIRE) == ERR_UNSEEN)
+		d9__stderr_meant(); /* a line before the configuration is read: the start's stderr */
+	if (S_ISCHR(st->st_mode))
+		return 1; /* a terminal, /dev/null, a console */
+	return __atomic_load_n(&err_state, __ATOMIC_ACQUIRE) == ERR_KNOWN &&
+		(uint64_t)st->st_dev == __atomic_load_n(&err_dev, __ATOMIC_RELAXED) &&
+		(uint64_t)st->st_ino == __atomic_load_n(&err_ino, __ATOMIC_RELAXED);
+}
+
 /* Whether fd (descriptor 2, or a copy of the program's) is the stderr the program means. */
 static int stderr_ours_at(int fd)
 {
 	struct stat st;
 
-	if (__atomic_load_n(&err_state, __ATOMIC_ACQUIRE) == ERR_UNSEEN)
-		d9__stderr_meant(); /* a line before the configuration is read: the start's stderr */
-	if (fstat(fd, &st) != 0)
-		return 0;
-	if (S_ISCHR(st.st_mode))
-		return 1; /* a terminal, /dev/null, a console */
-	return __atomic_load_n(&err_state, __ATOMIC_ACQUIRE) == ERR_KNOWN &&
-		(uint64_t)st.st_dev == __atomic_load_n(&err_dev, __ATOMIC_RELAXED) &&
-		(uint64_t)st.st_ino == __atomic_load_n(&err_ino, __ATOMIC_RELAXED);
+	return fstat(fd, &st) == 0 && stderr_meant_is(&st);
 }
 
 int d9__stderr_ours(void)
@@ -85,10 +89,7 @@ static void write_private(const char *line, size_t len)
 		}
 	}
 	if (fd < 0 && stat("/proc/self/fd/2", &st) == 0 &&
-		(S_ISCHR(st.st_mode) || (S_ISREG(st.st_mode) &&
-			__atomic_load_n(&err_state, __ATOMIC_ACQUIRE) == ERR_KNOWN &&
-			(uint64_t)st.st_dev == __atomic_load_n(&err_dev, __ATOMIC_RELAXED) &&
-			(uint64_t)st.st_ino == __atomic_load_n(&err_ino, __ATOMIC_RELAXED))))
+		(S_ISCHR(st.st_mode) || S_ISREG(st.st_mode)) && stderr_meant_is(&st))
 		fd = open("/proc/self/fd/2", O_WRONLY | O_APPEND | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return;

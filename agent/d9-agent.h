@@ -647,18 +647,18 @@ void d9__fd_take(int fd); /* fdown.c: the agent's number, taken after its call i
 
 /* Inside a hold (d9__fd_enter), before each further call that changes the file: 1 while the
  * number is still the agent's (the program's take gives up waiting after 1 s). */
-static inline int d9__fd_still(int fd)
-{
-	if (D9_UNLIKELY(d9__self.fd_private))
-		return fd >= 0; /* its own table: the program cannot take the number */
-	return (unsigned)fd < D9__OWN_FDS && (__atomic_load_n(&d9__fd_words[fd], __ATOMIC_SEQ_CST) & 1u);
-}
-
 /* The same for a number in the program's table, whichever thread asks (paths.c: the d9-uid-N
  * directory, opened on a program's thread, checked by the writer). */
 static inline int d9__fd_still_host(int fd)
 {
 	return (unsigned)fd < D9__OWN_FDS && (__atomic_load_n(&d9__fd_words[fd], __ATOMIC_SEQ_CST) & 1u);
+}
+
+static inline int d9__fd_still(int fd)
+{
+	if (D9_UNLIKELY(d9__self.fd_private))
+		return fd >= 0; /* its own table: the program cannot take the number */
+	return d9__fd_still_host(fd);
 }
 
 /* Raises d9__fd_top to fd: a plain load first, a store only for a new highest number. */

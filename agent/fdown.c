@@ -38,16 +38,20 @@ uint64_t d9__fd_taken; /* numbers of ours the host took */
 
 /* System calls made here directly: libc's close and syscall() are this library's interposers,
  * whose take of an agent number would wait for this very call. Returns -errno on failure. */
-static long raw2(long nr, long a, long b)
+static long raw4(long nr, long a, long b, long c, long d)
 {
 #if defined(__x86_64__)
 	long r;
-	__asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b) : "rcx", "r11", "memory");
+	register long r10 __asm__("r10") = d;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
+			 : "rcx", "r11", "memory");
 	return r;
 #else
 #error "fdown.c: a direct system call for this architecture"
 #endif
 }
+
+#define raw2(nr, a, b) raw4(nr, a, b, 0, 0)
 
 /* A short pause (libc's nanosleep is interposed and would be timed as the program's). */
 static void pause_briefly(unsigned *n)
@@ -384,15 +388,6 @@ void d9__fd_child(void)
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
-
-static long raw4(long nr, long a, long b, long c, long d)
-{
-	long r;
-	register long r10 __asm__("r10") = d;
-	__asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
-			 : "rcx", "r11", "memory");
-	return r;
-}
 
 int d9__fd_private_refused; /* the last refusal: close_range's -errno, 1: a seccomp filter; 0: none */
 

@@ -325,6 +325,14 @@ static inline void d9__drop_one(struct d9__thr *t)
 	__atomic_add_fetch(&t->dropped, 1, __ATOMIC_RELAXED);
 }
 
+/* An adapter's event it has no memory to record: a drop while recording is on (off, it would
+ * not have been recorded either). */
+static inline void d9__drop_unrecorded(void)
+{
+	if (d9__enabled)
+		d9__drop_one(&d9__self);
+}
+
 static inline uint64_t d9__drops_take(struct d9__thr *t)
 {
 	return __atomic_exchange_n(&t->dropped, 0, __ATOMIC_RELAXED);

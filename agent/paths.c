@@ -222,7 +222,6 @@ static char next_dir[sizeof(orig_dir)];
  * the next d9__trace_dir_for_uid (on one) does. */
 static pthread_mutex_t retired_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct d9__file retired = { .fd = -1 };
-uint64_t d9__subdir_leaked; /* retired while another one waited: left open (never seen) */
 
 static void sub_let_go(struct d9__file *f)
 {
@@ -231,11 +230,13 @@ static void sub_let_go(struct d9__file *f)
 		return;
 	}
 	d9__lock(&retired_mu);
-	if (retired.fd < 0)
+	int kept = retired.fd < 0;
+	if (kept)
 		retired = *f;
-	else
-		__atomic_add_fetch(&d9__subdir_leaked, 1, __ATOMIC_RELAXED);
 	d9__unlock(&retired_mu);
+	if (!kept) /* another one still waits (a change of user that timed out): left open */
+		d9__log_once(D9_LOG_WARN, "d9's descriptor %d of a trace directory it no longer uses "
+			"stays open", f->fd);
 	f->fd = -1;
 }
 

@@ -131,8 +131,6 @@ static struct {
 	int nfds; /* atomic: perf descriptors open (reserved before perf_event_open) */
 	uint64_t copy_bytes; /* atomic: bytes of ring copies held for the writer */
 	uint64_t foreign; /* atomic: our descriptors found closed or replaced by the program */
-	uint64_t orphaned_fds; /* atomic: descriptors of workers that ended unseen, left open by a
-				* writer with a table of its own (ring_release_fd) */
 } P = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 void d9__profile_init(void)
@@ -217,8 +215,7 @@ static void ring_release_fd(struct ring *r, int disable)
 		return;
 	if (D9_UNLIKELY(d9__self.fd_private)) {
 		/* the writer freeing a worker that ended without its thread-exit handler: the number
-		 * is in the program's table, which this thread cannot reach; left open (counted) */
-		__atomic_add_fetch(&P.orphaned_fds, 1, __ATOMIC_RELAXED);
+		 * is in the program's table, which this thread cannot reach; left open (said once) */
 		d9__log_once(D9_LOG_WARN, "a profiled thread ended without its exit handler: its "
 			"perf event descriptor (fd %d) stays open", r->fd);
 		__atomic_sub_fetch(&P.nfds, 1, __ATOMIC_RELAXED);

@@ -286,8 +286,7 @@ static void forget(struct lc_state *s, void *handle)
  * recorded at all, its Spawn counted as one dropped event, with a warning once. */
 static __attribute__((cold)) void not_recorded(void)
 {
-	if (d9__enabled) /* an event that would have been recorded */
-		d9__drop_one(&d9__self);
+	d9__drop_unrecorded();
 	d9__log_once(D9_LOG_WARN, "libco: no memory for the coroutine table: new coroutines are "
 		"not recorded (counted as dropped events)");
 }

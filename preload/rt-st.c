@@ -337,8 +337,7 @@ static void *trampoline(void *arg)
  * at all, its Spawn counted as one dropped event, with a warning once. */
 static __attribute__((cold)) void not_recorded(void)
 {
-	if (d9__enabled) /* an event that would have been recorded */
-		d9__drop_one(&d9__self);
+	d9__drop_unrecorded();
 	d9__log_once(D9_LOG_WARN, "State Threads: no memory for the coroutine table: new "
 		"coroutines are not recorded (counted as dropped events)");
 }
@@ -516,8 +515,7 @@ static __attribute__((noinline)) int poll_listed(struct st_state *s, struct co *
 		if ((uint32_t)npds > co->wcap) {
 			struct fdw *t = d9__mem_realloc(co->wbuf, (size_t)npds * sizeof(*t));
 			if (!t) {
-				if (d9__enabled) /* an event that would have been recorded */
-					d9__drop_one(&d9__self);
+				d9__drop_unrecorded();
 				d9__log_once(D9_LOG_WARN, "State Threads: no memory to follow an st_poll "
 					"of %d descriptors: its wakes are not named (counted as dropped)",
 					npds);

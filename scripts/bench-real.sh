@@ -72,18 +72,28 @@ def pids_of(pid):
             pass
     return out
 
+def tasks(pid):
+    """(/proc directory, name) of every thread of pid still there"""
+    try:
+        ts = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    out = []
+    for t in ts:
+        d = f"/proc/{pid}/task/{t}"
+        try:
+            out.append((d, open(d + "/comm").read().strip()))
+        except OSError:
+            pass
+    return out
+
 def cpu_ns(pid):
     """CPU time of every thread of pid and its children, ns; and the agent's threads' (d9-*)"""
     total = agent_ns = 0
     for p in pids_of(pid):
-        try:
-            tasks = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        for t in tasks:
+        for d, name in tasks(p):
             try:
-                ns = int(open(f"/proc/{p}/task/{t}/schedstat").read().split()[0])
-                name = open(f"/proc/{p}/task/{t}/comm").read().strip()
+                ns = int(open(d + "/schedstat").read().split()[0])
             except (OSError, ValueError, IndexError):
                 continue
             total += ns
@@ -327,31 +337,17 @@ def after_syscalls(path):
 
 def own_threads(pid):
     """the threads of pid that are not the agent's (d9-*)"""
-    n = 0
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            try:
-                n += not open(f"/proc/{pid}/task/{t}/comm").read().startswith("d9-")
-            except OSError:
-                pass
-    except OSError:
-        pass
-    return n
+    return sum(not name.startswith("d9-") for _, name in tasks(pid))
 
 def agent_fds(procs):
     """"private" when the agent's writer has a descriptor table of its own (agent/fdown.c: none
     of the server's sockets in it), "shared" when it shares the server's, None: not seen"""
     for pid in procs:
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for t in tasks:
+        for d, name in tasks(pid):
+            if name != "d9-writer":
+                continue
             try:
-                if open(f"/proc/{pid}/task/{t}/comm").read().strip() != "d9-writer":
-                    continue
-                links = [os.readlink(f"/proc/{pid}/task/{t}/fd/{x}")
-                         for x in os.listdir(f"/proc/{pid}/task/{t}/fd")]
+                links = [os.readlink(f"{d}/fd/{x}") for x in os.listdir(d + "/fd")]
             except OSError:
                 continue
             return "shared" if any(l.startswith("socket:") for l in links) else "private"

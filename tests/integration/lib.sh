@@ -195,6 +195,17 @@ d9_tsc_trusted() {
 		[ "$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)" = tsc ]
 }
 
+# d9_own_tables: the agent's threads take descriptor tables of their own here (agent/fdown.c):
+# no seccomp filter (under one the agent makes no close_range) and the kernel gives a thread one
+# (close_range(0, ~0U, CLOSE_RANGE_UNSHARE), Linux 5.9), tried on a thread of a python process.
+d9_own_tables() {
+	! grep -Eq '^Seccomp:[[:space:]]*[1-9]' /proc/self/status && [ "$(python3 -c '
+import ctypes, threading
+r = []
+t = threading.Thread(target=lambda: r.append(ctypes.CDLL(None).syscall(436, 0, 0xffffffff, 2)))
+t.start(); t.join(); print(r[0])' 2>/dev/null)" = 0 ]
+}
+
 # d9_all_asleep PID: every thread of the process is asleep (state S) at this moment: it has
 # reached a wait (pause, a parked worker), not merely printed that it will.
 d9_all_asleep() {

@@ -97,14 +97,7 @@ if len(lines) != 1:
 '
 # The same where the agent's threads have descriptor tables of their own (agent/fdown.c, the
 # default where the kernel allows): the sweep cannot reach the segment, and nothing is said.
-PRIVATE=$(python3 -c '
-import ctypes, threading
-r = []
-def t():  # close_range(0, ~0U, CLOSE_RANGE_UNSHARE) on a thread of its own
-    r.append(ctypes.CDLL(None, use_errno=True).syscall(436, 0, 0xffffffff, 2))
-th = threading.Thread(target=t); th.start(); th.join()
-print(1 if r and r[0] == 0 else 0)')
-if [ "$PRIVATE" = 1 ]; then
+if d9_own_tables; then
 	WHOLE_PRIVATE="$TRACED"'
 err = open(f[2]).read()
 lines = [l for l in err.splitlines() if "descriptor" in l]
