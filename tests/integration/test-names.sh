@@ -31,11 +31,11 @@
 #     the start of the .plt section (which is no function's).
 #   - names-wrong-debug: a debug file of another program under the debuglink's name is refused
 #     (build id): no name of that program shows, nothing of the server is named.
-#   - names-agent-frames: st-http's /file (64 blocking read() calls) 20 times with
-#     D9_BLOCKING_THRESHOLD=10us, so the agent records (and unwinds) inside its read()
-#     interposer while samples are taken: no folded stack shows the agent's own functions or
-#     sources (libc-block.c, record, d9__*, libunwind), and the program's stacks end in a frame
-#     named just `read` under handle_file.
+#   - names-agent-frames: st-http's /file?kb=1024 (4 blocking read() calls of 1 MiB, each past
+#     10 us on any machine) 20 times with D9_BLOCKING_THRESHOLD=10us, so the agent records (and
+#     unwinds) inside its read() interposer while samples are taken: no folded stack shows the
+#     agent's own functions or sources (libc-block.c, record, d9__*, libunwind), and the
+#     program's stacks end in a frame named just `read` under handle_file.
 #   - names-agent-offcpu: off-CPU samples (D9_SCHED_EVENTS=1) of st-http's /block (a blocking
 #     usleep): every off-CPU hot stack of the sleep (through handle_block and nanosleep) has `usleep` (the
 #     interposer, by its symbol alone) right above handle_block, and no agent source or d9__
@@ -396,7 +396,7 @@ fi
 # ---- the agent's interposers in the program's stacks ----------------------------------------------
 p=names-agent-frames
 reqs=()
-for i in $(seq 20); do reqs+=(/file "file bytes=4194304 reads=64"); done
+for i in $(seq 20); do reqs+=("/file?kb=1024" "file bytes=4194304 reads=4"); done
 if pl_run $p "$ST_HTTP" D9_CPU_PROFILE=999 D9_BLOCKING_THRESHOLD=10us -- "${reqs[@]}"; then
 	if ! d9_wait_settled "$SDIR/trace"; then
 		pl_fail $p "$D9_SETTLE_ERR"

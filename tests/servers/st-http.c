@@ -36,6 +36,7 @@
 #define CONN_STACK     (128 * 1024)      /* connection coroutine stack (ST's default is 64 KiB) */
 #define FILE_SIZE      (4 * 1024 * 1024) /* /file reads this many bytes ... */
 #define FILE_CHUNK     (64 * 1024)       /* ... in read() calls of this size: 64 reads + 1 at EOF */
+#define FILE_KB_MAX    1024              /* /file?kb=N reads N KiB a call instead, at most this */
 #define FANOUT_MAX     1024
 #define MS_MAX         60000
 #define FWRITE_KB_MAX  (64 * 1024)       /* /fwrite writes at most this many KiB */
@@ -89,7 +90,7 @@ static unsigned long conn_total, conn_open;
 static unsigned long switch_in_calls, switch_out_calls;
 static unsigned long fanout_children, fanout_signals;
 static volatile uint64_t burn_sink;
-static char file_buf[FILE_CHUNK];       /* static: too big for a coroutine stack, and /file never
+static char file_buf[FILE_KB_MAX * 1024]; /* static: too big for a coroutine stack, and /file never
 					 * yields between reads, so one buffer per process is enough */
 
 /* The functions tests look for by name in stacks: visible symbols, never inlined. */
@@ -214,13 +215,13 @@ void handle_block(struct reply *r, const char *query)
  * each request has its own offset even across forked workers), read() to EOF, close. */
 void handle_file(struct reply *r, const char *query)
 {
+	size_t chunk = (size_t)query_long(query, "kb", FILE_CHUNK / 1024, 1, FILE_KB_MAX) * 1024;
 	char path[64];
 	size_t total = 0;
 	unsigned reads = 0;
 	ssize_t n;
 	int fd;
 
-	(void)query;
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", data_fd);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
@@ -229,7 +230,7 @@ void handle_file(struct reply *r, const char *query)
 		return;
 	}
 	for (;;) {
-		n = read(fd, file_buf, sizeof(file_buf));
+		n = read(fd, file_buf, chunk);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
