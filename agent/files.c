@@ -120,6 +120,12 @@ static int adopt(struct d9__file *f, int fd, int how, int dirfd, const char *nam
 	else if (regular) /* back to blocking I/O (O_NONBLOCK only kept the open from a FIFO) */
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	d9__fd_leave(fd);
+	if (err == -ESTALE && d9__self.fd_private) {
+		/* a table of this thread's own: no one else's call can have refilled the number, so
+		 * it still holds what this thread opened (renamed or removed since): closed */
+		d9__fd_close(fd);
+		return err;
+	}
 	if (err == -ESTALE || err == -EBADF) {
 		/* not the file opened: the program's, or unknown, left open; or closed by the
 		 * program already (its dup2 and close of every number naming a segment), which a

@@ -7,6 +7,7 @@
 #include "../../agent/files.c"
 #include "t.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 /* What fdown.c and files.c call of the agent's (clock.c), stood in for: clock.c brings the
@@ -295,6 +296,75 @@ TEST(small_files_read_whole)
 	T_EQ(after, before);
 	T_ASSERT(!(__atomic_load_n(&d9__fd_words[after], __ATOMIC_SEQ_CST) & D9__FD_OURS));
 	close(after);
+}
+
+/* A number that fails adopt's identity check (the name now names another file: renamed or
+ * removed since the open, as a thread's /proc entry is when it exits between the open and the
+ * check): in the shared table it may be the program's by now and is left open, unmarked; on an
+ * agent thread with a table of its own nobody else can have refilled it, so it is closed (left
+ * open, it would leak in the agent's table for the process's life). */
+static int stale_result = -1;
+
+static void *stale_take(void *arg)
+{
+	const char *other = arg;
+	int priv = 0;
+	if (strcmp(other, "shared") != 0) {
+		d9__fd_private_begin(0);
+		if (!d9__self.fd_private) {
+			stale_result = 100; /* refused: an older kernel, or a seccomp filter */
+			return NULL;
+		}
+		priv = 1;
+	}
+	char a[160], b[160];
+	snprintf(a, sizeof(a), "%s/a", tmpdir);
+	snprintf(b, sizeof(b), "%s/b", tmpdir);
+	int fd = open(a, O_RDONLY | O_CLOEXEC);
+	struct d9__file f;
+	int r = 0;
+	if (fd < 0)
+		r = 1;
+	else if (d9__file_take(&f, fd, AT_FDCWD, b) != -ESTALE || f.fd != -1)
+		r = 2;
+	else if (priv && (fcntl(fd, F_GETFD) != -1 || errno != EBADF))
+		r = 3; /* its own table: closed */
+	else if (!priv && fcntl(fd, F_GETFD) < 0)
+		r = 4; /* the shared table: left open ... */
+	else if (!priv && (__atomic_load_n(&d9__fd_words[fd], __ATOMIC_SEQ_CST) & D9__FD_OURS))
+		r = 5; /* ... and not the agent's */
+	if (!priv && fd >= 0)
+		close(fd);
+	stale_result = r;
+	return NULL;
+}
+
+static void stale(const char *how)
+{
+	alarm(20);
+	make_dir(0);
+	char a[160], b[160];
+	snprintf(a, sizeof(a), "%s/a", tmpdir);
+	snprintf(b, sizeof(b), "%s/b", tmpdir);
+	T_ASSERT(close(open(a, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)) == 0);
+	T_ASSERT(close(open(b, O_CREAT | O_WRONLY | O_CLOEXEC, 0600)) == 0);
+	pthread_t t;
+	T_EQ(pthread_create(&t, NULL, stale_take, (void *)how), 0);
+	T_EQ(pthread_join(t, NULL), 0);
+	rm_dir();
+	if (stale_result == 100)
+		T_SKIP("no table of its own for the thread here (Linux 5.9, no seccomp filter)");
+	T_EQ(stale_result, 0);
+}
+
+TEST(stale_take_closes_in_its_own_table)
+{
+	stale("private");
+}
+
+TEST(stale_take_leaves_the_shared_table)
+{
+	stale("shared");
 }
 
 int main(int argc, char **argv)
