@@ -306,10 +306,13 @@ def agent_clock(d):
     return None
 
 def after_syscalls(path):
-    """'symbol+0xoffset' of every instruction in the agent that follows a syscall instruction:
-    where the return from the kernel lands. The wrappers make the program's system calls
-    themselves (preload/libc-direct.c), so a sample there is the program's call (without the
-    agent it lands in the C library's stub, the same instruction after the same call)."""
+    """'symbol+0xoffset' of the instructions in the agent that follow a syscall instruction, up to
+    and including the first branch (the test of the result: mov, cmp, ja; at most three): where
+    the return from the kernel lands. The wrappers make the program's system calls themselves
+    (preload/libc-direct.c), so a sample there is the program's call: without the agent it lands
+    in the C library's stub, after the same call, spread the same way over the instructions that
+    test its result (nginx without the agent: `__libc_pread` 70% of its samples on the cmp after
+    its syscall and 19% on the ja after that; `write` 89% and 6%; `close` 94% and 6%)."""
     out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", path], capture_output=True,
                          text=True, timeout=300).stdout
     # perf may name an address by any of its aliases (open64 for open), objdump by one of them
@@ -320,19 +323,23 @@ def after_syscalls(path):
         f = line.split()
         if len(f) == 3 and f[1] in "TtWw":
             names.setdefault(int(f[0], 16), set()).add(f[2].split("@")[0])
-    sites, sym, base, after = set(), None, 0, False
+    sites, sym, base, left = set(), None, 0, 0
     for line in out.splitlines():
         m = re.match(r"^([0-9a-f]+) <(.+)>:$", line)
         if m:
-            base, sym = int(m.group(1), 16), m.group(2)
+            base, sym, left = int(m.group(1), 16), m.group(2), 0
             continue
         m = re.match(r"^\s+([0-9a-f]+):\s+(\S+)", line)
         if not m or sym is None:
             continue
-        if after:
+        op = m.group(2)
+        if left:
             for name in names.get(base, set()) | {sym}:
                 sites.add("%s+0x%x" % (name, int(m.group(1), 16) - base))
-        after = m.group(2) == "syscall"
+            # the result's test goes on through plain moves and compares to its branch
+            left = left - 1 if op in ("mov", "movslq", "cmp", "test") else 0
+        if op == "syscall":
+            left = 3
     return sites
 
 def own_threads(pid):
