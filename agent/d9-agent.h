@@ -120,6 +120,7 @@ struct d9__thr {
 				  * Last: the fields the hot path reads keep their places */
 	uint8_t fd_private; /* an agent thread with a descriptor table of its own (fdown.c) */
 	uint8_t fd_inherited; /* started by an agent thread that had one (d9__spawn_blocked) */
+	uint8_t fs_private; /* an agent thread with a root and working directory of its own */
 };
 
 /* The switch log of a profiled worker: the last D9__SWLOG_N (time, coroutine) switches, written
@@ -539,7 +540,10 @@ int d9_agent_creds_before(unsigned euid);
  * what it takes away from the recording, or undoes the preparation of a call that failed. */
 void d9_agent_creds_after(int token, unsigned from_euid, int ok);
 /* Marks the calling thread as the agent's own: it never records. */
-void d9__agent_thread(void *arg); /* an agent thread's start, with its argument */
+/* An agent thread's start, with its argument (a struct d9__spawn of d9__spawn_blocked's): its
+ * own descriptor table (fdown.c) and root and working directory (paths.c), then its creator
+ * goes on. */
+void d9__agent_thread(void *arg);
 
 /* Interned definitions, written into every segment that may use them. Return the id, or 0 when
  * the agent is off or the definition tables are full (counted; the event then names no id). */
@@ -592,6 +596,11 @@ void d9_agent_exec_failed(void);
  * end (1 when it paused); d9_agent_resume starts it again. */
 int d9_agent_pause(void);
 void d9_agent_resume(void);
+/* Around the program's chroot(): before it, the agent starts (its threads keep the root they
+ * start with) and holds the trace directory; after it (ok: it succeeded) the agent starts no
+ * more, and stops if its threads could not keep their root. */
+void d9_agent_chroot_before(void);
+void d9_agent_chroot_after(int ok);
 
 /* 1 when the agent is configured and running (or will start on the first event). */
 int d9_agent_active(void);

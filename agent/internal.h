@@ -5,6 +5,7 @@
 #define D9_AGENT_INTERNAL_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -70,6 +71,12 @@ int d9__trace_dir_prepare(const struct d9__config *c, int quiet);
  * subdirectory d9-uid-<uid>, made 0700 for that user and held open). Returns 0 (call
  * d9__trace_dir_use to switch), 1 (nothing to change) or a negative errno. */
 int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid);
+/* Before the program's chroot, on its thread: holds a descriptor of the trace directory, through
+ * which a later d9__trace_dir_for_uid works in the new root. 0 or a negative errno. */
+int d9__trace_dir_anchor(const struct d9__config *c);
+/* An agent thread's start: a root and working directory of its own (unshare(CLONE_FS)), unless
+ * under a seccomp filter or its creator's are its own already (d9__self.fs_private). */
+void d9__fs_private_begin(int filtered);
 /* Makes c->dir the directory prepared last (the writer, or before the agent starts). */
 void d9__trace_dir_use(struct d9__config *c);
 /* 0, or -ESTALE/-EBADF when c->dir is a subdirectory whose descriptor the program took. */
@@ -300,6 +307,10 @@ struct d9__agent {
 	int pausing;
 	int dir_switch; /* privilege drop: the writer seals and moves to the prepared directory */
 	int forked; /* a forked child: no recovery, no compressor before its first rotation */
+	/* the program changed its root directory (chroot): a thread started from now on by a
+	 * program's thread would be in it, so the agent starts no more (paths.c, chroot) */
+	int chrooted;
+	int fs_shared; /* an agent thread could not have a root of its own (a seccomp filter) */
 };
 
 extern D9_HIDDEN struct d9__agent d9__g;
@@ -521,6 +532,13 @@ const char *d9__dir_next(struct d9__file *f, struct d9__dir_read *r);
  * the bytes read, 0 on any failure; errno kept. */
 size_t d9__file_read_small(const char *path, char *buf, size_t cap);
 int d9__seccomp_filtered(void); /* files.c: the calling thread is under a seccomp filter */
+/* d9__spawn_blocked's argument to an agent thread (d9__agent_thread): what its creator has of
+ * its own, and the creator's wait until the thread has its own too (d9__spawn_ready). */
+struct d9__spawn {
+	uint8_t fd_private, fs_private;
+	sem_t ready;
+};
+void d9__spawn_ready(struct d9__spawn *sp); /* lifecycle.c */
 /* compress.c: the compressor's temporary file, announced for the exit path (d9__tmp_abandon)
  * from its creation until d9__tmp_done. d9__tmp_create makes it (O_EXCL), unless the exit path
  * has already given the compressor up (-ECANCELED). */

@@ -31,20 +31,34 @@ static uid_t prepared_euid = (uid_t)-1; /* the trace directory was checked for t
 
 /* Creates an agent thread with every signal blocked, so host signals never land on it; the
  * compressor (compress.c) is started the same way. Its argument says whether this thread has a
- * descriptor table of its own, which the new thread shares until it makes one (d9__agent_thread,
- * fdown.c). Returns 0 or a negative errno. */
+ * descriptor table, root and working directory of its own, which the new thread shares until it
+ * makes its own (d9__agent_thread: fdown.c, paths.c); it returns once the thread has, so that a
+ * chroot() or chdir() of the program right after cannot reach the new thread (paths.c). The
+ * thread's steps until then are system calls and a /proc read, with no lock of the agent's.
+ * Returns 0 or a negative errno. */
 int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *))
 {
 	sigset_t all, old;
+	struct d9__spawn sp = { d9__self.fd_private, d9__self.fs_private, { { 0 } } };
 
+	if (sem_init(&sp.ready, 0, 0) != 0)
+		return -errno;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	uint8_t busy = d9__self.busy;
 	d9__self.busy = 1; /* the agent's thread, not the host's (preload/libc-direct.c) */
-	int err = pthread_create(th, NULL, fn, d9__self.fd_private ? (void *)1 : NULL);
+	int err = pthread_create(th, NULL, fn, &sp);
+	while (!err && sem_wait(&sp.ready) != 0 && errno == EINTR)
+		;
 	d9__self.busy = busy;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	sem_destroy(&sp.ready);
 	return -err;
+}
+
+void d9__spawn_ready(struct d9__spawn *sp)
+{
+	sem_post(&sp->ready); /* sp is the creator's, gone once it returns */
 }
 
 /* Sleeps in 1 ms steps until *flag is value or the monotonic deadline (async-signal-safe).
@@ -332,6 +346,13 @@ int d9__start(void)
 		err = -1;
 		goto out;
 	}
+	if (__atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE)) {
+		/* its threads would start in the program's new root, where the trace directory's
+		 * name means another directory (one d9 would be making inside the program's jail) */
+		d9__log(D9_LOG_ERROR, "the program changed its root directory (chroot) before d9 "
+			"started in this process; tracing is off");
+		goto fail;
+	}
 	/* a forked child of a running agent, same user: its parent made and checked the directory
 	 * (a directory removed since is made again when a segment cannot be created) */
 	if (!(g->forked && prepared_euid == geteuid()) && (err = d9__trace_dir_prepare(&g->cfg, 0)) != 0)
@@ -488,8 +509,10 @@ static int dir_for(uid_t euid)
 	int st = g->state;
 	if (st != D9__CONFIGURED && st != D9__RUNNING_)
 		goto out;
-	/* not started yet: the directory is made (0700, ours) now, with the start's checks */
-	if (st == D9__CONFIGURED && d9__trace_dir_prepare(&g->cfg, 1) != 0)
+	/* not started yet: the directory is made (0700, ours) now, with the start's checks; not
+	 * after a chroot, where the start refuses */
+	if (st == D9__CONFIGURED && (__atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE) ||
+					    d9__trace_dir_prepare(&g->cfg, 1) != 0))
 		goto out; /* the start says why */
 	int err = d9__trace_dir_for_uid(&g->cfg, euid);
 	if (err < 0) {
@@ -559,6 +582,51 @@ static uint32_t perf_narrowed(void)
 	return flags;
 }
 
+void d9_agent_chroot_before(void)
+{
+	struct d9__agent *g = &d9__g;
+	struct d9__thr *t = &d9__self;
+
+	if (!d9_agent_active() || t->busy || t->role == D9_ROLE_AGENT || g->pid != getpid())
+		return; /* (a vfork child: see d9_agent_creds_before) */
+	int saved = errno;
+	t->busy = 1;
+	/* a forked child's agent would start at its first event, in the new root by then */
+	if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == D9__CONFIGURED)
+		d9__start();
+	d9__lock(&start_lock);
+	if (g->state == D9__RUNNING_) {
+		int err = d9__trace_dir_anchor(&g->cfg);
+		if (err)
+			d9__log_once(D9_LOG_WARN, "cannot hold the trace directory %s across the "
+				"program's chroot (%s): a later change of user stops tracing",
+				d9__trace_dir_shown(&g->cfg), strerror(-err));
+	}
+	d9__unlock(&start_lock);
+	t->busy = 0;
+	errno = saved;
+}
+
+void d9_agent_chroot_after(int ok)
+{
+	struct d9__agent *g = &d9__g;
+	struct d9__thr *t = &d9__self;
+
+	if (!ok || t->role == D9_ROLE_AGENT || g->pid != getpid())
+		return;
+	int saved = errno;
+	__atomic_store_n(&g->chrooted, 1, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&g->fs_shared, __ATOMIC_ACQUIRE) &&
+		__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == D9__RUNNING_) {
+		/* its threads are in the new root with the program's: what they write from now on
+		 * would go where the directory's name now leads, inside the program's jail */
+		d9__log(D9_LOG_ERROR, "the program changed its root directory (chroot) and d9's "
+			"threads could not keep their own (a seccomp filter); tracing stops here");
+		d9_agent_pause();
+	}
+	errno = saved;
+}
+
 /* perf_narrowed() of the moment before the drop: what was denied already is no loss of it */
 static uint32_t perf_before;
 
@@ -595,8 +663,9 @@ void d9_agent_creds_after(int token, unsigned from_euid, int ok)
 	if (!ok || now == (uid_t)from_euid) {
 		if (token)
 			dir_for(now); /* the call failed: back to where this user writes */
-		else if (ok && d9__g.state == D9__RUNNING_ && faccessat(AT_FDCWD, d9__g.cfg.dir,
-				 W_OK | X_OK, AT_EACCESS) != 0)
+		else if (ok && d9__g.state == D9__RUNNING_ &&
+			 !__atomic_load_n(&d9__g.chrooted, __ATOMIC_ACQUIRE) &&
+			 faccessat(AT_FDCWD, d9__g.cfg.dir, W_OK | X_OK, AT_EACCESS) != 0)
 			/* a group change: only a group-writable directory (D9_ALLOW_SHARED_DIR) can be
 			 * lost this way */
 			d9__log_once(D9_LOG_WARN, "after a change of groups the trace directory %s is "

@@ -7,11 +7,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <limits.h>
 #include <linux/magic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -294,6 +296,52 @@ int d9__trace_dir_check(const struct d9__config *c)
 	return in_subdir(c) ? sub_check(&st) : 0;
 }
 
+/* ---- a program that changes its root directory (agent/DESIGN.md, "chroot") -------------------
+ * The agent's threads keep the root and working directory they were started with
+ * (unshare(CLONE_FS)): the program's chroot() leaves them where the trace directory is. The
+ * program's own threads do not: before its chroot the agent holds a descriptor of the trace
+ * directory (the anchor), through which a later privilege drop makes its d9-uid-N directory. */
+static struct d9__file anchor = { .fd = -1 };
+
+void d9__fs_private_begin(int filtered)
+{
+	if (d9__self.fs_private || filtered)
+		return; /* its creator's own already; or a seccomp filter, which may kill at unshare */
+	if (syscall(SYS_unshare, CLONE_FS) == 0)
+		d9__self.fs_private = 1;
+}
+
+int d9__trace_dir_anchor(const struct d9__config *c)
+{
+	int saved = errno, err = 0;
+
+	if (anchor.fd >= 0)
+		return 0; /* a second chroot: the first one's anchor still names the directory */
+	if (!orig_dir[0])
+		snprintf(orig_dir, sizeof(orig_dir), "%s", c->dir);
+	int fd = open(orig_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	err = fd < 0 ? -errno : d9__file_take(&anchor, fd, AT_FDCWD, orig_dir);
+	errno = saved;
+	return err;
+}
+
+/* The trace directory itself, for d9__trace_dir_for_uid: opened by its name, or after a chroot
+ * (where the name means something else) a copy of the anchor. 0 or a negative errno. */
+static int orig_open(struct d9__file *dir)
+{
+	if (anchor.fd >= 0) {
+		int fd = d9__file_dup(&anchor);
+		if (fd < 0)
+			return -EBADF;
+		*dir = (struct d9__file){ fd, anchor.dev, anchor.ino };
+		return 0;
+	}
+	int fd = open(orig_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return d9__file_take(dir, fd, AT_FDCWD, orig_dir);
+}
+
 int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 {
 	char name[32];
@@ -312,14 +360,11 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 	/* the directory's own user (root) goes back to the directory itself. Its descriptor is
 	 * the agent's (files.c) and held to the end: the program's close of the number waits, so
 	 * that mkdirat and unlinkat below act in this directory only */
-	int dfd = open(orig_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
-	if ((err = d9__file_take(&dir, dfd, AT_FDCWD, orig_dir)) != 0)
+	if ((err = orig_open(&dir)) != 0)
 		return err;
 	if ((err = d9__file_enter(&dir)) != 0)
 		goto err_close;
-	dfd = dir.fd;
+	int dfd = dir.fd;
 	if (fstat(dfd, &st) != 0) {
 		err = -errno;
 		goto err_dir;

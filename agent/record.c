@@ -743,10 +743,18 @@ void d9_agent_thread_renamed(void)
 
 void d9__agent_thread(void *arg)
 {
+	struct d9__spawn *sp = arg; /* d9__spawn_blocked's, on its stack until `ready` */
+
 	d9__self.role = D9_ROLE_AGENT;
-	d9__self.fd_inherited = arg != NULL; /* d9__spawn_blocked's argument */
+	d9__self.fd_inherited = sp->fd_private;
+	d9__self.fs_private = sp->fs_private;
+	int filtered = d9__seccomp_filtered();
 	/* before the thread's first descriptor of its own (fdown.c) */
-	d9__fd_private_begin(d9__g.cfg.agent_fds_shared ? 0 : d9__seccomp_filtered());
+	d9__fd_private_begin(d9__g.cfg.agent_fds_shared ? 0 : filtered);
+	d9__fs_private_begin(filtered);
+	if (!d9__self.fs_private)
+		__atomic_store_n(&d9__g.fs_shared, 1, __ATOMIC_RELEASE);
+	d9__spawn_ready(sp);
 }
 
 void d9__drops_report(uint32_t tid, uint32_t worker, uint64_t count, uint32_t reason)

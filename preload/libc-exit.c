@@ -33,6 +33,7 @@ static int (*real_fexecve)(int, char *const[], char *const[]);
 static int (*real_execveat)(int, const char *, char *const[], char *const[], int);
 static int (*real_unshare)(int);
 static int (*real_setns)(int, int);
+static int (*real_chroot)(const char *);
 
 __attribute__((constructor)) static void exit_resolve(void)
 {
@@ -51,6 +52,7 @@ __attribute__((constructor)) static void exit_resolve(void)
 		d9__real("execveat", NULL);
 	real_unshare = (int (*)(int))d9__real("unshare", NULL);
 	real_setns = (int (*)(int, int))d9__real("setns", NULL);
+	real_chroot = (int (*)(const char *))d9__real("chroot", NULL);
 	errno = saved;
 }
 
@@ -100,6 +102,9 @@ D9_INTERPOSE long syscall(long number, ...)
 	int exec = number == SYS_execve || number == SYS_execveat;
 	if (exec)
 		d9_agent_exec_begin();
+	int root = number == SYS_chroot;
+	if (root)
+		d9_agent_chroot_before();
 	/* numbers the call may take from the agent (agent/fdown.c); the agent's own threads make
 	 * theirs directly */
 	int take = -1, range = 0;
@@ -142,6 +147,8 @@ D9_INTERPOSE long syscall(long number, ...)
 		d9__fd_host_range_done();
 	if (exec)
 		d9_agent_exec_failed();
+	if (root)
+		d9_agent_chroot_after(r == 0);
 	/* descriptors whose number or mode may have changed unseen are timed again (libc-fds.c) */
 	if (number == SYS_close || number == SYS_fcntl || number == SYS_ioctl) {
 		d9__fd_forget((int)a[0]); /* fcntl: F_SETFL or F_DUPFD, perhaps */
@@ -209,6 +216,22 @@ D9_INTERPOSE int setns(int fd, int nstype)
 	int r = real_setns(fd, nstype);
 	if (paused)
 		d9_agent_resume();
+	return r;
+}
+
+/* ---- chroot -------------------------------------------------------------------------------------
+ * The agent's threads keep the root they were started with, so the agent starts before the
+ * program's chroot (HAProxy's and bind9's workers make one) and holds the trace directory for a
+ * privilege drop after it (agent/paths.c). */
+D9_INTERPOSE int chroot(const char *path)
+{
+	if (!real_chroot) {
+		errno = ENOSYS;
+		return -1;
+	}
+	d9_agent_chroot_before();
+	int r = real_chroot(path);
+	d9_agent_chroot_after(r == 0);
 	return r;
 }
 

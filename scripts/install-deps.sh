@@ -17,6 +17,7 @@ pkgs=(
 	knot-resolver bind9 dnsperf                           # real DNS servers + load (test-stacks.sh)
 	redis-server                                          # a real epoll server (test-real-redis.sh, make bench)
 	nginx memcached                                       # real servers: privilege drops, names (test-real-*.sh)
+	haproxy                                               # a real server whose workers chroot (test-real-haproxy.sh)
 	strace                                                # make bench: syscalls per request
 	libmemcached-tools                                    # make bench: memcaslap (bench-real.sh)
 	chromium                                              # viewer tests (tests/browser)

@@ -12,7 +12,11 @@
  * ledgers of the lock files, which root can read; checked every 100 ms), 30 s at most; the parent
  * tells the child to stop through a pipe and ends last. A loaded machine makes fewer sleeps a
  * second: a flat 6 s once wrote too little.
- * Built and run by test-real-privdrop.sh; usage: priv-drop early|late|busy TRACE_DIR UID GID. */
+ * "jail" and "jail-late": "early" and "late" with the child changing its root directory first,
+ * the way HAProxy's and bind9's workers do: chroot() (jail) or syscall(SYS_chroot) (jail-late)
+ * into the empty directory $PD_JAIL, chdir("/"), then the drop.
+ * Built and run by test-real-privdrop.sh; usage: priv-drop early|late|busy|jail|jail-late
+ * TRACE_DIR UID GID. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
@@ -23,6 +27,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,11 +104,16 @@ static unsigned long long budget_deleted(const char *dir)
 int main(int argc, char **argv)
 {
 	if (argc != 5 || (strcmp(argv[1], "early") && strcmp(argv[1], "late") &&
-		strcmp(argv[1], "busy"))) {
-		fprintf(stderr, "usage: priv-drop early|late|busy TRACE_DIR UID GID\n");
+		strcmp(argv[1], "busy") && strcmp(argv[1], "jail") && strcmp(argv[1], "jail-late"))) {
+		fprintf(stderr, "usage: priv-drop early|late|busy|jail|jail-late TRACE_DIR UID GID\n");
 		return 2;
 	}
-	int late = !strcmp(argv[1], "late");
+	int late = !strcmp(argv[1], "late") || !strcmp(argv[1], "jail-late");
+	const char *jail = strncmp(argv[1], "jail", 4) ? NULL : getenv("PD_JAIL");
+	if (!strncmp(argv[1], "jail", 4) && !jail) {
+		fprintf(stderr, "priv-drop: %s needs PD_JAIL\n", argv[1]);
+		return 2;
+	}
 	uid_t uid = (uid_t)atoi(argv[3]);
 	gid_t gid = (gid_t)atoi(argv[4]);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
@@ -151,6 +161,10 @@ int main(int argc, char **argv)
 				fprintf(stderr, "child: no segment of its own before the drop\n");
 				_exit(4);
 			}
+		}
+		if (jail && ((late ? syscall(SYS_chroot, jail) : chroot(jail)) || chdir("/"))) {
+			perror("child: chroot");
+			_exit(9);
 		}
 		if (setgroups(0, NULL) || setgid(gid) || setuid(uid)) {
 			perror("child: dropping privileges");
