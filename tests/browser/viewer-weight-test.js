@@ -3,7 +3,7 @@
  * browser (Debian's chromium through playwright-core, no network). Run by
  * tests/integration/test-viewer.sh with one JSON argument:
  *   sleeper: the segment files of a generic-mode worker recorded with D9_CPU_PROFILE=99
- *     D9_SCHED_EVENTS=1 D9_BLOCKING_THRESHOLD=50us: one loop turn that sleeps 300 ms in nanosleep
+ *     D9_SCHED_EVENTS=1 D9_BLOCKING_THRESHOLD=10us: one loop turn that sleeps 300 ms in nanosleep
  *     and burns 200 ms of CPU, another that writes 1 MiB at a time into a non-blocking pipe (on
  *     CPU past the threshold: SchedDelays);
  *   nanosleep_ns: the nanosleep BlockingCall's duration in that trace (d9-analyze jsonl); perf:

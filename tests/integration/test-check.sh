@@ -364,17 +364,32 @@ fi
 # ---- a late loop wait: the process is stopped while its scheduler waits for a timer ------------
 # a coroutine in /sleep?ms=1000 (counted by /stats, so parked): libst waits in select() with
 # that timeout; SIGSTOP for 2 s, SIGCONT: the wait times out about 1 s late, with no poll and no
-# wait for a CPU to explain it
+# wait for a CPU to explain it. The stop must come before the timer's deadline: on a loaded
+# machine seeing /stats can take longer, and then the scenario did not happen (the timer fired
+# on time); it is tried again, up to 3 times, as the late timer above
 if pl_start "$T/stopped" "$ST_HTTP" --; then
-	curl -sS --max-time 20 -o "$SDIR/sleep.body" "http://127.0.0.1:$SPORT/sleep?ms=1000" \
-		2>/dev/null &
-	CURL=$!
-	PL_PIDS+=("$CURL")
-	if d9_wait_for 10 eval 'pl_get /stats; case "$BODY" in *"\"sleep\":1"*) true ;; *) false ;; esac'; then
-		kill -STOP "$SPID"
-		sleep 2 # the injected stop (not a wait for a condition)
-		kill -CONT "$SPID"
+	stopped=0 slow=0
+	for attempt in 1 2 3; do
+		t0=$(date +%s%N)
+		curl -sS --max-time 20 -o "$SDIR/sleep.body" "http://127.0.0.1:$SPORT/sleep?ms=1000" \
+			2>/dev/null &
+		CURL=$!
+		PL_PIDS+=("$CURL")
+		if ! d9_wait_for 10 eval 'pl_get /stats; case "$BODY" in *"\"sleep\":'"$attempt"'"*) true ;; *) false ;; esac'; then
+			break
+		fi
+		slow=$((slow + 1))
+		if [ $(($(date +%s%N) - t0)) -lt 500000000 ]; then
+			kill -STOP "$SPID"
+			sleep 2 # the injected stop (not a wait for a condition)
+			kill -CONT "$SPID"
+			wait "$CURL"
+			stopped=1
+			break
+		fi
 		wait "$CURL"
+	done
+	if [ "$stopped" = 1 ]; then
 		if pl_session_quit && [ "$SRC" = 0 ]; then
 			run_check check-late-wait "$SDIR/trace" late_timers '
 n = first["numbers"]
@@ -384,6 +399,9 @@ if n["loop_waits_late"] < 1 or n["loop_waits_late_max_ns"] < 500e6 or first["sev
 		else
 			pl_fail check-late-wait-exit "${PL_ERR:-exit status $SRC}"
 		fi
+	elif [ "$slow" = 3 ]; then
+		# the machine is too loaded to set the scenario up: a precondition, not a finding
+		pl_skip check-late-wait "/stats counted the /sleep request only after 500 ms in 3 tries (a loaded machine): $BODY"
 	else
 		pl_fail check-late-wait "/stats never counted the /sleep request: $BODY"
 	fi

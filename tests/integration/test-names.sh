@@ -32,7 +32,8 @@
 #   - names-wrong-debug: a debug file of another program under the debuglink's name is refused
 #     (build id): no name of that program shows, nothing of the server is named.
 #   - names-agent-frames: st-http's /file?kb=1024 (4 blocking read() calls of 1 MiB, each past
-#     10 us on any machine) 20 times with D9_BLOCKING_THRESHOLD=10us, so the agent records (and
+#     10 us on any machine) 100 times (400 MiB copied: tens of 999 Hz samples in read() even
+#     on a machine a few times faster) with D9_BLOCKING_THRESHOLD=10us, so the agent records (and
 #     unwinds) inside its read() interposer while samples are taken: no folded stack shows the
 #     agent's own functions or sources (libc-block.c, record, d9__*, libunwind), and the
 #     program's stacks end in a frame named just `read` under handle_file.
@@ -396,7 +397,7 @@ fi
 # ---- the agent's interposers in the program's stacks ----------------------------------------------
 p=names-agent-frames
 reqs=()
-for i in $(seq 20); do reqs+=("/file?kb=1024" "file bytes=4194304 reads=4"); done
+for i in $(seq 100); do reqs+=("/file?kb=1024" "file bytes=4194304 reads=4"); done
 if pl_run $p "$ST_HTTP" D9_CPU_PROFILE=999 D9_BLOCKING_THRESHOLD=10us -- "${reqs[@]}"; then
 	if ! d9_wait_settled "$SDIR/trace"; then
 		pl_fail $p "$D9_SETTLE_ERR"

@@ -49,4 +49,30 @@ static __attribute__((unused)) uint64_t run_delay_ns(void)
 	return sscanf(buf, "%llu %llu", &run, &wait) == 2 ? wait : 0;
 }
 
+/* Waits until thread tid of this process is inside system call nr (its /proc syscall file), 10 s
+ * at most, 1 ms at a time; 1 when it got there. A helper that wakes a thread after a delay
+ * starts the delay only then, so the thread waits the whole delay however late the machine ran
+ * it (a helper that slept from its own start could end the wait before it began). */
+static __attribute__((unused)) int wait_in_syscall(pid_t tid, long nr)
+{
+	char path[64], buf[64];
+	struct timespec ms = { 0, 1000000 };
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	for (int i = 0; i < 10000; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			long got;
+			if (sscanf(buf, "%ld", &got) == 1 && got == nr)
+				return 1;
+		}
+		nanosleep(&ms, NULL);
+	}
+	return 0;
+}
+
 #endif

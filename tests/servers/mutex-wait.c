@@ -2,8 +2,8 @@
  * main thread becomes a worker (a poll with a timeout: a park) and then, inside its loop turn:
  * takes and releases a free mutex 1000 times (never a BlockingCall), takes a recursive mutex
  * twice, asks an error-checking mutex it holds for a second lock (EDEADLK, as without the
- * agent), and finally waits for a mutex another thread holds for HOLD_MS (the one
- * BlockingCall: wait_for_holder on its stack). Prints its ground truth as one JSON line:
+ * agent), and finally waits for a mutex another thread holds for HOLD_MS from the moment the
+ * main thread waits for it (the one BlockingCall: wait_for_holder on its stack). Prints its ground truth as one JSON line:
  * {"free": 1000, "recursive": R, "errorcheck": E, "waited_ns": W}; R is 0 when both recursive
  * locks succeeded, E the second error-checking lock's result. With an argument, it first copies
  * its /proc/self/maps there (the checker's load base for the PIE). */
@@ -12,7 +12,11 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "clocks.h" /* wait_in_syscall */
 
 #define HOLD_MS 50
 
@@ -20,6 +24,8 @@ static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER, free_m = PTHREAD_MUTEX_
 static pthread_mutex_t ready_m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ready_c = PTHREAD_COND_INITIALIZER;
 static int holding;
+static pid_t main_tid;
+static int main_locking; /* set right before the main thread's lock of `held` */
 
 static uint64_t now_ns(void)
 {
@@ -39,6 +45,10 @@ static void *holder(void *arg)
 	holding = 1;
 	pthread_cond_signal(&ready_c);
 	pthread_mutex_unlock(&ready_m);
+	/* the hold starts once the main thread waits for `held` (its futex), not before */
+	while (!__atomic_load_n(&main_locking, __ATOMIC_ACQUIRE))
+		sched_yield();
+	wait_in_syscall(main_tid, SYS_futex);
 	nanosleep(&ts, NULL);
 	pthread_mutex_unlock(&held);
 	return NULL;
@@ -48,6 +58,7 @@ __attribute__((noinline)) static uint64_t wait_for_holder(void)
 {
 	uint64_t t0 = now_ns();
 
+	__atomic_store_n(&main_locking, 1, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&held);
 	uint64_t t1 = now_ns();
 	pthread_mutex_unlock(&held);
@@ -65,6 +76,7 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&rec, &a);
 	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
 	pthread_mutex_init(&chk, &a);
+	main_tid = (pid_t)syscall(SYS_gettid);
 	/* the holder takes `held` before the loop turn starts */
 	if (pthread_create(&t, NULL, holder, NULL) != 0)
 		return 1;

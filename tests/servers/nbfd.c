@@ -5,7 +5,8 @@
  *      takes tens of microseconds, but on a non-blocking pipe it cannot wait, so it is not timed:
  *      no BlockingCall or SchedDelay at any threshold;
  *   2. the control: the same 20 reads from a blocking pipe, timed as before;
- *   3. then seven reads that wait WAIT_MS for a helper thread to write one byte, each on a
+ *   3. then seven reads that wait WAIT_MS for a helper thread to write one byte (WAIT_MS from the
+ *      moment the read waits: the helper looks at the main thread's system call first), each on a
  *      descriptor the agent once saw as a non-blocking socket or whose mode changed: a blocking
  *      socketpair; SOCK_NONBLOCK cleared by fcntl F_SETFL; FIONBIO set then cleared by ioctl; a
  *      non-blocking socket closed and its number reused by pipe(); a blocking pipe dup2'ed onto
@@ -29,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clocks.h" /* wait_in_syscall */
+
 #define WAIT_MS 30
 #define BIG (1 << 20)
 
@@ -45,10 +48,14 @@ static void turn(void)
 	poll(NULL, 0, 1); /* a park: ends one loop turn and starts the next */
 }
 
+static pid_t main_tid;
+
+/* Writes one byte WAIT_MS after the main thread's read began to wait */
 static void *late_writer(void *arg)
 {
 	struct timespec ts = { 0, WAIT_MS * 1000000L };
 
+	wait_in_syscall(main_tid, SYS_read);
 	nanosleep(&ts, NULL);
 	if (write((int)(intptr_t)arg, "x", 1) != 1)
 		exit(1);
@@ -115,6 +122,7 @@ static void nb_pair(int sv[2])
 
 int main(void)
 {
+	main_tid = (pid_t)syscall(SYS_gettid);
 	char *buf = malloc(BIG);
 	uint64_t w[7];
 	int sv[2], p[2], on;
