@@ -162,9 +162,11 @@ pl_alive() {
 }
 
 # pl_wait_exit SECONDS: waits for the server SPID to end; sets SRC to its exit status (as the
-# shell reports it: 143 for SIGTERM), or to "hung" after killing it when it outlives SECONDS.
+# shell reports it: 143 for SIGTERM), or to "hung" after killing it when it outlives SECONDS
+# (times D9_TEST_SLOW). The quits below give 20 s: the exit may wait D9_EXIT_TIMEOUT (10 s, set
+# above for loaded machines) for the seal, and the compressor's stop after it.
 pl_wait_exit() {
-	local deadline=$(( $(date +%s%N) + $1 * 1000000000 ))
+	local deadline=$(( $(date +%s%N) + $1 * D9_SLOW * 1000000000 ))
 	while pl_alive "$SPID"; do
 		if [ "$(date +%s%N)" -gt "$deadline" ]; then
 			kill -KILL "$SPID" 2>/dev/null
@@ -238,7 +240,7 @@ pl_session_quit() {
 import http.client, json, sys, time
 port, out = int(sys.argv[1]), sys.argv[2]
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-deadline = time.time() + 5
+deadline = time.time() + 20  # connections still closing on a loaded machine
 while True:
     c.request("GET", "/stats")
     r = c.getresponse()
@@ -256,17 +258,17 @@ if b != "bye\n":
     sys.exit("quit reply %r" % b)
 PYEOF
 	); then
-		pl_wait_exit 10
+		pl_wait_exit 20
 		PL_ERR="control session: $(echo "$PL_ERR" | tail -n 1)"
 		return 1
 	fi
-	pl_wait_exit 10
+	pl_wait_exit 20
 }
 
 # pl_quit: /quit on a new connection, then waits for the exit (SRC).
 pl_quit() {
 	curl -sS --max-time 10 -o /dev/null "http://127.0.0.1:$SPORT/quit" 2>/dev/null
-	pl_wait_exit 10
+	pl_wait_exit 20
 }
 
 # pl_check PREFIX CODE [ARGS...]: runs trace_check.py on $SDIR/trace with the Python CODE (120 s
