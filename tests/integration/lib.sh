@@ -187,6 +187,16 @@ d9_symbolized() {
 	done
 }
 
+# d9_kernel_hz: the kernel's tick rate (CONFIG_HZ, from /proc/config.gz or /boot/config-*), at
+# which CPU-time timers fire (ctimer samples: at most one a tick while the thread runs); 100,
+# the lowest in use, when the configuration is not there to read.
+d9_kernel_hz() {
+	local hz
+	hz=$({ zcat /proc/config.gz 2>/dev/null || cat "/boot/config-$(uname -r)" 2>/dev/null; } |
+		sed -n 's/^CONFIG_HZ=\([0-9][0-9]*\)$/\1/p' | head -n 1)
+	echo "${hz:-100}"
+}
+
 # d9_tsc_trusted: the CPU has an invariant TSC and the kernel uses it as its clocksource (what
 # D9_CLOCK=auto requires; D9_CLOCK=tsc on another machine warns once on stderr). The kernel
 # drops the TSC as its clocksource when it finds it unstable, e.g. on a loaded VM.
