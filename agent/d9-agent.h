@@ -597,10 +597,11 @@ void d9_agent_exec_failed(void);
 int d9_agent_pause(void);
 void d9_agent_resume(void);
 /* Around the program's chroot(): before it, the agent starts (its threads keep the root they
- * start with) and holds the trace directory; after it (ok: it succeeded) the agent starts no
- * more, and stops if its threads could not keep their root. */
-void d9_agent_chroot_before(void);
-void d9_agent_chroot_after(int ok);
+ * start with) and holds the trace directory, or stops when it cannot follow safely; after it
+ * (ok: it succeeded) the agent starts no more, and stops if the new root shows a /proc. The
+ * token goes from the first to the second. */
+int d9_agent_chroot_before(void);
+void d9_agent_chroot_after(int token, int ok);
 
 /* 1 when the agent is configured and running (or will start on the first event). */
 int d9_agent_active(void);

@@ -5,7 +5,6 @@
 #define D9_AGENT_INTERNAL_H
 
 #include <pthread.h>
-#include <semaphore.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,8 +71,12 @@ int d9__trace_dir_prepare(const struct d9__config *c, int quiet);
  * d9__trace_dir_use to switch), 1 (nothing to change) or a negative errno. */
 int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid);
 /* Before the program's chroot, on its thread: holds a descriptor of the trace directory, through
- * which a later d9__trace_dir_for_uid works in the new root. 0 or a negative errno. */
+ * which a later d9__trace_dir_for_uid works in the new root. 0; the directory's mode when others
+ * have any access to it (its descriptor would lead out of the jail); or a negative errno. */
 int d9__trace_dir_anchor(const struct d9__config *c);
+/* The program's thread, once the agent has stopped for good after a chroot (and in a forked
+ * child of a chrooted process): closes the trace directory's descriptors it holds. */
+void d9__trace_dir_release(void);
 /* An agent thread's start: a root and working directory of its own (unshare(CLONE_FS)), unless
  * under a seccomp filter or its creator's are its own already (d9__self.fs_private). */
 void d9__fs_private_begin(int filtered);
@@ -533,10 +536,12 @@ const char *d9__dir_next(struct d9__file *f, struct d9__dir_read *r);
 size_t d9__file_read_small(const char *path, char *buf, size_t cap);
 int d9__seccomp_filtered(void); /* files.c: the calling thread is under a seccomp filter */
 /* d9__spawn_blocked's argument to an agent thread (d9__agent_thread): what its creator has of
- * its own, and the creator's wait until the thread has its own too (d9__spawn_ready). */
+ * its own, and the creator's wait until the thread has its own too (d9__spawn_ready). Shared by
+ * the two (refs), freed by the last: a creator that stops waiting leaves it to the thread. */
 struct d9__spawn {
 	uint8_t fd_private, fs_private;
-	sem_t ready;
+	int ready; /* a futex word: 1 once the thread has its own table and root */
+	int refs;
 };
 void d9__spawn_ready(struct d9__spawn *sp); /* lifecycle.c */
 /* compress.c: the compressor's temporary file, announced for the exit path (d9__tmp_abandon)

@@ -11,12 +11,16 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
+#include <linux/futex.h>
+#include <linux/magic.h>
 #include <linux/perf_event.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 int d9__arena_init(void);
@@ -33,32 +37,61 @@ static uid_t prepared_euid = (uid_t)-1; /* the trace directory was checked for t
  * compressor (compress.c) is started the same way. Its argument says whether this thread has a
  * descriptor table, root and working directory of its own, which the new thread shares until it
  * makes its own (d9__agent_thread: fdown.c, paths.c); it returns once the thread has, so that a
- * chroot() or chdir() of the program right after cannot reach the new thread (paths.c). The
- * thread's steps until then are system calls and a /proc read, with no lock of the agent's.
- * Returns 0 or a negative errno. */
+ * chroot() or chdir() of the program right after cannot reach the new thread (paths.c), or after
+ * SPAWN_WAIT_MS: a thread that never gets that far (a seccomp filter that kills it, a debugger
+ * holding it) must not hang the program's thread, which may hold the start lock. Then the
+ * thread's root is not known to be its own (fs_shared). The wait is a raw futex: no
+ * cancellation point, no interposed call. Returns 0 or a negative errno. */
+#define SPAWN_WAIT_MS 2000
+
+static void spawn_unref(struct d9__spawn *sp)
+{
+	if (__atomic_sub_fetch(&sp->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		d9__mem_free(sp);
+}
+
 int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *))
 {
 	sigset_t all, old;
-	struct d9__spawn sp = { d9__self.fd_private, d9__self.fs_private, { { 0 } } };
+	struct d9__spawn *sp = d9__mem_alloc(sizeof(*sp));
 
-	if (sem_init(&sp.ready, 0, 0) != 0)
-		return -errno;
+	if (!sp)
+		return -ENOMEM;
+	*sp = (struct d9__spawn){ d9__self.fd_private, d9__self.fs_private, 0, 2 };
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	uint8_t busy = d9__self.busy;
 	d9__self.busy = 1; /* the agent's thread, not the host's (preload/libc-direct.c) */
-	int err = pthread_create(th, NULL, fn, &sp);
-	while (!err && sem_wait(&sp.ready) != 0 && errno == EINTR)
-		;
+	int err = pthread_create(th, NULL, fn, sp);
+	if (err) {
+		d9__mem_free(sp);
+	} else {
+		uint64_t deadline = d9__mono_ns() + SPAWN_WAIT_MS * 1000000ull;
+		while (!__atomic_load_n(&sp->ready, __ATOMIC_ACQUIRE)) {
+			uint64_t now = d9__mono_ns();
+			if (now >= deadline)
+				break;
+			struct timespec ts = { (time_t)((deadline - now) / 1000000000u),
+				(long)((deadline - now) % 1000000000u) };
+			syscall(SYS_futex, &sp->ready, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+		}
+		if (!__atomic_load_n(&sp->ready, __ATOMIC_ACQUIRE)) {
+			__atomic_store_n(&d9__g.fs_shared, 1, __ATOMIC_RELEASE);
+			d9__log_once(D9_LOG_WARN, "an agent thread did not start within %d ms; a "
+				"chroot of the program from now on stops tracing", SPAWN_WAIT_MS);
+		}
+		spawn_unref(sp);
+	}
 	d9__self.busy = busy;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	sem_destroy(&sp.ready);
 	return -err;
 }
 
 void d9__spawn_ready(struct d9__spawn *sp)
 {
-	sem_post(&sp->ready); /* sp is the creator's, gone once it returns */
+	__atomic_store_n(&sp->ready, 1, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &sp->ready, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	spawn_unref(sp);
 }
 
 /* Sleeps in 1 ms steps until *flag is value or the monotonic deadline (async-signal-safe).
@@ -335,10 +368,13 @@ static void install_toggle(int sig)
 int d9__start(void)
 {
 	struct d9__agent *g = &d9__g;
-	int err = 0;
+	int err = 0, cancel;
 
 	if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == D9__RUNNING_)
 		return 0;
+	/* a cancellation point inside (the program's pending cancel) must not end the thread
+	 * with the start lock held */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	d9__lock(&start_lock);
 	if (g->state == D9__RUNNING_)
 		goto out;
@@ -349,8 +385,9 @@ int d9__start(void)
 	if (__atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE)) {
 		/* its threads would start in the program's new root, where the trace directory's
 		 * name means another directory (one d9 would be making inside the program's jail) */
-		d9__log(D9_LOG_ERROR, "the program changed its root directory (chroot) before d9 "
-			"started in this process; tracing is off");
+		d9__log_once(D9_LOG_WARN, "the program changed its root directory (chroot) and d9 "
+			"was not running in this process then (a process forked after it, or a restart "
+			"after a pause); tracing is off");
 		goto fail;
 	}
 	/* a forked child of a running agent, same user: its parent made and checked the directory
@@ -392,6 +429,7 @@ fail:
 	err = -1;
 out:
 	d9__unlock(&start_lock);
+	pthread_setcancelstate(cancel, NULL);
 	return err;
 }
 
@@ -582,48 +620,92 @@ static uint32_t perf_narrowed(void)
 	return flags;
 }
 
-void d9_agent_chroot_before(void)
+/* Whether the program's new root shows a /proc: through /proc/self/task/<tid>/root the program
+ * could reach the agent's threads' root, outside its jail. */
+static int new_root_has_proc(void)
+{
+	struct statfs fs;
+
+	return statfs("/proc", &fs) == 0 && (unsigned long)fs.f_type == PROC_SUPER_MAGIC;
+}
+
+/* Stops tracing for good at the program's chroot, with the reason (once): sealed and joined by
+ * d9_agent_pause, the trace directory's descriptors closed. Called before the chroot (token 2:
+ * resumed if the call fails) or after it. */
+static void chroot_stop(const char *why)
+{
+	d9__log_once(D9_LOG_WARN, "the program changes its root directory (chroot): %s; tracing "
+		"stops here", why);
+	d9_agent_pause();
+}
+
+int d9_agent_chroot_before(void)
 {
 	struct d9__agent *g = &d9__g;
 	struct d9__thr *t = &d9__self;
+	char why[PATH_MAX + 160];
+	int token = 0, cancel;
 
-	if (!d9_agent_active() || t->busy || t->role == D9_ROLE_AGENT || g->pid != getpid())
-		return; /* (a vfork child: see d9_agent_creds_before) */
+	/* (a vfork child: see d9_agent_creds_before; D9_ENABLED=0: nothing starts for it) */
+	if (!d9_agent_active() || !__atomic_load_n(&d9__enabled, __ATOMIC_RELAXED) || t->busy ||
+		t->role == D9_ROLE_AGENT || g->pid != getpid())
+		return 0;
 	int saved = errno;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	t->busy = 1;
 	/* a forked child's agent would start at its first event, in the new root by then */
-	if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == D9__CONFIGURED)
+	if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == D9__CONFIGURED &&
+		!__atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE))
 		d9__start();
+	why[0] = 0;
 	d9__lock(&start_lock);
 	if (g->state == D9__RUNNING_) {
 		int err = d9__trace_dir_anchor(&g->cfg);
-		if (err)
-			d9__log_once(D9_LOG_WARN, "cannot hold the trace directory %s across the "
-				"program's chroot (%s): a later change of user stops tracing",
+		token = 1;
+		if (__atomic_load_n(&g->fs_shared, __ATOMIC_ACQUIRE))
+			snprintf(why, sizeof(why), "d9's threads could not keep a root of their own "
+				"(a seccomp filter)");
+		else if (err < 0)
+			snprintf(why, sizeof(why), "cannot hold the trace directory %s (%s)",
 				d9__trace_dir_shown(&g->cfg), strerror(-err));
+		else if (err > 0)
+			/* its descriptor in the program's table would lead out of the jail */
+			snprintf(why, sizeof(why), "the trace directory %s is open to other users "
+				"(mode %o, not 0700)", d9__trace_dir_shown(&g->cfg), (unsigned)err);
 	}
 	d9__unlock(&start_lock);
+	if (why[0]) {
+		chroot_stop(why); /* before the call: the seal still sees the trace directory */
+		token = 2;
+	}
 	t->busy = 0;
+	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
+	return token;
 }
 
-void d9_agent_chroot_after(int ok)
+void d9_agent_chroot_after(int token, int ok)
 {
 	struct d9__agent *g = &d9__g;
 	struct d9__thr *t = &d9__self;
+	int cancel;
 
-	if (!ok || t->role == D9_ROLE_AGENT || g->pid != getpid())
+	if (t->role == D9_ROLE_AGENT || g->pid != getpid())
 		return;
 	int saved = errno;
-	__atomic_store_n(&g->chrooted, 1, __ATOMIC_RELEASE);
-	if (__atomic_load_n(&g->fs_shared, __ATOMIC_ACQUIRE) &&
-		__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == D9__RUNNING_) {
-		/* its threads are in the new root with the program's: what they write from now on
-		 * would go where the directory's name now leads, inside the program's jail */
-		d9__log(D9_LOG_ERROR, "the program changed its root directory (chroot) and d9's "
-			"threads could not keep their own (a seccomp filter); tracing stops here");
-		d9_agent_pause();
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	if (!ok) {
+		if (token == 2)
+			d9_agent_resume(); /* the call failed: nothing changed */
+	} else {
+		__atomic_store_n(&g->chrooted, 1, __ATOMIC_RELEASE);
+		if (token == 1 && new_root_has_proc())
+			chroot_stop("the new root has a /proc, through which the program could reach "
+				"the root d9's threads keep outside it");
+		if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != D9__RUNNING_)
+			d9__trace_dir_release(); /* nothing of the agent's will use them */
 	}
+	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 }
 
@@ -805,6 +887,8 @@ static void fork_child(void)
 	loader_forking = defs_forking = 0;
 	if (g->state == D9__OFF || g->state == D9__FAILED)
 		return;
+	if (__atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE))
+		d9__trace_dir_release(); /* the child's agent cannot start (d9__start) */
 	if (g->writer_private)
 		g->seg.f.fd = -1; /* in the parent's writer's own table, which the child has not */
 	else

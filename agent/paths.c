@@ -104,6 +104,32 @@ static void trim_slashes(char *p)
 		p[--n] = 0;
 }
 
+/* A relative directory is the one it names from where the program started: the program may
+ * change its working directory later (daemons chdir("/")), while the agent's threads keep the one
+ * they started with (chroot, below), and both must mean the same directory. Left relative when
+ * the working directory cannot be had or the whole would not fit. */
+static void make_absolute(char *dir, size_t cap)
+{
+	char cwd[PATH_MAX];
+
+	if (dir[0] == '/' || !getcwd(cwd, sizeof(cwd)) || cwd[0] != '/')
+		return;
+	size_t n = strlen(cwd);
+	if (!strcmp(dir, ".")) {
+		if (n < cap)
+			memcpy(dir, cwd, n + 1);
+		return;
+	}
+	const char *rel = !strncmp(dir, "./", 2) ? dir + 2 : dir;
+	size_t m = strlen(rel);
+	if (n + 1 + m >= cap)
+		return;
+	memmove(dir + n + 1 - (n == 1), rel, m + 1); /* cwd "/" adds no slash of its own */
+	memcpy(dir, cwd, n);
+	if (n > 1)
+		dir[n] = '/';
+}
+
 const char *d9__path_check(struct d9__config *c)
 {
 	const char *p = c->trace_path;
@@ -115,6 +141,7 @@ const char *d9__path_check(struct d9__config *c)
 			/* a directory: the segments go inside it, as trace.<pid>.<seq>.bin */
 			snprintf(c->dir, sizeof(c->dir), "%s", p);
 			trim_slashes(c->dir);
+			make_absolute(c->dir, sizeof(c->dir));
 			snprintf(c->stem, sizeof(c->stem), "trace");
 			return system_dir(c->dir);
 		}
@@ -137,6 +164,7 @@ const char *d9__path_check(struct d9__config *c)
 	else
 		snprintf(c->dir, sizeof(c->dir), ".");
 	trim_slashes(c->dir);
+	make_absolute(c->dir, sizeof(c->dir));
 	const char *dot = strchr(name, '.');
 	size_t n = dot && dot != name ? (size_t)(dot - name) : strlen(name);
 	if (n >= sizeof(c->stem))
@@ -307,28 +335,55 @@ void d9__fs_private_begin(int filtered)
 {
 	if (d9__self.fs_private || filtered)
 		return; /* its creator's own already; or a seccomp filter, which may kill at unshare */
-	if (syscall(SYS_unshare, CLONE_FS) == 0)
-		d9__self.fs_private = 1;
+	if (syscall(SYS_unshare, CLONE_FS) != 0)
+		return;
+	d9__self.fs_private = 1;
+	/* not the program's working directory, which would stay busy for the thread's life (a
+	 * daemon's chdir("/") would no longer free its mount); the agent's paths are absolute */
+	if (syscall(SYS_chdir, "/") != 0)
+		d9__log_once(D9_LOG_DEBUG, "an agent thread keeps the program's working directory");
 }
 
 int d9__trace_dir_anchor(const struct d9__config *c)
 {
 	int saved = errno, err = 0;
+	struct stat st;
 
-	if (anchor.fd >= 0)
-		return 0; /* a second chroot: the first one's anchor still names the directory */
-	if (!orig_dir[0])
-		snprintf(orig_dir, sizeof(orig_dir), "%s", c->dir);
-	int fd = open(orig_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	err = fd < 0 ? -errno : d9__file_take(&anchor, fd, AT_FDCWD, orig_dir);
+	if (anchor.fd < 0) { /* else a second chroot: the first one's anchor still names it */
+		if (!orig_dir[0])
+			snprintf(orig_dir, sizeof(orig_dir), "%s", c->dir);
+		int fd = open(orig_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		err = fd < 0 ? -errno : d9__file_take(&anchor, fd, AT_FDCWD, orig_dir);
+	}
+	if (!err && !d9__file_enter(&anchor)) {
+		if (fstat(anchor.fd, &st) != 0)
+			err = -errno;
+		else if (st.st_mode & 077)
+			err = (int)(st.st_mode & 07777);
+		d9__file_leave(&anchor);
+	}
 	errno = saved;
 	return err;
+}
+
+void d9__trace_dir_release(void)
+{
+	d9__lock(&retired_mu);
+	struct d9__file old = retired;
+	retired.fd = -1;
+	d9__unlock(&retired_mu);
+	d9__file_close(&old);
+	d9__file_close(&anchor);
+	d9__file_close(&sub_next);
+	d9__file_close(&sub_cur);
 }
 
 /* The trace directory itself, for d9__trace_dir_for_uid: opened by its name, or after a chroot
  * (where the name means something else) a copy of the anchor. 0 or a negative errno. */
 static int orig_open(struct d9__file *dir)
 {
+	if (anchor.fd < 0 && __atomic_load_n(&d9__g.chrooted, __ATOMIC_ACQUIRE))
+		return -ENOENT; /* the name would lead to a directory inside the program's jail */
 	if (anchor.fd >= 0) {
 		int fd = d9__file_dup(&anchor);
 		if (fd < 0)

@@ -501,6 +501,10 @@ static ssize_t sched_open_read(char *buf, size_t len)
 	ssize_t n;
 	struct d9__file f;
 	uint64_t taken = __atomic_load_n(&d9__fd_taken, __ATOMIC_ACQUIRE);
+	/* after the program's chroot the name leads into its jail, where anyone who can write there
+	 * could have put a FIFO (that would block this open) or a file of fake readings */
+	if (__atomic_load_n(&d9__g.chrooted, __ATOMIC_ACQUIRE))
+		return -ENOENT;
 	long fd = syscall(SYS_openat, AT_FDCWD, sched_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -746,7 +750,9 @@ void d9__agent_thread(void *arg)
 	struct d9__spawn *sp = arg; /* d9__spawn_blocked's, on its stack until `ready` */
 
 	d9__self.role = D9_ROLE_AGENT;
-	d9__self.fd_inherited = sp->fd_private;
+	/* its creator's own table (an agent thread's) is its own from the first call: the /proc
+	 * read below must not mark the program's numbers */
+	d9__self.fd_private = d9__self.fd_inherited = sp->fd_private;
 	d9__self.fs_private = sp->fs_private;
 	int filtered = d9__seccomp_filtered();
 	/* before the thread's first descriptor of its own (fdown.c) */

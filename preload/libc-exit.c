@@ -102,9 +102,7 @@ D9_INTERPOSE long syscall(long number, ...)
 	int exec = number == SYS_execve || number == SYS_execveat;
 	if (exec)
 		d9_agent_exec_begin();
-	int root = number == SYS_chroot;
-	if (root)
-		d9_agent_chroot_before();
+	int root = number == SYS_chroot ? d9_agent_chroot_before() : -1;
 	/* numbers the call may take from the agent (agent/fdown.c); the agent's own threads make
 	 * theirs directly */
 	int take = -1, range = 0;
@@ -147,8 +145,8 @@ D9_INTERPOSE long syscall(long number, ...)
 		d9__fd_host_range_done();
 	if (exec)
 		d9_agent_exec_failed();
-	if (root)
-		d9_agent_chroot_after(r == 0);
+	if (root >= 0)
+		d9_agent_chroot_after(root, r == 0);
 	/* descriptors whose number or mode may have changed unseen are timed again (libc-fds.c) */
 	if (number == SYS_close || number == SYS_fcntl || number == SYS_ioctl) {
 		d9__fd_forget((int)a[0]); /* fcntl: F_SETFL or F_DUPFD, perhaps */
@@ -229,9 +227,9 @@ D9_INTERPOSE int chroot(const char *path)
 		errno = ENOSYS;
 		return -1;
 	}
-	d9_agent_chroot_before();
+	int token = d9_agent_chroot_before();
 	int r = real_chroot(path);
-	d9_agent_chroot_after(r == 0);
+	d9_agent_chroot_after(token, r == 0);
 	return r;
 }
 

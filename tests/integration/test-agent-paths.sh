@@ -11,6 +11,8 @@
 #     D9_ALLOW_SHARED_DIR=1 accepts the shared ones, silently.
 #   - The default path /var/tmp/d9-<uid>/trace.bin (inside a private mount namespace whose
 #     /var/tmp is a sticky 1777 directory of this test) is created 0700 and written.
+#   - A relative D9_TRACE_PATH names a directory from where the program started, also when the
+#     program changes its working directory before it records (relative-path).
 #   - The command line in the segment header: by default the values of secret-looking options,
 #     NAME=VALUE pairs and URL passwords are "***" in `summary`, `dump` and the raw segment bytes,
 #     other arguments stay; D9_CMDLINE=full keeps everything, D9_CMDLINE=name only argv[0].
@@ -256,6 +258,31 @@ for k in kept:
 info = "%d segment(s): ...%s" % (len(heads), cmd[-140:])
 ' "$1" "$2" "$T"
 }
+# ---- a relative D9_TRACE_PATH, and a program that changes its working directory ----------------
+# The path means the directory it names from where the program started: a program (python3 here)
+# that chdir()s before it records anything still writes there (the agent's threads keep their
+# own working directory, agent/DESIGN.md "chroot", and the path is made absolute at load).
+if ! command -v python3 >/dev/null; then
+	d9_skip relative-path "no python3"
+else
+	mkdir -p "$T/rel-start" "$T/rel-elsewhere"
+	(cd "$T/rel-start" && env LD_PRELOAD="$LIB" D9_TRACE_PATH=rel/trace.bin \
+		timeout -s KILL 60 python3 -c 'import os, select, sys
+os.chdir(sys.argv[1])
+for _ in range(5):
+    select.select([], [], [], 0.001)' "$T/rel-elsewhere" >"$T/rel.out" 2>"$T/rel.err")
+	rc=$?
+	if [ "$rc" != 0 ] || [ -s "$T/rel.err" ]; then
+		d9_fail relative-path "exit status $rc: $(head -c 200 "$T/rel.err")"
+	elif [ -e "$T/rel-elsewhere/rel" ]; then
+		d9_fail relative-path "the trace went to the new working directory: $(ls -R "$T/rel-elsewhere" | head -n 5 | tr '\n' ' ')"
+	elif ! compgen -G "$T/rel-start/rel/trace.*.bin*" >/dev/null; then
+		d9_fail relative-path "no segment in the directory named from the start: $(ls -A "$T/rel-start/rel" 2>&1 | head -n 3 | tr '\n' ' ')"
+	else
+		d9_pass relative-path "rel/ named from the start directory, after a chdir: $(ls "$T/rel-start/rel" | tr '\n' ' ')"
+	fi
+fi
+
 if ! command -v python3 >/dev/null; then
 	d9_skip cmdline "no python3"
 else

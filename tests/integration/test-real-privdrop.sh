@@ -15,6 +15,11 @@
 #     directory to an empty directory first (chroot(), then syscall(SYS_chroot)), as HAProxy's
 #     and bind9's workers do: the same checks, and nothing made inside the new root (before,
 #     the agent made the trace directory's path in it, and recorded nothing).
+#   - privdrop-jail-open, privdrop-jail-proc, privdrop-jail-seccomp: chroots the agent does not
+#     follow, because its descriptor of a trace directory others may search (0755), or the new
+#     root's /proc, would lead the child out of its jail, or because its threads could not keep
+#     a root of their own (a seccomp filter): said once, with the reason, before the chroot where
+#     it can be, so the seal still sees the trace directory; nothing made in the new root.
 #   - privdrop-MODE-access: nothing is opened to others: the directory stays root's and 0700, the
 #     subdirectory is nobody's and 0700, every segment file is its writer's and 0600, and no
 #     temporary file is left.
@@ -148,6 +153,59 @@ def access():
 why = access()
 result(name + "-access", why)
 PY
+done
+
+# ---- chroots the agent does not follow -----------------------------------------------------------
+# jail-open: the trace directory is 0755 (others may search it: its descriptor in the child's table
+# would lead out of the jail); jail-proc: the new root has a /proc (mounted in a mount namespace
+# of the run's own), through which the child could reach the agent threads' root. Either way the
+# child's agent says once that tracing stops at the chroot, with the reason, and the program
+# still exits 0 with nothing made in the new root (but the /proc mount point) and nothing of the
+# child's outside the trace directory's own files.
+for mode in jail-open jail-proc jail-seccomp; do
+	d=$T/$mode
+	mkdir -m 0700 "$d"
+	[ "$mode" = jail-open ] && chmod 0755 "$d"
+	mkdir -m 0755 "$T/$mode.jail"
+	run=(env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" D9_FLUSH_INTERVAL=50ms PD_JAIL="$T/$mode.jail"
+		"$T/priv-drop" jail "$d" "$NUID" "$NGID")
+	# under a seccomp filter (no-perf's: it refuses perf_event_open) the agent's threads make
+	# no unshare, so they could not keep a root of their own
+	[ "$mode" = jail-seccomp ] && run=("${run[@]:0:5}" "$PL_ROOT/build/tests/no-perf" "${run[@]:5}")
+	if [ "$mode" = jail-proc ]; then
+		mkdir -m 0755 "$T/$mode.jail/proc"
+		if ! command -v unshare >/dev/null ||
+			! unshare -m --propagation private true 2>/dev/null; then
+			pl_skip "$NAME-$mode" "no mount namespace here (unshare -m) to give the jail a /proc"
+			continue
+		fi
+		# the mount is the namespace's: it ends with the run
+		run=(unshare -m --propagation private sh -c 'mount -t proc proc "$0/proc" && exec "$@"'
+			"$T/$mode.jail" "${run[@]}")
+	fi
+	timeout -s KILL 120 "${run[@]}" >"$T/$mode.out" 2>"$T/$mode.err"
+	rc=$?
+	if [ "$rc" != 0 ]; then
+		pl_fail "$NAME-$mode" "exit status $rc: $(head -c 300 "$T/$mode.err")"
+		continue
+	fi
+	case $mode in
+	jail-open) want="open to other users" ;;
+	jail-proc) want="new root has a /proc" ;;
+	*) want="could not keep a root of their own" ;;
+	esac
+	said=$(grep -c "^d9.*chroot.*$want.*tracing stops here" "$T/$mode.err")
+	other=$(grep '^d9' "$T/$mode.err" | grep -v "tracing stops here" | head -n 2)
+	made=$(ls -A "$T/$mode.jail" | grep -vx proc)
+	if [ "$said" != 1 ]; then
+		pl_fail "$NAME-$mode" "the agent said $said times that tracing stops ($want): $(head -c 300 "$T/$mode.err")"
+	elif [ -n "$other" ]; then
+		pl_fail "$NAME-$mode" "the agent also said: $other"
+	elif [ -n "$made" ]; then
+		pl_fail "$NAME-$mode" "made inside the new root: $made"
+	else
+		pl_pass "$NAME-$mode" "$(grep -m1 'tracing stops here' "$T/$mode.err" | cut -c1-160)"
+	fi
 done
 
 # ---- one budget for the tree ---------------------------------------------------------------------
