@@ -312,32 +312,39 @@ else
 	pl_fail check-imbalance "$PL_ERR"
 fi
 
+# sleep_counted MS WITHIN_MS: a /sleep?ms=MS request in the background (CURL) that /stats counts
+# (its coroutine parked, waiting for its timer) within WITHIN_MS of its start: returns 0 then, for
+# the caller to act before the timer's deadline. On a loaded machine seeing /stats can take
+# longer, and then the scenario cannot happen (the timer fires on time): tried again, up to 3
+# times. Returns 1 (SLOW=3: every try was late) or 2 (never counted), BODY the last /stats.
+sleep_counted() {
+	local attempt t0
+	SLOW=0
+	for attempt in 1 2 3; do
+		t0=$(date +%s%N)
+		curl -sS --max-time 20 -o "$SDIR/sleep.body" "http://127.0.0.1:$SPORT/sleep?ms=$1" \
+			2>/dev/null &
+		CURL=$!
+		PL_PIDS+=("$CURL")
+		if ! d9_wait_for 10 eval 'pl_get /stats; case "$BODY" in *"\"sleep\":'"$attempt"'"*) true ;; *) false ;; esac'; then
+			return 2
+		fi
+		SLOW=$((SLOW + 1))
+		[ $(($(date +%s%N) - t0)) -lt $(($2 * 1000000)) ] && return 0
+		wait "$CURL"
+	done
+	return 1
+}
+
 # ---- a late timer: a sleeping coroutine behind a hog --------------------------------------------
 if pl_start "$T/late" "$ST_HTTP" --; then
 	# /stats counts a request before its handler runs, and the handler parks at once: once
 	# /stats shows it, the sleeping coroutine waits for its timer. The burn must start before
 	# that timer's deadline: on a loaded machine seeing /stats can take longer, and then the
 	# scenario did not happen (the timer fired on time); it is tried again, up to 3 times
-	late_ok=0 slow=0
-	for attempt in 1 2 3; do
-		t0=$(date +%s%N)
-		curl -sS --max-time 20 -o "$SDIR/sleep.body" \
-			"http://127.0.0.1:$SPORT/sleep?ms=600" 2>/dev/null &
-		CURL=$!
-		PL_PIDS+=("$CURL")
-		if ! d9_wait_for 10 eval 'pl_get /stats; case "$BODY" in *"\"sleep\":'"$attempt"'"*) true ;; *) false ;; esac'; then
-			break
-		fi
-		slow=$((slow + 1))
-		if [ $(($(date +%s%N) - t0)) -lt 300000000 ]; then
-			pl_get "/burn?ms=1000"
-			wait "$CURL"
-			late_ok=1
-			break
-		fi
+	if sleep_counted 600 300; then
+		pl_get "/burn?ms=1000"
 		wait "$CURL"
-	done
-	if [ "$late_ok" = 1 ]; then
 		if pl_session_quit && [ "$SRC" = 0 ]; then
 			run_check check-late-timer "$SDIR/trace" hog '
 late = [f for f in fs if f["kind"] == "late_timers"]
@@ -351,7 +358,7 @@ info += "; then " + late[0]["title"]
 		else
 			pl_fail check-late-timer-exit "${PL_ERR:-exit status $SRC}"
 		fi
-	elif [ "$slow" = 3 ]; then
+	elif [ "$SLOW" = 3 ]; then
 		# the machine is too loaded to set the scenario up: a precondition, not a finding
 		pl_skip check-late-timer "/stats counted the /sleep request only after 300 ms in 3 tries (a loaded machine): $BODY"
 	else
@@ -368,28 +375,11 @@ fi
 # machine seeing /stats can take longer, and then the scenario did not happen (the timer fired
 # on time); it is tried again, up to 3 times, as the late timer above
 if pl_start "$T/stopped" "$ST_HTTP" --; then
-	stopped=0 slow=0
-	for attempt in 1 2 3; do
-		t0=$(date +%s%N)
-		curl -sS --max-time 20 -o "$SDIR/sleep.body" "http://127.0.0.1:$SPORT/sleep?ms=1000" \
-			2>/dev/null &
-		CURL=$!
-		PL_PIDS+=("$CURL")
-		if ! d9_wait_for 10 eval 'pl_get /stats; case "$BODY" in *"\"sleep\":'"$attempt"'"*) true ;; *) false ;; esac'; then
-			break
-		fi
-		slow=$((slow + 1))
-		if [ $(($(date +%s%N) - t0)) -lt 500000000 ]; then
-			kill -STOP "$SPID"
-			sleep 2 # the injected stop (not a wait for a condition)
-			kill -CONT "$SPID"
-			wait "$CURL"
-			stopped=1
-			break
-		fi
+	if sleep_counted 1000 500; then
+		kill -STOP "$SPID"
+		sleep 2 # the injected stop (not a wait for a condition)
+		kill -CONT "$SPID"
 		wait "$CURL"
-	done
-	if [ "$stopped" = 1 ]; then
 		if pl_session_quit && [ "$SRC" = 0 ]; then
 			run_check check-late-wait "$SDIR/trace" late_timers '
 n = first["numbers"]
@@ -399,7 +389,7 @@ if n["loop_waits_late"] < 1 or n["loop_waits_late_max_ns"] < 500e6 or first["sev
 		else
 			pl_fail check-late-wait-exit "${PL_ERR:-exit status $SRC}"
 		fi
-	elif [ "$slow" = 3 ]; then
+	elif [ "$SLOW" = 3 ]; then
 		# the machine is too loaded to set the scenario up: a precondition, not a finding
 		pl_skip check-late-wait "/stats counted the /sleep request only after 500 ms in 3 tries (a loaded machine): $BODY"
 	else
