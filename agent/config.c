@@ -397,6 +397,8 @@ int d9__config_load(struct d9__config *c)
 	if ((v = getenv("D9_AGENT_FDS")) && *v &&
 		(why = WORD(v, &c->agent_fds_shared, "private", "shared")))
 		return bad("D9_AGENT_FDS", v, why, "private or shared");
+	if ((v = getenv("D9_CHROOT")) && *v && (why = WORD(v, &c->chroot_follow, "stop", "follow")))
+		return bad("D9_CHROOT", v, why, "stop or follow");
 	if ((v = getenv("D9_RUNTIME")) && *v) {
 		/* the adapters' names come from preload/runtimes.c (absent in the test driver) */
 		int r = d9__runtime_parse ? d9__runtime_parse(v) : -2;

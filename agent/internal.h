@@ -28,6 +28,7 @@ struct d9__config {
 	int log_level; /* 0 error, 1 warn, 2 info, 3 debug */
 	int clock; /* 0 auto, 1 tsc, 2 monotonic */
 	int agent_fds_shared; /* D9_AGENT_FDS: 0 private (a table per agent thread), 1 shared */
+	int chroot_follow; /* D9_CHROOT: 0 stop (tracing ends at the program's chroot), 1 follow */
 	struct d9_preload_config pre; /* copied to d9__pcfg */
 	/* profiling (profile.c) and symbols (symbolize.c) */
 	uint32_t cpu_hz; /* D9_CPU_PROFILE: on-CPU samples per second per worker, 0 = off */

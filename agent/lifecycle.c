@@ -31,6 +31,7 @@ int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *));
 void d9__child_trace(void);
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static int chroot_said; /* the stop at the program's chroot said why tracing ends */
 static uid_t prepared_euid = (uid_t)-1; /* the trace directory was checked for this user */
 
 /* Creates an agent thread with every signal blocked, so host signals never land on it; the
@@ -384,10 +385,12 @@ int d9__start(void)
 	}
 	if (__atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE)) {
 		/* its threads would start in the program's new root, where the trace directory's
-		 * name means another directory (one d9 would be making inside the program's jail) */
-		d9__log_once(D9_LOG_WARN, "the program changed its root directory (chroot) and d9 "
-			"was not running in this process then (a process forked after it, or a restart "
-			"after a pause); tracing is off");
+		 * name means another directory (one d9 would be making inside the program's jail);
+		 * a stop at the chroot said so already */
+		if (!chroot_said)
+			d9__log_once(D9_LOG_WARN, "the program changed its root directory (chroot) "
+				"and d9 was not running in this process then (a process forked after it, "
+				"or a restart after a pause); tracing is off");
 		goto fail;
 	}
 	/* a forked child of a running agent, same user: its parent made and checked the directory
@@ -634,6 +637,7 @@ static int new_root_has_proc(void)
  * resumed if the call fails) or after it. */
 static void chroot_stop(const char *why)
 {
+	chroot_said = 1;
 	d9__log_once(D9_LOG_WARN, "the program changes its root directory (chroot): %s; tracing "
 		"stops here", why);
 	d9_agent_pause();
@@ -646,35 +650,42 @@ int d9_agent_chroot_before(void)
 	char why[PATH_MAX + 160];
 	int token = 0, cancel;
 
-	/* (a vfork child: see d9_agent_creds_before; D9_ENABLED=0: nothing starts for it) */
-	if (!d9_agent_active() || !__atomic_load_n(&d9__enabled, __ATOMIC_RELAXED) || t->busy ||
-		t->role == D9_ROLE_AGENT || g->pid != getpid())
+	/* (a vfork child: see d9_agent_creds_before) */
+	if (!d9_agent_active() || t->busy || t->role == D9_ROLE_AGENT || g->pid != getpid())
 		return 0;
 	int saved = errno;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	t->busy = 1;
-	/* a forked child's agent would start at its first event, in the new root by then */
-	if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == D9__CONFIGURED &&
-		!__atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE))
-		d9__start();
 	why[0] = 0;
-	d9__lock(&start_lock);
-	if (g->state == D9__RUNNING_) {
-		int err = d9__trace_dir_anchor(&g->cfg);
-		token = 1;
-		if (__atomic_load_n(&g->fs_shared, __ATOMIC_ACQUIRE))
-			snprintf(why, sizeof(why), "d9's threads could not keep a root of their own "
-				"(a seccomp filter)");
-		else if (err < 0)
-			snprintf(why, sizeof(why), "cannot hold the trace directory %s (%s)",
-				d9__trace_dir_shown(&g->cfg), strerror(-err));
-		else if (err > 0)
-			/* its descriptor in the program's table would lead out of the jail */
-			snprintf(why, sizeof(why), "the trace directory %s is open to other users "
-				"(mode %o, not 0700)", d9__trace_dir_shown(&g->cfg), (unsigned)err);
+	if (!g->cfg.chroot_follow) {
+		snprintf(why, sizeof(why), "D9_CHROOT=stop, the default (agent/DESIGN.md, chroot)");
+	} else {
+		/* a forked child's agent would start at its first event, in the new root by then;
+		 * not while tracing is toggled off (D9_ENABLED=0) */
+		if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) == D9__CONFIGURED &&
+			!__atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE) &&
+			__atomic_load_n(&d9__enabled, __ATOMIC_RELAXED))
+			d9__start();
+		d9__lock(&start_lock);
+		if (g->state == D9__RUNNING_) {
+			int err = d9__trace_dir_anchor(&g->cfg);
+			token = 1;
+			if (__atomic_load_n(&g->fs_shared, __ATOMIC_ACQUIRE))
+				snprintf(why, sizeof(why), "d9's threads could not keep a root of their "
+					"own (a seccomp filter, or a thread that did not start in time)");
+			else if (err < 0)
+				snprintf(why, sizeof(why), "cannot hold the trace directory %s (%s)",
+					d9__trace_dir_shown(&g->cfg), strerror(-err));
+			else if (err > 0)
+				/* its descriptor in the program's table would lead out of the jail */
+				snprintf(why, sizeof(why), "the trace directory %s is open to other "
+					"users (mode %o, not 0700)", d9__trace_dir_shown(&g->cfg),
+					(unsigned)err);
+		}
+		d9__unlock(&start_lock);
 	}
-	d9__unlock(&start_lock);
-	if (why[0]) {
+	if (why[0] && __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != D9__OFF &&
+		__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != D9__FAILED) {
 		chroot_stop(why); /* before the call: the seal still sees the trace directory */
 		token = 2;
 	}
@@ -698,12 +709,17 @@ void d9_agent_chroot_after(int token, int ok)
 		if (token == 2)
 			d9_agent_resume(); /* the call failed: nothing changed */
 	} else {
+		int stopped = token == 2;
 		__atomic_store_n(&g->chrooted, 1, __ATOMIC_RELEASE);
-		if (token == 1 && new_root_has_proc())
+		if (token == 1 && new_root_has_proc()) {
 			chroot_stop("the new root has a /proc, through which the program could reach "
 				"the root d9's threads keep outside it");
-		if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != D9__RUNNING_)
-			d9__trace_dir_release(); /* nothing of the agent's will use them */
+			stopped = 1;
+		}
+		/* nothing of the agent's uses them from now on (a pause whose writer did not end in
+		 * time has given up on it too) */
+		if (stopped || __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != D9__RUNNING_)
+			d9__trace_dir_release();
 	}
 	pthread_setcancelstate(cancel, NULL);
 	errno = saved;

@@ -321,6 +321,10 @@ int d9__trace_dir_check(const struct d9__config *c)
 {
 	struct stat st;
 
+	/* after the program's chroot a thread whose root is the program's would follow the names
+	 * into the jail (a writer the stop did not end in time): nothing is made there */
+	if (__atomic_load_n(&d9__g.chrooted, __ATOMIC_ACQUIRE) && !d9__self.fs_private)
+		return -EXDEV;
 	return in_subdir(c) ? sub_check(&st) : 0;
 }
 
@@ -333,7 +337,9 @@ static struct d9__file anchor = { .fd = -1 };
 
 void d9__fs_private_begin(int filtered)
 {
-	if (d9__self.fs_private || filtered)
+	/* only to follow a chroot (D9_CHROOT=follow): a root of its own outside the program's jail
+	 * is a way out of it for the program (agent/DESIGN.md, chroot) */
+	if (d9__self.fs_private || filtered || !d9__g.cfg.chroot_follow)
 		return; /* its creator's own already; or a seccomp filter, which may kill at unshare */
 	if (syscall(SYS_unshare, CLONE_FS) != 0)
 		return;
@@ -514,6 +520,8 @@ int d9__trace_dir_prepare(const struct d9__config *c, int quiet)
 	struct stat st;
 	int err;
 
+	if (d9__trace_dir_check(c) == -EXDEV)
+		return -EXDEV; /* inside the program's jail: the chroot's stop said why */
 	if (in_subdir(c))
 		return subdir_ready(c, quiet);
 	const char *why = system_dir(c->dir); /* again: the path may have changed since load */

@@ -758,7 +758,7 @@ void d9__agent_thread(void *arg)
 	/* before the thread's first descriptor of its own (fdown.c) */
 	d9__fd_private_begin(d9__g.cfg.agent_fds_shared ? 0 : filtered);
 	d9__fs_private_begin(filtered);
-	if (!d9__self.fs_private)
+	if (!d9__self.fs_private && d9__g.cfg.chroot_follow)
 		__atomic_store_n(&d9__g.fs_shared, 1, __ATOMIC_RELEASE);
 	d9__spawn_ready(sp);
 }

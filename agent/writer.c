@@ -295,9 +295,11 @@ static int seg_open(int budget)
 	int err = d9__trace_dir_check(&g->cfg);
 	if (err) {
 		/* after a privilege drop the directory is named by a descriptor of the agent's: when
-		 * the program took that number, no file is made through it */
-		d9__log_once(D9_LOG_WARN, "the program closed d9's descriptor of the trace directory; "
-			"events are dropped (counted)");
+		 * the program took that number, no file is made through it; after the program's
+		 * chroot (-EXDEV) the names lead into its jail, and the stop said so */
+		if (err != -EXDEV)
+			d9__log_once(D9_LOG_WARN, "the program closed d9's descriptor of the trace "
+				"directory; events are dropped (counted)");
 		return err;
 	}
 	err = -EEXIST;

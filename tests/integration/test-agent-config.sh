@@ -58,6 +58,7 @@ for v in 0 0ms 61s 100 fast; do bad_value D9_FLUSH_INTERVAL "$v"; done
 for v in verbose 3 trace; do bad_value D9_LOG "$v"; done
 for v in rdtsc realtime 1; do bad_value D9_CLOCK "$v"; done
 for v in own 1 none; do bad_value D9_AGENT_FDS "$v"; done
+for v in jail 1 none; do bad_value D9_CHROOT "$v"; done
 for v in -1 10001 fast 99hz; do bad_value D9_CPU_PROFILE "$v"; done
 for v in MODE=ring FLIGHT_WINDOW=500ms FLIGHT_WINDOW=2h FLIGHT_AFTER=10 TRIGGER_POLL=fast TRIGGER_DROPS=1k TRIGGER_COOLDOWN=2d DUMP_SIGNAL=KILL; do bad_value "D9_${v%%=*}" "${v#*=}"; done
 for v in hw cycles 1; do bad_value D9_CPU_PROFILE_MODE "$v"; done
@@ -139,6 +140,7 @@ for v in 0 8M 1G; do good_value D9_SYMBOLIZE_MEMORY "$v"; done
 for v in error warn WARN; do good_value D9_LOG "$v"; done
 for v in auto tsc monotonic; do good_value D9_CLOCK "$v"; done
 for v in private shared SHARED; do good_value D9_AGENT_FDS "$v"; done
+for v in stop follow FOLLOW; do good_value D9_CHROOT "$v"; done
 for v in full redacted name NAME; do good_value D9_CMDLINE "$v"; done
 for v in 0 1; do good_value D9_ALLOW_SHARED_DIR "$v"; done
 # an empty variable counts as unset

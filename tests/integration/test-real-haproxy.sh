@@ -4,8 +4,8 @@
 # `user haproxy`, `group haproxy`, `daemon`), with a private configuration in $T: the chroot is
 # an empty directory of the test's, the frontend answers every request itself (`http-request
 # return`) on 127.0.0.1 and a free port, LD_PRELOAD=build/libd9agent.so, and a trace directory
-# made by root with mode 0700. The worker, a child of the master, changes its root directory,
-# then gives up root. One keep-alive connection sends N requests, then the master gets SIGTERM.
+# made by root with mode 0700, D9_CHROOT=follow. The worker, a child of the master, changes its
+# root directory, then gives up root. One keep-alive connection sends N requests, then the master gets SIGTERM.
 #   - haproxy-worker: the worker's series is in d9-uid-<haproxy>, read by `d9-analyze summary`
 #     given the trace directory alone, with its drop (uid 0 -> haproxy) and at least N loop
 #     turns over its threads (each request needs the loop to wake); the master's series is in the
@@ -63,7 +63,7 @@ frontend fe
 	bind 127.0.0.1:$PORT
 	http-request return status 200 content-type text/plain string "hello\n"
 CONF
-env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/trace" D9_FLUSH_INTERVAL=50ms \
+env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/trace" D9_FLUSH_INTERVAL=50ms D9_CHROOT=follow \
 	"$HAPROXY" -Ws -f "$T/haproxy.cfg" -p "$T/haproxy.pid" -S "$T/master.sock" \
 	>"$T/stdout" 2>"$T/stderr" &
 MPID=$!

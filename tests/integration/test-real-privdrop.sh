@@ -11,15 +11,19 @@
 #     directory; the child (only) carries the drop: from uid 0 to nobody's uid; the parent's
 #     thread is named pd-renamed (it renamed itself with prctl(PR_SET_NAME) after its segment
 #     was open, so only the rename itself can have told the agent).
-#   - privdrop-jail, privdrop-jail-late: "early" and "late" with the child changing its root
+#   - privdrop-jail, privdrop-jail-late: with D9_CHROOT=follow, "early" and "late" with the
+#     child changing its root
 #     directory to an empty directory first (chroot(), then syscall(SYS_chroot)), as HAProxy's
 #     and bind9's workers do: the same checks, and nothing made inside the new root (before,
 #     the agent made the trace directory's path in it, and recorded nothing).
-#   - privdrop-jail-open, privdrop-jail-proc, privdrop-jail-seccomp: chroots the agent does not
-#     follow, because its descriptor of a trace directory others may search (0755), or the new
-#     root's /proc, would lead the child out of its jail, or because its threads could not keep
-#     a root of their own (a seccomp filter): said once, with the reason, before the chroot where
-#     it can be, so the seal still sees the trace directory; nothing made in the new root.
+#   - privdrop-jail-stop: the default, D9_CHROOT=stop: tracing stops at the child's chroot, said
+#     once; nothing made in the new root.
+#   - privdrop-jail-open, privdrop-jail-proc, privdrop-jail-seccomp: with D9_CHROOT=follow, the
+#     chroots the agent still does not follow, because its descriptor of a trace directory others
+#     may search (0755), or the new root's /proc, would lead the child out of its jail, or
+#     because its threads could not keep a root of their own (a seccomp filter): said once, with
+#     the reason, before the chroot where it can be, so the seal still sees the trace directory;
+#     nothing made in the new root.
 #   - privdrop-MODE-access: nothing is opened to others: the directory stays root's and 0700, the
 #     subdirectory is nobody's and 0700, every segment file is its writer's and 0600, and no
 #     temporary file is left.
@@ -60,7 +64,7 @@ for mode in early late jail jail-late; do
 	mkdir -m 0700 "$d"
 	mkdir -m 0755 "$T/$mode.jail"
 	timeout -s KILL 120 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" D9_FLUSH_INTERVAL=50ms \
-		PD_JAIL="$T/$mode.jail" \
+		PD_JAIL="$T/$mode.jail" D9_CHROOT=follow \
 		"$T/priv-drop" "$mode" "$d" "$NUID" "$NGID" >"$T/$mode.out" 2>"$T/$mode.err"
 	rc=$?
 	if [ "$rc" != 0 ]; then
@@ -162,21 +166,24 @@ done
 # child's agent says once that tracing stops at the chroot, with the reason, and the program
 # still exits 0 with nothing made in the new root (but the /proc mount point) and nothing of the
 # child's outside the trace directory's own files.
-for mode in jail-open jail-proc jail-seccomp; do
+for mode in jail-stop jail-open jail-proc jail-seccomp; do
 	d=$T/$mode
 	mkdir -m 0700 "$d"
 	[ "$mode" = jail-open ] && chmod 0755 "$d"
 	mkdir -m 0755 "$T/$mode.jail"
+	follow=follow
+	[ "$mode" = jail-stop ] && follow=stop
 	run=(env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" D9_FLUSH_INTERVAL=50ms PD_JAIL="$T/$mode.jail"
-		"$T/priv-drop" jail "$d" "$NUID" "$NGID")
+		D9_CHROOT=$follow "$T/priv-drop" jail "$d" "$NUID" "$NGID")
 	# under a seccomp filter (no-perf's: it refuses perf_event_open) the agent's threads make
 	# no unshare, so they could not keep a root of their own
-	[ "$mode" = jail-seccomp ] && run=("${run[@]:0:5}" "$PL_ROOT/build/tests/no-perf" "${run[@]:5}")
+	[ "$mode" = jail-seccomp ] && run=("${run[@]:0:6}" "$PL_ROOT/build/tests/no-perf" "${run[@]:6}")
 	if [ "$mode" = jail-proc ]; then
 		mkdir -m 0755 "$T/$mode.jail/proc"
-		if ! command -v unshare >/dev/null ||
-			! unshare -m --propagation private true 2>/dev/null; then
-			pl_skip "$NAME-$mode" "no mount namespace here (unshare -m) to give the jail a /proc"
+		# (a container may give a mount namespace but refuse a proc mount in it)
+		if ! command -v unshare >/dev/null || ! unshare -m --propagation private \
+			sh -c 'mount -t proc proc "$0"' "$T/$mode.jail/proc" 2>/dev/null; then
+			pl_skip "$NAME-$mode" "no mount namespace with a proc mount here (unshare -m) to give the jail a /proc"
 			continue
 		fi
 		# the mount is the namespace's: it ends with the run
@@ -190,6 +197,7 @@ for mode in jail-open jail-proc jail-seccomp; do
 		continue
 	fi
 	case $mode in
+	jail-stop) want="D9_CHROOT=stop" ;;
 	jail-open) want="open to other users" ;;
 	jail-proc) want="new root has a /proc" ;;
 	*) want="could not keep a root of their own" ;;
