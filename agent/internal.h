@@ -78,6 +78,7 @@ int d9__trace_dir_anchor(const struct d9__config *c);
 /* The program's thread, once the agent has stopped for good after a chroot (and in a forked
  * child of a chrooted process): closes the trace directory's descriptors it holds. */
 void d9__trace_dir_release(void);
+void d9__paths_child(void); /* a forked child: paths.c's lock made anew */
 /* An agent thread's start: a root and working directory of its own (unshare(CLONE_FS)), unless
  * under a seccomp filter or its creator's are its own already (d9__self.fs_private). */
 void d9__fs_private_begin(int filtered);

@@ -248,8 +248,9 @@ static void join_threads(void)
  * Returns 1 when it did (then d9_agent_resume after the call). */
 int d9_agent_pause(void)
 {
-	int saved = errno, r = 0;
+	int saved = errno, r = 0, cancel;
 
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	__atomic_store_n(&d9__g.pausing, 1, __ATOMIC_RELEASE);
 	if (seal_now(0)) {
 		d9__lock(&start_lock);
@@ -258,6 +259,7 @@ int d9_agent_pause(void)
 		r = 1;
 	}
 	__atomic_store_n(&d9__g.pausing, 0, __ATOMIC_RELEASE);
+	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 	return r;
 }
@@ -740,11 +742,14 @@ int d9_agent_creds_before(unsigned euid)
 	 * its own agent; nothing of the parent's is changed here */
 	if (d9__g.pid != getpid())
 		return 0;
-	int saved = errno;
+	int saved = errno, cancel;
+	/* no cancellation point of the program's pending cancel inside, with the start lock held */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	t->busy = 1;
 	perf_before = perf_narrowed();
 	int token = dir_for((uid_t)euid);
 	t->busy = 0;
+	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 	return token;
 }
@@ -756,7 +761,8 @@ void d9_agent_creds_after(int token, unsigned from_euid, int ok)
 
 	if (!d9_agent_active() || t->busy || t->role == D9_ROLE_AGENT || d9__g.pid != getpid())
 		return; /* (a vfork child: see d9_agent_creds_before) */
-	int saved = errno;
+	int saved = errno, cancel;
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	t->busy = 1;
 	if (!ok || now == (uid_t)from_euid) {
 		if (token)
@@ -784,6 +790,7 @@ void d9_agent_creds_after(int token, unsigned from_euid, int ok)
 			from_euid, (unsigned)now);
 out:
 	t->busy = 0;
+	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 }
 
@@ -901,10 +908,14 @@ static void fork_child(void)
 	pthread_mutex_init(&g->def_lock, NULL);
 	pthread_mutex_init(&loader_mu, NULL);
 	loader_forking = defs_forking = 0;
+	if (__atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE)) {
+		/* the child's agent cannot start (d9__start): what it holds of the trace directory
+		 * is let go (its lock made anew first: the parent's other threads are gone) */
+		d9__paths_child();
+		d9__trace_dir_release();
+	}
 	if (g->state == D9__OFF || g->state == D9__FAILED)
 		return;
-	if (__atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE))
-		d9__trace_dir_release(); /* the child's agent cannot start (d9__start) */
 	if (g->writer_private)
 		g->seg.f.fd = -1; /* in the parent's writer's own table, which the child has not */
 	else

@@ -106,29 +106,36 @@ static void trim_slashes(char *p)
 
 /* A relative directory is the one it names from where the program started: the program may
  * change its working directory later (daemons chdir("/")), while the agent's threads keep the one
- * they started with (chroot, below), and both must mean the same directory. Left relative when
- * the working directory cannot be had or the whole would not fit. */
-static void make_absolute(char *dir, size_t cap)
+ * they started with (chroot, below), and both must mean the same directory. -1 when the working
+ * directory cannot be had or the whole would not fit: the path is then refused. */
+static int make_absolute(char *dir, size_t cap)
 {
 	char cwd[PATH_MAX];
 
-	if (dir[0] == '/' || !getcwd(cwd, sizeof(cwd)) || cwd[0] != '/')
-		return;
+	if (dir[0] == '/')
+		return 0;
+	if (!getcwd(cwd, sizeof(cwd)) || cwd[0] != '/')
+		return -1;
 	size_t n = strlen(cwd);
 	if (!strcmp(dir, ".")) {
-		if (n < cap)
-			memcpy(dir, cwd, n + 1);
-		return;
+		if (n >= cap)
+			return -1;
+		memcpy(dir, cwd, n + 1);
+		return 0;
 	}
 	const char *rel = !strncmp(dir, "./", 2) ? dir + 2 : dir;
 	size_t m = strlen(rel);
 	if (n + 1 + m >= cap)
-		return;
+		return -1;
 	memmove(dir + n + 1 - (n == 1), rel, m + 1); /* cwd "/" adds no slash of its own */
 	memcpy(dir, cwd, n);
 	if (n > 1)
 		dir[n] = '/';
+	return 0;
 }
+
+static const char *relative_refused = "it is relative and the working directory cannot be had "
+	"(removed, or too long) to say what it names";
 
 const char *d9__path_check(struct d9__config *c)
 {
@@ -141,7 +148,8 @@ const char *d9__path_check(struct d9__config *c)
 			/* a directory: the segments go inside it, as trace.<pid>.<seq>.bin */
 			snprintf(c->dir, sizeof(c->dir), "%s", p);
 			trim_slashes(c->dir);
-			make_absolute(c->dir, sizeof(c->dir));
+			if (make_absolute(c->dir, sizeof(c->dir)))
+				return relative_refused;
 			snprintf(c->stem, sizeof(c->stem), "trace");
 			return system_dir(c->dir);
 		}
@@ -164,7 +172,8 @@ const char *d9__path_check(struct d9__config *c)
 	else
 		snprintf(c->dir, sizeof(c->dir), ".");
 	trim_slashes(c->dir);
-	make_absolute(c->dir, sizeof(c->dir));
+	if (make_absolute(c->dir, sizeof(c->dir)))
+		return relative_refused;
 	const char *dot = strchr(name, '.');
 	size_t n = dot && dot != name ? (size_t)(dot - name) : strlen(name);
 	if (n >= sizeof(c->stem))
@@ -370,6 +379,11 @@ int d9__trace_dir_anchor(const struct d9__config *c)
 	}
 	errno = saved;
 	return err;
+}
+
+void d9__paths_child(void)
+{
+	pthread_mutex_init(&retired_mu, NULL);
 }
 
 void d9__trace_dir_release(void)

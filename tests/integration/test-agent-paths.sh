@@ -12,7 +12,8 @@
 #   - The default path /var/tmp/d9-<uid>/trace.bin (inside a private mount namespace whose
 #     /var/tmp is a sticky 1777 directory of this test) is created 0700 and written.
 #   - A relative D9_TRACE_PATH names a directory from where the program started, also when the
-#     program changes its working directory before it records (relative-path).
+#     program changes its working directory before it records (relative-path); refused with one
+#     line when that directory was removed (relative-path-no-cwd).
 #   - The command line in the segment header: by default the values of secret-looking options,
 #     NAME=VALUE pairs and URL passwords are "***" in `summary`, `dump` and the raw segment bytes,
 #     other arguments stay; D9_CMDLINE=full keeps everything, D9_CMDLINE=name only argv[0].
@@ -280,6 +281,22 @@ for _ in range(5):
 		d9_fail relative-path "no segment in the directory named from the start: $(ls -A "$T/rel-start/rel" 2>&1 | head -n 3 | tr '\n' ' ')"
 	else
 		d9_pass relative-path "rel/ named from the start directory, after a chdir: $(ls "$T/rel-start/rel" | tr '\n' ' ')"
+	fi
+	# started in a directory removed since: the relative path names nothing, and is refused
+	mkdir "$T/rel-gone"
+	had_rel=0
+	[ -e /rel ] && had_rel=1
+	(cd "$T/rel-gone" && rmdir "$T/rel-gone" &&
+		exec env LD_PRELOAD="$LIB" D9_TRACE_PATH=rel/trace.bin /bin/true \
+		>"$T/relgone.out" 2>"$T/relgone.err")
+	rc=$?
+	if [ "$rc" != 0 ] || [ "$(grep -c . "$T/relgone.err")" != 1 ] ||
+		! grep -q 'relative and the working directory cannot be had' "$T/relgone.err"; then
+		d9_fail relative-path-no-cwd "exit status $rc, stderr: $(head -c 300 "$T/relgone.err")"
+	elif [ "$had_rel" = 0 ] && [ -e /rel ]; then
+		d9_fail relative-path-no-cwd "/rel was made"
+	else
+		d9_pass relative-path-no-cwd "$(cat "$T/relgone.err")"
 	fi
 fi
 
