@@ -608,8 +608,11 @@ again:
 	t->busy = busy;
 	return first;
 fail:
-	d9__log_once(D9_LOG_WARN, "cannot read /proc/thread-self/schedstat (%s): Unpark cpu_ns "
-		"and sched_wait_ns are unknown", strerror(-err));
+	/* after the program's chroot the file is not looked for (sched_open_read); where tracing
+	 * stopped there, that stop is all there is to say */
+	if (!__atomic_load_n(&d9__g.chrooted, __ATOMIC_ACQUIRE) || d9__g.cfg.chroot_follow)
+		d9__log_once(D9_LOG_WARN, "cannot read /proc/thread-self/schedstat (%s): Unpark "
+			"cpu_ns and sched_wait_ns are unknown", strerror(-err));
 	sched_state = -1;
 	errno = saved;
 	t->busy = busy;
