@@ -634,15 +634,21 @@ static int new_root_has_proc(void)
 	return statfs("/proc", &fs) == 0 && (unsigned long)fs.f_type == PROC_SUPER_MAGIC;
 }
 
-/* Stops tracing for good at the program's chroot, with the reason (once): sealed and joined by
- * d9_agent_pause, the trace directory's descriptors closed. Called before the chroot (token 2:
- * resumed if the call fails) or after it. */
+/* Stops tracing for good at the program's chroot, with the reason (once): sealed as at an exit
+ * (not a pause: no start follows, so what the other threads still hold in their blocks is
+ * counted as lost) and the agent's threads joined; the caller closes the trace directory's
+ * descriptors. Called on the program's thread, not busy (its own open turn is handed off),
+ * before the chroot (token 2: started again if the call fails) or after it. */
 static void chroot_stop(const char *why)
 {
 	chroot_said = 1;
 	d9__log_once(D9_LOG_WARN, "the program changes its root directory (chroot): %s; tracing "
 		"stops here", why);
-	d9_agent_pause();
+	if (seal_now(0)) {
+		d9__lock(&start_lock);
+		join_threads();
+		d9__unlock(&start_lock);
+	}
 }
 
 int d9_agent_chroot_before(void)
@@ -686,12 +692,12 @@ int d9_agent_chroot_before(void)
 		}
 		d9__unlock(&start_lock);
 	}
+	t->busy = 0;
 	if (why[0] && __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != D9__OFF &&
 		__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != D9__FAILED) {
 		chroot_stop(why); /* before the call: the seal still sees the trace directory */
 		token = 2;
 	}
-	t->busy = 0;
 	pthread_setcancelstate(cancel, NULL);
 	errno = saved;
 	return token;

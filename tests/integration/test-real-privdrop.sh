@@ -16,8 +16,9 @@
 #     directory to an empty directory first (chroot(), then syscall(SYS_chroot)), as HAProxy's
 #     and bind9's workers do: the same checks, and nothing made inside the new root (before,
 #     the agent made the trace directory's path in it, and recorded nothing).
-#   - privdrop-jail-stop: the default, D9_CHROOT=stop: tracing stops at the child's chroot, said
-#     once; nothing made in the new root.
+#   - privdrop-jail-stop, privdrop-jail-stop-late: the default, D9_CHROOT=stop: tracing stops at
+#     the child's chroot, said once; nothing made in the new root; a child that recorded before
+#     (late) has its series sealed in the trace directory, before the call.
 #   - privdrop-jail-open, privdrop-jail-proc, privdrop-jail-seccomp: with D9_CHROOT=follow, the
 #     chroots the agent still does not follow, because its descriptor of a trace directory others
 #     may search (0755), or the new root's /proc, would lead the child out of its jail, or
@@ -166,15 +167,16 @@ done
 # child's agent says once that tracing stops at the chroot, with the reason, and the program
 # still exits 0 with nothing made in the new root (but the /proc mount point) and nothing of the
 # child's outside the trace directory's own files.
-for mode in jail-stop jail-open jail-proc jail-seccomp; do
+for mode in jail-stop jail-stop-late jail-open jail-proc jail-seccomp; do
 	d=$T/$mode
 	mkdir -m 0700 "$d"
 	[ "$mode" = jail-open ] && chmod 0755 "$d"
 	mkdir -m 0755 "$T/$mode.jail"
-	follow=follow
-	[ "$mode" = jail-stop ] && follow=stop
+	follow=follow prog=jail
+	case $mode in jail-stop*) follow=stop ;; esac
+	[ "$mode" = jail-stop-late ] && prog=jail-late
 	run=(env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" D9_FLUSH_INTERVAL=50ms PD_JAIL="$T/$mode.jail"
-		D9_CHROOT=$follow "$T/priv-drop" jail "$d" "$NUID" "$NGID")
+		D9_CHROOT=$follow "$T/priv-drop" "$prog" "$d" "$NUID" "$NGID")
 	# under a seccomp filter (no-perf's: it refuses perf_event_open) the agent's threads make
 	# no unshare, so they could not keep a root of their own
 	[ "$mode" = jail-seccomp ] && run=("${run[@]:0:6}" "$PL_ROOT/build/tests/no-perf" "${run[@]:6}")
@@ -197,7 +199,7 @@ for mode in jail-stop jail-open jail-proc jail-seccomp; do
 		continue
 	fi
 	case $mode in
-	jail-stop) want="D9_CHROOT=stop" ;;
+	jail-stop*) want="D9_CHROOT=stop" ;;
 	jail-open) want="open to other users" ;;
 	jail-proc) want="new root has a /proc" ;;
 	*) want="could not keep a root of their own" ;;
@@ -211,6 +213,11 @@ for mode in jail-stop jail-open jail-proc jail-seccomp; do
 		pl_fail "$NAME-$mode" "the agent also said: $other"
 	elif [ -n "$made" ]; then
 		pl_fail "$NAME-$mode" "made inside the new root: $made"
+	elif [ "$mode" = jail-stop-late ] && { ! cpid=$(sed -n 's/^child \([0-9]*\) .*/\1/p' "$T/$mode.out") ||
+		[ -z "$cpid" ] || ! compgen -G "$d/trace.$cpid.*.bin*" >/dev/null ||
+		compgen -G "$d/trace.$cpid.*.active" >/dev/null; }; then
+		# the child recorded before its chroot: its series sealed there, before the call
+		pl_fail "$NAME-$mode" "the child's series is not sealed in $d: $(ls "$d" | tr '\n' ' ')"
 	else
 		pl_pass "$NAME-$mode" "$(grep -m1 'tracing stops here' "$T/$mode.err" | cut -c1-160)"
 	fi
