@@ -834,6 +834,12 @@ void *d9__writer_main(void *arg)
 		struct d9__block *q = take_queue();
 		d9__unlock(&g->pool_lock);
 
+		/* a period that ended while the writer waited for a CPU: sealed before this pass's
+		 * chunks, so a late pass puts them in the next segment rather than this one's past
+		 * its period (both go on in time order) */
+		if (g->seg.f.fd >= 0 && g->seg.rotate_at_real_ns &&
+			d9__realtime_ns() >= g->seg.rotate_at_real_ns)
+			seg_seal();
 		write_list(q);
 		if (__atomic_load_n(&g->dir_switch, __ATOMIC_ACQUIRE)) {
 			/* a privilege drop waits: seal here while still privileged, go on there */

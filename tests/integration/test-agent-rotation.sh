@@ -65,7 +65,9 @@ fi
 # ---- by time: D9_ROTATION_PERIOD=1s, ~3.5 s of recording --------------------------------------------
 # Segments rotate at wall-clock multiples of the period: each new segment starts in a later
 # period than the one before, and a sealed segment holds no event recorded well after the end of
-# the period it started in (0.4 s of slack for the writer to notice the boundary).
+# the period it started in (0.4 s of slack for the writer to notice the boundary: a pass seals a
+# segment whose period ended before it writes the pass's chunks, so a writer that waited for a
+# CPU does not stretch it).
 d=$T/time
 d9_run "$T/time.out" "$T/time.err" D9_TRACE_PATH="$d/trace.bin" D9_ROTATION_PERIOD=1s -- \
 	-t 2 -n 700 --sleep-every 1 --sleep-us 5000
