@@ -7,9 +7,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <limits.h>
 #include <linux/magic.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -338,10 +338,11 @@ int d9__trace_dir_check(const struct d9__config *c)
 }
 
 /* ---- a program that changes its root directory (agent/DESIGN.md, "chroot") -------------------
- * The agent's threads keep the root and working directory they were started with
- * (unshare(CLONE_FS)): the program's chroot() leaves them where the trace directory is. The
- * program's own threads do not: before its chroot the agent holds a descriptor of the trace
- * directory (the anchor), through which a later privilege drop makes its d9-uid-N directory. */
+ * By default tracing stops at the program's chroot (lifecycle.c). With D9_CHROOT=follow the
+ * agent's threads keep the root they were started with (unshare(CLONE_FS)), so the chroot leaves
+ * them where the trace directory is; the program's own threads do not: before the chroot the
+ * agent holds a descriptor of the trace directory (the anchor), through which a later privilege
+ * drop makes its d9-uid-N directory. */
 static struct d9__file anchor = { .fd = -1 };
 
 void d9__fs_private_begin(int filtered)

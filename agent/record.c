@@ -750,7 +750,7 @@ void d9_agent_thread_renamed(void)
 
 void d9__agent_thread(void *arg)
 {
-	struct d9__spawn *sp = arg; /* d9__spawn_blocked's, on its stack until `ready` */
+	struct d9__spawn *sp = arg; /* d9__spawn_blocked's, shared until d9__spawn_ready */
 
 	d9__self.role = D9_ROLE_AGENT;
 	/* its creator's own table (an agent thread's) is its own from the first call: the /proc

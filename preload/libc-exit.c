@@ -218,9 +218,9 @@ D9_INTERPOSE int setns(int fd, int nstype)
 }
 
 /* ---- chroot -------------------------------------------------------------------------------------
- * The agent's threads keep the root they were started with, so the agent starts before the
- * program's chroot (HAProxy's and bind9's workers make one) and holds the trace directory for a
- * privilege drop after it (agent/paths.c). */
+ * HAProxy's and bind9's workers make one. Before it the agent seals and stops for good (the
+ * default, D9_CHROOT=stop), or with D9_CHROOT=follow starts and holds the trace directory for a
+ * privilege drop after it, its threads keeping their own root (agent/lifecycle.c, paths.c). */
 D9_INTERPOSE int chroot(const char *path)
 {
 	if (!real_chroot) {
