@@ -596,10 +596,11 @@ void d9_agent_exec_failed(void);
  * end (1 when it paused); d9_agent_resume starts it again. */
 int d9_agent_pause(void);
 void d9_agent_resume(void);
-/* Around the program's chroot(): before it, the agent starts (its threads keep the root they
- * start with) and holds the trace directory, or stops when it cannot follow safely; after it
- * (ok: it succeeded) the agent starts no more, and stops if the new root shows a /proc. The
- * token goes from the first to the second. */
+/* Around the program's chroot(): before it the agent seals and stops for good (D9_CHROOT=stop,
+ * the default), or with D9_CHROOT=follow starts (its threads keep the root they start with) and
+ * holds the trace directory, or stops when it cannot follow safely; after it (ok: it succeeded)
+ * the agent starts no more, and stops if the new root shows a /proc. The token goes from the
+ * first to the second. */
 int d9_agent_chroot_before(void);
 void d9_agent_chroot_after(int token, int ok);
 

@@ -693,8 +693,8 @@ int d9_agent_chroot_before(void)
 		d9__unlock(&start_lock);
 	}
 	t->busy = 0;
-	if (why[0] && __atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != D9__OFF &&
-		__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != D9__FAILED) {
+	int st = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
+	if (why[0] && st != D9__OFF && st != D9__FAILED) {
 		chroot_stop(why); /* before the call: the seal still sees the trace directory */
 		token = 2;
 	}

@@ -262,6 +262,17 @@ static char next_dir[sizeof(orig_dir)];
 static pthread_mutex_t retired_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct d9__file retired = { .fd = -1 };
 
+/* Closes the subdirectory descriptor the writer let go of, if any: on a program's thread, whose
+ * table the number is in. */
+static void retired_close(void)
+{
+	d9__lock(&retired_mu);
+	struct d9__file old = retired;
+	retired.fd = -1;
+	d9__unlock(&retired_mu);
+	d9__file_close(&old);
+}
+
 static void sub_let_go(struct d9__file *f)
 {
 	if (f->fd < 0 || !d9__self.fd_private) {
@@ -389,11 +400,7 @@ void d9__paths_child(void)
 
 void d9__trace_dir_release(void)
 {
-	d9__lock(&retired_mu);
-	struct d9__file old = retired;
-	retired.fd = -1;
-	d9__unlock(&retired_mu);
-	d9__file_close(&old);
+	retired_close();
 	d9__file_close(&anchor);
 	d9__file_close(&sub_next);
 	d9__file_close(&sub_cur);
@@ -427,11 +434,7 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 
 	if (!orig_dir[0])
 		snprintf(orig_dir, sizeof(orig_dir), "%s", c->dir);
-	d9__lock(&retired_mu);
-	struct d9__file old = retired;
-	retired.fd = -1;
-	d9__unlock(&retired_mu);
-	d9__file_close(&old); /* a program's thread: the number is in its table */
+	retired_close();
 	d9__file_close(&sub_next);
 	/* the directory's own user (root) goes back to the directory itself. Its descriptor is
 	 * the agent's (files.c) and held to the end: the program's close of the number waits, so

@@ -757,7 +757,9 @@ void d9__agent_thread(void *arg)
 	 * read below must not mark the program's numbers */
 	d9__self.fd_private = d9__self.fd_inherited = sp->fd_private;
 	d9__self.fs_private = sp->fs_private;
-	int filtered = d9__seccomp_filtered();
+	/* a /proc read: only when a table or a root of its own is to be made */
+	int filtered = !d9__g.cfg.agent_fds_shared || d9__g.cfg.chroot_follow ?
+		d9__seccomp_filtered() : 1;
 	/* before the thread's first descriptor of its own (fdown.c) */
 	d9__fd_private_begin(d9__g.cfg.agent_fds_shared ? 0 : filtered);
 	d9__fs_private_begin(filtered);

@@ -834,9 +834,10 @@ void *d9__writer_main(void *arg)
 		struct d9__block *q = take_queue();
 		d9__unlock(&g->pool_lock);
 
-		/* a period that ended while the writer waited for a CPU: sealed before this pass's
-		 * chunks, so a late pass puts them in the next segment rather than this one's past
-		 * its period (both go on in time order) */
+		/* a period that ended: sealed before this pass's chunks, so a pass that came late
+		 * (the writer waited for a CPU) puts them in the next segment rather than in this
+		 * one past its period. The wake above comes at the period's end; a period that ends
+		 * during the pass is sealed at the next, which that wake makes at once */
 		if (g->seg.f.fd >= 0 && g->seg.rotate_at_real_ns &&
 			d9__realtime_ns() >= g->seg.rotate_at_real_ns)
 			seg_seal();
@@ -874,9 +875,6 @@ void *d9__writer_main(void *arg)
 			seg_seal();
 			d9__flight_ended("after");
 		}
-		if (g->seg.f.fd >= 0 && g->seg.rotate_at_real_ns &&
-			d9__realtime_ns() >= g->seg.rotate_at_real_ns)
-			seg_seal();
 		if (budget_due && !stopping && d9__budget_enforce(200000000u, 0) == 0)
 			budget_due = 0;
 		if (stopping) {
