@@ -266,8 +266,10 @@ fi
 # A segment opened in the exit's own last pass, on a file system with room for all of it, is
 # written without fallocate and sealed without ftruncate (agent/writer.c, "no_reserve"): 10
 # children under strace -f, whose processes are told apart by the clone calls that made them
-# (fork: no CLONE_THREAD). The parent's own segment, opened while it runs, still takes its
-# blocks ahead and gives them back at its seal. The full-disk cases are test-agent-diskfull's.
+# (fork: no CLONE_THREAD). D9_FLUSH_INTERVAL=60s: a child that lived past one writer pass
+# (strace on a loaded machine) would have its segment opened in a periodic pass, which takes
+# blocks ahead as it should (test-agent-diskfull's prealloc cases); the case here is the segment
+# the exit's last pass opens (the parent's too, in this run).
 # The same run, child-fd-table-grown: each child's fork handler, while it is the child's only
 # thread, grows the descriptor table to the agent's high numbers (agent/files.c,
 # d9__fd_table_grow: an eventfd moved up and closed), so its first high descriptor comes
@@ -279,7 +281,7 @@ if ! command -v strace >/dev/null; then
 else
 	sd=$T/storm-strace/trace
 	mkdir -p "$T/storm-strace"
-	{ env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$sd/trace.bin" "$EXIT_WAIT" timeout -s KILL 120 \
+	{ env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$sd/trace.bin" D9_FLUSH_INTERVAL=60s "$EXIT_WAIT" timeout -s KILL 120 \
 		strace -f -qq -o "$T/storm-strace/strace" -e trace=clone,clone3,fork,vfork,fallocate,ftruncate,fcntl \
 		"$PROG" storm 10 >"$T/storm-strace/out" 2>"$T/storm-strace/err"; } 2>/dev/null
 	RC=$?

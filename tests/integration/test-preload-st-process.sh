@@ -42,7 +42,7 @@ all_gone() {
 # two_workers PID: the -w 2 parent has forked its two workers
 two_workers() { [ "$(ps -o pid= --ppid "$1" | wc -l)" = 2 ]; }
 # cpu_ms PID: CPU time (user + system) of the process's main thread in ms
-cpu_ms() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk -v hz="$(getconf CLK_TCK)" '{ print int(($12 + $13) * 1000 / hz) }'; }
+cpu_ms() { sed 's/.*) //' "/proc/$1/task/$1/stat" 2>/dev/null | awk -v hz="$(getconf CLK_TCK)" '{ print int(($12 + $13) * 1000 / hz) }'; }
 
 # ---- fork mode -----------------------------------------------------------------------------------
 read -r -d '' FORK <<'PYEOF'
