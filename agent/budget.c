@@ -95,15 +95,19 @@ static int lock_file(void)
 		err = d9__file_create(LK, path, O_RDWR);
 		if (err == -EEXIST) /* another process made it first */
 			err = d9__file_open(LK, path, O_RDWR);
-		else if (!err && stat(d9__g.cfg.dir, &st) == 0 && st.st_uid != geteuid() &&
-			geteuid() == 0)
+		else if (!err && geteuid() == 0 && stat(d9__g.cfg.dir, &st) == 0 &&
+			(st.st_uid != geteuid() || d9__trace_dir_opened()) && !d9__file_enter(LK)) {
 			/* root about to drop privileges made it in the target user's directory
 			 * (d9-uid-N, paths.c): it is that user's, as the segments there are, so the
-			 * processes that run as that user afterwards can use it */
-			if (!d9__file_enter(LK)) {
+			 * processes that run as that user afterwards can use it; in one the agent
+			 * could not give that user (no CAP_CHOWN left), open by its mode as the
+			 * directory is */
+			if (st.st_uid != geteuid())
 				(void)fchown(LK->fd, st.st_uid, st.st_gid);
-				d9__file_leave(LK);
-			}
+			else
+				(void)fchmod(LK->fd, 0666);
+			d9__file_leave(LK);
+		}
 	}
 	if (err)
 		d9__log_once(D9_LOG_WARN, "cannot use the budget lock file %s (%s): this process keeps "

@@ -247,12 +247,22 @@ static const char *open_parent(const char *dir, char *buf, size_t cap, mode_t *m
  * A process that gives up root (nginx workers become www-data) can no longer enter the trace
  * directory, which is root's and 0700. Before the drop, still privileged, the agent makes
  * <dir>/d9-uid-<uid> (0700, owned by the target user: nobody else gains any access, and the
- * target user cannot reach it by path through the 0700 parent) and keeps a descriptor of it.
+ * target user cannot reach it by path through the 0700 parent; a program without CAP_CHOWN
+ * left gets it ours and 0777, behind the same parent) and keeps a descriptor of it.
  * From then on the directory is named "/proc/self/fd/<n>": the kernel lets a process follow its
  * own descriptors there whatever its credentials, so every path-based operation of the writer,
  * the compressor and recovery works unchanged. d9-analyze given <dir> reads the d9-uid-*
  * subdirectories too. The descriptor is the agent's own: checked (device, inode) before use. */
 static struct d9__file sub_cur = { .fd = -1 }, sub_next = { .fd = -1 };
+/* A subdirectory the agent could not give to the target user (a program that gave up CAP_CHOWN
+ * before its setuid, as dnsmasq does: it keeps CAP_SETUID alone): left the agent's and opened by
+ * its mode (SUB_OPEN_MODE) instead, which only a private parent allows (trace_dir_for_uid);
+ * its maker's uid, and the user it serves. */
+#define SUB_OPEN_MODE 0777
+static struct sub_open {
+	int open;
+	uid_t maker, user;
+} sub_cur_open, sub_next_open;
 static char orig_dir[sizeof(((struct d9__config *)0)->dir)], sub_cur_name[sizeof(orig_dir)];
 static char next_dir[sizeof(orig_dir)];
 
@@ -326,7 +336,11 @@ static int subdir_ready(const struct d9__config *c, int quiet)
 	struct stat st;
 	int err = sub_check(&st);
 
-	if (!err && (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))))
+	/* the user's own and nobody else's; or the one opened by its mode for it, as it was made */
+	if (!err && (sub_cur_open.open ?
+		st.st_uid != sub_cur_open.maker || (st.st_mode & 07777) != SUB_OPEN_MODE ||
+		sub_cur_open.user != geteuid() :
+		st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))))
 		err = -EPERM;
 	if (!err && faccessat(AT_FDCWD, c->dir, W_OK | X_OK, AT_EACCESS) != 0)
 		err = -errno;
@@ -404,6 +418,7 @@ void d9__trace_dir_release(void)
 	d9__file_close(&anchor);
 	d9__file_close(&sub_next);
 	d9__file_close(&sub_cur);
+	sub_next_open.open = sub_cur_open.open = 0;
 }
 
 /* The trace directory itself, for d9__trace_dir_for_uid: opened by its name, or after a chroot
@@ -436,6 +451,7 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 		snprintf(orig_dir, sizeof(orig_dir), "%s", c->dir);
 	retired_close();
 	d9__file_close(&sub_next);
+	sub_next_open.open = 0;
 	/* the directory's own user (root) goes back to the directory itself. Its descriptor is
 	 * the agent's (files.c) and held to the end: the program's close of the number waits, so
 	 * that mkdirat and unlinkat below act in this directory only */
@@ -448,6 +464,7 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 		err = -errno;
 		goto err_dir;
 	}
+	int parent_private = !(st.st_mode & 077);
 	if (st.st_uid == uid) {
 		d9__file_leave(&dir);
 		d9__file_close(&dir);
@@ -455,7 +472,8 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 		return in_subdir(c) ? 0 : 1;
 	}
 	if (in_subdir(c) && !d9__file_enter(&sub_cur)) {
-		int there = fstat(sub_cur.fd, &st) == 0 && st.st_uid == uid;
+		int there = fstat(sub_cur.fd, &st) == 0 &&
+			(sub_cur_open.open ? sub_cur_open.user == uid : st.st_uid == uid);
 		d9__file_leave(&sub_cur);
 		if (there) {
 			d9__file_leave(&dir);
@@ -480,10 +498,26 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 	if ((err = d9__file_enter(&sub_next)) != 0)
 		goto err_sub;
 	/* one left by an earlier run is taken only when it is that user's alone, or ours to give */
-	if (fstat(sub_next.fd, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_mode & 077) ||
-		(st.st_uid != uid && st.st_uid != geteuid()))
+	uid_t me = geteuid();
+	if (fstat(sub_next.fd, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_uid != uid && st.st_uid != me))
 		err = -EPERM;
-	else if (st.st_uid != uid && fchown(sub_next.fd, uid, (gid_t)-1) != 0)
+	else if (st.st_uid == uid)
+		err = st.st_mode & 077 ? -EPERM : 0;
+	else if ((st.st_mode & 077) && (!parent_private || (st.st_mode & 07777) != SUB_OPEN_MODE))
+		err = -EPERM; /* ours, but open to others not as this code opens one */
+	else if (fchown(sub_next.fd, uid, (gid_t)-1) == 0)
+		err = (st.st_mode & 077) && fchmod(sub_next.fd, 0700) != 0 ? -errno : 0;
+	else if (errno == EPERM && parent_private) {
+		/* the program gave up CAP_CHOWN already (dnsmasq keeps only CAP_SETUID for its
+		 * setuid): the directory stays ours, with room for the user it becomes (whatever its
+		 * groups); the parent, ours and 0700, keeps everyone else out by path, and through
+		 * /proc/PID/fd only that user's own processes may follow the descriptor, as they may
+		 * follow one of a directory of theirs */
+		if (fchmod(sub_next.fd, SUB_OPEN_MODE) != 0)
+			err = -errno;
+		else
+			sub_next_open = (struct sub_open){ 1, me, uid };
+	} else
 		err = -errno;
 	d9__file_leave(&sub_next);
 	if (err)
@@ -495,6 +529,7 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 
 err_sub:
 	d9__file_close(&sub_next);
+	sub_next_open.open = 0;
 err_made:
 	if (made)
 		unlinkat(dfd, name, AT_REMOVEDIR);
@@ -505,6 +540,11 @@ err_close:
 	return err;
 }
 
+int d9__trace_dir_opened(void)
+{
+	return sub_cur.fd >= 0 && sub_cur_open.open && !strcmp(d9__g.cfg.dir, sub_cur_name);
+}
+
 void d9__trace_dir_use(struct d9__config *c)
 {
 	if (!next_dir[0])
@@ -512,13 +552,17 @@ void d9__trace_dir_use(struct d9__config *c)
 	if (sub_next.fd >= 0) {
 		sub_let_go(&sub_cur);
 		sub_cur = sub_next;
+		sub_cur_open = sub_next_open;
 		sub_next.fd = -1;
+		sub_next_open.open = 0;
 		snprintf(sub_cur_name, sizeof(sub_cur_name), "%s", next_dir);
 	}
 	snprintf(c->dir, sizeof(c->dir), "%s", next_dir);
 	next_dir[0] = 0;
-	if (strcmp(c->dir, sub_cur_name))
+	if (strcmp(c->dir, sub_cur_name)) {
 		sub_let_go(&sub_cur); /* back in the directory itself */
+		sub_cur_open.open = 0;
+	}
 }
 
 const char *d9__trace_dir_shown(const struct d9__config *c)

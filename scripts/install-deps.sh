@@ -18,6 +18,7 @@ pkgs=(
 	redis-server                                          # a real epoll server (test-real-redis.sh, make bench)
 	nginx memcached                                       # real servers: privilege drops, names (test-real-*.sh)
 	haproxy                                               # a real server whose workers chroot (test-real-haproxy.sh)
+	dnsmasq-base                                          # a real server that drops CAP_CHOWN before its setuid (test-real-dnsmasq.sh)
 	strace                                                # make bench: syscalls per request
 	libmemcached-tools                                    # make bench: memcaslap (bench-real.sh)
 	chromium                                              # viewer tests (tests/browser)

@@ -15,11 +15,16 @@
  * "jail" and "jail-late": "early" and "late" with the child changing its root directory first,
  * the way HAProxy's and bind9's workers do: chroot() (jail) or syscall(SYS_chroot) (jail-late)
  * into the empty directory $PD_JAIL, chdir("/"), then the drop.
- * Built and run by test-real-privdrop.sh; usage: priv-drop early|late|busy|jail|jail-late
- * TRACE_DIR UID GID. */
+ * "caps" and "caps-late": "early" and "late" with the child giving up every capability but
+ * CAP_SETUID after its setgid and before its setuid, the way dnsmasq does (capset, then
+ * PR_SET_KEEPCAPS, setuid, and capset again to none): the agent, at the setuid, can no longer
+ * chown a directory to the target user.
+ * Built and run by test-real-privdrop.sh; usage:
+ * priv-drop early|late|busy|jail|jail-late|caps|caps-late TRACE_DIR UID GID. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <grp.h>
 #include <stdio.h>
@@ -42,6 +47,16 @@ static void spin(int ms)
 		usleep(20);
 		clock_gettime(CLOCK_MONOTONIC, &b);
 	} while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+}
+
+/* capset(2) of this thread: effective and permitted `caps` (a mask of the first 32), nothing
+ * inheritable. */
+static int cap_keep(unsigned caps)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2] = { { caps, caps, 0 }, { 0, 0, 0 } };
+
+	return (int)syscall(SYS_capset, &h, d);
 }
 
 static int waits(int ep, int n)
@@ -104,11 +119,15 @@ static unsigned long long budget_deleted(const char *dir)
 int main(int argc, char **argv)
 {
 	if (argc != 5 || (strcmp(argv[1], "early") && strcmp(argv[1], "late") &&
-		strcmp(argv[1], "busy") && strcmp(argv[1], "jail") && strcmp(argv[1], "jail-late"))) {
-		fprintf(stderr, "usage: priv-drop early|late|busy|jail|jail-late TRACE_DIR UID GID\n");
+		strcmp(argv[1], "busy") && strcmp(argv[1], "jail") && strcmp(argv[1], "jail-late") &&
+		strcmp(argv[1], "caps") && strcmp(argv[1], "caps-late"))) {
+		fprintf(stderr, "usage: priv-drop early|late|busy|jail|jail-late|caps|caps-late "
+			"TRACE_DIR UID GID\n");
 		return 2;
 	}
-	int late = !strcmp(argv[1], "late") || !strcmp(argv[1], "jail-late");
+	int late = !strcmp(argv[1], "late") || !strcmp(argv[1], "jail-late") ||
+		!strcmp(argv[1], "caps-late");
+	int caps = !strncmp(argv[1], "caps", 4);
 	const char *jail = strncmp(argv[1], "jail", 4) ? NULL : getenv("PD_JAIL");
 	if (!strncmp(argv[1], "jail", 4) && !jail) {
 		fprintf(stderr, "priv-drop: %s needs PD_JAIL\n", argv[1]);
@@ -166,7 +185,9 @@ int main(int argc, char **argv)
 			perror("child: chroot");
 			_exit(9);
 		}
-		if (setgroups(0, NULL) || setgid(gid) || setuid(uid)) {
+		if (setgroups(0, NULL) || setgid(gid) ||
+			(caps && (cap_keep(1u << CAP_SETUID) || prctl(PR_SET_KEEPCAPS, 1))) ||
+			setuid(uid) || (caps && cap_keep(0))) {
 			perror("child: dropping privileges");
 			_exit(5);
 		}

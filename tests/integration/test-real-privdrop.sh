@@ -11,6 +11,9 @@
 #     directory; the child (only) carries the drop: from uid 0 to nobody's uid; the parent's
 #     thread is named pd-renamed (it renamed itself with prctl(PR_SET_NAME) after its segment
 #     was open, so only the rename itself can have told the agent).
+#   - privdrop-caps, privdrop-caps-late: "early" and "late" with the child giving up every
+#     capability but CAP_SETUID before its setuid, as dnsmasq does: the same checks (before,
+#     the agent could not give the child a directory, and the child recorded nothing).
 #   - privdrop-jail, privdrop-jail-late: with D9_CHROOT=follow, "early" and "late" with the
 #     child changing its root
 #     directory to an empty directory first (chroot(), then syscall(SYS_chroot)), as HAProxy's
@@ -26,7 +29,8 @@
 #     the reason, before the chroot where it can be, so the seal still sees the trace directory;
 #     nothing made in the new root.
 #   - privdrop-MODE-access: nothing is opened to others: the directory stays root's and 0700, the
-#     subdirectory is nobody's and 0700, every segment file is its writer's and 0600, and no
+#     subdirectory is nobody's and 0700 (caps: root's and 0777, which only nobody and root can
+#     reach, through the parent's 0700), every segment file is its writer's and 0600, and no
 #     temporary file is left.
 #   - privdrop-budget: "busy" (root and its dropped child record blocking calls fast, until the
 #     budget deleted a segment) under D9_MAX_TOTAL_SIZE=2M: once both ended the whole tree
@@ -60,7 +64,7 @@ fi
 # daemon in /usr/sbin can: the test directory must let it through to the binary
 chmod 0711 "$T"
 
-for mode in early late jail jail-late; do
+for mode in early late jail jail-late caps caps-late; do
 	d=$T/$mode
 	mkdir -m 0700 "$d"
 	mkdir -m 0755 "$T/$mode.jail"
@@ -83,7 +87,8 @@ import json, os, re, stat, sys
 name, mode, d, nuid, js, arc, out, err, aerr, jail = sys.argv[1:]
 nuid = int(nuid)
 jailed = mode.startswith("jail")
-mode = {"jail": "early", "jail-late": "late"}.get(mode, mode)
+capsmode = mode.startswith("caps")
+mode = {"jail": "early", "jail-late": "late", "caps": "early", "caps-late": "late"}.get(mode, mode)
 def result(case, why, info=""):
     print("FAIL %s: %s" % (case, why) if why else "PASS %s%s" % (case, ": " + info if info else ""))
 def check():
@@ -141,8 +146,11 @@ def access():
         return "%s is uid %d mode %o" % (d, st.st_uid, stat.S_IMODE(st.st_mode))
     sub = os.path.join(d, "d9-uid-%d" % nuid)
     st = os.lstat(sub)
-    if st.st_uid != nuid or stat.S_IMODE(st.st_mode) != 0o700 or not stat.S_ISDIR(st.st_mode):
-        return "%s is uid %d mode %o" % (sub, st.st_uid, stat.S_IMODE(st.st_mode))
+    # the child kept no CAP_CHOWN for its setuid (caps): the subdirectory stays root's, open by
+    # its mode to the user the child becomes, behind the parent's 0700
+    want = (0, 0o777) if capsmode else (nuid, 0o700)
+    if (st.st_uid, stat.S_IMODE(st.st_mode)) != want or not stat.S_ISDIR(st.st_mode):
+        return "%s is uid %d mode %o, expected uid %d mode %o" % (sub, st.st_uid, stat.S_IMODE(st.st_mode), want[0], want[1])
     for dd, owner_of in ((d, 0), (sub, nuid)):
         for f in os.listdir(dd):
             p = os.path.join(dd, f)
@@ -151,6 +159,10 @@ def access():
                 continue
             if ".tmp" in f or ".recovering" in f:
                 return "left behind: %s" % p
+            # caps-late: root made the budget's lock file before the drop, and could not give
+            # it to nobody either: open by its mode, as the subdirectory
+            if capsmode and f == "trace.lock" and (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o666):
+                continue
             # the sticky bit marks a finished .bin (D9_COMPRESS=auto): no access of anyone's
             if st.st_uid != owner_of or stat.S_IMODE(st.st_mode) & ~stat.S_ISVTX != 0o600:
                 return "%s is uid %d mode %o, expected uid %d 0600 (or 1600)" % (p, st.st_uid, stat.S_IMODE(st.st_mode), owner_of)
