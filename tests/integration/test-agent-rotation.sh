@@ -199,8 +199,13 @@ for mode in on off; do
 	else
 		d9_bg pid "$T/c$mode.out" "$T/c$mode.err" "${envs[@]}" D9_COMPRESS=1 -- "${args[@]}" --exit hang
 		rc=0
+		# every event in the directory first: until then the writer may still seal one more
+		# segment, which the settling below could miss
 		if ! d9_wait_for 60 grep -qs '"role":"parent"' "$T/c$mode.out"; then
 			rc="no result line from the driver"
+		elif ! d9_wait_for 60 d9_check "$T/c$mode.pre.json" --expect-n 600000 --park-every 5000 \
+			--tail-extra 1 --driver "$T/c$mode.out" "$d"; then
+			rc="not every event reached the directory within 60 s: $(head -c 300 "$T/c$mode.pre.json")"
 		elif ! d9_wait_settled "$d" gz; then
 			rc="compressor: $D9_SETTLE_ERR"
 		fi
