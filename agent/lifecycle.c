@@ -553,10 +553,18 @@ static int dir_for(uid_t euid)
 	if (st != D9__CONFIGURED && st != D9__RUNNING_)
 		goto out;
 	/* not started yet: the directory is made (0700, ours) now, with the start's checks; not
-	 * after a chroot, where the start refuses */
-	if (st == D9__CONFIGURED && (__atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE) ||
-					    d9__trace_dir_prepare(&g->cfg, 1) != 0))
-		goto out; /* the start says why */
+	 * after a chroot, where the start refuses (and says why) */
+	if (st == D9__CONFIGURED && __atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE))
+		goto out;
+	if (st == D9__CONFIGURED && d9__trace_dir_prepare(&g->cfg, 0) != 0) {
+		/* it said why, and tracing is off as at a start that fails so: the start after the
+		 * drop would only have found it could not enter the directory (squid's parent
+		 * directory writable by others once said "Permission denied"), and every later
+		 * change of user would have said it again */
+		g->state = D9__FAILED;
+		d9__enabled = 0;
+		goto out;
+	}
 	int err = d9__trace_dir_for_uid(&g->cfg, euid);
 	if (err < 0) {
 		d9__log_once(D9_LOG_WARN, "cannot prepare a trace directory for uid %u in %s (%s): what "

@@ -19,8 +19,10 @@
  * CAP_SETUID after its setgid and before its setuid, the way dnsmasq does (capset, then
  * PR_SET_KEEPCAPS, setuid, and capset again to none): the agent, at the setuid, can no longer
  * chown a directory to the target user.
+ * "fresh": "early" with no wait of the parent's before the fork: the child changes user before
+ * anything in the process recorded (the agent has not started), as squid does.
  * Built and run by test-real-privdrop.sh; usage:
- * priv-drop early|late|busy|jail|jail-late|caps|caps-late TRACE_DIR UID GID. */
+ * priv-drop early|late|busy|jail|jail-late|caps|caps-late|fresh TRACE_DIR UID GID. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <fcntl.h>
@@ -120,14 +122,14 @@ int main(int argc, char **argv)
 {
 	if (argc != 5 || (strcmp(argv[1], "early") && strcmp(argv[1], "late") &&
 		strcmp(argv[1], "busy") && strcmp(argv[1], "jail") && strcmp(argv[1], "jail-late") &&
-		strcmp(argv[1], "caps") && strcmp(argv[1], "caps-late"))) {
-		fprintf(stderr, "usage: priv-drop early|late|busy|jail|jail-late|caps|caps-late "
+		strcmp(argv[1], "caps") && strcmp(argv[1], "caps-late") && strcmp(argv[1], "fresh"))) {
+		fprintf(stderr, "usage: priv-drop early|late|busy|jail|jail-late|caps|caps-late|fresh "
 			"TRACE_DIR UID GID\n");
 		return 2;
 	}
 	int late = !strcmp(argv[1], "late") || !strcmp(argv[1], "jail-late") ||
 		!strcmp(argv[1], "caps-late");
-	int caps = !strncmp(argv[1], "caps", 4);
+	int caps = !strncmp(argv[1], "caps", 4), fresh = !strcmp(argv[1], "fresh");
 	const char *jail = strncmp(argv[1], "jail", 4) ? NULL : getenv("PD_JAIL");
 	if (!strncmp(argv[1], "jail", 4) && !jail) {
 		fprintf(stderr, "priv-drop: %s needs PD_JAIL\n", argv[1]);
@@ -164,7 +166,7 @@ int main(int argc, char **argv)
 			return 7;
 		return WIFEXITED(status) ? WEXITSTATUS(status) : 8;
 	}
-	int turns = waits(ep, 50);
+	int turns = fresh ? 0 : waits(ep, 50);
 
 	fflush(stdout);
 	pid_t pid = fork();
@@ -203,7 +205,7 @@ int main(int argc, char **argv)
 	int status;
 	if (waitpid(pid, &status, 0) != pid)
 		return 7;
-	for (int i = 0; i < 30000 && !have_segment(argv[2]); i++)
+	for (int i = 0; i < 30000 && !fresh && !have_segment(argv[2]); i++)
 		turns += waits(ep, 1);
 	prctl(PR_SET_NAME, "pd-renamed");
 	turns += waits(ep, 50);
