@@ -441,13 +441,15 @@ fi
 # ---- the cap: under ulimit -n 160 at most 20 perf descriptors; the workers beyond are counted ----
 # 16 workers at a time want 32 descriptors: some are not profiled. The agent says so once, their
 # context switches (each sleeps once) are counted as lost samples, the others' are recorded:
-# samples + lost >= workers.
+# samples + lost >= workers. --churn-barrier keeps each batch's 16 alive together once they are
+# workers, so the cap is reached on any machine (without it, whether more than 10 overlap depends
+# on how fast threads start compared with how long one lives).
 p=profile-cap
 if [ -n "$perf_off" ]; then
 	pl_skip $p "perf events cannot be opened here: ${perf_off:0:200}"
 else
 	(ulimit -n 160 && exec env D9_TRACE_PATH="$T/cap/trace.bin" D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 \
-		"$DRIVER" --churn 3000 --flush >"$T/cap.out" 2>"$T/cap.err") &
+		"$DRIVER" --churn 3000 --churn-barrier --flush >"$T/cap.out" 2>"$T/cap.err") &
 	drv=$!
 	PL_PIDS+=("$drv")
 	peak=$(python3 - "$drv" <<'PYEOF'

@@ -42,6 +42,7 @@ static struct {
 	uint64_t settle_ms;
 	uint64_t paused_drops;
 	uint64_t churn; /* --churn: worker threads created one batch after another */
+	int churn_barrier; /* --churn-barrier: a batch's workers wait for each other once workers */
 	int fill_fds; /* --fill-fds: with --churn, every free descriptor taken before the workers */
 } opt = { .threads = 1, .n = 1000, .sleep_us = 100, .exit = EXIT_RETURN };
 
@@ -344,13 +345,16 @@ static int churn_emfile, churn_open_errors; /* atomics: the host's own open() th
 
 /* --churn: a short-lived worker (with profiling on, it opens and closes its perf events). It
  * sleeps once (a context switch: an off-CPU sample with D9_SCHED_EVENTS) and opens a file of
- * its own, which must never fail for want of descriptors. */
+ * its own, which must never fail for want of descriptors. arg: NULL, or (--churn-barrier) the
+ * batch's barrier, passed once this thread is a worker: then every worker of the batch holds its
+ * perf events at the same time, however fast threads start and end on this machine. */
 static void *churn_main(void *arg)
 {
 	struct timespec ts = { 0, 100000 };
 
-	(void)arg;
 	d9_agent_become_worker();
+	if (arg)
+		pthread_barrier_wait(arg);
 	for (int i = 1; i <= 10; i++) {
 		d9_rec_poll_start((uint64_t)i, 0);
 		if (i == 5)
@@ -394,10 +398,12 @@ static void count_fds(int *all, int *perf)
 
 /* Creates opt.churn workers, 16 at a time, then reports the descriptors left open. With
  * --slow-writer the first worker starts the agent, then the writer is starved (nice 19 on CPU 0,
- * where every later worker runs too). */
+ * where every later worker runs too); with --churn-barrier a batch's workers are all alive at
+ * once. */
 static int churn(void)
 {
 	pthread_t th[16];
+	pthread_barrier_t batch;
 	int all0, perf0, all1, perf1, peak = 0, starved = -1, filled = 0;
 
 	count_fds(&all0, &perf0);
@@ -410,12 +416,16 @@ static int churn(void)
 		starved = slow_writer() == 0;
 	}
 	for (uint64_t done = 0; done < opt.churn;) {
-		int k = 0;
-		for (; k < 16 && done + (uint64_t)k < opt.churn; k++)
-			if (pthread_create(&th[k], NULL, churn_main, NULL) != 0)
+		int k = opt.churn - done < 16 ? (int)(opt.churn - done) : 16;
+		if (opt.churn_barrier && pthread_barrier_init(&batch, NULL, (unsigned)k) != 0)
+			return 1;
+		for (int i = 0; i < k; i++)
+			if (pthread_create(&th[i], NULL, churn_main, opt.churn_barrier ? &batch : NULL) != 0)
 				return 1;
 		for (int i = 0; i < k; i++)
 			pthread_join(th[i], NULL);
+		if (opt.churn_barrier)
+			pthread_barrier_destroy(&batch);
 		done += (uint64_t)k;
 		if (done % 1024 == 0) {
 			count_fds(&all1, &perf1);
@@ -568,7 +578,8 @@ static void usage(FILE *f)
 		"  --term-handler   install a host SIGTERM handler (the program then returns normally)\n"
 		"  --churn K        only create K short-lived workers (16 at a time) and report open fds\n"
 		"                   (with --slow-writer: the writer starved; --flush: flush at the end;\n"
-		"                   --fill-fds: every free descriptor taken first)\n"
+		"                   --fill-fds: every free descriptor taken first; --churn-barrier: the\n"
+		"                   16 of a batch wait for each other once workers, so all are alive at once)\n"
 		"  --close-fds DIR  a daemon closing fds 3..1023 while profiled, then opening DIR/host.*\n");
 }
 
@@ -610,6 +621,7 @@ int main(int argc, char **argv)
 		{ "churn", required_argument, NULL, 'C' },
 		{ "close-fds", required_argument, NULL, 'K' },
 		{ "fill-fds", no_argument, NULL, 'N' },
+		{ "churn-barrier", no_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -651,6 +663,7 @@ int main(int argc, char **argv)
 		case 'C': bad = parse_u64(optarg, &opt.churn) || opt.churn < 1; break;
 		case 'K': close_fds_dir = optarg; break;
 		case 'N': opt.fill_fds = 1; break;
+		case 'G': opt.churn_barrier = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: bad = 1; break;
 		}
