@@ -104,7 +104,8 @@ fi
 # count recorded later must count the events those chunks stood for (including the ones their
 # Dropped record counted), not the records they held. Threads sleep before their last event so
 # that every buffers_full count is recorded in a chunk (not left pending at thread exit).
-# The program then waits for SIGTERM (its own handler): the test frees the disk first.
+# The program then waits for SIGTERM (its own handler): the test frees the disk first. No
+# buffers_full drop where the driver could not starve the writer (pin_error) is a SKIP.
 fresh_disk mixed 0
 d9_bg pid "$T/mixed.out" "$T/mixed.err" D9_TRACE_PATH="$disk/t/trace.bin" D9_COMPRESS=0 \
 	D9_MAX_MEMORY=1M -- -t 4 -n 300000 --burst --slow-writer --settle-ms 300 --term-handler
@@ -123,7 +124,11 @@ if d9_wait_for 30 grep -qs '"role":"parent"' "$T/mixed.out"; then
 	else
 		d9_py disk-full-with-buffer-drops '
 c = one(f[0]); drv = parent(f[1])
-ev, dr = accounting(c, drv, expect_drops=True)
+ev, dr = accounting(c, drv)
+if not c["drop_reasons"].get("buffers_full") and drv.get("pin_error"):
+    skip("no buffers_full drop, and the writer was not starved: %s" % drv["pin_error"])
+if not dr:
+    fail("pid %s: no event was dropped, so this run did not test drop accounting" % drv["pid"])
 if not c["drop_reasons"].get("write_error"):
     fail("no write_error drops: %s" % c["drop_reasons"])
 info = "%d dropped: %s" % (dr, c["drop_reasons"])

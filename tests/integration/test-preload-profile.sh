@@ -343,8 +343,9 @@ fi
 
 # ---- no perf descriptor outlives its worker, even with the writer starved ------------------------
 # 2,000 short-lived workers (each sleeps once: an off-CPU sample) under `ulimit -n 1024`, every
-# thread on CPU 0 with a CPU hog there and the agent's writer at nice 19 (d9-driver
-# --slow-writer): the workers close their own descriptors, so the perf descriptors stay under the
+# thread on one CPU (the last this script may use) with a CPU hog there and the agent's writer at
+# nice 19 (d9-driver --slow-writer; a driver that could not pin or renice says why in pin_error:
+# SKIP): the workers close their own descriptors, so the perf descriptors stay under the
 # cap (1024/8) whenever sampled from outside, the host's own open() never fails with EMFILE, and
 # nothing talks about privileges. Before, the writer closed them: 12,235 were open at once (of
 # 20,000 workers; 2,000 workers hold two events each, four times the limit, when nobody closes).
@@ -356,13 +357,18 @@ if [ -n "$perf_off" ]; then
 	pl_skip $p "perf events cannot be opened here: ${perf_off:0:200}"
 elif ! command -v taskset >/dev/null; then
 	pl_skip $p "taskset is not installed (util-linux)"
+elif ! CPU=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //' | tr ',' '\n' | sed 's/.*-//' | tail -n1) ||
+	[ -z "$CPU" ]; then
+	pl_skip $p "taskset cannot read this shell's CPUs: $(taskset -pc $$ 2>&1 | head -c 200)"
 else
-	taskset -c 0 sh -c 'while :; do :; done' &
+	# the hog and every thread of the driver on $CPU, one this script may use (not CPU 0: a
+	# cpuset may leave it out)
+	taskset -c "$CPU" sh -c 'while :; do :; done' &
 	hog=$!
 	PL_PIDS+=("$hog")
 	(ulimit -n 1024 && exec env D9_TRACE_PATH="$T/churn/trace.bin" D9_CPU_PROFILE=99 \
-		D9_SCHED_EVENTS=1 taskset -c 0 "$DRIVER" --churn 2000 --slow-writer --flush \
-		>"$T/churn.out" 2>"$T/churn.err") &
+		D9_SCHED_EVENTS=1 taskset -c "$CPU" "$DRIVER" --churn 2000 --slow-writer \
+		--slow-writer-cpu "$CPU" --flush >"$T/churn.out" 2>"$T/churn.err") &
 	drv=$!
 	PL_PIDS+=("$drv")
 	# samples /proc/PID/fd until the driver exits (deadline 300 s: then it is killed)
@@ -411,6 +417,10 @@ why = []
 if r is None or st != 0 or peak[0] == "timeout":
     why.append("driver status %d, output %r, sampler %r" % (st, sys.argv[1][:200], sys.argv[2]))
 else:
+    if r["pin_error"]:
+        print("SKIP profile-churn: the driver could not starve the writer on CPU %d: %s"
+              % (r["pinned_cpu"], r["pin_error"]))
+        sys.exit(0)
     if r["threads"] != 2000:
         why.append("%d workers" % r["threads"])
     if r["writer_starved"] != 1:

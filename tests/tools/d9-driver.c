@@ -38,13 +38,14 @@ static struct {
 	uint64_t park_every, sleep_every, sleep_us;
 	enum exit_mode exit;
 	int forks, exec, burst, flush, bench, mix, phases, slow_writer, term_handler;
+	int slow_writer_cpu; /* --slow-writer-cpu: the CPU of --slow-writer, -1: the first allowed */
 	int holders, spawn_ls;
 	uint64_t settle_ms;
 	uint64_t paused_drops;
 	uint64_t churn; /* --churn: worker threads created one batch after another */
 	int churn_barrier; /* --churn-barrier: a batch's workers wait for each other once workers */
 	int fill_fds; /* --fill-fds: with --churn, every free descriptor taken before the workers */
-} opt = { .threads = 1, .n = 1000, .sleep_us = 100, .exit = EXIT_RETURN };
+} opt = { .threads = 1, .n = 1000, .sleep_us = 100, .exit = EXIT_RETURN, .slow_writer_cpu = -1 };
 
 /* One recording thread; written by its thread, read by main after the end barrier. */
 struct thr {
@@ -193,23 +194,53 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-/* --slow-writer: every thread on CPU 0 and the agent's writer at nice 19, so recording threads
- * fill the memory cap before the writer drains it; --idle-writer: the writer in SCHED_IDLE, so it
- * runs only when no recording thread can. Returns 0, or -1 when the writer thread was not found
- * (the agent is off). */
+/* What --slow-writer did, printed with the result: writer_starved 1 when it was done as asked,
+ * 0 when not (pin_error says why: a CPU this process may not use, a cpuset, ...; the test then
+ * SKIPs, for the writer may have kept up), -1 when not asked. */
+static int writer_starved = -1, pinned_cpu = -1;
+static char pin_error[128];
+
+/* The first CPU this thread may run on, or a negative errno. */
+static int first_allowed_cpu(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return -errno;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &set))
+			return c;
+	return -EINVAL;
+}
+
+/* --slow-writer: every thread on one CPU (--slow-writer-cpu, else the first this process may use)
+ * and the agent's writer at nice 19, so recording threads fill the memory cap before the writer
+ * drains it; --idle-writer: the writer in SCHED_IDLE, so it runs only when no recording thread
+ * can. Sets writer_starved and pin_error. Returns 0, -ENOENT when the writer thread was not found
+ * (the agent is off), or the negative errno of the affinity or priority call that failed. */
 static int slow_writer(void)
 {
 	struct sched_param idle = { 0 };
 	cpu_set_t one;
-	int found = 0;
+	int found = 0, err = 0;
+	int cpu = opt.slow_writer_cpu >= 0 ? opt.slow_writer_cpu : first_allowed_cpu();
 
+	writer_starved = 0;
+	if (cpu < 0 || cpu >= CPU_SETSIZE) {
+		snprintf(pin_error, sizeof(pin_error), "no CPU to pin to: %s",
+			strerror(cpu < 0 ? -cpu : EINVAL));
+		return cpu < 0 ? cpu : -EINVAL;
+	}
+	pinned_cpu = cpu;
 	CPU_ZERO(&one);
-	CPU_SET(0, &one);
+	CPU_SET(cpu, &one);
 	for (int tries = 0; tries < 200 && !found; tries++) {
 		DIR *d = opendir("/proc/self/task");
 		struct dirent *e;
-		if (!d)
-			return -1;
+		if (!d) {
+			snprintf(pin_error, sizeof(pin_error), "/proc/self/task: %s", strerror(errno));
+			return -errno;
+		}
 		while ((e = readdir(d))) {
 			if (e->d_name[0] == '.')
 				continue;
@@ -222,12 +253,20 @@ static int slow_writer(void)
 					comm[0] = 0;
 				fclose(f);
 			}
-			sched_setaffinity(tid, sizeof(one), &one);
+			/* a thread that ended since readdir (ESRCH) needs no pinning */
+			if (sched_setaffinity(tid, sizeof(one), &one) != 0 && errno != ESRCH && !err) {
+				err = -errno;
+				snprintf(pin_error, sizeof(pin_error), "sched_setaffinity(CPU %d): %s", cpu,
+					strerror(errno));
+			}
 			if (!strncmp(comm, "d9-writer", 9)) {
-				if (opt.slow_writer == 2)
-					sched_setscheduler(tid, SCHED_IDLE, &idle);
-				else
+				int r = opt.slow_writer == 2 ? sched_setscheduler(tid, SCHED_IDLE, &idle) :
 					setpriority(PRIO_PROCESS, (id_t)tid, 19);
+				if (r != 0 && !err) {
+					err = -errno;
+					snprintf(pin_error, sizeof(pin_error), "%s: %s", opt.slow_writer == 2 ?
+						"sched_setscheduler(SCHED_IDLE)" : "setpriority(19)", strerror(errno));
+				}
 				found = 1;
 			}
 		}
@@ -235,7 +274,12 @@ static int slow_writer(void)
 		if (!found)
 			sleep_us(10000); /* the writer names itself right after it starts */
 	}
-	return found ? 0 : -1;
+	if (err)
+		return err;
+	if (!found)
+		return -ENOENT;
+	writer_starved = 1;
+	return 0;
 }
 
 static void on_host_term(int sig)
@@ -336,8 +380,9 @@ static void print_result(uint64_t start_mono, uint64_t end_mono, uint64_t start_
 			WTERMSIG(kids[i].status) : 0, kids[i].timed_out);
 	printf("],\"events\":%" PRIu64 ",\"seqs\":%" PRIu64 ",\"ns_per_event\":%.2f,\"start_mono_ns\":%"
 		PRIu64 ",\"end_mono_ns\":%" PRIu64 ",\"start_real_ns\":%" PRIu64 ",\"end_real_ns\":%" PRIu64
-		",\"term_handled\":%d}\n", total, seqs, total ? (double)loop_ns / (double)total : 0.0,
-		start_mono, end_mono, start_real, end_real, (int)term_seen);
+		",\"term_handled\":%d,\"writer_starved\":%d,\"pinned_cpu\":%d,\"pin_error\":\"%s\"}\n", total,
+		seqs, total ? (double)loop_ns / (double)total : 0.0, start_mono, end_mono, start_real, end_real,
+		(int)term_seen, writer_starved, pinned_cpu, pin_error);
 	fflush(stdout);
 }
 
@@ -397,14 +442,14 @@ static void count_fds(int *all, int *perf)
 }
 
 /* Creates opt.churn workers, 16 at a time, then reports the descriptors left open. With
- * --slow-writer the first worker starts the agent, then the writer is starved (nice 19 on CPU 0,
- * where every later worker runs too); with --churn-barrier a batch's workers are all alive at
+ * --slow-writer the first worker starts the agent, then the writer is starved (nice 19 on the
+ * CPU where every later worker runs too); with --churn-barrier a batch's workers are all alive at
  * once. */
 static int churn(void)
 {
 	pthread_t th[16];
 	pthread_barrier_t batch;
-	int all0, perf0, all1, perf1, peak = 0, starved = -1, filled = 0;
+	int all0, perf0, all1, perf1, peak = 0, filled = 0;
 
 	count_fds(&all0, &perf0);
 	while (opt.fill_fds && open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0)
@@ -413,7 +458,7 @@ static int churn(void)
 		if (pthread_create(&th[0], NULL, churn_main, NULL) != 0)
 			return 1;
 		pthread_join(th[0], NULL);
-		starved = slow_writer() == 0;
+		slow_writer(); /* writer_starved, pin_error */
 	}
 	for (uint64_t done = 0; done < opt.churn;) {
 		int k = opt.churn - done < 16 ? (int)(opt.churn - done) : 16;
@@ -436,9 +481,10 @@ static int churn(void)
 	/* no wait for the writer: exited workers' descriptors are closed by the workers */
 	count_fds(&all1, &perf1);
 	printf("{\"role\":\"churn\",\"pid\":%d,\"threads\":%" PRIu64 ",\"writer_starved\":%d,"
-		"\"fds_before\":%d,\"fds_after\":%d,\"perf_fds_after\":%d,\"perf_fds_peak\":%d,"
-		"\"host_emfile\":%d,\"host_open_errors\":%d,\"filled\":%d}\n", (int)getpid(), opt.churn,
-		starved, all0, all1, perf1, peak, churn_emfile, churn_open_errors, filled);
+		"\"pinned_cpu\":%d,\"pin_error\":\"%s\",\"fds_before\":%d,\"fds_after\":%d,"
+		"\"perf_fds_after\":%d,\"perf_fds_peak\":%d,\"host_emfile\":%d,\"host_open_errors\":%d,"
+		"\"filled\":%d}\n", (int)getpid(), opt.churn, writer_starved, pinned_cpu, pin_error, all0,
+		all1, perf1, peak, churn_emfile, churn_open_errors, filled);
 	fflush(stdout);
 	if (opt.flush)
 		d9_agent_flush(10000);
@@ -569,8 +615,10 @@ static void usage(FILE *f)
 		"  --fork, --forks K  fork K times while the workers record; each child records N seqs\n"
 		"  --exec           at the end exec `ls -l /proc/self/fd` (shows leaked fds)\n"
 		"  --burst          no sleeps (parks are still recorded): record as fast as possible\n"
-		"  --slow-writer    pin every thread to CPU 0 and run the agent's writer at nice 19\n"
+		"  --slow-writer    pin every thread to one CPU and run the agent's writer at nice 19 (the\n"
+		"                   result says writer_starved 1, or 0 with pin_error when a call failed)\n"
 		"  --idle-writer    the same with the writer in SCHED_IDLE (runs only when recording waits)\n"
+		"  --slow-writer-cpu C  that CPU (default: the first this process may run on)\n"
 		"  --flush          d9_agent_flush at the end\n"
 		"  --bench          as --burst, for timing: ns_per_event is loop time / events\n"
 		"  --mix            record a poll/wake/spawn mix around each QueueSample(seq)\n"
@@ -608,6 +656,7 @@ int main(int argc, char **argv)
 		{ "burst", no_argument, NULL, 'b' },
 		{ "slow-writer", no_argument, NULL, 'w' },
 		{ "idle-writer", no_argument, NULL, 'I' },
+		{ "slow-writer-cpu", required_argument, NULL, 'U' },
 		{ "flush", no_argument, NULL, 'l' },
 		{ "bench", no_argument, NULL, 'B' },
 		{ "mix", no_argument, NULL, 'm' },
@@ -650,6 +699,7 @@ int main(int argc, char **argv)
 		case 'b': opt.burst = 1; break;
 		case 'w': opt.slow_writer = 1; break;
 		case 'I': opt.slow_writer = 2; break;
+		case 'U': bad = parse_u64(optarg, &v) || v >= CPU_SETSIZE; opt.slow_writer_cpu = (int)v; break;
 		case 'l': opt.flush = 1; break;
 		case 'B': opt.bench = 1; break;
 		case 'm': opt.mix = 1; break;
@@ -719,9 +769,11 @@ int main(int argc, char **argv)
 		if (pthread_create(&thrs[i].th, NULL, thread_main, &thrs[i]) != 0)
 			return 1;
 	}
-	if (opt.slow_writer && slow_writer() != 0)
-		fprintf(stdout, "{\"warning\":\"--slow-writer: no d9-writer thread\"}\n");
 	pthread_barrier_wait(&start_barrier);
+	/* after the barrier: the agent starts its writer at the workers' first events (before it,
+	 * there was no d9-writer to find, and the writer ran at nice 0) */
+	if (opt.slow_writer && slow_writer() == -ENOENT)
+		fprintf(stdout, "{\"warning\":\"--slow-writer: no d9-writer thread\"}\n");
 	for (int k = 0; k < opt.spawn_ls; k++) {
 		fflush(stdout);
 		pid_t pid = fork();
