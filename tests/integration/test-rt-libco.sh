@@ -290,8 +290,12 @@ with case(prefix + "-blocking") as c:
     if not on_stack("handle", frames_of(e)):
         fail("the nanosleep's stack %s has no frame in handle" % describe_frames(frames_of(e), syms, maps))
     d = poll_ns(longest_poll(blk))
-    if not near(d, tb["wall_ns"]):
-        fail("the /block coroutine's longest poll %s, the handler took %s" % (ms(d) if d else None, ms(tb["wall_ns"])))
+    # as for /burn: the handler's own time, or up to 5 ms more for a preemption in the poll's
+    # part outside the handler (parsing, the reply's write) on a loaded machine; never less
+    w = tb["wall_ns"]
+    if not (near(d, w) or (d and w <= d <= w * 1.1 + 1e6 + 5e6)):
+        fail("the /block coroutine's longest poll %s, the handler took %s (want within 10%% + 1 ms,"
+             " or up to 5 ms more)" % (ms(d) if d else None, ms(w)))
     # the event loop's callback runs in libco's main coroutine: no coroutine, the loop's stack
     if l["coroutine"] != 0 or l["duration_ns"] < 40e6 or not on_stack("loop_turn", frames_of(l)):
         fail("the loop callback's nanosleep: coroutine %d, %s, stack %s; want 0, >= 40 ms, loop_turn"
