@@ -231,22 +231,25 @@ PYEOF
 }
 
 # pl_session_quit: for st-http. On ONE keep-alive connection, polls /stats until it is the only
-# open connection (every earlier connection's coroutine has exited; 5 s at most), saves that
-# reply to $SDIR/stats.json, then sends /quit on the same connection and waits for the server to
-# exit (SRC). So the whole control session adds exactly one connection coroutine, which never
-# exits (the process exits inside it). Returns 1 (reason in PL_ERR) on any failure.
+# open connection (every earlier connection's coroutine has exited; 20 s at most, times
+# D9_TEST_SLOW), saves that reply to $SDIR/stats.json, then sends /quit on the same connection and
+# waits for the server to exit (SRC). So the whole control session adds exactly one connection
+# coroutine, which never exits (the process exits inside it). Returns 1 (reason in PL_ERR) on any
+# failure, also when other connections were still open at the deadline (the server is still
+# told to quit): tests that count coroutine exits would otherwise fail on a count, not the cause.
 pl_session_quit() {
-	if ! PL_ERR=$(python3 - "$SPORT" "$SDIR/stats.json" <<'PYEOF' 2>&1
+	if ! PL_ERR=$(python3 - "$SPORT" "$SDIR/stats.json" "$D9_SLOW" <<'PYEOF' 2>&1
 import http.client, json, sys, time
-port, out = int(sys.argv[1]), sys.argv[2]
-c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-deadline = time.time() + 20  # connections still closing on a loaded machine
+port, out, slow = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=20 * slow)
+wait = 20 * slow  # connections still closing on a loaded machine
+deadline = time.monotonic() + wait
 while True:
     c.request("GET", "/stats")
     r = c.getresponse()
     body = r.read()
     s = json.loads(body)
-    if s.get("connections_open") == 1 or time.time() > deadline:
+    if s.get("connections_open") == 1 or time.monotonic() > deadline:
         break
     time.sleep(0.05)
 with open(out, "w") as fh:
@@ -254,6 +257,8 @@ with open(out, "w") as fh:
 c.request("GET", "/quit")
 r = c.getresponse()
 b = r.read().decode()
+if s.get("connections_open") != 1:
+    sys.exit("%s connections open (want only this one) after %d s" % (s.get("connections_open"), wait))
 if b != "bye\n":
     sys.exit("quit reply %r" % b)
 PYEOF
