@@ -51,8 +51,15 @@ idle() {
 		d9_kill "$pid"
 		return
 	fi
-	# start-up work (calibration, first segment) is not idling: from when every thread waits
-	d9_wait_for 30 d9_all_asleep "$pid"
+	# start-up work (calibration, first segment) is not idling: from when every thread waits. A
+	# thread never asleep in 30 s is the busy thread this test looks for: said, with the states
+	if ! d9_wait_for 30 d9_all_asleep "$pid"; then
+		d9_fail "$name" "not every thread asleep within $((30 * D9_SLOW)) s: $(for f in /proc/"$pid"/task/*; do
+			printf '%s=%s ' "$(cat "$f/comm" 2>/dev/null)" "$(sed 's/.*) //' "$f/stat" 2>/dev/null | cut -d' ' -f1)"
+		done)"
+		d9_kill "$pid"
+		return
+	fi
 	local hz w0 c0 w1 c1
 	hz=$(getconf CLK_TCK)
 	w0=$(cpu_ticks "$pid" d9-writer) c0=$(cpu_ticks "$pid" d9-compress)
