@@ -37,6 +37,9 @@ SERVER_BIN  += $(B)/tests/direct $(B)/tests/libcount-read.so
 SERVER_BIN  += $(B)/tests/api-demo $(B)/tests/api-demo-nopie
 
 .PHONY: all deps test test-run demo bench fuzz clean golden servers
+# no intermediate file is deleted: make's "rm build/san/obj/..." after a fresh build would
+# otherwise be the last line of `make test`, after its "N passed, N failed" line
+.SECONDARY:
 all: $(B)/libd9agent.so $(B)/d9-analyze $(TOOL_BIN) $(SERVER_BIN)
 
 deps:

@@ -66,6 +66,9 @@ const char *d9__path_check(struct d9__config *c);
  * nobody else can write to (unless c->allow_shared_dir), and writable. Logs the one line about a
  * refusal itself. Returns 0 or a negative errno. */
 int d9__trace_dir_prepare(const struct d9__config *c, int quiet);
+/* The reason the last d9__trace_dir_prepare with quiet 2 refused the directory (a change of user
+ * before the agent started), or NULL. */
+const char *d9__trace_dir_refusal(void);
 /* Privilege drops (paths.c). Still privileged, before the effective uid becomes uid: prepares
  * the directory that user will write to (the trace directory for its owner, else the
  * subdirectory d9-uid-<uid>, made 0700 for that user and held open; left ours and 0777 when

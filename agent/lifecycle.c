@@ -33,6 +33,7 @@ void d9__child_trace(void);
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int chroot_said; /* the stop at the program's chroot said why tracing ends */
 static uid_t prepared_euid = (uid_t)-1; /* the trace directory was checked for this user */
+static uid_t refused_as; /* the user who refused it at a change of user before the start */
 
 /* Creates an agent thread with every signal blocked, so host signals never land on it; the
  * compressor (compress.c) is started the same way. Its argument says whether this thread has a
@@ -397,8 +398,16 @@ int d9__start(void)
 	}
 	/* a forked child of a running agent, same user: its parent made and checked the directory
 	 * (a directory removed since is made again when a segment cannot be created) */
-	if (!(g->forked && prepared_euid == geteuid()) && (err = d9__trace_dir_prepare(&g->cfg, 0)) != 0)
-		goto fail; /* it said why */
+	if (!(g->forked && prepared_euid == geteuid()) && (err = d9__trace_dir_prepare(&g->cfg, 0)) != 0) {
+		/* it said why; and why root refused it at an earlier change of user, which is often
+		 * the cause (squid, with the directory's parent writable by others, said only
+		 * "Permission denied" here, as its new user) */
+		const char *before = d9__trace_dir_refusal();
+		if (before)
+			d9__log(D9_LOG_ERROR, "before that, at the program's change of user, as uid %u: %s",
+				(unsigned)refused_as, before);
+		goto fail;
+	}
 	prepared_euid = geteuid();
 	if ((err = d9__arena_init()) != 0) {
 		d9__log(D9_LOG_ERROR, "cannot reserve %llu bytes of buffers: %s; tracing is off",
@@ -553,16 +562,13 @@ static int dir_for(uid_t euid)
 	if (st != D9__CONFIGURED && st != D9__RUNNING_)
 		goto out;
 	/* not started yet: the directory is made (0700, ours) now, with the start's checks; not
-	 * after a chroot, where the start refuses (and says why) */
+	 * after a chroot, where the start refuses (and says why). A refusal keeps its reason:
+	 * the start, as the new user, checks again (a trace directory in a directory of that
+	 * user's is fine for it: BIND's as its tests run it), and says it if it fails too */
 	if (st == D9__CONFIGURED && __atomic_load_n(&g->chrooted, __ATOMIC_ACQUIRE))
 		goto out;
-	if (st == D9__CONFIGURED && d9__trace_dir_prepare(&g->cfg, 0) != 0) {
-		/* it said why, and tracing is off as at a start that fails so: the start after the
-		 * drop would only have found it could not enter the directory (squid's parent
-		 * directory writable by others once said "Permission denied"), and every later
-		 * change of user would have said it again */
-		g->state = D9__FAILED;
-		d9__enabled = 0;
+	if (st == D9__CONFIGURED && d9__trace_dir_prepare(&g->cfg, 2) != 0) {
+		refused_as = geteuid();
 		goto out;
 	}
 	int err = d9__trace_dir_for_uid(&g->cfg, euid);

@@ -236,12 +236,21 @@ static const char *open_parent(const char *dir, char *buf, size_t cap, mode_t *m
 	return NULL;
 }
 
-/* start-up says why tracing is off; the writer, making the directory again, says so itself */
+/* start-up says why tracing is off; the writer, making the directory again, says so itself; a
+ * change of user before the start keeps the reason (quiet 2: d9__trace_dir_refusal) */
+static char refusal[8448]; /* two paths at most */
 #define DIR_ERROR(...)                                                                    \
 	do {                                                                               \
 		if (!quiet)                                                                \
 			d9__log(D9_LOG_ERROR, __VA_ARGS__);                                \
+		else if (quiet == 2)                                                       \
+			snprintf(refusal, sizeof(refusal), __VA_ARGS__);                   \
 	} while (0)
+
+const char *d9__trace_dir_refusal(void)
+{
+	return refusal[0] ? refusal : NULL;
+}
 
 /* ---- privilege drops (agent/DESIGN.md, "Privilege drops") -------------------------------------
  * A process that gives up root (nginx workers become www-data) can no longer enter the trace

@@ -33,9 +33,9 @@
 #     reach, through the parent's 0700), every segment file is its writer's and 0600, and no
 #     temporary file is left.
 #   - privdrop-refused-at-drop: a child that changes user before anything in its process recorded
-#     (squid does), with the trace directory's parent writable by others: the child's agent says
-#     once, at the drop, why it refuses the directory (before: only "Permission denied" after
-#     the drop, at every change of user); nothing is written.
+#     (squid does), with the trace directory's parent writable by others: the child's agent,
+#     which cannot enter the directory once it starts, says once why root refused it at the drop
+#     (before: only "Permission denied"); nothing is written.
 #   - privdrop-budget: "busy" (root and its dropped child record blocking calls fast, until the
 #     budget deleted a segment) under D9_MAX_TOTAL_SIZE=2M: once both ended the whole tree
 #     (root's directory and the child's d9-uid one) holds at most 2M +1%, kept by root, which may
@@ -241,18 +241,20 @@ done
 
 # ---- a trace directory refused at a drop, before the agent started ------------------------------
 # fresh: the child changes user before anything in the process recorded (squid does), and the
-# trace directory's parent is writable by others (mode 0777, not sticky). The child's agent
-# refuses the directory at the drop and says why, once, naming the parent; before, it said
-# nothing then and, once started as nobody, only "Permission denied", once per change of user.
-# The parent, which stays root, refuses it at its own start. Nothing is written.
+# trace directory's parent is writable by others (mode 0777, not sticky). At the drop the child's
+# agent, still root, refuses the directory and keeps why; its start afterwards, as nobody, cannot
+# enter it and says so, then why root refused it, naming the parent, once (before, only
+# "Permission denied"). The parent, which stays root, refuses it at its own start. Nothing is
+# written.
 d=$T/fresh-open/trace
 mkdir -m 0777 "$T/fresh-open" && mkdir -m 0700 "$d"
 timeout -s KILL 120 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" \
 	"$T/priv-drop" fresh "$d" "$NUID" "$NGID" >"$T/fresh.out" 2>"$T/fresh.err"
 rc=$?
 cpid=$(sed -n 's/^child \([0-9]*\) .*/\1/p' "$T/fresh.out")
-said=$(grep -c "^d9\[${cpid:-x}\]: refusing trace directory $d: its parent $T/fresh-open has mode 0777" "$T/fresh.err")
-other=$(grep "^d9\[${cpid:-x}\]" "$T/fresh.err" | grep -v "refusing trace directory" | head -n 2)
+said=$(grep -c "^d9\[${cpid:-x}\]: before that, at the program's change of user, as uid 0: refusing trace directory $d: its parent $T/fresh-open has mode 0777" "$T/fresh.err")
+other=$(grep "^d9\[${cpid:-x}\]" "$T/fresh.err" | grep -v -e "before that, at the program's change of user" \
+	-e "cannot write traces to $d: Permission denied" | head -n 2)
 if [ "$rc" != 0 ] || [ -z "$cpid" ]; then
 	pl_fail "$NAME-refused-at-drop" "exit status $rc: $(head -c 300 "$T/fresh.err")"
 elif [ "$said" != 1 ] || [ -n "$other" ]; then
@@ -260,7 +262,7 @@ elif [ "$said" != 1 ] || [ -n "$other" ]; then
 elif [ -n "$(ls -A "$d")" ]; then
 	pl_fail "$NAME-refused-at-drop" "files in the refused directory: $(ls -A "$d" | tr '\n' ' ')"
 else
-	pl_pass "$NAME-refused-at-drop" "the child said once why, at its drop: $(grep -m1 "^d9\[$cpid\]" "$T/fresh.err" | cut -c1-120)"
+	pl_pass "$NAME-refused-at-drop" "the child said once why root refused it: $(grep -m1 "^d9\[$cpid\]: before" "$T/fresh.err" | cut -c1-120)"
 fi
 
 # ---- one budget for the tree ---------------------------------------------------------------------
