@@ -90,24 +90,25 @@ static int lock_file(void)
 		st.st_dev == LK->dev && st.st_ino == LK->ino)
 		return 0;
 	d9__file_close(LK);
+	/* root, just before a drop, in a subdirectory it could not give to the user (paths.c's
+	 * ACL form): a lock file of root's there would be no use to that user, whose process makes
+	 * its own after the drop; until then this process keeps the budget alone, quietly */
+	if (geteuid() == 0 && d9__trace_dir_opened())
+		return -EAGAIN;
 	int err = d9__file_open(LK, path, O_RDWR);
 	if (err == -ENOENT) {
 		err = d9__file_create(LK, path, O_RDWR);
 		if (err == -EEXIST) /* another process made it first */
 			err = d9__file_open(LK, path, O_RDWR);
-		else if (!err && geteuid() == 0 && stat(d9__g.cfg.dir, &st) == 0 &&
-			(st.st_uid != geteuid() || d9__trace_dir_opened()) && !d9__file_enter(LK)) {
+		else if (!err && stat(d9__g.cfg.dir, &st) == 0 && st.st_uid != geteuid() &&
+			geteuid() == 0)
 			/* root about to drop privileges made it in the target user's directory
 			 * (d9-uid-N, paths.c): it is that user's, as the segments there are, so the
-			 * processes that run as that user afterwards can use it; in one the agent
-			 * could not give that user (no CAP_CHOWN left), open by its mode as the
-			 * directory is */
-			if (st.st_uid != geteuid())
+			 * processes that run as that user afterwards can use it */
+			if (!d9__file_enter(LK)) {
 				(void)fchown(LK->fd, st.st_uid, st.st_gid);
-			else
-				(void)fchmod(LK->fd, 0666);
-			d9__file_leave(LK);
-		}
+				d9__file_leave(LK);
+			}
 	}
 	if (err)
 		d9__log_once(D9_LOG_WARN, "cannot use the budget lock file %s (%s): this process keeps "
@@ -304,7 +305,8 @@ const char *d9__seg_parse(const char *name, long *pid, long *seq)
 }
 
 /* Root only: takes d9-uid-N (N > 0) of the trace directory into the scan when it is a real
- * directory of N that nobody else can write to (what paths.c made for a privilege drop). */
+ * directory of N that nobody else can write to, or root's with the ACL that lets N alone in (what
+ * paths.c made for a privilege drop; only N's files in it are counted, as everywhere). */
 static void scan_subdir(struct scan *sc, const char *name, uid_t uid)
 {
 	struct d9__agent *g = &d9__g;
@@ -317,9 +319,18 @@ static void scan_subdir(struct scan *sc, const char *name, uid_t uid)
 	snprintf(path, sizeof(path), "%.2047s/%.255s", g->cfg.dir, name);
 	if (d9__dir_open(f, AT_FDCWD, path, 0, &st))
 		return;
-	if (st.st_uid != uid || (st.st_mode & 022)) {
+	if ((st.st_uid != uid || (st.st_mode & 022)) &&
+		(st.st_uid != 0 || (st.st_mode & 07777) != 0770 || d9__file_enter(f) != 0)) {
 		d9__file_close(f);
 		return;
+	}
+	if (st.st_uid != uid) {
+		int acl = d9__dir_acl_is_for(f->fd, NULL, uid);
+		d9__file_leave(f);
+		if (!acl) {
+			d9__file_close(f);
+			return;
+		}
 	}
 	sc->uid[sc->ndirs] = uid;
 	sc->ndirs++;

@@ -71,12 +71,14 @@ int d9__trace_dir_prepare(const struct d9__config *c, int quiet);
 const char *d9__trace_dir_refusal(void);
 /* Privilege drops (paths.c). Still privileged, before the effective uid becomes uid: prepares
  * the directory that user will write to (the trace directory for its owner, else the
- * subdirectory d9-uid-<uid>, made 0700 for that user and held open; left ours and 0777 when
- * the program kept no CAP_CHOWN, in a parent others cannot enter). Returns 0 (call
- * d9__trace_dir_use to switch), 1 (nothing to change) or a negative errno. */
+ * subdirectory d9-uid-<uid>, made 0700 for that user and held open; left root's with an ACL
+ * that lets that user alone in when the program kept no CAP_CHOWN, in root's 0700 directory).
+ * Returns 0 (call d9__trace_dir_use to switch), 1 (nothing to change) or a negative errno. */
 int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid);
-/* Whether the trace directory in use is such a subdirectory left ours, open by its mode. */
+/* Whether the trace directory in use is such a subdirectory left root's, in the ACL form. */
 int d9__trace_dir_opened(void);
+/* 1 when the directory (fd, or path when fd < 0) has exactly the ACL of that form for uid. */
+int d9__dir_acl_is_for(int fd, const char *path, uid_t uid);
 /* Before the program's chroot, on its thread: holds a descriptor of the trace directory, through
  * which a later d9__trace_dir_for_uid works in the new root. 0; the directory's mode when others
  * have any access to it (its descriptor would lead out of the jail); or a negative errno. */

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 /* The message of d9__path_check when it names a part of the path (load time: one thread). */
@@ -257,21 +258,52 @@ const char *d9__trace_dir_refusal(void)
  * directory, which is root's and 0700. Before the drop, still privileged, the agent makes
  * <dir>/d9-uid-<uid> (0700, owned by the target user: nobody else gains any access, and the
  * target user cannot reach it by path through the 0700 parent; a program without CAP_CHOWN
- * left gets it ours and 0777, behind the same parent) and keeps a descriptor of it.
+ * left gets it root's, with an ACL that lets that user alone in) and keeps a descriptor of it.
  * From then on the directory is named "/proc/self/fd/<n>": the kernel lets a process follow its
  * own descriptors there whatever its credentials, so every path-based operation of the writer,
  * the compressor and recovery works unchanged. d9-analyze given <dir> reads the d9-uid-*
  * subdirectories too. The descriptor is the agent's own: checked (device, inode) before use. */
 static struct d9__file sub_cur = { .fd = -1 }, sub_next = { .fd = -1 };
-/* A subdirectory the agent could not give to the target user (a program that gave up CAP_CHOWN
- * before its setuid, as dnsmasq does: it keeps CAP_SETUID alone): left the agent's and opened by
- * its mode (SUB_OPEN_MODE) instead, which only a private parent allows (trace_dir_for_uid);
- * its maker's uid, and the user it serves. */
-#define SUB_OPEN_MODE 0777
+/* A subdirectory root could not give to the target user (a program that gave up CAP_CHOWN before
+ * its setuid, as dnsmasq does: it keeps CAP_SETUID alone): left root's, with an access ACL that
+ * lets that user alone in (trace_dir_for_uid; an owner sets its file's ACL with no capability),
+ * only in root's 0700 trace directory; the user it serves. */
 static struct sub_open {
 	int open;
-	uid_t maker, user;
+	uid_t user;
 } sub_cur_open, sub_next_open;
+
+/* The ACL of such a directory, as the kernel keeps it (system.posix_acl_access, little-endian):
+ * the owner rwx, that user rwx, the owning group and others nothing, mask rwx: mode 0770. */
+#define ACL_XATTR "system.posix_acl_access"
+#define SUB_ACL_MODE 0770
+struct acl_entry {
+	uint16_t tag, perm;
+	uint32_t id;
+};
+struct acl_bytes {
+	uint32_t version;
+	struct acl_entry e[5];
+};
+_Static_assert(sizeof(struct acl_bytes) == 44, "the kernel's posix_acl_xattr layout");
+
+static void acl_for(struct acl_bytes *a, uid_t uid)
+{
+	*a = (struct acl_bytes){ 2, { { 0x01, 7, (uint32_t)-1 }, { 0x02, 7, uid },
+		{ 0x04, 0, (uint32_t)-1 }, { 0x10, 7, (uint32_t)-1 }, { 0x20, 0, (uint32_t)-1 } } };
+}
+
+int d9__dir_acl_is_for(int fd, const char *path, uid_t uid)
+{
+	struct acl_bytes want, got;
+	ssize_t n;
+
+	acl_for(&want, uid);
+	memset(&got, 0, sizeof(got));
+	n = fd >= 0 ? fgetxattr(fd, ACL_XATTR, &got, sizeof(got)) :
+		getxattr(path, ACL_XATTR, &got, sizeof(got));
+	return n == (ssize_t)sizeof(got) && !memcmp(&got, &want, sizeof(got));
+}
 static char orig_dir[sizeof(((struct d9__config *)0)->dir)], sub_cur_name[sizeof(orig_dir)];
 static char next_dir[sizeof(orig_dir)];
 
@@ -345,10 +377,10 @@ static int subdir_ready(const struct d9__config *c, int quiet)
 	struct stat st;
 	int err = sub_check(&st);
 
-	/* the user's own and nobody else's; or the one opened by its mode for it, as it was made */
+	/* the user's own and nobody else's; or root's with the ACL that lets that user alone in */
 	if (!err && (sub_cur_open.open ?
-		st.st_uid != sub_cur_open.maker || (st.st_mode & 07777) != SUB_OPEN_MODE ||
-		sub_cur_open.user != geteuid() :
+		st.st_uid != 0 || (st.st_mode & 07777) != SUB_ACL_MODE ||
+		sub_cur_open.user != geteuid() || !d9__dir_acl_is_for(-1, c->dir, geteuid()) :
 		st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))))
 		err = -EPERM;
 	if (!err && faccessat(AT_FDCWD, c->dir, W_OK | X_OK, AT_EACCESS) != 0)
@@ -449,6 +481,27 @@ static int orig_open(struct d9__file *dir)
 	return d9__file_take(dir, fd, AT_FDCWD, orig_dir);
 }
 
+/* Gives the directory fd (ours: 0700, or already in the ACL form) to uid: 0 once it is uid's and
+ * 0700; 1 when it is left ours in the ACL form that lets uid alone in; or a negative errno. The
+ * program may have given up CAP_CHOWN already (dnsmasq keeps only CAP_SETUID for its setuid): then,
+ * and only as root in root's directory that nobody else may enter (parent_private), the ACL
+ * form. An owner needs no capability to change its directory's mode and ACL, so they are undone
+ * before the chown (which needs CAP_CHOWN) and set again when it fails. */
+static int sub_give(int fd, uid_t uid, int acl_form, int parent_private)
+{
+	struct acl_bytes acl;
+
+	if (acl_form && (fremovexattr(fd, ACL_XATTR) != 0 || fchmod(fd, 0700) != 0))
+		return -errno;
+	if (fchown(fd, uid, (gid_t)-1) == 0)
+		return 0;
+	int err = -errno;
+	if (err != -EPERM || !parent_private)
+		return err;
+	acl_for(&acl, uid);
+	return fsetxattr(fd, ACL_XATTR, &acl, sizeof(acl), 0) == 0 ? 1 : -errno;
+}
+
 int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 {
 	char name[32];
@@ -473,7 +526,8 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 		err = -errno;
 		goto err_dir;
 	}
-	int parent_private = !(st.st_mode & 077);
+	/* the ACL form below only as root, in root's directory that no one else may enter */
+	int parent_private = geteuid() == 0 && st.st_uid == 0 && !(st.st_mode & 077);
 	if (st.st_uid == uid) {
 		d9__file_leave(&dir);
 		d9__file_close(&dir);
@@ -506,28 +560,23 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 		goto err_made;
 	if ((err = d9__file_enter(&sub_next)) != 0)
 		goto err_sub;
-	/* one left by an earlier run is taken only when it is that user's alone, or ours to give */
+	/* one left by an earlier run is taken only when it is that user's alone, or ours to give
+	 * (0700, or in the ACL form below for that very user) */
 	uid_t me = geteuid();
+	int acl_form = 0;
 	if (fstat(sub_next.fd, &st) != 0 || !S_ISDIR(st.st_mode) || (st.st_uid != uid && st.st_uid != me))
 		err = -EPERM;
 	else if (st.st_uid == uid)
 		err = st.st_mode & 077 ? -EPERM : 0;
-	else if ((st.st_mode & 077) && (!parent_private || (st.st_mode & 07777) != SUB_OPEN_MODE))
-		err = -EPERM; /* ours, but open to others not as this code opens one */
-	else if (fchown(sub_next.fd, uid, (gid_t)-1) == 0)
-		err = (st.st_mode & 077) && fchmod(sub_next.fd, 0700) != 0 ? -errno : 0;
-	else if (errno == EPERM && parent_private) {
-		/* the program gave up CAP_CHOWN already (dnsmasq keeps only CAP_SETUID for its
-		 * setuid): the directory stays ours, with room for the user it becomes (whatever its
-		 * groups); the parent, ours and 0700, keeps everyone else out by path, and through
-		 * /proc/PID/fd only that user's own processes may follow the descriptor, as they may
-		 * follow one of a directory of theirs */
-		if (fchmod(sub_next.fd, SUB_OPEN_MODE) != 0)
-			err = -errno;
-		else
-			sub_next_open = (struct sub_open){ 1, me, uid };
-	} else
-		err = -errno;
+	else if ((st.st_mode & 077) && !(acl_form = parent_private &&
+			(st.st_mode & 07777) == SUB_ACL_MODE && d9__dir_acl_is_for(sub_next.fd, NULL, uid)))
+		err = -EPERM; /* ours, but open to others, not as below */
+	else
+		err = sub_give(sub_next.fd, uid, acl_form, parent_private);
+	if (err == 1) {
+		sub_next_open = (struct sub_open){ 1, uid };
+		err = 0;
+	}
 	d9__file_leave(&sub_next);
 	if (err)
 		goto err_sub;

@@ -19,6 +19,7 @@
  * CAP_SETUID after its setgid and before its setuid, the way dnsmasq does (capset, then
  * PR_SET_KEEPCAPS, setuid, and capset again to none): the agent, at the setuid, can no longer
  * chown a directory to the target user.
+ * "busy-caps": "busy" with the child's drop as in "caps".
  * "fresh": "early" with no wait of the parent's before the fork: the child changes user before
  * anything in the process recorded (the agent has not started), as squid does.
  * Built and run by test-real-privdrop.sh; usage:
@@ -122,14 +123,16 @@ int main(int argc, char **argv)
 {
 	if (argc != 5 || (strcmp(argv[1], "early") && strcmp(argv[1], "late") &&
 		strcmp(argv[1], "busy") && strcmp(argv[1], "jail") && strcmp(argv[1], "jail-late") &&
-		strcmp(argv[1], "caps") && strcmp(argv[1], "caps-late") && strcmp(argv[1], "fresh"))) {
-		fprintf(stderr, "usage: priv-drop early|late|busy|jail|jail-late|caps|caps-late|fresh "
-			"TRACE_DIR UID GID\n");
+		strcmp(argv[1], "caps") && strcmp(argv[1], "caps-late") && strcmp(argv[1], "fresh") &&
+		strcmp(argv[1], "busy-caps"))) {
+		fprintf(stderr, "usage: priv-drop early|late|busy|busy-caps|jail|jail-late|caps|"
+			"caps-late|fresh TRACE_DIR UID GID\n");
 		return 2;
 	}
 	int late = !strcmp(argv[1], "late") || !strcmp(argv[1], "jail-late") ||
 		!strcmp(argv[1], "caps-late");
-	int caps = !strncmp(argv[1], "caps", 4), fresh = !strcmp(argv[1], "fresh");
+	int caps = !strncmp(argv[1], "caps", 4) || !strcmp(argv[1], "busy-caps");
+	int fresh = !strcmp(argv[1], "fresh");
 	const char *jail = strncmp(argv[1], "jail", 4) ? NULL : getenv("PD_JAIL");
 	if (!strncmp(argv[1], "jail", 4) && !jail) {
 		fprintf(stderr, "priv-drop: %s needs PD_JAIL\n", argv[1]);
@@ -138,7 +141,7 @@ int main(int argc, char **argv)
 	uid_t uid = (uid_t)atoi(argv[3]);
 	gid_t gid = (gid_t)atoi(argv[4]);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
-	if (!strcmp(argv[1], "busy")) {
+	if (!strncmp(argv[1], "busy", 4)) {
 		int status, stop[2];
 		prctl(PR_SET_TIMERSLACK, 1UL); /* 20 us sleeps, not 70 (the default 50 us slack) */
 		if (pipe2(stop, O_CLOEXEC))
@@ -148,7 +151,9 @@ int main(int argc, char **argv)
 			return 3;
 		if (pid == 0) {
 			close(stop[1]);
-			if (setgroups(0, NULL) || setgid(gid) || setuid(uid))
+			if (setgroups(0, NULL) || setgid(gid) ||
+				(caps && (cap_keep(1u << CAP_SETUID) || prctl(PR_SET_KEEPCAPS, 1))) ||
+				setuid(uid) || (caps && cap_keep(0)))
 				_exit(5);
 			waits(ep, 1);
 			/* until the parent closes its end (EOF), 30 s at most */

@@ -12,8 +12,8 @@
 #   - dnsmasq-turns: its loop turns (generic mode: a poll loop) number about the queries it
 #     answered (dnsmasq reads one datagram a turn): at least 90% of them and at most 110% + 50.
 #   - dnsmasq-access: nothing is opened to others: the trace directory stays root's and 0700; the
-#     subdirectory is the agent's (root's) and 0777, reachable only through that parent; every
-#     segment file is the user's and 0600.
+#     subdirectory is root's, 0770 with an ACL that lets the user alone in; every segment file is
+#     the user's and 0600.
 # Skips (counted, with the reason) without dnsmasq or dnsperf, or when not root.
 set -u
 # shellcheck source=lib-preload.sh
@@ -77,7 +77,7 @@ d9_wait_settled "$T/trace/d9-uid-$NUID" || true # sealed: a compression the exit
 arc=$?
 python3 - "$NAME" "$T/summary.json" "$arc" "$DPID" "$NUID" "$answered" "$T/analyze.err" \
 	"$T/trace" <<'PY'
-import json, os, stat, sys
+import json, os, stat, struct, sys
 name, js, arc, dpid, nuid, answered, aerr, d = sys.argv[1:]
 dpid, nuid, answered = int(dpid), int(nuid), int(answered)
 sub = os.path.join(d, "d9-uid-%d" % nuid)
@@ -113,8 +113,13 @@ def access():
     if not os.path.isdir(sub):
         return "no %s" % sub
     st = os.lstat(sub)
-    if not stat.S_ISDIR(st.st_mode) or (st.st_uid, stat.S_IMODE(st.st_mode)) != (0, 0o777):
-        return "%s is uid %d mode %o, expected root's 0777" % (sub, st.st_uid, stat.S_IMODE(st.st_mode))
+    if not stat.S_ISDIR(st.st_mode) or (st.st_uid, stat.S_IMODE(st.st_mode)) != (0, 0o770):
+        return "%s is uid %d mode %o, expected root's 0770" % (sub, st.st_uid, stat.S_IMODE(st.st_mode))
+    acl = os.getxattr(sub, "system.posix_acl_access")
+    ents = [struct.unpack_from("<HHI", acl, 4 + 8 * i) for i in range((len(acl) - 4) // 8)]
+    want = [(1, 7, 0xffffffff), (2, 7, nuid), (4, 0, 0xffffffff), (0x10, 7, 0xffffffff), (0x20, 0, 0xffffffff)]
+    if ents != want:
+        return "%s has the ACL %s, expected the user %d alone (%s)" % (sub, ents, nuid, want)
     for f in os.listdir(sub):
         st = os.lstat(os.path.join(sub, f))
         # the sticky bit marks a finished .bin (D9_COMPRESS=auto): no access of anyone's

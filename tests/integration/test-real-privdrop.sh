@@ -29,14 +29,14 @@
 #     the reason, before the chroot where it can be, so the seal still sees the trace directory;
 #     nothing made in the new root.
 #   - privdrop-MODE-access: nothing is opened to others: the directory stays root's and 0700, the
-#     subdirectory is nobody's and 0700 (caps: root's and 0777, which only nobody and root can
-#     reach, through the parent's 0700), every segment file is its writer's and 0600, and no
-#     temporary file is left.
+#     subdirectory is nobody's and 0700 (caps: root's, 0770 with an ACL that lets nobody alone
+#     in), every segment file is its writer's and 0600, and no temporary file is left.
 #   - privdrop-refused-at-drop: a child that changes user before anything in its process recorded
 #     (squid does), with the trace directory's parent writable by others: the child's agent,
 #     which cannot enter the directory once it starts, says once why root refused it at the drop
 #     (before: only "Permission denied"); nothing is written.
-#   - privdrop-budget: "busy" (root and its dropped child record blocking calls fast, until the
+#   - privdrop-budget, privdrop-budget-caps: "busy" (and "busy-caps": the child's drop as in
+#     caps, its directory root's with an ACL) (root and its dropped child record blocking calls fast, until the
 #     budget deleted a segment) under D9_MAX_TOTAL_SIZE=2M: once both ended the whole tree
 #     (root's directory and the child's d9-uid one) holds at most 2M +1%, kept by root, which may
 #     delete in both; deletions counted.
@@ -87,7 +87,7 @@ for mode in early late jail jail-late caps caps-late; do
 	arc=$?
 	python3 - "$NAME-$mode" "$mode" "$d" "$NUID" "$T/$mode.json" "$arc" "$T/$mode.out" \
 		"$T/$mode.err" "$T/$mode.aerr" "$T/$mode.jail" <<'PY'
-import json, os, re, stat, sys
+import json, os, re, stat, struct, sys
 name, mode, d, nuid, js, arc, out, err, aerr, jail = sys.argv[1:]
 nuid = int(nuid)
 jailed = mode.startswith("jail")
@@ -150,11 +150,18 @@ def access():
         return "%s is uid %d mode %o" % (d, st.st_uid, stat.S_IMODE(st.st_mode))
     sub = os.path.join(d, "d9-uid-%d" % nuid)
     st = os.lstat(sub)
-    # the child kept no CAP_CHOWN for its setuid (caps): the subdirectory stays root's, open by
-    # its mode to the user the child becomes, behind the parent's 0700
-    want = (0, 0o777) if capsmode else (nuid, 0o700)
+    # the child kept no CAP_CHOWN for its setuid (caps): the subdirectory stays root's, with an
+    # ACL that lets that user alone in (mode 0770: the group bits are the ACL's mask)
+    want = (0, 0o770) if capsmode else (nuid, 0o700)
     if (st.st_uid, stat.S_IMODE(st.st_mode)) != want or not stat.S_ISDIR(st.st_mode):
         return "%s is uid %d mode %o, expected uid %d mode %o" % (sub, st.st_uid, stat.S_IMODE(st.st_mode), want[0], want[1])
+    if capsmode:
+        acl = os.getxattr(sub, "system.posix_acl_access")
+        # version 2; user obj rwx, user nobody rwx, group obj ---, mask rwx, other ---
+        ents = [struct.unpack_from("<HHI", acl, 4 + 8 * i) for i in range((len(acl) - 4) // 8)]
+        want_acl = [(1, 7, 0xffffffff), (2, 7, nuid), (4, 0, 0xffffffff), (0x10, 7, 0xffffffff), (0x20, 0, 0xffffffff)]
+        if acl[:4] != b"\x02\0\0\0" or ents != want_acl:
+            return "%s has the ACL %s, expected %s" % (sub, ents, want_acl)
     for dd, owner_of in ((d, 0), (sub, nuid)):
         for f in os.listdir(dd):
             p = os.path.join(dd, f)
@@ -163,10 +170,6 @@ def access():
                 continue
             if ".tmp" in f or ".recovering" in f:
                 return "left behind: %s" % p
-            # caps-late: root made the budget's lock file before the drop, and could not give
-            # it to nobody either: open by its mode, as the subdirectory
-            if capsmode and f == "trace.lock" and (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o666):
-                continue
             # the sticky bit marks a finished .bin (D9_COMPRESS=auto): no access of anyone's
             if st.st_uid != owner_of or stat.S_IMODE(st.st_mode) & ~stat.S_ISVTX != 0o600:
                 return "%s is uid %d mode %o, expected uid %d 0600 (or 1600)" % (p, st.st_uid, stat.S_IMODE(st.st_mode), owner_of)
@@ -274,18 +277,20 @@ fi
 # keeps its d9-uid directory within the budget; root, which ends last, keeps the whole tree (both
 # directories) within it. Once both ended: at most 2M +1% in the tree, deletions counted; a run
 # that wrote too little to need the budget tests nothing (SKIP).
-d=$T/busy
-mkdir -m 0700 "$d"
-timeout -s KILL 120 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" D9_FLUSH_INTERVAL=50ms \
-	D9_BLOCKING_THRESHOLD=10us D9_MAX_TOTAL_SIZE=2M D9_MAX_FILE_SIZE=1M D9_ROTATION_PERIOD=1s \
-	D9_COMPRESS=0 \
-	"$T/priv-drop" busy "$d" "$NUID" "$NGID" >"$T/busy.out" 2>"$T/busy.err"
-rc=$?
-if [ "$rc" != 0 ]; then
-	pl_fail "$NAME-budget" "exit status $rc: $(head -c 300 "$T/busy.err")"
-else
-	"$PL_ANALYZE" summary --json "$d" >"$T/busy.json" 2>"$T/busy.aerr"
-	python3 - "$NAME-budget" "$d" "$T/busy.json" <<'PY'
+for bm in busy busy-caps; do
+	bname=budget${bm#busy}
+	d=$T/$bm
+	mkdir -m 0700 "$d"
+	timeout -s KILL 120 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" D9_FLUSH_INTERVAL=50ms \
+		D9_BLOCKING_THRESHOLD=10us D9_MAX_TOTAL_SIZE=2M D9_MAX_FILE_SIZE=1M D9_ROTATION_PERIOD=1s \
+		D9_COMPRESS=0 \
+		"$T/priv-drop" "$bm" "$d" "$NUID" "$NGID" >"$T/$bm.out" 2>"$T/$bm.err"
+	rc=$?
+	if [ "$rc" != 0 ]; then
+		pl_fail "$NAME-$bname" "exit status $rc: $(head -c 300 "$T/$bm.err")"
+	else
+		"$PL_ANALYZE" summary --json "$d" >"$T/$bm.json" 2>"$T/$bm.aerr"
+		python3 - "$NAME-$bname" "$d" "$T/$bm.json" <<'PY'
 import json, os, sys
 name, d, js = sys.argv[1:]
 total = files = 0
@@ -310,13 +315,14 @@ elif not deleted:
 else:
     print("PASS %s: %d bytes in %d files (%s) after %d segment(s) deleted" % (name, total, files, where, deleted))
 PY
-	# the child's stacks after its drop are unwound with DWARF: a process that changed its
-	# credentials is not dumpable and the kernel refuses its /proc/PID/auxv, which libdw's
-	# module report reads first; the agent then reads the modules from /proc/self/maps. Before,
-	# the child's BlockingCall stacks held one frame (spin: priv-drop is built -O1, without
-	# frame pointers) and stderr said "cannot read the module map".
-	"$PL_ANALYZE" jsonl "$d" 2>/dev/null | grep '"BlockingCall"' >"$T/busy.calls"
-	python3 - "$NAME-stacks" "$d" "$T/busy.calls" "$T/busy.err" <<'PY'
+		[ "$bm" = busy ] || continue
+		# the child's stacks after its drop are unwound with DWARF: a process that changed its
+		# credentials is not dumpable and the kernel refuses its /proc/PID/auxv, which libdw's
+		# module report reads first; the agent then reads the modules from /proc/self/maps. Before,
+		# the child's BlockingCall stacks held one frame (spin: priv-drop is built -O1, without
+		# frame pointers) and stderr said "cannot read the module map".
+		"$PL_ANALYZE" jsonl "$d" 2>/dev/null | grep '"BlockingCall"' >"$T/busy.calls"
+		python3 - "$NAME-stacks" "$d" "$T/busy.calls" "$T/busy.err" <<'PY'
 import json, os, re, sys
 name, d, calls, err = sys.argv[1:]
 kids = set()
@@ -334,4 +340,5 @@ if not kids or len(mine) < 100 or len(deep) < 0.9 * len(mine) or said:
 else:
     print("PASS %s: %d of the dropped child's %d BlockingCall stacks reach main" % (name, len(deep), len(mine)))
 PY
-fi
+	fi
+done
