@@ -20,6 +20,10 @@
  * PR_SET_KEEPCAPS, setuid, and capset again to none): the agent, at the setuid, can no longer
  * chown a directory to the target user.
  * "busy-caps": "busy" with the child's drop as in "caps".
+ * "nocaps": no child; the process waits (the agent starts its threads), gives up every
+ * capability on its own thread while staying root, then makes set*id calls the kernel refuses it
+ * (EPERM), and calls that need no capability: prints "nocaps ok" when each gave what the kernel
+ * gives a single thread (glibc aborts a process whose threads' results differ).
  * "fresh": "early" with no wait of the parent's before the fork: the child changes user before
  * anything in the process recorded (the agent has not started), as squid does.
  * Built and run by test-real-privdrop.sh; usage:
@@ -124,9 +128,9 @@ int main(int argc, char **argv)
 	if (argc != 5 || (strcmp(argv[1], "early") && strcmp(argv[1], "late") &&
 		strcmp(argv[1], "busy") && strcmp(argv[1], "jail") && strcmp(argv[1], "jail-late") &&
 		strcmp(argv[1], "caps") && strcmp(argv[1], "caps-late") && strcmp(argv[1], "fresh") &&
-		strcmp(argv[1], "busy-caps"))) {
+		strcmp(argv[1], "busy-caps") && strcmp(argv[1], "nocaps"))) {
 		fprintf(stderr, "usage: priv-drop early|late|busy|busy-caps|jail|jail-late|caps|"
-			"caps-late|fresh TRACE_DIR UID GID\n");
+			"caps-late|fresh|nocaps TRACE_DIR UID GID\n");
 		return 2;
 	}
 	int late = !strcmp(argv[1], "late") || !strcmp(argv[1], "jail-late") ||
@@ -141,6 +145,46 @@ int main(int argc, char **argv)
 	uid_t uid = (uid_t)atoi(argv[3]);
 	gid_t gid = (gid_t)atoi(argv[4]);
 	int ep = epoll_create1(EPOLL_CLOEXEC);
+	if (!strcmp(argv[1], "nocaps")) {
+		waits(ep, 20);
+		for (int i = 0; i < 30000 && !have_segment(argv[2]); i++)
+			waits(ep, 1); /* the agent runs: its threads are the process's */
+		if (cap_keep(0))
+			return 3;
+		gid_t g1 = gid;
+		struct {
+			const char *what;
+			int r;
+		} refused[] = {
+			{ "setgroups", setgroups(1, &g1) },
+			{ "initgroups", initgroups("root", gid) },
+			{ "setgid", setgid(gid) },
+			{ "setegid", setegid(gid) },
+			{ "setregid", setregid(gid, gid) },
+			{ "setresgid", setresgid(gid, gid, gid) },
+			{ "setuid", setuid(uid) },
+			{ "seteuid", seteuid(uid) },
+			{ "setreuid", setreuid((uid_t)-1, uid) },
+			{ "setresuid", setresuid(uid, uid, uid) },
+		};
+		for (unsigned i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+			if (refused[i].r != -1) {
+				fprintf(stderr, "nocaps: %s returned %d, not -1\n", refused[i].what,
+					refused[i].r);
+				return 4;
+			}
+		/* what needs no capability: to the ids it has (-1: unchanged) */
+		if (setuid(0) || seteuid(0) || setresuid((uid_t)-1, 0, (uid_t)-1) || setgid(0) ||
+			setreuid(0, 0)) {
+			perror("nocaps: a change to its own ids");
+			return 5;
+		}
+		if (getuid() != 0 || geteuid() != 0)
+			return 6;
+		waits(ep, 5);
+		printf("nocaps ok\n");
+		return 0;
+	}
 	if (!strncmp(argv[1], "busy", 4)) {
 		int status, stop[2];
 		prctl(PR_SET_TIMERSLACK, 1UL); /* 20 us sleeps, not 70 (the default 50 us slack) */

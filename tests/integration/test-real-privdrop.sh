@@ -35,6 +35,10 @@
 #     (squid does), with the trace directory's parent writable by others: the child's agent,
 #     which cannot enter the directory once it starts, says once why root refused it at the drop
 #     (before: only "Permission denied"); nothing is written.
+#   - privdrop-refused-calls: a program that gave up every capability on its own thread while the
+#     agent's threads run makes set*id calls the kernel refuses it: each fails with EPERM (before,
+#     glibc aborted the process: the agent's threads' calls succeeded); changes to its own ids
+#     still work.
 #   - privdrop-budget, privdrop-budget-caps: "busy" (and "busy-caps": the child's drop as in
 #     caps, its directory root's with an ACL) (root and its dropped child record blocking calls fast, until the
 #     budget deleted a segment) under D9_MAX_TOTAL_SIZE=2M: once both ended the whole tree
@@ -266,6 +270,25 @@ elif [ -n "$(ls -A "$d")" ]; then
 	pl_fail "$NAME-refused-at-drop" "files in the refused directory: $(ls -A "$d" | tr '\n' ' ')"
 else
 	pl_pass "$NAME-refused-at-drop" "the child said once why root refused it: $(grep -m1 "^d9\[$cpid\]: before" "$T/fresh.err" | cut -c1-120)"
+fi
+
+# ---- set*id calls the kernel refuses the calling thread ------------------------------------------
+# nocaps: the agent runs (its threads are the process's), then the program gives up every
+# capability on its own thread, staying root, and makes set*id calls the kernel refuses it: each
+# fails with EPERM, as it does without the agent. glibc makes such a call on every thread and
+# aborts the process when their results differ: before, the agent's threads, which kept their
+# capabilities, made them succeed there, and the program was aborted.
+d=$T/nocaps
+mkdir -m 0700 "$d"
+timeout -s KILL 120 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" D9_FLUSH_INTERVAL=50ms \
+	"$T/priv-drop" nocaps "$d" "$NUID" "$NGID" >"$T/nocaps.out" 2>"$T/nocaps.err"
+rc=$?
+if [ "$rc" != 0 ] || ! grep -qx "nocaps ok" "$T/nocaps.out"; then
+	pl_fail "$NAME-refused-calls" "exit status $rc: $(head -c 300 "$T/nocaps.err")"
+elif grep -q "^d9" "$T/nocaps.err"; then
+	pl_fail "$NAME-refused-calls" "the agent said: $(grep -m2 "^d9" "$T/nocaps.err")"
+else
+	pl_pass "$NAME-refused-calls" "10 set*id calls refused with EPERM on the thread without capabilities, no abort"
 fi
 
 # ---- one budget for the tree ---------------------------------------------------------------------
