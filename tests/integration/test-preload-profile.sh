@@ -156,18 +156,24 @@ PYEOF
 # -burn checks SKIP, counted, with that line (profile-denied checks the fallback itself); the
 # others run.
 perf_refused() { grep -m1 'perf_event_open(cpu-clock)' "$SDIR/stderr"; }
+# burn_checks P BIN STACKS: the trace's checks of run P of BIN, with the -burn floors unless perf
+# sampling was refused (then SKIP, counted)
+burn_checks() {
+	local why
+	if why=$(perf_refused); then
+		pl_check "$1" "prefix = '$1'
+$COMMON" "$2" "$SDIR/maps"
+		pl_skip "$1-burn" "perf sampling is unavailable here: $why"
+	else
+		pl_check "$1" "prefix = '$1'
+$COMMON
+$BURN" "$2" "$SDIR/maps" 999 300 "$3"
+	fi
+}
 
 p=profile-fp
 if pl_run $p "$ST_HTTP" D9_CPU_PROFILE=999 -- "/burn?ms=300" "burn ms=300 cpu_ns=*" /fast ok; then
-	if why=$(perf_refused); then
-		pl_check $p "prefix = '$p'
-$COMMON" "$ST_HTTP" "$SDIR/maps"
-		pl_skip $p-burn "perf sampling is unavailable here: $why"
-	else
-		pl_check $p "prefix = '$p'
-$COMMON
-$BURN" "$ST_HTTP" "$SDIR/maps" 999 300 fp
-	fi
+	burn_checks $p "$ST_HTTP" fp
 	# the analyzer on the same trace
 	# by the count, the last field (frame names hold spaces: "-k2" compared text, then whole lines)
 	top=$("$PL_ANALYZE" flame "$SDIR/trace" 2>/dev/null | awk '{ print $NF "\t" $0 }' |
@@ -180,15 +186,7 @@ fi
 
 p=profile-dwarf
 if pl_run $p "$ST_HTTP_NOFP" D9_CPU_PROFILE=999 D9_STACKS=dwarf -- "/burn?ms=300" "burn ms=300 cpu_ns=*" /fast ok; then
-	if why=$(perf_refused); then
-		pl_check $p "prefix = '$p'
-$COMMON" "$ST_HTTP_NOFP" "$SDIR/maps"
-		pl_skip $p-burn "perf sampling is unavailable here: $why"
-	else
-		pl_check $p "prefix = '$p'
-$COMMON
-$BURN" "$ST_HTTP_NOFP" "$SDIR/maps" 999 300 dwarf
-	fi
+	burn_checks $p "$ST_HTTP_NOFP" dwarf
 fi
 
 # stacks_check NAME <<PYTHON: PYTHON (standard input) runs with `s`, the "stacks" of summary
