@@ -8,7 +8,7 @@
  * program itself checks held.
  * "busy": parent and child (which drops first) each make 20 us sleeps inside a loop turn (after
  * one epoll_wait): the sleeps are the workload, blocking calls with a low D9_BLOCKING_THRESHOLD,
- * not a wait. They go on until the directory budget has deleted a segment in the tree (the
+ * not a wait. They go on until the directory budget has deleted 4 segments in the tree (the
  * ledgers of the lock files, which root can read; checked every 100 ms), 30 s at most; the parent
  * tells the child to stop through a pipe and ends last. A loaded machine makes fewer sleeps a
  * second: a flat 6 s once wrote too little.
@@ -208,7 +208,7 @@ int main(int argc, char **argv)
 		}
 		close(stop[0]);
 		waits(ep, 1);
-		for (int i = 0; i < 300 && !budget_deleted(argv[2]); i++)
+		for (int i = 0; i < 300 && budget_deleted(argv[2]) < 4; i++)
 			spin(100);
 		close(stop[1]);
 		if (waitpid(pid, &status, 0) != pid)

@@ -40,9 +40,9 @@
 #     glibc aborted the process: the agent's threads' calls succeeded); changes to its own ids
 #     still work.
 #   - privdrop-budget, privdrop-budget-caps: "busy" (and "busy-caps": the child's drop as in
-#     caps, its directory root's with an ACL) (root and its dropped child record blocking calls fast, until the
-#     budget deleted a segment) under D9_MAX_TOTAL_SIZE=2M: once both ended the whole tree
-#     (root's directory and the child's d9-uid one) holds at most 2M +1%, kept by root, which may
+#     caps, its directory root's with an ACL): root and its dropped child record blocking calls
+#     fast, until the budget deleted 4 segments, under D9_MAX_TOTAL_SIZE=3M: once both ended the whole tree
+#     (root's directory and the child's d9-uid one) holds at most 3M +1%, kept by root, which may
 #     delete in both; deletions counted.
 #   - privdrop-stacks: the dropped child's BlockingCall stacks reach main (DWARF unwinding after
 #     the drop, priv-drop being built without frame pointers), and the agent never says it cannot
@@ -293,19 +293,20 @@ fi
 
 # ---- one budget for the tree ---------------------------------------------------------------------
 # busy: root and its child (dropped to nobody) each make tens of thousands of 20 us sleeps a second
-# inside a loop turn (the load, not a wait) until the budget has deleted a segment (30 s at most),
+# inside a loop turn (the load, not a wait) until the budget has deleted 4 segments (30 s at most),
 # every one a BlockingCall (D9_BLOCKING_THRESHOLD=10us; no perf needed, which the child no longer
 # gets), segments sealed every second, uncompressed, under
-# D9_MAX_TOTAL_SIZE=2M. The child
+# D9_MAX_TOTAL_SIZE=3M (each process alone keeps its own directory near 2M: a tree of 4M
+# when root does not count the child's). The child
 # keeps its d9-uid directory within the budget; root, which ends last, keeps the whole tree (both
-# directories) within it. Once both ended: at most 2M +1% in the tree, deletions counted; a run
+# directories) within it. Once both ended: at most 3M +1% in the tree, deletions counted; a run
 # that wrote too little to need the budget tests nothing (SKIP).
 for bm in busy busy-caps; do
 	bname=budget${bm#busy}
 	d=$T/$bm
 	mkdir -m 0700 "$d"
 	timeout -s KILL 120 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" D9_FLUSH_INTERVAL=50ms \
-		D9_BLOCKING_THRESHOLD=10us D9_MAX_TOTAL_SIZE=2M D9_MAX_FILE_SIZE=1M D9_ROTATION_PERIOD=1s \
+		D9_BLOCKING_THRESHOLD=10us D9_MAX_TOTAL_SIZE=3M D9_MAX_FILE_SIZE=1M D9_ROTATION_PERIOD=1s \
 		D9_COMPRESS=0 \
 		"$T/priv-drop" "$bm" "$d" "$NUID" "$NGID" >"$T/$bm.out" 2>"$T/$bm.err"
 	rc=$?
@@ -330,7 +331,7 @@ try:
 except Exception:
     q = {}
 deleted = q.get("budget_deleted_segments", 0)
-limit = 2 * 1024 * 1024
+limit = 3 * 1024 * 1024
 if total > limit * 1.01:
     print("FAIL %s: %d bytes in %d files in the tree (%s), budget %d (+1%%)" % (name, total, files, where, limit))
 elif not deleted:
