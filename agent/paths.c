@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/fsuid.h>
 #include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -286,6 +287,7 @@ struct acl_bytes {
 	struct acl_entry e[5];
 };
 _Static_assert(sizeof(struct acl_bytes) == 44, "the kernel's posix_acl_xattr layout");
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "posix_acl_xattr is little-endian");
 
 static void acl_for(struct acl_bytes *a, uid_t uid)
 {
@@ -481,18 +483,15 @@ static int orig_open(struct d9__file *dir)
 	return d9__file_take(dir, fd, AT_FDCWD, orig_dir);
 }
 
-/* Gives the directory fd (ours: 0700, or already in the ACL form) to uid: 0 once it is uid's and
- * 0700; 1 when it is left ours in the ACL form that lets uid alone in; or a negative errno. The
- * program may have given up CAP_CHOWN already (dnsmasq keeps only CAP_SETUID for its setuid): then,
- * and only as root in root's directory that nobody else may enter (parent_private), the ACL
- * form. An owner needs no capability to change its directory's mode and ACL, so they are undone
- * before the chown (which needs CAP_CHOWN) and set again when it fails. */
-static int sub_give(int fd, uid_t uid, int acl_form, int parent_private)
+/* Gives the directory fd (ours, 0700) to uid: 0 once it is uid's; 1 when it is left ours in
+ * the ACL form that lets uid alone in; or a negative errno. The program may have given up
+ * CAP_CHOWN already (dnsmasq keeps only CAP_SETUID for its setuid): then, and only as root in
+ * root's directory that nobody else may enter (parent_private), the ACL form (an owner sets its
+ * directory's ACL with no capability). A directory already in that form is kept as it is. */
+static int sub_give(int fd, uid_t uid, int parent_private)
 {
 	struct acl_bytes acl;
 
-	if (acl_form && (fremovexattr(fd, ACL_XATTR) != 0 || fchmod(fd, 0700) != 0))
-		return -errno;
 	if (fchown(fd, uid, (gid_t)-1) == 0)
 		return 0;
 	int err = -errno;
@@ -551,6 +550,21 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 		goto err_dir;
 	}
 	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES && !made) {
+		/* one an earlier run gave to uid (its 0700), which root without CAP_DAC_OVERRIDE
+		 * (dnsmasq's) cannot open: found as root (O_PATH needs only the parent's search
+		 * permission), then opened as uid, whose it is (setfsuid: this thread only, with the
+		 * CAP_SETUID that the change of user needs anyway) */
+		int pfd = openat(dfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (pfd >= 0) {
+			int old = setfsuid(uid);
+			fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			int e = errno;
+			setfsuid((uid_t)old);
+			close(pfd);
+			errno = e;
+		}
+	}
 	if (fd < 0) {
 		err = -errno;
 		goto err_made;
@@ -571,8 +585,10 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 	else if ((st.st_mode & 077) && !(acl_form = parent_private &&
 			(st.st_mode & 07777) == SUB_ACL_MODE && d9__dir_acl_is_for(sub_next.fd, NULL, uid)))
 		err = -EPERM; /* ours, but open to others, not as below */
+	else if (acl_form)
+		err = 1; /* kept as it is: that user's processes may be writing there now */
 	else
-		err = sub_give(sub_next.fd, uid, acl_form, parent_private);
+		err = sub_give(sub_next.fd, uid, parent_private);
 	if (err == 1) {
 		sub_next_open = (struct sub_open){ 1, uid };
 		err = 0;

@@ -7,21 +7,29 @@
  * the family, from the program or from a library. Calls made with syscall(2) are not seen.
  * Design: agent/DESIGN.md, "Privilege drops". */
 #include "preload.h"
+#include "internal.h" /* d9__seccomp_filtered */
 
 #include <grp.h>
 #include <linux/capability.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* ---- calls the kernel refuses on this thread ------------------------------------------------
+/* ---- calls the kernel answers differently on this thread ------------------------------------
  * glibc makes a set*id call on every thread of the process and aborts the process when the
  * threads' results differ. Capabilities are per thread: a program that gave up CAP_SETUID on its
- * own thread (capset, libcap-ng's capng_apply) while staying root, and then makes a set*id call
- * the kernel refuses it (a defensive setgroups, a check that it cannot become another user),
- * gets EPERM alone, but with the agent's threads, which still have the capability, it would be
- * aborted. So a call the kernel would refuse on the calling thread, with EPERM for want of the
- * capability and by the rules for unprivileged changes, is refused here, without the broadcast:
- * the same result the program has without the agent. Anything else goes to the C library. */
+ * own thread (capset, libcap-ng's capng_apply) while staying root has threads of the agent's that
+ * still have it. So, for a thread without the capability (CAP_SETGID for the group calls):
+ *   - a call the kernel refuses it (a defensive setgroups, a check that it cannot become another
+ *     user) is made on this thread alone, with the system call itself: it changes nothing, and
+ *     its answer (EPERM; EINVAL for an id a user namespace does not map) is the program's, as
+ *     without the agent, where the agent's threads would have succeeded and glibc aborted;
+ *   - setuid(x) and setgid(x), which without the capability set only the effective id (and the
+ *     file system one), become setresuid(-1, x, -1) and setresgid(-1, x, -1): the same on this
+ *     thread, and the same on the agent's threads, where setuid would have set all three ids and
+ *     left the threads' ids apart (a later call then aborted the program). The other calls'
+ *     effects do not depend on the capability.
+ * Under a seccomp filter nothing is asked (capget may be one the filter kills at): the C library
+ * as before. errno is kept. */
 #define ID_NONE ((unsigned)-1)
 
 /* 1 when this thread's effective capabilities hold cap, or cannot be read */
@@ -42,39 +50,63 @@ static int allowed(unsigned id, int n, unsigned a, unsigned b, unsigned c)
 }
 
 enum how { ONE, RE, RES, GROUPS };
+enum check { CHK_LIBC, CHK_REFUSED, CHK_UNPRIV };
 
-/* Whether the kernel refuses, with EPERM, a call of kind how that sets the ids x, y, z (uids, or
- * gids when gid) on this thread: no CAP_SETUID (CAP_SETGID), and not a change its own ids allow
- * (kernel/sys.c: setuid to the real or saved id; setreuid's real to the real or effective, its
- * effective to any of the three; setresuid's each to any of the three; setgroups never). */
-static int refused(int gid, enum how how, unsigned x, unsigned y, unsigned z)
+/* How to make a call of kind how that sets the ids x, y, z (uids, or gids when gid) on this
+ * thread: CHK_LIBC (it has the capability, or that is not known), CHK_REFUSED (the kernel
+ * refuses it: kernel/sys.c lets an unprivileged thread setuid to its real or saved id; setreuid
+ * its real to the real or effective, its effective to any of the three; setresuid each to any
+ * of the three; setgroups never), CHK_UNPRIV (allowed without the capability). */
+static enum check creds_check(int gid, enum how how, unsigned x, unsigned y, unsigned z)
 {
+	int saved = errno;
+	enum check c = CHK_LIBC;
 	unsigned r, e, s;
 
-	if (has_cap(gid ? CAP_SETGID : CAP_SETUID))
-		return 0;
+	if (how == ONE && x == ID_NONE)
+		return CHK_LIBC; /* EINVAL: the C library says it */
+	uint8_t busy = d9__self.busy;
+	d9__self.busy = 1; /* the status file read is the agent's */
+	int filtered = d9__seccomp_filtered();
+	d9__self.busy = busy;
+	if (filtered || has_cap(gid ? CAP_SETGID : CAP_SETUID))
+		goto out;
+	c = CHK_REFUSED;
 	if (how == GROUPS)
-		return 1;
+		goto out;
 	if (gid ? getresgid((gid_t *)&r, (gid_t *)&e, (gid_t *)&s) :
-		  getresuid((uid_t *)&r, (uid_t *)&e, (uid_t *)&s))
-		return 0;
+		  getresuid((uid_t *)&r, (uid_t *)&e, (uid_t *)&s)) {
+		c = CHK_LIBC;
+		goto out;
+	}
+	int ok;
 	switch (how) {
 	case ONE:
-		return x != ID_NONE && !allowed(x, 2, r, s, 0);
+		ok = allowed(x, 2, r, s, 0);
+		break;
 	case RE:
-		return !allowed(x, 2, r, e, 0) || !allowed(y, 3, r, e, s);
+		ok = allowed(x, 2, r, e, 0) && allowed(y, 3, r, e, s);
+		break;
 	default:
-		return !allowed(x, 3, r, e, s) || !allowed(y, 3, r, e, s) || !allowed(z, 3, r, e, s);
+		ok = allowed(x, 3, r, e, s) && allowed(y, 3, r, e, s) && allowed(z, 3, r, e, s);
 	}
+	if (ok)
+		c = CHK_UNPRIV;
+out:
+	errno = saved;
+	return c;
 }
 
-/* Runs `call` between the agent's two steps: the effective uid it sets is `euid`; but not a call
- * refused on this thread (`refuse`, above), which fails here with EPERM. */
-#define CREDS_CALL(refuse, euid, call)                                             \
+/* Runs `call` between the agent's two steps: the effective uid it sets is `euid`. A call the
+ * kernel refuses this thread (chk, above) is the system call `raw` on this thread alone; should
+ * the kernel take it after all, the C library makes it on every thread. */
+#define CREDS_CALL(chk, raw, euid, call)                                           \
 	do {                                                                       \
-		if (refuse) {                                                      \
-			errno = EPERM;                                             \
-			return -1;                                                 \
+		if ((chk) == CHK_REFUSED) {                                        \
+			int saved0_ = errno;                                       \
+			if ((raw) != 0)                                            \
+				return -1; /* errno: the kernel's */               \
+			errno = saved0_;                                           \
 		}                                                                  \
 		unsigned from_ = (unsigned)geteuid();                              \
 		int token_ = d9_agent_creds_before(euid);                          \
@@ -95,61 +127,76 @@ static int refused(int gid, enum how how, unsigned x, unsigned y, unsigned z)
 D9_INTERPOSE int setuid(uid_t uid)
 {
 	CREDS_REAL(int, setuid, (uid_t));
-	CREDS_CALL(refused(0, ONE, uid, ID_NONE, ID_NONE), (unsigned)uid, real_setuid(uid));
+	D9_REAL(int, setresuid, (uid_t, uid_t, uid_t));
+	enum check c = creds_check(0, ONE, uid, ID_NONE, ID_NONE);
+	if (c == CHK_UNPRIV && real_setresuid)
+		CREDS_CALL(c, 0, (unsigned)uid, real_setresuid((uid_t)-1, uid, (uid_t)-1));
+	CREDS_CALL(c, syscall(SYS_setuid, uid), (unsigned)uid, real_setuid(uid));
 }
 
 D9_INTERPOSE int seteuid(uid_t euid)
 {
 	CREDS_REAL(int, seteuid, (uid_t));
-	CREDS_CALL(refused(0, RES, ID_NONE, euid, ID_NONE), (unsigned)euid, real_seteuid(euid));
+	CREDS_CALL(creds_check(0, RES, ID_NONE, euid, ID_NONE),
+		syscall(SYS_setresuid, -1, euid, -1), (unsigned)euid, real_seteuid(euid));
 }
 
 D9_INTERPOSE int setreuid(uid_t ruid, uid_t euid)
 {
 	CREDS_REAL(int, setreuid, (uid_t, uid_t));
-	CREDS_CALL(refused(0, RE, ruid, euid, ID_NONE), (unsigned)euid, real_setreuid(ruid, euid));
+	CREDS_CALL(creds_check(0, RE, ruid, euid, ID_NONE), syscall(SYS_setreuid, ruid, euid),
+		(unsigned)euid, real_setreuid(ruid, euid));
 }
 
 D9_INTERPOSE int setresuid(uid_t ruid, uid_t euid, uid_t suid)
 {
 	CREDS_REAL(int, setresuid, (uid_t, uid_t, uid_t));
-	CREDS_CALL(refused(0, RES, ruid, euid, suid), (unsigned)euid,
-		real_setresuid(ruid, euid, suid));
+	CREDS_CALL(creds_check(0, RES, ruid, euid, suid), syscall(SYS_setresuid, ruid, euid, suid),
+		(unsigned)euid, real_setresuid(ruid, euid, suid));
 }
 
 D9_INTERPOSE int setgid(gid_t gid)
 {
 	CREDS_REAL(int, setgid, (gid_t));
-	CREDS_CALL(refused(1, ONE, gid, ID_NONE, ID_NONE), (unsigned)-1, real_setgid(gid));
+	D9_REAL(int, setresgid, (gid_t, gid_t, gid_t));
+	enum check c = creds_check(1, ONE, gid, ID_NONE, ID_NONE);
+	if (c == CHK_UNPRIV && real_setresgid)
+		CREDS_CALL(c, 0, (unsigned)-1, real_setresgid((gid_t)-1, gid, (gid_t)-1));
+	CREDS_CALL(c, syscall(SYS_setgid, gid), (unsigned)-1, real_setgid(gid));
 }
 
 D9_INTERPOSE int setegid(gid_t egid)
 {
 	CREDS_REAL(int, setegid, (gid_t));
-	CREDS_CALL(refused(1, RES, ID_NONE, egid, ID_NONE), (unsigned)-1, real_setegid(egid));
+	CREDS_CALL(creds_check(1, RES, ID_NONE, egid, ID_NONE),
+		syscall(SYS_setresgid, -1, egid, -1), (unsigned)-1, real_setegid(egid));
 }
 
 D9_INTERPOSE int setregid(gid_t rgid, gid_t egid)
 {
 	CREDS_REAL(int, setregid, (gid_t, gid_t));
-	CREDS_CALL(refused(1, RE, rgid, egid, ID_NONE), (unsigned)-1, real_setregid(rgid, egid));
+	CREDS_CALL(creds_check(1, RE, rgid, egid, ID_NONE), syscall(SYS_setregid, rgid, egid),
+		(unsigned)-1, real_setregid(rgid, egid));
 }
 
 D9_INTERPOSE int setresgid(gid_t rgid, gid_t egid, gid_t sgid)
 {
 	CREDS_REAL(int, setresgid, (gid_t, gid_t, gid_t));
-	CREDS_CALL(refused(1, RES, rgid, egid, sgid), (unsigned)-1,
-		real_setresgid(rgid, egid, sgid));
+	CREDS_CALL(creds_check(1, RES, rgid, egid, sgid), syscall(SYS_setresgid, rgid, egid, sgid),
+		(unsigned)-1, real_setresgid(rgid, egid, sgid));
 }
 
 D9_INTERPOSE int setgroups(size_t size, const gid_t *list)
 {
 	CREDS_REAL(int, setgroups, (size_t, const gid_t *));
-	CREDS_CALL(refused(1, GROUPS, 0, 0, 0), (unsigned)-1, real_setgroups(size, list));
+	CREDS_CALL(creds_check(1, GROUPS, 0, 0, 0), syscall(SYS_setgroups, size, list), (unsigned)-1,
+		real_setgroups(size, list));
 }
 
+/* initgroups looks the groups up, then sets them: refused, the setting is (of none) */
 D9_INTERPOSE int initgroups(const char *user, gid_t group)
 {
 	CREDS_REAL(int, initgroups, (const char *, gid_t));
-	CREDS_CALL(refused(1, GROUPS, 0, 0, 0), (unsigned)-1, real_initgroups(user, group));
+	CREDS_CALL(creds_check(1, GROUPS, 0, 0, 0), syscall(SYS_setgroups, 0, NULL), (unsigned)-1,
+		real_initgroups(user, group));
 }

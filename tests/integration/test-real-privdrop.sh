@@ -31,6 +31,9 @@
 #   - privdrop-MODE-access: nothing is opened to others: the directory stays root's and 0700, the
 #     subdirectory is nobody's and 0700 (caps: root's, 0770 with an ACL that lets nobody alone
 #     in), every segment file is its writer's and 0600, and no temporary file is left.
+#   - privdrop-caps-again-early, privdrop-caps-again-caps: "caps" again over early's
+#     subdirectory (nobody's 0700, which root without CAP_DAC_OVERRIDE opens as nobody) and
+#     caps' (root's with the ACL, kept as it is): the child's series there, the form unchanged.
 #   - privdrop-refused-at-drop: a child that changes user before anything in its process recorded
 #     (squid does), with the trace directory's parent writable by others: the child's agent,
 #     which cannot enter the directory once it starts, says once why root refused it at the drop
@@ -243,6 +246,31 @@ for mode in jail-stop jail-stop-late jail-open jail-proc jail-seccomp; do
 		pl_fail "$NAME-$mode" "the child's series is not sealed in $d: $(ls "$d" | tr '\n' ' ')"
 	else
 		pl_pass "$NAME-$mode" "$(grep -m1 'tracing stops here' "$T/$mode.err" | cut -c1-160)"
+	fi
+done
+
+# ---- caps again, over what earlier runs left --------------------------------------------------------
+# caps-again: "caps" once more into early's directory (d9-uid-nobody is nobody's, 0700: root
+# without CAP_DAC_OVERRIDE cannot open it, and finds it as root, then opens it as nobody) and into
+# caps' (root's with the ACL: kept as it is, since that user's processes may be writing there).
+# Each time the child's new series is there, and the subdirectory keeps its form.
+for prev in early caps; do
+	d=$T/$prev
+	[ -d "$d/d9-uid-$NUID" ] || continue
+	before=$(stat -c '%u %a' "$d/d9-uid-$NUID")
+	timeout -s KILL 120 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$d" D9_FLUSH_INTERVAL=50ms \
+		"$T/priv-drop" caps "$d" "$NUID" "$NGID" >"$T/again-$prev.out" 2>"$T/again-$prev.err"
+	rc=$?
+	cpid=$(sed -n 's/^child \([0-9]*\) .*/\1/p' "$T/again-$prev.out")
+	after=$(stat -c '%u %a' "$d/d9-uid-$NUID")
+	if [ "$rc" != 0 ] || [ -z "$cpid" ]; then
+		pl_fail "$NAME-caps-again-$prev" "exit status $rc: $(head -c 300 "$T/again-$prev.err")"
+	elif ! compgen -G "$d/d9-uid-$NUID/trace.$cpid.*" >/dev/null; then
+		pl_fail "$NAME-caps-again-$prev" "no segment of the child $cpid in d9-uid-$NUID: $(ls "$d/d9-uid-$NUID" | tr '\n' ' ') $(grep -m2 '^d9' "$T/again-$prev.err")"
+	elif [ "$before" != "$after" ]; then
+		pl_fail "$NAME-caps-again-$prev" "d9-uid-$NUID was uid/mode $before, is $after"
+	else
+		pl_pass "$NAME-caps-again-$prev" "the child's series in d9-uid-$NUID ($after, as it was)"
 	fi
 done
 
