@@ -573,9 +573,11 @@ static int dir_for(uid_t euid)
 	}
 	int err = d9__trace_dir_for_uid(&g->cfg, euid);
 	if (err < 0) {
-		d9__log_once(D9_LOG_WARN, "cannot prepare a trace directory for uid %u in %s (%s): what "
-			"the process records after it changes user is lost", (unsigned)euid,
-			d9__trace_dir_shown(&g->cfg), strerror(-err));
+		d9__log_once(D9_LOG_WARN, "cannot prepare a trace directory for uid %u in %s (%s%s): "
+			"what the process records after it changes user is lost", (unsigned)euid,
+			d9__trace_dir_shown(&g->cfg), strerror(-err), err == -EOPNOTSUPP ?
+			"; the program gave up CAP_CHOWN, and this file system keeps no ACLs to let "
+			"that user in instead" : "");
 		goto out;
 	}
 	if (err > 0)
