@@ -359,6 +359,30 @@ D9_INTERPOSE int ppoll(struct pollfd *fds, nfds_t nfds, const struct timespec *t
 	return r;
 }
 
+/* The _FORTIFY_SOURCE forms (Debian's nsd waits in __ppoll_chk, haproxy and memcached call
+ * __poll_chk): glibc's own check of the array's size, which ends the program as it would without
+ * the agent, then the same wait. Not seen, nsd's main process's wait was one loop turn of seconds
+ * "on CPU" (d9-analyze check: a serious hog). */
+extern void __chk_fail(void) __attribute__((noreturn));
+int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen);
+int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+	const sigset_t *sigmask, size_t fdslen);
+
+D9_INTERPOSE int __poll_chk(struct pollfd *fds, nfds_t nfds, int timeout, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		__chk_fail();
+	return poll(fds, nfds, timeout);
+}
+
+D9_INTERPOSE int __ppoll_chk(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
+	const sigset_t *sigmask, size_t fdslen)
+{
+	if (fdslen / sizeof(*fds) < nfds)
+		__chk_fail();
+	return ppoll(fds, nfds, tmo, sigmask);
+}
+
 /* select as glibc 2.36 makes it on x86-64, the same system call (pselect6: a seccomp filter
  * written for glibc allows it, maybe not the old select) with the same handling of the timeout:
  * negative parts are EINVAL, microseconds past a second are carried into the seconds (the sum
