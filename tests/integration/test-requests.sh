@@ -306,10 +306,23 @@ else
 	else
 		# the ping above is one command; the benchmark's own CONFIG GETs are counted by redis
 		before=$(cli info stats | tr -d '\r' | sed -n 's/^total_commands_processed://p')
+		# a benchmark that does not finish: what the server's threads were doing then (one full
+		# suite once saw both time out, and redis-cli after them; not seen since)
+		stuck() {
+			local t
+			echo "redis-benchmark $1 did not finish in 120 s; redis-server $RPID:"
+			for t in /proc/"$RPID"/task/*; do
+				echo "  $(cat "$t/comm" 2>/dev/null) state $(sed 's/.*) \(.\).*/\1/' "$t/stat" 2>/dev/null) wchan $(cat "$t/wchan" 2>/dev/null) syscall $(cut -d' ' -f1 "$t/syscall" 2>/dev/null)"
+			done
+			command -v gdb >/dev/null &&
+				timeout 60 gdb -p "$RPID" -batch -ex "thread apply all bt 8" 2>/dev/null | grep -E '^(Thread|#)'
+			echo "the port's listeners: $(ss -ltnp "sport = :$port" 2>/dev/null | tail -n +2)"
+		} >>"$T/redis/stuck.txt"
 		timeout -s KILL 120 redis-benchmark -h 127.0.0.1 -p "$port" -c 4 -n 1000 -t ping_mbulk -P 1 -q \
-			>"$T/redis/bench1.out" 2>&1
+			>"$T/redis/bench1.out" 2>&1 || stuck 1
 		timeout -s KILL 120 redis-benchmark -h 127.0.0.1 -p "$port" -c 4 -n 2000 -t set,get -P 16 -q \
-			>"$T/redis/bench2.out" 2>&1
+			>"$T/redis/bench2.out" 2>&1 || stuck 2
+		[ -s "$T/redis/stuck.txt" ] && sed 's/^/    | /' "$T/redis/stuck.txt"
 		after=$(cli info stats | tr -d '\r' | sed -n 's/^total_commands_processed://p')
 		kill -TERM "$RPID" 2>/dev/null
 		SPID=$RPID
