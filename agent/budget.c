@@ -319,14 +319,12 @@ static void scan_subdir(struct scan *sc, const char *name, uid_t uid)
 	snprintf(path, sizeof(path), "%.2047s/%.255s", g->cfg.dir, name);
 	if (d9__dir_open(f, AT_FDCWD, path, 0, &st))
 		return;
-	if ((st.st_uid != uid || (st.st_mode & 022)) &&
-		(st.st_uid != 0 || (st.st_mode & 07777) != 0770 || d9__file_enter(f) != 0)) {
-		d9__file_close(f);
-		return;
-	}
-	if (st.st_uid != uid) {
-		int acl = d9__dir_acl_is_for(f->fd, NULL, uid);
-		d9__file_leave(f);
+	if (st.st_uid != uid || (st.st_mode & 022)) {
+		int acl = !d9__file_enter(f);
+		if (acl) {
+			acl = d9__dir_acl_form(f->fd, NULL, &st, uid);
+			d9__file_leave(f);
+		}
 		if (!acl) {
 			d9__file_close(f);
 			return;

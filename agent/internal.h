@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "d9-agent.h"
@@ -77,8 +78,9 @@ const char *d9__trace_dir_refusal(void);
 int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid);
 /* Whether the trace directory in use is such a subdirectory left root's, in the ACL form. */
 int d9__trace_dir_opened(void);
-/* 1 when the directory (fd, or path when fd < 0) has exactly the ACL of that form for uid. */
-int d9__dir_acl_is_for(int fd, const char *path, uid_t uid);
+/* 1 when the directory (fd, or path when fd < 0; st its stat) is in that form for uid: root's,
+ * mode 0770, with exactly that ACL. */
+int d9__dir_acl_form(int fd, const char *path, const struct stat *st, uid_t uid);
 /* Before the program's chroot, on its thread: holds a descriptor of the trace directory, through
  * which a later d9__trace_dir_for_uid works in the new root. 0; the directory's mode when others
  * have any access to it (its descriptor would lead out of the jail); or a negative errno. */

@@ -295,7 +295,7 @@ static void acl_for(struct acl_bytes *a, uid_t uid)
 		{ 0x04, 0, (uint32_t)-1 }, { 0x10, 7, (uint32_t)-1 }, { 0x20, 0, (uint32_t)-1 } } };
 }
 
-int d9__dir_acl_is_for(int fd, const char *path, uid_t uid)
+static int acl_is_for(int fd, const char *path, uid_t uid)
 {
 	struct acl_bytes want, got;
 	ssize_t n;
@@ -305,6 +305,11 @@ int d9__dir_acl_is_for(int fd, const char *path, uid_t uid)
 	n = fd >= 0 ? fgetxattr(fd, ACL_XATTR, &got, sizeof(got)) :
 		getxattr(path, ACL_XATTR, &got, sizeof(got));
 	return n == (ssize_t)sizeof(got) && !memcmp(&got, &want, sizeof(got));
+}
+
+int d9__dir_acl_form(int fd, const char *path, const struct stat *st, uid_t uid)
+{
+	return st->st_uid == 0 && (st->st_mode & 07777) == SUB_ACL_MODE && acl_is_for(fd, path, uid);
 }
 static char orig_dir[sizeof(((struct d9__config *)0)->dir)], sub_cur_name[sizeof(orig_dir)];
 static char next_dir[sizeof(orig_dir)];
@@ -381,8 +386,7 @@ static int subdir_ready(const struct d9__config *c, int quiet)
 
 	/* the user's own and nobody else's; or root's with the ACL that lets that user alone in */
 	if (!err && (sub_cur_open.open ?
-		st.st_uid != 0 || (st.st_mode & 07777) != SUB_ACL_MODE ||
-		sub_cur_open.user != geteuid() || !d9__dir_acl_is_for(-1, c->dir, geteuid()) :
+		sub_cur_open.user != geteuid() || !d9__dir_acl_form(-1, c->dir, &st, geteuid()) :
 		st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))))
 		err = -EPERM;
 	if (!err && faccessat(AT_FDCWD, c->dir, W_OK | X_OK, AT_EACCESS) != 0)
@@ -582,8 +586,8 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 		err = -EPERM;
 	else if (st.st_uid == uid)
 		err = st.st_mode & 077 ? -EPERM : 0;
-	else if ((st.st_mode & 077) && !(acl_form = parent_private &&
-			(st.st_mode & 07777) == SUB_ACL_MODE && d9__dir_acl_is_for(sub_next.fd, NULL, uid)))
+	else if ((st.st_mode & 077) &&
+		!(acl_form = parent_private && d9__dir_acl_form(sub_next.fd, NULL, &st, uid)))
 		err = -EPERM; /* ours, but open to others, not as below */
 	else if (acl_form)
 		err = 1; /* kept as it is: that user's processes may be writing there now */
