@@ -86,6 +86,19 @@ pl_env() {
 	d9_no_machine_debug_files
 }
 
+# pl_program VAR NAME PROGRAM DIR PACKAGE: sets VAR to the path of PROGRAM (on PATH, else
+# DIR/PROGRAM); when it is not installed, a SKIP of NAME (counted) naming the Debian PACKAGE, and
+# returns 1.
+pl_program() {
+	local p
+	p=$(command -v "$3" || echo "$4/$3")
+	if [ ! -x "$p" ]; then
+		pl_skip "$2" "$3 is not installed (Debian package $5; make deps)"
+		return 1
+	fi
+	printf -v "$1" '%s' "$p"
+}
+
 # pl_free_port: a TCP port free on 127.0.0.1 now.
 pl_free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

@@ -21,11 +21,7 @@ set -u
 
 NAME=dnsmasq
 pl_need_built "$NAME"
-DNSMASQ=$(command -v dnsmasq || echo /usr/sbin/dnsmasq)
-if [ ! -x "$DNSMASQ" ]; then
-	pl_skip "$NAME" "dnsmasq is not installed (Debian package dnsmasq-base; make deps)"
-	exit 0
-fi
+pl_program DNSMASQ "$NAME" dnsmasq /usr/sbin dnsmasq-base || exit 0
 if ! command -v dnsperf >/dev/null; then
 	pl_skip "$NAME" "dnsperf is not installed (make deps)"
 	exit 0

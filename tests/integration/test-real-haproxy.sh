@@ -21,11 +21,7 @@ set -u
 
 NAME=haproxy
 pl_need_built "$NAME"
-HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
-if [ ! -x "$HAPROXY" ]; then
-	pl_skip "$NAME" "haproxy is not installed (Debian package haproxy; make deps)"
-	exit 0
-fi
+pl_program HAPROXY "$NAME" haproxy /usr/sbin haproxy || exit 0
 for b in ps python3; do
 	if ! command -v "$b" >/dev/null; then
 		pl_skip "$NAME" "$b is not installed (make deps; ps: Debian package procps)"

@@ -14,11 +14,7 @@ set -u
 
 NAME=memcached
 pl_need_built "$NAME"
-MEMCACHED=$(command -v memcached || echo /usr/bin/memcached)
-if [ ! -x "$MEMCACHED" ]; then
-	pl_skip "$NAME" "memcached is not installed (Debian package memcached; make deps)"
-	exit 0
-fi
+pl_program MEMCACHED "$NAME" memcached /usr/bin memcached || exit 0
 if [ "$(id -u)" != 0 ] || ! NUID=$(id -u nobody 2>/dev/null); then
 	pl_skip "$NAME" "needs root and the user nobody (memcached -u nobody)"
 	exit 0

@@ -28,11 +28,7 @@ set -u
 
 NAME=nginx
 pl_need_built "$NAME"
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-if [ ! -x "$NGINX" ]; then
-	pl_skip "$NAME" "nginx is not installed (Debian package nginx; make deps)"
-	exit 0
-fi
+pl_program NGINX "$NAME" nginx /usr/sbin nginx || exit 0
 for b in wrk curl ps; do
 	if ! command -v "$b" >/dev/null; then
 		pl_skip "$NAME" "$b is not installed (make deps; ps: Debian package procps)"
