@@ -302,6 +302,20 @@ D9_INTERPOSE ssize_t pread(int fd, void *buf, size_t n, off_t off)
 _Static_assert(sizeof(off_t) == 8, "the *64 names alias the plain ones only where off_t is 64 bits");
 D9_INTERPOSE ssize_t pread64(int fd, void *buf, size_t n, off_t off) __attribute__((alias("pread")));
 
+/* The _FORTIFY_SOURCE form (a build that knows the buffer's size): glibc's own check, which ends
+ * the program as it would without the agent, then the same timed call. Not interposed, a
+ * fortified pread that blocked was in no call's time. */
+extern void __chk_fail(void) __attribute__((noreturn));
+ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen);
+D9_INTERPOSE ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return pread(fd, buf, n, off);
+}
+D9_INTERPOSE ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t buflen)
+	__attribute__((alias("__pread_chk")));
+
 D9_INTERPOSE ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
 	D9_REAL(ssize_t, pwrite, (int, const void *, size_t, off_t));
