@@ -34,7 +34,10 @@ static struct {
 /* An estimate this young, with room for half the budget after what it adds, spares a scan. */
 #define ESTIMATE_FRESH_NS 1000000000ull
 
-struct ledger { uint64_t segs, bytes, est_bytes, est_files, est_ns; };
+struct ledger {
+	uint64_t segs, bytes, est_bytes, est_files, est_ns;
+	int ours; /* the file was empty or began with the magic: only then written */
+};
 
 void d9__budget_child(void)
 {
@@ -195,7 +198,8 @@ static void put_le64(uint8_t *p, uint64_t v)
 }
 
 /* Reads the totals (lock held); a new or foreign-looking file counts from 0, and one without the
- * estimate (new, or written by an older agent) has none. */
+ * estimate (new, or written by an older agent) has none. A file that is neither empty nor a
+ * ledger is not written over (l->ours 0): whatever it is, it is not the agent's. */
 static void ledger_read(struct ledger *l)
 {
 	uint8_t buf[LEDGER_BYTES];
@@ -205,7 +209,8 @@ static void ledger_read(struct ledger *l)
 	do
 		n = pread(LK->fd, buf, sizeof(buf), 0);
 	while (n < 0 && errno == EINTR);
-	if (n < 32 || memcmp(buf, LEDGER_MAGIC, 16) || d9__file_check(LK))
+	l->ours = n == 0 || (n >= 32 && !memcmp(buf, LEDGER_MAGIC, 16));
+	if (n < 32 || !l->ours || d9__file_check(LK))
 		return;
 	l->segs = le64(buf + 16);
 	l->bytes = le64(buf + 24);
@@ -221,6 +226,11 @@ static void ledger_write(const struct ledger *l)
 	uint8_t buf[LEDGER_BYTES];
 	ssize_t n;
 
+	if (!l->ours) {
+		d9__log_once(D9_LOG_WARN, "the budget lock file of %s holds something else: d9 does not "
+			"write over it; deletions by the budget are not counted there", d9__g.cfg.dir);
+		return;
+	}
 	memcpy(buf, LEDGER_MAGIC, 16);
 	put_le64(buf + 16, l->segs);
 	put_le64(buf + 24, l->bytes);

@@ -113,7 +113,9 @@ static int adopt(struct d9__file *f, int fd, int how, int dirfd, const char *nam
 			-ENOENT : -ESTALE;
 	else if (named.st_dev != st.st_dev || named.st_ino != st.st_ino)
 		err = -ESTALE;
-	else if (regular && (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
+	else if (regular && (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1))
+		/* a second name (a hard link, fs.protected_hardlinks=0) may be a file outside the
+		 * trace directory: every file the agent makes has one */
 		err = -EPERM;
 	else if ((how & DIRECTORY) && !S_ISDIR(st.st_mode))
 		err = -ENOTDIR;
@@ -176,8 +178,9 @@ int d9__file_create(struct d9__file *f, const char *path, int flags)
 	return adopted(f, fd, HIGH, AT_FDCWD, path, saved, NULL);
 }
 
-/* Opens an existing file: a regular file owned by the effective user, else -EPERM (FIFOs,
- * devices, sockets, directories, links and other users' files are never ours). */
+/* Opens an existing file: a regular file owned by the effective user with one name, else -EPERM
+ * (FIFOs, devices, sockets, directories, links, hard-linked files and other users' files are
+ * never ours). */
 int d9__file_open(struct d9__file *f, const char *path, int flags)
 {
 	int saved = errno;

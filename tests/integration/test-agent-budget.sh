@@ -17,8 +17,9 @@
 #     (compression, symbols): the same bounds and counts.
 #   - the estimate in the lock file spares scans (two storms of 200 children: defaults, and
 #     limits that make every later look delete): spared looks counted, the same bounds and counts.
-#   - a link planted as <stem>.lock is never followed: the agent keeps the budget alone, says
-#     so once, and the link's target is untouched.
+#   - a link planted as <stem>.lock is never followed, a hard link never opened, a file that is
+#     not a ledger never written over: the agent keeps the budget alone (or uncounted there),
+#     says so once, and the file is untouched.
 set -u
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -273,26 +274,37 @@ info = "%d bytes in %d segments kept, %d deleted (analyzer %d)" % (total, len(na
 	fi
 fi
 
-# ---- a link planted as the lock file --------------------------------------------------------------
-# The agent never follows it (O_NOFOLLOW): the file it points to stays as it was, the agent says
-# once that it keeps the budget alone, and the process's own budget still holds.
-d=$T/planted
-mkdir -p "$d"
-chmod 700 "$d"
-printf 'not d9s\n' >"$T/victim"
-ln -s "$T/victim" "$d/trace.lock"
-d9_run "$T/planted.out" "$T/planted.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_TOTAL_SIZE=2M \
-	D9_MAX_FILE_SIZE=1M D9_COMPRESS=0 -- -t 2 -n 600000 --park-every 2000 --sleep-us 100
-rc=$?
-if [ "$rc" -ne 0 ]; then
-	d9_fail budget-planted-lock "driver exited $rc: $(head -c 300 "$T/planted.err")"
-elif ! d9_wait_settled "$d"; then
-	d9_fail budget-planted-lock "$D9_SETTLE_ERR"
-else
-	d9_py budget-planted-lock '
-d = f[0]; err = open(f[1]).read()
-if open(f[2]).read() != "not d9s\n" or not os.path.islink(os.path.join(d, "trace.lock")):
-    fail("the planted link or its target changed")
+# ---- a link or a foreign file planted as the lock file ---------------------------------------------
+# A symbolic link is never followed (O_NOFOLLOW), a hard link (a second name of a file that may be
+# outside the trace directory: fs.protected_hardlinks=0 lets anyone make one to root's files) is
+# never opened, a regular file that holds something else than a ledger is never written over: the
+# file stays as it was, the agent says once that it keeps the budget alone (or does not count
+# there), and the process's own budget still holds.
+planted_lock() {
+	local name=budget-planted-lock$1 how=$1 d=$T/planted$1
+	mkdir -p "$d"
+	chmod 700 "$d"
+	printf 'not d9s\n' >"$T/victim$how"
+	case $how in
+	"") ln -s "$T/victim$how" "$d/trace.lock" ;;
+	-hardlink) ln "$T/victim$how" "$d/trace.lock" ;;
+	-foreign) mv "$T/victim$how" "$d/trace.lock" && ln -s "$d/trace.lock" "$T/victim$how" ;;
+	esac
+	d9_run "$T/planted$how.out" "$T/planted$how.err" D9_TRACE_PATH="$d/trace.bin" D9_MAX_TOTAL_SIZE=2M \
+		D9_MAX_FILE_SIZE=1M D9_COMPRESS=0 -- -t 2 -n 600000 --park-every 2000 --sleep-us 100
+	local rc=$?
+	if [ "$rc" -ne 0 ]; then
+		d9_fail "$name" "driver exited $rc: $(head -c 300 "$T/planted$how.err")"
+	elif ! d9_wait_settled "$d"; then
+		d9_fail "$name" "$D9_SETTLE_ERR"
+	else
+		d9_py "$name" '
+d, how = f[0], f[3]; err = open(f[1]).read()
+lock = os.path.join(d, "trace.lock")
+if open(f[2], "rb").read() != b"not d9s\n" or os.path.islink(lock) != (how == ""):
+    fail("the planted lock file or what it names changed")
+if how == "-hardlink" and os.stat(lock).st_nlink != 2:
+    fail("the hard link lost a name")
 said = [l for l in err.splitlines() if "budget lock file" in l]
 if len(said) != 1:
     fail("%d lines about the lock file, expected 1: %s" % (len(said), said[:2]))
@@ -301,8 +313,12 @@ total = sum(os.path.getsize(os.path.join(d, n)) for n in names)
 if len(names) < 2 or total > 2 * 1048576:
     fail("%d segments, %d bytes with D9_MAX_TOTAL_SIZE=2M" % (len(names), total))
 info = said[0]
-' "$d" "$T/planted.err" "$T/victim"
-fi
+' "$d" "$T/planted$how.err" "$T/victim$how" "$how"
+	fi
+}
+planted_lock ""
+planted_lock -hardlink
+planted_lock -foreign
 
 # ---- an exit while the compressor waits for the directory lock ------------------------------------
 # The compressor writes the whole .gz under a temporary name, then takes the directory's lock to
