@@ -121,6 +121,9 @@ struct d9__thr {
 	uint8_t fd_private; /* an agent thread with a descriptor table of its own (fdown.c) */
 	uint8_t fd_inherited; /* started by an agent thread that had one (d9__spawn_blocked) */
 	uint8_t fs_private; /* an agent thread with a root and working directory of its own */
+	uint8_t filtered; /* a program thread under a seccomp filter it (or its creator) installed
+			   * while the agent ran: busy for good, the agent makes no system call on it
+			   * (lifecycle.c, d9_agent_seccomp_before) */
 };
 
 /* The switch log of a profiled worker: the last D9__SWLOG_N (time, coroutine) switches, written
@@ -603,6 +606,14 @@ void d9_agent_resume(void);
  * first to the second. */
 int d9_agent_chroot_before(void);
 void d9_agent_chroot_after(int token, int ok);
+/* Around the program's installation of a seccomp filter (seccomp(2) SECCOMP_SET_MODE_FILTER or
+ * STRICT, prctl(PR_SET_SECCOMP)): a filter may kill the thread at any system call it does not
+ * list, the agent's own included. On the calling thread alone (and the threads and processes it
+ * starts afterwards, which inherit it) the agent records nothing more and makes no system call;
+ * on every thread (tsync) tracing stops for good before the call, as at a chroot. The token goes
+ * from the first to the second; ok: the call succeeded. */
+int d9_agent_seccomp_before(int tsync);
+void d9_agent_seccomp_after(int token, int ok);
 
 /* 1 when the agent is configured and running (or will start on the first event). */
 int d9_agent_active(void);

@@ -56,6 +56,10 @@ static long raw4(long nr, long a, long b, long c, long d)
 /* A short pause (libc's nanosleep is interposed and would be timed as the program's). */
 static void pause_briefly(unsigned *n)
 {
+	if (D9_UNLIKELY(d9__self.filtered)) {
+		_mm_pause(); /* under a seccomp filter: no call of the agent's (lifecycle.c) */
+		return;
+	}
 	if (++*n < 100) {
 		raw2(SYS_sched_yield, 0, 0);
 	} else {
@@ -331,7 +335,9 @@ static void take(int fd)
 
 void d9__fd_take(int fd)
 {
-	if (same_process())
+	/* a thread under a seccomp filter makes no getpid (a call it may kill at): a vfork child
+	 * that shares our memory and has a filter of its own is beyond it */
+	if (d9__self.filtered || same_process())
 		take(fd);
 }
 
@@ -343,7 +349,7 @@ void d9__fd_host_take_range(unsigned first, unsigned last)
 	int hi = __atomic_load_n(&top, __ATOMIC_SEQ_CST), checked = 0;
 	for (unsigned fd = first; fd <= last && (int)fd <= hi && fd < D9__OWN_FDS; fd++) {
 		if (D9_UNLIKELY(__atomic_load_n(&own[fd], __ATOMIC_SEQ_CST) & OURS)) {
-			if (!checked++ && !same_process())
+			if (!checked++ && !d9__self.filtered && !same_process())
 				return; /* d9__fd_host_range_done still follows */
 			take((int)fd);
 		}

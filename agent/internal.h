@@ -547,6 +547,13 @@ const char *d9__dir_next(struct d9__file *f, struct d9__dir_read *r);
  * the bytes read, 0 on any failure; errno kept. */
 size_t d9__file_read_small(const char *path, char *buf, size_t cap);
 int d9__seccomp_filtered(void); /* files.c: the calling thread is under a seccomp filter */
+/* record.c: the calling thread records nothing from now on (its chunk to the writer, out of the
+ * registry, busy); d9__thread_unquit: it may again (registered at its next event) */
+void d9__thread_quit(void);
+void d9__thread_unquit(void);
+/* lifecycle.c, on the writer's periodic pass: a thread's seccomp filter that came in since is
+ * said in the trace (a RecorderState); 1 when it was */
+int d9__seccomp_defs(void);
 /* d9__spawn_blocked's argument to an agent thread (d9__agent_thread): what its creator has of
  * its own, and the creator's wait until the thread has its own too (d9__spawn_ready). Shared by
  * the two (refs), freed by the last: a creator that stops waiting leaves it to the thread. */

@@ -32,6 +32,21 @@ void d9__child_trace(void);
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int chroot_said; /* the stop at the program's chroot said why tracing ends */
+/* a seccomp filter on every thread (TSYNC): tracing stopped for good, no start again (an exec
+ * that fails, a forked child) */
+static int seccomp_all;
+/* a thread's filter is in: the writer appends the RecorderState (d9__seccomp_defs), which the
+ * filtered thread cannot (the definitions' lock and memory may be calls); its text */
+static int seccomp_pending;
+static char seccomp_text[48];
+
+int d9__seccomp_defs(void)
+{
+	if (!__atomic_exchange_n(&seccomp_pending, 0, __ATOMIC_ACQUIRE))
+		return 0;
+	d9__defs_recorder(D9_REC_THREADS, D9_REC_LIMITED, 0, seccomp_text);
+	return 1;
+}
 static uid_t prepared_euid = (uid_t)-1; /* the trace directory was checked for this user */
 static uid_t refused_as; /* the user who refused it at a change of user before the start */
 
@@ -137,6 +152,10 @@ static int seal_now(int ended)
 
 	/* a vfork child shares our memory (and this thread's TLS) but not our pid: nothing here
 	 * is its to touch */
+	/* a thread under a seccomp filter makes no call: the writer seals at the next start
+	 * (the segment stays .active; d9-analyze reads it as it is) */
+	if (t->filtered)
+		return 0;
 	if (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) != D9__RUNNING_ || g->pid != getpid() ||
 		t->role == D9_ROLE_AGENT)
 		return 0;
@@ -276,7 +295,8 @@ void d9_agent_exec_failed(void)
 	struct d9__agent *g = &d9__g;
 	int saved = errno;
 
-	if (g->pid != getpid() || g->state != D9__STOPPED || d9__self.role == D9_ROLE_AGENT)
+	if (d9__self.filtered || seccomp_all || g->pid != getpid() || g->state != D9__STOPPED ||
+		d9__self.role == D9_ROLE_AGENT)
 		goto out;
 	d9__lock(&start_lock);
 	join_threads();
@@ -310,7 +330,8 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
 	int saved = errno;
 
 	(void)uc;
-	seal_now(0);
+	seal_now(0); /* nothing on a thread under a seccomp filter (the calls below may then be
+		      * ones it kills at: the process ends by SIGSYS instead) */
 	/* SA_RESETHAND put the default action back on entry */
 	int fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGSYS;
 	if (!(fault && si && si->si_code > 0)) {
@@ -749,6 +770,91 @@ void d9_agent_chroot_after(int token, int ok)
 	errno = saved;
 }
 
+/* ---- seccomp filters (agent/DESIGN.md, "Seccomp filters") ------------------------------------- */
+
+int d9_agent_seccomp_before(int tsync)
+{
+	struct d9__agent *g = &d9__g;
+	struct d9__thr *t = &d9__self;
+	int token = 0, cancel;
+
+	/* a thread filtered already can make no call of the agent's (a second filter, or one on
+	 * every thread from it, is beyond what the agent can prepare for: agent/DESIGN.md); an
+	 * agent thread, a thread inside the agent or a vfork child have nothing to prepare */
+	if (t->filtered || t->role == D9_ROLE_AGENT || t->busy || g->pid != getpid())
+		return 0;
+	int saved = errno;
+	int st = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
+	if (st != D9__CONFIGURED && st != D9__RUNNING_) {
+		/* not tracing (off, failed, stopped): nothing to say, and still no call on it */
+		t->filtered = t->busy = 1;
+		return 4;
+	}
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	if (tsync) {
+		d9__log_once(D9_LOG_WARN, "the program installs a seccomp filter on every thread "
+			"(SECCOMP_FILTER_FLAG_TSYNC), which may kill the process at a system call it "
+			"does not list, d9's own included: tracing stops here");
+		d9__defs_recorder(D9_REC_THREADS, D9_REC_OFF, 0, "seccomp filter on every thread");
+		if (seal_now(0)) {
+			d9__lock(&start_lock);
+			join_threads();
+			d9__unlock(&start_lock);
+		}
+		/* nothing starts during the call (a thread's first event) */
+		__atomic_store_n(&g->state, D9__STOPPED, __ATOMIC_RELEASE);
+		token = st == D9__RUNNING_ ? 2 : 3;
+	} else {
+		char name[16] = "";
+		pthread_getname_np(pthread_self(), name, sizeof(name));
+		int tid = (int)syscall(SYS_gettid);
+		d9__log_once(D9_LOG_WARN, "thread %d (%s) installs a seccomp filter, which may kill it "
+			"at a system call it does not list, d9's own included: d9 records nothing more "
+			"on it, nor on the threads and processes it starts (said once)", tid, name);
+		/* the trace says it once the filter is in (the writer: after_seccomp) */
+		snprintf(seccomp_text, sizeof(seccomp_text), "seccomp filter: thread %d (%s)", tid, name);
+		d9__thread_quit(); /* its chunk to the writer, out of the registry, busy */
+		t->filtered = 1;
+		token = 1;
+	}
+	pthread_setcancelstate(cancel, NULL);
+	errno = saved;
+	return token;
+}
+
+void d9_agent_seccomp_after(int token, int ok)
+{
+	struct d9__agent *g = &d9__g;
+	struct d9__thr *t = &d9__self;
+
+	if (!token)
+		return;
+	if (ok) {
+		if (token == 2 || token == 3) { /* no call of the agent's from here: memory only */
+			seccomp_all = 1;
+			__atomic_store_n(&d9__enabled, 0, __ATOMIC_RELAXED);
+		} else if (token == 1) {
+			__atomic_store_n(&seccomp_pending, 1, __ATOMIC_RELEASE);
+		}
+		return;
+	}
+	/* the call failed (no filter: the kernel said why): as before it */
+	int saved = errno;
+	if (token == 4) {
+		t->filtered = t->busy = 0;
+	} else if (token == 1) {
+		t->filtered = 0;
+		d9__thread_unquit();
+		d9__log(D9_LOG_WARN, "the seccomp filter of thread %d was not installed (%s): d9 records "
+			"on it again", (int)syscall(SYS_gettid), strerror(saved));
+	} else if (token == 2) {
+		d9_agent_resume();
+	} else {
+		__atomic_store_n(&g->state, D9__CONFIGURED, __ATOMIC_RELEASE);
+	}
+	errno = saved;
+}
+
 /* perf_narrowed() of the moment before the drop: what was denied already is no loss of it */
 static uint32_t perf_before;
 
@@ -879,6 +985,8 @@ int d9__dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *
  * definitions may be half-written, is not traced (fork_child). */
 static void fork_prepare(void)
 {
+	if (d9__self.filtered || seccomp_all)
+		return; /* no lock taken (a wait is a call the filter may kill at): fork_child */
 	struct timespec until = d9__timespec(d9__mono_ns() + LOADER_FORK_WAIT_NS);
 	uint8_t busy = d9__self.busy;
 
@@ -923,6 +1031,14 @@ static void fork_child(void)
 	 * enters a loop, a worker that will) is traced from here */
 	int trace = g->state == D9__RUNNING_ && d9__self.registered && d9__self.role != D9_ROLE_AGENT;
 	int defs_ok = defs_forking;
+
+	if (d9__self.filtered || seccomp_all) {
+		/* the child has the forking thread's seccomp filter: the agent is off in it and makes
+		 * no call (its descriptors stay open, close-on-exec, as the parent's were) */
+		g->state = D9__OFF;
+		d9__enabled = 0;
+		return;
+	}
 
 	d9__fd_child(); /* before any descriptor of the agent's is used or closed */
 	d9__mem_child(); /* the adapters allocate in the child even when it is not traced */

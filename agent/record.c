@@ -794,14 +794,10 @@ void d9__drops_report_all(struct d9__thr *t)
 	d9__drops_report(t->tid, t->worker, d9__paused_take(t), D9_DROP_OTHER);
 }
 
-/* pthread key destructor: a recording thread is exiting; its chunk goes to the writer. */
-static void thread_exit(void *arg)
+/* The calling thread ends its recording: its chunk goes to the writer, and it records nothing
+ * again (thread_exit; a seccomp filter it is about to install, lifecycle.c). */
+static void quit(struct d9__thr *t)
 {
-	struct d9__thr *t = arg;
-	int saved = errno;
-
-	if (t != &d9__self)
-		return;
 	d9__unpark(t);
 	t->busy = 1;
 	d9__profile_thread_exit(t);
@@ -813,6 +809,34 @@ static void thread_exit(void *arg)
 	d9__handoff(t);
 	thread_unregister(t);
 	t->role = ROLE_DEAD;
+}
+
+void d9__thread_quit(void)
+{
+	int saved = errno;
+
+	quit(&d9__self);
+	errno = saved;
+}
+
+void d9__thread_unquit(void)
+{
+	struct d9__thr *t = &d9__self;
+
+	t->role = 0; /* registered again at its next event */
+	t->busy = 0;
+}
+
+/* pthread key destructor: a recording thread is exiting; its chunk goes to the writer. A thread
+ * under a seccomp filter ended its recording before the filter: it makes no call now. */
+static void thread_exit(void *arg)
+{
+	struct d9__thr *t = arg;
+	int saved = errno;
+
+	if (t != &d9__self || t->filtered)
+		return;
+	quit(t);
 	errno = saved;
 }
 

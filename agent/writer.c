@@ -852,6 +852,10 @@ void *d9__writer_main(void *arg)
 		int periodic = now >= next_collect || flush;
 		if (periodic) {
 			d9__modules_refresh(); /* libraries loaded since (dlopen): defined before use */
+			/* in the segment now: a filtered thread's exit does not seal, and the
+			 * other threads may record nothing more */
+			if (d9__seccomp_defs() && g->seg.f.fd >= 0 && !g->write_failing)
+				(void)write_pending_defs(&g->seg);
 			d9__defs_names_refresh(0);
 			/* flight mode: a dump may write chunks as old as its window */
 			d9__coroutines_prune(20 * g->cfg.flush_interval_ns + 1000000000u +

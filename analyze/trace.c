@@ -1076,6 +1076,8 @@ const char *d9__narrowing_text(const struct d9__narrowing *n, char *buf, size_t 
 		{ D9_REC_SYMBOLS, D9_REC_OFF, "segments without symbol records" },
 		{ D9_REC_MAPS, D9_REC_LIMITED, "frame-pointer stacks cut" },
 		{ D9_REC_STACK_COPY, D9_REC_OFF, "ctimer stacks without their callers" },
+		{ D9_REC_THREADS, D9_REC_LIMITED, "a thread under a seccomp filter records nothing more" },
+		{ D9_REC_THREADS, D9_REC_OFF, "recording stopped at a seccomp filter on every thread" },
 	};
 	char head[64];
 	const char *w = NULL;
@@ -1127,6 +1129,10 @@ const char *d9__narrowing_hint(const struct d9__narrowing *n)
 		return "install libdw (Debian/Ubuntu: libdw1, Fedora: elfutils-libs) where the server runs";
 	case D9_REC_MAPS:
 		return "/proc must be mounted and /proc/self/maps readable by the server";
+	case D9_REC_THREADS:
+		return "the program's seccomp filter may kill a thread at a system call the agent "
+			"would make there: d9 records no thread under one (a program option to turn the "
+			"filter off, such as chronyd's -F 0, while tracing)";
 	}
 	return "";
 }

@@ -245,7 +245,8 @@ enum d9_rec_feature {
 	D9_REC_SYMBOLS = 7, /* Symbol records of sealed segments (libdw) */
 	D9_REC_MAPS = 8, /* /proc/self/maps: what validates frame-pointer stacks */
 	D9_REC_STACK_COPY = 9, /* ctimer samples copy their stack (process_vm_readv) */
-	D9_REC_FEATURE_MAX = 9,
+	D9_REC_THREADS = 10, /* threads recording: some stopped (a seccomp filter they installed) */
+	D9_REC_FEATURE_MAX = 10,
 };
 enum d9_rec_state {
 	D9_REC_OFF = 1, /* the feature records nothing from now on */

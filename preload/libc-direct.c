@@ -109,6 +109,39 @@ static void *agent_started(void *p)
 	return a.fn(a.arg);
 }
 
+/* A thread started by a thread under a seccomp filter has that filter: it records nothing and
+ * the agent makes no call on it (lifecycle.c, d9_agent_seccomp_before). Its start goes through
+ * the program's own malloc, as pthread_create's own does. */
+struct filtered_start {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+static void *filtered_started(void *p)
+{
+	struct filtered_start a = *(struct filtered_start *)p;
+
+	free(p);
+	d9__self.filtered = 1;
+	d9__self.busy = 1;
+	return a.fn(a.arg);
+}
+
+struct filtered_thrd {
+	thrd_start_t fn;
+	void *arg;
+};
+
+static int filtered_thrd_started(void *p)
+{
+	struct filtered_thrd a = *(struct filtered_thrd *)p;
+
+	free(p);
+	d9__self.filtered = 1;
+	d9__self.busy = 1;
+	return a.fn(a.arg);
+}
+
 D9_INTERPOSE int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
 	void *arg)
 {
@@ -117,6 +150,16 @@ D9_INTERPOSE int pthread_create(pthread_t *th, const pthread_attr_t *attr, void 
 	host_starts_thread();
 	if (!real_pthread_create)
 		return EAGAIN;
+	if (D9_UNLIKELY(d9__self.filtered)) {
+		struct filtered_start *a = malloc(sizeof(*a));
+		if (!a)
+			return EAGAIN;
+		*a = (struct filtered_start){ fn, arg };
+		int err = real_pthread_create(th, attr, filtered_started, a);
+		if (err)
+			free(a);
+		return err;
+	}
 	if (D9_UNLIKELY(d9__self.role == D9_ROLE_AGENT && !d9__self.busy)) {
 		struct agent_start *a = d9__mem_alloc(sizeof(*a));
 		if (!a)
@@ -137,6 +180,16 @@ D9_INTERPOSE int thrd_create(thrd_t *th, thrd_start_t fn, void *arg)
 	host_starts_thread();
 	if (!real_thrd_create)
 		return thrd_error;
+	if (D9_UNLIKELY(d9__self.filtered)) {
+		struct filtered_thrd *a = malloc(sizeof(*a));
+		if (!a)
+			return thrd_nomem;
+		*a = (struct filtered_thrd){ fn, arg };
+		int err = real_thrd_create(th, filtered_thrd_started, a);
+		if (err != thrd_success)
+			free(a);
+		return err;
+	}
 	return real_thrd_create(th, fn, arg);
 }
 

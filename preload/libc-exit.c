@@ -9,6 +9,7 @@
 #include "preload.h"
 
 #include <linux/close_range.h>
+#include <linux/seccomp.h>
 
 #include <fcntl.h>
 #include <sched.h>
@@ -103,6 +104,12 @@ D9_INTERPOSE long syscall(long number, ...)
 	if (exec)
 		d9_agent_exec_begin();
 	int root = number == SYS_chroot ? d9_agent_chroot_before() : -1;
+	/* a seccomp filter (libseccomp's seccomp_load makes it so): a probe without a program
+	 * (NULL, as libseccomp's checks of the kernel's flags) installs none */
+	int sec = number == SYS_seccomp && (a[0] == SECCOMP_SET_MODE_STRICT ||
+		(a[0] == SECCOMP_SET_MODE_FILTER && a[2])) ?
+		d9_agent_seccomp_before(a[0] == SECCOMP_SET_MODE_FILTER &&
+			(a[1] & SECCOMP_FILTER_FLAG_TSYNC)) : 0;
 	/* numbers the call may take from the agent (agent/fdown.c); the agent's own threads make
 	 * theirs directly */
 	int take = -1, range = 0;
@@ -147,6 +154,9 @@ D9_INTERPOSE long syscall(long number, ...)
 		d9_agent_exec_failed();
 	if (root >= 0)
 		d9_agent_chroot_after(root, r == 0);
+	if (sec)
+		d9_agent_seccomp_after(sec, number == SYS_seccomp && a[0] == SECCOMP_SET_MODE_FILTER &&
+			(a[1] & SECCOMP_FILTER_FLAG_NEW_LISTENER) ? r >= 0 : r == 0);
 	/* descriptors whose number or mode may have changed unseen are timed again (libc-fds.c) */
 	if (number == SYS_close || number == SYS_fcntl || number == SYS_ioctl) {
 		d9__fd_forget((int)a[0]); /* fcntl: F_SETFL or F_DUPFD, perhaps */

@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <time.h>
 
@@ -47,7 +48,12 @@ D9_INTERPOSE int prctl(int option, ...)
 		errno = ENOSYS;
 		return -1;
 	}
+	/* a seccomp filter on this thread (the prctl form has no TSYNC): agent/d9-agent.h */
+	int sec = option == PR_SET_SECCOMP && (a2 == SECCOMP_MODE_STRICT ||
+		(a2 == SECCOMP_MODE_FILTER && a3)) ? d9_agent_seccomp_before(0) : 0;
 	int r = real_prctl(option, a2, a3, a4, a5);
+	if (sec)
+		d9_agent_seccomp_after(sec, r == 0);
 	if (r == 0 && option == PR_SET_NAME && d9__pl_active()) {
 		int saved = errno;
 		d9_agent_thread_renamed();

@@ -1,0 +1,124 @@
+/* seccomp-prog.c: a program that installs a seccomp filter while it runs, as Debian's chronyd
+ * does (-F 1, its package's default: libseccomp's seccomp_load on its main thread, after its
+ * start), for test-preload-seccomp.sh. It waits 10 times (poll of a pipe nobody writes to, 5 ms),
+ * installs a filter that kills the process at any system call it does not list (no getpid,
+ * gettid, openat, pread64, perf_event_open: calls the agent makes), then waits 10 times more,
+ * starts a thread that waits 10 times, forks a child that waits 10 times and exits, and exits
+ * with exit(0) (atexit handlers, destructors). Prints "before", "after", "done" as it goes.
+ * Usage: seccomp-prog MODE [hold]: with hold, before "done" it waits until its standard input
+ * ends (the test's sign that it has seen what it looks for in the trace)
+ *   thread   seccomp(SECCOMP_SET_MODE_FILTER, 0, prog): the calling thread's filter
+ *   tsync    seccomp(..., SECCOMP_FILTER_FLAG_TSYNC, prog): every thread's (the agent's too)
+ *   prctl    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog)
+ *   failed   seccomp(SECCOMP_SET_MODE_FILTER, 0, a program with an invalid instruction):
+ *            EINVAL, no filter; then libseccomp's probe (a NULL program): EFAULT; the program
+ *            goes on unfiltered */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int pipe_rd;
+
+static void waits(int n)
+{
+	struct pollfd p = { .fd = pipe_rd, .events = POLLIN };
+
+	for (int i = 0; i < n; i++)
+		if (poll(&p, 1, 5) != 0)
+			_exit(3);
+}
+
+static void *thread_main(void *arg)
+{
+	(void)arg;
+	waits(10);
+	return NULL;
+}
+
+#define ALLOW(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)
+
+/* What this program itself needs after the filter: its waits, writes, a thread (clone3, memory,
+ * signal masks, robust lists, rseq), a fork (clone, wait4) and its exit. */
+static struct sock_filter filter[] = {
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	ALLOW(SYS_poll), ALLOW(SYS_ppoll), ALLOW(SYS_write), ALLOW(SYS_exit), ALLOW(SYS_exit_group),
+	ALLOW(SYS_rt_sigreturn), ALLOW(SYS_restart_syscall), ALLOW(SYS_futex), ALLOW(SYS_mmap),
+	ALLOW(SYS_munmap), ALLOW(SYS_mprotect), ALLOW(SYS_brk), ALLOW(SYS_madvise),
+	ALLOW(SYS_rt_sigprocmask), ALLOW(SYS_clone), ALLOW(SYS_clone3), ALLOW(SYS_set_robust_list),
+	ALLOW(SYS_rseq), ALLOW(SYS_wait4), ALLOW(SYS_newfstatat), ALLOW(SYS_fstat),
+	ALLOW(SYS_rt_sigaction), ALLOW(SYS_read),
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+};
+
+int main(int argc, char **argv)
+{
+	struct sock_fprog prog = { sizeof(filter) / sizeof(filter[0]), filter };
+	/* a return of an unknown action's opcode: refused by the kernel (EINVAL) */
+	struct sock_filter bad_insn[] = { { 0xffff, 0, 0, 0 } };
+	struct sock_fprog bad = { 1, bad_insn };
+	const char *mode = argc > 1 ? argv[1] : "thread";
+	int p[2];
+	long r;
+
+	if (pipe(p))
+		return 2;
+	pipe_rd = p[0];
+	waits(10);
+	printf("before\n");
+	fflush(stdout);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return 2;
+	if (!strcmp(mode, "thread"))
+		r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+	else if (!strcmp(mode, "tsync"))
+		r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog);
+	else if (!strcmp(mode, "prctl"))
+		r = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+	else if (!strcmp(mode, "failed"))
+		r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &bad) == -1 && errno == EINVAL &&
+			syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, NULL) == -1 && errno == EFAULT ?
+			0 : -1;
+	else
+		return 2;
+	if (r != 0)
+		return 4;
+	waits(10);
+	printf("after\n");
+	fflush(stdout);
+	pthread_t th;
+	if (pthread_create(&th, NULL, thread_main, NULL) || pthread_join(th, NULL))
+		return 5;
+	pid_t c = fork();
+	if (c < 0)
+		return 6;
+	if (c == 0) {
+		waits(10);
+		exit(0);
+	}
+	int st;
+	if (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return 7;
+	if (argc > 2 && !strcmp(argv[2], "hold")) {
+		char b[64];
+		while (read(0, b, sizeof(b)) > 0)
+			;
+	}
+	printf("done\n");
+	exit(0);
+}
