@@ -102,6 +102,28 @@ static void write_private(const char *line, size_t len)
 	close((int)fd);
 }
 
+/* A line to descriptor 2 from one of the program's threads. A program that lowered
+ * RLIMIT_FSIZE (OpenSSH's privilege-separated child sets it to 0) gets SIGXFSZ, which ends it, at
+ * a write past the limit into a regular file: the agent's line must not be that write. SIGXFSZ
+ * is blocked around it, and the one the write raised (EFBIG) is taken back, unless one was
+ * pending already (the program's). The agent's own threads block every signal. */
+static void write_stderr(const char *line, size_t len)
+{
+	sigset_t xfsz, old, pending;
+
+	sigemptyset(&xfsz);
+	sigaddset(&xfsz, SIGXFSZ);
+	int before = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ);
+	if (pthread_sigmask(SIG_BLOCK, &xfsz, &old) != 0)
+		return;
+	ssize_t w = write(2, line, len);
+	if (w < 0 && errno == EFBIG && !before) {
+		struct timespec none = { 0, 0 };
+		sigtimedwait(&xfsz, NULL, &none);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 void d9__log(int level, const char *fmt, ...)
 {
 	char line[512];
@@ -123,8 +145,7 @@ void d9__log(int level, const char *fmt, ...)
 	if (d9__self.fd_private) {
 		write_private(line, len);
 	} else {
-		ssize_t w = write(2, line, len);
-		(void)w;
+		write_stderr(line, len);
 	}
 	errno = saved;
 }

@@ -19,6 +19,8 @@ pkgs=(
 	nginx memcached                                       # real servers: privilege drops, names (test-real-*.sh)
 	haproxy                                               # a real server whose workers chroot (test-real-haproxy.sh)
 	dnsmasq-base                                          # a real server that drops CAP_CHOWN before its setuid (test-real-dnsmasq.sh)
+	openssh-client libwrap0 libgssapi-krb5-2 libkrb5-3    # test-real-sshd.sh: the client, the unpacked sshd's libraries
+	libedit2 libgnutls30 libnettle8 libseccomp2           # test-real-chrony.sh: the unpacked chronyd's libraries
 	strace                                                # make bench: syscalls per request
 	libmemcached-tools                                    # make bench: memcaslap (bench-real.sh)
 	chromium                                              # viewer tests (tests/browser)
@@ -39,6 +41,30 @@ else
 	export DEBIAN_FRONTEND=noninteractive
 	$sudo apt-get update -qq
 	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Servers tested but not installed (installing them would start a login server or a time
+# daemon on this machine): their packages are downloaded and unpacked into build/debs/<name>/,
+# for test-real-sshd.sh and test-real-chrony.sh, which skip (counted) without them. sshd also needs
+# its privilege-separation user, as Debian's openssh-server package makes it.
+root_dir="$(cd "$(dirname "$0")/.." && pwd)"
+debs_dir="$root_dir/build/debs"
+for p in openssh-server chrony; do
+	[ -d "$debs_dir/$p/usr/sbin" ] && continue
+	mkdir -p "$debs_dir/$p.dl"
+	if ! (cd "$debs_dir/$p.dl" && apt-get download -qq "$p" >/dev/null 2>&1) &&
+		! { [ "$(id -u)" -eq 0 ] && apt-get update -qq &&
+			(cd "$debs_dir/$p.dl" && apt-get download -qq "$p" >/dev/null 2>&1); }; then
+		echo "install-deps: cannot download $p: test-real-${p%%-*}.sh will be skipped" >&2
+		rm -rf "$debs_dir/$p.dl"
+		continue
+	fi
+	dpkg-deb -x "$debs_dir/$p.dl"/"$p"_*.deb "$debs_dir/$p" && rm -rf "$debs_dir/$p.dl"
+	echo "install-deps: $p unpacked into build/debs/$p (not installed)"
+done
+if [ "$(id -u)" -eq 0 ] && ! getent passwd sshd >/dev/null; then
+	useradd --system --no-create-home --home-dir /run/sshd --shell /usr/sbin/nologin sshd &&
+		echo "install-deps: made the system user sshd (sshd's privilege separation)"
 fi
 
 # playwright-core (drives the chromium above; no browser download) for the viewer tests, pinned
