@@ -10,6 +10,8 @@
  *   thread   seccomp(SECCOMP_SET_MODE_FILTER, 0, prog): the calling thread's filter
  *   tsync    seccomp(..., SECCOMP_FILTER_FLAG_TSYNC, prog): every thread's (the agent's too)
  *   prctl    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog)
+ *   fsize    as thread, after setting RLIMIT_FSIZE to 0 (as OpenSSH's sandboxed child does: a
+ *            write past it into a file raises SIGXFSZ, which ends the process)
  *   failed   seccomp(SECCOMP_SET_MODE_FILTER, 0, a program with an invalid instruction):
  *            EINVAL, no filter; then libseccomp's probe (a NULL program): EFAULT; the program
  *            goes on unfiltered */
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -84,7 +87,12 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		return 2;
-	if (!strcmp(mode, "thread"))
+	if (!strcmp(mode, "fsize")) {
+		struct rlimit z = { 0, 0 };
+		if (setrlimit(RLIMIT_FSIZE, &z))
+			return 2;
+	}
+	if (!strcmp(mode, "thread") || !strcmp(mode, "fsize"))
 		r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
 	else if (!strcmp(mode, "tsync"))
 		r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog);
