@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <libdeflate.h>
@@ -621,7 +622,10 @@ void *d9__compressor_main(void *arg)
 
 	d9__agent_thread(arg);
 	prctl(PR_SET_NAME, "d9-compress");
-	setpriority(PRIO_PROCESS, (id_t)gettid(), 19); /* this thread only: the host comes first */
+	/* this thread only: the host comes first (under an inherited seccomp filter, only when it
+	 * does not kill at setpriority: systemd's @resources, denied by Debian's redis and nsd units) */
+	if (d9__call_survives(SYS_setpriority, PRIO_PROCESS, 0, 19, 0, 0, 0))
+		setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
 	uint64_t adopt_at = 0; /* the first look right away: the work of earlier runs */
 	d9__lock(&g->disk_lock);
 	for (;;) {

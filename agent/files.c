@@ -9,6 +9,9 @@
 #include "internal.h"
 
 #include <dirent.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -436,22 +439,82 @@ FILE *d9__file_fopen_read(const char *path)
  * does by default) at a call it does not list, so the agent makes no call newer than the
  * program's own under one: close_range for a table of its own, pidfd_getfd (fdown.c,
  * config.c). */
-int d9__seccomp_filtered(void)
+/* The calling thread's seccomp mode from /proc/thread-self/status: 0 none, 1 strict, 2 filter,
+ * -1 unknown (unreadable). */
+static int seccomp_mode(void)
 {
 	char buf[4096];
 
-	if (d9__self.filtered)
-		return 1; /* its filter came while the agent ran: no read (a call it may kill at) */
-
 	if (!d9__file_read_small("/proc/thread-self/status", buf, sizeof(buf)))
-		return 1;
+		return -1;
 	const char *p = strstr(buf, "\nSeccomp:");
 	if (!p)
 		return 0; /* a kernel without seccomp */
 	p += strlen("\nSeccomp:");
 	while (*p == ' ' || *p == '\t')
 		p++;
-	return *p != '0';
+	return *p >= '0' && *p <= '2' ? *p - '0' : -1;
+}
+
+int d9__seccomp_filtered(void)
+{
+	if (d9__self.filtered || d9__filter_inherited)
+		return 1; /* no read (a call it may kill at) */
+	return seccomp_mode() != 0;
+}
+
+int d9__filter_inherited;
+
+void d9__seccomp_at_start(void)
+{
+	d9__filter_inherited = seccomp_mode() > 0;
+}
+
+/* The probe's child: shares our memory (CLONE_VM) and, having no TLS of its own, must make no
+ * call of the C library's: the system call, then exit, both by the instruction. */
+struct probe { long nr, a[6]; };
+
+static long raw6(long nr, const long *a)
+{
+	long r;
+	register long r10 __asm__("r10") = a[3];
+	register long r8 __asm__("r8") = a[4];
+	register long r9 __asm__("r9") = a[5];
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "a"(nr), "D"(a[0]), "S"(a[1]), "d"(a[2]), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+
+static int probe_child(void *arg)
+{
+	const struct probe *p = arg;
+	long none[6] = { 0 };
+
+	raw6(p->nr, p->a);
+	raw6(SYS_exit, none);
+	return 0;
+}
+
+int d9__call_survives(long nr, long a0, long a1, long a2, long a3, long a4, long a5)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static char stack[16384] __attribute__((aligned(16)));
+	struct probe p = { nr, { a0, a1, a2, a3, a4, a5 } };
+	int saved = errno, st = 0, ok = 0;
+
+	if (!d9__filter_inherited)
+		return 1;
+	d9__lock(&mu);
+	/* no exit signal: the program's SIGCHLD handler and its waits for any child see nothing;
+	 * CLONE_VFORK: back here once the child has made its call and exited (or was killed) */
+	int pid = clone(probe_child, stack + sizeof(stack), CLONE_VM | CLONE_VFORK, &p);
+	if (pid > 0 && waitpid(pid, &st, __WALL) == pid)
+		ok = !(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) && !WIFSIGNALED(st);
+	d9__unlock(&mu);
+	errno = saved;
+	return ok;
 }
 
 size_t d9__file_read_small(const char *path, char *buf, size_t cap)

@@ -547,6 +547,18 @@ const char *d9__dir_next(struct d9__file *f, struct d9__dir_read *r);
  * the bytes read, 0 on any failure; errno kept. */
 size_t d9__file_read_small(const char *path, char *buf, size_t cap);
 int d9__seccomp_filtered(void); /* files.c: the calling thread is under a seccomp filter */
+/* files.c: the process started under a seccomp filter (a container's, a systemd unit's
+ * SystemCallFilter=, one installed before an exec): read once at the agent's load
+ * (d9__seccomp_at_start). Its action for a call it does not list may be to kill the process,
+ * so the agent leaves out the calls such filters commonly leave out (systemd's @resources and
+ * @debug groups: setpriority, perf_event_open; agent/DESIGN.md, "Seccomp filters") */
+extern D9_HIDDEN int d9__filter_inherited;
+void d9__seccomp_at_start(void);
+/* Under an inherited filter: 1 when the system call nr with these arguments does not kill its
+ * caller, learnt from a child that makes it (clone(CLONE_VM | CLONE_VFORK), no exit signal,
+ * reaped here): a filter's verdict depends on the number and the arguments alone. 1 without a
+ * filter. The caller keeps the answer. */
+int d9__call_survives(long nr, long a0, long a1, long a2, long a3, long a4, long a5);
 /* record.c: the calling thread records nothing from now on (its chunk to the writer, out of the
  * registry, busy); d9__thread_unquit: it may again (registered at its next event) */
 void d9__thread_quit(void);

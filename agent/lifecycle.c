@@ -634,6 +634,8 @@ static uint32_t perf_narrowed(void)
 
 	if ((!c->cpu_hz || c->profile_mode == D9_PROF_CTIMER) && !c->sched_events)
 		return 0;
+	if (!d9__call_survives(SYS_perf_event_open, 0, 0, -1, -1, PERF_FLAG_FD_CLOEXEC, 0))
+		return 0; /* an inherited seccomp filter that kills at it: profile.c's perf_open */
 	for (int user_only = 0; user_only < 2; user_only++) {
 		memset(&a, 0, sizeof(a));
 		a.size = sizeof(a);
@@ -1113,6 +1115,7 @@ __attribute__((constructor)) static void d9__init(void)
 	g->state = D9__OFF;
 	d9__enabled = 0;
 	d9__fd_init(); /* this process's descriptor numbers are the ones marked (fdown.c) */
+	d9__seccomp_at_start();
 	if (d9__config_load(&g->cfg) != 0)
 		goto out;
 	d9__clock_init(g->cfg.clock);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -477,7 +478,9 @@ static void *uploader_main(void *arg)
 	(void)arg;
 	d9__agent_thread(arg);
 	prctl(PR_SET_NAME, "d9-s3");
-	setpriority(PRIO_PROCESS, (id_t)gettid(), 19); /* this thread only: the host comes first */
+	/* this thread only (under an inherited seccomp filter: compress.c) */
+	if (d9__call_survives(SYS_setpriority, PRIO_PROCESS, 0, 19, 0, 0, 0))
+		setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
 	if (!c.lib && curl_load(&c, why, sizeof(why)) != 0) {
 		d9__log(D9_LOG_WARN, "S3 upload is off: %s; segments stay in %s", why,
 			d9__trace_dir_shown(&d9__g.cfg));

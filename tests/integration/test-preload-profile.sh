@@ -15,6 +15,10 @@
 #     checks thread CPU timers at its tick, so the rate is at most CONFIG_HZ: d9_kernel_hz).
 #   - wrk on /fast at 999 Hz (profile-io): at most 10% of the stacks truncated, and the samples
 #     in write/read reach serve_conn and the coroutine's root (details at the test).
+#   - a systemd unit's filter that kills at perf_event_open, setpriority and mincore
+#     (tests/tools/unit-filter.c; Debian's redis and nsd units deny them): the server lives (it
+#     died at its start before), CPU samples from the ctimer on the burn, said on stderr
+#     (profile-unit-filter, -said);
 #   - perf_event_open denied by a seccomp filter (tests/tools/no-perf.c): auto mode says so in
 #     one line and samples with ctimer; D9_CPU_PROFILE_MODE=perf records no sample, says why, and
 #     still traces polls.
@@ -318,6 +322,27 @@ if pl_run $p "$noperf" D9_CPU_PROFILE=999 D9_CPU_PROFILE_MODE=perf -- "/burn?ms=
 		pl_pass $p "no samples, ${n##* } polls traced; stderr: $(head -c 200 "$SDIR/stderr")"
 	else
 		pl_fail $p "samples and polls: $n; stderr: $(head -c 300 "$SDIR/stderr")"
+	fi
+fi
+
+# ---- a systemd unit's filter (tests/tools/unit-filter.c): its action for a denied call kills -------
+# Debian's redis-server.service and nsd.service deny what d9 used to call (setpriority for its
+# threads, perf_event_open, mincore): under such a filter the agent killed the service at its
+# start (the compressor's setpriority) or at its first profiled worker. A child that shares its
+# memory tries each such call once (d9__call_survives): killed there, the agent leaves it out.
+unitf=$T/st-http-unit
+printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$PL_ROOT/build/tests/unit-filter" "$ST_HTTP" >"$unitf"
+chmod +x "$unitf"
+p=profile-unit-filter
+if pl_run $p "$unitf" D9_CPU_PROFILE=999 D9_SCHED_EVENTS=1 -- "/burn?ms=300" "burn ms=300 cpu_ns=*" /fast ok; then
+	pl_check $p "prefix = '$p'
+$COMMON
+$BURN" "$ST_HTTP" "$SDIR/maps" "$CTIMER_HZ" 300 fp
+	if grep -q "seccomp filter kills at perf_event_open" "$SDIR/stderr" &&
+		grep -q "CPU samples come from a CPU-time timer" "$SDIR/stderr"; then
+		pl_pass $p-said "$(tr '\n' ' ' <"$SDIR/stderr" | head -c 300)"
+	else
+		pl_fail $p-said "want the filter's perf_event_open and the ctimer said, stderr: $(head -c 300 "$SDIR/stderr")"
 	fi
 fi
 
