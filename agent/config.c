@@ -33,9 +33,14 @@ void d9__stderr_meant(void)
 
 	if (!d9__self.filtered && !d9__fd_same_process())
 		return; /* a vfork child's dup2 before its exec: not the parent's stderr */
-	/* on a thread under a seccomp filter no fstat (a call it may kill at): stderr unknown, the
-	 * agent's lines then go nowhere */
-	int ok = !d9__self.filtered && fstat(2, &st) == 0;
+	/* on a thread under a seccomp filter no fstat (a call it may kill at): stderr unseen, the
+	 * next line of another thread's looks */
+	if (d9__self.filtered) {
+		__atomic_store_n(&err_state, ERR_UNSEEN, __ATOMIC_RELEASE);
+		errno = saved;
+		return;
+	}
+	int ok = fstat(2, &st) == 0;
 
 	__atomic_store_n(&err_state, ERR_CHANGING, __ATOMIC_RELEASE);
 	__atomic_store_n(&err_dev, ok ? (uint64_t)st.st_dev : 0, __ATOMIC_RELAXED);

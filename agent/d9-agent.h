@@ -140,6 +140,10 @@ enum { D9__RUNNING = 0, D9__PARKED = 1, D9__STEALING = 2, D9__STOLEN = 3 };
 
 extern D9_HIDDEN __thread struct d9__thr d9__self __attribute__((tls_model("initial-exec")));
 extern D9_HIDDEN int d9__enabled; /* recording on (D9_ENABLED, toggle signal); read on every event */
+/* a seccomp filter on every thread is coming or in (lifecycle.c, d9_agent_seccomp_before): the
+ * paths that can still run on the program's threads (an Unpark's schedstat, a timed call's
+ * record, the ctimer's handler, a thread's exit) make no call */
+extern D9_HIDDEN int d9__no_calls;
 extern D9_HIDDEN int d9__clock_tsc; /* event clock: 1 TSC ticks, 0 CLOCK_MONOTONIC ns */
 
 /* Prepares t for one more event: starts the agent, hands off a full or flush-requested chunk,

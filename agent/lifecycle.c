@@ -39,6 +39,7 @@ static int seccomp_all;
  * filtered thread cannot (the definitions' lock and memory may be calls); its text */
 static int seccomp_pending;
 static char seccomp_text[48];
+static int seccomp_enabled; /* d9__enabled before a filter on every thread (back if refused) */
 
 int d9__seccomp_defs(void)
 {
@@ -748,7 +749,7 @@ void d9_agent_chroot_after(int token, int ok)
 	struct d9__thr *t = &d9__self;
 	int cancel;
 
-	if (t->role == D9_ROLE_AGENT || g->pid != getpid())
+	if (t->filtered || t->role == D9_ROLE_AGENT || g->pid != getpid())
 		return;
 	int saved = errno;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
@@ -782,14 +783,23 @@ int d9_agent_seccomp_before(int tsync)
 
 	/* a thread filtered already can make no call of the agent's (a second filter, or one on
 	 * every thread from it, is beyond what the agent can prepare for: agent/DESIGN.md); an
-	 * agent thread, a thread inside the agent or a vfork child have nothing to prepare */
-	if (t->filtered || t->role == D9_ROLE_AGENT || t->busy || g->pid != getpid())
+	 * agent thread or a vfork child have nothing to prepare. (A busy thread is one a stop left
+	 * busy, a chroot's or an exit's: the program's call, never the agent's own) */
+	if (t->filtered || t->role == D9_ROLE_AGENT || g->pid != getpid())
 		return 0;
 	int saved = errno;
 	int st = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
 	if (st != D9__CONFIGURED && st != D9__RUNNING_) {
-		/* not tracing (off, failed, stopped): nothing to say, and still no call on it */
+		/* not tracing (off, failed, stopped): nothing to say, and still no call on it (what
+		 * it still holds, a ctimer, its place in the registry, ended now); every thread's:
+		 * no call anywhere, and none again (seccomp_all on success) */
+		if (t->registered || t->prof)
+			d9__thread_quit();
 		t->filtered = t->busy = 1;
+		if (tsync) {
+			__atomic_store_n(&d9__no_calls, 1, __ATOMIC_RELEASE);
+			return 5;
+		}
 		return 4;
 	}
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
@@ -798,12 +808,34 @@ int d9_agent_seccomp_before(int tsync)
 			"(SECCOMP_FILTER_FLAG_TSYNC), which may kill the process at a system call it "
 			"does not list, d9's own included: tracing stops here");
 		d9__defs_recorder(D9_REC_THREADS, D9_REC_OFF, 0, "seccomp filter on every thread");
-		if (seal_now(0)) {
-			d9__lock(&start_lock);
-			join_threads();
-			d9__unlock(&start_lock);
+		/* the program's other threads: no new event, and what is under way makes no call */
+		seccomp_enabled = __atomic_load_n(&d9__enabled, __ATOMIC_RELAXED);
+		__atomic_store_n(&d9__no_calls, 1, __ATOMIC_RELEASE);
+		/* a start under way on another thread finishes first, and none follows */
+		d9__lock(&start_lock);
+		st = g->state;
+		if (st == D9__CONFIGURED)
+			__atomic_store_n(&g->state, D9__STOPPED, __ATOMIC_RELEASE);
+		d9__unlock(&start_lock);
+		if (st == D9__RUNNING_) {
+			/* the agent's threads must be gone before the filter: seconds for the seal,
+			 * not the exit's deadline (a thread still running after it is said) */
+			seal_now(0);
+			if (wait_flag(&g->state, D9__STOPPED, d9__mono_ns() + 5000000000ull)) {
+				d9__lock(&start_lock);
+				join_threads();
+				if (g->compressor_started) {
+					struct timespec ts = d9__timespec(d9__mono_ns() + 5000000000ull);
+					if (pthread_clockjoin_np(g->compressor, NULL, CLOCK_MONOTONIC, &ts) == 0)
+						g->compressor_started = 0;
+				}
+				d9__unlock(&start_lock);
+			}
+			if (g->writer_started || g->compressor_started)
+				d9__log(D9_LOG_WARN, "d9's %s did not end before the seccomp filter: it may "
+					"be killed at its next system call", g->writer_started ? "writer" :
+					"compressor");
 		}
-		/* nothing starts during the call (a thread's first event) */
 		__atomic_store_n(&g->state, D9__STOPPED, __ATOMIC_RELEASE);
 		token = st == D9__RUNNING_ ? 2 : 3;
 	} else {
@@ -815,6 +847,8 @@ int d9_agent_seccomp_before(int tsync)
 			"on it, nor on the threads and processes it starts (said once)", tid, name);
 		/* the trace says it once the filter is in (the writer: after_seccomp) */
 		snprintf(seccomp_text, sizeof(seccomp_text), "seccomp filter: thread %d (%s)", tid, name);
+		/* what it recorded on disk now: an exit from it will not seal (calls) */
+		d9_agent_flush(100);
 		d9__thread_quit(); /* its chunk to the writer, out of the registry, busy */
 		t->filtered = 1;
 		token = 1;
@@ -832,7 +866,7 @@ void d9_agent_seccomp_after(int token, int ok)
 	if (!token)
 		return;
 	if (ok) {
-		if (token == 2 || token == 3) { /* no call of the agent's from here: memory only */
+		if (token == 2 || token == 3 || token == 5) { /* no call of the agent's from here */
 			seccomp_all = 1;
 			__atomic_store_n(&d9__enabled, 0, __ATOMIC_RELAXED);
 		} else if (token == 1) {
@@ -842,17 +876,24 @@ void d9_agent_seccomp_after(int token, int ok)
 	}
 	/* the call failed (no filter: the kernel said why): as before it */
 	int saved = errno;
-	if (token == 4) {
+	if (token == 4 || token == 5) {
 		t->filtered = t->busy = 0;
 	} else if (token == 1) {
 		t->filtered = 0;
 		d9__thread_unquit();
 		d9__log(D9_LOG_WARN, "the seccomp filter of thread %d was not installed (%s): d9 records "
 			"on it again", (int)syscall(SYS_gettid), strerror(saved));
-	} else if (token == 2) {
-		d9_agent_resume();
-	} else {
-		__atomic_store_n(&g->state, D9__CONFIGURED, __ATOMIC_RELEASE);
+	} else if (token == 2 || token == 3) {
+		__atomic_store_n(&d9__no_calls, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&d9__enabled, seccomp_enabled, __ATOMIC_RELAXED);
+		if (token == 2)
+			d9_agent_resume();
+		else
+			__atomic_store_n(&g->state, D9__CONFIGURED, __ATOMIC_RELEASE);
+		d9__log(D9_LOG_WARN, "the seccomp filter on every thread was not installed (%s): d9 "
+			"traces again", strerror(saved));
+	} else if (token == 5) {
+		__atomic_store_n(&d9__no_calls, 0, __ATOMIC_RELEASE);
 	}
 	errno = saved;
 }
@@ -887,10 +928,10 @@ int d9_agent_creds_before(unsigned euid)
 void d9_agent_creds_after(int token, unsigned from_euid, int ok)
 {
 	struct d9__thr *t = &d9__self;
-	uid_t now = geteuid();
 
 	if (!d9_agent_active() || t->busy || t->role == D9_ROLE_AGENT || d9__g.pid != getpid())
 		return; /* (a vfork child: see d9_agent_creds_before) */
+	uid_t now = geteuid();
 	int saved = errno, cancel;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	t->busy = 1;
@@ -985,9 +1026,12 @@ int d9__dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *
  * into the executable, tcmalloc's or mimalloc's way), and would never let go of it. Then the
  * fork goes on without the lock after LOADER_FORK_WAIT_NS, and the child, whose copy of the
  * definitions may be half-written, is not traced (fork_child). */
+static __thread int fork_skipped __attribute__((tls_model("initial-exec")));
+
 static void fork_prepare(void)
 {
-	if (d9__self.filtered || seccomp_all)
+	fork_skipped = d9__self.filtered || seccomp_all;
+	if (fork_skipped)
 		return; /* no lock taken (a wait is a call the filter may kill at): fork_child */
 	struct timespec until = d9__timespec(d9__mono_ns() + LOADER_FORK_WAIT_NS);
 	uint8_t busy = d9__self.busy;
@@ -1001,6 +1045,8 @@ static void fork_prepare(void)
 
 static void fork_parent(void)
 {
+	if (fork_skipped)
+		return; /* fork_prepare took nothing */
 	d9__schedstat_fork_parent();
 	if (defs_forking)
 		d9__unlock(&d9__g.def_lock);
@@ -1114,6 +1160,14 @@ __attribute__((constructor)) static void d9__init(void)
 
 	g->state = D9__OFF;
 	d9__enabled = 0;
+	if (getenv("D9__NO_CALLS")) {
+		/* exec'd from a thread under a seccomp filter (preload/libc-exit.c): this image has
+		 * it, and the agent makes no call in it, nor in what it starts */
+		__atomic_store_n(&d9__no_calls, 1, __ATOMIC_RELEASE);
+		d9__self.filtered = d9__self.busy = 1;
+		seccomp_all = 1;
+		return;
+	}
 	d9__fd_init(); /* this process's descriptor numbers are the ones marked (fdown.c) */
 	d9__seccomp_at_start();
 	if (d9__config_load(&g->cfg) != 0)

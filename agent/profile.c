@@ -406,7 +406,7 @@ static void ct_handler(int sig, siginfo_t *si, void *uc)
 	int saved = errno;
 
 	(void)sig;
-	if (!p || !p->ct || si->si_code != SI_TIMER)
+	if (!p || !p->ct || si->si_code != SI_TIMER || __atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE))
 		goto out;
 	struct ct_ring *r = p->ct;
 	if (si->si_overrun > 0) /* expirations merged into this one: samples not taken */

@@ -21,6 +21,7 @@
 
 __thread struct d9__thr d9__self __attribute__((tls_model("initial-exec")));
 int d9__enabled;
+int d9__no_calls;
 struct d9__agent d9__g;
 
 enum { ROLE_DEAD = 3 }; /* a thread past its exit destructor: never records again */
@@ -270,7 +271,7 @@ int d9__slow(struct d9__thr *t, unsigned retry)
 {
 	int saved = errno;
 
-	if (t->busy)
+	if (t->busy || __atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE))
 		return 0; /* an interposed call made by the agent itself: never recorded */
 	t->busy = 1;
 	int ok = slow(t, retry);
@@ -834,8 +835,9 @@ static void thread_exit(void *arg)
 	struct d9__thr *t = arg;
 	int saved = errno;
 
-	if (t != &d9__self || t->filtered)
-		return;
+	if (t != &d9__self || t->filtered || __atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE))
+		return; /* (after a filter on every thread the agent never runs again: nothing walks
+			 * the registry) */
 	quit(t);
 	errno = saved;
 }

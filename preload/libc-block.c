@@ -150,6 +150,10 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 {
 	uint64_t regs[17] = { 0 };
 
+	if (__atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE)) {
+		errno = saved_errno; /* a filter on every thread came during the call */
+		return;
+	}
 	d9__self.busy = 1; /* what we call here (locks, fstat, schedstat) is not the host's */
 	uint32_t kind = fd_kind(fd);
 	uint64_t wait_ns = D9_UNKNOWN;

@@ -85,7 +85,8 @@ __attribute__((constructor(101))) static void direct_init(void)
  * resolver). */
 static void host_starts_thread(void)
 {
-	if (!d9__self.busy && d9__self.role != D9_ROLE_AGENT)
+	/* a thread under a seccomp filter is busy for good, and still the program's */
+	if ((!d9__self.busy || d9__self.filtered) && d9__self.role != D9_ROLE_AGENT)
 		direct_off();
 }
 

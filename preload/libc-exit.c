@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -87,6 +88,33 @@ D9_INTERPOSE void quick_exit(int status)
 	end_now(real__exit, status);
 }
 
+/* An exec from a thread under a seccomp filter (its own, or every thread's): the new image has
+ * the filter, and its agent must make no call, not even at its load (lifecycle.c, d9__init):
+ * the environment it gets carries D9__NO_CALLS=1 (the program's own malloc: freed if the exec
+ * fails). envp as it is otherwise. */
+static const char no_calls_var[] = "D9__NO_CALLS=1";
+
+static char **no_calls_env(char *const envp[], int *made)
+{
+	size_t n = 0;
+
+	*made = 0;
+	if (!d9__self.filtered && !__atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE))
+		return (char **)envp;
+	for (; envp && envp[n]; n++)
+		if (!strcmp(envp[n], no_calls_var))
+			return (char **)envp;
+	char **e = malloc((n + 2) * sizeof(*e));
+	if (!e)
+		return (char **)envp;
+	for (size_t i = 0; i < n; i++)
+		e[i] = envp[i];
+	e[n] = (char *)no_calls_var;
+	e[n + 1] = NULL;
+	*made = 1;
+	return e;
+}
+
 /* syscall(3): exit_group ends the process from any thread, execve replaces it; every other
  * number passes through with its six argument registers as they are. */
 D9_INTERPOSE long syscall(long number, ...)
@@ -100,9 +128,14 @@ D9_INTERPOSE long syscall(long number, ...)
 	va_end(ap);
 	if (number == SYS_exit_group)
 		d9_agent_process_end();
-	int exec = number == SYS_execve || number == SYS_execveat;
-	if (exec)
+	int exec = number == SYS_execve || number == SYS_execveat, made = 0;
+	char **env_made = NULL;
+	if (exec) {
 		d9_agent_exec_begin();
+		int k = number == SYS_execve ? 2 : 3;
+		env_made = no_calls_env((char *const *)a[k], &made);
+		a[k] = (long)env_made;
+	}
 	int root = number == SYS_chroot ? d9_agent_chroot_before() : -1;
 	/* a seccomp filter (libseccomp's seccomp_load makes it so): a probe without a program
 	 * (NULL, as libseccomp's checks of the kernel's flags) installs none */
@@ -150,8 +183,11 @@ D9_INTERPOSE long syscall(long number, ...)
 		d9__fd_host_done(take);
 	if (range)
 		d9__fd_host_range_done();
-	if (exec)
+	if (exec) {
+		if (made)
+			free(env_made);
 		d9_agent_exec_failed();
+	}
 	if (root >= 0)
 		d9_agent_chroot_after(root, r == 0);
 	if (sec)
@@ -252,7 +288,11 @@ D9_INTERPOSE int execve(const char *path, char *const argv[], char *const envp[]
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int r = real_execve(path, argv, envp);
+	int made;
+	char **e = no_calls_env(envp, &made);
+	int r = real_execve(path, argv, e);
+	if (made)
+		free(e);
 	d9_agent_exec_failed();
 	return r;
 }
@@ -264,7 +304,11 @@ D9_INTERPOSE int execv(const char *path, char *const argv[])
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int r = real_execv(path, argv);
+	int made;
+	char **e = no_calls_env(environ, &made);
+	int r = made && real_execve ? real_execve(path, argv, e) : real_execv(path, argv);
+	if (made)
+		free(e);
 	d9_agent_exec_failed();
 	return r;
 }
@@ -276,7 +320,11 @@ D9_INTERPOSE int execvp(const char *file, char *const argv[])
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int r = real_execvp(file, argv);
+	int made;
+	char **e = no_calls_env(environ, &made);
+	int r = made && real_execvpe ? real_execvpe(file, argv, e) : real_execvp(file, argv);
+	if (made)
+		free(e);
 	d9_agent_exec_failed();
 	return r;
 }
@@ -288,7 +336,11 @@ D9_INTERPOSE int execvpe(const char *file, char *const argv[], char *const envp[
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int r = real_execvpe(file, argv, envp);
+	int made;
+	char **e = no_calls_env(envp, &made);
+	int r = real_execvpe(file, argv, e);
+	if (made)
+		free(e);
 	d9_agent_exec_failed();
 	return r;
 }
@@ -300,7 +352,11 @@ D9_INTERPOSE int fexecve(int fd, char *const argv[], char *const envp[])
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int r = real_fexecve(fd, argv, envp);
+	int made;
+	char **e = no_calls_env(envp, &made);
+	int r = real_fexecve(fd, argv, e);
+	if (made)
+		free(e);
 	d9_agent_exec_failed();
 	return r;
 }
@@ -313,7 +369,11 @@ D9_INTERPOSE int execveat(int dirfd, const char *path, char *const argv[], char 
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int r = real_execveat(dirfd, path, argv, envp, flags);
+	int made;
+	char **e = no_calls_env(envp, &made);
+	int r = real_execveat(dirfd, path, argv, e, flags);
+	if (made)
+		free(e);
 	d9_agent_exec_failed();
 	return r;
 }

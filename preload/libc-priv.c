@@ -108,6 +108,8 @@ out:
 				return -1; /* errno: the kernel's */               \
 			errno = saved0_;                                           \
 		}                                                                  \
+		if (d9__self.filtered)                                             \
+			return (call); /* no call of the agent's on it (lifecycle.c) */ \
 		unsigned from_ = (unsigned)geteuid();                              \
 		int token_ = d9_agent_creds_before(euid);                          \
 		int r_ = (call);                                                   \

@@ -109,7 +109,8 @@ int d9__pl_schedstat(uint64_t now)
 {
 	uint64_t c, d;
 
-	if (__atomic_load_n(&sched_off, __ATOMIC_RELAXED))
+	if (__atomic_load_n(&sched_off, __ATOMIC_RELAXED) ||
+		__atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE))
 		return -ENOENT;
 	int err = d9_agent_schedstat(&c, &d);
 	if (err < 0) {

@@ -12,6 +12,11 @@
  *   prctl    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog)
  *   fsize    as thread, after setting RLIMIT_FSIZE to 0 (as OpenSSH's sandboxed child does: a
  *            write past it into a file raises SIGXFSZ, which ends the process)
+ *   parked   tsync, while a second thread waits in poll (200 ms): that wait's end comes after
+ *            the filter (an Unpark: its schedstat reading was a call the filter kills at)
+ *   exec     thread (the filter also lets an exec and a dynamic loader's calls through, not
+ *            getpid), then exec of /bin/true, which exits 0 (the new image's agent must make
+ *            no call at its load either)
  *   failed   seccomp(SECCOMP_SET_MODE_FILTER, 0, a program with an invalid instruction):
  *            EINVAL, no filter; then libseccomp's probe (a NULL program): EFAULT; the program
  *            goes on unfiltered */
@@ -21,6 +26,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -69,6 +75,56 @@ static struct sock_filter filter[] = {
 	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
 };
 
+/* The same, and what an exec and the dynamic loader of the new image need (not getpid) */
+static struct sock_filter exec_filter[] = {
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	ALLOW(SYS_poll), ALLOW(SYS_ppoll), ALLOW(SYS_write), ALLOW(SYS_exit), ALLOW(SYS_exit_group),
+	ALLOW(SYS_rt_sigreturn), ALLOW(SYS_futex), ALLOW(SYS_mmap), ALLOW(SYS_munmap),
+	ALLOW(SYS_mprotect), ALLOW(SYS_brk), ALLOW(SYS_rt_sigprocmask), ALLOW(SYS_rt_sigaction),
+	ALLOW(SYS_set_robust_list), ALLOW(SYS_rseq), ALLOW(SYS_newfstatat), ALLOW(SYS_fstat),
+	ALLOW(SYS_read), ALLOW(SYS_close), ALLOW(SYS_execve), ALLOW(SYS_arch_prctl),
+	ALLOW(SYS_access), ALLOW(SYS_openat), ALLOW(SYS_pread64), ALLOW(SYS_set_tid_address),
+	ALLOW(SYS_prlimit64), ALLOW(SYS_getrandom),
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+};
+
+static void *parked_main(void *arg)
+{
+	(void)arg;
+	struct pollfd p = { .fd = pipe_rd, .events = POLLIN };
+	poll(&p, 1, 200);
+	return NULL;
+}
+
+/* 1 once thread tid waits in the poll system call (7), 10 s at most */
+static int in_poll(pid_t tid)
+{
+	char path[64], buf[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	for (int i = 0; i < 10000; i++) {
+		FILE *f = fopen(path, "r");
+		int got = f && fgets(buf, sizeof(buf), f) && atoi(buf) == SYS_poll;
+		if (f)
+			fclose(f);
+		if (got)
+			return 1;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+static pid_t parked_tid;
+static void *parked_start(void *arg)
+{
+	__atomic_store_n(&parked_tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	return parked_main(arg);
+}
+
 int main(int argc, char **argv)
 {
 	struct sock_fprog prog = { sizeof(filter) / sizeof(filter[0]), filter };
@@ -87,6 +143,31 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
 		return 2;
+	if (!strcmp(mode, "parked")) {
+		pthread_t th;
+		if (pthread_create(&th, NULL, parked_start, NULL))
+			return 2;
+		while (!__atomic_load_n(&parked_tid, __ATOMIC_ACQUIRE))
+			sched_yield();
+		if (!in_poll(parked_tid))
+			return 2;
+		r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog);
+		if (r != 0)
+			return 4;
+		pthread_join(th, NULL);
+		printf("after\ndone\n");
+		fflush(stdout);
+		exit(0);
+	}
+	if (!strcmp(mode, "exec")) {
+		struct sock_fprog ep = { sizeof(exec_filter) / sizeof(exec_filter[0]), exec_filter };
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &ep) != 0)
+			return 4;
+		printf("after\ndone\n");
+		fflush(stdout);
+		execl("/bin/true", "true", (char *)NULL);
+		return 9;
+	}
 	if (!strcmp(mode, "fsize")) {
 		struct rlimit z = { 0, 0 };
 		if (setrlimit(RLIMIT_FSIZE, &z))

@@ -18,6 +18,11 @@
 #     agent's line about the filter goes to a stderr that is a file, where the write fails
 #     (EFBIG) and must not raise SIGXFSZ, which ended the program: exit 0, nothing said (the
 #     trace is not checked: the agent's writer cannot write past the limit either);
+#   - seccomp-parked: TSYNC while another thread waits in poll: that thread's Unpark, after
+#     the filter, made its schedstat reading (pread64), which the filter kills at: exit 0 now;
+#   - seccomp-exec: the thread's filter, then exec of /bin/true: the new image's agent made
+#     calls at its load (getpid), killed there: now it makes none (D9__NO_CALLS in the
+#     environment it gets), and /bin/true exits 0;
 #   - seccomp-failed (a filter the kernel refuses, EINVAL, then libseccomp's probe with no
 #     program, EFAULT): no filter, so everything is recorded: 20 Parks of the main thread, 10 of
 #     its thread, 10 of the child in a segment of its own; the refusal said.
@@ -30,7 +35,7 @@ set -u
 NAME=seccomp
 pl_need_built "$NAME"
 pl_env "$NAME"
-MODES="thread prctl tsync failed fsize"
+MODES="thread prctl tsync failed fsize parked exec"
 
 if ! cc -O2 -pthread -o "$T/seccomp-prog" "$PL_ROOT/tests/integration/seccomp-prog.c" 2>"$T/cc.err"; then
 	for m in $MODES; do pl_fail "$NAME-$m" "cannot build seccomp-prog.c: $(head -c 300 "$T/cc.err")"; done
@@ -75,18 +80,20 @@ def check():
     # fsize: stderr is a file past RLIMIT_FSIZE 0: the line is not written (EFBIG), and the
     # write must not end the program (SIGXFSZ)
     want = {"thread": ["records nothing more on it"], "prctl": ["records nothing more on it"],
-            "fsize": [],
+            "fsize": [], "parked": ["tracing stops here"], "exec": ["records nothing more on it"],
             "tsync": ["tracing stops here"],
             "failed": ["records nothing more on it", "was not installed (Invalid argument)"]}[mode]
     if len(said) != len(want) or any(w not in l for w, l in zip(want, said)):
         return "the agent said %s, want lines with %s" % (said, want)
     rec = {"thread": [("threads", "limited")], "prctl": [("threads", "limited")],
-           "fsize": None,
+           "fsize": None, "parked": [("threads", "off")], "exec": None,
            "tsync": [("threads", "off")], "failed": []}[mode]
     s = json.load(open(js)) if os.path.getsize(js) else {"processes": []}
     got = [(r["feature"], r["state"]) for p in s["processes"] for r in p.get("recorder") or []]
     if rec is None:
-        return None # fsize: the writer cannot write past RLIMIT_FSIZE either (events dropped)
+        # fsize: the writer cannot write past RLIMIT_FSIZE either (events dropped); exec: the
+        # new image (/bin/true) leaves nothing
+        return None
     if got != rec:
         return "recorder states %s in the trace, want %s" % (got, rec)
     ev = [json.loads(l) for l in open(jl)] if os.path.getsize(jl) else []
@@ -99,6 +106,10 @@ def check():
     if mode == "failed":
         if len(pids) != 2 or parks[(main, main)] != 20 or sorted(parks.values()) != [10, 10, 20]:
             return "Parks %s, want 20 of the main thread, 10 of its thread, 10 of the child" % dict(parks)
+    elif mode == "parked":
+        # the second thread's wait began before the filter: its Park, and no Unpark after
+        if sorted(parks.values()) != [1, 10] or parks[(main, main)] != 10:
+            return "Parks %s, want the main thread's 10 and the parked thread's 1" % dict(parks)
     else:
         if dict(parks) != {(main, main): 10}:
             return "Parks %s, want the 10 of the main thread before the filter alone" % dict(parks)
