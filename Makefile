@@ -98,7 +98,7 @@ $(B)/libd9core.a: $(patsubst %.c,$(B)/obj/%.o,$(FORMAT_SRC) $(wildcard agent/*.c
 	ar rcs $@ $^
 
 # helper programs for tests and benchmarks (plain build)
-$(B)/tests/%: tests/tools/%.c tests/tools/gen-common.h $(B)/libd9core.a
+$(B)/tests/%: tests/tools/%.c tests/tools/gen-common.h tests/tools/raw-seccomp.h $(B)/libd9core.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(B)/libd9core.a $(LDLIBS_FMT) $(LDLIBS_DEM) -lpthread -lm -ldl
 

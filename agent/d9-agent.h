@@ -154,6 +154,26 @@ extern D9_HIDDEN int d9__clock_tsc; /* event clock: 1 TSC ticks, 0 CLOCK_MONOTON
 int d9__slow(struct d9__thr *t, unsigned retry);
 #define D9__SLOW_TRIES 4
 
+/* A system call by the instruction, outside the C library (whose syscall() and wrappers are this
+ * library's interposers, or unusable where there is no TLS): the kernel's return, -errno on
+ * failure. */
+static inline long d9__raw6(long nr, long a0, long a1, long a2, long a3, long a4, long a5)
+{
+#if defined(__x86_64__)
+	long r;
+	register long r10 __asm__("r10") = a3;
+	register long r8 __asm__("r8") = a4;
+	register long r9 __asm__("r9") = a5;
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "a"(nr), "D"(a0), "S"(a1), "d"(a2), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return r;
+#else
+#error "d9-agent.h: a direct system call for this architecture"
+#endif
+}
+
 static inline uint64_t d9__now(void)
 {
 	if (D9_LIKELY(d9__clock_tsc))

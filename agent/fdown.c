@@ -40,15 +40,7 @@ uint64_t d9__fd_taken; /* numbers of ours the host took */
  * whose take of an agent number would wait for this very call. Returns -errno on failure. */
 static long raw4(long nr, long a, long b, long c, long d)
 {
-#if defined(__x86_64__)
-	long r;
-	register long r10 __asm__("r10") = d;
-	__asm__ volatile("syscall" : "=a"(r) : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10)
-			 : "rcx", "r11", "memory");
-	return r;
-#else
-#error "fdown.c: a direct system call for this architecture"
-#endif
+	return d9__raw6(nr, a, b, c, d, 0, 0);
 }
 
 #define raw2(nr, a, b) raw4(nr, a, b, 0, 0)

@@ -474,26 +474,12 @@ void d9__seccomp_at_start(void)
  * call of the C library's: the system call, then exit, both by the instruction. */
 struct probe { long nr, a[6]; };
 
-static long raw6(long nr, const long *a)
-{
-	long r;
-	register long r10 __asm__("r10") = a[3];
-	register long r8 __asm__("r8") = a[4];
-	register long r9 __asm__("r9") = a[5];
-	__asm__ volatile("syscall"
-			 : "=a"(r)
-			 : "a"(nr), "D"(a[0]), "S"(a[1]), "d"(a[2]), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return r;
-}
-
 static int probe_child(void *arg)
 {
 	const struct probe *p = arg;
-	long none[6] = { 0 };
 
-	raw6(p->nr, p->a);
-	raw6(SYS_exit, none);
+	d9__raw6(p->nr, p->a[0], p->a[1], p->a[2], p->a[3], p->a[4], p->a[5]);
+	d9__raw6(SYS_exit, 0, 0, 0, 0, 0, 0);
 	return 0;
 }
 

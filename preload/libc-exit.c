@@ -165,14 +165,7 @@ D9_INTERPOSE long syscall(long number, ...)
 	} else {
 		/* before the constructor ran (another library's constructor): the system call
 		 * directly, with glibc's convention (-1 and errno) */
-		long ret;
-		register long r10 __asm__("r10") = a[3];
-		register long r8 __asm__("r8") = a[4];
-		register long r9 __asm__("r9") = a[5];
-		__asm__ volatile("syscall"
-				 : "=a"(ret)
-				 : "a"(number), "D"(a[0]), "S"(a[1]), "d"(a[2]), "r"(r10), "r"(r8), "r"(r9)
-				 : "rcx", "r11", "memory");
+		long ret = d9__raw6(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 		if (ret < 0 && ret > -4096) {
 			errno = (int)-ret;
 			ret = -1;

@@ -61,35 +61,23 @@ static void *thread_main(void *arg)
 
 /* What this program itself needs after the filter: its waits, writes, a thread (clone3, memory,
  * signal masks, robust lists, rseq), a fork (clone, wait4) and its exit. */
-static struct sock_filter filter[] = {
-	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-	ALLOW(SYS_poll), ALLOW(SYS_ppoll), ALLOW(SYS_write), ALLOW(SYS_exit), ALLOW(SYS_exit_group),
-	ALLOW(SYS_rt_sigreturn), ALLOW(SYS_restart_syscall), ALLOW(SYS_futex), ALLOW(SYS_mmap),
-	ALLOW(SYS_munmap), ALLOW(SYS_mprotect), ALLOW(SYS_brk), ALLOW(SYS_madvise),
-	ALLOW(SYS_rt_sigprocmask), ALLOW(SYS_clone), ALLOW(SYS_clone3), ALLOW(SYS_set_robust_list),
-	ALLOW(SYS_rseq), ALLOW(SYS_wait4), ALLOW(SYS_newfstatat), ALLOW(SYS_fstat),
-	ALLOW(SYS_rt_sigaction), ALLOW(SYS_read),
-	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-};
+#define HEAD BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)), \
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),                \
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),                         \
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
+#define BASE ALLOW(SYS_poll), ALLOW(SYS_ppoll), ALLOW(SYS_write), ALLOW(SYS_exit),        \
+	ALLOW(SYS_exit_group), ALLOW(SYS_rt_sigreturn), ALLOW(SYS_restart_syscall),       \
+	ALLOW(SYS_futex), ALLOW(SYS_mmap), ALLOW(SYS_munmap), ALLOW(SYS_mprotect),        \
+	ALLOW(SYS_brk), ALLOW(SYS_madvise), ALLOW(SYS_rt_sigprocmask), ALLOW(SYS_clone),  \
+	ALLOW(SYS_clone3), ALLOW(SYS_set_robust_list), ALLOW(SYS_rseq), ALLOW(SYS_wait4), \
+	ALLOW(SYS_newfstatat), ALLOW(SYS_fstat), ALLOW(SYS_rt_sigaction), ALLOW(SYS_read)
+#define KILL BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS)
+static struct sock_filter filter[] = { HEAD, BASE, KILL };
 
 /* The same, and what an exec and the dynamic loader of the new image need (not getpid) */
-static struct sock_filter exec_filter[] = {
-	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-	ALLOW(SYS_poll), ALLOW(SYS_ppoll), ALLOW(SYS_write), ALLOW(SYS_exit), ALLOW(SYS_exit_group),
-	ALLOW(SYS_rt_sigreturn), ALLOW(SYS_futex), ALLOW(SYS_mmap), ALLOW(SYS_munmap),
-	ALLOW(SYS_mprotect), ALLOW(SYS_brk), ALLOW(SYS_rt_sigprocmask), ALLOW(SYS_rt_sigaction),
-	ALLOW(SYS_set_robust_list), ALLOW(SYS_rseq), ALLOW(SYS_newfstatat), ALLOW(SYS_fstat),
-	ALLOW(SYS_read), ALLOW(SYS_close), ALLOW(SYS_execve), ALLOW(SYS_arch_prctl),
-	ALLOW(SYS_access), ALLOW(SYS_openat), ALLOW(SYS_pread64), ALLOW(SYS_set_tid_address),
-	ALLOW(SYS_prlimit64), ALLOW(SYS_getrandom),
-	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-};
+static struct sock_filter exec_filter[] = { HEAD, BASE, ALLOW(SYS_close), ALLOW(SYS_execve),
+	ALLOW(SYS_arch_prctl), ALLOW(SYS_access), ALLOW(SYS_openat), ALLOW(SYS_pread64),
+	ALLOW(SYS_set_tid_address), ALLOW(SYS_prlimit64), ALLOW(SYS_getrandom), KILL };
 
 static void *parked_main(void *arg)
 {

@@ -16,6 +16,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "raw-seccomp.h"
+
 int main(int argc, char **argv)
 {
 	int err = EACCES, first = 1;
@@ -35,17 +37,7 @@ int main(int argc, char **argv)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
-	long r = -1;
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0) {
-		__asm__ volatile("syscall"
-				 : "=a"(r)
-				 : "a"((long)SYS_seccomp), "D"((long)SECCOMP_SET_MODE_FILTER), "S"(0L),
-				   "d"(&prog)
-				 : "rcx", "r11", "memory");
-		if (r < 0)
-			errno = (int)-r;
-	}
-	if (r != 0) {
+	if (raw_seccomp_install(&prog) != 0) {
 		perror("no-perf: seccomp");
 		return 1;
 	}

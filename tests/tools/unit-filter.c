@@ -18,6 +18,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "raw-seccomp.h"
+
 #define KILL(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
 	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS)
 
@@ -34,22 +36,12 @@ int main(int argc, char **argv)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = { (unsigned short)(sizeof(f) / sizeof(f[0])), f };
-	long r = -1;
 
 	if (argc < 2) {
 		fprintf(stderr, "usage: unit-filter PROGRAM [ARGS...]\n");
 		return 2;
 	}
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0) {
-		__asm__ volatile("syscall"
-				 : "=a"(r)
-				 : "a"((long)SYS_seccomp), "D"((long)SECCOMP_SET_MODE_FILTER), "S"(0L),
-				   "d"(&prog)
-				 : "rcx", "r11", "memory");
-		if (r < 0)
-			errno = (int)-r;
-	}
-	if (r != 0) {
+	if (raw_seccomp_install(&prog) != 0) {
 		perror("unit-filter: seccomp");
 		return 1;
 	}
