@@ -823,9 +823,20 @@ void d9__thread_quit(void)
 void d9__thread_unquit(void)
 {
 	struct d9__thr *t = &d9__self;
+	int saved = errno;
 
-	t->role = 0; /* registered again at its next event */
+	if (!t->worker) {
+		t->role = 0; /* registered again at its next event */
+		t->busy = 0;
+		return;
+	}
+	/* a worker comes back as the same worker, profiled as before (review 31, M8) */
+	t->role = D9_ROLE_WORKER;
+	t->busy = 1;
+	thread_register(t);
+	d9__profile_thread_start(t);
 	t->busy = 0;
+	errno = saved;
 }
 
 /* pthread key destructor: a recording thread is exiting; its chunk goes to the writer. A thread
