@@ -22,7 +22,11 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/single_threaded.h>
+#include <mqueue.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <threads.h>
+#include <time.h>
 
 int d9__direct;
 int d9__pass_direct;
@@ -172,6 +176,63 @@ D9_INTERPOSE int pthread_create(pthread_t *th, const pthread_attr_t *attr, void 
 		return err;
 	}
 	return real_pthread_create(th, attr, fn, arg);
+}
+
+/* Threads the C library starts itself, without pthread_create through the PLT: the notification
+ * threads of timer_create(SIGEV_THREAD) and mq_notify(SIGEV_THREAD). Asked for by a thread under
+ * a seccomp filter, they have its filter (the helper thread that starts them is that thread's
+ * child): their function is wrapped to mark them first, as filtered_started does. The wrapper's
+ * record lives as long as the timer or the notification may fire (a few bytes, not freed). */
+struct filtered_notify {
+	void (*fn)(union sigval);
+	union sigval value;
+};
+
+static void filtered_notified(union sigval v)
+{
+	struct filtered_notify *n = v.sival_ptr;
+
+	d9__self.filtered = 1;
+	d9__self.busy = 1;
+	n->fn(n->value);
+}
+
+/* ev, or a copy in *copy whose function marks the notification thread filtered */
+static const struct sigevent *filtered_sigevent(const struct sigevent *ev, struct sigevent *copy)
+{
+	if (!ev || ev->sigev_notify != SIGEV_THREAD || !ev->sigev_notify_function ||
+		(!d9__self.filtered && !__atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE)))
+		return ev;
+	struct filtered_notify *n = malloc(sizeof(*n));
+	if (!n)
+		return ev; /* unmarked: its first wait may be the agent's call the filter kills at */
+	*n = (struct filtered_notify){ ev->sigev_notify_function, ev->sigev_value };
+	*copy = *ev;
+	copy->sigev_notify_function = filtered_notified;
+	copy->sigev_value.sival_ptr = n;
+	return copy;
+}
+
+D9_INTERPOSE int timer_create(clockid_t clock, struct sigevent *ev, timer_t *timer)
+{
+	D9_REAL(int, timer_create, (clockid_t, struct sigevent *, timer_t *));
+	struct sigevent copy;
+	if (!real_timer_create) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real_timer_create(clock, (struct sigevent *)filtered_sigevent(ev, &copy), timer);
+}
+
+D9_INTERPOSE int mq_notify(mqd_t q, const struct sigevent *ev)
+{
+	D9_REAL(int, mq_notify, (mqd_t, const struct sigevent *));
+	struct sigevent copy;
+	if (!real_mq_notify) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real_mq_notify(q, filtered_sigevent(ev, &copy));
 }
 
 /* glibc's thrd_create starts its thread without calling pthread_create through the PLT. */

@@ -17,6 +17,9 @@
  *   exec     thread (the filter also lets an exec and a dynamic loader's calls through, not
  *            getpid), then exec of /bin/true, which exits 0 (the new image's agent must make
  *            no call at its load either)
+ *   timer    thread (the filter also lets timer_create(SIGEV_THREAD) work: its calls, not
+ *            prctl), then a timer whose notification thread, started by the C library, waits
+ *            5 ms in poll (a new thread's first wait registers it: prctl, gettid)
  *   failed   seccomp(SECCOMP_SET_MODE_FILTER, 0, a program with an invalid instruction):
  *            EINVAL, no filter; then libseccomp's probe (a NULL program): EFAULT; the program
  *            goes on unfiltered */
@@ -33,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -78,6 +82,22 @@ static struct sock_filter filter[] = { HEAD, BASE, KILL };
 static struct sock_filter exec_filter[] = { HEAD, BASE, ALLOW(SYS_close), ALLOW(SYS_execve),
 	ALLOW(SYS_arch_prctl), ALLOW(SYS_access), ALLOW(SYS_openat), ALLOW(SYS_pread64),
 	ALLOW(SYS_set_tid_address), ALLOW(SYS_prlimit64), ALLOW(SYS_getrandom), KILL };
+
+/* The same, and what timer_create(SIGEV_THREAD) needs (its helper thread) */
+static struct sock_filter timer_filter[] = { HEAD, BASE, ALLOW(SYS_timer_create),
+	ALLOW(SYS_timer_settime), ALLOW(SYS_timer_delete), ALLOW(SYS_rt_sigtimedwait),
+	ALLOW(SYS_getpid), ALLOW(SYS_gettid), ALLOW(SYS_tgkill), ALLOW(SYS_sched_getaffinity), KILL };
+
+static int timer_done[2];
+
+static void on_timer(union sigval v)
+{
+	struct pollfd p = { .fd = pipe_rd, .events = POLLIN };
+	(void)v;
+	poll(&p, 1, 5);
+	if (write(timer_done[1], "x", 1) != 1)
+		_exit(3);
+}
 
 static void *parked_main(void *arg)
 {
@@ -155,6 +175,23 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		execl("/bin/true", "true", (char *)NULL);
 		return 9;
+	}
+	if (!strcmp(mode, "timer")) {
+		struct sock_fprog tp = { sizeof(timer_filter) / sizeof(timer_filter[0]), timer_filter };
+		timer_t tm;
+		struct sigevent ev = { .sigev_notify = SIGEV_THREAD };
+		struct itimerspec its = { { 0, 0 }, { 0, 20000000 } };
+		if (pipe(timer_done) || syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &tp) != 0)
+			return 4;
+		ev.sigev_notify_function = on_timer;
+		if (timer_create(CLOCK_MONOTONIC, &ev, &tm) || timer_settime(tm, 0, &its, NULL))
+			return 6;
+		struct pollfd p = { .fd = timer_done[0], .events = POLLIN };
+		if (poll(&p, 1, 10000) != 1)
+			return 7;
+		printf("after\ndone\n");
+		fflush(stdout);
+		exit(0);
 	}
 	if (!strcmp(mode, "fsize")) {
 		struct rlimit z = { 0, 0 };
