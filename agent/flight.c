@@ -718,7 +718,10 @@ static void on_dump_signal(int sig)
 	(void)sig;
 	__atomic_store_n(&sig_time, d9__now(), __ATOMIC_RELAXED);
 	__atomic_store_n(&sig_pending, 1, __ATOMIC_RELEASE);
-	d9__writer_wake(); /* seen at the writer's next pass: now */
+	/* seen at the writer's next pass: now, unless the handler runs on a thread under a seccomp
+	 * filter (the wake is a futex call): then at its next periodic pass */
+	if (!d9__self.filtered && !__atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE))
+		d9__writer_wake();
 }
 
 /* D9_DUMP_SIGNAL: installed only when the host leaves the signal at its default action or
