@@ -303,7 +303,8 @@ D9_INTERPOSE int d9__lc_co_create(void **ppco, const void *attr, co_fn_t fn, voi
 	}
 	struct lc_state *s = state();
 	struct co *co;
-	if (!s || !fn || !ppco)
+	/* (busy: a thread under a seccomp filter, whose bookkeeping may be calls it kills at) */
+	if (!s || !fn || !ppco || d9__self.busy)
 		return real_co_create(ppco, attr, fn, arg);
 	/* the table's room first: a coroutine made with the trampoline must be in it (its record
 	 * is freed only through the table, at its release) */

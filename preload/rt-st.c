@@ -352,8 +352,10 @@ D9_INTERPOSE st_thread_t st_thread_create(void *(*start)(void *arg), void *arg, 
 		errno = ENOSYS;
 		return NULL;
 	}
-	/* the idle coroutine st_init creates is the scheduler: not traced as a coroutine */
-	if (!s || s->in_init || !start)
+	/* the idle coroutine st_init creates is the scheduler: not traced as a coroutine; nor are
+	 * those of a scheduler thread under a seccomp filter (busy for good: the bookkeeping's
+	 * memory and definitions may be calls it kills at) */
+	if (!s || s->in_init || !start || d9__self.busy)
 		return real_st_thread_create(start, arg, joinable, stack_size);
 	struct co *co = d9__mem_alloc(sizeof(*co));
 	if (!co) {
