@@ -37,13 +37,16 @@ static int chroot_said; /* the stop at the program's chroot said why tracing end
 static int seccomp_all;
 /* a thread's filter is in: the writer appends the RecorderState (d9__seccomp_defs), which the
  * filtered thread cannot (the definitions' lock and memory may be calls); its text */
-static int seccomp_pending;
-static char seccomp_text[48];
+static int seccomp_pending; /* 0 none, 1 being written, 2 ready for the writer, 3 said */
+static char seccomp_text[48]; /* the first filtered thread's (the trace says it once) */
+static __thread char seccomp_mine[48] __attribute__((tls_model("initial-exec")));
 static int seccomp_enabled; /* d9__enabled before a filter on every thread (back if refused) */
 
 int d9__seccomp_defs(void)
 {
-	if (!__atomic_exchange_n(&seccomp_pending, 0, __ATOMIC_ACQUIRE))
+	int ready = 2;
+	if (!__atomic_compare_exchange_n(&seccomp_pending, &ready, 3, 0, __ATOMIC_ACQUIRE,
+		    __ATOMIC_RELAXED))
 		return 0;
 	d9__defs_recorder(D9_REC_THREADS, D9_REC_LIMITED, 0, seccomp_text);
 	return 1;
@@ -846,7 +849,7 @@ int d9_agent_seccomp_before(int tsync)
 			"at a system call it does not list, d9's own included: d9 records nothing more "
 			"on it, nor on the threads and processes it starts (said once)", tid, name);
 		/* the trace says it once the filter is in (the writer: after_seccomp) */
-		snprintf(seccomp_text, sizeof(seccomp_text), "seccomp filter: thread %d (%s)", tid, name);
+		snprintf(seccomp_mine, sizeof(seccomp_mine), "seccomp filter: thread %d (%s)", tid, name);
 		/* what it recorded on disk now: an exit from it will not seal (calls) */
 		d9_agent_flush(100);
 		d9__thread_quit(); /* its chunk to the writer, out of the registry, busy */
@@ -870,7 +873,13 @@ void d9_agent_seccomp_after(int token, int ok)
 			seccomp_all = 1;
 			__atomic_store_n(&d9__enabled, 0, __ATOMIC_RELAXED);
 		} else if (token == 1) {
-			__atomic_store_n(&seccomp_pending, 1, __ATOMIC_RELEASE);
+			/* memory only: the first filtered thread's text, published for the writer */
+			int none = 0;
+			if (__atomic_compare_exchange_n(&seccomp_pending, &none, 1, 0, __ATOMIC_ACQ_REL,
+				    __ATOMIC_RELAXED)) {
+				memcpy(seccomp_text, seccomp_mine, sizeof(seccomp_text));
+				__atomic_store_n(&seccomp_pending, 2, __ATOMIC_RELEASE);
+			}
 		}
 		return;
 	}
