@@ -18,7 +18,8 @@
 #     parsing and reply in the same callback, a preemption there on a loaded machine), never less.
 #   - node-quality: nothing dropped or damaged, and no BlockingCall but V8's own waits for its
 #     helper threads (a garbage collection's safepoint waits on a condition variable: real, with
-#     V8's frames on its stack): the server's sockets are non-blocking.
+#     V8's frames on its stack) and the server's own synchronous file writes (its port and truth
+#     files: libuv's uv_fs_* on its stack): the server's sockets are non-blocking.
 # Skips (counted, with the reason) without node, wrk or curl.
 set -u
 # shellcheck source=lib-preload.sh
@@ -149,15 +150,20 @@ def quality():
     dropped = s["drops"]
     if any(v for k, v in dropped.items() if isinstance(v, (int, float))):
         return "drops %s" % dropped
-    # the server's own I/O never blocks (non-blocking sockets); V8 does wait for its helper
-    # threads (a garbage collection's safepoint waits on a condition variable): such a wait is
-    # real, and its stack is V8's
-    own = [b for b in s["blocking_calls"] if b["call"] not in SYNC or
-           not any(f.startswith(("v8::", "node::")) for f in b.get("stack") or [])]
+    # the server's sockets never block (non-blocking); V8 does wait for its helper threads (a
+    # garbage collection's safepoint waits on a condition variable), and the server writes its
+    # port and truth files with fs.writeFileSync (libuv's uv_fs_* on the main thread): such
+    # waits are real, and their stacks say whose they are
+    def real(b):
+        st = b.get("stack") or []
+        if b["call"] in SYNC and any(f.startswith(("v8::", "node::")) for f in st):
+            return True
+        return any("uv_fs_" in f or "uv__fs_" in f for f in st)
+    own = [b for b in s["blocking_calls"] if not real(b)]
     if own:
-        return "BlockingCalls other than V8's waits for its threads: %s" % str(own)[:300]
+        return "BlockingCalls other than V8's waits and the server's file writes: %s" % str(own)[:300]
     return None
 SYNC = ("pthread_cond_wait", "pthread_cond_timedwait", "pthread_mutex_lock", "sem_wait")
 v8 = sum(b["count"] for b in s["blocking_calls"])
-result("node-quality", quality(), "%d events, nothing dropped, %d BlockingCalls (V8's waits for its threads)" % (s["events"], v8))
+result("node-quality", quality(), "%d events, nothing dropped, %d BlockingCalls (V8's waits, file writes)" % (s["events"], v8))
 PY
