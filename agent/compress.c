@@ -624,7 +624,7 @@ void *d9__compressor_main(void *arg)
 	prctl(PR_SET_NAME, "d9-compress");
 	/* this thread only: the host comes first (under an inherited seccomp filter, only when it
 	 * does not kill at setpriority: systemd's @resources, denied by Debian's redis and nsd units) */
-	if (d9__call_survives(SYS_setpriority, PRIO_PROCESS, 0, 19, 0, 0, 0))
+	if (d9__call_survives(SYS_setpriority))
 		setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
 	uint64_t adopt_at = 0; /* the first look right away: the work of earlier runs */
 	d9__lock(&g->disk_lock);

@@ -31,11 +31,11 @@ void d9__stderr_meant(void)
 	int saved = errno;
 	struct stat st;
 
-	if (!d9__self.filtered && !d9__fd_same_process())
+	if (!d9__calls_off() && !d9__fd_same_process())
 		return; /* a vfork child's dup2 before its exec: not the parent's stderr */
 	/* on a thread under a seccomp filter no fstat (a call it may kill at): stderr unseen, the
 	 * next line of another thread's looks */
-	if (d9__self.filtered) {
+	if (d9__calls_off()) {
 		__atomic_store_n(&err_state, ERR_UNSEEN, __ATOMIC_RELEASE);
 		errno = saved;
 		return;

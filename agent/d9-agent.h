@@ -144,6 +144,14 @@ extern D9_HIDDEN int d9__enabled; /* recording on (D9_ENABLED, toggle signal); r
  * paths that can still run on the program's threads (an Unpark's schedstat, a timed call's
  * record, the ctimer's handler, a thread's exit) make no call */
 extern D9_HIDDEN int d9__no_calls;
+
+/* 1 when the agent may make no system call on this thread: it is under a seccomp filter of its
+ * own, or one on every thread is coming or in (the test for every path the program's threads
+ * reach whatever the agent's state) */
+static inline int d9__calls_off(void)
+{
+	return d9__self.filtered || __atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE);
+}
 extern D9_HIDDEN int d9__clock_tsc; /* event clock: 1 TSC ticks, 0 CLOCK_MONOTONIC ns */
 
 /* Prepares t for one more event: starts the agent, hands off a full or flush-requested chunk,

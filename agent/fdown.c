@@ -48,7 +48,7 @@ static long raw4(long nr, long a, long b, long c, long d)
 /* A short pause (libc's nanosleep is interposed and would be timed as the program's). */
 static void pause_briefly(unsigned *n)
 {
-	if (D9_UNLIKELY(d9__self.filtered)) {
+	if (D9_UNLIKELY(d9__calls_off())) {
 		_mm_pause(); /* under a seccomp filter: no call of the agent's (lifecycle.c) */
 		return;
 	}
@@ -329,7 +329,7 @@ void d9__fd_take(int fd)
 {
 	/* a thread under a seccomp filter makes no getpid (a call it may kill at): a vfork child
 	 * that shares our memory and has a filter of its own is beyond it */
-	if (d9__self.filtered || same_process())
+	if (d9__calls_off() || same_process())
 		take(fd);
 }
 
@@ -341,7 +341,7 @@ void d9__fd_host_take_range(unsigned first, unsigned last)
 	int hi = __atomic_load_n(&top, __ATOMIC_SEQ_CST), checked = 0;
 	for (unsigned fd = first; fd <= last && (int)fd <= hi && fd < D9__OWN_FDS; fd++) {
 		if (D9_UNLIKELY(__atomic_load_n(&own[fd], __ATOMIC_SEQ_CST) & OURS)) {
-			if (!checked++ && !d9__self.filtered && !same_process())
+			if (!checked++ && !d9__calls_off() && !same_process())
 				return; /* d9__fd_host_range_done still follows */
 			take((int)fd);
 		}

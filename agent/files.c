@@ -9,7 +9,8 @@
 #include "internal.h"
 
 #include <dirent.h>
-#include <sched.h>
+#include <sys/prctl.h>
+#include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <errno.h>
@@ -458,49 +459,85 @@ static int seccomp_mode(void)
 
 int d9__seccomp_filtered(void)
 {
-	if (d9__self.filtered || d9__filter_inherited)
+	if (d9__calls_off() || d9__filter_inherited)
 		return 1; /* no read (a call it may kill at) */
 	return seccomp_mode() != 0;
 }
 
 int d9__filter_inherited;
 
+/* The calls an inherited filter may kill at, each tried once at load (d9__seccomp_probe): 1 it
+ * survives, 0 it does not (or it could not be told) */
+static int survives_setpriority = 1, survives_perf = 1, survives_mincore = 1;
+
 void d9__seccomp_at_start(void)
 {
-	d9__filter_inherited = seccomp_mode() > 0;
+	/* unreadable (no /proc at load): as filtered, so the probes tell */
+	d9__filter_inherited = seccomp_mode() != 0;
 }
 
-/* The probe's child: shares our memory (CLONE_VM) and, having no TLS of its own, must make no
- * call of the C library's: the system call, then exit, both by the instruction. */
-struct probe { long nr, a[6]; };
-
-static int probe_child(void *arg)
+/* 1 when the system call survives the process's filter, 0 when the filter kills at it (or it
+ * could not be told): made in a child process, not a thread, that shares nothing (a raw clone
+ * without CLONE_VM: no core of the program's memory, and before Linux 5.16 a killed CLONE_VM
+ * child's core dump took every process sharing that memory), is not dumpable (its first call),
+ * runs no handler of the program's (every signal blocked, no atfork handler) and has no exit
+ * signal (reaped here with __WALL). At load: the program has no thread yet to reap it, and its
+ * memory is small to copy. */
+static int probe(long nr, long a0, long a1, long a2, long a3, long a4, long a5)
 {
-	const struct probe *p = arg;
+	sigset_t all, old;
+	int st = 0, r = 0;
 
-	d9__raw6(p->nr, p->a[0], p->a[1], p->a[2], p->a[3], p->a[4], p->a[5]);
-	d9__raw6(SYS_exit, 0, 0, 0, 0, 0, 0);
-	return 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	long pid = d9__raw6(SYS_clone, 0, 0, 0, 0, 0, 0);
+	if (pid == 0) {
+		d9__raw6(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0, 0);
+		d9__raw6(nr, a0, a1, a2, a3, a4, a5);
+		d9__raw6(SYS_exit_group, 0, 0, 0, 0, 0, 0);
+	}
+	if (pid > 0) {
+		long w;
+		do
+			w = d9__raw6(SYS_wait4, pid, (long)&st, __WALL, 0, 0, 0);
+		while (w == -EINTR);
+		r = w == pid && !WIFSIGNALED(st);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
 }
 
-int d9__call_survives(long nr, long a0, long a1, long a2, long a3, long a4, long a5)
+void d9__seccomp_probe(void)
 {
-	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	static char stack[16384] __attribute__((aligned(16)));
-	struct probe p = { nr, { a0, a1, a2, a3, a4, a5 } };
-	int saved = errno, st = 0, ok = 0;
+	int saved = errno;
+	unsigned char vec;
+	struct perf_event_attr a;
 
 	if (!d9__filter_inherited)
-		return 1;
-	d9__lock(&mu);
-	/* no exit signal: the program's SIGCHLD handler and its waits for any child see nothing;
-	 * CLONE_VFORK: back here once the child has made its call and exited (or was killed) */
-	int pid = clone(probe_child, stack + sizeof(stack), CLONE_VM | CLONE_VFORK, &p);
-	if (pid > 0 && waitpid(pid, &st, __WALL) == pid)
-		ok = !(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) && !WIFSIGNALED(st);
-	d9__unlock(&mu);
+		return;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.config = PERF_COUNT_SW_CPU_CLOCK;
+	a.disabled = 1;
+	survives_setpriority = probe(SYS_setpriority, PRIO_PROCESS, 0, 19, 0, 0, 0);
+	survives_perf = probe(SYS_perf_event_open, (long)&a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC, 0);
+	survives_mincore = probe(SYS_mincore, (long)((uintptr_t)&vec & ~(uintptr_t)4095), 1,
+		(long)&vec, 0, 0, 0);
 	errno = saved;
-	return ok;
+}
+
+int d9__call_survives(long nr)
+{
+	if (!d9__filter_inherited)
+		return 1;
+	if (nr == SYS_setpriority)
+		return survives_setpriority;
+	if (nr == SYS_perf_event_open)
+		return survives_perf;
+	if (nr == SYS_mincore)
+		return survives_mincore;
+	return 0; /* not tried: left out */
 }
 
 size_t d9__file_read_small(const char *path, char *buf, size_t cap)

@@ -720,7 +720,7 @@ static void on_dump_signal(int sig)
 	__atomic_store_n(&sig_pending, 1, __ATOMIC_RELEASE);
 	/* seen at the writer's next pass: now, unless the handler runs on a thread under a seccomp
 	 * filter (the wake is a futex call): then at its next periodic pass */
-	if (!d9__self.filtered && !__atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE))
+	if (!d9__calls_off())
 		d9__writer_wake();
 }
 

@@ -554,11 +554,12 @@ int d9__seccomp_filtered(void); /* files.c: the calling thread is under a seccom
  * @debug groups: setpriority, perf_event_open; agent/DESIGN.md, "Seccomp filters") */
 extern D9_HIDDEN int d9__filter_inherited;
 void d9__seccomp_at_start(void);
-/* Under an inherited filter: 1 when the system call nr with these arguments does not kill its
- * caller, learnt from a child that makes it (clone(CLONE_VM | CLONE_VFORK), no exit signal,
- * reaped here): a filter's verdict depends on the number and the arguments alone. 1 without a
- * filter. The caller keeps the answer. */
-int d9__call_survives(long nr, long a0, long a1, long a2, long a3, long a4, long a5);
+/* Under an inherited filter, at load (after the configuration): each call the agent may make
+ * that such filters often kill at (setpriority, perf_event_open, mincore) is made once in a
+ * child process (files.c, probe). d9__call_survives(nr): 1 without a filter, else that call's
+ * verdict (0 for a call not tried). */
+void d9__seccomp_probe(void);
+int d9__call_survives(long nr);
 /* record.c: the calling thread records nothing from now on (its chunk to the writer, out of the
  * registry, busy); d9__thread_unquit: it may again (registered at its next event) */
 void d9__thread_quit(void);

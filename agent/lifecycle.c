@@ -638,7 +638,7 @@ static uint32_t perf_narrowed(void)
 
 	if ((!c->cpu_hz || c->profile_mode == D9_PROF_CTIMER) && !c->sched_events)
 		return 0;
-	if (!d9__call_survives(SYS_perf_event_open, 0, 0, -1, -1, PERF_FLAG_FD_CLOEXEC, 0))
+	if (!d9__call_survives(SYS_perf_event_open))
 		return 0; /* an inherited seccomp filter that kills at it: profile.c's perf_open */
 	for (int user_only = 0; user_only < 2; user_only++) {
 		memset(&a, 0, sizeof(a));
@@ -752,7 +752,7 @@ void d9_agent_chroot_after(int token, int ok)
 	struct d9__thr *t = &d9__self;
 	int cancel;
 
-	if (t->filtered || t->role == D9_ROLE_AGENT || g->pid != getpid())
+	if (d9__calls_off() || t->role == D9_ROLE_AGENT || g->pid != getpid())
 		return;
 	int saved = errno;
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
@@ -1181,6 +1181,7 @@ __attribute__((constructor)) static void d9__init(void)
 	d9__seccomp_at_start();
 	if (d9__config_load(&g->cfg) != 0)
 		goto out;
+	d9__seccomp_probe(); /* under an inherited filter: before any thread of the program's */
 	d9__clock_init(g->cfg.clock);
 	d9__pcfg = g->cfg.pre;
 	d9__clock_update_ticks(); /* at the clock's first rate: the writer refines it */

@@ -177,13 +177,9 @@ static int perf_open(struct perf_event_attr *a)
 	/* under an inherited seccomp filter, once: systemd's @debug group (denied by Debian's nsd
 	 * and pdns-recursor units, left out of @system-service) holds it, and a unit's filter kills
 	 * at what it denies unless it names an errno */
-	static int killed = -1;
-	if (d9__filter_inherited && __atomic_load_n(&killed, __ATOMIC_ACQUIRE) < 0)
-		__atomic_store_n(&killed, !d9__call_survives(SYS_perf_event_open, (long)a, 0, -1, -1,
-			PERF_FLAG_FD_CLOEXEC, 0), __ATOMIC_RELEASE);
-	if (d9__filter_inherited && __atomic_load_n(&killed, __ATOMIC_ACQUIRE) > 0) {
-		d9__log_once(D9_LOG_WARN, "the process's seccomp filter kills at perf_event_open: d9 "
-			"does not make that call");
+	if (!d9__call_survives(SYS_perf_event_open)) {
+		d9__log_once(D9_LOG_WARN, "the process started under a seccomp filter that kills at "
+			"perf_event_open (or d9 could not tell): d9 does not make that call");
 		errno = EPERM;
 		return -1;
 	}
@@ -1321,8 +1317,8 @@ static const struct mapping *maps_find(uint64_t a)
 static int maybe_mapped(uint64_t a)
 {
 	static uint64_t page_size; /* writer thread only */
-	static int mincore_ok = -1; /* an inherited seccomp filter may kill at it (systemd's
-				     * @system-service leaves it out): then every page may be */
+	/* an inherited seccomp filter may kill at it (systemd's @system-service leaves it out):
+	 * then every page may be */
 	unsigned char vec;
 
 	if (a >= KERNEL_ADDR)
@@ -1330,9 +1326,7 @@ static int maybe_mapped(uint64_t a)
 	if (!page_size)
 		page_size = (uint64_t)sysconf(_SC_PAGESIZE);
 	uint64_t page = a & ~(page_size - 1);
-	if (mincore_ok < 0)
-		mincore_ok = d9__call_survives(SYS_mincore, (long)page, 1, (long)&vec, 0, 0, 0);
-	if (!mincore_ok)
+	if (!d9__call_survives(SYS_mincore))
 		return 1;
 	return mincore((void *)(uintptr_t)page, 1, &vec) == 0 || errno != ENOMEM;
 }

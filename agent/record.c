@@ -846,9 +846,27 @@ static void thread_exit(void *arg)
 	struct d9__thr *t = arg;
 	int saved = errno;
 
-	if (t != &d9__self || t->filtered || __atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE))
-		return; /* (after a filter on every thread the agent never runs again: nothing walks
-			 * the registry) */
+	if (t != &d9__self || t->filtered)
+		return;
+	if (__atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE)) {
+		/* a filter on every thread is coming: out of the registry, which the writer may still
+		 * walk for its seal (review 32, H2), taking its lock by trylock (no futex wait); its
+		 * chunk is lost */
+		if (t->registered) {
+			while (pthread_mutex_trylock(&d9__g.reg_lock) != 0)
+				_mm_pause();
+			if (t->prev)
+				t->prev->next = t->next;
+			else if (d9__g.threads == t)
+				d9__g.threads = t->next;
+			if (t->next)
+				t->next->prev = t->prev;
+			t->next = t->prev = NULL;
+			pthread_mutex_unlock(&d9__g.reg_lock);
+			t->registered = 0;
+		}
+		return;
+	}
 	quit(t);
 	errno = saved;
 }

@@ -481,7 +481,7 @@ static void *uploader_main(void *arg)
 	d9__agent_thread(arg);
 	prctl(PR_SET_NAME, "d9-s3");
 	/* this thread only (under an inherited seccomp filter: compress.c) */
-	if (d9__call_survives(SYS_setpriority, PRIO_PROCESS, 0, 19, 0, 0, 0))
+	if (d9__call_survives(SYS_setpriority))
 		setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
 	if (!c.lib && curl_load(&c, why, sizeof(why)) != 0) {
 		d9__log(D9_LOG_WARN, "S3 upload is off: %s; segments stay in %s", why,

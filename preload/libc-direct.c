@@ -201,7 +201,7 @@ static void filtered_notified(union sigval v)
 static const struct sigevent *filtered_sigevent(const struct sigevent *ev, struct sigevent *copy)
 {
 	if (!ev || ev->sigev_notify != SIGEV_THREAD || !ev->sigev_notify_function ||
-		(!d9__self.filtered && !__atomic_load_n(&d9__no_calls, __ATOMIC_ACQUIRE)))
+		!d9__calls_off())
 		return ev;
 	struct filtered_notify *n = malloc(sizeof(*n));
 	if (!n)

@@ -108,7 +108,7 @@ out:
 				return -1; /* errno: the kernel's */               \
 			errno = saved0_;                                           \
 		}                                                                  \
-		if (d9__self.filtered)                                             \
+		if (d9__calls_off())                                               \
 			return (call); /* no call of the agent's on it (lifecycle.c) */ \
 		unsigned from_ = (unsigned)geteuid();                              \
 		int token_ = d9_agent_creds_before(euid);                          \

@@ -40,7 +40,7 @@ void d9__api_request_end(uint64_t id, int status);
 #define D9__REQ_HOOK(call)                                                        \
 	do {                                                                      \
 		if (D9_UNLIKELY(d9__pcfg.requests) && !d9__self.fd_private &&    \
-			!d9__self.filtered)                                       \
+			!d9__calls_off())                                         \
 			call;                                                     \
 	} while (0)
 #endif

@@ -17,6 +17,7 @@
  *   exec     thread (the filter also lets an exec and a dynamic loader's calls through, not
  *            getpid), then exec of /bin/true, which exits 0 (the new image's agent must make
  *            no call at its load either)
+ *   spawn    as exec, but posix_spawn of /bin/true, waited for (its exit status 0)
  *   timer    thread (the filter also lets timer_create(SIGEV_THREAD) work: its calls, not
  *            prctl), then a timer whose notification thread, started by the C library, waits
  *            5 ms in poll (a new thread's first wait registers it: prctl, gettid)
@@ -37,6 +38,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -163,6 +165,20 @@ int main(int argc, char **argv)
 		if (r != 0)
 			return 4;
 		pthread_join(th, NULL);
+		printf("after\ndone\n");
+		fflush(stdout);
+		exit(0);
+	}
+	if (!strcmp(mode, "spawn")) {
+		struct sock_fprog ep = { sizeof(exec_filter) / sizeof(exec_filter[0]), exec_filter };
+		char *args[] = { "true", NULL };
+		pid_t child;
+		int st;
+		if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &ep) != 0)
+			return 4;
+		if (posix_spawn(&child, "/bin/true", NULL, NULL, args, environ) != 0 ||
+			waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			return 8;
 		printf("after\ndone\n");
 		fflush(stdout);
 		exit(0);

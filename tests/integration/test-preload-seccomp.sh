@@ -23,6 +23,7 @@
 #   - seccomp-exec: the thread's filter, then exec of /bin/true: the new image's agent made
 #     calls at its load (getpid), killed there: now it makes none (D9__NO_CALLS in the
 #     environment it gets), and /bin/true exits 0;
+#   - seccomp-spawn: the same with posix_spawn (the child's agent read no marker before);
 #   - seccomp-timer: the thread's filter, then timer_create(SIGEV_THREAD): the C library starts
 #     the notification thread itself (no pthread_create through the PLT), with the filter; its
 #     first wait registered it (prctl, which the filter kills at): now it is marked first;
@@ -38,7 +39,7 @@ set -u
 NAME=seccomp
 pl_need_built "$NAME"
 pl_env "$NAME"
-MODES="thread prctl tsync failed fsize parked exec timer"
+MODES="thread prctl tsync failed fsize parked exec spawn timer"
 
 if ! cc -O2 -pthread -o "$T/seccomp-prog" "$PL_ROOT/tests/integration/seccomp-prog.c" 2>"$T/cc.err"; then
 	for m in $MODES; do pl_fail "$NAME-$m" "cannot build seccomp-prog.c: $(head -c 300 "$T/cc.err")"; done
@@ -84,17 +85,17 @@ def check():
     # write must not end the program (SIGXFSZ)
     want = {"thread": ["records nothing more on it"], "prctl": ["records nothing more on it"],
             "fsize": [], "parked": ["tracing stops here"], "exec": ["records nothing more on it"],
-            "timer": ["records nothing more on it"],
+            "timer": ["records nothing more on it"], "spawn": ["records nothing more on it"],
             "tsync": ["tracing stops here"],
             "failed": ["records nothing more on it", "was not installed (Invalid argument)"]}[mode]
     if len(said) != len(want) or any(w not in l for w, l in zip(want, said)):
         return "the agent said %s, want lines with %s" % (said, want)
     rec = {"thread": [("threads", "limited")], "prctl": [("threads", "limited")],
-           "fsize": None, "parked": [("threads", "off")], "exec": None, "timer": None,
+           "fsize": None, "parked": [("threads", "off")], "exec": None, "spawn": None, "timer": None,
            "tsync": [("threads", "off")], "failed": []}[mode]
     s = json.load(open(js)) if os.path.getsize(js) else {"processes": []}
     got = [(r["feature"], r["state"]) for p in s["processes"] for r in p.get("recorder") or []]
-    if mode in ("fsize", "exec"):
+    if mode in ("fsize", "exec", "spawn"):
         # fsize: the writer cannot write past RLIMIT_FSIZE either (events dropped); exec: the
         # new image (/bin/true) leaves nothing
         return None
