@@ -95,7 +95,7 @@ D9_INTERPOSE void quick_exit(int status)
  * fails). envp as it is otherwise. */
 static const char no_calls_var[] = "D9__NO_CALLS=1";
 
-static char **no_calls_env(char *const envp[], int *made)
+static char **no_calls_env(char *const envp[], int *made, char **buf, size_t cap)
 {
 	size_t n = 0;
 
@@ -105,16 +105,24 @@ static char **no_calls_env(char *const envp[], int *made)
 	for (; envp && envp[n]; n++)
 		if (!strcmp(envp[n], no_calls_var))
 			return (char **)envp;
-	char **e = malloc((n + 2) * sizeof(*e));
+	/* the caller's stack when it fits (no malloc in a vfork child or a signal handler, where
+	 * an exec may be made), else the program's malloc */
+	char **e = n + 2 <= cap ? buf : malloc((n + 2) * sizeof(*e));
 	if (!e)
 		return (char **)envp;
 	for (size_t i = 0; i < n; i++)
 		e[i] = envp[i];
 	e[n] = (char *)no_calls_var;
 	e[n + 1] = NULL;
-	*made = 1;
+	*made = e == buf ? 2 : 1;
 	return e;
 }
+
+/* e: the environment to pass (envp, or a copy with the marker); made: 1 when e must be freed */
+#define NO_CALLS_ENV(envp, e, made)                                                    \
+	char *e##_buf[256];                                                            \
+	int made;                                                                      \
+	char **e = no_calls_env((envp), &made, e##_buf, sizeof(e##_buf) / sizeof(e##_buf[0]))
 
 /* syscall(3): exit_group ends the process from any thread, execve replaces it; every other
  * number passes through with its six argument registers as they are. */
@@ -130,11 +138,11 @@ D9_INTERPOSE long syscall(long number, ...)
 	if (number == SYS_exit_group)
 		d9_agent_process_end();
 	int exec = number == SYS_execve || number == SYS_execveat, made = 0;
-	char **env_made = NULL;
+	char **env_made = NULL, *env_buf[256];
 	if (exec) {
 		d9_agent_exec_begin();
 		int k = number == SYS_execve ? 2 : 3;
-		env_made = no_calls_env((char *const *)a[k], &made);
+		env_made = no_calls_env((char *const *)a[k], &made, env_buf, 256);
 		a[k] = (long)env_made;
 	}
 	int root = number == SYS_chroot ? d9_agent_chroot_before() : -1;
@@ -178,7 +186,7 @@ D9_INTERPOSE long syscall(long number, ...)
 	if (range)
 		d9__fd_host_range_done();
 	if (exec) {
-		if (made)
+		if (made == 1)
 			free(env_made);
 		d9_agent_exec_failed();
 	}
@@ -282,10 +290,9 @@ D9_INTERPOSE int execve(const char *path, char *const argv[], char *const envp[]
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int made;
-	char **e = no_calls_env(envp, &made);
+	NO_CALLS_ENV(envp, e, made);
 	int r = real_execve(path, argv, e);
-	if (made)
+	if (made == 1)
 		free(e);
 	d9_agent_exec_failed();
 	return r;
@@ -298,10 +305,9 @@ D9_INTERPOSE int execv(const char *path, char *const argv[])
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int made;
-	char **e = no_calls_env(environ, &made);
+	NO_CALLS_ENV(environ, e, made);
 	int r = made && real_execve ? real_execve(path, argv, e) : real_execv(path, argv);
-	if (made)
+	if (made == 1)
 		free(e);
 	d9_agent_exec_failed();
 	return r;
@@ -314,10 +320,9 @@ D9_INTERPOSE int execvp(const char *file, char *const argv[])
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int made;
-	char **e = no_calls_env(environ, &made);
+	NO_CALLS_ENV(environ, e, made);
 	int r = made && real_execvpe ? real_execvpe(file, argv, e) : real_execvp(file, argv);
-	if (made)
+	if (made == 1)
 		free(e);
 	d9_agent_exec_failed();
 	return r;
@@ -330,10 +335,9 @@ D9_INTERPOSE int execvpe(const char *file, char *const argv[], char *const envp[
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int made;
-	char **e = no_calls_env(envp, &made);
+	NO_CALLS_ENV(envp, e, made);
 	int r = real_execvpe(file, argv, e);
-	if (made)
+	if (made == 1)
 		free(e);
 	d9_agent_exec_failed();
 	return r;
@@ -346,10 +350,9 @@ D9_INTERPOSE int fexecve(int fd, char *const argv[], char *const envp[])
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int made;
-	char **e = no_calls_env(envp, &made);
+	NO_CALLS_ENV(envp, e, made);
 	int r = real_fexecve(fd, argv, e);
-	if (made)
+	if (made == 1)
 		free(e);
 	d9_agent_exec_failed();
 	return r;
@@ -363,10 +366,9 @@ D9_INTERPOSE int execveat(int dirfd, const char *path, char *const argv[], char 
 		return -1;
 	}
 	d9_agent_exec_begin();
-	int made;
-	char **e = no_calls_env(envp, &made);
+	NO_CALLS_ENV(envp, e, made);
 	int r = real_execveat(dirfd, path, argv, e, flags);
-	if (made)
+	if (made == 1)
 		free(e);
 	d9_agent_exec_failed();
 	return r;
@@ -382,10 +384,9 @@ D9_INTERPOSE int posix_spawn(pid_t *pid, const char *path, const posix_spawn_fil
 		const posix_spawnattr_t *, char *const[], char *const[]));
 	if (!real_posix_spawn)
 		return ENOSYS;
-	int made;
-	char **e = no_calls_env(envp, &made);
+	NO_CALLS_ENV(envp, e, made);
 	int r = real_posix_spawn(pid, path, fa, at, argv, e);
-	if (made)
+	if (made == 1)
 		free(e);
 	return r;
 }
@@ -397,10 +398,9 @@ D9_INTERPOSE int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_fi
 		const posix_spawnattr_t *, char *const[], char *const[]));
 	if (!real_posix_spawnp)
 		return ENOSYS;
-	int made;
-	char **e = no_calls_env(envp, &made);
+	NO_CALLS_ENV(envp, e, made);
 	int r = real_posix_spawnp(pid, file, fa, at, argv, e);
-	if (made)
+	if (made == 1)
 		free(e);
 	return r;
 }
