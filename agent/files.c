@@ -524,12 +524,6 @@ void d9__seccomp_probe(void)
 	survives_perf = probe(SYS_perf_event_open, (long)&a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC, 0);
 	survives_mincore = probe(SYS_mincore, (long)((uintptr_t)&vec & ~(uintptr_t)4095), 1,
 		(long)&vec, 0, 0, 0);
-	if (!survives_setpriority || !survives_perf || !survives_mincore)
-		d9__log(D9_LOG_WARN, "the process started under a seccomp filter that kills at%s%s%s "
-			"(or d9 could not tell): d9 leaves those calls out%s",
-			survives_setpriority ? "" : " setpriority", survives_perf ? "" : " perf_event_open",
-			survives_mincore ? "" : " mincore", survives_setpriority ? "" :
-			" (its threads keep the program's priority)");
 	errno = saved;
 }
 

@@ -1182,6 +1182,13 @@ __attribute__((constructor)) static void d9__init(void)
 	if (d9__config_load(&g->cfg) != 0)
 		goto out;
 	d9__seccomp_probe(); /* under an inherited filter: before any thread of the program's */
+	int prio = d9__call_survives(SYS_setpriority), perf = d9__call_survives(SYS_perf_event_open);
+	int minc = d9__call_survives(SYS_mincore);
+	if (!prio || !perf || !minc)
+		d9__log(D9_LOG_WARN, "the process started under a seccomp filter that kills at%s%s%s "
+			"(or d9 could not tell): d9 leaves those calls out%s", prio ? "" : " setpriority",
+			perf ? "" : " perf_event_open", minc ? "" : " mincore",
+			prio ? "" : " (its threads keep the program's priority)");
 	d9__clock_init(g->cfg.clock);
 	d9__pcfg = g->cfg.pre;
 	d9__clock_update_ticks(); /* at the clock's first rate: the writer refines it */

@@ -25,6 +25,7 @@ uint64_t d9__mono_ns(void)
 /* The agent's state that fdown.c reads: the calling thread's, and the configuration (a table of
  * its own for agent threads unless D9_AGENT_FDS=shared). */
 __thread struct d9__thr d9__self __attribute__((tls_model("initial-exec")));
+int d9__no_calls; /* the agent's (record.c), never set here */
 struct d9__agent d9__g;
 
 static uint32_t word(int fd)

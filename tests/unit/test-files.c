@@ -14,6 +14,7 @@
  * logger. */
 /* The agent's state that fdown.c reads: the calling thread's and the configuration. */
 __thread struct d9__thr d9__self __attribute__((tls_model("initial-exec")));
+int d9__no_calls; /* the agent's (record.c), never set here */
 struct d9__agent d9__g;
 
 uint64_t d9__mono_ns(void)

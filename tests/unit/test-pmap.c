@@ -9,6 +9,7 @@
 #include "t.h"
 
 __thread struct d9__thr d9__self __attribute__((tls_model("initial-exec")));
+int d9__no_calls; /* the agent's (record.c), never set here */
 
 #define N 5000
 
