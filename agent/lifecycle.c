@@ -41,6 +41,7 @@ static int seccomp_pending; /* 0 none, 1 being written, 2 ready for the writer, 
 static char seccomp_text[48]; /* the first filtered thread's (the trace says it once) */
 static __thread char seccomp_mine[48] __attribute__((tls_model("initial-exec")));
 static int seccomp_enabled; /* d9__enabled before a filter on every thread (back if refused) */
+static __thread uint8_t seccomp_prev_busy __attribute__((tls_model("initial-exec")));
 
 int d9__seccomp_defs(void)
 {
@@ -798,6 +799,7 @@ int d9_agent_seccomp_before(int tsync)
 		 * no call anywhere, and none again (seccomp_all on success) */
 		if (t->registered || t->prof)
 			d9__thread_quit();
+		seccomp_prev_busy = t->busy;
 		t->filtered = t->busy = 1;
 		if (tsync) {
 			__atomic_store_n(&d9__no_calls, 1, __ATOMIC_RELEASE);
@@ -848,7 +850,7 @@ int d9_agent_seccomp_before(int tsync)
 		d9__log_once(D9_LOG_WARN, "thread %d (%s) installs a seccomp filter, which may kill it "
 			"at a system call it does not list, d9's own included: d9 records nothing more "
 			"on it, nor on the threads and processes it starts (said once)", tid, name);
-		/* the trace says it once the filter is in (the writer: after_seccomp) */
+		/* the trace says it once the filter is in (the writer: d9__seccomp_defs) */
 		snprintf(seccomp_mine, sizeof(seccomp_mine), "seccomp filter: thread %d (%s)", tid, name);
 		/* what it recorded on disk now: an exit from it will not seal (calls) */
 		d9_agent_flush(100);
@@ -886,7 +888,10 @@ void d9_agent_seccomp_after(int token, int ok)
 	/* the call failed (no filter: the kernel said why): as before it */
 	int saved = errno;
 	if (token == 4 || token == 5) {
-		t->filtered = t->busy = 0;
+		t->filtered = 0;
+		t->busy = seccomp_prev_busy;
+		if (token == 5)
+			__atomic_store_n(&d9__no_calls, 0, __ATOMIC_RELEASE);
 	} else if (token == 1) {
 		t->filtered = 0;
 		d9__thread_unquit();
@@ -901,8 +906,6 @@ void d9_agent_seccomp_after(int token, int ok)
 			__atomic_store_n(&g->state, D9__CONFIGURED, __ATOMIC_RELEASE);
 		d9__log(D9_LOG_WARN, "the seccomp filter on every thread was not installed (%s): d9 "
 			"traces again", strerror(saved));
-	} else if (token == 5) {
-		__atomic_store_n(&d9__no_calls, 0, __ATOMIC_RELEASE);
 	}
 	errno = saved;
 }
