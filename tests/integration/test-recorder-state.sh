@@ -66,11 +66,11 @@ rs_check() {
 	rm -rf "$T/$name.dumps"
 	mkdir -p "$T/$name.dumps"
 	for f in $(pl_trace_files "$SDIR/trace"); do
-		"$SAN" dump "$SDIR/trace/$f" >"$T/$name.dumps/$f.jsonl" 2>>"$T/$name.err"
+		d9_san_once "$T/$name.dumps/$f.jsonl" "$T/$name.err" "$SAN" dump "$SDIR/trace/$f"
 	done
-	"$SAN" summary "$SDIR/trace" >"$T/$name.sum.txt" 2>>"$T/$name.err"
-	"$SAN" summary --json "$SDIR/trace" >"$T/$name.sum.json" 2>>"$T/$name.err"
-	"$SAN" check --json "$SDIR/trace" >"$T/$name.check.json" 2>>"$T/$name.err"
+	d9_san_once "$T/$name.sum.txt" "$T/$name.err" "$SAN" summary "$SDIR/trace"
+	d9_san_once "$T/$name.sum.json" "$T/$name.err" "$SAN" summary --json "$SDIR/trace"
+	d9_san_once "$T/$name.check.json" "$T/$name.err" "$SAN" check --json "$SDIR/trace"
 	if grep -qE 'runtime error|AddressSanitizer|LeakSanitizer' "$T/$name.err"; then
 		pl_fail "$name" "sanitizer report: $(grep -m1 -E 'runtime error|Sanitizer' "$T/$name.err")"
 		return
