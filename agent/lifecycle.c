@@ -789,17 +789,17 @@ int d9_agent_seccomp_before(int tsync)
 	 * every thread from it, is beyond what the agent can prepare for: agent/DESIGN.md); an
 	 * agent thread or a vfork child have nothing to prepare. (A busy thread is one a stop left
 	 * busy, a chroot's or an exit's: the program's call, never the agent's own) */
-	if (t->filtered || t->role == D9_ROLE_AGENT || g->pid != getpid())
-		return 0;
+	if (d9__calls_off() || t->role == D9_ROLE_AGENT || g->pid != getpid())
+		return 0; /* (calls off: also a second filter after one on every thread) */
 	int saved = errno;
 	int st = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
 	if (st != D9__CONFIGURED && st != D9__RUNNING_) {
 		/* not tracing (off, failed, stopped): nothing to say, and still no call on it (what
 		 * it still holds, a ctimer, its place in the registry, ended now); every thread's:
 		 * no call anywhere, and none again (seccomp_all on success) */
+		seccomp_prev_busy = t->busy;
 		if (t->registered || t->prof)
 			d9__thread_quit();
-		seccomp_prev_busy = t->busy;
 		t->filtered = t->busy = 1;
 		if (tsync) {
 			__atomic_store_n(&d9__no_calls, 1, __ATOMIC_RELEASE);

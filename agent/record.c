@@ -853,8 +853,14 @@ static void thread_exit(void *arg)
 		 * walk for its seal (review 32, H2), taking its lock by trylock (no futex wait); its
 		 * chunk is lost */
 		if (t->registered) {
-			while (pthread_mutex_trylock(&d9__g.reg_lock) != 0)
+			/* 1 s at most (the writer holding the lock on a starved CPU): then left as it
+			 * is, as before (a writer that walks it later reads a dead thread's state) */
+			uint64_t until = d9__mono_ns() + 1000000000ull;
+			while (pthread_mutex_trylock(&d9__g.reg_lock) != 0) {
+				if (d9__mono_ns() > until)
+					return;
 				_mm_pause();
+			}
 			if (t->prev)
 				t->prev->next = t->next;
 			else if (d9__g.threads == t)
