@@ -126,6 +126,38 @@ static char **no_calls_env(char *const envp[], int *made, char **buf, size_t cap
 
 /* syscall(3): exit_group ends the process from any thread, execve replaces it; every other
  * number passes through with its six argument registers as they are. */
+/* The C library's syscall(), or before the constructor ran (another library's constructor) the
+ * system call directly, with glibc's convention (-1 and errno). */
+static long call_real(long number, const long a[6])
+{
+	if (real_syscall)
+		return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	long ret = d9__raw6(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	if (ret < 0 && ret > -4096) {
+		errno = (int)-ret;
+		ret = -1;
+	}
+	return ret;
+}
+
+/* syscall(SYS_execve or SYS_execveat): sealed first, and the no-calls marker in the environment
+ * from a filtered thread; a function of its own, so that the marker's 2 KiB buffer is in no
+ * other syscall()'s frame (a coroutine's stack may be small) */
+static __attribute__((noinline)) long syscall_exec(long number, long a[6])
+{
+	char *buf[256];
+	int made, k = number == SYS_execve ? 2 : 3;
+
+	d9_agent_exec_begin();
+	char **e = no_calls_env((char *const *)a[k], &made, buf, sizeof(buf) / sizeof(buf[0]));
+	a[k] = (long)e;
+	long r = call_real(number, a);
+	if (made == 1)
+		free(e);
+	d9_agent_exec_failed();
+	return r;
+}
+
 D9_INTERPOSE long syscall(long number, ...)
 {
 	va_list ap;
@@ -137,14 +169,8 @@ D9_INTERPOSE long syscall(long number, ...)
 	va_end(ap);
 	if (number == SYS_exit_group)
 		d9_agent_process_end();
-	int exec = number == SYS_execve || number == SYS_execveat, made = 0;
-	char **env_made = NULL, *env_buf[256];
-	if (exec) {
-		d9_agent_exec_begin();
-		int k = number == SYS_execve ? 2 : 3;
-		env_made = no_calls_env((char *const *)a[k], &made, env_buf, 256);
-		a[k] = (long)env_made;
-	}
+	if (number == SYS_execve || number == SYS_execveat)
+		return syscall_exec(number, a);
 	int root = number == SYS_chroot ? d9_agent_chroot_before() : -1;
 	/* a seccomp filter (libseccomp's seccomp_load makes it so): a probe without a program
 	 * (NULL, as libseccomp's checks of the kernel's flags) installs none */
@@ -168,28 +194,11 @@ D9_INTERPOSE long syscall(long number, ...)
 		d9__fd_host_take(take);
 	if (range)
 		d9__fd_host_take_range((unsigned)a[0], (unsigned)a[1]);
-	long r;
-	if (real_syscall) {
-		r = real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
-	} else {
-		/* before the constructor ran (another library's constructor): the system call
-		 * directly, with glibc's convention (-1 and errno) */
-		long ret = d9__raw6(number, a[0], a[1], a[2], a[3], a[4], a[5]);
-		if (ret < 0 && ret > -4096) {
-			errno = (int)-ret;
-			ret = -1;
-		}
-		r = ret;
-	}
+	long r = call_real(number, a);
 	if (take >= 0)
 		d9__fd_host_done(take);
 	if (range)
 		d9__fd_host_range_done();
-	if (exec) {
-		if (made == 1)
-			free(env_made);
-		d9_agent_exec_failed();
-	}
 	if (root >= 0)
 		d9_agent_chroot_after(root, r == 0);
 	if (sec)
