@@ -225,11 +225,11 @@ fi
 if [ "$kind" = epoll ] && start_server -T 2; then
 	# each thread names itself once it runs, after it appeared with its creator's name (under
 	# the agent, its threads too): until the names are all different, 5 s at most
-	for _ in $(seq 50); do
+	names_distinct() {
 		names=$(cat /proc/"$spid"/task/*/comm | sort | tr '\n' ' ')
-		[ -z "$(echo "$names" | tr ' ' '\n' | grep . | uniq -d)" ] && break
-		sleep 0.1
-	done
+		[ -z "$(echo "$names" | tr ' ' '\n' | grep . | uniq -d)" ]
+	}
+	wait_for 5 names_distinct || true # the names as they are then, checked below
 	if [ "$names" = "epoll-http worker-0 worker-1 " ]; then pass thread-names
 	else fail thread-names "got '$names'"; fi
 	ok=1
