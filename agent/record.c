@@ -236,11 +236,11 @@ static void thread_register(struct d9__thr *t)
 	d9__defs_thread(t->tid, name, t->worker, t->role);
 }
 
-static void thread_unregister(struct d9__thr *t)
+/* Takes t out of the registry (reg_lock held). */
+static void unlink_locked(struct d9__thr *t)
 {
 	struct d9__agent *g = &d9__g;
 
-	d9__lock(&g->reg_lock);
 	if (t->prev)
 		t->prev->next = t->next;
 	else if (g->threads == t)
@@ -248,8 +248,14 @@ static void thread_unregister(struct d9__thr *t)
 	if (t->next)
 		t->next->prev = t->prev;
 	t->next = t->prev = NULL;
-	d9__unlock(&g->reg_lock);
 	t->registered = 0;
+}
+
+static void thread_unregister(struct d9__thr *t)
+{
+	d9__lock(&d9__g.reg_lock);
+	unlink_locked(t);
+	d9__unlock(&d9__g.reg_lock);
 }
 
 void d9__unpark(struct d9__thr *t)
@@ -861,15 +867,8 @@ static void thread_exit(void *arg)
 					return;
 				_mm_pause();
 			}
-			if (t->prev)
-				t->prev->next = t->next;
-			else if (d9__g.threads == t)
-				d9__g.threads = t->next;
-			if (t->next)
-				t->next->prev = t->prev;
-			t->next = t->prev = NULL;
+			unlink_locked(t);
 			pthread_mutex_unlock(&d9__g.reg_lock);
-			t->registered = 0;
 		}
 		return;
 	}
