@@ -172,9 +172,10 @@ D9_INTERPOSE long syscall(long number, ...)
 	if (number == SYS_execve || number == SYS_execveat)
 		return syscall_exec(number, a);
 	int root = number == SYS_chroot ? d9_agent_chroot_before() : -1;
-	/* a seccomp filter (libseccomp's seccomp_load makes it so): a probe without a program
-	 * (NULL, as libseccomp's checks of the kernel's flags) installs none */
-	int sec = number == SYS_seccomp && (a[0] == SECCOMP_SET_MODE_STRICT ||
+	/* a seccomp filter (libseccomp's seccomp_load makes it so). libseccomp's checks of the
+	 * kernel install none and must not be taken for one: SECCOMP_SET_MODE_STRICT with flags
+	 * (EINVAL), SECCOMP_SET_MODE_FILTER without a program (EFAULT) */
+	int sec = number == SYS_seccomp && ((a[0] == SECCOMP_SET_MODE_STRICT && !a[1] && !a[2]) ||
 		(a[0] == SECCOMP_SET_MODE_FILTER && a[2])) ?
 		d9_agent_seccomp_before(a[0] == SECCOMP_SET_MODE_FILTER &&
 			(a[1] & SECCOMP_FILTER_FLAG_TSYNC)) : 0;

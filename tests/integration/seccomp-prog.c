@@ -22,8 +22,9 @@
  *            prctl), then a timer whose notification thread, started by the C library, waits
  *            5 ms in poll (a new thread's first wait registers it: prctl, gettid)
  *   failed   seccomp(SECCOMP_SET_MODE_FILTER, 0, a program with an invalid instruction):
- *            EINVAL, no filter; then libseccomp's probe (a NULL program): EFAULT; the program
- *            goes on unfiltered */
+ *            EINVAL, no filter; then libseccomp's probes (a NULL program: EFAULT; strict mode
+ *            with a flag: EINVAL), which the agent must not take for filters; the program goes
+ *            on unfiltered */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/audit.h>
@@ -222,7 +223,8 @@ int main(int argc, char **argv)
 		r = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
 	else if (!strcmp(mode, "failed"))
 		r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &bad) == -1 && errno == EINVAL &&
-			syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, NULL) == -1 && errno == EFAULT ?
+			syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, NULL) == -1 && errno == EFAULT &&
+			syscall(SYS_seccomp, SECCOMP_SET_MODE_STRICT, 1, NULL) == -1 && errno == EINVAL ?
 			0 : -1;
 	else
 		return 2;
