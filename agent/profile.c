@@ -177,9 +177,7 @@ static int perf_open(struct perf_event_attr *a)
 	/* under an inherited seccomp filter, once: systemd's @debug group (denied by Debian's nsd
 	 * and pdns-recursor units, left out of @system-service) holds it, and a unit's filter kills
 	 * at what it denies unless it names an errno */
-	if (!d9__call_survives(SYS_perf_event_open)) {
-		d9__log_once(D9_LOG_WARN, "the process started under a seccomp filter that kills at "
-			"perf_event_open (or d9 could not tell): d9 does not make that call");
+	if (!d9__call_survives(SYS_perf_event_open)) { /* said at load (lifecycle.c) */
 		errno = EPERM;
 		return -1;
 	}
