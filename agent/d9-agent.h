@@ -627,6 +627,11 @@ void d9_agent_process_end(void);
  * d9_agent_exec_failed starts the agent again. */
 int d9_agent_exec_begin(void);
 void d9_agent_exec_failed(void);
+/* Before an exec or spawn whose program will run in secure-execution mode, where the loader
+ * ignores LD_PRELOAD's paths (preload/libc-exit.c tells): said once, and recorded in this
+ * process's trace (RecorderState "exec", text: the program's file name and why), which the
+ * agent starts to write if it was not recording; what: the program, why: the ids or bits. */
+void d9_agent_exec_untraced(const char *what, const char *why);
 /* Around unshare/setns that need a single-threaded process: the agent seals and its threads
  * end (1 when it paused); d9_agent_resume starts it again. */
 int d9_agent_pause(void);

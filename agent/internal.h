@@ -297,6 +297,9 @@ struct d9__agent {
 	uint64_t write_drops[4]; /* events lost to write errors, not yet recorded */
 	struct d9__wdrop *wdrops; /* per-thread write-error drop counts */
 	int write_failing;
+	/* a program started in secure execution was recorded (d9_agent_exec_untraced): the last
+	 * seal writes a segment for it even when nothing else was */
+	int exec_note;
 
 	/* sealed segments of this series (disk lock; writer and compressor) */
 	pthread_mutex_t disk_lock;

@@ -17,6 +17,7 @@
 #include <linux/magic.h>
 #include <linux/perf_event.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -243,6 +244,30 @@ int d9_agent_exec_begin(void)
 
 	errno = saved;
 	return r;
+}
+
+void d9_agent_exec_untraced(const char *what, const char *why)
+{
+	struct d9__agent *g = &d9__g;
+	int saved = errno;
+	char text[96];
+
+	/* a vfork child shares our memory but is not this process: nothing of its to record */
+	if (g->state == D9__OFF || g->state == D9__FAILED || g->pid != getpid())
+		goto out;
+	const char *base = what ? strrchr(what, '/') : NULL;
+	snprintf(text, sizeof(text), "%.40s: %s", base ? base + 1 : what ? what : "?", why);
+	d9__log_once(D9_LOG_WARN, "%s will start in secure-execution mode (%s): the loader ignores "
+		"LD_PRELOAD's paths there, so d9 does not trace it (said once; README: Secure "
+		"execution)", what ? what : "a program", why);
+	d9__defs_recorder(D9_REC_EXEC, D9_REC_OFF, 0, text);
+	/* into a segment even where nothing else was recorded (squid's master only forks and
+	 * waits): the writer opens one for it at the seal (writer.c) */
+	__atomic_store_n(&g->exec_note, 1, __ATOMIC_RELEASE);
+	if (g->state == D9__CONFIGURED && d9__enabled)
+		d9__start();
+out:
+	errno = saved;
 }
 
 /* After a seal that stopped them (start lock held): joins the writer, and the compressor within
@@ -1165,6 +1190,20 @@ static void fork_child(void)
 		d9__self.traced = 1; /* its first BlockingCall starts the agent; an exec, nothing */
 }
 
+/* d9__init in secure execution: off, and said when the environment names a D9_ variable */
+static __attribute__((noinline, cold)) void secure_off(void)
+{
+	for (char **e = environ; e && *e; e++)
+		if (!strncmp(*e, "D9_", 3)) {
+			/* the level is the default's: D9_LOG is the caller's too */
+			d9__log(D9_LOG_WARN, "this program runs in secure-execution mode (set-user-ID, "
+				"set-group-ID, file capabilities, or real and effective ids that differ): "
+				"its environment is not trusted, so d9 reads no D9_ variable and does not "
+				"trace it");
+			return;
+		}
+}
+
 __attribute__((constructor)) static void d9__init(void)
 {
 	struct d9__agent *g = &d9__g;
@@ -1172,6 +1211,17 @@ __attribute__((constructor)) static void d9__init(void)
 
 	g->state = D9__OFF;
 	d9__enabled = 0;
+	if (getauxval(AT_SECURE)) {
+		/* secure execution: a set-user-ID or set-group-ID program, file capabilities, or a
+		 * parent whose real and effective ids differ. The loader ignores LD_PRELOAD's paths
+		 * then, so the agent came another way (/etc/ld.so.preload, a set-user-ID copy in a
+		 * system directory, a link), and the environment is the caller's, who may be less
+		 * privileged than the program: D9_TRACE_PATH, D9_ALLOW_SHARED_DIR or D9_S3_* would let
+		 * them choose where its trace goes. glibc reads none of its own variables there; the
+		 * agent neither, and stays off (said when one was set: the user asked for a trace) */
+		secure_off();
+		return;
+	}
 	if (getenv("D9__NO_CALLS")) {
 		/* exec'd from a thread under a seccomp filter (preload/libc-exit.c): this image has
 		 * it, and the agent makes no call in it, nor in what it starts */

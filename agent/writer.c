@@ -892,9 +892,10 @@ void *d9__writer_main(void *arg)
 				write_drop_records();
 			/* uploads settled since the last seal (a time-based rotation sealed it and
 			 * nothing was recorded since): a segment of their own, or no trailer would
-			 * count them (FORMAT.md section 11) */
+			 * count them (FORMAT.md section 11); and a program started in secure
+			 * execution, said in a segment even by a process that recorded nothing */
 			if (g->seg.f.fd < 0 && !g->write_failing && d9__flight_writing() &&
-				s3_unreported())
+				(s3_unreported() || __atomic_load_n(&g->exec_note, __ATOMIC_ACQUIRE)))
 				seg_open(0);
 			/* the budget is kept before the last seal (the segment counts as it is; its
 			 * trailer adds a few hundred bytes), so that the trailer carries the deletions.

@@ -581,6 +581,9 @@ static void find_narrowed(struct check *c)
 				SEV_INFO) {
 				f->severity = SEV_WARNING;
 				why = ": the blocking calls found have no stacks";
+			} else if (n->feature == D9_REC_EXEC) {
+				f->severity = SEV_WARNING;
+				why = "";
 			} else if (n->feature == D9_REC_STACK_COPY && severity_of(c, "hog") > SEV_INFO) {
 				f->severity = SEV_WARNING;
 				why = ": the hogs found have no callers in their stacks";

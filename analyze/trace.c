@@ -1078,6 +1078,8 @@ const char *d9__narrowing_text(const struct d9__narrowing *n, char *buf, size_t 
 		{ D9_REC_STACK_COPY, D9_REC_OFF, "ctimer stacks without their callers" },
 		{ D9_REC_THREADS, D9_REC_LIMITED, "a thread under a seccomp filter records nothing more" },
 		{ D9_REC_THREADS, D9_REC_OFF, "recording stopped at a seccomp filter on every thread" },
+		{ D9_REC_EXEC, D9_REC_OFF, "a program it started runs in secure-execution mode, where "
+			"the loader ignores LD_PRELOAD: not traced" },
 	};
 	char head[64];
 	const char *w = NULL;
@@ -1129,6 +1131,11 @@ const char *d9__narrowing_hint(const struct d9__narrowing *n)
 		return "install libdw (Debian/Ubuntu: libdw1, Fedora: elfutils-libs) where the server runs";
 	case D9_REC_MAPS:
 		return "/proc must be mounted and /proc/self/maps readable by the server";
+	case D9_REC_EXEC:
+		return "the kernel starts a program in secure-execution mode when its ids change: "
+			"its starter's real and effective ids differ (squid's master execs its kid so: "
+			"squid -N serves in one process), or its file is set-user-ID, set-group-ID or "
+			"has capabilities; start it so that they do not (README: Secure execution)";
 	case D9_REC_THREADS:
 		return "the program's seccomp filter may kill a thread at a system call the agent "
 			"would make there: d9 records no thread under one (a program option to turn the "

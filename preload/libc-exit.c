@@ -11,6 +11,7 @@
 #include <linux/close_range.h>
 #include <linux/seccomp.h>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <spawn.h>
@@ -18,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +40,7 @@ static int (*real_execveat)(int, const char *, char *const[], char *const[], int
 static int (*real_unshare)(int);
 static int (*real_setns)(int, int);
 static int (*real_chroot)(const char *);
+static char self_name[64]; /* this library's file name (secure execution) */
 
 __attribute__((constructor)) static void exit_resolve(void)
 {
@@ -56,6 +60,124 @@ __attribute__((constructor)) static void exit_resolve(void)
 	real_unshare = (int (*)(int))d9__real("unshare", NULL);
 	real_setns = (int (*)(int, int))d9__real("setns", NULL);
 	real_chroot = (int (*)(const char *))d9__real("chroot", NULL);
+	Dl_info info;
+	if (dladdr((void *)exit_resolve, &info) && info.dli_fname) {
+		const char *b = strrchr(info.dli_fname, '/');
+		snprintf(self_name, sizeof(self_name), "%s", b ? b + 1 : info.dli_fname);
+	}
+	errno = saved;
+}
+
+/* ---- secure execution ------------------------------------------------------------------------
+ * The kernel starts a program in secure-execution mode (AT_SECURE) when its ids change at the
+ * exec: the caller's real and effective ids differ (squid's master, real uid proxy and effective
+ * root, execs its kid so), or the file is set-user-ID or set-group-ID to another id, or has file
+ * capabilities and the caller is not root. The loader then ignores LD_PRELOAD's paths, and an
+ * agent that comes another way stays off there (lifecycle.c, d9__init): the program is not
+ * traced. When the environment it gets asks for the agent (LD_PRELOAD names this library), the
+ * agent says so before the exec and records it in this process's trace
+ * (d9_agent_exec_untraced). Read-only calls (ids, stat, an extended attribute), none from a
+ * thread under a seccomp filter. */
+
+/* Whether the LD_PRELOAD of envp names this library (by path or by name). */
+static int env_preloads_us(char *const envp[])
+{
+	size_t n = strlen(self_name);
+
+	for (; n && envp && *envp; envp++) {
+		if (strncmp(*envp, "LD_PRELOAD=", 11))
+			continue;
+		for (const char *p = *envp + 11; *p;) {
+			size_t len = strcspn(p, " :");
+			const char *b = p;
+			for (const char *q = p; q < p + len; q++)
+				if (*q == '/')
+					b = q + 1;
+			if ((size_t)(p + len - b) == n && !strncmp(b, self_name, n))
+				return 1;
+			p += len;
+			p += strspn(p, " :");
+		}
+	}
+	return 0;
+}
+
+/* execvp's search: the first executable file of that name in PATH (glibc's default without
+ * one), into buf; file itself when it names a path; NULL when none is found. */
+static const char *path_search(const char *file, char *buf, size_t cap)
+{
+	if (!file || !*file || strchr(file, '/'))
+		return file;
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/bin:/usr/bin";
+	for (const char *p = path;; p++) {
+		size_t len = strcspn(p, ":");
+		if ((size_t)snprintf(buf, cap, "%.*s%s%s", (int)len, p, len ? "/" : "", file) < cap &&
+			access(buf, X_OK) == 0)
+			return buf;
+		p += len;
+		if (!*p)
+			return NULL;
+	}
+}
+
+/* Whether the program at (dirfd, path), or open as fd, will start in secure-execution mode (1,
+ * with a short text into why), or 0 when it will not or cannot be told; resetids: the ids are
+ * reset to the real ones first. */
+static int exec_is_secure(int dirfd, const char *path, int fd, int resetids, char *why,
+	size_t cap)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+	struct stat st;
+	struct statvfs vfs;
+
+	if (getresuid(&ru, &eu, &su) != 0 || getresgid(&rg, &eg, &sg) != 0)
+		return 0;
+	if (resetids) { /* posix_spawn's POSIX_SPAWN_RESETIDS: the child's effective ids are the real */
+		eu = ru;
+		eg = rg;
+	}
+	if (ru != eu) {
+		snprintf(why, cap, "real uid %u, effective uid %u", (unsigned)ru, (unsigned)eu);
+		return 1;
+	}
+	if (rg != eg) {
+		snprintf(why, cap, "real gid %u, effective gid %u", (unsigned)rg, (unsigned)eg);
+		return 1;
+	}
+	int ok = fd >= 0 ? fstat(fd, &st) == 0 && fstatvfs(fd, &vfs) == 0 :
+		path && fstatat(dirfd, path, &st, 0) == 0 && (dirfd != AT_FDCWD && path[0] != '/' ?
+		0 : statvfs(path, &vfs) == 0);
+	if (!ok || !S_ISREG(st.st_mode) || (vfs.f_flag & ST_NOSUID))
+		return 0; /* a nosuid mount ignores both bits and capabilities */
+	if ((st.st_mode & S_ISUID) && st.st_uid != eu) {
+		snprintf(why, cap, "set-user-ID to uid %u", (unsigned)st.st_uid);
+		return 1;
+	}
+	if ((st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP) && st.st_gid != eg) {
+		snprintf(why, cap, "set-group-ID to gid %u", (unsigned)st.st_gid);
+		return 1;
+	}
+	if (eu != 0 && (fd >= 0 ? fgetxattr(fd, "security.capability", NULL, 0) :
+		getxattr(path, "security.capability", NULL, 0)) > 0) {
+		snprintf(why, cap, "file capabilities");
+		return 1;
+	}
+	return 0;
+}
+
+/* Before an exec or spawn of (dirfd, path) or fd with envp: said and recorded when the program
+ * will not be traced for its secure execution. errno kept. */
+static void secure_check(int dirfd, const char *path, int fd, int resetids, char *const envp[])
+{
+	int saved = errno;
+	char why[64];
+
+	if (!d9__calls_off() && d9__pl_active() && env_preloads_us(envp) &&
+		exec_is_secure(dirfd, path, fd, resetids, why, sizeof(why)))
+		d9_agent_exec_untraced(fd >= 0 ? "(a descriptor)" : path, why);
 	errno = saved;
 }
 
@@ -148,6 +270,12 @@ static __attribute__((noinline)) long syscall_exec(long number, long a[6])
 	char *buf[256];
 	int made, k = number == SYS_execve ? 2 : 3;
 
+	if (number == SYS_execve)
+		secure_check(AT_FDCWD, (const char *)a[0], -1, 0, (char *const *)a[2]);
+	else if ((a[4] & AT_EMPTY_PATH) && a[1] && !*(const char *)a[1])
+		secure_check(AT_FDCWD, NULL, (int)a[0], 0, (char *const *)a[3]);
+	else
+		secure_check((int)a[0], (const char *)a[1], -1, 0, (char *const *)a[3]);
 	d9_agent_exec_begin();
 	char **e = no_calls_env((char *const *)a[k], &made, buf, sizeof(buf) / sizeof(buf[0]));
 	a[k] = (long)e;
@@ -299,6 +427,7 @@ D9_INTERPOSE int execve(const char *path, char *const argv[], char *const envp[]
 		errno = ENOSYS;
 		return -1;
 	}
+	secure_check(AT_FDCWD, path, -1, 0, envp);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_execve(path, argv, e);
@@ -314,6 +443,7 @@ D9_INTERPOSE int execv(const char *path, char *const argv[])
 		errno = ENOSYS;
 		return -1;
 	}
+	secure_check(AT_FDCWD, path, -1, 0, environ);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(environ, e, made);
 	int r = made && real_execve ? real_execve(path, argv, e) : real_execv(path, argv);
@@ -329,6 +459,8 @@ D9_INTERPOSE int execvp(const char *file, char *const argv[])
 		errno = ENOSYS;
 		return -1;
 	}
+	char found[4096];
+	secure_check(AT_FDCWD, path_search(file, found, sizeof(found)), -1, 0, environ);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(environ, e, made);
 	int r = made && real_execvpe ? real_execvpe(file, argv, e) : real_execvp(file, argv);
@@ -344,6 +476,8 @@ D9_INTERPOSE int execvpe(const char *file, char *const argv[], char *const envp[
 		errno = ENOSYS;
 		return -1;
 	}
+	char found[4096];
+	secure_check(AT_FDCWD, path_search(file, found, sizeof(found)), -1, 0, envp);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_execvpe(file, argv, e);
@@ -359,6 +493,7 @@ D9_INTERPOSE int fexecve(int fd, char *const argv[], char *const envp[])
 		errno = ENOSYS;
 		return -1;
 	}
+	secure_check(AT_FDCWD, NULL, fd, 0, envp);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_fexecve(fd, argv, e);
@@ -375,6 +510,10 @@ D9_INTERPOSE int execveat(int dirfd, const char *path, char *const argv[], char 
 		errno = ENOSYS;
 		return -1;
 	}
+	if ((flags & AT_EMPTY_PATH) && !*path)
+		secure_check(AT_FDCWD, NULL, dirfd, 0, envp);
+	else
+		secure_check(dirfd, path, -1, 0, envp);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_execveat(dirfd, path, argv, e, flags);
@@ -382,6 +521,14 @@ D9_INTERPOSE int execveat(int dirfd, const char *path, char *const argv[], char 
 		free(e);
 	d9_agent_exec_failed();
 	return r;
+}
+
+/* posix_spawn's attributes reset the child's ids to the real ones (POSIX_SPAWN_RESETIDS). */
+static int spawn_resets_ids(const posix_spawnattr_t *at)
+{
+	short fl = 0;
+
+	return at && posix_spawnattr_getflags(at, &fl) == 0 && (fl & POSIX_SPAWN_RESETIDS);
 }
 
 /* posix_spawn and posix_spawnp from a thread under a seccomp filter: the child has it too, and
@@ -394,6 +541,7 @@ D9_INTERPOSE int posix_spawn(pid_t *pid, const char *path, const posix_spawn_fil
 		const posix_spawnattr_t *, char *const[], char *const[]));
 	if (!real_posix_spawn)
 		return ENOSYS;
+	secure_check(AT_FDCWD, path, -1, spawn_resets_ids(at), envp);
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_posix_spawn(pid, path, fa, at, argv, e);
 	if (made == 1)
@@ -408,6 +556,9 @@ D9_INTERPOSE int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_fi
 		const posix_spawnattr_t *, char *const[], char *const[]));
 	if (!real_posix_spawnp)
 		return ENOSYS;
+	char found[4096];
+	secure_check(AT_FDCWD, path_search(file, found, sizeof(found)), -1, spawn_resets_ids(at),
+		envp);
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_posix_spawnp(pid, file, fa, at, argv, e);
 	if (made == 1)
