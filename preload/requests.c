@@ -59,6 +59,33 @@ static struct req_fd *table; /* D9__REQ_FD_CAP entries at most, mmap'd at the fi
 static uint32_t table_n;
 static int table_state; /* 0 not yet, 1 being made, 2 ready, 3 failed */
 static uint64_t next_id; /* request ids, per process */
+/* In a forked child: the requests open at the fork (ids below this) are the parent's, which goes
+ * on serving them; the child's copy of their connection is idle to it (a CGI child that closes
+ * the client socket it inherited ended the parent's request as closed unanswered, and that
+ * record started the child's agent: a segment per CGI request, which then pushed the parent's
+ * out of the directory budget). 0 in a process that was not forked. */
+static uint64_t own_from;
+
+/* The connection of r holds a request open in the parent at the fork: idle to this child. */
+static inline void disown(struct req_fd *r)
+{
+	if (D9_UNLIKELY(r->id < own_from) && (r->state == ST_IN || r->state == ST_OUT)) {
+		r->state = ST_IDLE;
+		r->pending = 0;
+	}
+}
+
+/* pthread_atfork's child handler (the only thread): the parent's requests stay the parent's. */
+static void req_fork_child(void)
+{
+	own_from = next_id + 1;
+	d9__pl.req_npending = 0; /* the forking thread's turn-end list: the parent's requests */
+}
+
+__attribute__((constructor)) static void req_init(void)
+{
+	pthread_atfork(NULL, NULL, req_fork_child);
+}
 
 #define D9__REQ_PV_CACHE 8 /* previews a thread remembers (their String ids) */
 struct pv_cache { uint64_t id; uint8_t len; char s[D9__REQ_PREVIEW]; };
@@ -103,7 +130,10 @@ static inline struct req_fd *slot(int fd)
 	if ((uint32_t)fd >= __atomic_load_n(&table_n, __ATOMIC_ACQUIRE))
 		return NULL;
 	struct req_fd *r = &table[fd];
-	return r->state == ST_UNTRACKED ? NULL : r;
+	if (r->state == ST_UNTRACKED)
+		return NULL;
+	disown(r);
+	return r;
 }
 
 static uint32_t proto_flags(const struct req_fd *r)
@@ -396,6 +426,7 @@ void d9__req_close(int fd)
 	if (r->state == ST_UNTRACKED)
 		return;
 	int saved = errno;
+	disown(r);
 	if ((r->state == ST_IN || r->state == ST_OUT) && d9__pl_active())
 		end_request(r, D9_REQ_CLOSED, d9__now());
 	r->state = ST_UNTRACKED; /* the number may next name anything: a file, a client socket */
