@@ -240,10 +240,14 @@ static void read_def(struct seg *s, const struct d9_def *d)
 			add_addr(s, d->u.location.callsite_addr - 1); /* a return address */
 		break;
 	case D9_DEF_STACK:
-		/* every frame is a return address: the call before it is named (as d9-analyze does) */
+		/* every frame is a return address: the call before it is named (as d9-analyze does);
+		 * but frame 0 of a CPU sample's stack is the sampled instruction, looked up as it is
+		 * (one at a function's first byte is not in the function before it): named both ways */
 		for (uint32_t i = 0; i < d->u.stack.nframes; i++)
 			if (d->u.stack.frames[i] > 1)
 				add_addr(s, d->u.stack.frames[i] - 1);
+		if (d->u.stack.nframes && d->u.stack.frames[0])
+			add_addr(s, d->u.stack.frames[0]);
 		break;
 	case D9_DEF_MODULE: {
 		if (s->nmods >= MAX_MODULES)

@@ -158,7 +158,10 @@ static int push(void *arrp, size_t *n, void *item)
 const char *d9__frame_name(struct d9__trace *t, const struct d9__stack *s, uint32_t i, char *buf,
 	size_t n)
 {
-	const char *name = i < s->n ? d9__symbolize(t, s->proc, s->frames[i], 1) : NULL;
+	/* a return address names the call before it; a sample's frame 0 is an instruction of its
+	 * own (at a function's first byte, the call before it would be the function before) */
+	const char *name = i < s->n ? d9__symbolize(t, s->proc, s->frames[i], !(i == 0 && s->pc0)) :
+		NULL;
 
 	if (name)
 		return name;
@@ -169,7 +172,8 @@ const char *d9__frame_name(struct d9__trace *t, const struct d9__stack *s, uint3
 size_t d9__frame_names(struct d9__trace *t, const struct d9__stack *s, uint32_t i,
 	const char **names, size_t max, char *buf, size_t n)
 {
-	size_t k = i < s->n && max ? d9__symbolize_inline(t, s->proc, s->frames[i], 1, names, max) : 0;
+	size_t k = i < s->n && max ? d9__symbolize_inline(t, s->proc, s->frames[i],
+		!(i == 0 && s->pc0), names, max) : 0;
 
 	if (k || !max)
 		return k;
@@ -796,8 +800,12 @@ static void do_events(struct segstate *ss, struct d9_reader *r, const struct d9_
 			ev.kind = e.f[D9_F_CPU_SOURCE];
 			ev.unwind = e.f[D9_F_CPU_UNWIND]; /* 0 when the schema has no such field */
 			ev.weight_ns = e.f[D9_F_CPU_WEIGHT_NS];
-			if (e.f[D9_F_CPU_STACK])
-				ev.stack = d9__map_get(&ss->stacks, e.f[D9_F_CPU_STACK]);
+			if (e.f[D9_F_CPU_STACK]) {
+				struct d9__stack *st = d9__map_get(&ss->stacks, e.f[D9_F_CPU_STACK]);
+				if (st)
+					st->pc0 = 1; /* named as it is: d9__frame_name */
+				ev.stack = st;
+			}
 			break;
 		case D9_EV_DROPPED:
 			ev.count = e.f[D9_F_DROP_COUNT];

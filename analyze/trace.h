@@ -30,6 +30,7 @@ struct d9__stack {
 	uint32_t n, idx;
 	uint64_t *frames;
 	struct d9__proc *proc; /* the first process that defined it: frames are named in its map */
+	uint8_t pc0; /* a CPU sample's: frame 0 is the sampled instruction, not a return address */
 	struct d9__stack *next;
 	uint64_t hash;
 };

@@ -30,6 +30,13 @@
 #     a later segment of the same process naming the same range otherwise is ignored (the first
 #     stands); another process's addresses are never named by these records; 3000 ranges
 #     arriving in random order, with lookups in between, each name their own addresses.
+#   - symbols-twin-modules: one library under two paths at the same place, recovered and
+#     symbolized by the next process: the host serves on.
+#   - symbols-pc0: a dead process's segment (tests/tools/gen-pc0.c) whose CPU sample is at the
+#     first byte of a function F of a copy of st-http, adopted and symbolized by the next
+#     process; with the copy removed (only the Symbol records can name it) the sample's leaf is
+#     F: frame 0 of a sample is the sampled instruction, named as it is (the records named only
+#     address - 1, the code before F).
 set -u
 . "$(dirname "$0")/lib-preload.sh"
 pl_setup agent-symbols
@@ -466,7 +473,7 @@ lib=$T/twin/a/libtwin.so
 printf 'int twin_fn(int x) { return x * 3 + 1; }\n' | cc -shared -fPIC -O2 -g -x c - -o "$lib" &&
 	cp "$lib" "$T/twin/b/libtwin.so"
 # the library's executable PT_LOAD: start (at base 0x7f0000000000), end, file offset
-read -r off vaddr memsz < <(readelf -lW "$lib" | awk '$1 == "LOAD" && $7 ~ /E/ { print $2, $3, $6; exit }')
+read -r off vaddr memsz < <(readelf -lW "$lib" | awk '$1 == "LOAD" && ($7 ~ /E/ || $8 ~ /E/) { print $2, $3, $6; exit }')
 start=$(printf '%x' $(( 0x7f0000000000 + vaddr )))
 end=$(printf '%x' $(( 0x7f0000000000 + vaddr + memsz )))
 if ! "$PL_ROOT/build/tests/gen-twin-modules" "$T/twin/trace/trace.4000000.000000.active" \
@@ -490,5 +497,40 @@ else
 		pl_pass symbols-twin-modules "recovered and symbolized $(basename "$sealed"); the server serves on"
 	fi
 	pl_quit
+fi
+# ---- a sample at a function's first byte, named by the agent's records ----------------------------
+mkdir -p "$T/pc0/trace"
+cp "$ST_HTTP" "$T/pc0/mod"
+mod=$(readlink -f "$T/pc0/mod")
+read -r off vaddr filesz < <(readelf -lW "$mod" | awk '$1 == "LOAD" && ($7 ~ /E/ || $8 ~ /E/) { print $2, $3, $5; exit }')
+faddr= fname= prev=
+while read -r a t n; do
+	[[ "$t" == [tT] ]] || continue
+	if [ -n "$prev" ] && [ $((0x$a)) -gt $((vaddr + 256)) ] && [ $((0x$a)) -gt $((0x$prev)) ]; then
+		faddr=$a fname=$n
+		break
+	fi
+	prev=$a
+done < <(nm -n --defined-only "$mod")
+base=$((0x555555554000))
+if [ -z "$faddr" ] || ! "$PL_ROOT/build/tests/gen-pc0" "$T/pc0/trace" "$mod" \
+	"$(printf '%x' $((base + vaddr)))" "$(printf '%x' $((base + vaddr + filesz)))" \
+	"$(printf '%x' $((off)))" "$(printf '%x' $((base + 0x$faddr)))"; then
+	pl_fail symbols-pc0 "no function found in $mod, or gen-pc0 failed"
+elif ! pl_start "$T/pc0" "$ST_HTTP" D9_TRACE_PATH="$T/pc0/trace/trace.bin" D9_COMPRESS=1 --; then
+	pl_fail symbols-pc0 "$PL_ERR"
+else
+	gz=$T/pc0/trace/trace.4000001.000000.bin.gz
+	d9_wait_for 120 eval '[ -e "$gz" ] || ! pl_alive "$SPID"'
+	pl_quit
+	rm -f "$mod"
+	got=$("$PL_ANALYZE" flame "$gz" 2>/dev/null | awk '{ $NF = ""; sub(/ $/, ""); n = split($0, f, ";"); print f[n] }' | head -1)
+	if [ ! -e "$gz" ]; then
+		pl_fail symbols-pc0 "the segment was not adopted and compressed: $(ls "$T/pc0/trace" | tr '\n' ' ')"
+	elif [[ "$got" == "$fname"* ]]; then
+		pl_pass symbols-pc0 "the sample at $fname's first byte is named by the records: $got"
+	else
+		pl_fail symbols-pc0 "the sample at $fname's first byte is named '$got' by the records"
+	fi
 fi
 exit 0
