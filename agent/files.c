@@ -118,9 +118,12 @@ static int adopt(struct d9__file *f, int fd, int how, int dirfd, const char *nam
 			-ENOENT : -ESTALE;
 	else if (named.st_dev != st.st_dev || named.st_ino != st.st_ino)
 		err = -ESTALE;
-	else if (regular && (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1))
+	else if (regular && (!S_ISREG(st.st_mode) || st.st_nlink != 1 || (st.st_uid != geteuid() &&
+		!(geteuid() == 0 && dirfd == AT_FDCWD && st.st_uid == d9__trace_dir_owner(name)))))
 		/* a second name (a hard link, fs.protected_hardlinks=0) may be a file outside the
-		 * trace directory: every file the agent makes has one */
+		 * trace directory: every file the agent makes has one. Another user's file only in
+		 * the subdirectory made for that user, to root just before it changes to that user
+		 * (d9__file_create gave it the files it made there) */
 		err = -EPERM;
 	else if ((how & DIRECTORY) && !S_ISDIR(st.st_mode))
 		err = -ENOTDIR;
@@ -180,6 +183,15 @@ int d9__file_create(struct d9__file *f, const char *path, int flags)
 	int saved = errno;
 	int fd = open(path, flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 
+	if (fd >= 0 && geteuid() == 0) {
+		/* a file of the subdirectory of the user the program is changing to, made while the
+		 * writer still runs as root (the directory moved at the change's start, the change
+		 * itself comes after): that user's, as the ones made after it will be; else that
+		 * user's budget could never delete it, nor its next process use its lock file */
+		uid_t owner = d9__trace_dir_owner(path);
+		if (owner != (uid_t)-1 && owner != 0 && fchown(fd, owner, (gid_t)-1) != 0)
+			errno = saved; /* no CAP_CHOWN (dnsmasq's ACL form): it stays root's */
+	}
 	return adopted(f, fd, HIGH, AT_FDCWD, path, saved, NULL);
 }
 

@@ -96,6 +96,10 @@ void d9__fs_private_begin(int filtered);
 void d9__trace_dir_use(struct d9__config *c);
 /* 0, or -ESTALE/-EBADF when c->dir is a subdirectory whose descriptor the program took. */
 int d9__trace_dir_check(const struct d9__config *c);
+/* The owner of the subdirectory in use when path names a file directly in it, else -1: the
+ * agent's files there are that user's even when made before the program's change of user took
+ * effect (d9__file_create). */
+uid_t d9__trace_dir_owner(const char *path);
 /* c->dir for messages: the subdirectory's real path rather than /proc/self/fd/<n>. */
 const char *d9__trace_dir_shown(const struct d9__config *c);
 
@@ -114,6 +118,25 @@ void d9__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 	do {                                                                   \
 		static int once_;                                              \
 		if (!__atomic_exchange_n(&once_, 1, __ATOMIC_RELAXED))         \
+			d9__log(level, __VA_ARGS__);                           \
+	} while (0)
+
+/* Said once in the whole tree of processes forked from the one that loaded the agent: lines
+ * about what narrowed the recording, which each of a server's children would say again (a
+ * prefork worker each, a CGI helper per request: 1,460 lines in one Apache error log) while the
+ * trace records each process's (Privileges, RecorderState). The flags are one page mapped shared
+ * at load (lifecycle.c), before the program forks; an exec'd image has its own. bit: D9__SAID_*. */
+extern D9_HIDDEN uint32_t *d9__tree_said;
+enum {
+	D9__SAID_PRIV_PERF = 1, D9__SAID_PRIV_KERNEL = 2, D9__SAID_SCHED_DENIED = 4,
+	D9__SAID_CPU_FALLBACK = 8, D9__SAID_CPU_OFF = 16,
+};
+#define d9__log_tree_once(bit, level, ...)                                     \
+	do {                                                                   \
+		static int once_;                                              \
+		if (!__atomic_exchange_n(&once_, 1, __ATOMIC_RELAXED) &&       \
+			!(d9__tree_said && (__atomic_fetch_or(d9__tree_said,   \
+			(uint32_t)(bit), __ATOMIC_RELAXED) & (uint32_t)(bit)))) \
 			d9__log(level, __VA_ARGS__);                           \
 	} while (0)
 

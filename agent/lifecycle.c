@@ -989,13 +989,13 @@ void d9_agent_creds_after(int token, unsigned from_euid, int ok)
 	uint32_t flags = perf_narrowed() & ~perf_before;
 	d9__defs_privileges(from_euid, (uint32_t)now, flags);
 	if (flags & D9_PRIV_PERF_DENIED)
-		d9__log_once(D9_LOG_WARN, "privileges dropped (uid %u -> %u): perf_event_open is denied "
-			"from now on; threads profiled from now on get no perf samples (the trace says so)",
-			from_euid, (unsigned)now);
+		d9__log_tree_once(D9__SAID_PRIV_PERF, D9_LOG_WARN, "privileges dropped (uid %u -> %u): "
+			"perf_event_open is denied from now on; threads profiled from now on get no "
+			"perf samples (the trace says so)", from_euid, (unsigned)now);
 	else if (flags & D9_PRIV_KERNEL_SAMPLES_LOST)
-		d9__log_once(D9_LOG_WARN, "privileges dropped (uid %u -> %u): CPU samples of threads "
-			"profiled from now on have no kernel frames (perf_event_paranoid); the trace says so",
-			from_euid, (unsigned)now);
+		d9__log_tree_once(D9__SAID_PRIV_KERNEL, D9_LOG_WARN, "privileges dropped (uid %u -> %u): "
+			"CPU samples of threads profiled from now on have no kernel frames "
+			"(perf_event_paranoid); the trace says so", from_euid, (unsigned)now);
 out:
 	t->busy = 0;
 	pthread_setcancelstate(cancel, NULL);
@@ -1190,6 +1190,8 @@ static void fork_child(void)
 		d9__self.traced = 1; /* its first BlockingCall starts the agent; an exec, nothing */
 }
 
+uint32_t *d9__tree_said;
+
 /* d9__init in secure execution: off, and said when the environment names a D9_ variable */
 static __attribute__((noinline, cold)) void secure_off(void)
 {
@@ -1231,6 +1233,10 @@ __attribute__((constructor)) static void d9__init(void)
 		return;
 	}
 	d9__fd_init(); /* this process's descriptor numbers are the ones marked (fdown.c) */
+	/* before the program forks: its children share it (d9__log_tree_once) */
+	void *said = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (said != MAP_FAILED)
+		d9__tree_said = said;
 	d9__seccomp_at_start();
 	if (d9__config_load(&g->cfg) != 0)
 		goto out;

@@ -265,6 +265,8 @@ const char *d9__trace_dir_refusal(void)
  * the compressor and recovery works unchanged. d9-analyze given <dir> reads the d9-uid-*
  * subdirectories too. The descriptor is the agent's own: checked (device, inode) before use. */
 static struct d9__file sub_cur = { .fd = -1 }, sub_next = { .fd = -1 };
+/* the user each is for: the owner its files get (d9__trace_dir_owner) */
+static uid_t sub_cur_owner = (uid_t)-1, sub_next_owner = (uid_t)-1;
 /* A subdirectory root could not give to the target user (a program that gave up CAP_CHOWN before
  * its setuid, as dnsmasq does: it keeps CAP_SETUID alone): left root's, with an access ACL that
  * lets that user alone in (trace_dir_for_uid; an owner sets its file's ACL with no capability),
@@ -603,6 +605,7 @@ int d9__trace_dir_for_uid(const struct d9__config *c, uid_t uid)
 	d9__file_leave(&dir);
 	d9__file_close(&dir);
 	snprintf(next_dir, sizeof(next_dir), "/proc/self/fd/%d", sub_next.fd);
+	sub_next_owner = uid;
 	return 0;
 
 err_sub:
@@ -634,6 +637,7 @@ void d9__trace_dir_use(struct d9__config *c)
 		sub_next.fd = -1;
 		sub_next_open.open = 0;
 		snprintf(sub_cur_name, sizeof(sub_cur_name), "%s", next_dir);
+		__atomic_store_n(&sub_cur_owner, sub_next_owner, __ATOMIC_RELEASE);
 	}
 	snprintf(c->dir, sizeof(c->dir), "%s", next_dir);
 	next_dir[0] = 0;
@@ -641,6 +645,16 @@ void d9__trace_dir_use(struct d9__config *c)
 		sub_let_go(&sub_cur); /* back in the directory itself */
 		sub_cur_open.open = 0;
 	}
+}
+
+uid_t d9__trace_dir_owner(const char *path)
+{
+	const char *dir = d9__g.cfg.dir;
+	size_t n = strlen(dir);
+
+	if (!in_subdir(&d9__g.cfg) || strncmp(path, dir, n) || path[n] != '/' || strchr(path + n + 1, '/'))
+		return (uid_t)-1;
+	return __atomic_load_n(&sub_cur_owner, __ATOMIC_ACQUIRE);
 }
 
 const char *d9__trace_dir_shown(const struct d9__config *c)

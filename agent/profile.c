@@ -608,9 +608,10 @@ void d9__profile_thread_start(struct d9__thr *t)
 			if (fds_short(e2))
 				p->miss_sw = 1;
 			else if (e2 && perf_denied(e2))
-				d9__log_once(D9_LOG_WARN, "off-CPU samples (D9_SCHED_EVENTS) are off: "
-					"perf_event_open(context-switches): %s (needs root, CAP_PERFMON "
-					"or perf_event_paranoid <= 1)", strerror(-e2));
+				d9__log_tree_once(D9__SAID_SCHED_DENIED, D9_LOG_WARN, "off-CPU samples "
+					"(D9_SCHED_EVENTS) are off: perf_event_open(context-switches): "
+					"%s (needs root, CAP_PERFMON or perf_event_paranoid <= 1)",
+					strerror(-e2));
 			else if (e2)
 				d9__log_once(D9_LOG_WARN, "off-CPU samples (D9_SCHED_EVENTS) are off: "
 					"perf_event_open(context-switches): %s", strerror(-e2));
@@ -623,15 +624,16 @@ void d9__profile_thread_start(struct d9__thr *t)
 			p->miss_cpu = 1;
 			p->miss_sw = c->sched_events;
 		} else if (err && mode == D9_PROF_AUTO && perf_denied(err)) {
-			d9__log_once(D9_LOG_WARN, "perf_event_open(cpu-clock): %s; CPU samples come from "
-				"a CPU-time timer instead (ctimer mode)", strerror(-err));
+			d9__log_tree_once(D9__SAID_CPU_FALLBACK, D9_LOG_WARN, "perf_event_open(cpu-clock): "
+				"%s; CPU samples come from a CPU-time timer instead (ctimer mode)",
+				strerror(-err));
 			d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_FALLBACK, err,
 				"perf_event_open(cpu-clock)");
 			__atomic_store_n(&P.mode, D9_PROF_CTIMER, __ATOMIC_RELAXED);
 			mode = D9_PROF_CTIMER;
 		} else if (err) {
-			d9__log_once(D9_LOG_WARN, "CPU samples are off: perf_event_open(cpu-clock): %s",
-				strerror(-err));
+			d9__log_tree_once(D9__SAID_CPU_OFF, D9_LOG_WARN, "CPU samples are off: "
+				"perf_event_open(cpu-clock): %s", strerror(-err));
 			d9__defs_recorder(D9_REC_CPU_PROFILE, D9_REC_OFF, err,
 				"perf_event_open(cpu-clock)");
 		} else if (mode == D9_PROF_AUTO && c->cpu_hz) {
