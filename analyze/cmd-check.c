@@ -200,7 +200,10 @@ static double on_cpu_share(const struct sum *s, const struct d9__thread *th)
 /* Polls (loop turns) that ran at least hog_ns on CPU: their time minus their blocking calls
  * (those are the blocking finding's), times the share of its runnable time their worker was on
  * CPU when the trace measures it, so a poll stretched by preemption alone is not a hog (a
- * handler that runs long, not a machine that is busy). What a hog cost is its whole time
+ * handler that runs long, not a machine that is busy). A loop turn whose CPU time the trace
+ * tells (cpu_max: the schedstat delta of the Unpark after it covers it) counts that, at most:
+ * a turn spent waiting where d9 sees no wait (Apache prefork's blocking accept after the poll
+ * woke every worker) or preempted is no hog, whatever the worker's share over the trace. What a hog cost is its whole time
  * without the blocking calls: every other coroutine of the worker waited that long; the
  * preemption inside it is counted here and left out of sched_delay's. */
 static void find_hogs(struct check *c)
@@ -220,12 +223,17 @@ static void find_hogs(struct check *c)
 	qsort(lp, nlp, sizeof(*lp), d9__sum_cmp_long);
 	for (size_t i = 0; i < nlp; i++) {
 		uint64_t own = lp[i].dur > lp[i].b.ns ? lp[i].dur - lp[i].b.ns : 0;
-		uint64_t on = (uint64_t)((double)own * on_cpu_share(s, lp[i].th));
+		/* a loop turn's own CPU time when the trace tells it (at most its Unpark's
+		 * schedstat delta); else the worker's share */
+		uint64_t on = lp[i].cpu_max != UINT64_MAX ? (lp[i].cpu_max < own ? lp[i].cpu_max : own) :
+			(uint64_t)((double)own * on_cpu_share(s, lp[i].th));
 		if (on < (uint64_t)c->hog_ns)
 			continue;
 		n++;
 		total += own;
-		preempted += own - on;
+		/* off CPU: runnable (preempted) as far as the trace tells, the rest a wait unseen */
+		preempted += lp[i].cpu_max != UINT64_MAX && lp[i].wait_max < own - on ? lp[i].wait_max :
+			own - on;
 		cpu_ns += lp[i].on_ns;
 		samples += lp[i].cpu_on;
 		weighed &= lp[i].weighed || !lp[i].cpu_on;

@@ -324,8 +324,23 @@ static void stack_quality(struct sum *s, const struct d9__ev *ev)
 /* Judged once the whole trace is read, not at a stack's first sample: the writer may define a
  * module (a JIT region it finds at its next read of /proc/self/maps) after a sample that ran in
  * it, and the frame is the process's all the same. The samples per stack are cpu_sample's. */
+static int would_list(const struct sum *s, const struct long_poll *h, size_t n, uint64_t d);
+
+/* Lists w's pending loop turn (the Unpark after it came, or never will). */
+static void list_turn(struct sum *s, struct wstat *w)
+{
+	if (!w->has_pend)
+		return;
+	w->has_pend = 0;
+	if (would_list(s, s->lt, s->nlt, w->pend.dur))
+		heap_push(s->lt, &s->nlt, (size_t)s->top, w->pend);
+}
+
 void d9__sum_judge_stacks(struct sum *s)
 {
+	for (size_t i = 0; i < s->nws; i++)
+		if (s->ws[i])
+			list_turn(s, s->ws[i]); /* turns no Unpark followed: the trace ended */
 	s->st_invalid = 0;
 	for (size_t i = 1; i < s->nstack_cnt && i - 1 < s->t->nstacks; i++) {
 		uint64_t n = s->stack_on[i] + s->stack_off[i];
@@ -482,7 +497,7 @@ static void end_poll(struct sum *s, struct wstat *w, const struct d9__ev *ev)
 		d9__hist_add(&ls->polls, d);
 	if (would_list(s, s->lp, s->nlp, d)) {
 		struct long_poll v = { .dur = d, .start_real = w->poll.real_ns, .loc = w->poll_loc,
-			.th = w->th, .co = w->poll_co };
+			.th = w->th, .co = w->poll_co, .cpu_max = UINT64_MAX };
 		pollcpu_top(&w->poll_cpu, &v);
 		heap_push(s->lp, &s->nlp, (size_t)s->top, v);
 	}
@@ -552,11 +567,15 @@ void d9__sum_event(void *ctx, const struct d9__ev *ev)
 			d9__hist_add(&w->turns, d);
 			d9__hist_add(&s->turns, d);
 			w->turn_ns += d;
+			list_turn(s, w); /* one whose Unpark never came */
 			if (would_list(s, s->lt, s->nlt, d)) {
 				struct long_poll v = { .dur = d, .start_real = w->turn.real_ns,
-					.th = w->th };
+					.th = w->th, .cpu_max = UINT64_MAX };
 				pollcpu_top(&w->turn_cpu, &v);
-				heap_push(s->lt, &s->nlt, (size_t)s->top, v);
+				/* listed at the next Unpark, with its CPU time when that tells it */
+				w->pend = v;
+				w->pend_ns = w->turn.ns;
+				w->has_pend = 1;
 			}
 		}
 		pollcpu_clear(&w->turn_cpu);
@@ -573,7 +592,16 @@ void d9__sum_event(void *ctx, const struct d9__ev *ev)
 			w->park_cpu_ns += ev->raw->f[D9_F_UNPARK_CPU_NS];
 			w->sched_wait_ns += ev->raw->f[D9_F_UNPARK_SCHED_WAIT_NS];
 			w->stat_unparks++;
+			/* the delta covers the time since the previous such Unpark: the pending
+			 * turn's CPU, at most, when that came before the turn began */
+			if (w->has_pend && w->stat_known && w->stat_ns <= w->pend_ns) {
+				w->pend.cpu_max = ev->raw->f[D9_F_UNPARK_CPU_NS];
+				w->pend.wait_max = ev->raw->f[D9_F_UNPARK_SCHED_WAIT_NS];
+			}
+			w->stat_known = 1;
+			w->stat_ns = ev->ns;
 		}
+		list_turn(s, w);
 		s->parks_unknown += r == D9__PAIR_UNKNOWN;
 		if (r == D9__PAIR_OK) {
 			w->parked_ns += d;

@@ -40,6 +40,26 @@ struct pollcpu {
 	struct pollblock b;
 };
 
+struct long_poll {
+	uint64_t dur;
+	int64_t start_real;
+	const struct d9__loc *loc; /* NULL: unknown, or a loop turn */
+	struct d9__thread *th;
+	uint64_t co;
+	uint64_t cpu_on, cpu_off; /* CpuSamples taken on its thread while it ran */
+	uint64_t on_ns, off_ns; /* the time they stand for (of those that carry it) */
+	int weighed; /* every sample carries its time: hot stacks are ordered by time */
+	struct hot_stack hot[POLL_STACKS]; /* the most frequent (stack, source), most first */
+	uint8_t nhot;
+	struct pollblock b; /* its blocking calls */
+	/* a loop turn's CPU time at most: the schedstat delta of the Unpark after it, when that
+	 * covers the turn (the previous Unpark that carried one came before it began); UINT64_MAX
+	 * unknown. Preemption and a wait d9 did not see (a blocking accept) are not CPU; wait_max:
+	 * the same delta's time runnable off CPU (preempted), at most */
+	uint64_t cpu_max, wait_max;
+};
+
+
 /* Per thread (worker or not). */
 struct wstat {
 	struct d9__thread *th;
@@ -55,6 +75,11 @@ struct wstat {
 	const struct d9__loc *poll_loc;
 	uint64_t cpu_on, cpu_off; /* CpuSamples of this thread, on- and off-CPU */
 	struct pollcpu poll_cpu, turn_cpu; /* samples of the open poll / loop turn */
+	/* the last loop turn to list, kept until the Unpark after it tells its CPU time (cpu_max),
+	 * then listed; stat_ns: the last Unpark that carried schedstat (stat_known) */
+	struct long_poll pend;
+	int has_pend, stat_known;
+	int64_t pend_ns, stat_ns; /* the pending turn's start; the last stat Unpark's time */
 };
 
 struct locstat {
@@ -62,19 +87,6 @@ struct locstat {
 	uint64_t wakes[NKINDS]; /* wakes followed by a poll at this location, by kind */
 };
 
-struct long_poll {
-	uint64_t dur;
-	int64_t start_real;
-	const struct d9__loc *loc; /* NULL: unknown, or a loop turn */
-	struct d9__thread *th;
-	uint64_t co;
-	uint64_t cpu_on, cpu_off; /* CpuSamples taken on its thread while it ran */
-	uint64_t on_ns, off_ns; /* the time they stand for (of those that carry it) */
-	int weighed; /* every sample carries its time: hot stacks are ordered by time */
-	struct hot_stack hot[POLL_STACKS]; /* the most frequent (stack, source), most first */
-	uint8_t nhot;
-	struct pollblock b; /* its blocking calls */
-};
 
 struct bgroup {
 	const char *call;

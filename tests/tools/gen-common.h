@@ -27,6 +27,7 @@ struct gen {
 	struct d9_wbuf w;
 	struct d9_enc e;
 	uint8_t *defs; /* the open DEFS chunk, NULL once events have begun */
+	uint32_t schema; /* D9_SCHEMA_* flags of the segment (gen_begin_schema), 0 by default */
 };
 
 static inline void die(const char *what)
@@ -54,18 +55,26 @@ static inline void gen_header(struct d9_header *h, uint32_t pid)
 	h->boot_id = "boot";
 }
 
-/* Starts a segment of at most cap bytes with header h: header, schema, an open DEFS chunk. */
-static inline void gen_begin_header(struct gen *g, const struct d9_header *h, size_t cap)
+/* Starts a segment of at most cap bytes with header h and the schema of flags schema (D9_SCHEMA_*:
+ * Unpark's statistics...): header, schema, an open DEFS chunk. */
+static inline void gen_begin_header_schema(struct gen *g, const struct d9_header *h, size_t cap,
+	uint32_t schema)
 {
 	memset(g, 0, sizeof(*g));
 	g->cap = cap;
+	g->schema = schema;
 	if (!(g->buf = calloc(1, cap)))
 		die("out of memory");
 	d9_wbuf_init(&g->w, g->buf, cap);
 	g->w.p += d9_prefix_encode(g->w.p, cap);
-	if (d9_header_write(&g->w, h) || d9_schema_write(&g->w, 0))
+	if (d9_header_write(&g->w, h) || d9_schema_write(&g->w, schema))
 		die("header");
 	g->defs = d9_chunk_open(&g->w, D9_CHUNK_DEFS);
+}
+
+static inline void gen_begin_header(struct gen *g, const struct d9_header *h, size_t cap)
+{
+	gen_begin_header_schema(g, h, cap, 0);
 }
 
 /* Starts a segment of at most cap bytes for pid, with gen_header's header. */
@@ -91,7 +100,7 @@ static inline struct d9_enc *events(struct gen *g, uint32_t tid, uint32_t worker
 		g->defs = NULL;
 	}
 	if (d9_enc_begin(&g->e, g->w.p, (size_t)(g->w.end - g->w.p), tid, worker, GEN_ANCHOR, 0,
-		0))
+		g->schema))
 		die("events chunk");
 	return &g->e;
 }

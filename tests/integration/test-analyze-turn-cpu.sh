@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# test-analyze-turn-cpu.sh: `check`'s hogs weigh a loop turn by its own CPU time when the trace
+# tells it. An Unpark carries the thread's CPU time and run delay since the previous Unpark that
+# carried them (schedstat); when that one came before the turn began, the delta bounds the turn's
+# CPU. `check` weighed every turn by its worker's CPU share over the whole trace instead, and
+# called Apache prefork's idle workers (a poll woke them all, then each waited seconds in a
+# blocking accept that d9 does not time) and a lighttpd turn that waited 194 ms for a CPU with
+# 2.7 ms of it on CPU serious hogs. gen-turn-cpu (tests/tools/gen-turn-cpu.c) writes two 300 ms
+# loop turns of one worker, the first with 1 ms of CPU after it, the second with 295 ms:
+#   - turn-cpu-hog: one hog (the second turn: loop_turns 1, longest 300 ms), not two.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+. tests/integration/lib.sh
+
+NAME=turn-cpu
+gen=build/tests/gen-turn-cpu
+d9_setup "$NAME"
+if [ ! -x "$gen" ]; then
+	d9_fail "$NAME-hog" "$gen is not built (make)"
+	exit 0
+fi
+if ! "$gen" "$T/tr" 2>"$T/gen.err"; then
+	d9_fail "$NAME-hog" "gen-turn-cpu: $(head -c 300 "$T/gen.err")"
+	exit 0
+fi
+"$ANALYZE" check --json "$T/tr" >"$T/check.json" 2>"$T/check.err"
+res=$(python3 - "$T/check.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+hogs = [f for f in d.get("findings", []) if f.get("kind") == "hog"]
+if len(hogs) != 1:
+    print("FAIL %d hog finding(s): %s" % (len(hogs), [f.get("title") for f in d.get("findings", [])]))
+    sys.exit(0)
+n = hogs[0].get("numbers", {})
+if n.get("loop_turns") != 1 or n.get("longest_ns") != 300000000:
+    print("FAIL the hog: %s (%s)" % (hogs[0].get("title"), n))
+else:
+    print("OK " + hogs[0].get("title"))
+PYEOF
+)
+if [[ "$res" == OK* ]]; then
+	d9_pass "$NAME-hog" "${res#OK }"
+else
+	d9_fail "$NAME-hog" "${res#FAIL } $(head -c 200 "$T/check.err")"
+fi
