@@ -298,6 +298,7 @@ struct d9__agent {
 	uint64_t pending_overflow;
 	int stop; /* the writer must seal and exit */
 	int stop_ended; /* ...because the process ends (not a pause or an exec): set before stop */
+	uint64_t end_at; /* when it ended (d9__now), with stop_ended: the last trailer's end_time */
 	int writer_private; /* the writer had a descriptor table of its own (fdown.c) */
 
 	/* registry of recording threads (reg lock; lock order reg -> pool) */

@@ -181,6 +181,8 @@ static int seal_now(int ended)
 		 * (the same lock) */
 		d9__drops_report_all(t);
 	/* a pause or an exec goes on in this process: the threads' caches then end with them */
+	if (ended)
+		g->end_at = d9__now(); /* the last trailer says so (D9_TRAILER_ENDED) */
 	__atomic_store_n(&g->stop_ended, ended, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
 	/* first, so the compressor starts nothing (symbolizing loads libdw: CPU the exit would

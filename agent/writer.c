@@ -904,6 +904,11 @@ void *d9__writer_main(void *arg)
 			 * left the directory over it) */
 			if (budget_due || (g->seg.f.fd >= 0 && !budget_kept_at_exit_open))
 				d9__budget_enforce(g->cfg.exit_timeout_ns / 4, 0);
+			if (__atomic_load_n(&g->stop_ended, __ATOMIC_RELAXED) && g->end_at) {
+				/* the process ends: what its threads have open lasted until then */
+				g->seg.tr.flags |= D9_TRAILER_ENDED;
+				g->seg.tr.end_time = g->end_at >> d9__shift;
+			}
 			seg_seal();
 			d9__flight_ended("exit"); /* a dump cut short by the exit gets its manifest */
 			/* our own data is safe; recovery goes on for what fits in half the exit's wait

@@ -244,7 +244,10 @@ static int dump_trailer(FILE *f, const struct d9_chunk *c)
 			d9_event_name((uint32_t)i) : "?", t.type_counts[i]);
 		first = 0;
 	}
-	fputs("}}\n", f);
+	fputs("}", f);
+	if (t.flags & D9_TRAILER_ENDED)
+		fprintf(f, ",\"end_time\":%" PRIu64, t.end_time);
+	fputs("}\n", f);
 	return 0;
 }
 

@@ -504,6 +504,54 @@ static void end_poll(struct sum *s, struct wstat *w, const struct d9__ev *ev)
 	pollcpu_clear(&w->poll_cpu);
 }
 
+/* The open loop turn of w ends at ev (its Park, or its process's end). */
+static void end_turn(struct sum *s, struct wstat *w, const struct d9__ev *ev)
+{
+	uint64_t d;
+	int r = d9__pair_close(&w->turn, ev, &d);
+
+	s->turns_unknown += r == D9__PAIR_UNKNOWN;
+	if (r == D9__PAIR_OK) {
+		d9__hist_add(&w->turns, d);
+		d9__hist_add(&s->turns, d);
+		w->turn_ns += d;
+		list_turn(s, w); /* one whose Unpark never came */
+		if (would_list(s, s->lt, s->nlt, d)) {
+			struct long_poll v = { .dur = d, .start_real = w->turn.real_ns, .th = w->th,
+				.cpu_max = UINT64_MAX };
+			pollcpu_top(&w->turn_cpu, &v);
+			/* listed at the next Unpark, with its CPU time when that tells it */
+			w->pend = v;
+			w->pend_ns = w->turn.ns;
+			w->has_pend = 1;
+		}
+	}
+	pollcpu_clear(&w->turn_cpu);
+}
+
+/* The process of ev ended at ev->ns (a segment sealed at its exit or exec, D9__END_PROCESS):
+ * each of its threads' open poll, loop turn and park lasted until then. */
+static void end_process(struct sum *s, const struct d9__ev *ev)
+{
+	for (size_t i = 0; i < s->nws; i++) {
+		struct wstat *w = s->ws[i];
+		if (!w || w->th->proc != ev->proc)
+			continue;
+		struct d9__ev e = *ev;
+		e.th = w->th;
+		if (w->poll.open)
+			end_poll(s, w, &e);
+		if (w->turn.open)
+			end_turn(s, w, &e);
+		list_turn(s, w); /* no Unpark follows */
+		uint64_t d;
+		if (w->park.open && d9__pair_close(&w->park, &e, &d) == D9__PAIR_OK)
+			w->parked_ns += d;
+		if (ev->ns > w->last_ns)
+			w->last_ns = ev->ns;
+	}
+}
+
 void d9__sum_event(void *ctx, const struct d9__ev *ev)
 {
 	struct sum *s = ctx;
@@ -512,6 +560,13 @@ void d9__sum_event(void *ctx, const struct d9__ev *ev)
 	if (!ps)
 		return;
 	if (ev->type == D9__EV_SEGMENT_END) {
+		if (ev->kind == D9__END_PROCESS) {
+			end_process(s, ev);
+			if (ev->real_ns > ps->last_real)
+				ps->last_real = ev->real_ns;
+			if (ev->real_ns > s->last_real)
+				s->last_real = ev->real_ns;
+		}
 		if (ps->nqs)
 			idle_check(s, ev->proc, ps);
 		ps->nparks = 0;
@@ -559,30 +614,11 @@ void d9__sum_event(void *ctx, const struct d9__ev *ev)
 	case D9_EV_POLL_END:
 		end_poll(s, w, ev);
 		break;
-	case D9_EV_PARK: {
-		uint64_t d;
-		int r = d9__pair_close(&w->turn, ev, &d);
-		s->turns_unknown += r == D9__PAIR_UNKNOWN;
-		if (r == D9__PAIR_OK) {
-			d9__hist_add(&w->turns, d);
-			d9__hist_add(&s->turns, d);
-			w->turn_ns += d;
-			list_turn(s, w); /* one whose Unpark never came */
-			if (would_list(s, s->lt, s->nlt, d)) {
-				struct long_poll v = { .dur = d, .start_real = w->turn.real_ns,
-					.th = w->th, .cpu_max = UINT64_MAX };
-				pollcpu_top(&w->turn_cpu, &v);
-				/* listed at the next Unpark, with its CPU time when that tells it */
-				w->pend = v;
-				w->pend_ns = w->turn.ns;
-				w->has_pend = 1;
-			}
-		}
-		pollcpu_clear(&w->turn_cpu);
+	case D9_EV_PARK:
+		end_turn(s, w, ev);
 		d9__pair_open(&w->park, ev);
 		w->parks++;
 		break;
-	}
 	case D9_EV_UNPARK: {
 		uint64_t d;
 		int64_t park_ns = w->park.ns;

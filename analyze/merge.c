@@ -3,7 +3,8 @@
  * events (FORMAT.md, CpuSample), so in file order a sample can come before the events that
  * precede it in time. d9__trace_run passes every event through here: a sample waits in its
  * thread's queue until an event of that thread with a later time arrives, and is delivered
- * just before it; a process's queues are emptied before its D9__EV_PROCESS_END. Commands thus
+ * just before it; a process's queues are emptied before its D9__EV_PROCESS_END (and before a
+ * segment end that says the process ended there, D9__END_PROCESS). Commands thus
  * see each sample between the PollStart and PollEnd of the poll it was taken in. A
  * Dropped(samples_lost) comes from the same chunks and waits with the samples; any other Dropped
  * is counted here as a gap of its thread (trace.h, "Pairing across gaps"). A sample
@@ -81,7 +82,10 @@ void d9__merge_ev(void *ctx, const struct d9__ev *ev)
 	struct d9__merge *m = ctx;
 	struct squeue *q;
 
-	if (ev->type == D9__EV_PROCESS_END) {
+	if (ev->type == D9__EV_PROCESS_END ||
+		(ev->type == D9__EV_SEGMENT_END && ev->kind == D9__END_PROCESS)) {
+		/* the process ended (its end closes what its threads had open: the samples of
+		 * those go first) */
 		for (size_t i = 0; i < m->nq && i < m->t->nthreads; i++)
 			if (m->t->threads[i]->proc == ev->proc) {
 				squeue_release(m, &m->q[i], 0, 1);

@@ -104,6 +104,9 @@ struct d9__thread {
 
 /* Pseudo event types delivered after the real ones of a segment / of a process. */
 enum { D9__EV_SEGMENT_END = 0x10001, D9__EV_PROCESS_END = 0x10002 };
+/* D9__EV_SEGMENT_END's kind: the segment was sealed at its process's end (D9_TRAILER_ENDED),
+ * at ns: every pair its threads had open ends there */
+enum { D9__END_PROCESS = 1 };
 
 struct d9__ev {
 	uint32_t type; /* enum d9_event_type, or D9__EV_* */

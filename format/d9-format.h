@@ -231,6 +231,9 @@ enum d9_thread_role { D9_ROLE_THREAD = 0, D9_ROLE_WORKER = 1, D9_ROLE_AGENT = 2,
 enum d9_clock_source { D9_CLOCK_MONOTONIC = 0, D9_CLOCK_TSC = 1 };
 #define D9_COROUTINE_SCHEDULER 1u /* Coroutine def flag: the runtime's idle/scheduler coroutine */
 #define D9_TRAILER_RECOVERED 1u /* trailer flag: sealed by recovery after a crash */
+/* trailer flag: sealed because its process ended (exit, _exit, exec) at end_time: what its threads
+ * had open then (a loop turn, a park, a poll) lasted until that time */
+#define D9_TRAILER_ENDED 2u
 /* Privileges def flags: what the drop took away from the recording */
 #define D9_PRIV_KERNEL_SAMPLES_LOST 1u /* perf samples of threads profiled after it: user space only */
 #define D9_PRIV_PERF_DENIED 2u /* perf_event_open denied after it: no perf samples for new threads */
@@ -354,6 +357,8 @@ struct d9_trailer {
 	/* optional, after those: the writing process's running counts of S3 uploads (agent/s3.c):
 	 * segments stored and their bytes, failed attempts, segments given up before upload */
 	uint64_t s3_uploaded, s3_uploaded_bytes, s3_failures, s3_evicted;
+	/* optional, after those: with D9_TRAILER_ENDED, the time (units) its process ended */
+	uint64_t end_time;
 };
 
 /* Problems the reader met and stepped over; the reader continues after each. */

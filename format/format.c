@@ -448,7 +448,8 @@ int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t)
 		d9_wbuf_u(w, i);
 		d9_wbuf_u(w, t->type_counts[i]);
 	}
-	int s3 = t->s3_uploaded || t->s3_uploaded_bytes || t->s3_failures || t->s3_evicted;
+	int ended = (t->flags & D9_TRAILER_ENDED) != 0;
+	int s3 = t->s3_uploaded || t->s3_uploaded_bytes || t->s3_failures || t->s3_evicted || ended;
 	if (t->budget_deleted_segments || t->budget_deleted_bytes || s3) {
 		/* appended fields (FORMAT.md section 11): only when not 0 (or followed by the S3
 		 * counts, which are positional) */
@@ -461,6 +462,8 @@ int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t)
 		d9_wbuf_u(w, t->s3_failures);
 		d9_wbuf_u(w, t->s3_evicted);
 	}
+	if (ended)
+		d9_wbuf_u(w, t->end_time);
 	return d9_chunk_close(w, c);
 }
 
@@ -1451,6 +1454,8 @@ int d9_trailer_decode(const struct d9_chunk *c, struct d9_trailer *t)
 		t->s3_failures = cur_u(&k);
 		t->s3_evicted = cur_u(&k);
 	}
+	if (!k.err && k.p < k.end)
+		t->end_time = cur_u(&k);
 	return k.err ? D9_ECORRUPT : 0;
 }
 
