@@ -1147,8 +1147,14 @@ const char *d9__narrowing_hint(const struct d9__narrowing *n)
 	case D9_REC_STACK_COPY:
 		return "process_vm_readv must be allowed (a seccomp filter, a container profile) and "
 			"memory available";
-	case D9_REC_UNWIND:
 	case D9_REC_SYMBOLS:
+		if (n->state == D9_REC_LIMITED)
+			/* libdw is there: the symbolizer kept its memory cap */
+			return "raise D9_SYMBOLIZE_MEMORY (8M by default) to let the agent inflate those "
+				"modules' debug sections, or name them later: d9-analyze reads the files "
+				"where they are";
+		/* fall through */
+	case D9_REC_UNWIND:
 		return "install libdw (Debian/Ubuntu: libdw1, Fedora: elfutils-libs) where the server runs";
 	case D9_REC_MAPS:
 		return "/proc must be mounted and /proc/self/maps readable by the server";

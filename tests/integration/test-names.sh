@@ -19,7 +19,8 @@
 #     (as Debian's -dbgsym packages ship them): named the same, inline level included.
 #     names-dwarf-limit: that with D9_SYMBOLIZE_MEMORY=0: the server is named from the debug
 #     file's symbol table alone (handler and burner, no inlined Spin::step, no cxx-http.cc line),
-#     the trace's summary says "recorder: symbols limited" naming the module, and stderr stays
+#     the trace's summary says "recorder: symbols limited" naming the module (check's hint names
+#     D9_SYMBOLIZE_MEMORY, not libdw's installation: libdw is there), and stderr stays
 #     empty (it is said at info level).
 #   - names-no-debug (the test can fail): the stripped copy without its debug file names nothing
 #     of the server (cxx-http+0x...). Then on the same trace the analyzer finds the debug file
@@ -343,6 +344,13 @@ if [ -n "$build_id" ]; then
 				# the whole directory: the RecorderState goes into the segment being
 				# written when the compressor named the burn's, maybe the one sealed at exit
 				pl_fail names-dwarf-limit "the summary does not say the symbols are limited: $("$PL_ANALYZE" summary "$d/trace" 2>&1 | grep recorder | head -c 300)"
+			elif ! "$PL_ANALYZE" check --json "$d/trace" 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+h = [f.get("hint", "") for f in d.get("findings", []) if f.get("kind") == "recorder" and f.get("numbers", {}).get("feature") == "symbols"]
+sys.exit(0 if h and all("D9_SYMBOLIZE_MEMORY" in x for x in h) else 1)'; then
+				# libdw was there: the way back is the memory cap, not "install libdw"
+				pl_fail names-dwarf-limit "check's hint for the limited symbols does not name D9_SYMBOLIZE_MEMORY: $("$PL_ANALYZE" check "$d/trace" 2>&1 | grep -A3 'symbols' | grep hint | head -c 300)"
 			elif [ -s "$d/stderr" ]; then
 				pl_fail names-dwarf-limit "the agent printed (an info line should not show): $(head -c 300 "$d/stderr")"
 			else
