@@ -30,6 +30,7 @@ void d9__record_child(void);
 void d9__writer_child(void);
 int d9__spawn_blocked(pthread_t *th, void *(*fn)(void *));
 void d9__child_trace(void);
+void d9__drop_profile(void);
 
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static int chroot_said; /* the stop at the program's chroot said why tracing ends */
@@ -957,6 +958,10 @@ int d9_agent_creds_before(unsigned euid)
 	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	t->busy = 1;
 	perf_before = perf_narrowed();
+	const struct d9__config *c = &d9__g.cfg;
+	if (geteuid() == 0 && (c->cpu_hz || c->sched_events) && !t->prof && d9__enabled &&
+		!d9__calls_off())
+		d9__drop_profile(); /* its perf events while it may: record.c */
 	int token = dir_for((uid_t)euid);
 	t->busy = 0;
 	pthread_setcancelstate(cancel, NULL);

@@ -742,6 +742,32 @@ out:
 	errno = saved;
 }
 
+/* The calling thread, still root, is about to make the process another user (a set*id call):
+ * registered and profiled now, while the kernel lets it open its perf events (with
+ * perf_event_paranoid 2 a user gets no off-CPU samples and no kernel time). The thread that drops
+ * is most often the one that serves (nginx's, lighttpd's, mosquitto's workers), and its first
+ * wait, which made it a worker and profiled it, came after the drop: off-CPU samples were always
+ * off for such servers. It becomes a worker at that wait (d9__profile_thread_start keeps its
+ * events). Not traced (t->traced): a thread that never waits records no blocking call. */
+void d9__drop_profile(void);
+void d9__drop_profile(void)
+{
+	struct d9__thr *t = &d9__self;
+	struct d9__agent *g = &d9__g;
+	int saved = errno;
+
+	/* the agent is not started for it: its samples wait in the ring (lost ones counted) for
+	 * the writer the first event starts, and the first segment, whose header holds the
+	 * command line, opens then (nginx names its worker after the drop) */
+	if (g->state != D9__CONFIGURED && g->state != D9__RUNNING_)
+		goto out;
+	if (!t->registered)
+		thread_register(t);
+	d9__profile_thread_start(t);
+out:
+	errno = saved;
+}
+
 void d9_agent_thread_renamed(void)
 {
 	struct d9__thr *t = &d9__self;

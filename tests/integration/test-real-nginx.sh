@@ -16,6 +16,9 @@
 #     its later-profiled threads have no kernel frames; the agent said so once for the whole
 #     server, by one worker (on its stderr, which nginx points at its error log): the workers
 #     are the master's forked children and share the agent's once.
+#   - nginx-offcpu (with D9_SCHED_EVENTS=1, as root): the workers, which give up root before
+#     their first wait, have off-CPU samples (their perf events are opened at the drop, while root
+#     may: with perf_event_paranoid 2 they were always off) and nothing says they are off.
 #   - nginx-access: the trace directory stays root's and 0700, the workers' files are in
 #     d9-uid-<www-data> (www-data's, 0700), each file its writer's and 0600.
 #   - nginx-budget: a second run (wrk in 2 s runs until a segment was deleted, 60 s at most)
@@ -71,7 +74,7 @@ http {
 }
 CONF
 env LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/trace" D9_FLUSH_INTERVAL=50ms D9_CPU_PROFILE=99 \
-	"$NGINX" -c "$T/nginx.conf" -p "$T" >"$T/stdout" 2>"$T/stderr" &
+	D9_SCHED_EVENTS=1 "$NGINX" -c "$T/nginx.conf" -p "$T" >"$T/stdout" 2>"$T/stderr" &
 MPID=$!
 PL_PIDS+=("$MPID")
 workers() { ps -o pid= --ppid "$MPID" | tr -d ' ' | sort -n; }
@@ -131,6 +134,22 @@ def workers():
     return None
 result(name + "-workers", workers(), "2 workers, %s loop turns" % (
     [sum(w["polls"] for w in s["workers"] if w["pid"] == pid) for pid in wpids] if s else []))
+
+def offcpu():
+    # D9_SCHED_EVENTS=1: a worker gives up root before its first wait; its perf events are
+    # opened at the drop, while root may (off-CPU samples were always off for such workers)
+    if not s:
+        return err
+    if os.geteuid() != 0:
+        return None
+    off = [sum(w.get("offcpu_samples", 0) for w in s["workers"] if w["pid"] == pid) for pid in wpids]
+    if sum(off) == 0:
+        return "no off-CPU samples in the workers (%s)" % off
+    if any("off-CPU samples" in l for l in open(os.path.join(T, "stderr")).read().splitlines() +
+            open(os.path.join(T, "error.log")).read().splitlines()):
+        return "the agent said off-CPU samples are off"
+    return None
+result(name + "-offcpu", offcpu(), "off-CPU samples of the workers, opened before their drop")
 
 def title():
     if not s:
