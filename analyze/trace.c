@@ -989,12 +989,13 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 			": %s", seg->path, truncated ? "truncated, " : "", st->corrupt_chunks,
 			st->bad_events, st->bad_defs, ss.first_off, ss.first_msg);
 	}
+	int sealed = st->sealed; /* st is the reader's: gone with it */
 	d9_reader_close(r);
 	struct d9__ev end;
 	memset(&end, 0, sizeof(end));
 	end.type = D9__EV_SEGMENT_END;
 	end.proc = seg->proc;
-	if (ended_ns && st->sealed && !ss.damage && seg->proc) {
+	if (ended_ns && sealed && !ss.damage && seg->proc) {
 		/* sealed at the process's end (exit, exec): what its threads had open lasted until
 		 * then, or until its last event when another thread recorded past it */
 		end.kind = D9__END_PROCESS;

@@ -6,7 +6,8 @@
 # -D_FORTIFY_SOURCE=2, makes 10 waits of each kind with 20 ms timeouts, a little CPU between them,
 # then one pread of 64 MiB (milliseconds), under the agent:
 #   - fortify-waits: 20 Parks, 10 of them poll and 10 ppoll, the worker parked for all but a few
-#     ms, and no loop turn as long as a wait (before, these waits were not seen: nsd's main
+#     ms, and no loop turn between them as long as a wait (the last turn, from the last wait to
+#     the exit, holds the pread) (before, these waits were not seen: nsd's main
 #     process showed one loop turn of seconds "on CPU", a serious hog in d9-analyze check);
 #   - fortify-pread: the pread is recorded (a BlockingCall, or a SchedDelay when it ran on CPU the
 #     whole time) of at least 1 ms (D9_BLOCKING_THRESHOLD), on a file (before: no event).
@@ -43,10 +44,15 @@ fi
 python3 - "$NAME" "$T/events.jsonl" "$T/summary.json" <<'PY'
 import collections, json, sys
 name, ev, js = sys.argv[1:]
-parks = [r for r in map(json.loads, open(ev)) if r.get("type") == "Park"]
+recs = [json.loads(l) for l in open(ev)]
+parks = [r for r in recs if r.get("type") == "Park"]
 calls = collections.Counter(r.get("call") for r in parks)
+last = max([r["ts_ns"] for r in recs if r.get("type") == "Unpark"] or [0])
 try:
-    turns = [p["duration_ns"] for p in json.load(open(js)).get("long_polls", [])]
+    # the turns between waits: the last one, from the last wait to the exit, holds the file's
+    # making and the pread (the process's end closes it)
+    turns = [p["duration_ns"] for p in json.load(open(js)).get("long_polls", [])
+             if p["start_ns"] < last]
 except ValueError:
     turns = []  # no trace at all: no Park either, said below
 why = None
