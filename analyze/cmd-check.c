@@ -61,6 +61,9 @@ struct check {
 	int64_t *park_timeout_us; /* by thread idx: the open Park's timeout, -1 none */
 	size_t npark;
 	uint64_t late_waits, late_waits_ns, late_waits_max;
+	/* of late_waits_ns, what the late Unparks' own run delay explains (sched_wait_ns, when they
+	 * carry it): a parked thread is made late by the kernel, never by a long poll */
+	uint64_t late_waits_pre_ns;
 	uint64_t late_timers, late_timers_ns, late_timers_max;
 	int64_t trace_ns;
 	uint64_t hog_total; /* find_hogs: the hogs' time, and where most of it was */
@@ -125,8 +128,13 @@ static void late_event(struct check *c, const struct d9__ev *ev)
 	if (d9__pair_close(&park, ev, &d) != D9__PAIR_OK)
 		return;
 	uint64_t due = (uint64_t)to * 1000;
-	if (d >= due && d - due >= (uint64_t)c->late_ns)
-		late_add(&c->late_waits, &c->late_waits_ns, &c->late_waits_max, d - due);
+	if (d >= due && d - due >= (uint64_t)c->late_ns) {
+		uint64_t late = d - due, wait = ev->raw ? ev->raw->f[D9_F_UNPARK_SCHED_WAIT_NS] :
+			D9_UNKNOWN;
+		late_add(&c->late_waits, &c->late_waits_ns, &c->late_waits_max, late);
+		if (wait != D9_UNKNOWN)
+			c->late_waits_pre_ns += wait < late ? wait : late;
+	}
 }
 
 static void check_event(void *ctx, const struct d9__ev *ev)
@@ -519,17 +527,25 @@ static void find_late(struct check *c, uint64_t hog_ns)
 		return;
 	char a[32], b[32], d[32];
 	set_cost(c, f, total);
+	/* late loop waits (they cost the most) that their own Unparks' run delay explains: the
+	 * waiting threads were runnable, off CPU, whatever hogs other workers ran */
+	int preempted = c->late_waits_ns >= c->late_timers_ns && c->late_waits_pre_ns * 2 >=
+		c->late_waits_ns;
 	snprintf(f->title, sizeof(f->title), "%" PRIu64 " timer(s) fired at least %s late (%s, at "
 		"most %s); %s", n, D(a, c->late_ns), D(b, total), D(d, c->late_waits_max >
-		c->late_timers_max ? c->late_waits_max : c->late_timers_max), hog_ns ?
-		"long polls held their worker past the deadline" : c->w_wait >= total / 2 ?
-		"no long poll held their worker: it waited for a CPU (preemption)" : "no long poll "
-		"held their worker, nor did it wait for a CPU: its thread was stopped or throttled, or "
-		"busy with many short polls");
-	f->follows_hog = hog_ns > 0;
+		c->late_timers_max ? c->late_waits_max : c->late_timers_max), preempted ?
+		"the late waits' threads were runnable and waited for a CPU (preemption: their "
+		"run delay)" : hog_ns ? "long polls held their worker past the deadline" :
+		c->w_wait >= total / 2 ? "no long poll held their worker: it waited for a CPU "
+		"(preemption)" : "no long poll held their worker, nor did it wait for a CPU: its "
+		"thread was stopped or throttled, or busy with many short polls");
+	f->follows_hog = hog_ns > 0 && !preempted;
+	NUM_NS(f, "loop_waits_preempted_ns", c->late_waits_pre_ns);
 	/* lateness the workers' wait for a CPU explains is preemption's, judged by its measure */
-	if (!hog_ns && c->w_wait >= total / 2 && f->severity > preempt_severity(c, c->w_wait))
-		f->severity = preempt_severity(c, c->w_wait);
+	uint64_t wait = preempted ? c->late_waits_pre_ns : c->w_wait;
+	if ((preempted || (!hog_ns && c->w_wait >= total / 2)) &&
+		f->severity > preempt_severity(c, wait))
+		f->severity = preempt_severity(c, wait);
 	NUM_COUNT(f, "loop_waits_late", c->late_waits);
 	NUM_NS(f, "loop_waits_late_ns", c->late_waits_ns);
 	NUM_NS(f, "loop_waits_late_max_ns", c->late_waits_max);

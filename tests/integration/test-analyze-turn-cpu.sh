@@ -6,8 +6,12 @@
 # called Apache prefork's idle workers (a poll woke them all, then each waited seconds in a
 # blocking accept that d9 does not time) and a lighttpd turn that waited 194 ms for a CPU with
 # 2.7 ms of it on CPU serious hogs. gen-turn-cpu (tests/tools/gen-turn-cpu.c) writes two 300 ms
-# loop turns of one worker, the first with 1 ms of CPU after it, the second with 295 ms:
+# loop turns of one worker, the first with 1 ms of CPU after it, the second with 295 ms, and a
+# second worker's wait that returned 300 ms late with 290 ms of run delay in its Unpark:
 #   - turn-cpu-hog: one hog (the second turn: loop_turns 1, longest 300 ms), not two.
+#   - turn-cpu-late: the late wait's cause is preemption, not the other worker's hog (seen on
+#     postgres: a background writer's late waits, each with the run delay of its lateness, were
+#     blamed on long polls of another process), and the finding does not follow the hog.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 . tests/integration/lib.sh
@@ -42,4 +46,23 @@ if [[ "$res" == OK* ]]; then
 	d9_pass "$NAME-hog" "${res#OK }"
 else
 	d9_fail "$NAME-hog" "${res#FAIL } $(head -c 200 "$T/check.err")"
+fi
+res=$(python3 - "$T/check.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+late = [f for f in d.get("findings", []) if f.get("kind") == "late_timers"]
+if len(late) != 1:
+    print("FAIL %d late_timers finding(s): %s" % (len(late), [f.get("title") for f in d.get("findings", [])]))
+elif "preemption" not in late[0].get("title", "") or "long polls" in late[0].get("title", ""):
+    print("FAIL the cause: %s" % late[0].get("title"))
+elif late[0].get("numbers", {}).get("loop_waits_preempted_ns") != 290000000:
+    print("FAIL numbers: %s" % late[0].get("numbers"))
+else:
+    print("OK " + late[0].get("title"))
+PYEOF
+)
+if [[ "$res" == OK* ]]; then
+	d9_pass "$NAME-late" "${res#OK }"
+else
+	d9_fail "$NAME-late" "${res#FAIL }"
 fi

@@ -4,8 +4,10 @@
  * so the delta bounds the turn's own CPU time: after turn A 1 ms of CPU (the rest a wait d9
  * does not see, as Apache prefork's blocking accept after a poll that woke every worker), after
  * turn B 295 ms. `check` must find one hog (B), not two: it weighed every turn by the worker's
- * CPU share over the trace. usage: gen-turn-cpu DIR: DIR/trace.800.000000.bin. Times in us after
- * the anchor. */
+ * CPU share over the trace. A second worker (tid 801) parks with a 100 ms timeout and comes back
+ * 300 ms late (ready 0) with 290 ms of run delay in its Unpark: its lateness is preemption, which
+ * `check` blamed on the first worker's hog. usage: gen-turn-cpu DIR: DIR/trace.800.000000.bin.
+ * Times in us after the anchor. */
 #define GEN_TOOL "gen-turn-cpu"
 #include "gen-common.h"
 
@@ -35,6 +37,15 @@ int main(int argc, char **argv)
 		d9_enc_park(e, US(602000), D9_CALL_EPOLL_WAIT, 1000000) ||
 		d9_enc_unpark(e, US(603000), 1, MS_NS(295), MS_NS(2)) ||
 		d9_enc_park(e, US(603100), D9_CALL_EPOLL_WAIT, 1000000))
+		die("events");
+	events_end(&g);
+	e = events(&g, 801, 2);
+	if (d9_enc_park(e, US(0), D9_CALL_EPOLL_WAIT, 1000000) ||
+		d9_enc_unpark(e, US(100), 1, 0, 0) || /* the first reading */
+		d9_enc_park(e, US(200), D9_CALL_EPOLL_WAIT, 100000) ||
+		/* due at 100.2 ms, back at 400.2 ms: 300 ms late, 290 ms of it runnable */
+		d9_enc_unpark(e, US(400200), 0, MS_NS(1), MS_NS(290)) ||
+		d9_enc_park(e, US(400300), D9_CALL_EPOLL_WAIT, 1000000))
 		die("events");
 	events_end(&g);
 	write_out(&g, argv[1], "trace.800.000000.bin");
