@@ -117,11 +117,27 @@ static int open_reserve(struct polls *p, size_t idx)
 	return 0;
 }
 
+/* A segment sealed at its process's end (D9__END_PROCESS): the polls (turns) its threads had
+ * open end there, as summary ends them. */
+static void end_process(struct polls *p, const struct d9__ev *ev)
+{
+	for (size_t i = 0; i < p->nopen && i < p->t->nthreads; i++) {
+		struct d9__thread *th = p->t->threads[i];
+		if (th->proc != ev->proc || !p->open[i].o.open)
+			continue;
+		struct d9__ev e = *ev;
+		e.th = th;
+		list_poll(p, &p->open[i], &e);
+	}
+}
+
 /* Generic mode: a loop turn runs from an Unpark to the same thread's next Park. */
 static void turns_on_event(void *ctx, const struct d9__ev *ev)
 {
 	struct polls *p = ctx;
 
+	if (ev->type == D9__EV_SEGMENT_END && ev->kind == D9__END_PROCESS)
+		end_process(p, ev);
 	if (ev->type != D9_EV_PARK && ev->type != D9_EV_UNPARK)
 		return;
 	if (open_reserve(p, ev->th->idx))
@@ -140,6 +156,8 @@ static void polls_on_event(void *ctx, const struct d9__ev *ev)
 {
 	struct polls *p = ctx;
 
+	if (ev->type == D9__EV_SEGMENT_END && ev->kind == D9__END_PROCESS)
+		end_process(p, ev);
 	if (ev->type != D9_EV_POLL_START && ev->type != D9_EV_POLL_END)
 		return;
 	if (open_reserve(p, ev->th->idx))
