@@ -29,6 +29,10 @@ struct rq {
 	int64_t begin_ns, begin_real, end_ns;
 	const char *preview;
 	uint64_t mark; /* gap mark of its thread at the begin */
+	uint64_t pmark; /* its process's gap count at the begin (a request that moves threads) */
+	/* it ended on another thread than it began (a thread pool hands connections over: Apache's
+	 * event MPM): its duration is known, its time split only as far as its first thread saw */
+	const struct d9__thread *end_th;
 	uint64_t cpu_ns, blocked_ns, sched_ns, polls, samples, blocking_calls;
 	const char *block_call; /* its longest blocking call */
 	uint64_t block_call_ns;
@@ -66,12 +70,16 @@ struct reqs {
 	size_t nthr;
 	struct d9__map open; /* key(pid, source, id) -> struct rq */
 	struct d9__map by_co; /* key(pid, coroutine) -> the open request of that coroutine */
+	/* key(pid, source, id) -> struct early: an end read before its begin (another thread's
+	 * chunk, written first: a request that moved threads) */
+	struct d9__map early;
 	struct d9__map wakes; /* key(pid, coroutine) -> its last Wake's ns + 1 */
 	struct rq **best; /* the top N, a min-heap by duration */
 	size_t nbest;
 	struct d9__map paths; /* preview (interned pointer) -> struct path */
 	uint64_t n, ambiguous, ambiguous_count, closed, unknown, untracked, api, overridden;
 	uint64_t unmatched; /* ends without a begin (before the window, or a gap) */
+	uint64_t moved; /* ended on another thread than they began (end_th) */
 	uint64_t counted; /* requests their bytes held, summed (1 when unknown) */
 	int oom;
 };
@@ -202,17 +210,20 @@ static void print_json(struct reqs *q, const struct rq *r)
 	const char *proto = proto_name(r->flags);
 
 	split(r, &cpu, &wait);
+	char wbuf[24] = "null"; /* moved threads: the other thread's part is not in the split */
+	if (!r->end_th)
+		snprintf(wbuf, sizeof(wbuf), "%" PRIu64, wait);
 	fprintf(f, "{\"id\":%" PRIu64 ",\"source\":\"%s\",\"pid\":%u,\"tid\":%u,\"worker\":%u,"
 		"\"coroutine\":%" PRIu64 ",\"fd\":%" PRId64 ",\"begin_ns\":%" PRId64
 		",\"offset_ns\":%" PRId64 ",\"begin_mono_ns\":%" PRId64 ",\"end_mono_ns\":%" PRId64
 		",\"duration_ns\":%" PRIu64 ",\"cpu_ns\":%" PRIu64 ",\"blocked_ns\":%" PRIu64
-		",\"sched_ns\":%" PRIu64 ",\"waiting_ns\":%" PRIu64 ",\"polls\":%" PRIu64
+		",\"sched_ns\":%" PRIu64 ",\"waiting_ns\":%s,\"polls\":%" PRIu64
 		",\"blocking_calls\":%" PRIu64 ",\"samples\":%" PRIu64 ",\"bytes_in\":%" PRIu64
 		",\"bytes_out\":%" PRIu64 ",\"count\":%" PRIu64 ",\"ambiguous\":%s,\"closed\":%s"
 		",\"turn_end\":%s,\"no_response\":%s,\"status\":%" PRId64 ",\"protocol\":",
 		r->id, r->source == D9_REQ_SRC_API ? "api" : "zero-code", r->proc->pid, r->th->tid,
 		r->th->worker, r->co, r->fd, r->begin_real, r->begin_real - q->t->start_real,
-		r->begin_ns, r->end_ns, dur_of(r), cpu, r->blocked_ns, r->sched_ns, wait, r->polls,
+		r->begin_ns, r->end_ns, dur_of(r), cpu, r->blocked_ns, r->sched_ns, wbuf, r->polls,
 		r->blocking_calls, r->samples, r->bytes_in, r->bytes_out, r->count,
 		r->flags & D9_REQ_AMBIGUOUS ? "true" : "false",
 		r->flags & D9_REQ_CLOSED ? "true" : "false",
@@ -238,6 +249,9 @@ static void print_json(struct reqs *q, const struct rq *r)
 		fprintf(f, ",\"hot_stack_samples\":%u,\"hot_stack\":", ns);
 		d9__json_stack(f, q->t, hs);
 	}
+	if (r->end_th)
+		fprintf(f, ",\"moved_threads\":true,\"end_tid\":%u,\"end_worker\":%u", r->end_th->tid,
+			r->end_th->worker);
 	fputs("}\n", f);
 }
 
@@ -255,11 +269,15 @@ static void print_text(struct reqs *q, const struct rq *r)
 		r->fd, r->preview ? r->preview : r->source == D9_REQ_SRC_API ? "(api)" : "(no preview)",
 		r->flags & D9_REQ_AMBIGUOUS ? "  AMBIGUOUS" : "",
 		r->flags & D9_REQ_CLOSED ? "  closed" : "");
+	if (r->end_th)
+		snprintf(g, sizeof(g), "-"); /* the other thread's part is not in the split */
+	else
+		d9__fmt_dur(g, sizeof(g), (int64_t)wait);
 	printf("    on CPU %s  blocked %s  waiting to run %s  waiting %s  polls %" PRIu64
-		"  in %" PRIu64 "B out %" PRIu64 "B\n", d9__fmt_dur(c, sizeof(c), (int64_t)cpu),
+		"  in %" PRIu64 "B out %" PRIu64 "B%s\n", d9__fmt_dur(c, sizeof(c), (int64_t)cpu),
 		d9__fmt_dur(d, sizeof(d), (int64_t)r->blocked_ns),
-		d9__fmt_dur(e, sizeof(e), (int64_t)r->sched_ns),
-		d9__fmt_dur(g, sizeof(g), (int64_t)wait), r->polls, r->bytes_in, r->bytes_out);
+		d9__fmt_dur(e, sizeof(e), (int64_t)r->sched_ns), g, r->polls, r->bytes_in,
+		r->bytes_out, r->end_th ? "  (moved threads: its time split is partial)" : "");
 	if (r->block_call)
 		printf("    longest blocking call: %s %s\n", r->block_call,
 			d9__fmt_dur(c, sizeof(c), (int64_t)r->block_call_ns));
@@ -336,6 +354,15 @@ static void loop_remove(struct rthr *s, const struct rq *r)
 		}
 }
 
+/* An end read before its begin (file order is per thread): what the begin completes. */
+struct early {
+	const struct d9__thread *th;
+	int64_t ns, status;
+	uint64_t tail, bytes_in, bytes_out, flags, count, pgaps;
+};
+
+static void done(struct reqs *q, struct rq *r, uint64_t flags);
+
 static void begin(struct reqs *q, struct rthr *s, const struct d9__ev *ev)
 {
 	struct rq *r = calloc(1, sizeof(*r));
@@ -354,7 +381,34 @@ static void begin(struct reqs *q, struct rthr *s, const struct d9__ev *ev)
 	r->begin_real = ev->real_ns;
 	r->preview = ev->call;
 	r->mark = d9__gap_mark(ev->th);
+	r->pmark = ev->proc->gaps;
 	uint64_t k = key3(ev->proc->pid, r->source, r->id);
+	struct early *x = d9__map_del(&q->early, k);
+	if (x) {
+		/* its end came first, from another thread: complete, moved threads, its time
+		 * split unknown; no gap of the process between the two */
+		q->unmatched--;
+		r->end_th = x->th;
+		r->end_ns = x->tail < (uint64_t)(x->ns - r->begin_ns) ? x->ns - (int64_t)x->tail :
+			r->begin_ns;
+		r->bytes_in = x->bytes_in;
+		r->bytes_out = x->bytes_out;
+		r->flags = x->flags;
+		r->count = x->count;
+		r->status = x->status;
+		int gap = x->th == ev->th || x->ns < r->begin_ns || ev->proc->gaps != x->pgaps ||
+			ev->proc->gap_ns >= r->begin_ns;
+		uint64_t flags = x->flags;
+		free(x);
+		if (gap) {
+			q->unknown++;
+			free(r);
+			return;
+		}
+		q->moved++;
+		done(q, r, flags);
+		return;
+	}
 	struct rq *old = d9__map_get(&q->open, k);
 	if (old) { /* a begin without its end (a gap, a restart): forget the old one */
 		if (old->co)
@@ -397,48 +451,9 @@ static void begin(struct reqs *q, struct rthr *s, const struct d9__ev *ev)
 	}
 }
 
-static void end(struct reqs *q, struct rthr *s, const struct d9__ev *ev)
+/* A request with both ends: counted, listed, kept among the slowest. */
+static void done(struct reqs *q, struct rq *r, uint64_t flags)
 {
-	const struct d9_event *e = ev->raw;
-	uint64_t flags = e->f[D9_F_RE_FLAGS];
-
-	if (flags & D9_REQ_UNTRACKED) {
-		q->untracked++;
-		return;
-	}
-	uint64_t k = key3(ev->proc->pid, (uint32_t)ev->kind, ev->count);
-	struct rq *r = d9__map_del(&q->open, k);
-	if (!r) {
-		q->unmatched++;
-		return;
-	}
-	struct rthr *bs = r->th == ev->th ? s : thr_of(q, r->th);
-	if (r->co) {
-		if (d9__map_get(&q->by_co, key_co(r->proc->pid, r->co)) == r)
-			d9__map_del(&q->by_co, key_co(r->proc->pid, r->co));
-		if (s->in_poll && s->poll_co == r->co)
-			add_time(r, K_CPU, s->poll_ns, ev->ns);
-	} else {
-		if (bs)
-			loop_remove(bs, r);
-		if (s->in_turn)
-			add_time(r, K_CPU, s->turn_ns, ev->ns);
-	}
-	/* its real end: when its response was written */
-	uint64_t tail = e->nfields > D9_F_RE_TAIL_NS ? e->f[D9_F_RE_TAIL_NS] : 0;
-	r->end_ns = tail < (uint64_t)(ev->ns - r->begin_ns) ? ev->ns - (int64_t)tail : r->begin_ns;
-	clip_time(r);
-	r->bytes_in = e->f[D9_F_RE_BYTES_IN];
-	r->bytes_out = e->f[D9_F_RE_BYTES_OUT];
-	r->flags = flags;
-	r->count = e->f[D9_F_RE_COUNT];
-	r->status = ev->value;
-	if (r->th != ev->th || d9__gap_mark(ev->th) != r->mark) {
-		/* a gap in the data inside it (or it moved threads): what ran is not known */
-		q->unknown++;
-		free(r);
-		return;
-	}
 	if (r->overridden) {
 		q->overridden++;
 		free(r);
@@ -475,6 +490,76 @@ static void end(struct reqs *q, struct rthr *s, const struct d9__ev *ev)
 		return;
 	}
 	keep(q, r);
+}
+
+static void end(struct reqs *q, struct rthr *s, const struct d9__ev *ev)
+{
+	const struct d9_event *e = ev->raw;
+	uint64_t flags = e->f[D9_F_RE_FLAGS];
+
+	if (flags & D9_REQ_UNTRACKED) {
+		q->untracked++;
+		return;
+	}
+	uint64_t k = key3(ev->proc->pid, (uint32_t)ev->kind, ev->count);
+	struct rq *r = d9__map_del(&q->open, k);
+	if (!r) {
+		/* its begin may come later in the file, on another thread (begin completes it);
+		 * counted unmatched until then */
+		struct early *x = calloc(1, sizeof(*x));
+		if (x) {
+			*x = (struct early){ ev->th, ev->ns, ev->value,
+				e->nfields > D9_F_RE_TAIL_NS ? e->f[D9_F_RE_TAIL_NS] : 0,
+				e->f[D9_F_RE_BYTES_IN], e->f[D9_F_RE_BYTES_OUT], flags,
+				e->f[D9_F_RE_COUNT], ev->proc->gaps };
+			free(d9__map_del(&q->early, k));
+			if (d9__map_put(&q->early, k, x)) {
+				free(x);
+				q->oom = 1;
+			}
+		}
+		q->unmatched++;
+		return;
+	}
+	struct rthr *bs = r->th == ev->th ? s : thr_of(q, r->th);
+	if (r->co) {
+		if (d9__map_get(&q->by_co, key_co(r->proc->pid, r->co)) == r)
+			d9__map_del(&q->by_co, key_co(r->proc->pid, r->co));
+		if (s->in_poll && s->poll_co == r->co)
+			add_time(r, K_CPU, s->poll_ns, ev->ns);
+	} else {
+		if (bs)
+			loop_remove(bs, r);
+		if (s->in_turn)
+			add_time(r, K_CPU, s->turn_ns, ev->ns);
+	}
+	/* its real end: when its response was written */
+	uint64_t tail = e->nfields > D9_F_RE_TAIL_NS ? e->f[D9_F_RE_TAIL_NS] : 0;
+	r->end_ns = tail < (uint64_t)(ev->ns - r->begin_ns) ? ev->ns - (int64_t)tail : r->begin_ns;
+	clip_time(r);
+	r->bytes_in = e->f[D9_F_RE_BYTES_IN];
+	r->bytes_out = e->f[D9_F_RE_BYTES_OUT];
+	r->flags = flags;
+	r->count = e->f[D9_F_RE_COUNT];
+	r->status = ev->value;
+	if (r->th != ev->th) {
+		/* it moved threads: known when no gap of the process (nor of its first thread)
+		 * lies inside it */
+		if (d9__gap_mark(r->th) != r->mark ||
+			d9__proc_gap_since(ev->proc, r->pmark, r->begin_ns)) {
+			q->unknown++;
+			free(r);
+			return;
+		}
+		r->end_th = ev->th;
+		q->moved++;
+	} else if (d9__gap_mark(ev->th) != r->mark) {
+		/* a gap in the data inside it: what ran is not known */
+		q->unknown++;
+		free(r);
+		return;
+	}
+	done(q, r, flags);
 }
 
 static struct rq *of_co(struct reqs *q, const struct d9__ev *ev, uint64_t co)
@@ -703,6 +788,10 @@ int d9__cmd_requests(int argc, char **argv)
 	if (q.unknown)
 		fprintf(stderr, "d9-analyze: %" PRIu64 " request(s) left out: a gap in the data (dropped "
 			"or missing events) lies inside them\n", q.unknown);
+	if (q.moved)
+		fprintf(stderr, "d9-analyze: %" PRIu64 " request(s) ended on another thread than they "
+			"began (a thread pool handed them over): their durations are known, their time "
+			"split is partial (what their first thread saw)\n", q.moved);
 	fflush(stdout);
 	rc = d9__trace_exit_code(&t);
 	for (size_t i = 0; i < q.nbest; i++)
@@ -720,6 +809,10 @@ int d9__cmd_requests(int argc, char **argv)
 	for (size_t i = 0; i < q.nthr; i++)
 		free(q.thr[i].loop);
 	free(q.thr);
+	for (size_t i = 0; i < q.early.cap; i++)
+		if (q.early.vals)
+			free(q.early.vals[i]);
+	d9__map_free(&q.early);
 	d9__map_free(&q.open);
 	d9__map_free(&q.by_co);
 	d9__map_free(&q.wakes);
