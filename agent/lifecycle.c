@@ -216,9 +216,12 @@ static int seal_now(int ended)
 	if (!waited)
 		sealed = wait_flag(&g->state, D9__STOPPED, deadline);
 	if (!sealed)
-		d9__log_once(D9_LOG_WARN, "the writer did not seal within D9_EXIT_TIMEOUT (%llu ms) of "
-			"the exit; the last segment stays .active (d9-analyze reads it; the next start "
-			"recovers it)", (unsigned long long)(g->cfg.exit_timeout_ns / 1000000u));
+		/* once for a server's forked processes (PostgreSQL's backends said it each) */
+		d9__log_tree_once(D9__SAID_EXIT_TIMEOUT, D9_LOG_WARN, "the writer did not seal "
+			"within D9_EXIT_TIMEOUT (%llu ms) of the exit (a busy machine): what it had "
+			"written stays .active (d9-analyze reads it; the next start recovers it), what "
+			"it had not written yet is lost, and no trailer counts it",
+			(unsigned long long)(g->cfg.exit_timeout_ns / 1000000u));
 	return sealed;
 }
 
