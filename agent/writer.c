@@ -876,6 +876,11 @@ void *d9__writer_main(void *arg)
 			write_list(q);
 			if (nwdrops || wdrop_overflow)
 				write_drop_records();
+			if (g->seg.f.fd >= 0) {
+				/* the dump's window ends: the threads' open parks lasted until now */
+				g->seg.tr.flags |= D9_TRAILER_WINDOW;
+				g->seg.tr.end_time = d9__now() >> d9__shift;
+			}
 			seg_seal();
 			d9__flight_ended("after");
 		}

@@ -245,7 +245,7 @@ static int dump_trailer(FILE *f, const struct d9_chunk *c)
 		first = 0;
 	}
 	fputs("}", f);
-	if (t.flags & D9_TRAILER_ENDED)
+	if (t.flags & (D9_TRAILER_ENDED | D9_TRAILER_WINDOW))
 		fprintf(f, ",\"end_time\":%" PRIu64, t.end_time);
 	fputs("}\n", f);
 	return 0;

@@ -539,12 +539,21 @@ static void end_process(struct sum *s, const struct d9__ev *ev)
 			continue;
 		struct d9__ev e = *ev;
 		e.th = w->th;
+		uint64_t d;
+		if (ev->kind == D9__END_WINDOW) {
+			/* a flight dump's end: parked at least until then; a poll or turn open
+			 * goes on past the window, unseen */
+			if (w->park.open && d9__pair_close(&w->park, &e, &d) == D9__PAIR_OK)
+				w->parked_ns += d;
+			if (ev->ns > w->last_ns)
+				w->last_ns = ev->ns;
+			continue;
+		}
 		if (w->poll.open)
 			end_poll(s, w, &e);
 		if (w->turn.open)
 			end_turn(s, w, &e);
 		list_turn(s, w); /* no Unpark follows */
-		uint64_t d;
 		if (w->park.open && d9__pair_close(&w->park, &e, &d) == D9__PAIR_OK)
 			w->parked_ns += d;
 		if (ev->ns > w->last_ns)
@@ -560,7 +569,7 @@ void d9__sum_event(void *ctx, const struct d9__ev *ev)
 	if (!ps)
 		return;
 	if (ev->type == D9__EV_SEGMENT_END) {
-		if (ev->kind == D9__END_PROCESS) {
+		if (ev->kind == D9__END_PROCESS || ev->kind == D9__END_WINDOW) {
 			end_process(s, ev);
 			if (ev->real_ns > ps->last_real)
 				ps->last_real = ev->real_ns;

@@ -900,6 +900,7 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 	struct d9_chunk c;
 	int err;
 	int64_t ended_ns = 0, ended_real = 0; /* its trailer's end_time (D9_TRAILER_ENDED) */
+	int ended_kind = 0; /* D9__END_PROCESS or D9__END_WINDOW */
 
 	memset(&ss, 0, sizeof(ss));
 	ss.t = t;
@@ -940,10 +941,12 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 				on_problem(&ss, D9_PROB_CORRUPT, c.offset, "trailer does not parse");
 			else if (tr.budget_deleted_segments || tr.budget_deleted_bytes)
 				budget_note(t, seg->path, &tr);
-			if ((tr.flags & D9_TRAILER_ENDED) && tr.end_time) {
+			if ((tr.flags & (D9_TRAILER_ENDED | D9_TRAILER_WINDOW)) && tr.end_time) {
 				const struct d9_header *h = d9_reader_header(r);
 				ended_ns = d9_time_to_mono_ns(h, tr.end_time);
 				ended_real = mono_to_real(h, ended_ns, tr.end_time);
+				ended_kind = tr.flags & D9_TRAILER_ENDED ? D9__END_PROCESS :
+					D9__END_WINDOW;
 			}
 			if (seg->proc) { /* running totals of the process: the largest is the latest */
 				const uint64_t v[4] = { tr.s3_uploaded, tr.s3_uploaded_bytes, tr.s3_failures,
@@ -998,7 +1001,7 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 	if (ended_ns && sealed && !ss.damage && seg->proc) {
 		/* sealed at the process's end (exit, exec): what its threads had open lasted until
 		 * then, or until its last event when another thread recorded past it */
-		end.kind = D9__END_PROCESS;
+		end.kind = (uint64_t)ended_kind;
 		end.ns = ended_ns > seg->proc->last_ns ? ended_ns : seg->proc->last_ns;
 		end.real_ns = ended_real + (end.ns - ended_ns);
 	}

@@ -107,6 +107,9 @@ enum { D9__EV_SEGMENT_END = 0x10001, D9__EV_PROCESS_END = 0x10002 };
 /* D9__EV_SEGMENT_END's kind: the segment was sealed at its process's end (D9_TRAILER_ENDED),
  * at ns: every pair its threads had open ends there */
 enum { D9__END_PROCESS = 1 };
+/* ...or a flight dump's window ended there (D9_TRAILER_WINDOW): its threads' open parks last
+ * until ns, their other pairs go on unseen */
+enum { D9__END_WINDOW = 2 };
 
 struct d9__ev {
 	uint32_t type; /* enum d9_event_type, or D9__EV_* */

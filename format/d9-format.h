@@ -234,6 +234,9 @@ enum d9_clock_source { D9_CLOCK_MONOTONIC = 0, D9_CLOCK_TSC = 1 };
 /* trailer flag: sealed because its process ended (exit, _exit, exec) at end_time: what its threads
  * had open then (a loop turn, a park, a poll) lasted until that time */
 #define D9_TRAILER_ENDED 2u
+/* trailer flag: a flight dump's last segment, sealed when its window ended at end_time: the
+ * threads' parks open then lasted at least until that time (their other pairs go on, unseen) */
+#define D9_TRAILER_WINDOW 4u
 /* Privileges def flags: what the drop took away from the recording */
 #define D9_PRIV_KERNEL_SAMPLES_LOST 1u /* perf samples of threads profiled after it: user space only */
 #define D9_PRIV_PERF_DENIED 2u /* perf_event_open denied after it: no perf samples for new threads */

@@ -448,7 +448,7 @@ int d9_trailer_write(struct d9_wbuf *w, const struct d9_trailer *t)
 		d9_wbuf_u(w, i);
 		d9_wbuf_u(w, t->type_counts[i]);
 	}
-	int ended = (t->flags & D9_TRAILER_ENDED) != 0;
+	int ended = (t->flags & (D9_TRAILER_ENDED | D9_TRAILER_WINDOW)) != 0;
 	int s3 = t->s3_uploaded || t->s3_uploaded_bytes || t->s3_failures || t->s3_evicted || ended;
 	if (t->budget_deleted_segments || t->budget_deleted_bytes || s3) {
 		/* appended fields (FORMAT.md section 11): only when not 0 (or followed by the S3

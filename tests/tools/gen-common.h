@@ -28,6 +28,8 @@ struct gen {
 	struct d9_enc e;
 	uint8_t *defs; /* the open DEFS chunk, NULL once events have begun */
 	uint32_t schema; /* D9_SCHEMA_* flags of the segment (gen_begin_schema), 0 by default */
+	uint32_t trailer_flags; /* D9_TRAILER_* of its trailer, with end_time (units) */
+	uint64_t end_time;
 };
 
 static inline void die(const char *what)
@@ -119,6 +121,8 @@ static inline void write_out_as(struct gen *g, const char *dir, const char *name
 	struct d9_trailer tr;
 
 	memset(&tr, 0, sizeof(tr));
+	tr.flags = g->trailer_flags;
+	tr.end_time = g->end_time;
 	if (g->defs) {
 		if (d9_chunk_close(&g->w, g->defs))
 			die("defs chunk");

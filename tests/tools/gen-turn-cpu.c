@@ -7,7 +7,9 @@
  * CPU share over the trace. A second worker (tid 801) parks with a 100 ms timeout and comes back
  * 300 ms late (ready 0) with 290 ms of run delay in its Unpark: its lateness is preemption, which
  * `check` blamed on the first worker's hog. usage: gen-turn-cpu DIR: DIR/trace.800.000000.bin.
- * Times in us after the anchor. */
+ * A third worker (tid 802) parks at 500 ms and no Unpark follows: the segment is a flight dump's
+ * last, its trailer says the window ended at 700 ms (D9_TRAILER_WINDOW): that worker was parked
+ * for those 200 ms (a dump showed such a worker 0% parked). Times in us after the anchor. */
 #define GEN_TOOL "gen-turn-cpu"
 #include "gen-common.h"
 
@@ -48,6 +50,12 @@ int main(int argc, char **argv)
 		d9_enc_park(e, US(400300), D9_CALL_EPOLL_WAIT, 1000000))
 		die("events");
 	events_end(&g);
+	e = events(&g, 802, 3);
+	if (d9_enc_park(e, US(500000), D9_CALL_EPOLL_WAIT, 1000000))
+		die("events");
+	events_end(&g);
+	g.trailer_flags = D9_TRAILER_WINDOW;
+	g.end_time = US(700000);
 	write_out(&g, argv[1], "trace.800.000000.bin");
 	return 0;
 }
