@@ -119,7 +119,7 @@ static int open_reserve(struct polls *p, size_t idx)
 
 /* A segment sealed at its process's end (D9__END_PROCESS): the polls (turns) its threads had
  * open end there, as summary ends them. */
-static void end_process(struct polls *p, const struct d9__ev *ev)
+static void polls_process_end(struct polls *p, const struct d9__ev *ev)
 {
 	for (size_t i = 0; i < p->nopen && i < p->t->nthreads; i++) {
 		struct d9__thread *th = p->t->threads[i];
@@ -137,7 +137,7 @@ static void turns_on_event(void *ctx, const struct d9__ev *ev)
 	struct polls *p = ctx;
 
 	if (ev->type == D9__EV_SEGMENT_END && ev->kind == D9__END_PROCESS)
-		end_process(p, ev);
+		polls_process_end(p, ev);
 	if (ev->type != D9_EV_PARK && ev->type != D9_EV_UNPARK)
 		return;
 	if (open_reserve(p, ev->th->idx))
@@ -157,7 +157,7 @@ static void polls_on_event(void *ctx, const struct d9__ev *ev)
 	struct polls *p = ctx;
 
 	if (ev->type == D9__EV_SEGMENT_END && ev->kind == D9__END_PROCESS)
-		end_process(p, ev);
+		polls_process_end(p, ev);
 	if (ev->type != D9_EV_POLL_START && ev->type != D9_EV_POLL_END)
 		return;
 	if (open_reserve(p, ev->th->idx))
