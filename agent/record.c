@@ -617,9 +617,14 @@ again:
 fail:
 	/* after the program's chroot the file is not looked for (sched_open_read); where tracing
 	 * stopped there, that stop is all there is to say */
-	if (!__atomic_load_n(&d9__g.chrooted, __ATOMIC_ACQUIRE) || d9__g.cfg.chroot_follow)
+	if (!__atomic_load_n(&d9__g.chrooted, __ATOMIC_ACQUIRE))
 		d9__log_once(D9_LOG_WARN, "cannot read /proc/thread-self/schedstat (%s): Unpark "
 			"cpu_ns and sched_wait_ns are unknown", strerror(-err));
+	else if (d9__g.cfg.chroot_follow)
+		/* not a broken procfs: the program's new root has none (unbound's, HAProxy's) */
+		d9__log_once(D9_LOG_WARN, "after the program's chroot (D9_CHROOT=follow) its threads "
+			"cannot read /proc/thread-self/schedstat in their new root (%s): Unpark cpu_ns "
+			"and sched_wait_ns are unknown from now on", strerror(-err));
 	sched_state = -1;
 	errno = saved;
 	t->busy = busy;

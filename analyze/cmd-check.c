@@ -221,7 +221,7 @@ static void find_hogs(struct check *c)
 	struct long_poll *lp = gen ? s->lt : s->lp;
 	size_t nlp = gen ? s->nlt : s->nlp, n = 0, top = 0;
 	uint64_t total = 0, cpu_ns = 0, samples = 0, preempted = 0;
-	int weighed = 1;
+	int weighed = 1, guessed = 0; /* guessed: a hog whose CPU time the trace does not tell */
 	const struct long_poll *longest = NULL;
 	/* the location with the most hog time: few distinct ones, a linear scan is enough */
 	const struct d9__loc *locs[32];
@@ -237,6 +237,8 @@ static void find_hogs(struct check *c)
 			(uint64_t)((double)own * on_cpu_share(s, lp[i].th));
 		if (on < (uint64_t)c->hog_ns)
 			continue;
+		const struct wstat *w = lp[i].th->idx < s->nws ? s->ws[lp[i].th->idx] : NULL;
+		guessed |= lp[i].cpu_max == UINT64_MAX && (!w || !w->stat_unparks) && !lp[i].cpu_on;
 		n++;
 		total += own;
 		/* off CPU: runnable (preempted) as far as the trace tells, the rest a wait unseen */
@@ -274,14 +276,19 @@ static void find_hogs(struct check *c)
 	c->hog_where = where;
 	c->hog_severity = f->severity;
 	c->hog_impact = f->impact_ns;
-	char pre[64] = "";
-	if (preempted >= total / 10)
+	char pre[96] = "";
+	if (guessed)
+		/* no schedstat (a chroot without /proc, a kernel without it) and no CPU sample:
+		 * the time is the poll's, its CPU share unknown */
+		snprintf(pre, sizeof(pre), "CPU time unknown (no schedstat): taken as all on CPU; ");
+	else if (preempted >= total / 10)
 		snprintf(pre, sizeof(pre), "%s of it waiting for a CPU; ", D(a, preempted));
 	snprintf(f->title, sizeof(f->title), "%s%" PRIu64 " %s%s of at least %s on CPU held a worker "
 		"for %s in all (%slongest %s), mostly at %s", nlp == LONG_KEPT ? "at least " : "", n,
 		unit, n == 1 ? "" : "s", D(a, c->hog_ns), D(b, total), pre, D(d, longest->dur), where);
 	NUM_COUNT(f, gen ? "loop_turns" : "polls", n);
 	NUM_NS(f, "preempted_ns", preempted); /* estimated: the workers' wait share */
+	NUM_COUNT(f, "cpu_unknown", guessed); /* 1: a hog's CPU time is not in the trace */
 	NUM_NS(f, "longest_ns", longest->dur);
 	NUM_STR(f, "location", where);
 	NUM_COUNT(f, "worker", longest->th->worker);

@@ -14,6 +14,9 @@
 #     blamed on long polls of another process), and the finding does not follow the hog.
 #   - turn-cpu-window: a third worker's Park with no Unpark in a flight dump whose trailer says
 #     its window ended 200 ms later: summary counts it parked 200 ms (it said 0 ns, 0%).
+#   - turn-cpu-unknown (gen-turn-cpu DIR nostat): a 300 ms turn of a worker whose Unparks carry
+#     no schedstat (unbound chrooted with D9_CHROOT=follow) and no samples: the hog says its CPU
+#     time is unknown (cpu_unknown 1), instead of "on CPU" with 0 ns preempted.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 . tests/integration/lib.sh
@@ -85,4 +88,23 @@ if [[ "$res" == OK* ]]; then
 	d9_pass "$NAME-window" "${res#OK }"
 else
 	d9_fail "$NAME-window" "${res#FAIL }"
+fi
+"$gen" "$T/ns" nostat 2>"$T/gen2.err"
+"$ANALYZE" check --json "$T/ns" >"$T/ns.json" 2>"$T/ns.err"
+res=$(python3 - "$T/ns.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+hogs = [f for f in d.get("findings", []) if f.get("kind") == "hog"]
+if len(hogs) != 1:
+    print("FAIL %d hog finding(s)" % len(hogs))
+elif hogs[0].get("numbers", {}).get("cpu_unknown") != 1 or "unknown" not in hogs[0].get("title", ""):
+    print("FAIL the hog: %s (%s)" % (hogs[0].get("title"), hogs[0].get("numbers")))
+else:
+    print("OK " + hogs[0].get("title"))
+PYEOF
+)
+if [[ "$res" == OK* ]]; then
+	d9_pass "$NAME-unknown" "${res#OK }"
+else
+	d9_fail "$NAME-unknown" "${res#FAIL }"
 fi

@@ -140,11 +140,15 @@ def check():
         return "the parent's thread is named %s, expected pd-renamed (prctl)" % pnames
     if procs[ppid].get("privileges"):
         return "the parent, which kept root, is said to have dropped: %s" % procs[ppid]["privileges"]
-    # in the new root there is no /proc: the child's schedstat readings are unknown (said)
-    bad = [l for l in open(err).read().splitlines() if l.startswith("d9") and "privileges dropped" not in l
+    # in the new root there is no /proc: the child's schedstat readings are unknown (said, and
+    # said to be the chroot's doing: not a broken procfs)
+    lines = [l for l in open(err).read().splitlines() if l.startswith("d9")]
+    bad = [l for l in lines if "privileges dropped" not in l
            and not (jailed and "/proc/thread-self/schedstat" in l)]
     if bad:
         return "the agent said: %s" % bad[:2]
+    if jailed and [l for l in lines if "/proc/thread-self/schedstat" in l and "chroot" not in l]:
+        return "the schedstat line does not name the chroot: %s" % [l for l in lines if "schedstat" in l][:1]
     if jailed and os.listdir(jail):
         return "the agent made %s inside the child's new root %s" % (os.listdir(jail), jail)
     return None

@@ -9,7 +9,9 @@
  * `check` blamed on the first worker's hog. usage: gen-turn-cpu DIR: DIR/trace.800.000000.bin.
  * A third worker (tid 802) parks at 500 ms and no Unpark follows: the segment is a flight dump's
  * last, its trailer says the window ended at 700 ms (D9_TRAILER_WINDOW): that worker was parked
- * for those 200 ms (a dump showed such a worker 0% parked). Times in us after the anchor. */
+ * for those 200 ms (a dump showed such a worker 0% parked). Times in us after the anchor.
+ * gen-turn-cpu DIR nostat: pid 810, one worker whose Unparks carry no schedstat (a chroot without
+ * /proc) and a 300 ms loop turn without samples: a hog whose CPU time `check` cannot know. */
 #define GEN_TOOL "gen-turn-cpu"
 #include "gen-common.h"
 
@@ -20,8 +22,23 @@ int main(int argc, char **argv)
 {
 	struct gen g;
 
+	if (argc == 3 && !strcmp(argv[2], "nostat")) {
+		struct d9_header h0;
+		gen_header(&h0, 810);
+		gen_begin_header_schema(&g, &h0, 1u << 16, D9_SCHEMA_UNPARK_STATS);
+		struct d9_enc *e0 = events(&g, 810, 1);
+		if (d9_enc_park(e0, US(0), D9_CALL_EPOLL_WAIT, 1000000) ||
+			d9_enc_unpark(e0, US(1000), 1, D9_UNKNOWN, D9_UNKNOWN) ||
+			d9_enc_park(e0, US(301000), D9_CALL_EPOLL_WAIT, 1000000) ||
+			d9_enc_unpark(e0, US(302000), 1, D9_UNKNOWN, D9_UNKNOWN) ||
+			d9_enc_park(e0, US(302100), D9_CALL_EPOLL_WAIT, 1000000))
+			die("events");
+		events_end(&g);
+		write_out(&g, argv[1], "trace.810.000000.bin");
+		return 0;
+	}
 	if (argc != 2) {
-		fprintf(stderr, "usage: gen-turn-cpu DIR\n");
+		fprintf(stderr, "usage: gen-turn-cpu DIR [nostat]\n");
 		return 2;
 	}
 	struct d9_header h;
