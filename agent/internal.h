@@ -442,6 +442,8 @@ void d9__coroutines_prune(uint64_t age_ns);
 /* mem.c (d9-agent.h): in a forked child */
 void d9__mem_child(void);
 
+/* lifecycle.c, on the writer's periodic pass: the program took the toggle signal over (said) */
+void d9__toggle_check(void);
 /* writer.c */
 int d9__writer_start(void);
 void *d9__writer_main(void *arg);

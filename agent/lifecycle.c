@@ -408,6 +408,24 @@ static void on_toggle(int sig)
 		__atomic_store_n(&d9__enabled, 0, __ATOMIC_RELAXED);
 }
 
+static int toggle_installed; /* the agent's handler went in (install_toggle) */
+
+/* Writer, at each periodic pass: the program set its own disposition for the toggle signal
+ * after the agent installed its handler (PostgreSQL's SIGHUP handler for its reload comes after
+ * the agent's start): toggling is gone, said once, as at the start when the program had one. */
+void d9__toggle_check(void)
+{
+	struct sigaction cur;
+	int sig = d9__g.cfg.toggle_signal;
+
+	if (!__atomic_load_n(&toggle_installed, __ATOMIC_ACQUIRE) || sigaction(sig, NULL, &cur) != 0 ||
+		(!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == on_toggle))
+		return;
+	__atomic_store_n(&toggle_installed, 0, __ATOMIC_RELEASE);
+	d9__log(D9_LOG_WARN, "D9_TOGGLE_SIGNAL: the program set its own handling of signal %d after "
+		"d9 started; toggling is off", sig);
+}
+
 static void install_toggle(int sig)
 {
 	struct sigaction old, sa;
@@ -423,7 +441,8 @@ static void install_toggle(int sig)
 	sa.sa_handler = on_toggle;
 	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	sigaction(sig, &sa, NULL);
+	if (sigaction(sig, &sa, NULL) == 0)
+		__atomic_store_n(&toggle_installed, 1, __ATOMIC_RELEASE);
 }
 
 int d9__start(void)

@@ -852,6 +852,7 @@ void *d9__writer_main(void *arg)
 		int periodic = now >= next_collect || flush;
 		if (periodic) {
 			d9__modules_refresh(); /* libraries loaded since (dlopen): defined before use */
+			d9__toggle_check(); /* the program's handler for D9_TOGGLE_SIGNAL, said */
 			/* in the segment now: a filtered thread's exit does not seal, and the
 			 * other threads may record nothing more */
 			if (d9__seccomp_defs() && g->seg.f.fd >= 0 && !g->write_failing)
