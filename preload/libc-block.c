@@ -518,6 +518,46 @@ D9_INTERPOSE pid_t waitpid(pid_t pid, int *status, int options)
 	return TIMED("waitpid", -1, real_waitpid(pid, status, options));
 }
 
+/* wait, wait3, wait4 and waitid: the same wait for a child (exim's daemon waits in wait(), and its
+ * loop turn around it was a serious "hog" that was asleep) */
+D9_INTERPOSE pid_t wait(int *status)
+{
+	D9_REAL(pid_t, wait, (int *));
+	if (!real_wait)
+		return (pid_t)syscall(SYS_wait4, -1, status, 0, NULL);
+	return TIMED("wait", -1, real_wait(status));
+}
+
+D9_INTERPOSE pid_t wait3(int *status, int options, struct rusage *ru)
+{
+	D9_REAL(pid_t, wait3, (int *, int, struct rusage *));
+	if (!real_wait3)
+		return (pid_t)syscall(SYS_wait4, -1, status, options, ru);
+	if (options & WNOHANG)
+		return real_wait3(status, options, ru);
+	return TIMED("wait3", -1, real_wait3(status, options, ru));
+}
+
+D9_INTERPOSE pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
+{
+	D9_REAL(pid_t, wait4, (pid_t, int *, int, struct rusage *));
+	if (!real_wait4)
+		return (pid_t)syscall(SYS_wait4, pid, status, options, ru);
+	if (options & WNOHANG)
+		return real_wait4(pid, status, options, ru);
+	return TIMED("wait4", -1, real_wait4(pid, status, options, ru));
+}
+
+D9_INTERPOSE int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
+{
+	D9_REAL(int, waitid, (idtype_t, id_t, siginfo_t *, int));
+	if (!real_waitid)
+		return (int)syscall(SYS_waitid, idtype, id, info, options, NULL);
+	if (options & WNOHANG)
+		return real_waitid(idtype, id, info, options);
+	return TIMED("waitid", -1, real_waitid(idtype, id, info, options));
+}
+
 /* The lock after a trylock found it held (or without trylock), a function of its own as
  * read.timed is (and named so, for the stacks): timed when this thread may record, else the C
  * library's lock as it is. */

@@ -9,6 +9,9 @@
 #     loop turn lasts at least the burn's wall time and at most 100 ms more (the end's own work:
 #     other atexit handlers, the seal's start);
 #   - exit-turn-check: `check` on the exit case finds the hog (at least 190 ms on CPU).
+#   - exit-turn-wait: the program waits 200 ms for a child in wait() between two waits: a
+#     BlockingCall "wait" of at least 190 ms, and no hog (wait, wait3, wait4 and waitid were not
+#     timed: exim's daemon, asleep in wait(), was a serious hog).
 set -u
 # shellcheck source=lib-preload.sh
 . "$(dirname "$0")/lib-preload.sh"
@@ -59,4 +62,28 @@ if [[ "$res" == OK* ]]; then
 	pl_pass "$NAME-check" "${res#OK }"
 else
 	pl_fail "$NAME-check" "${res#FAIL }"
+fi
+mkdir -m 0700 "$T/tr-wait"
+LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/tr-wait/t.bin" timeout 60 "$T/exit-turn" wait 200 \
+	>"$T/wait.out" 2>"$T/wait.err"
+rc=$?
+res=$( ( "$PL_ANALYZE" jsonl "$T/tr-wait" 2>/dev/null; echo '{"sep":1}'; "$PL_ANALYZE" check --json "$T/tr-wait" 2>/dev/null ) | python3 -c '
+import json, sys
+lines = sys.stdin.read().split("{\"sep\":1}")
+evs = [json.loads(l) for l in lines[0].splitlines() if l.strip()]
+chk = json.loads(lines[1])
+calls = [e for e in evs if e.get("type") == "BlockingCall" and e.get("call") == "wait"]
+hogs = [f for f in chk.get("findings", []) if f.get("kind") == "hog"]
+if not calls or calls[0].get("duration_ns", 0) < 190e6:
+    print("FAIL no BlockingCall wait of >= 190 ms: %s" % [(e.get("type"), e.get("call")) for e in evs if e.get("type") in ("BlockingCall", "SchedDelay")])
+elif hogs:
+    print("FAIL a hog: %s" % hogs[0].get("title"))
+else:
+    print("OK a BlockingCall wait of %.1f ms, no hog" % (calls[0]["duration_ns"] / 1e6))' 2>&1)
+if [ "$rc" != 0 ]; then
+	pl_fail "$NAME-wait" "exit status $rc: $(head -c 300 "$T/wait.err")"
+elif [[ "$res" == OK* ]]; then
+	pl_pass "$NAME-wait" "${res#OK }"
+else
+	pl_fail "$NAME-wait" "${res#FAIL }"
 fi
