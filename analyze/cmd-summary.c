@@ -1513,9 +1513,12 @@ static void print_text(FILE *f, struct sum *s)
 	for (size_t i = 0; i < t->ndumps; i++) {
 		const struct d9__dump *dp = &t->dumps[i];
 		char what[128];
-		fprintf(f, "flight dump triggered by %s at %s UTC (+%s), pid %u",
+		/* a trigger before the first event (a blocking call's, recorded when it ended):
+		 * before the trace's start, not "+-" */
+		int64_t off = dp->time_real - t->start_real;
+		fprintf(f, "flight dump triggered by %s at %s UTC (%s%s), pid %u",
 			d9__dump_what(what, sizeof(what), dp), fmt_utc(from, sizeof(from), dp->time_real),
-			D(a, dp->time_real - t->start_real), dp->pid);
+			off < 0 ? "-" : "+", D(a, off < 0 ? -off : off), dp->pid);
 		if (dp->tid)
 			fprintf(f, " tid %u", dp->tid);
 		if (dp->extensions)
