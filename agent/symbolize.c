@@ -903,8 +903,15 @@ int d9__symbolize_segment(const char *path, const char *tmp, uint64_t *size)
 		resolved, chunk_len);
 	goto out;
 fail:
-	d9__log_once(D9_LOG_WARN, "cannot symbolize %s: %s; it is left without symbols", path,
-		s.why ? s.why : "error");
+	if (err == -EACCES || err == -EPERM || err == -ESTALE)
+		/* another process's job: a segment it renamed under us (it symbolized it first), or
+		 * one this process, having changed user since it adopted it, may no longer write
+		 * (dovecot's imap processes adopt dead login processes' segments as root, then drop):
+		 * no failure of the host's, and the next start or the analyzer names it */
+		d9__log(D9_LOG_DEBUG, "not symbolized here: %s: %s", path, s.why ? s.why : "error");
+	else
+		d9__log_once(D9_LOG_WARN, "cannot symbolize %s: %s; it is left without symbols",
+			path, s.why ? s.why : "error");
 out:
 	(void)dwfl; /* the session stays for the next segment (cache) */
 	free(addrs);
