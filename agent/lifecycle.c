@@ -738,6 +738,10 @@ static void chroot_stop(const char *why)
 	chroot_said = 1;
 	d9__log_once(D9_LOG_WARN, "the program changes its root directory (chroot): %s; tracing "
 		"stops here", why);
+	/* in the segment the stop seals: the trace says it too (dovecot's login processes stopped
+	 * with nothing in theirs) */
+	if (__atomic_load_n(&d9__g.state, __ATOMIC_ACQUIRE) == D9__RUNNING_)
+		d9__defs_recorder(D9_REC_CHROOT, D9_REC_OFF, 0, "the program's chroot (D9_CHROOT=stop)");
 	if (seal_now(0)) {
 		d9__lock(&start_lock);
 		join_threads();

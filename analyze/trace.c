@@ -1105,6 +1105,7 @@ const char *d9__narrowing_text(const struct d9__narrowing *n, char *buf, size_t 
 		{ D9_REC_THREADS, D9_REC_OFF, "recording stopped at a seccomp filter on every thread" },
 		{ D9_REC_EXEC, D9_REC_OFF, "a program it started runs in secure-execution mode, where "
 			"the loader ignores LD_PRELOAD: not traced" },
+		{ D9_REC_CHROOT, D9_REC_OFF, "tracing stopped at the program's chroot" },
 	};
 	char head[64];
 	const char *w = NULL;
@@ -1162,6 +1163,9 @@ const char *d9__narrowing_hint(const struct d9__narrowing *n)
 		return "install libdw (Debian/Ubuntu: libdw1, Fedora: elfutils-libs) where the server runs";
 	case D9_REC_MAPS:
 		return "/proc must be mounted and /proc/self/maps readable by the server";
+	case D9_REC_CHROOT:
+		return "D9_CHROOT=follow traces on inside the program's new root (its threads keep "
+			"theirs outside it: README, Privilege drops)";
 	case D9_REC_EXEC:
 		return "the kernel starts a program in secure-execution mode when its ids change: "
 			"its starter's real and effective ids differ (squid's master execs its kid so: "

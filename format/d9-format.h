@@ -253,7 +253,8 @@ enum d9_rec_feature {
 	D9_REC_STACK_COPY = 9, /* ctimer samples copy their stack (process_vm_readv) */
 	D9_REC_THREADS = 10, /* threads recording: some stopped (a seccomp filter they installed) */
 	D9_REC_EXEC = 11, /* a program this process started runs in secure execution, untraced */
-	D9_REC_FEATURE_MAX = 11,
+	D9_REC_CHROOT = 12, /* tracing stopped at the program's chroot (D9_CHROOT=stop) */
+	D9_REC_FEATURE_MAX = 12,
 };
 enum d9_rec_state {
 	D9_REC_OFF = 1, /* the feature records nothing from now on */

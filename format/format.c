@@ -40,7 +40,7 @@ static const char *const def_names[D9_DEF_KNOWN_MAX + 1] = {
 };
 static const char *const rec_feature_names[D9_REC_FEATURE_MAX + 1] = {
 	NULL, "cpu_profile", "sched_events", "perf_fds", "perf_ring", "blocking_stacks", "unwind",
-	"symbols", "maps", "stack_copy", "threads", "exec",
+	"symbols", "maps", "stack_copy", "threads", "exec", "chroot",
 };
 static const char *const rec_state_names[D9_REC_STATE_MAX + 1] = {
 	NULL, "off", "fallback", "limited",

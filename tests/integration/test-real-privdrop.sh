@@ -21,7 +21,8 @@
 #     the agent made the trace directory's path in it, and recorded nothing).
 #   - privdrop-jail-stop, privdrop-jail-stop-late: the default, D9_CHROOT=stop: tracing stops at
 #     the child's chroot, said once; nothing made in the new root; a child that recorded before
-#     (late) has its series sealed in the trace directory, before the call.
+#     (late) has its series sealed in the trace directory, before the call, and its trace says
+#     why it ends there (a RecorderState chroot off).
 #   - privdrop-jail-open, privdrop-jail-proc, privdrop-jail-seccomp: with D9_CHROOT=follow, the
 #     chroots the agent still does not follow, because its descriptor of a trace directory others
 #     may search (0755), or the new root's /proc, would lead the child out of its jail, or
@@ -248,6 +249,13 @@ for mode in jail-stop jail-stop-late jail-open jail-proc jail-seccomp; do
 		compgen -G "$d/trace.$cpid.*.active" >/dev/null; }; then
 		# the child recorded before its chroot: its series sealed there, before the call
 		pl_fail "$NAME-$mode" "the child's series is not sealed in $d: $(ls "$d" | tr '\n' ' ')"
+	elif [ "$mode" = jail-stop-late ] && ! "$PL_ANALYZE" summary --json "$d" 2>/dev/null |
+		python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+sys.exit(0 if any(r.get("feature") == "chroot" for p in d.get("processes", []) for r in p.get("recorder", [])) else 1)'; then
+		# ...and the trace says why it ends there (a RecorderState chroot off)
+		pl_fail "$NAME-$mode" "the trace does not say that tracing stopped at the chroot"
 	else
 		pl_pass "$NAME-$mode" "$(grep -m1 'tracing stops here' "$T/$mode.err" | cut -c1-160)"
 	fi
