@@ -573,6 +573,9 @@ function d9_decode_module(root) {
 			t.s3_failures = k.u();
 			t.s3_evicted = k.u();
 		}
+		/* with flag bit 1 or 2 (the process ended, a flight dump's window ended): when */
+		if (!k.err && k.p < end)
+			t.end_time = k.u();
 		return k.err ? null : t;
 	}
 
@@ -893,7 +896,8 @@ function d9_decode_module(root) {
 				out.push('{"rec":"trailer","offset":' + off + ',"events":' + u64str(t.events) + ',"chunks":' + u64str(t.chunks) +
 					',"first_time":' + u64str(t.first_time) + ',"last_time":' + u64str(t.last_time) +
 					',"dropped_events":' + u64str(t.dropped_events) + ',"dropped_samples":' + u64str(t.dropped_samples) +
-					',"flags":' + u64str(t.flags) + ',"type_counts":{' + tc.join(',') + '}}');
+					',"flags":' + u64str(t.flags) + ',"type_counts":{' + tc.join(',') + '}' +
+					((Number(t.flags) & 6) && t.end_time !== undefined ? ',"end_time":' + u64str(t.end_time) : '') + '}');
 			},
 		};
 		const res = decodeSegment(u8, sink);

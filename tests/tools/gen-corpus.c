@@ -198,7 +198,8 @@ static void add_events(struct d9_wbuf *w, uint32_t tid, uint32_t worker, uint64_
 	d9_wbuf_raw(w, tmp, n);
 }
 
-static void add_trailer(struct d9_wbuf *w, uint64_t events, uint64_t chunks, uint32_t flags)
+static void add_trailer_end(struct d9_wbuf *w, uint64_t events, uint64_t chunks, uint32_t flags,
+	uint64_t end_time)
 {
 	struct d9_trailer t;
 
@@ -210,6 +211,7 @@ static void add_trailer(struct d9_wbuf *w, uint64_t events, uint64_t chunks, uin
 	t.dropped_events = 20;
 	t.dropped_samples = 3;
 	t.flags = flags;
+	t.end_time = end_time;
 	t.type_counts[D9_EV_PARK] = 5;
 	t.type_counts[D9_EV_UNPARK] = 5;
 	t.type_counts[D9_EV_DROPPED] = 2;
@@ -217,6 +219,11 @@ static void add_trailer(struct d9_wbuf *w, uint64_t events, uint64_t chunks, uin
 	t.type_counts[D9_EV_ZERO_TIMEOUT_WAITS] = 1;
 	if (d9_trailer_write(w, &t))
 		die("trailer");
+}
+
+static void add_trailer(struct d9_wbuf *w, uint64_t events, uint64_t chunks, uint32_t flags)
+{
+	add_trailer_end(w, events, chunks, flags, 0);
 }
 
 /* raw 'c' fields below are coded with the encoder's own coroutine coding (d9__enc_coroutine),
@@ -416,6 +423,14 @@ static void gen_valid(void)
 	add_events(&w, 7, 0, 123456789000000ull, 4, 0, enc_tsc_stream, 4);
 	add_trailer(&w, 17, 3, D9_TRAILER_RECOVERED);
 	write_wbuf("valid-tsc-shift.d9", &w);
+
+	/* a trailer that says when its process ended (flag bit 1, end_time after the S3 counts) */
+	seg_begin(&w, seg, &h);
+	if (d9_schema_write(&w, 0))
+		die("schema");
+	add_events(&w, 7, 0, 123456789000000ull, 4, 0, enc_tsc_stream, 4);
+	add_trailer_end(&w, 17, 3, D9_TRAILER_ENDED, 7716049315000ull);
+	write_wbuf("valid-ended.d9", &w);
 
 	/* two EVENTS chunks of one thread back to back, then an empty one */
 	seg_begin(&w, seg, &h);
