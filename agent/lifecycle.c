@@ -1008,7 +1008,7 @@ void d9_agent_creds_after(int token, unsigned from_euid, int ok)
 	if (!ok || now == (uid_t)from_euid) {
 		if (token)
 			dir_for(now); /* the call failed: back to where this user writes */
-		else if (ok && d9__g.state == D9__RUNNING_ &&
+		else if (ok && d9__g.state == D9__RUNNING_ && now != 0 &&
 			 !__atomic_load_n(&d9__g.chrooted, __ATOMIC_ACQUIRE) &&
 			 faccessat(AT_FDCWD, d9__g.cfg.dir, W_OK | X_OK, AT_EACCESS) != 0)
 			/* a group change: only a group-writable directory (D9_ALLOW_SHARED_DIR) can be

@@ -385,17 +385,22 @@ static int subdir_ready(const struct d9__config *c, int quiet)
 {
 	struct stat st;
 	int err = sub_check(&st);
+	/* whose it is: the effective user's; or, for root again (a saved uid: varnish's compiler
+	 * children become root again before they change user), the user it was made for, whose
+	 * files root's agent makes there are given to (d9__file_create) */
+	uid_t me = geteuid(), owner = __atomic_load_n(&sub_cur_owner, __ATOMIC_ACQUIRE);
+	uid_t user = me == 0 && owner != (uid_t)-1 ? owner : me;
 
 	/* the user's own and nobody else's; or root's with the ACL that lets that user alone in */
 	if (!err && (sub_cur_open.open ?
-		sub_cur_open.user != geteuid() || !d9__dir_acl_form(-1, c->dir, &st, geteuid()) :
-		st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))))
+		sub_cur_open.user != user || !d9__dir_acl_form(-1, c->dir, &st, user) :
+		st.st_uid != user || (st.st_mode & (S_IWGRP | S_IWOTH))))
 		err = -EPERM;
 	if (!err && faccessat(AT_FDCWD, c->dir, W_OK | X_OK, AT_EACCESS) != 0)
 		err = -errno;
 	if (err && !quiet)
 		d9__log(D9_LOG_ERROR, "cannot write traces to %s/d9-uid-%u: %s; tracing is off",
-			orig_dir, (unsigned)geteuid(), err == -ESTALE || err == -EBADF ?
+			orig_dir, (unsigned)user, err == -ESTALE || err == -EBADF ?
 			"the program closed d9's descriptor of it" : strerror(-err));
 	return err;
 }
@@ -663,7 +668,10 @@ const char *d9__trace_dir_shown(const struct d9__config *c)
 
 	if (!in_subdir(c))
 		return c->dir;
-	snprintf(shown, sizeof(shown), "%s/d9-uid-%u", orig_dir, (unsigned)geteuid());
+	uid_t owner = __atomic_load_n(&sub_cur_owner, __ATOMIC_ACQUIRE);
+	/* the user it was made for (root again, a saved uid, still writes in another's) */
+	snprintf(shown, sizeof(shown), "%s/d9-uid-%u", orig_dir,
+		(unsigned)(owner != (uid_t)-1 ? owner : geteuid()));
 	return shown;
 }
 

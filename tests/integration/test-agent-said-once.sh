@@ -13,6 +13,12 @@
 #     budget lock file unusable: the parent's writer moved there at the drop's start and made
 #     its next segment and the lock file while still root, before the drop took effect (root's
 #     files in nobody's directory, which nobody's processes could neither delete nor lock).
+#   - said-once-reroot (drop-forks reroot, D9_CPU_PROFILE=99): children of a parent that gave up
+#     root as its effective uid only become root again, keep only CAP_SETUID and CAP_SETGID,
+#     change group, then user (varnish's compiler processes): the agent says nothing of the
+#     trace directory (it said "cannot write traces to .../d9-uid-0 ... tracing is off" and
+#     "after a change of groups the trace directory ... d9-uid-0 is not writable"), and each
+#     child has its segment.
 # Skips (counted, with the reason) unless run as root, or where nobody may open those events
 # (perf_event_paranoid below 2).
 set -u
@@ -58,4 +64,17 @@ elif [ -z "$others" ] && [ "$nfiles" -ge 21 ] && ! grep -q 'budget lock file' "$
 	d9_pass "$NAME-owner" "$nfiles files in d9-uid-65534, all nobody's"
 else
 	d9_fail "$NAME-owner" "$nfiles files; not nobody's: $others; $(grep -m1 'budget lock file' "$T/err")"
+fi
+mkdir -m 0700 "$T/trace-reroot"
+timeout 120 env LD_PRELOAD="$D9_ROOT/build/libd9agent.so" D9_TRACE_PATH="$T/trace-reroot/trace.bin" \
+	D9_CPU_PROFILE=99 "$T/drop-forks" 65534 65534 3 reroot >"$T/rr.out" 2>"$T/rr.err"
+rc=$?
+nseg=$(find "$T/trace-reroot" -name 'trace.*.bin*' | wc -l)
+bad=$(grep -E 'tracing is off|change of groups|d9-uid-0' "$T/rr.err" | head -2)
+if [ "$rc" != 0 ]; then
+	d9_fail "$NAME-reroot" "drop-forks exited $rc: $(head -c 300 "$T/rr.err")"
+elif [ -n "$bad" ] || [ "$nseg" -lt 4 ]; then
+	d9_fail "$NAME-reroot" "$nseg segment(s) (want 4); the agent said: $bad"
+else
+	d9_pass "$NAME-reroot" "$nseg segments, nothing said of the trace directory"
 fi
