@@ -12,6 +12,9 @@
 #   - exit-turn-wait: the program waits 200 ms for a child in wait() between two waits: a
 #     BlockingCall "wait" of at least 190 ms, and no hog (wait, wait3, wait4 and waitid were not
 #     timed: exim's daemon, asleep in wait(), was a serious hog).
+#   - exit-turn-condexit: the worker waits in pthread_cond_timedwait when another thread calls
+#     _exit: its events are in the trace (its two Parks), none dropped (a thread waiting there
+#     kept its chunk to itself, and the exit lost it: varnish's pool, 979 events at a stop).
 set -u
 # shellcheck source=lib-preload.sh
 . "$(dirname "$0")/lib-preload.sh"
@@ -20,7 +23,7 @@ NAME=exit-turn
 HOWS="exit _exit exec return"
 pl_need_built "$NAME"
 pl_env "$NAME"
-if ! cc -O2 -o "$T/exit-turn" "$PL_ROOT/tests/integration/exit-turn.c" 2>"$T/cc.err"; then
+if ! cc -O2 -pthread -o "$T/exit-turn" "$PL_ROOT/tests/integration/exit-turn.c" 2>"$T/cc.err"; then
 	for h in $HOWS check; do pl_fail "$NAME-$h" "cannot build exit-turn.c: $(head -c 300 "$T/cc.err")"; done
 	exit 0
 fi
@@ -86,4 +89,26 @@ elif [[ "$res" == OK* ]]; then
 	pl_pass "$NAME-wait" "${res#OK }"
 else
 	pl_fail "$NAME-wait" "${res#FAIL }"
+fi
+mkdir -m 0700 "$T/tr-cond"
+LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/tr-cond/t.bin" timeout -s KILL 60 "$T/exit-turn" condexit 2000 \
+	>"$T/cond.out" 2>"$T/cond.err"
+rc=$?
+res=$("$PL_ANALYZE" jsonl "$T/tr-cond" 2>/dev/null | python3 -c '
+import json, sys
+evs = [json.loads(l) for l in sys.stdin if l.strip()]
+parks = [e for e in evs if e.get("type") == "Park"]
+drops = [e for e in evs if e.get("type") == "Dropped"]
+if drops:
+    print("FAIL dropped: %s" % [(d.get("count"), d.get("reason")) for d in drops])
+elif len(parks) < 2:
+    print("FAIL %d Park(s), the program made 2" % len(parks))
+else:
+    print("OK %d Parks, nothing dropped" % len(parks))' 2>&1)
+if [ "$rc" != 0 ]; then
+	pl_fail "$NAME-condexit" "exit status $rc: $(head -c 300 "$T/cond.err")"
+elif [[ "$res" == OK* ]]; then
+	pl_pass "$NAME-condexit" "${res#OK }"
+else
+	pl_fail "$NAME-condexit" "${res#FAIL }"
 fi
