@@ -354,7 +354,9 @@ function d9_model_module(root) {
 				return v;
 			};
 			let nev = 0;
+			let trailer = null; /* the segment's TRAILER (end_time: FORMAT.md section 11) */
 			const sink = {
+				trailer(off, t) { trailer = t; },
 				problem(kind, offset, message) {
 					f.problems.push({ kind, offset, message });
 					B.problems.push({ file: f.name, kind, offset, message });
@@ -583,6 +585,38 @@ function d9_model_module(root) {
 				this.gap(P, null, Math.max(P.lastT, s.tLast), 'end of ' + f.name + ' (not sealed)');
 			}
 			f.stats = st;
+			/* sealed at its process's end (flag 2) or a flight dump's window end (flag 4): its
+			 * threads' open turn, park and poll end there (a window: the park alone), at the
+			 * process's last event if that is later, as d9-analyze ends them */
+			const tf = trailer ? Number(trailer.flags) : 0;
+			if (st.sealed && f.status !== 'damaged' && f.status !== 'truncated' && (tf & 6) &&
+				trailer.end_time !== undefined) {
+				const tEnd = Math.max(num(trailer.end_time) * mul + add, s.tLast);
+				const ended = (tf & 2) !== 0;
+				for (const l of P.threads.values()) {
+					const L = this.lanes[l], mark = L.gaps + P.wideGaps;
+					if (ended && L.openPoll) {
+						chunkLane.lane = l;
+						closePoll(L, tEnd, 0, mark);
+					}
+					if (ended && L.turnStart === L.turnStart) {
+						if (L.turnMark === mark) {
+							L.turns.cols.start.push(L.turnStart); L.turns.cols.end.push(tEnd);
+							L.turns.n++;
+						}
+						L.turnStart = NaN;
+					}
+					if (L.openPark && L.openPark.mark === mark) {
+						const k = L.parks.cols;
+						k.start.push(L.openPark.start); k.end.push(tEnd); k.call.push(L.openPark.call);
+						k.ready.push(NaN); k.cpu.push(NaN); k.sw.push(NaN);
+						L.parks.n++;
+						L.openPark = null;
+					}
+					if (tEnd > L.last) L.last = tEnd;
+				}
+				if (tEnd > s.tLast) s.tLast = tEnd;
+			}
 			/* names, now that the whole segment (Symbol records included) is read */
 			if (P.symPending) {
 				for (const d of P.symPending) {

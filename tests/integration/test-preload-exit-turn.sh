@@ -12,6 +12,8 @@
 #   - exit-turn-wait: the program waits 200 ms for a child in wait() between two waits: a
 #     BlockingCall "wait" of at least 190 ms, and no hog (wait, wait3, wait4 and waitid were not
 #     timed: exim's daemon, asleep in wait(), was a serious hog).
+#   - exit-turn-viewer: the viewer's model (tests/browser/gaps.js, in node) draws the same loop
+#     turns as `polls` lists for the exit case, the last one included (SKIP without node).
 #   - exit-turn-condexit: the worker waits in pthread_cond_timedwait when another thread calls
 #     _exit: its events are in the trace (its two Parks), none dropped (a thread waiting there
 #     kept its chunk to itself, and the exit lost it: varnish's pool, 979 events at a stop).
@@ -111,4 +113,17 @@ elif [[ "$res" == OK* ]]; then
 	pl_pass "$NAME-condexit" "${res#OK }"
 else
 	pl_fail "$NAME-condexit" "${res#FAIL }"
+fi
+if command -v node >/dev/null; then
+	"$PL_ANALYZE" polls --json "$T/tr-exit" >"$T/exit.polls" 2>/dev/null
+	"$PL_ANALYZE" summary --json "$T/tr-exit" >"$T/exit.summary" 2>/dev/null
+	r=$(node "$PL_ROOT/tests/browser/gaps.js" "$T/exit.polls" "$T/exit.summary" "$T/tr-exit" 2>&1)
+	n=$(grep -c . "$T/exit.polls")
+	if [[ "$r" == '{"ok":true'* ]] && [ "$n" -ge 2 ]; then
+		pl_pass "$NAME-viewer" "the viewer draws the $n loop turns polls lists, the last one to the exit"
+	else
+		pl_fail "$NAME-viewer" "$(head -c 400 <<<"$r")"
+	fi
+else
+	pl_skip "$NAME-viewer" "node is not installed (make deps)"
 fi
