@@ -729,7 +729,10 @@ function d9_model_module(root) {
 		}
 		/* RequestBegin / RequestEnd (when the schema names them so): a request is drawn on the
 		 * lane of its begin, from its begin to its response's last write (the end's time less
-		 * tail_ns); one with a gap between its events, or with no begin, is not drawn */
+		 * tail_ns); one with a gap between its events, or with no begin, is not drawn. One that
+		 * ended on another thread (a thread pool's hand-over) is drawn too, as d9-analyze keeps
+		 * it, when no gap of its process or first thread lies between; its end may come first
+		 * in the file (the other thread's chunk): held until its begin */
 		request(P, lane, ev, t, strings, mark) {
 			const sc = ev.schema;
 			if (!sc || text(sc.name) !== REQ_NAMES[ev.code] || sc.fields.length < (ev.code === REQ_BEGIN ? 5 : 7))
@@ -737,23 +740,41 @@ function d9_model_module(root) {
 			const fv = ev.f;
 			const key = String(fv[0]) + '/' + num(fv[ev.code === REQ_BEGIN ? 3 : 1]);
 			if (!P.openReq) P.openReq = new Map();
+			if (!P.earlyReq) P.earlyReq = new Map();
+			const draw = (o, e) => {
+				const L = this.lanes[o.lane];
+				const k = L.requests.cols;
+				k.start.push(o.t); k.end.push(Math.max(o.t, e.t - e.tail)); k.co.push(o.co); k.fd.push(o.fd);
+				k.flags.push(e.flags); k.name.push(o.name); k.count.push(e.count);
+				k.bin.push(e.bin); k.bout.push(e.bout); k.id.push(o.id);
+				L.requests.n++;
+			};
 			if (ev.code === REQ_BEGIN) {
 				const pv = num(fv[4]) ? strings.get(num(fv[4])) : undefined;
-				P.openReq.set(key, { t, lane, co: num(fv[2]), fd: num(fv[1]), name: pv ? this.name(text(pv)) : -1, mark, id: num(fv[0]) });
+				const o = { t, lane, co: num(fv[2]), fd: num(fv[1]), name: pv ? this.name(text(pv)) : -1, mark, id: num(fv[0]) };
+				const e = P.earlyReq.get(key);
+				if (e) {
+					/* its end came first, from another thread */
+					P.earlyReq.delete(key);
+					if (e.lane !== lane && e.wide === P.wideGaps && e.t >= t)
+						draw(o, e);
+					return;
+				}
+				P.openReq.set(key, o);
 				return;
 			}
+			const e = { t, tail: fv.length > 7 ? num(fv[7]) : 0, flags: num(fv[4]), count: num(fv[5]),
+				bin: num(fv[2]), bout: num(fv[3]), lane, wide: P.wideGaps };
 			const o = P.openReq.get(key);
-			if (!o) return;
+			if (!o) {
+				P.earlyReq.set(key, e);
+				return;
+			}
 			P.openReq.delete(key);
-			const L = this.lanes[o.lane];
-			if (o.lane !== lane || mark !== o.mark)
-				return; /* moved threads, or a gap inside: its time is not known */
-			const tail = fv.length > 7 ? num(fv[7]) : 0;
-			const k = L.requests.cols;
-			k.start.push(o.t); k.end.push(Math.max(o.t, t - tail)); k.co.push(o.co); k.fd.push(o.fd);
-			k.flags.push(num(fv[4])); k.name.push(o.name); k.count.push(num(fv[5]));
-			k.bin.push(num(fv[2])); k.bout.push(num(fv[3])); k.id.push(o.id);
-			L.requests.n++;
+			const first = this.lanes[o.lane];
+			if (o.lane === lane ? mark !== o.mark : first.gaps + P.wideGaps !== o.mark)
+				return; /* a gap inside: its time is not known */
+			draw(o, e);
 		}
 		finish() {
 			let tMin = Infinity, tMax = -Infinity;

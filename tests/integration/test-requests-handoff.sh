@@ -7,6 +7,8 @@
 #   - requests-handoff: the 20 requests are in `requests --json`, each with its duration, marked
 #     moved_threads with the answering thread's tid, its waiting time null (the split is the
 #     first thread's), and none is left out.
+#   - requests-handoff-viewer: the viewer's model (in node) draws as many requests (SKIP without
+#     node).
 set -u
 # shellcheck source=lib-preload.sh
 . "$(dirname "$0")/lib-preload.sh"
@@ -75,4 +77,22 @@ elif [[ "$res" == OK* ]]; then
 	pl_pass "$NAME" "${res#OK }"
 else
 	pl_fail "$NAME" "${res#FAIL }"
+fi
+if command -v node >/dev/null; then
+	v=$(node -e '
+const fs = require("fs"), path = require("path");
+const Model = require(process.argv[1]);
+const b = new Model.Builder();
+for (const f of process.argv.slice(2)) { const u8 = fs.readFileSync(f); b.add(path.basename(f), new Uint8Array(u8.buffer, u8.byteOffset, u8.length)); }
+b.decodeAll(); const m = b.finish();
+let n = 0; for (const l of m.lanes) n += l.requests.n;
+console.log(n);' "$PL_ROOT/viewer/model.js" $(pl_trace_files "$T/trace" | sed "s|^|$T/trace/|") 2>&1)
+	want=$(grep -c . "$T/req.json")
+	if [ "$v" = "$want" ] && [ "$want" -ge 20 ]; then
+		pl_pass "$NAME-viewer" "the viewer draws the $v requests"
+	else
+		pl_fail "$NAME-viewer" "the viewer draws '$v' requests, the analyzer found $want"
+	fi
+else
+	pl_skip "$NAME-viewer" "node is not installed (make deps)"
 fi
