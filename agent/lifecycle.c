@@ -1025,6 +1025,12 @@ void d9_agent_creds_after(int token, unsigned from_euid, int ok)
 		d9__log_tree_once(D9__SAID_PRIV_PERF, D9_LOG_WARN, "privileges dropped (uid %u -> %u): "
 			"perf_event_open is denied from now on; threads profiled from now on get no "
 			"perf samples (the trace says so)", from_euid, (unsigned)now);
+	else if ((flags & D9_PRIV_KERNEL_SAMPLES_LOST) && !d9__g.cfg.cpu_hz)
+		/* D9_SCHED_EVENTS alone: what the drop takes is the off-CPU samples themselves */
+		d9__log_tree_once(D9__SAID_PRIV_KERNEL, D9_LOG_WARN, "privileges dropped (uid %u -> %u): "
+			"threads profiled from now on get no off-CPU samples (D9_SCHED_EVENTS needs "
+			"perf_event_paranoid <= 1 or CAP_PERFMON); the trace says so", from_euid,
+			(unsigned)now);
 	else if (flags & D9_PRIV_KERNEL_SAMPLES_LOST)
 		d9__log_tree_once(D9__SAID_PRIV_KERNEL, D9_LOG_WARN, "privileges dropped (uid %u -> %u): "
 			"CPU samples of threads profiled from now on have no kernel frames "

@@ -8,7 +8,8 @@
 # perf_event_paranoid denies context-switch events to unprivileged users:
 #   - said-once: each line is said once in all (before: the off-CPU line by each child, 20), and
 #     the trace still records it for every child (a RecorderState sched_events off in each
-#     child's segment: 20).
+#     child's segment: 20); the drop's line, said once, names what it takes with D9_SCHED_EVENTS
+#     alone: off-CPU samples (it spoke of CPU samples' kernel frames).
 #   - said-once-owner: every file in d9-uid-65534 is nobody's, and the agent never found its
 #     budget lock file unusable: the parent's writer moved there at the drop's start and made
 #     its next segment and the lock file while still root, before the drop took effect (root's
@@ -51,6 +52,9 @@ d = json.load(sys.stdin)
 print(sum(1 for p in d.get("processes", []) if any(r.get("feature") == "sched_events" for r in p.get("recorder", []))))' 2>/dev/null)
 if [ "$rc" != 0 ]; then
 	d9_fail "$NAME" "drop-forks exited $rc: $(grep -v '^d9\[' "$T/err" | head -c 300)"
+elif [ "$dropped" = 1 ] && ! grep 'privileges dropped' "$T/err" | grep -q 'no off-CPU samples'; then
+	# D9_SCHED_EVENTS alone: the drop takes off-CPU samples, not kernel frames of CPU samples
+	d9_fail "$NAME" "the drop's line does not say off-CPU samples: $(grep -m1 'privileges dropped' "$T/err")"
 elif [ "$said" = 1 ] && [ "$dropped" -le 1 ] && [ "${rec:-0}" = 20 ]; then
 	d9_pass "$NAME" "said once for 20 children; each child's trace records it"
 else
