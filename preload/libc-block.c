@@ -186,28 +186,6 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
  * loop turn where timed() would go through all its tests (16 instructions a call). */
 #define TIMED_IO(name, fd, call) TIMED_IF(!d9__fd_cannot_wait(fd), name, fd, call)
 
-#define TIMED_IF(cond, name, fd, call)                                            \
-	({                                                                        \
-		__typeof__(call) r_;                                              \
-		if (!(cond) || D9_LIKELY(!timed())) {                             \
-			r_ = (call);                                              \
-		} else {                                                          \
-			static uint64_t id_;                                      \
-			uint32_t sw_ = d9__pl.switches;                           \
-			int tsc_ = d9__clock_tsc;                                 \
-			uint64_t t0_ = TIMED_NOW(tsc_);                           \
-			r_ = (call);                                              \
-			uint64_t t1_ = TIMED_NOW(tsc_);                           \
-			/* a switch inside: a runtime's hook made it a coroutine \
-			 * wait (libco), the thread ran others: not blocked */    \
-			if (D9_UNLIKELY(t1_ - t0_ >= __atomic_load_n(              \
-				    &d9__pcfg.blocking_threshold_ticks, __ATOMIC_RELAXED)) && \
-				sw_ == d9__pl.switches)                           \
-				record(t0_, t1_, name, &id_, (fd), errno);        \
-		}                                                                 \
-		r_;                                                               \
-	})
-
 /* TIMED for calls that wait as long as it takes (a condition variable, a semaphore, a sleep, a
  * child): the thread's chunk is offered to the writer for the wait, as a park offers it
  * (d9-agent.h, d9_rec_park_at), so that a thread that waits there, not in a loop's wait (a
@@ -239,30 +217,38 @@ static inline void wait_take_back(int offered)
 	t->busy = 0;
 }
 
-#define TIMED_WAIT(name, fd, call)                                                 \
+/* The timing of a call when this thread may record (cond also true): two clock reads, the
+ * record of a call past the threshold; offer (a constant): the thread's chunk is offered to the
+ * writer for the call (wait_offer). errno is the call's, also past the record. */
+#define TIMED_CORE(cond, offer, name, fd, call)                                   \
 	({                                                                        \
-		__typeof__(call) w_;                                              \
-		if (D9_LIKELY(!timed())) {                                        \
-			w_ = (call);                                              \
+		__typeof__(call) r_;                                              \
+		if (!(cond) || D9_LIKELY(!timed())) {                             \
+			r_ = (call);                                              \
 		} else {                                                          \
-			static uint64_t wid_;                                     \
-			uint32_t wsw_ = d9__pl.switches;                          \
-			int wtsc_ = d9__clock_tsc;                                \
-			uint64_t w0_ = TIMED_NOW(wtsc_);                          \
-			int off_ = wait_offer();                                  \
-			w_ = (call);                                              \
-			int werr_ = errno;                                        \
+			static uint64_t id_;                                      \
+			uint32_t sw_ = d9__pl.switches;                           \
+			int tsc_ = d9__clock_tsc;                                 \
+			uint64_t t0_ = TIMED_NOW(tsc_);                           \
+			int off_ = (offer) ? wait_offer() : 0;                    \
+			r_ = (call);                                              \
+			int err_ = errno;                                         \
 			wait_take_back(off_);                                     \
-			uint64_t w1_ = TIMED_NOW(wtsc_);                          \
-			if (D9_UNLIKELY(w1_ - w0_ >= __atomic_load_n(              \
+			uint64_t t1_ = TIMED_NOW(tsc_);                           \
+			/* a switch inside: a runtime's hook made it a coroutine \
+			 * wait (libco), the thread ran others: not blocked */    \
+			if (D9_UNLIKELY(t1_ - t0_ >= __atomic_load_n(              \
 				    &d9__pcfg.blocking_threshold_ticks, __ATOMIC_RELAXED)) && \
-				wsw_ == d9__pl.switches)                          \
-				record(w0_, w1_, name, &wid_, (fd), werr_);       \
+				sw_ == d9__pl.switches)                           \
+				record(t0_, t1_, name, &id_, (fd), err_);         \
 			else                                                      \
-				errno = werr_;                                    \
+				errno = err_;                                     \
 		}                                                                 \
-		w_;                                                               \
+		r_;                                                               \
 	})
+
+#define TIMED_IF(cond, name, fd, call) TIMED_CORE(cond, 0, name, fd, call)
+#define TIMED_WAIT(name, fd, call) TIMED_CORE(1, 1, name, fd, call)
 
 /* ---- sleeps ------------------------------------------------------------------------------------ */
 
