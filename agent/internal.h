@@ -130,6 +130,7 @@ extern D9_HIDDEN uint32_t *d9__tree_said;
 enum {
 	D9__SAID_PRIV_PERF = 1, D9__SAID_PRIV_KERNEL = 2, D9__SAID_SCHED_DENIED = 4,
 	D9__SAID_CPU_FALLBACK = 8, D9__SAID_CPU_OFF = 16, D9__SAID_EXIT_TIMEOUT = 32,
+	D9__SAID_EXEC = 64,
 };
 #define d9__log_tree_once(bit, level, ...)                                     \
 	do {                                                                   \

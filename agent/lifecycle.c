@@ -263,9 +263,10 @@ void d9_agent_exec_untraced(const char *what, const char *why)
 		goto out;
 	const char *base = what ? strrchr(what, '/') : NULL;
 	snprintf(text, sizeof(text), "%.40s: %s", base ? base + 1 : what ? what : "?", why);
-	d9__log_once(D9_LOG_WARN, "%s will start in secure-execution mode (%s): the loader ignores "
-		"LD_PRELOAD's paths there, so d9 does not trace it (said once; README: Secure "
-		"execution)", what ? what : "a program", why);
+	/* once for the tree: a traced script's children that each exec a set-user-ID program */
+	d9__log_tree_once(D9__SAID_EXEC, D9_LOG_WARN, "%s will start in secure-execution mode (%s): "
+		"the loader ignores LD_PRELOAD's paths there, so d9 does not trace it (said once; "
+		"README: Secure execution)", what ? what : "a program", why);
 	d9__defs_recorder(D9_REC_EXEC, D9_REC_OFF, 0, text);
 	/* into a segment even where nothing else was recorded (squid's master only forks and
 	 * waits): the writer opens one for it at the seal (writer.c) */

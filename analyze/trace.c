@@ -998,7 +998,11 @@ static int run_seg(struct d9__trace *t, struct d9__seg *seg, d9__ev_fn *fn, void
 	memset(&end, 0, sizeof(end));
 	end.type = D9__EV_SEGMENT_END;
 	end.proc = seg->proc;
-	if (ended_ns && sealed && !ss.damage && seg->proc) {
+	/* a later segment of the same process: it went on (an exec that failed, after which the
+	 * agent started again): not its end */
+	size_t si = (size_t)(seg - t->segs);
+	int later = si + 1 < t->nsegs && t->segs[si + 1].proc == seg->proc;
+	if (ended_ns && sealed && !ss.damage && seg->proc && !later) {
 		/* sealed at the process's end (exit, exec): what its threads had open lasted until
 		 * then, or until its last event when another thread recorded past it */
 		end.kind = (uint64_t)ended_kind;

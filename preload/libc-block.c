@@ -186,41 +186,12 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
  * loop turn where timed() would go through all its tests (16 instructions a call). */
 #define TIMED_IO(name, fd, call) TIMED_IF(!d9__fd_cannot_wait(fd), name, fd, call)
 
-/* TIMED for calls that wait as long as it takes (a condition variable, a semaphore, a sleep, a
- * child): the thread's chunk is offered to the writer for the wait, as a park offers it
- * (d9-agent.h, d9_rec_park_at), so that a thread that waits there, not in a loop's wait (a
- * pool thread idle in pthread_cond_wait: varnish's), still reaches the file every flush
- * interval and is not lost when the process exits meanwhile (979 events at a varnish stop).
- * busy for the wait: a signal handler's calls on this thread record nothing while the writer may
- * be taking the chunk. Taken back after it, as an Unpark takes it (d9__unpark). */
-static inline int wait_offer(void)
-{
-	struct d9__thr *t = &d9__self;
-
-	if (!t->blk || t->busy)
-		return 0;
-	t->busy = 1;
-	__atomic_store_n(&t->park, D9__PARKED, __ATOMIC_RELEASE);
-	return 1;
-}
-
-static inline void wait_take_back(int offered)
-{
-	struct d9__thr *t = &d9__self;
-	uint32_t expect = D9__PARKED;
-
-	if (!offered)
-		return;
-	if (!__atomic_compare_exchange_n(&t->park, &expect, D9__RUNNING, 0, __ATOMIC_ACQ_REL,
-		    __ATOMIC_ACQUIRE))
-		d9__unpark(t); /* the writer took it, or is taking it: wait for that */
-	t->busy = 0;
-}
-
 /* The timing of a call when this thread may record (cond also true): two clock reads, the
- * record of a call past the threshold; offer (a constant): the thread's chunk is offered to the
- * writer for the call (wait_offer). errno is the call's, also past the record. */
-#define TIMED_CORE(cond, offer, name, fd, call)                                   \
+ * record of a call past the threshold. errno is the call's, also past the record. (A thread
+ * waiting here keeps its chunk: offering it to the writer for the wait, as a park does, was
+ * tried and taken back: a signal handler that leaves the wait by longjmp, the classic alarm
+ * timeout of a sleep, would have left the thread marked for good.) */
+#define TIMED_CORE(cond, name, fd, call)                                          \
 	({                                                                        \
 		__typeof__(call) r_;                                              \
 		if (!(cond) || D9_LIKELY(!timed())) {                             \
@@ -230,10 +201,8 @@ static inline void wait_take_back(int offered)
 			uint32_t sw_ = d9__pl.switches;                           \
 			int tsc_ = d9__clock_tsc;                                 \
 			uint64_t t0_ = TIMED_NOW(tsc_);                           \
-			int off_ = (offer) ? wait_offer() : 0;                    \
 			r_ = (call);                                              \
 			int err_ = errno;                                         \
-			wait_take_back(off_);                                     \
 			uint64_t t1_ = TIMED_NOW(tsc_);                           \
 			/* a switch inside: a runtime's hook made it a coroutine \
 			 * wait (libco), the thread ran others: not blocked */    \
@@ -247,8 +216,7 @@ static inline void wait_take_back(int offered)
 		r_;                                                               \
 	})
 
-#define TIMED_IF(cond, name, fd, call) TIMED_CORE(cond, 0, name, fd, call)
-#define TIMED_WAIT(name, fd, call) TIMED_CORE(1, 1, name, fd, call)
+#define TIMED_IF(cond, name, fd, call) TIMED_CORE(cond, name, fd, call)
 
 /* ---- sleeps ------------------------------------------------------------------------------------ */
 
@@ -257,7 +225,7 @@ D9_INTERPOSE int nanosleep(const struct timespec *req, struct timespec *rem)
 	D9_REAL(int, nanosleep, (const struct timespec *, struct timespec *));
 	if (!real_nanosleep)
 		return (int)syscall(SYS_nanosleep, req, rem);
-	return TIMED_WAIT("nanosleep", -1, real_nanosleep(req, rem));
+	return TIMED("nanosleep", -1, real_nanosleep(req, rem));
 }
 
 D9_INTERPOSE int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req,
@@ -266,7 +234,7 @@ D9_INTERPOSE int clock_nanosleep(clockid_t clk, int flags, const struct timespec
 	D9_REAL(int, clock_nanosleep, (clockid_t, int, const struct timespec *, struct timespec *));
 	if (!real_clock_nanosleep)
 		return ENOSYS; /* returns the error, like the real one */
-	return TIMED_WAIT("clock_nanosleep", -1, real_clock_nanosleep(clk, flags, req, rem));
+	return TIMED("clock_nanosleep", -1, real_clock_nanosleep(clk, flags, req, rem));
 }
 
 D9_INTERPOSE int usleep(useconds_t usec)
@@ -276,7 +244,7 @@ D9_INTERPOSE int usleep(useconds_t usec)
 		errno = ENOSYS;
 		return -1;
 	}
-	return TIMED_WAIT("usleep", -1, real_usleep(usec));
+	return TIMED("usleep", -1, real_usleep(usec));
 }
 
 D9_INTERPOSE unsigned int sleep(unsigned int seconds)
@@ -284,7 +252,7 @@ D9_INTERPOSE unsigned int sleep(unsigned int seconds)
 	D9_REAL(unsigned int, sleep, (unsigned int));
 	if (!real_sleep)
 		return seconds;
-	return TIMED_WAIT("sleep", -1, real_sleep(seconds));
+	return TIMED("sleep", -1, real_sleep(seconds));
 }
 
 /* ---- descriptors ------------------------------------------------------------------------------- */
@@ -557,7 +525,7 @@ D9_INTERPOSE pid_t waitpid(pid_t pid, int *status, int options)
 		return (pid_t)syscall(SYS_wait4, pid, status, options, NULL);
 	if (options & WNOHANG)
 		return real_waitpid(pid, status, options);
-	return TIMED_WAIT("waitpid", -1, real_waitpid(pid, status, options));
+	return TIMED("waitpid", -1, real_waitpid(pid, status, options));
 }
 
 /* wait, wait3, wait4 and waitid: the same wait for a child (exim's daemon waits in wait(), and its
@@ -567,7 +535,7 @@ D9_INTERPOSE pid_t wait(int *status)
 	D9_REAL(pid_t, wait, (int *));
 	if (!real_wait)
 		return (pid_t)syscall(SYS_wait4, -1, status, 0, NULL);
-	return TIMED_WAIT("wait", -1, real_wait(status));
+	return TIMED("wait", -1, real_wait(status));
 }
 
 D9_INTERPOSE pid_t wait3(int *status, int options, struct rusage *ru)
@@ -577,7 +545,7 @@ D9_INTERPOSE pid_t wait3(int *status, int options, struct rusage *ru)
 		return (pid_t)syscall(SYS_wait4, -1, status, options, ru);
 	if (options & WNOHANG)
 		return real_wait3(status, options, ru);
-	return TIMED_WAIT("wait3", -1, real_wait3(status, options, ru));
+	return TIMED("wait3", -1, real_wait3(status, options, ru));
 }
 
 D9_INTERPOSE pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
@@ -587,7 +555,7 @@ D9_INTERPOSE pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
 		return (pid_t)syscall(SYS_wait4, pid, status, options, ru);
 	if (options & WNOHANG)
 		return real_wait4(pid, status, options, ru);
-	return TIMED_WAIT("wait4", -1, real_wait4(pid, status, options, ru));
+	return TIMED("wait4", -1, real_wait4(pid, status, options, ru));
 }
 
 D9_INTERPOSE int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
@@ -597,7 +565,7 @@ D9_INTERPOSE int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
 		return (int)syscall(SYS_waitid, idtype, id, info, options, NULL);
 	if (options & WNOHANG)
 		return real_waitid(idtype, id, info, options);
-	return TIMED_WAIT("waitid", -1, real_waitid(idtype, id, info, options));
+	return TIMED("waitid", -1, real_waitid(idtype, id, info, options));
 }
 
 /* The lock after a trylock found it held (or without trylock), a function of its own as
@@ -638,7 +606,7 @@ D9_INTERPOSE int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 	D9_REAL_V(int, pthread_cond_wait, "GLIBC_2.3.2", (pthread_cond_t *, pthread_mutex_t *));
 	if (!real_pthread_cond_wait)
 		return ENOSYS;
-	return TIMED_WAIT("pthread_cond_wait", -1, real_pthread_cond_wait(c, m));
+	return TIMED("pthread_cond_wait", -1, real_pthread_cond_wait(c, m));
 }
 
 D9_INTERPOSE int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
@@ -648,7 +616,7 @@ D9_INTERPOSE int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 		const struct timespec *));
 	if (!real_pthread_cond_timedwait)
 		return ENOSYS;
-	return TIMED_WAIT("pthread_cond_timedwait", -1,
+	return TIMED("pthread_cond_timedwait", -1,
 		real_pthread_cond_timedwait(c, m, abstime));
 }
 
@@ -659,5 +627,5 @@ D9_INTERPOSE int sem_wait(sem_t *s)
 		errno = ENOSYS;
 		return -1;
 	}
-	return TIMED_WAIT("sem_wait", -1, real_sem_wait(s));
+	return TIMED("sem_wait", -1, real_sem_wait(s));
 }

@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -152,6 +153,8 @@ static int exec_is_secure(int dirfd, const char *path, int fd, int resetids, cha
 		0 : statvfs(path, &vfs) == 0);
 	if (!ok || !S_ISREG(st.st_mode) || (vfs.f_flag & ST_NOSUID))
 		return 0; /* a nosuid mount ignores both bits and capabilities */
+	if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1)
+		return 0; /* so does no_new_privs (systemd's NoNewPrivileges=) */
 	if ((st.st_mode & S_ISUID) && st.st_uid != eu) {
 		snprintf(why, cap, "set-user-ID to uid %u", (unsigned)st.st_uid);
 		return 1;
@@ -170,12 +173,16 @@ static int exec_is_secure(int dirfd, const char *path, int fd, int resetids, cha
 
 /* Before an exec or spawn of (dirfd, path) or fd with envp: said and recorded when the program
  * will not be traced for its secure execution. errno kept. */
-static void secure_check(int dirfd, const char *path, int fd, int resetids, char *const envp[])
+static void secure_check(int dirfd, const char *path, int fd, int resetids, int search,
+	char *const envp[])
 {
 	int saved = errno;
-	char why[64];
+	char why[64], found[4096];
 
+	/* the cheap tests first: no call at all from a thread under a seccomp filter, nor while d9
+	 * is off; then execvp's PATH search (access calls) for a bare name */
 	if (!d9__calls_off() && d9__pl_active() && env_preloads_us(envp) &&
+		(!search || (path = path_search(path, found, sizeof(found))) != NULL) &&
 		exec_is_secure(dirfd, path, fd, resetids, why, sizeof(why)))
 		d9_agent_exec_untraced(fd >= 0 ? "(a descriptor)" : path, why);
 	errno = saved;
@@ -271,11 +278,11 @@ static __attribute__((noinline)) long syscall_exec(long number, long a[6])
 	int made, k = number == SYS_execve ? 2 : 3;
 
 	if (number == SYS_execve)
-		secure_check(AT_FDCWD, (const char *)a[0], -1, 0, (char *const *)a[2]);
+		secure_check(AT_FDCWD, (const char *)a[0], -1, 0, 0, (char *const *)a[2]);
 	else if ((a[4] & AT_EMPTY_PATH) && a[1] && !*(const char *)a[1])
-		secure_check(AT_FDCWD, NULL, (int)a[0], 0, (char *const *)a[3]);
+		secure_check(AT_FDCWD, NULL, (int)a[0], 0, 0, (char *const *)a[3]);
 	else
-		secure_check((int)a[0], (const char *)a[1], -1, 0, (char *const *)a[3]);
+		secure_check((int)a[0], (const char *)a[1], -1, 0, 0, (char *const *)a[3]);
 	d9_agent_exec_begin();
 	char **e = no_calls_env((char *const *)a[k], &made, buf, sizeof(buf) / sizeof(buf[0]));
 	a[k] = (long)e;
@@ -427,7 +434,7 @@ D9_INTERPOSE int execve(const char *path, char *const argv[], char *const envp[]
 		errno = ENOSYS;
 		return -1;
 	}
-	secure_check(AT_FDCWD, path, -1, 0, envp);
+	secure_check(AT_FDCWD, path, -1, 0, 0, envp);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_execve(path, argv, e);
@@ -443,7 +450,7 @@ D9_INTERPOSE int execv(const char *path, char *const argv[])
 		errno = ENOSYS;
 		return -1;
 	}
-	secure_check(AT_FDCWD, path, -1, 0, environ);
+	secure_check(AT_FDCWD, path, -1, 0, 0, environ);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(environ, e, made);
 	int r = made && real_execve ? real_execve(path, argv, e) : real_execv(path, argv);
@@ -459,8 +466,7 @@ D9_INTERPOSE int execvp(const char *file, char *const argv[])
 		errno = ENOSYS;
 		return -1;
 	}
-	char found[4096];
-	secure_check(AT_FDCWD, path_search(file, found, sizeof(found)), -1, 0, environ);
+	secure_check(AT_FDCWD, file, -1, 0, 1, environ);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(environ, e, made);
 	int r = made && real_execvpe ? real_execvpe(file, argv, e) : real_execvp(file, argv);
@@ -476,8 +482,7 @@ D9_INTERPOSE int execvpe(const char *file, char *const argv[], char *const envp[
 		errno = ENOSYS;
 		return -1;
 	}
-	char found[4096];
-	secure_check(AT_FDCWD, path_search(file, found, sizeof(found)), -1, 0, envp);
+	secure_check(AT_FDCWD, file, -1, 0, 1, envp);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_execvpe(file, argv, e);
@@ -493,7 +498,7 @@ D9_INTERPOSE int fexecve(int fd, char *const argv[], char *const envp[])
 		errno = ENOSYS;
 		return -1;
 	}
-	secure_check(AT_FDCWD, NULL, fd, 0, envp);
+	secure_check(AT_FDCWD, NULL, fd, 0, 0, envp);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_fexecve(fd, argv, e);
@@ -511,9 +516,9 @@ D9_INTERPOSE int execveat(int dirfd, const char *path, char *const argv[], char 
 		return -1;
 	}
 	if ((flags & AT_EMPTY_PATH) && !*path)
-		secure_check(AT_FDCWD, NULL, dirfd, 0, envp);
+		secure_check(AT_FDCWD, NULL, dirfd, 0, 0, envp);
 	else
-		secure_check(dirfd, path, -1, 0, envp);
+		secure_check(dirfd, path, -1, 0, 0, envp);
 	d9_agent_exec_begin();
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_execveat(dirfd, path, argv, e, flags);
@@ -541,7 +546,7 @@ D9_INTERPOSE int posix_spawn(pid_t *pid, const char *path, const posix_spawn_fil
 		const posix_spawnattr_t *, char *const[], char *const[]));
 	if (!real_posix_spawn)
 		return ENOSYS;
-	secure_check(AT_FDCWD, path, -1, spawn_resets_ids(at), envp);
+	secure_check(AT_FDCWD, path, -1, spawn_resets_ids(at), 0, envp);
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_posix_spawn(pid, path, fa, at, argv, e);
 	if (made == 1)
@@ -556,9 +561,7 @@ D9_INTERPOSE int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_fi
 		const posix_spawnattr_t *, char *const[], char *const[]));
 	if (!real_posix_spawnp)
 		return ENOSYS;
-	char found[4096];
-	secure_check(AT_FDCWD, path_search(file, found, sizeof(found)), -1, spawn_resets_ids(at),
-		envp);
+	secure_check(AT_FDCWD, file, -1, spawn_resets_ids(at), 1, envp);
 	NO_CALLS_ENV(envp, e, made);
 	int r = real_posix_spawnp(pid, file, fa, at, argv, e);
 	if (made == 1)

@@ -4,15 +4,12 @@
  * Terminate at once. HOW: exit (exit(0)), _exit, exec (execl("/bin/true")), return (from main).
  * Prints "burn NS" (the burn's wall-clock ns) before it ends. HOW wait: instead of the burn, a
  * child that sleeps MS ms, waited for with wait() (exim's daemon waits so), then one more wait
- * in epoll_wait, and exit 0. HOW condexit: after the waits the thread waits MS ms in
- * pthread_cond_timedwait while another thread calls _exit(0) after 100 ms (a pool thread idle in
- * its condition variable when the process ends: varnish's). usage: exit-turn HOW MS */
+ * in epoll_wait, and exit 0. usage: exit-turn HOW MS */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -28,15 +25,6 @@ static uint64_t ns_of(clockid_t c)
 
 volatile uint64_t sink;
 
-static void *end_soon(void *arg)
-{
-	(void)arg;
-	usleep(100000);
-	printf("burn 0\n");
-	fflush(stdout);
-	_exit(0);
-}
-
 int main(int argc, char **argv)
 {
 	if (argc != 3)
@@ -45,19 +33,6 @@ int main(int argc, char **argv)
 	int ep = epoll_create1(0);
 	epoll_wait(ep, &ev, 1, 1);
 	epoll_wait(ep, &ev, 1, 1);
-	if (!strcmp(argv[1], "condexit")) {
-		static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-		static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-		pthread_t th;
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += atoi(argv[2]) / 1000 + 1;
-		if (pthread_create(&th, NULL, end_soon, NULL) != 0)
-			return 5;
-		pthread_mutex_lock(&mu);
-		pthread_cond_timedwait(&cv, &mu, &ts);
-		return 6; /* the other thread's _exit ends the process first */
-	}
 	if (!strcmp(argv[1], "wait")) {
 		pid_t pid = fork();
 		if (pid == 0) {

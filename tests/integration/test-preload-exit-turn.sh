@@ -14,9 +14,6 @@
 #     timed: exim's daemon, asleep in wait(), was a serious hog).
 #   - exit-turn-viewer: the viewer's model (tests/browser/gaps.js, in node) draws the same loop
 #     turns as `polls` lists for the exit case, the last one included (SKIP without node).
-#   - exit-turn-condexit: the worker waits in pthread_cond_timedwait when another thread calls
-#     _exit: its events are in the trace (its two Parks), none dropped (a thread waiting there
-#     kept its chunk to itself, and the exit lost it: varnish's pool, 979 events at a stop).
 set -u
 # shellcheck source=lib-preload.sh
 . "$(dirname "$0")/lib-preload.sh"
@@ -91,28 +88,6 @@ elif [[ "$res" == OK* ]]; then
 	pl_pass "$NAME-wait" "${res#OK }"
 else
 	pl_fail "$NAME-wait" "${res#FAIL }"
-fi
-mkdir -m 0700 "$T/tr-cond"
-LD_PRELOAD="$PL_LIB" D9_TRACE_PATH="$T/tr-cond/t.bin" timeout -s KILL 60 "$T/exit-turn" condexit 2000 \
-	>"$T/cond.out" 2>"$T/cond.err"
-rc=$?
-res=$("$PL_ANALYZE" jsonl "$T/tr-cond" 2>/dev/null | python3 -c '
-import json, sys
-evs = [json.loads(l) for l in sys.stdin if l.strip()]
-parks = [e for e in evs if e.get("type") == "Park"]
-drops = [e for e in evs if e.get("type") == "Dropped"]
-if drops:
-    print("FAIL dropped: %s" % [(d.get("count"), d.get("reason")) for d in drops])
-elif len(parks) < 2:
-    print("FAIL %d Park(s), the program made 2" % len(parks))
-else:
-    print("OK %d Parks, nothing dropped" % len(parks))' 2>&1)
-if [ "$rc" != 0 ]; then
-	pl_fail "$NAME-condexit" "exit status $rc: $(head -c 300 "$T/cond.err")"
-elif [[ "$res" == OK* ]]; then
-	pl_pass "$NAME-condexit" "${res#OK }"
-else
-	pl_fail "$NAME-condexit" "${res#FAIL }"
 fi
 if command -v node >/dev/null; then
 	"$PL_ANALYZE" polls --json "$T/tr-exit" >"$T/exit.polls" 2>/dev/null
