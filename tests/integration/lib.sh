@@ -94,6 +94,14 @@ d9_setup() {
 # suite's hundreds of analyzer runs), and names could differ between machines. The tests of
 # debug files (test-names, test-preload-patch) set their own. Done when this file is sourced, and
 # again by d9_setup and pl_env, which clear D9_*.
+# d9_perf_off: why this shell's user cannot open the agent's perf events (cpu-clock and
+# context switches, as D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 open them: the driver's own lines),
+# printed; nothing when it can. Needs $T.
+d9_perf_off() {
+	env D9_TRACE_PATH="$T/perf-probe/trace.bin" D9_CPU_PROFILE=99 D9_SCHED_EVENTS=1 \
+		timeout 60 "$DRIVER" --churn 1 2>&1 >/dev/null
+}
+
 d9_no_machine_debug_files() {
 	mkdir -p "$D9_ROOT/build/test-no-debug" 2>/dev/null
 	export D9_DEBUG_DIR=$D9_ROOT/build/test-no-debug
