@@ -102,6 +102,24 @@ d9_perf_off() {
 		timeout 60 "$DRIVER" --churn 1 2>&1 >/dev/null
 }
 
+# d9_exec_function ELF: sets off vaddr filesz (file offset, address and size of ELF's executable
+# LOAD segment) and faddr fname (hex address and name of a text symbol past the segment's first
+# 256 bytes that follows another one, so a sample at its first byte has a function before it);
+# faddr is empty when there is none.
+d9_exec_function() {
+	read -r off vaddr filesz < <(readelf -lW "$1" | awk '$1 == "LOAD" && ($7 ~ /E/ || $8 ~ /E/) { print $2, $3, $5; exit }')
+	faddr= fname=
+	local a t n prev=
+	while read -r a t n; do
+		[[ "$t" == [tT] ]] || continue
+		if [ -n "$prev" ] && [ $((0x$a)) -gt $((vaddr + 256)) ] && [ $((0x$a)) -gt $((0x$prev)) ]; then
+			faddr=$a fname=$n
+			return 0
+		fi
+		prev=$a
+	done < <(nm -n --defined-only "$1")
+}
+
 d9_no_machine_debug_files() {
 	mkdir -p "$D9_ROOT/build/test-no-debug" 2>/dev/null
 	export D9_DEBUG_DIR=$D9_ROOT/build/test-no-debug

@@ -502,16 +502,7 @@ fi
 mkdir -p "$T/pc0/trace"
 cp "$ST_HTTP" "$T/pc0/mod"
 mod=$(readlink -f "$T/pc0/mod")
-read -r off vaddr filesz < <(readelf -lW "$mod" | awk '$1 == "LOAD" && ($7 ~ /E/ || $8 ~ /E/) { print $2, $3, $5; exit }')
-faddr= fname= prev=
-while read -r a t n; do
-	[[ "$t" == [tT] ]] || continue
-	if [ -n "$prev" ] && [ $((0x$a)) -gt $((vaddr + 256)) ] && [ $((0x$a)) -gt $((0x$prev)) ]; then
-		faddr=$a fname=$n
-		break
-	fi
-	prev=$a
-done < <(nm -n --defined-only "$mod")
+d9_exec_function "$mod"
 base=$((0x555555554000))
 if [ -z "$faddr" ] || ! "$PL_ROOT/build/tests/gen-pc0" "$T/pc0/trace" "$mod" \
 	"$(printf '%x' $((base + vaddr)))" "$(printf '%x' $((base + vaddr + filesz)))" \

@@ -27,16 +27,7 @@ for f in "$gen" "$bin" build/d9-analyze; do
 	fi
 done
 # the executable segment (file offset, address, size) and a function F after another one
-read -r off vaddr filesz < <(readelf -lW "$bin" | awk '$1 == "LOAD" && ($7 ~ /E/ || $8 ~ /E/) { print $2, $3, $5; exit }')
-faddr= fname= prev=
-while read -r a t n; do
-	[[ "$t" == [tT] ]] || continue
-	if [ -n "$prev" ] && [ $((0x$a)) -gt $((vaddr + 256)) ] && [ $((0x$a)) -gt $((0x$prev)) ]; then
-		faddr=$a fname=$n
-		break
-	fi
-	prev=$a
-done < <(nm -n --defined-only "$bin")
+d9_exec_function "$bin"
 if [ -z "${faddr:-}" ]; then
 	for c in sample blocking; do d9_fail "$NAME-$c" "no function found in $bin (readelf, nm)"; done
 	exit 0
