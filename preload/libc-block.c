@@ -187,11 +187,11 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 #define TIMED_IO(name, fd, call) TIMED_IF(!d9__fd_cannot_wait(fd), name, fd, call)
 
 /* The timing of a call when this thread may record (cond also true): two clock reads, the
- * record of a call past the threshold. errno is the call's, also past the record. (A thread
+ * record of a call past the threshold (record() keeps the call's errno). (A thread
  * waiting here keeps its chunk: offering it to the writer for the wait, as a park does, was
  * tried and taken back: a signal handler that leaves the wait by longjmp, the classic alarm
  * timeout of a sleep, would have left the thread marked for good.) */
-#define TIMED_CORE(cond, name, fd, call)                                          \
+#define TIMED_IF(cond, name, fd, call)                                            \
 	({                                                                        \
 		__typeof__(call) r_;                                              \
 		if (!(cond) || D9_LIKELY(!timed())) {                             \
@@ -202,21 +202,16 @@ static __attribute__((noinline)) void record(uint64_t t0, uint64_t t1, const cha
 			int tsc_ = d9__clock_tsc;                                 \
 			uint64_t t0_ = TIMED_NOW(tsc_);                           \
 			r_ = (call);                                              \
-			int err_ = errno;                                         \
 			uint64_t t1_ = TIMED_NOW(tsc_);                           \
 			/* a switch inside: a runtime's hook made it a coroutine \
 			 * wait (libco), the thread ran others: not blocked */    \
 			if (D9_UNLIKELY(t1_ - t0_ >= __atomic_load_n(              \
 				    &d9__pcfg.blocking_threshold_ticks, __ATOMIC_RELAXED)) && \
 				sw_ == d9__pl.switches)                           \
-				record(t0_, t1_, name, &id_, (fd), err_);         \
-			else                                                      \
-				errno = err_;                                     \
+				record(t0_, t1_, name, &id_, (fd), errno);        \
 		}                                                                 \
 		r_;                                                               \
 	})
-
-#define TIMED_IF(cond, name, fd, call) TIMED_CORE(cond, name, fd, call)
 
 /* ---- sleeps ------------------------------------------------------------------------------------ */
 
